@@ -1,0 +1,1 @@
+"""The CLI, the LSP server and the job machinery around the search."""

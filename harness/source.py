@@ -1,0 +1,134 @@
+"""Find ``__global__`` kernels in CUDA source with tree-sitter-cuda, and check them against a spec."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import tree_sitter as ts
+import tree_sitter_cuda
+
+from ptxfactory.protocol.spec import KernelSpec
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter as written: ``type`` is the base type (``__nv_bfloat16``), ``is_pointer`` for ``T*``."""
+
+    name: str
+    type: str
+    is_pointer: bool
+    is_const: bool
+
+
+@dataclass(frozen=True)
+class KernelDef:
+    """A ``__global__`` function definition; byte offsets and 0-based lines cover ``extern "C"`` and templates too."""
+
+    name: str
+    params: tuple[Param, ...]
+    start_byte: int
+    end_byte: int
+    start_line: int
+    end_line: int
+    name_line: int
+    text: str
+
+
+class SignatureMismatch(ValueError):
+    """The spec's arguments do not match the kernel's parameters; the message names the argument."""
+
+
+@lru_cache(maxsize=1)
+def _parser() -> ts.Parser:
+    return ts.Parser(ts.Language(tree_sitter_cuda.language()))
+
+
+def find_kernels(source: str) -> list[KernelDef]:
+    """All ``__global__`` function definitions in ``source``, in file order."""
+    data = source.encode()
+    tree = _parser().parse(data)
+    kernels = []
+    stack = [tree.root_node]
+    while stack:
+        node = stack.pop()
+        if node.type == "function_definition" and any(c.type == "__global__" for c in node.children):
+            outer = node
+            while outer.parent is not None and outer.parent.type in ("linkage_specification", "template_declaration"):
+                outer = outer.parent
+            decl = node.child_by_field_name("declarator")
+            while decl is not None and decl.type != "function_declarator":
+                decl = decl.child_by_field_name("declarator")
+            if decl is None:
+                continue
+            name_node = decl.child_by_field_name("declarator")
+            params = tuple(_param(p) for p in decl.child_by_field_name("parameters").named_children if p.type == "parameter_declaration")
+            kernels.append(
+                KernelDef(
+                    name=name_node.text.decode(),
+                    params=params,
+                    start_byte=outer.start_byte,
+                    end_byte=outer.end_byte,
+                    start_line=outer.start_point[0],
+                    end_line=outer.end_point[0],
+                    name_line=name_node.start_point[0],
+                    text=data[outer.start_byte : outer.end_byte].decode(),
+                )
+            )
+            continue
+        stack.extend(reversed(node.children))
+    kernels.sort(key=lambda k: k.start_byte)
+    return kernels
+
+
+def find_kernel(source: str, name: str) -> KernelDef:
+    """The kernel called ``name``. Raises ``KeyError`` listing the kernels that exist."""
+    kernels = find_kernels(source)
+    for k in kernels:
+        if k.name == name:
+            return k
+    raise KeyError(f"no __global__ kernel named {name!r} (found: {', '.join(k.name for k in kernels) or 'none'})")
+
+
+def _param(node: ts.Node) -> Param:
+    base = node.child_by_field_name("type")
+    decl = node.child_by_field_name("declarator")
+    is_pointer = False
+    is_const = any(c.type == "type_qualifier" and c.text == b"const" for c in node.children)
+    while decl is not None and decl.type in ("pointer_declarator", "reference_declarator", "array_declarator"):
+        is_pointer = is_pointer or decl.type != "reference_declarator"
+        decl = decl.child_by_field_name("declarator") or next((c for c in decl.named_children if c.type == "identifier"), None)
+    name = decl.text.decode() if decl is not None else ""
+    type_text = " ".join(base.text.decode().split()) if base is not None else ""
+    return Param(name=name, type=type_text, is_pointer=is_pointer, is_const=is_const)
+
+
+def check_signature(spec: KernelSpec, kernel: KernelDef) -> None:
+    """Check the spec's ``args`` against the kernel's parameters: count, order, names, pointer vs scalar, dtype.
+
+    Raises:
+        SignatureMismatch: naming the first argument that differs.
+    """
+    params = kernel.params
+    if len(params) != len(spec.args):
+        raise SignatureMismatch(
+            f"kernel {kernel.name!r} has {len(params)} parameters ({', '.join(p.name for p in params)}) "
+            f"but the spec lists {len(spec.args)} args ({', '.join(a.name for a in spec.args)})"
+        )
+    for i, (arg, p) in enumerate(zip(spec.args, params)):
+        where = f"args[{i}] ({arg.name!r})"
+        if arg.name != p.name:
+            raise SignatureMismatch(f"{where}: the kernel's parameter {i} is named {p.name!r}")
+        if arg.is_buffer and not p.is_pointer:
+            raise SignatureMismatch(f"{where}: role {arg.role!r} needs a pointer, the kernel takes {p.type} {p.name}")
+        if not arg.is_buffer and p.is_pointer:
+            raise SignatureMismatch(f"{where}: role 'scalar' but the kernel takes a pointer {p.type}* {p.name}")
+        if p.type not in arg.dtype.c_types:
+            raise SignatureMismatch(f"{where}: dtype {arg.dtype.value} expects {' or '.join(arg.dtype.c_types)}, the kernel declares {p.type}")
+        if arg.role == "in" and not p.is_const:
+            pass  # allowed: many real kernels omit const on inputs
+
+
+def replace_kernel(source: str, kernel: KernelDef, new_text: str) -> str:
+    """``source`` with the kernel's definition (bytes ``start_byte:end_byte``) replaced by ``new_text``."""
+    data = source.encode()
+    return (data[: kernel.start_byte] + new_text.encode() + data[kernel.end_byte :]).decode()

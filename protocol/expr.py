@@ -1,0 +1,83 @@
+"""Integer expressions over size symbols, as written in specs: ``"M"``, ``"(M + 3) // 4"``, ``"256 * 4"``.
+
+Only integer literals, symbol names, ``+ - * // % **``, unary minus, parentheses and the functions
+``min``, ``max`` and ``cdiv`` (ceiling division) are allowed; anything else raises :class:`ExprError`.
+"""
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+
+_FUNCS = {
+    "min": min,
+    "max": max,
+    "cdiv": lambda a, b: -(-a // b),
+}
+
+
+class ExprError(ValueError):
+    """An expression that does not parse, uses a forbidden construct, or names an unknown symbol."""
+
+
+def _parse(expr: str | int | float) -> ast.AST:
+    if isinstance(expr, bool):
+        raise ExprError(f"expected an integer expression, got {expr!r}")
+    if isinstance(expr, (int, float)):
+        return ast.Constant(expr)
+    try:
+        return ast.parse(str(expr), mode="eval").body
+    except SyntaxError as exc:
+        raise ExprError(f"cannot parse expression {expr!r}: {exc.msg}") from None
+
+
+def symbols_in(expr: str | int | float) -> set[str]:
+    """Names of the size symbols an expression uses (function names excluded)."""
+    names = set()
+    for node in ast.walk(_parse(expr)):
+        if isinstance(node, ast.Name) and node.id not in _FUNCS:
+            names.add(node.id)
+    return names
+
+
+def evaluate(expr: str | int | float, symbols: Mapping[str, int | float]) -> int | float:
+    """Evaluate ``expr`` with the given symbol values.
+
+    Raises:
+        ExprError: on a syntax error, a forbidden construct, or a symbol missing from ``symbols``.
+    """
+    return _eval(_parse(expr), symbols, expr)
+
+
+def _eval(node: ast.AST, env: Mapping[str, int | float], src) -> int | float:
+    match node:
+        case ast.Constant(value=v) if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return v
+        case ast.Name(id=name):
+            if name not in env:
+                raise ExprError(f"unknown symbol {name!r} in {src!r} (known: {', '.join(sorted(env)) or 'none'})")
+            return env[name]
+        case ast.UnaryOp(op=ast.USub(), operand=x):
+            return -_eval(x, env, src)
+        case ast.UnaryOp(op=ast.UAdd(), operand=x):
+            return _eval(x, env, src)
+        case ast.BinOp(left=a, op=op, right=b):
+            x, y = _eval(a, env, src), _eval(b, env, src)
+            if isinstance(op, ast.Add):
+                return x + y
+            if isinstance(op, ast.Sub):
+                return x - y
+            if isinstance(op, ast.Mult):
+                return x * y
+            if isinstance(op, (ast.FloorDiv, ast.Mod, ast.Div)) and y == 0:
+                raise ExprError(f"division by zero in {src!r}")
+            if isinstance(op, ast.FloorDiv):
+                return x // y
+            if isinstance(op, ast.Div):
+                return x / y
+            if isinstance(op, ast.Mod):
+                return x % y
+            if isinstance(op, ast.Pow):
+                return x**y
+        case ast.Call(func=ast.Name(id=fname), args=args, keywords=[]) if fname in _FUNCS:
+            return _FUNCS[fname](*(_eval(a, env, src) for a in args))
+    raise ExprError(f"unsupported construct {ast.dump(node)[:60]} in {src!r}")

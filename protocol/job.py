@@ -1,0 +1,66 @@
+"""What a job reports: one row per candidate, and the job's summary. Shared by the CLI, the report and the LSP."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .candidate import Candidate
+from .result import EvalResult, GpuFacts, Measured, Resources
+
+
+class CandidateRow(BaseModel):
+    """One evaluated candidate as shown in the table, the report and the code actions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    candidate: Candidate
+    result: EvalResult
+
+    @property
+    def verified(self) -> bool:
+        return isinstance(self.result, Measured)
+
+    @property
+    def reason(self) -> str:
+        """Why it was not verified (one line), or '' when it was."""
+        r = self.result
+        if r.outcome == "measured":
+            return ""
+        if r.outcome == "rejected":
+            return f"{r.check}: {r.reason}"
+        if r.outcome == "compile_failed":
+            return "compile failed: " + (r.log.strip().splitlines() or [""])[0][:160]
+        if r.outcome == "not_run":
+            return f"not run: {r.reason}"
+        if r.outcome == "crashed":
+            return f"crashed: {r.reason}"
+        return f"timed out after {r.seconds:.0f} s"
+
+    @property
+    def resources(self) -> Resources | None:
+        return self.result.resources
+
+
+class JobSummary(BaseModel):
+    """A finished (or compile-only) job: every candidate's row, the baseline's key and the best verified candidate's key."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: str
+    source_path: str
+    kernel: str
+    state: Literal["finished", "compile_only", "failed", "cancelled"]
+    gpu: GpuFacts | None = None
+    rows: list[CandidateRow] = Field(default_factory=list)
+    baseline_key: str
+    best_key: str | None = None
+    message: str = ""
+
+    def row(self, key: str | None) -> CandidateRow | None:
+        return next((r for r in self.rows if r.candidate.key == key), None) if key else None
+
+    def faster(self) -> list[CandidateRow]:
+        """Verified candidates faster than the original (speedup > 1), best first."""
+        rows = [r for r in self.rows if isinstance(r.result, Measured) and r.candidate.key != self.baseline_key and r.result.speedup > 1.0]
+        return sorted(rows, key=lambda r: -r.result.speedup)

@@ -1,0 +1,127 @@
+"""Evaluation results: a discriminated union on ``outcome``, never a magic key."""
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Resources(BaseModel):
+    """Per-thread and per-block resources of the compiled kernel (from ptxas / the loaded function)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    registers: int
+    shared_bytes: int = Field(description="static shared memory per block, bytes")
+    local_bytes: int = Field(default=0, description="local memory (stack frame) per thread, bytes")
+    spill_stores: int = Field(default=0, description="bytes of spill stores per thread")
+    spill_loads: int = Field(default=0, description="bytes of spill loads per thread")
+    max_threads_per_block: int | None = None
+
+    def summary(self) -> str:
+        s = f"{self.registers} regs, {self.shared_bytes} B smem"
+        if self.local_bytes or self.spill_stores:
+            s += f", {self.local_bytes} B local, {self.spill_stores} B spilled"
+        return s
+
+
+class SizeTiming(BaseModel):
+    """Timing of one benchmark size: medians in µs, bandwidth in GB/s (1e9 bytes/s)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    size: dict[str, int]
+    median_us: float
+    p20_us: float
+    p80_us: float
+    baseline_median_us: float
+    bytes_moved: int
+    gbps: float = Field(description="bytes_moved / median time")
+    pct_of_copy: float = Field(description="gbps / measured device-to-device copy bandwidth, percent")
+    floor_us: float = Field(description="bytes_moved / peak memory bandwidth")
+
+    @property
+    def speedup(self) -> float:
+        return self.baseline_median_us / self.median_us
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    candidate_key: str
+    resources: Resources | None = None
+    wall_s: float = 0.0
+
+
+class CompileFailed(_Result):
+    """The candidate did not compile (or its launch exceeds device limits before any run)."""
+
+    outcome: Literal["compile_failed"] = "compile_failed"
+    log: str
+
+
+class Rejected(_Result):
+    """The candidate ran but failed a check: ``check`` names which (``correctness``, ``input_mutated``,
+    ``race``, ``post_timing``, ``impossible_time``, ``launch``, ...), ``reason`` says how, in one line."""
+
+    outcome: Literal["rejected"] = "rejected"
+    check: str
+    reason: str
+    detail: dict = Field(default_factory=dict)
+
+
+class Crashed(_Result):
+    """The candidate crashed the worker (illegal address, trap, segfault); the worker was restarted."""
+
+    outcome: Literal["crashed"] = "crashed"
+    reason: str
+
+
+class TimedOut(_Result):
+    """The candidate did not finish within the worker's deadline; the worker was killed and restarted."""
+
+    outcome: Literal["timed_out"] = "timed_out"
+    seconds: float
+
+
+class Measured(_Result):
+    """Verified and timed. ``speedup`` is the geometric mean over bench sizes of baseline/candidate median time."""
+
+    outcome: Literal["measured"] = "measured"
+    timings: list[SizeTiming]
+    speedup: float
+    verified_sizes: list[dict[str, int]] = Field(default_factory=list)
+    simulated: bool = Field(default=False, description="true when produced by a SimulatedDevice (tests), not a GPU")
+
+    @property
+    def geomean_us(self) -> float:
+        import math
+
+        return math.exp(sum(math.log(t.median_us) for t in self.timings) / len(self.timings))
+
+
+class NotRun(_Result):
+    """Compiled (resources known) but not run: no GPU on this machine, or the job stopped first."""
+
+    outcome: Literal["not_run"] = "not_run"
+    reason: str
+
+
+EvalResult = Annotated[Union[Measured, Rejected, CompileFailed, Crashed, TimedOut, NotRun], Field(discriminator="outcome")]
+
+
+class GpuFacts(BaseModel):
+    """What the worker measured and read about its GPU (NVML + a device-to-device copy)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    arch: str
+    sm_count: int
+    l2_bytes: int
+    copy_gbps: float = Field(description="measured device-to-device copy, bytes read + written per second / 1e9")
+    peak_gbps: float = Field(description="theoretical memory bandwidth from NVML (bus width x memory clock x 2)")
+    driver: str = ""
+    clocks_mhz: dict[str, int] = Field(default_factory=dict)
+    temperature_c: int | None = None
+    simulated: bool = False

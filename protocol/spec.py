@@ -1,0 +1,329 @@
+"""The kernel spec: a TOML file beside the source (``rmsnorm.cu`` -> ``rmsnorm.cu.toml``).
+
+One ``[kernel.NAME]`` table per ``__global__`` function, validated by pydantic. Every error is a
+:class:`SpecError` naming the file, the line and the dotted key, e.g.
+``rmsnorm.cu.toml:7: kernel.rmsnorm.args[2].dtype: Input should be 'bf16', 'f16', ...``.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .expr import ExprError, evaluate, symbols_in
+
+
+class Dtype(str, Enum):
+    """Element types a buffer or scalar argument may have."""
+
+    bf16 = "bf16"
+    f16 = "f16"
+    f32 = "f32"
+    f64 = "f64"
+    i8 = "i8"
+    i32 = "i32"
+    i64 = "i64"
+    u8 = "u8"
+    u32 = "u32"
+
+    @property
+    def itemsize(self) -> int:
+        """Size of one element in bytes."""
+        return _ITEMSIZE[self.value]
+
+    @property
+    def is_float(self) -> bool:
+        return self.value in ("bf16", "f16", "f32", "f64")
+
+    @property
+    def c_types(self) -> tuple[str, ...]:
+        """C/CUDA spellings accepted for this dtype in a kernel signature."""
+        return _C_TYPES[self.value]
+
+
+_ITEMSIZE = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "i8": 1, "i32": 4, "i64": 8, "u8": 1, "u32": 4}
+_C_TYPES = {
+    "bf16": ("__nv_bfloat16", "nv_bfloat16", "bfloat16"),
+    "f16": ("__half", "half"),
+    "f32": ("float",),
+    "f64": ("double",),
+    "i8": ("int8_t", "char", "signed char"),
+    "i32": ("int", "int32_t", "signed", "signed int"),
+    "i64": ("long long", "int64_t", "long", "long long int"),
+    "u8": ("uint8_t", "unsigned char"),
+    "u32": ("unsigned", "unsigned int", "uint32_t"),
+}
+
+_INIT_RE = re.compile(r"^(normal|uniform|zeros|ones|randint)(?:\(\s*([-+\d.eE]+)\s*,\s*([-+\d.eE]+)\s*\))?$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ArgSpec(_Model):
+    """One kernel argument, in signature order.
+
+    A buffer (``role`` in/out/inout) has a ``dtype``, a ``shape`` (expressions over size symbols)
+    and for inputs an ``init`` distribution: ``normal``, ``normal(mean, std)``, ``uniform(lo, hi)``,
+    ``zeros``, ``ones`` or ``randint(lo, hi)``. A scalar (``role = "scalar"``) has a ``dtype`` and a
+    ``value``: a number or an expression over size symbols.
+    """
+
+    name: str
+    role: Literal["in", "out", "inout", "scalar"]
+    dtype: Dtype
+    shape: list[str | int] | None = None
+    init: str | None = None
+    value: str | int | float | None = None
+
+    @model_validator(mode="after")
+    def _role_fields(self) -> "ArgSpec":
+        if self.role == "scalar":
+            if self.value is None:
+                raise ValueError(f"scalar argument {self.name!r} needs a 'value'")
+            if self.shape is not None:
+                raise ValueError(f"scalar argument {self.name!r} takes no 'shape'")
+        else:
+            if not self.shape:
+                raise ValueError(f"buffer argument {self.name!r} needs a 'shape'")
+            if self.value is not None:
+                raise ValueError(f"buffer argument {self.name!r} takes no 'value'")
+        return self
+
+    @field_validator("init")
+    @classmethod
+    def _init_known(cls, v: str | None) -> str | None:
+        if v is not None and not _INIT_RE.match(v.replace(" ", "")):
+            raise ValueError(f"unknown init {v!r}: use normal, normal(mean, std), uniform(lo, hi), zeros, ones or randint(lo, hi)")
+        return v
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.role != "scalar"
+
+    def distribution(self) -> tuple[str, float, float]:
+        """(kind, a, b) of the input distribution; defaults to normal(0, 1)."""
+        m = _INIT_RE.match((self.init or "normal").replace(" ", ""))
+        assert m is not None
+        kind, a, b = m.group(1), m.group(2), m.group(3)
+        defaults = {"normal": (0.0, 1.0), "uniform": (-1.0, 1.0), "randint": (0.0, 100.0)}
+        da, db = defaults.get(kind, (0.0, 0.0))
+        return kind, float(a) if a else da, float(b) if b else db
+
+    def numel(self, size: dict[str, int]) -> int:
+        """Number of elements of a buffer at the given sizes."""
+        n = 1
+        for dim in self.shape or []:
+            n *= int(evaluate(dim, size))
+        return n
+
+
+class LaunchSpec(_Model):
+    """Launch configuration as expressions: ``grid``/``block`` lists of 1-3 entries, dynamic shared memory in bytes.
+
+    ``policy = "fixed"``: candidates keep this launch (drop-in for the existing host code);
+    ``"free"``: candidates choose their own launch.
+    """
+
+    grid: list[str | int] = Field(min_length=1, max_length=3)
+    block: list[str | int] = Field(min_length=1, max_length=3)
+    shared_mem: str | int = 0
+    policy: Literal["fixed", "free"] = "fixed"
+
+
+class CheckSpec(_Model):
+    """Correctness requirements.
+
+    ``reference = "kernel"`` uses the original source as the oracle. Element ``i`` passes when
+    ``|out - ref| <= atol + rtol * |ref|``. ``sizes`` must all pass; ``seeds`` random seeds per size.
+    ``fast_math`` says whether candidates may compile with ``--use_fast_math``.
+    """
+
+    reference: Literal["kernel"] = "kernel"
+    rtol: float = Field(default=1e-2, ge=0)
+    atol: float = Field(default=1e-2, ge=0)
+    sizes: list[dict[str, int]] = Field(min_length=1)
+    seeds: int = Field(default=3, ge=1, le=32)
+    fast_math: bool = False
+    max_heldout_elements: int = Field(default=1 << 22, ge=1)
+
+
+class BenchSpec(_Model):
+    """What "faster" means: the benchmark sizes and the metric (geomean of median times over sizes)."""
+
+    metric: Literal["geomean_time"] = "geomean_time"
+    sizes: list[dict[str, int]] = Field(min_length=1)
+
+
+class KernelSpec(_Model):
+    """The full description of one ``__global__`` kernel to optimise."""
+
+    name: str
+    arch: str = "sm_90a"
+    args: list[ArgSpec] = Field(min_length=1)
+    launch: LaunchSpec
+    check: CheckSpec
+    bench: BenchSpec
+
+    @field_validator("arch")
+    @classmethod
+    def _arch(cls, v: str) -> str:
+        if not re.fullmatch(r"sm_\d{2,3}a?", v):
+            raise ValueError(f"arch {v!r} is not of the form sm_90 / sm_90a")
+        return v
+
+    @model_validator(mode="after")
+    def _symbols_consistent(self) -> "KernelSpec":
+        names = [a.name for a in self.args]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"duplicate argument name(s): {', '.join(sorted(dup))}")
+        known = set(self.check.sizes[0])
+        for group, sizes in (("check.sizes", self.check.sizes), ("bench.sizes", self.bench.sizes)):
+            for i, s in enumerate(sizes):
+                if set(s) != known:
+                    raise ValueError(f"{group}[{i}] has symbols {sorted(s)}, expected {sorted(known)}")
+        exprs: list[tuple[str, Any]] = []
+        for i, a in enumerate(self.args):
+            exprs += [(f"args[{i}].shape", d) for d in a.shape or []]
+            if a.role == "scalar" and isinstance(a.value, str):
+                exprs.append((f"args[{i}].value", a.value))
+        exprs += [("launch.grid", g) for g in self.launch.grid]
+        exprs += [("launch.block", b) for b in self.launch.block]
+        exprs.append(("launch.shared_mem", self.launch.shared_mem))
+        for where, e in exprs:
+            try:
+                unknown = symbols_in(e) - known
+            except ExprError as exc:
+                raise ValueError(f"{where}: {exc}") from None
+            if unknown:
+                raise ValueError(f"{where}: unknown size symbol(s) {', '.join(sorted(unknown))} (sizes define {', '.join(sorted(known))})")
+        return self
+
+    @property
+    def symbols(self) -> list[str]:
+        """Size symbols, e.g. ``["M", "N"]``."""
+        return list(self.check.sizes[0])
+
+    def bytes_moved(self, size: dict[str, int]) -> int:
+        """Fewest bytes a correct kernel moves through device memory at ``size``.
+
+        Each ``in`` buffer read once, each ``out`` buffer written once, each ``inout`` both.
+        """
+        total = 0
+        for a in self.args:
+            if a.is_buffer:
+                nbytes = a.numel(size) * a.dtype.itemsize
+                total += 2 * nbytes if a.role == "inout" else nbytes
+        return total
+
+
+class SpecFile(_Model):
+    """A whole spec file: kernels by name, plus the path it came from."""
+
+    path: str
+    kernels: dict[str, KernelSpec]
+
+
+class SpecError(ValueError):
+    """A malformed spec. ``str()`` reads ``FILE:LINE: KEY: message``."""
+
+    def __init__(self, path: str, line: int | None, key: str, message: str):
+        self.path, self.line, self.key, self.message = path, line, key, message
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: {key}: {message}" if key else f"{where}: {message}")
+
+
+def spec_path_for(source: str | Path) -> Path:
+    """``rmsnorm.cu`` -> ``rmsnorm.cu.toml``."""
+    source = Path(source)
+    return source.with_name(source.name + ".toml")
+
+
+def load_spec(path: str | Path) -> SpecFile:
+    """Read and validate a spec file.
+
+    Raises:
+        SpecError: the file is missing, is not TOML, or fails validation (with file, line and key).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SpecError(str(path), None, "", f"cannot read spec: {exc.strerror}") from None
+    return parse_spec(text, str(path))
+
+
+def parse_spec(text: str, path: str = "<spec>") -> SpecFile:
+    """Validate spec text; ``path`` is only used in error messages. Raises :class:`SpecError`."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        raise SpecError(path, int(m.group(1)) if m else None, "", f"not valid TOML: {exc}") from None
+    tables = raw.get("kernel")
+    if not isinstance(tables, dict) or not tables:
+        raise SpecError(path, 1, "kernel", "no [kernel.NAME] table: add one per __global__ function")
+    unknown_top = set(raw) - {"kernel"}
+    if unknown_top:
+        key = sorted(unknown_top)[0]
+        raise SpecError(path, _locate(text, (key,)), key, "unknown top-level key (only [kernel.NAME] tables are allowed)")
+    kernels = {}
+    for name, body in tables.items():
+        if not isinstance(body, dict):
+            raise SpecError(path, _locate(text, ("kernel", name)), f"kernel.{name}", "must be a table")
+        try:
+            kernels[name] = KernelSpec.model_validate({"name": name, **body})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = tuple(err["loc"])
+            key = _dotted(("kernel", name) + loc)
+            msg = err["msg"].removeprefix("Value error, ")
+            if not loc:
+                m = re.match(r"([a-z_]+(?:\[\d+\])?(?:\.[a-z_]+)*(?:\[\d+\])?): ", msg)
+                if m:
+                    loc, msg = _undot(m.group(1)), msg[m.end():]
+                    key = _dotted(("kernel", name) + loc)
+            raise SpecError(path, _locate(text, ("kernel", name) + loc), key, msg) from None
+    return SpecFile(path=path, kernels=kernels)
+
+
+def _dotted(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _undot(key: str) -> tuple:
+    parts: list[Any] = []
+    for m in re.finditer(r"([a-z_]+)|\[(\d+)\]", key):
+        parts.append(m.group(1) if m.group(1) else int(m.group(2)))
+    return tuple(parts)
+
+
+def _locate(text: str, loc: tuple) -> int | None:
+    """Best-effort line number (1-based) of a key path in TOML text: follows headers, keys and list items."""
+    pos, found = 0, None
+    for part in loc:
+        if isinstance(part, int):
+            idx = pos
+            for _ in range(part + 1):
+                nxt = text.find("{", idx)
+                if nxt < 0:
+                    break
+                idx = nxt + 1
+            else:
+                pos, found = idx - 1, idx - 1
+            continue
+        pat = re.compile(r"(?:^|[\s\[.{,])" + re.escape(str(part)) + r"\s*(?:=|\]|\.)", re.M)
+        m = pat.search(text, pos)
+        if not m:
+            continue
+        pos, found = m.end() - 1, m.start() + (1 if text[m.start()] in " \t\n[.{," else 0)
+    return text.count("\n", 0, found) + 1 if found is not None else None

@@ -1,0 +1,1 @@
+"""Candidate generators, the search strategy and the lesson store."""

@@ -1,0 +1,119 @@
+"""The lesson store: every experiment of every job, in SQLite (WAL) through aiosqlite.
+
+The store records and answers queries; it holds no selection policy. ``priors`` turns past
+outcomes into scores that generators may use to order their proposals.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import aiosqlite
+
+from ptxfactory.protocol import Candidate, EvalResult, GpuFacts, Measured
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS experiments (
+    id INTEGER PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    created REAL NOT NULL,
+    kernel TEXT NOT NULL,
+    kernel_fingerprint TEXT NOT NULL,
+    kernel_class TEXT NOT NULL,
+    candidate_key TEXT NOT NULL,
+    generator TEXT NOT NULL,
+    description TEXT NOT NULL,
+    params TEXT NOT NULL,
+    arch TEXT NOT NULL,
+    gpu TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    check_failed TEXT,
+    reason TEXT,
+    speedup REAL,
+    geomean_us REAL,
+    result TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS experiments_class ON experiments (kernel_class, arch);
+CREATE INDEX IF NOT EXISTS experiments_job ON experiments (job_id);
+"""
+
+
+def default_path() -> Path:
+    """``$PTXFACTORY_HOME/lessons.sqlite``, else ``$XDG_DATA_HOME/ptxfactory/...``, else ``~/.local/share/ptxfactory/...``."""
+    home = os.environ.get("PTXFACTORY_HOME")
+    if home:
+        return Path(home) / "lessons.sqlite"
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "ptxfactory" / "lessons.sqlite"
+
+
+class LessonStore:
+    """Experiments in SQLite. Open with ``await LessonStore.open(path)``; close with ``await store.close()``."""
+
+    def __init__(self, db: aiosqlite.Connection, path: Path):
+        self._db, self.path = db, path
+
+    @classmethod
+    async def open(cls, path: str | Path | None = None) -> "LessonStore":
+        """Open (creating) the store at ``path`` (default :func:`default_path`), in WAL mode."""
+        path = Path(path) if path else default_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = await aiosqlite.connect(path)
+        await db.execute("PRAGMA journal_mode=WAL")
+        await db.executescript(SCHEMA)
+        await db.commit()
+        return cls(db, path)
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def record(
+        self, *, job_id: str, kernel_fingerprint: str, kernel_class: str, arch: str,
+        candidate: Candidate, result: EvalResult, gpu: GpuFacts | None,
+    ) -> None:
+        """Append one experiment: the candidate, its generator and knobs, the outcome and metrics."""
+        check = getattr(result, "check", None)
+        reason = getattr(result, "reason", None) or getattr(result, "log", None)
+        speedup = result.speedup if isinstance(result, Measured) else None
+        geo = result.geomean_us if isinstance(result, Measured) else None
+        await self._db.execute(
+            "INSERT INTO experiments (job_id, created, kernel, kernel_fingerprint, kernel_class, candidate_key,"
+            " generator, description, params, arch, gpu, outcome, check_failed, reason, speedup, geomean_us, result)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                job_id, time.time(), candidate.kernel_name, kernel_fingerprint, kernel_class, candidate.key,
+                candidate.generator, candidate.description, json.dumps(candidate.params, sort_keys=True), arch,
+                gpu.name if gpu else "none", result.outcome, check, (reason or "")[:2000], speedup, geo,
+                result.model_dump_json(),
+            ),
+        )
+        await self._db.commit()
+
+    async def experiments(self, job_id: str | None = None) -> list[dict]:
+        """Experiments as dicts (newest last), optionally of one job."""
+        query = "SELECT * FROM experiments" + (" WHERE job_id = ?" if job_id else "") + " ORDER BY id"
+        self._db.row_factory = aiosqlite.Row
+        async with self._db.execute(query, (job_id,) if job_id else ()) as cur:
+            return [dict(r) for r in await cur.fetchall()]
+
+    async def priors(self, kernel_class: str, arch: str) -> dict[str, float]:
+        """Scores per ``"generator:param=value"`` on this kernel class and arch.
+
+        Score = mean of log(speedup) over verified experiments with that knob, where an
+        experiment that failed verification or crashed counts as log(0.5). Knobs never tried are absent.
+        """
+        sums: dict[str, list[float]] = {}
+        async with self._db.execute(
+            "SELECT generator, params, outcome, speedup FROM experiments WHERE kernel_class = ? AND arch = ? AND generator != 'original'",
+            (kernel_class, arch),
+        ) as cur:
+            async for generator, params, outcome, speedup in cur:
+                value = math.log(speedup) if outcome == "measured" and speedup else (math.log(0.5) if outcome != "not_run" else None)
+                if value is None:
+                    continue
+                for k, v in json.loads(params).items():
+                    sums.setdefault(f"{generator}:{k}={v}", []).append(value)
+        return {k: sum(v) / len(v) for k, v in sums.items()}
