@@ -1,0 +1,126 @@
+"""Device buffers for one launch: inputs from seeded distributions, NaN-filled outputs, canary bands.
+
+Runs inside the GPU worker (imports CuPy). bf16 buffers are stored as ``uint16`` bit patterns;
+:func:`as_float32` converts any float buffer to float32 for comparison.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cupy as cp
+import numpy as np
+
+from ptxfactory.protocol.expr import evaluate
+from ptxfactory.protocol.spec import ArgSpec, KernelSpec
+
+GUARD_BYTES = 256  # canary band before and after every buffer; keeps the 16-byte (and 256-byte) alignment
+CANARY = 0xA5
+
+STORAGE = {
+    "bf16": np.uint16, "f16": np.float16, "f32": np.float32, "f64": np.float64,
+    "i8": np.int8, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u32": np.uint32,
+}
+SCALAR = {"bf16": np.float32, "f16": np.float16, "f32": np.float32, "f64": np.float64,
+          "i8": np.int8, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u32": np.uint32}
+NAN_BITS = {"bf16": 0x7FC0}
+
+# Stress variants applied per seed (index % len): name, scale of float inputs, zero one row
+VARIANTS = (("spec distribution", 1.0, False), ("large magnitude x64", 64.0, True), ("tiny magnitude x1e-3", 1e-3, False))
+
+
+@dataclass
+class Guarded:
+    """A buffer with canary bands: ``view`` is what the kernel gets, ``raw`` includes the bands."""
+
+    raw: cp.ndarray
+    view: cp.ndarray
+
+    def canaries_intact(self) -> bool:
+        head = self.raw[:GUARD_BYTES]
+        tail = self.raw[GUARD_BYTES + self.view.nbytes :]
+        return bool(cp.all(head == CANARY)) and bool(cp.all(tail == CANARY))
+
+
+def guarded_empty(n: int, dtype: str) -> Guarded:
+    """A buffer of ``n`` elements of spec dtype ``dtype`` between two canary bands."""
+    storage = np.dtype(STORAGE[dtype])
+    nbytes = n * storage.itemsize
+    raw = cp.full(GUARD_BYTES * 2 + nbytes + (-nbytes % 16), CANARY, dtype=cp.uint8)
+    view = raw[GUARD_BYTES : GUARD_BYTES + nbytes].view(storage)
+    return Guarded(raw=raw, view=view)
+
+
+def fill_nan(buf: cp.ndarray, dtype: str) -> None:
+    """Poison an output: NaN for floats (bf16 NaN bit pattern), an unlikely pattern for integers."""
+    if dtype in NAN_BITS:
+        buf.fill(NAN_BITS[dtype])
+    elif np.dtype(STORAGE[dtype]).kind == "f":
+        buf.fill(np.nan)
+    else:
+        buf.fill(np.iinfo(STORAGE[dtype]).max - 7)
+
+
+def to_bf16_bits(x: cp.ndarray) -> cp.ndarray:
+    """float32 -> bf16 bit patterns (uint16), round to nearest even."""
+    bits = cp.ascontiguousarray(x, dtype=cp.float32).view(cp.uint32)
+    rounded = bits + (cp.uint32(0x7FFF) + ((bits >> 16) & cp.uint32(1)))
+    return (rounded >> 16).astype(cp.uint16)
+
+
+def as_float32(buf: cp.ndarray, dtype: str) -> cp.ndarray:
+    """Any buffer as float32 values (bf16 bits widened exactly)."""
+    if dtype == "bf16":
+        return (buf.astype(cp.uint32) << 16).view(cp.float32)
+    return buf.astype(cp.float32)
+
+
+def random_values(arg: ArgSpec, n: int, rng: cp.random.Generator, variant: int, shape: tuple[int, ...]) -> cp.ndarray:
+    """``n`` values of ``arg``'s distribution as float32 (or integers), under stress ``variant``."""
+    kind, a, b = arg.distribution()
+    if kind == "normal":
+        v = rng.standard_normal(n, dtype=cp.float32) * cp.float32(b) + cp.float32(a)
+    elif kind == "uniform":
+        v = rng.random(n, dtype=cp.float32) * cp.float32(b - a) + cp.float32(a)
+    elif kind == "randint":
+        v = rng.integers(int(a), int(b), size=n).astype(cp.float32)
+    elif kind == "ones":
+        v = cp.ones(n, dtype=cp.float32)
+    else:
+        v = cp.zeros(n, dtype=cp.float32)
+    _, scale, zero_row = VARIANTS[variant % len(VARIANTS)]
+    if arg.dtype.is_float and kind in ("normal", "uniform") and scale != 1.0:
+        v *= cp.float32(scale)
+    if zero_row and len(shape) >= 2 and arg.dtype.is_float:
+        v.reshape(shape)[0] = 0  # a special row: all zeros
+    return v
+
+
+def write_values(dst: cp.ndarray, values: cp.ndarray, dtype: str) -> None:
+    """Store float32/integer ``values`` into a buffer of spec dtype ``dtype``."""
+    if dtype == "bf16":
+        dst[...] = to_bf16_bits(values)
+    else:
+        dst[...] = values.astype(dst.dtype)
+
+
+def scalar_value(arg: ArgSpec, size: dict[str, int]):
+    """A scalar argument's value at ``size`` as a NumPy scalar of its dtype."""
+    return SCALAR[arg.dtype.value](evaluate(arg.value, size))
+
+
+def shape_of(arg: ArgSpec, size: dict[str, int]) -> tuple[int, ...]:
+    return tuple(int(evaluate(d, size)) for d in arg.shape or [])
+
+
+def make_inputs(spec: KernelSpec, size: dict[str, int], seed: int, variant: int) -> dict[str, cp.ndarray]:
+    """Fresh input values (contiguous device arrays in storage dtype) for every in/inout buffer."""
+    rng = cp.random.default_rng(seed)
+    out = {}
+    for arg in spec.args:
+        if arg.role in ("in", "inout"):
+            shape = shape_of(arg, size)
+            n = int(np.prod(shape))
+            buf = cp.empty(n, dtype=STORAGE[arg.dtype.value])
+            write_values(buf, random_values(arg, n, rng, variant, shape), arg.dtype.value)
+            out[arg.name] = buf
+    return out

@@ -1,0 +1,118 @@
+"""The GPU evaluation backend: one worker process per GPU, restarted after a crash or a hang."""
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import time
+
+from pydantic import TypeAdapter
+
+from ptxfactory.protocol import Crashed, EvalResult, GpuFacts, KernelSpec, TimedOut
+
+from .compile import Compiled
+from .plan import EvalPlan
+from .worker import worker_main
+
+_RESULT = TypeAdapter(EvalResult)
+
+
+class WorkerError(RuntimeError):
+    """The worker failed for a reason that is not the candidate's (a harness bug); the message has its traceback."""
+
+
+class GpuWorker:
+    """A child process owning one GPU. Blocking calls; :class:`GpuBackend` runs them off the event loop."""
+
+    def __init__(self, device: int = 0, start_timeout_s: float = 300.0):
+        self.device = device
+        self.start_timeout_s = start_timeout_s
+        self._proc: mp.Process | None = None
+        self._conn = None
+
+    def _ensure(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            return
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        import os
+
+        env_before = os.environ.get("CUDA_VISIBLE_DEVICES")
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(self.device) if env_before is None else env_before
+        try:
+            self._proc = ctx.Process(target=worker_main, args=(child,), daemon=True, name=f"ptxfactory-gpu{self.device}")
+            self._proc.start()
+        finally:
+            if env_before is None:
+                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        child.close()
+        self._conn = parent
+
+    def kill(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.join(5)
+        self._proc, self._conn = None, None
+
+    def call(self, request: dict, timeout_s: float) -> dict:
+        """Send one request; returns the answer dict, ``{"timed_out": s}`` or ``{"crashed": reason}``."""
+        self._ensure()
+        try:
+            self._conn.send(request)
+            if not self._conn.poll(timeout_s):
+                self.kill()
+                return {"timed_out": timeout_s}
+            answer = self._conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            code = self._proc.exitcode if self._proc else None
+            self.kill()
+            return {"crashed": f"worker died (exit code {code})"}
+        if "crashed" in answer:
+            self.kill()
+        return answer
+
+
+class GpuBackend:
+    """:class:`~.backend.EvaluationBackend` on a real GPU through a :class:`GpuWorker`. One evaluation at a time."""
+
+    def __init__(self, device: int = 0):
+        self.worker = GpuWorker(device)
+        self._lock = asyncio.Lock()
+        self._facts: GpuFacts | None = None
+
+    async def _call(self, request: dict, timeout_s: float) -> dict:
+        async with self._lock:
+            return await asyncio.to_thread(self.worker.call, request, timeout_s)
+
+    async def facts(self) -> GpuFacts:
+        if self._facts is None:
+            answer = await self._call({"op": "facts"}, 300.0)
+            if "ok" not in answer:
+                raise WorkerError(f"reading GPU facts failed: {answer}")
+            self._facts = GpuFacts.model_validate(answer["ok"])
+        return self._facts
+
+    async def evaluate(self, spec: KernelSpec, baseline: Compiled, candidate: Compiled, plan: EvalPlan) -> EvalResult:
+        key = candidate.candidate.key
+        request = {
+            "op": "evaluate", "spec": spec.model_dump(mode="json"), "plan": plan.model_dump(),
+            "baseline": _payload(baseline), "candidate": _payload(candidate),
+        }
+        t0 = time.perf_counter()
+        answer = await self._call(request, plan.timeout_s)
+        if "ok" in answer:
+            result = _RESULT.validate_python(answer["ok"])
+            if result.resources is None:
+                result = result.model_copy(update={"resources": candidate.resources})
+            return result
+        if "timed_out" in answer:
+            return TimedOut(candidate_key=key, seconds=answer["timed_out"], resources=candidate.resources, wall_s=time.perf_counter() - t0)
+        if "crashed" in answer:
+            return Crashed(candidate_key=key, reason=answer["crashed"], resources=candidate.resources, wall_s=time.perf_counter() - t0)
+        raise WorkerError(answer.get("error", str(answer)))
+
+    async def close(self) -> None:
+        self.worker.kill()
+
+
+def _payload(c: Compiled) -> dict:
+    return {"key": c.candidate.key, "cubin": c.cubin, "lowered_name": c.lowered_name, "launch": c.candidate.launch.model_dump()}

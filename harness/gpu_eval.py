@@ -1,0 +1,315 @@
+"""Verification and timing on the GPU. Runs only inside the worker process (see :mod:`.worker`).
+
+Order for one candidate (DESIGN.md "One evaluation"): load -> launch limits -> verify at every
+spec size and held-out size, several seeds and stress variants (NaN-filled outputs, canary
+bands, inputs byte-compared afterwards, a second run compared bit for bit) -> time candidate and
+baseline interleaved A/B with CUDA events, inputs rotated through > 3x L2 -> check the outputs of
+the last timed launch -> reject any time under the bytes-moved floor.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import cupy as cp
+import numpy as np
+from cupy.cuda import driver
+
+from ptxfactory.protocol import GpuFacts, KernelSpec, LaunchConfig, Measured, Rejected, Resources, SizeTiming
+from ptxfactory.protocol.expr import ExprError, evaluate
+
+from . import buffers as B
+from .plan import EvalPlan
+
+_ATTR_MAX_THREADS, _ATTR_SHARED, _ATTR_LOCAL, _ATTR_REGS = 0, 1, 3, 4
+_ATTR_MAX_DYN_SHARED = 8
+STICKY_ERRORS = ("ILLEGAL_ADDRESS", "MISALIGNED", "ILLEGAL_INSTRUCTION", "LAUNCH_FAILED", "ASSERT", "HARDWARE_STACK",
+                 "TRAP", "INVALID_PC", "INVALID_ADDRESS_SPACE", "IllegalAddress", "LaunchFailure")
+
+
+class CandidateCrash(RuntimeError):
+    """A sticky CUDA error: the context is unusable and the worker must exit."""
+
+
+class LaunchRejected(ValueError):
+    """The launch configuration is invalid at some size (limits, non-positive dims)."""
+
+
+def is_sticky(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(code in text for code in STICKY_ERRORS)
+
+
+class LoadedKernel:
+    """A cubin loaded into the worker's context, launchable at any size of the spec."""
+
+    def __init__(self, cubin: bytes, lowered_name: str, launch: LaunchConfig):
+        self.module = cp.cuda.function.Module()
+        self.module.load(cubin)
+        self.function = self.module.get_function(lowered_name)
+        self.launch = launch
+        ptr = self.function.ptr
+        self.resources = Resources(
+            registers=driver.funcGetAttribute(_ATTR_REGS, ptr),
+            shared_bytes=driver.funcGetAttribute(_ATTR_SHARED, ptr),
+            local_bytes=driver.funcGetAttribute(_ATTR_LOCAL, ptr),
+            max_threads_per_block=driver.funcGetAttribute(_ATTR_MAX_THREADS, ptr),
+        )
+        self._dyn_smem_set = 0
+
+    def dims(self, size: dict[str, int]) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+        """Grid, block and dynamic shared memory (bytes) at ``size``. Raises :class:`LaunchRejected`."""
+        try:
+            grid = tuple(int(evaluate(g, size)) for g in self.launch.grid)
+            block = tuple(int(evaluate(b, size)) for b in self.launch.block)
+            smem = int(evaluate(self.launch.shared_mem, size))
+        except ExprError as exc:
+            raise LaunchRejected(str(exc)) from None
+        threads = math.prod(block)
+        if min(grid + block) < 1:
+            raise LaunchRejected(f"grid {grid} / block {block} has a non-positive dimension at {size}")
+        if threads > self.resources.max_threads_per_block:
+            raise LaunchRejected(f"block of {threads} threads exceeds this kernel's limit of {self.resources.max_threads_per_block}")
+        if grid[0] > 2**31 - 1 or any(g > 65535 for g in grid[1:]):
+            raise LaunchRejected(f"grid {grid} exceeds the device limits at {size}")
+        limit = cp.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
+        if smem + self.resources.shared_bytes > limit:
+            raise LaunchRejected(f"{smem + self.resources.shared_bytes} B of shared memory exceeds the {limit} B per block")
+        if smem > 48 * 1024 and smem > self._dyn_smem_set:
+            driver.funcSetAttribute(self.function.ptr, _ATTR_MAX_DYN_SHARED, smem)
+            self._dyn_smem_set = smem
+        return grid + (1,) * (3 - len(grid)), block + (1,) * (3 - len(block)), smem
+
+    def __call__(self, args: tuple, size: dict[str, int]) -> None:
+        grid, block, smem = self.dims(size)
+        self.function(grid, block, args, shared_mem=smem)
+
+
+def _args(spec: KernelSpec, size: dict[str, int], buffers: dict[str, cp.ndarray]) -> tuple:
+    return tuple(buffers[a.name] if a.is_buffer else B.scalar_value(a, size) for a in spec.args)
+
+
+def _compare(got: cp.ndarray, want: cp.ndarray, dtype: str, rtol: float, atol: float, shape: tuple[int, ...]) -> str | None:
+    """None when ``got`` matches ``want`` elementwise (|g - w| <= atol + rtol |w|, NaN only where expected), else why not."""
+    g, w = B.as_float32(got, dtype), B.as_float32(want, dtype)
+    if np.dtype(B.STORAGE[dtype]).kind != "f" and dtype != "bf16":
+        bad = g != w
+    else:
+        both_nan = cp.isnan(g) & cp.isnan(w)
+        err = cp.abs(g - w)
+        bad = ~((err <= atol + rtol * cp.abs(w)) | both_nan)
+        bad |= cp.isnan(g) & ~cp.isnan(w)
+    count = int(bad.sum())
+    if count == 0:
+        return None
+    idx = int(cp.argmax(bad))
+    where = tuple(int(i) for i in np.unravel_index(idx, shape)) if shape else (idx,)
+    gv, wv = float(g[idx]), float(w[idx])
+    unwritten = int((cp.isnan(g) & ~cp.isnan(w)).sum())
+    what = f"{count} of {g.size} elements wrong"
+    if unwritten:
+        what += f" ({unwritten} never written, still NaN)"
+    return f"{what}; first at {list(where)}: got {gv:.6g}, expected {wv:.6g}"
+
+
+class Evaluator:
+    """Owns the worker's CUDA context: GPU facts, cached reference outputs, verification and timing."""
+
+    def __init__(self):
+        self._facts: GpuFacts | None = None
+        self._reference_cache: dict[tuple, dict[str, np.ndarray]] = {}
+        self._loaded: dict[str, LoadedKernel] = {}
+
+    # -- facts ---------------------------------------------------------------------------------
+    def facts(self) -> GpuFacts:
+        """Device name, arch, SM count, L2 bytes, NVML peak bandwidth and a measured D2D copy bandwidth."""
+        if self._facts is None:
+            from .facts import read_facts
+
+            self._facts = read_facts()
+        return self._facts
+
+    def load(self, cubin: bytes, lowered_name: str, launch: LaunchConfig, key: str) -> LoadedKernel:
+        if key not in self._loaded:
+            self._loaded[key] = LoadedKernel(cubin, lowered_name, launch)
+        return self._loaded[key]
+
+    # -- one launch on fresh guarded buffers ---------------------------------------------------
+    def run_once(self, spec: KernelSpec, kernel: LoadedKernel, size: dict[str, int], inputs: dict[str, cp.ndarray]):
+        """Launch on private guarded copies of ``inputs`` with NaN-filled outputs.
+
+        Returns (outputs as host arrays by name, problem string or None): a problem is a broken canary
+        band or a changed input.
+        """
+        guarded: dict[str, B.Guarded] = {}
+        for arg in spec.args:
+            if not arg.is_buffer:
+                continue
+            g = B.guarded_empty(arg.numel(size), arg.dtype.value)
+            if arg.role in ("in", "inout"):
+                g.view[...] = inputs[arg.name]
+            else:
+                B.fill_nan(g.view, arg.dtype.value)
+            guarded[arg.name] = g
+        kernel(_args(spec, size, {n: g.view for n, g in guarded.items()}), size)
+        cp.cuda.Device().synchronize()
+        for name, g in guarded.items():
+            if not g.canaries_intact():
+                return {}, f"out-of-bounds write: the canary band around {name!r} changed"
+        for arg in spec.args:
+            if arg.role == "in" and not bool(cp.array_equal(guarded[arg.name].view, inputs[arg.name])):
+                return {}, f"input {arg.name!r} was modified"
+        outs = {a.name: guarded[a.name].view.get() for a in spec.args if a.role in ("out", "inout")}
+        return outs, None
+
+    def reference(self, spec: KernelSpec, base: LoadedKernel, base_key: str, size: dict[str, int], seed: int, variant: int, inputs):
+        key = (base_key, tuple(sorted(size.items())), seed, variant)
+        if key not in self._reference_cache:
+            outs, problem = self.run_once(spec, base, size, inputs)
+            if problem:
+                raise RuntimeError(f"the original kernel itself failed a check at {size}: {problem}")
+            self._reference_cache[key] = outs
+        return self._reference_cache[key]
+
+    # -- verification --------------------------------------------------------------------------
+    def verify(self, spec: KernelSpec, base: LoadedKernel, base_key: str, cand: LoadedKernel, plan: EvalPlan, key: str) -> Rejected | None:
+        """Run every verification size x seed; the first failure becomes a :class:`Rejected`."""
+        sizes = [(s, False) for s in plan.verify_sizes] + [(s, True) for s in plan.heldout_sizes]
+        for size, heldout in sizes:
+            label = f"{'held-out ' if heldout else ''}size {size}"
+            try:
+                cand.dims(size)
+            except LaunchRejected as exc:
+                return Rejected(candidate_key=key, check="launch", reason=f"{label}: {exc}")
+            for i, seed in enumerate(plan.seeds):
+                variant = i % len(B.VARIANTS)
+                inputs = B.make_inputs(spec, size, seed, variant)
+                want = self.reference(spec, base, base_key, size, seed, variant, inputs)
+                got, problem = self.run_once(spec, cand, size, inputs)
+                where = f"{label}, seed #{i} ({B.VARIANTS[variant][0]})"
+                if problem:
+                    check = "input_mutated" if "modified" in problem else "out_of_bounds"
+                    return Rejected(candidate_key=key, check=check, reason=f"{where}: {problem}")
+                for arg in spec.args:
+                    if arg.role in ("out", "inout"):
+                        why = _compare(cp.asarray(got[arg.name]), cp.asarray(want[arg.name]), arg.dtype.value,
+                                       plan.rtol, plan.atol, B.shape_of(arg, size))
+                        if why:
+                            return Rejected(candidate_key=key, check="correctness", reason=f"{where}: output {arg.name!r}: {why}",
+                                            detail={"size": size, "seed_index": i, "heldout": heldout})
+                if i == 0:
+                    again, problem = self.run_once(spec, cand, size, inputs)
+                    for name, first in got.items():
+                        if problem or not np.array_equal(first.view(np.uint8), again[name].view(np.uint8)):
+                            return Rejected(candidate_key=key, check="race",
+                                            reason=f"{where}: a second run on the same inputs gave different bits in {name!r}")
+        return None
+
+    # -- timing --------------------------------------------------------------------------------
+    def time_size(self, spec: KernelSpec, base: LoadedKernel, cand: LoadedKernel, size: dict[str, int], plan: EvalPlan):
+        """Median/p20/p80 µs of candidate and baseline at ``size``, interleaved A/B, inputs rotated through > 3x L2.
+
+        Returns (cand_times_us, base_times_us, post_timing_problem or None).
+        """
+        facts = self.facts()
+        in_bytes = sum(a.numel(size) * a.dtype.itemsize for a in spec.args if a.is_buffer)
+        n_sets = max(1, min(8, math.ceil(3 * facts.l2_bytes / max(in_bytes, 1))))
+        sets = []
+        for s in range(n_sets):
+            inputs = B.make_inputs(spec, size, 1000 + s, 0)
+            per = {}
+            for who in ("base", "cand"):
+                bufs = {}
+                for arg in spec.args:
+                    if arg.role == "in":
+                        bufs[arg.name] = inputs[arg.name]
+                    elif arg.role == "inout":
+                        bufs[arg.name] = inputs[arg.name].copy()
+                    elif arg.role == "out":
+                        bufs[arg.name] = cp.empty(arg.numel(size), dtype=B.STORAGE[arg.dtype.value])
+                per[who] = _args(spec, size, bufs), bufs
+            sets.append(per)
+        kernels = {"base": base, "cand": cand}
+        for _ in range(plan.warmup):
+            for who in ("base", "cand"):
+                kernels[who](sets[0][who][0], size)
+        cp.cuda.Device().synchronize()
+        # one probe to size the number of repetitions (~0.25 s per kernel at most)
+        probe_s, probe_e = cp.cuda.Event(), cp.cuda.Event()
+        probe_s.record()
+        kernels["base"](sets[0]["base"][0], size)
+        probe_e.record()
+        probe_e.synchronize()
+        one_ms = cp.cuda.get_elapsed_time(probe_s, probe_e)
+        reps = int(max(5, min(plan.timing_reps, 250 / max(one_ms, 1e-3))))
+        events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(2 * reps)]
+        times = {"base": [], "cand": []}
+        order = []
+        last = (reps - 1) % n_sets
+        for r in range(reps):
+            pair = ("base", "cand") if r % 2 == 0 else ("cand", "base")
+            if r == reps - 1:  # outputs of the last timed launches are checked: poison them first
+                for who in ("base", "cand"):
+                    for arg in spec.args:
+                        if arg.role == "out":
+                            B.fill_nan(sets[last][who][1][arg.name], arg.dtype.value)
+            for j, who in enumerate(pair):
+                start, end = events[2 * r + j]
+                start.record()
+                kernels[who](sets[r % n_sets][who][0], size)
+                end.record()
+                order.append((who, start, end))
+        cp.cuda.Device().synchronize()
+        for who, start, end in order:
+            times[who].append(cp.cuda.get_elapsed_time(start, end) * 1e3)
+        problem = None
+        for arg in spec.args:
+            if arg.role in ("out", "inout"):
+                why = _compare(sets[last]["cand"][1][arg.name], sets[last]["base"][1][arg.name], arg.dtype.value,
+                               plan.rtol, plan.atol, B.shape_of(arg, size))
+                if why:
+                    problem = f"output {arg.name!r} of the last timed launch at {size}: {why}"
+                    break
+        return times["cand"], times["base"], problem
+
+    def evaluate(self, spec: KernelSpec, base: LoadedKernel, base_key: str, cand: LoadedKernel, plan: EvalPlan, key: str):
+        """Verify then time; returns Measured or Rejected. Raises :class:`CandidateCrash` on a sticky CUDA error."""
+        t0 = time.perf_counter()
+        try:
+            rejected = self.verify(spec, base, base_key, cand, plan, key)
+            if rejected is not None:
+                return rejected.model_copy(update={"resources": cand.resources, "wall_s": time.perf_counter() - t0})
+            facts = self.facts()
+            timings = []
+            for size in plan.bench_sizes:
+                try:
+                    cand.dims(size)
+                except LaunchRejected as exc:
+                    return Rejected(candidate_key=key, check="launch", reason=f"bench size {size}: {exc}", resources=cand.resources)
+                ct, bt, problem = self.time_size(spec, base, cand, size, plan)
+                if problem:
+                    return Rejected(candidate_key=key, check="post_timing", reason=problem, resources=cand.resources,
+                                    wall_s=time.perf_counter() - t0)
+                nbytes = spec.bytes_moved(size)
+                med = float(np.median(ct))
+                floor_us = nbytes / (facts.peak_gbps * 1e3)
+                if med < floor_us:
+                    return Rejected(candidate_key=key, check="impossible_time", resources=cand.resources,
+                                    reason=f"{med:.2f} µs at {size} is under the {floor_us:.2f} µs floor of {nbytes} bytes at {facts.peak_gbps:.0f} GB/s")
+                gbps = nbytes / (med * 1e3)
+                timings.append(SizeTiming(
+                    size=size, median_us=med, p20_us=float(np.percentile(ct, 20)), p80_us=float(np.percentile(ct, 80)),
+                    baseline_median_us=float(np.median(bt)), bytes_moved=nbytes, gbps=gbps,
+                    pct_of_copy=100 * gbps / facts.copy_gbps, floor_us=floor_us,
+                ))
+        except cp.cuda.driver.CUDADriverError as exc:
+            if is_sticky(exc):
+                raise CandidateCrash(str(exc)) from None
+            return Rejected(candidate_key=key, check="launch", reason=str(exc), resources=cand.resources)
+        except cp.cuda.runtime.CUDARuntimeError as exc:
+            if is_sticky(exc):
+                raise CandidateCrash(str(exc)) from None
+            return Rejected(candidate_key=key, check="launch", reason=str(exc), resources=cand.resources)
+        speedup = math.exp(sum(math.log(t.baseline_median_us / t.median_us) for t in timings) / len(timings))
+        return Measured(candidate_key=key, resources=cand.resources, timings=timings, speedup=speedup,
+                        verified_sizes=plan.verify_sizes + plan.heldout_sizes, wall_s=time.perf_counter() - t0)

@@ -1,0 +1,52 @@
+"""The evaluation worker: a child process that owns the GPU and answers requests over a pipe.
+
+Requests are dicts: ``{"op": "facts"}`` or ``{"op": "evaluate", "spec", "baseline", "candidate", "plan"}``
+where baseline/candidate are ``{"key", "cubin", "lowered_name", "launch"}``. Answers are
+``{"ok": <result dict>}`` or ``{"crashed": reason}`` (after which the worker exits: its CUDA
+context is unusable). Candidate kernels run only here, never in the daemon.
+"""
+from __future__ import annotations
+
+import os
+import traceback
+from multiprocessing.connection import Connection
+
+
+def worker_main(conn: Connection) -> None:
+    """Serve requests until the pipe closes. Exits with status 70 after a sticky CUDA error."""
+    from ptxfactory.protocol import KernelSpec, LaunchConfig
+
+    from .gpu_eval import CandidateCrash, Evaluator, is_sticky
+    from .plan import EvalPlan
+
+    ev = Evaluator()
+    while True:
+        try:
+            req = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            if req["op"] == "facts":
+                conn.send({"ok": ev.facts().model_dump()})
+            elif req["op"] == "evaluate":
+                spec = KernelSpec.model_validate(req["spec"])
+                plan = EvalPlan.model_validate(req["plan"])
+                b, c = req["baseline"], req["candidate"]
+                base = ev.load(b["cubin"], b["lowered_name"], LaunchConfig.model_validate(b["launch"]), b["key"])
+                try:
+                    cand = ev.load(c["cubin"], c["lowered_name"], LaunchConfig.model_validate(c["launch"]), c["key"])
+                except Exception as exc:  # a cubin the driver refuses
+                    conn.send({"ok": {"outcome": "rejected", "candidate_key": c["key"], "check": "load", "reason": str(exc)}})
+                    continue
+                result = ev.evaluate(spec, base, b["key"], cand, plan, c["key"])
+                conn.send({"ok": result.model_dump()})
+            else:
+                conn.send({"error": f"unknown op {req.get('op')!r}"})
+        except CandidateCrash as exc:
+            conn.send({"crashed": str(exc)})
+            os._exit(70)
+        except Exception as exc:
+            if is_sticky(exc):
+                conn.send({"crashed": str(exc)})
+                os._exit(70)
+            conn.send({"error": "".join(traceback.format_exception(exc))[-4000:]})
