@@ -7,7 +7,11 @@ stack frame and spills are parsed from the ptxas report in the program log.
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from cupy_backends.cuda.libs import nvrtc
 
@@ -30,7 +34,7 @@ class Compiled:
     candidate: Candidate
     cubin: bytes
     lowered_name: str
-    resources: Resources
+    resources: Resources | None
     log: str
 
 
@@ -69,21 +73,43 @@ def compile_candidate(candidate: Candidate, arch: str, fast_math_allowed: bool =
         cubin = nvrtc.getCUBIN(prog)
     finally:
         nvrtc.destroyProgram(prog)
+    if "Compiling entry function" not in log:
+        # some NVRTC builds keep ptxas's report out of the log: ask ptxas itself (same arch and options)
+        log += _ptxas_report(candidate, arch, opts)
     return Compiled(candidate=candidate, cubin=cubin, lowered_name=lowered, resources=parse_ptxas_report(log, lowered), log=log)
 
 
-def parse_ptxas_report(log: str, entry: str) -> Resources:
+def _ptxas_report(candidate: Candidate, arch: str, opts: list[str]) -> str:
+    """``ptxas -v`` on NVRTC's PTX, or '' when no ptxas is on PATH."""
+    ptxas = shutil.which("ptxas")
+    if not ptxas:
+        return ""
+    prog = nvrtc.createProgram(candidate.source, f"{candidate.kernel_name}.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, [o for o in opts if not o.startswith(("-arch", "--ptxas-options"))] + [f"-arch=compute_{arch[3:]}"])
+        ptx = nvrtc.getPTX(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "k.ptx"
+        path.write_bytes(ptx if isinstance(ptx, bytes) else ptx.encode())
+        maxreg = [f"--maxrregcount={o.split('=')[1]}" for o in opts if "maxrregcount" in o]
+        proc = subprocess.run([ptxas, "-v", f"-arch={arch}", *maxreg, str(path), "-o", str(path.with_suffix(".cubin"))],
+                              capture_output=True, text=True, timeout=120)
+    return proc.stderr + proc.stdout
+
+
+def parse_ptxas_report(log: str, entry: str) -> Resources | None:
     """Registers, shared memory, stack frame and spills of ``entry`` from a ``ptxas -v`` report.
 
-    Raises:
-        ValueError: the report has no block for ``entry``.
+    None when the report has no block for ``entry`` (the worker then reads the loaded function's attributes).
     """
     block = None
     for chunk in re.split(r"(?=ptxas info\s+: Compiling entry function)", log):
         if f"'{entry}'" in chunk.split("\n", 1)[0]:
             block = chunk
     if block is None:
-        raise ValueError(f"ptxas report has no entry function {entry!r}")
+        return None
 
     def num(pattern: str) -> int:
         m = re.search(pattern, block)

@@ -101,9 +101,8 @@ class GpuBackend:
         answer = await self._call(request, plan.timeout_s)
         if "ok" in answer:
             result = _RESULT.validate_python(answer["ok"])
-            if result.resources is None:
-                result = result.model_copy(update={"resources": candidate.resources})
-            return result
+            # ptxas's report (spills, stack) is more complete than the driver's attributes
+            return result.model_copy(update={"resources": candidate.resources or result.resources})
         if "timed_out" in answer:
             return TimedOut(candidate_key=key, seconds=answer["timed_out"], resources=candidate.resources, wall_s=time.perf_counter() - t0)
         if "crashed" in answer:

@@ -1,0 +1,84 @@
+"""GPU tier: the worker verifies, times, and survives crashing and hanging candidates (real H200 run)."""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from ptxfactory.harness.compile import Compiled, compile_candidate
+from ptxfactory.harness.gpu_backend import GpuBackend
+from ptxfactory.harness.plan import make_plan
+from ptxfactory.protocol import LaunchConfig, load_spec
+from ptxfactory.search.strategy import original_candidate
+
+pytestmark = pytest.mark.gpu
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "rmsnorm" / "rmsnorm.cu"
+SPEC = load_spec(EXAMPLE.with_suffix(".cu.toml")).kernels["rmsnorm"]
+SOURCE = EXAMPLE.read_text()
+
+
+def variant(old: str, new: str, **launch) -> object:
+    """The example with one textual change (must apply), compiled."""
+    assert old in SOURCE
+    base = original_candidate(SPEC, SOURCE)
+    cand = base.model_copy(update={"source": SOURCE.replace(old, new), "description": new[:40],
+                                   "launch": LaunchConfig(**{**base.launch.model_dump(), **launch})})
+    compiled = compile_candidate(cand, SPEC.arch)
+    assert isinstance(compiled, Compiled), getattr(compiled, "log", "")
+    return compiled
+
+
+def evaluate_all(*candidates, timeout_s: float = 120.0):
+    async def go():
+        backend = GpuBackend()
+        try:
+            base = compile_candidate(original_candidate(SPEC, SOURCE), SPEC.arch)
+            plan = make_plan(SPEC, secret=7).model_copy(update={"timeout_s": timeout_s})
+            facts = await backend.facts()
+            return facts, [await backend.evaluate(SPEC, base, c, plan) for c in candidates]
+        finally:
+            await backend.close()
+
+    return asyncio.run(go())
+
+
+def test_facts_and_original_matches_itself():
+    base = compile_candidate(original_candidate(SPEC, SOURCE), SPEC.arch)
+    facts, [res] = evaluate_all(base)
+    assert facts.copy_gbps > 1000 and facts.peak_gbps >= facts.copy_gbps
+    assert res.outcome == "measured", res
+    assert 0.8 < res.speedup < 1.25
+    assert len(res.verified_sizes) == len(SPEC.check.sizes) + 2  # spec sizes + held-out sizes
+    for t in res.timings:
+        assert t.median_us >= t.floor_us and t.p20_us <= t.median_us <= t.p80_us
+
+
+def test_wrong_answers_are_rejected_with_the_reason():
+    no_eps = variant("partial[0] / N + eps", "partial[0] / N")               # NaN/inf on the zero row
+    wrong_scale = variant("v * inv_rms * __bfloat162float(w[i])", "v * inv_rms")  # ignores the weight
+    writes_nothing = variant("y[(size_t)row * N + i] = ", "if (N < 0) y[(size_t)row * N + i] = ")
+    half_rows = variant("if (row >= M) return;", "if (row >= M || (row & 1)) return;")
+    _, results = evaluate_all(no_eps, wrong_scale, writes_nothing, half_rows)
+    assert [r.outcome for r in results] == ["rejected"] * 4, results
+    assert all(r.check == "correctness" for r in results), [r.reason for r in results]
+    assert "never written" in results[2].reason
+
+
+def test_input_mutation_and_out_of_bounds_are_caught():
+    mut = variant("sum += v * v;", "sum += v * v; ((__nv_bfloat16*)x)[(size_t)row * N + i] = __float2bfloat16(0.f);")
+    oob = variant("y[(size_t)row * N + i] = ", "y[(size_t)row * N + i + N * (row == M - 1 && i == 0)] = ")
+    _, (r1, r2) = evaluate_all(mut, oob)
+    assert r1.outcome == "rejected" and r1.check == "input_mutated", r1
+    assert r2.outcome == "rejected" and r2.check in ("out_of_bounds", "correctness"), r2
+
+
+def test_crash_and_hang_kill_the_worker_not_the_caller():
+    crash = variant("if (row >= M) return;", "if (row >= M) return; if (row == 0 && threadIdx.x == 0) *(volatile int*)0 = 1;")
+    hang = variant("if (row >= M) return;", "if (row >= M) return; while (N > 0) { __nanosleep(1000); }")
+    ok = compile_candidate(original_candidate(SPEC, SOURCE), SPEC.arch)
+    _, (r1, r2, r3) = evaluate_all(crash, hang, ok, timeout_s=20.0)
+    assert r1.outcome == "crashed", r1
+    assert r2.outcome == "timed_out", r2
+    assert r3.outcome == "measured", r3  # the restarted worker carries on
