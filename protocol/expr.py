@@ -68,16 +68,18 @@ def _eval(node: ast.AST, env: Mapping[str, int | float], src) -> int | float:
                 return x - y
             if isinstance(op, ast.Mult):
                 return x * y
-            if isinstance(op, (ast.FloorDiv, ast.Mod, ast.Div)) and y == 0:
+            if isinstance(op, (ast.FloorDiv, ast.Mod)) and y == 0:
                 raise ExprError(f"division by zero in {src!r}")
             if isinstance(op, ast.FloorDiv):
                 return x // y
-            if isinstance(op, ast.Div):
-                return x / y
             if isinstance(op, ast.Mod):
                 return x % y
             if isinstance(op, ast.Pow):
                 return x**y
         case ast.Call(func=ast.Name(id=fname), args=args, keywords=[]) if fname in _FUNCS:
-            return _FUNCS[fname](*(_eval(a, env, src) for a in args))
+            values = [_eval(a, env, src) for a in args]
+            arity = 2 if fname == "cdiv" else None
+            if (arity and len(values) != arity) or not values:
+                raise ExprError(f"{fname}() takes {arity or 'at least 1'} argument(s), got {len(values)} in {src!r}")
+            return _FUNCS[fname](*values)
     raise ExprError(f"unsupported construct {ast.dump(node)[:60]} in {src!r}")

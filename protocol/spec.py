@@ -182,12 +182,12 @@ class KernelSpec(_Model):
         names = [a.name for a in self.args]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
-            raise ValueError(f"duplicate argument name(s): {', '.join(sorted(dup))}")
+            raise ValueError(f"args: duplicate argument name(s): {', '.join(sorted(dup))}")
         known = set(self.check.sizes[0])
         for group, sizes in (("check.sizes", self.check.sizes), ("bench.sizes", self.bench.sizes)):
             for i, s in enumerate(sizes):
                 if set(s) != known:
-                    raise ValueError(f"{group}[{i}] has symbols {sorted(s)}, expected {sorted(known)}")
+                    raise ValueError(f"{group}[{i}]: has symbols {sorted(s)}, expected {sorted(known)}")
         exprs: list[tuple[str, Any]] = []
         for i, a in enumerate(self.args):
             exprs += [(f"args[{i}].shape", d) for d in a.shape or []]
@@ -199,6 +199,9 @@ class KernelSpec(_Model):
         for where, e in exprs:
             try:
                 unknown = symbols_in(e) - known
+                if not unknown:
+                    for size in self.check.sizes + self.bench.sizes:
+                        evaluate(e, size)
             except ExprError as exc:
                 raise ValueError(f"{where}: {exc}") from None
             if unknown:
@@ -289,6 +292,8 @@ def parse_spec(text: str, path: str = "<spec>") -> SpecFile:
                 if m:
                     loc, msg = _undot(m.group(1)), msg[m.end():]
                     key = _dotted(("kernel", name) + loc)
+            if err["type"] == "missing":
+                loc = loc[:-1]  # the key is absent: point at the table that should hold it
             raise SpecError(path, _locate(text, ("kernel", name) + loc), key, msg) from None
     return SpecFile(path=path, kernels=kernels)
 

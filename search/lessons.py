@@ -103,11 +103,13 @@ class LessonStore:
         """Scores per ``"generator:param=value"`` on this kernel class and arch.
 
         Score = mean of log(speedup) over verified experiments with that knob, where an
-        experiment that failed verification or crashed counts as log(0.5). Knobs never tried are absent.
+        experiment that failed verification or crashed counts as log(0.5). Knobs never tried are absent;
+        experiments from the tests' SimulatedDevice never count.
         """
         sums: dict[str, list[float]] = {}
         async with self._db.execute(
-            "SELECT generator, params, outcome, speedup FROM experiments WHERE kernel_class = ? AND arch = ? AND generator != 'original'",
+            "SELECT generator, params, outcome, speedup FROM experiments WHERE kernel_class = ? AND arch = ? AND generator != 'original'"
+            " AND gpu NOT LIKE 'SimulatedDevice%'",
             (kernel_class, arch),
         ) as cur:
             async for generator, params, outcome, speedup in cur:

@@ -217,4 +217,5 @@ def _summary_message(state: str, best: CandidateRow | None) -> str:
         return "cancelled"
     if best is None:
         return "no verified candidate was faster than the original"
-    return f"best: {best.candidate.description}, {best.result.speedup:.2f}x faster (verified)"
+    how = "simulated, NOT verified" if best.result.simulated else "verified"
+    return f"best: {best.candidate.description}, {best.result.speedup:.2f}x faster ({how})"

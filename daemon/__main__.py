@@ -1,0 +1,4 @@
+"""``python -m ptxfactory.daemon``: the same CLI as the ``ptxfactory`` command."""
+from ptxfactory.daemon.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,58 @@
+"""``textDocument/codeLens``: "Optimise kernel" above each ``__global__`` function that the spec describes.
+
+Kernels come from the open document's text; the spec (``<file>.toml``) is read from disk. A
+kernel gets a lens when the spec has a ``[kernel.NAME]`` table for it. A spec that fails to
+validate still names its tables, so the lens stays and the command reports the error (file, line).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from lsprotocol import types
+
+from ptxfactory.harness.source import find_kernels
+from ptxfactory.protocol import SpecError, load_spec, spec_path_for
+from ptxfactory.protocol.lsp import OPTIMISE, OptimiseArgs
+
+from .session import PtxServer
+from .text import cuda_path, position_at
+
+TITLE = "Optimise kernel"
+_TABLE = re.compile(r"^\s*\[\s*kernel\.([A-Za-z_]\w*)\s*[\].]", re.M)
+
+
+def register(server: PtxServer) -> None:
+    server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))(code_lens)
+
+
+def code_lens(ls: PtxServer, params: types.CodeLensParams) -> list[types.CodeLens] | None:
+    uri = params.text_document.uri
+    path = cuda_path(uri)
+    if path is None:
+        return None
+    described = described_kernels(spec_path_for(path))
+    if not described:
+        return []
+    text = ls.workspace.get_text_document(uri).source
+    lenses = []
+    for kernel in find_kernels(text):
+        if kernel.name in described:
+            start = position_at(text, kernel.start_byte, ls.position_encoding)
+            args = OptimiseArgs(uri=uri, kernel=kernel.name).model_dump()
+            lenses.append(types.CodeLens(
+                range=types.Range(start=start, end=start),
+                command=types.Command(title=TITLE, command=OPTIMISE, arguments=[args]),
+            ))
+    return lenses
+
+
+def described_kernels(spec_path: Path) -> set[str]:
+    """Names of the spec's ``[kernel.NAME]`` tables; empty when there is no spec file."""
+    try:
+        return set(load_spec(spec_path).kernels)
+    except SpecError:
+        try:
+            return set(_TABLE.findall(spec_path.read_text()))
+        except (OSError, UnicodeDecodeError):
+            return set()

@@ -1,0 +1,260 @@
+"""What a finished job looks like to a person: table rows, ``report.md``, the lesson listing.
+
+Pure functions of a :class:`~ptxfactory.protocol.JobSummary` (or of lesson-store rows); no I/O.
+The CLI renders :func:`row_views` as a rich table and writes :func:`render_markdown` to
+``report.md``. Candidate numbers are positions in ``summary.rows``: the original is ``#0``.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Literal
+
+from ptxfactory.protocol import CandidateRow, GpuFacts, JobSummary, Measured, SizeTiming
+
+Status = Literal["verified", "simulated", "failed", "not_run"]
+
+OUTCOMES = ("measured", "rejected", "compile_failed", "crashed", "timed_out", "not_run")
+
+
+@dataclass(frozen=True)
+class RowView:
+    """One table row, already decided: what to print for candidate ``number``."""
+
+    number: int
+    generator: str
+    change: str
+    status: Status
+    verdict: str
+    resources: str
+    timings: list[SizeTiming | None]
+    speedup: float | None
+    is_best: bool
+    is_baseline: bool
+
+
+def size_label(size: dict[str, int]) -> str:
+    """``{"M": 32768, "N": 1024}`` -> ``"M=32768 N=1024"``."""
+    return " ".join(f"{k}={v}" for k, v in size.items())
+
+
+def bench_sizes(summary: JobSummary) -> list[dict[str, int]]:
+    """The benchmark sizes in the order they were timed (the baseline's, else the first measured row's); empty when nothing ran."""
+    measured = [r for r in summary.rows if isinstance(r.result, Measured)]
+    measured.sort(key=lambda r: r.candidate.key != summary.baseline_key)
+    return [t.size for t in measured[0].result.timings] if measured else []
+
+
+def verdict(row: CandidateRow, summary: JobSummary) -> tuple[Status, str]:
+    """(status, text) of the "verified" column: ``yes``, ``simulated``, ``compiled, not run`` or ``no: <why>``."""
+    r = row.result
+    if isinstance(r, Measured):
+        return ("simulated", "simulated (not verified)") if r.simulated else ("verified", "yes")
+    if r.outcome == "not_run":
+        # In a compile-only job every row has the same reason; the CLI says it once.
+        return "not_run", "compiled, not run" if summary.state == "compile_only" else row.reason
+    return "failed", "no: " + row.reason
+
+
+def resources_text(row: CandidateRow) -> str:
+    """``"16 regs, 1024 B smem"`` (+ local memory and spills when any), or ``"—"`` when it did not compile."""
+    return row.resources.summary() if row.resources else "—"
+
+
+def us(x: float) -> str:
+    """Microseconds with 3-4 significant digits: ``7.31``, ``52.1``, ``1234``."""
+    return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 1000 else f"{x:.0f}"
+
+
+def timing_text(t: SizeTiming | None, sep: str = ", ") -> str:
+    """``"52.1 µs, 3216 GB/s, 80% of copy"``; ``"—"`` for a size that was not timed."""
+    if t is None:
+        return "—"
+    return f"{us(t.median_us)} µs{sep}{t.gbps:.0f} GB/s{sep}{t.pct_of_copy:.0f}% of copy"
+
+
+def speedup_text(speedup: float | None) -> str:
+    return f"{speedup:.2f}x" if speedup is not None else "—"
+
+
+def row_views(summary: JobSummary) -> list[RowView]:
+    """Every candidate in evaluation order, with one timing per :func:`bench_sizes` entry."""
+    sizes = bench_sizes(summary)
+    out = []
+    for i, row in enumerate(summary.rows):
+        status, text = verdict(row, summary)
+        timings: list[SizeTiming | None] = [None] * len(sizes)
+        speedup = None
+        if isinstance(row.result, Measured):
+            by_size = {json.dumps(t.size, sort_keys=True): t for t in row.result.timings}
+            timings = [by_size.get(json.dumps(s, sort_keys=True)) for s in sizes]
+            speedup = row.result.speedup
+        out.append(RowView(
+            number=i, generator=row.candidate.generator, change=row.candidate.description, status=status,
+            verdict=text, resources=resources_text(row), timings=timings, speedup=speedup,
+            is_best=row.candidate.key == summary.best_key, is_baseline=row.candidate.key == summary.baseline_key,
+        ))
+    return out
+
+
+def number_of(summary: JobSummary, key: str | None) -> int | None:
+    """The ``#`` of the candidate with ``key`` (its position in ``summary.rows``), or None."""
+    return next((i for i, r in enumerate(summary.rows) if r.candidate.key == key), None) if key else None
+
+
+def no_gpu_line(summary: JobSummary) -> str:
+    """The one line a compile-only job prints: ``no NVIDIA GPU found: compiled N candidates, nothing was run``."""
+    n = len(summary.rows)
+    failed = sum(r.result.outcome == "compile_failed" for r in summary.rows)
+    what = f"{n} candidate{'s' if n != 1 else ''}" + (f" ({failed} failed to compile)" if failed else "")
+    return f"no NVIDIA GPU found: compiled {what}, nothing was run"
+
+
+def result_line(summary: JobSummary) -> str:
+    """One line saying how the job ended (the CLI's last words and the report's ``result``)."""
+    if summary.state == "compile_only":
+        return no_gpu_line(summary)
+    if summary.state == "cancelled":
+        return f"cancelled after {len(summary.rows)} candidates"
+    best = summary.row(summary.best_key)
+    if best is None or not isinstance(best.result, Measured):
+        return "no verified candidate was faster than the original"
+    return (f"best: #{number_of(summary, best.candidate.key)} {best.candidate.generator}: {best.candidate.description}, "
+            f"{best.result.speedup:.2f}x faster than the original"
+            + (" (simulated, not verified)" if best.result.simulated else " (verified)"))
+
+
+def launch_needed(summary: JobSummary) -> list[str]:
+    """What the host code must do to use the best candidate: its launch, and compile options if any."""
+    best, base = summary.row(summary.best_key), summary.row(summary.baseline_key)
+    if best is None:
+        return []
+    launch = best.candidate.launch
+    if base is not None and launch == base.candidate.launch:
+        lines = [f"- Same launch as the original: `{launch.describe()}` (drop-in replacement)."]
+    else:
+        lines = [f"- Launch it with `{launch.describe()}`"
+                 + (f" instead of `{base.candidate.launch.describe()}`" if base else "")
+                 + ": change the launch site (grid/block are expressions over the spec's size symbols)."]
+    if best.candidate.options:
+        lines.append(f"- Compile with `{' '.join(best.candidate.options)}`.")
+    return lines
+
+
+def gpu_lines(gpu: GpuFacts | None) -> list[str]:
+    """Markdown bullet lines describing the device the figures come from."""
+    if gpu is None:
+        return ["- No NVIDIA GPU: every candidate was compiled (resources below); nothing was run or verified."]
+    lines = []
+    if gpu.simulated:
+        lines.append("- **Simulated device (tests only)**: no kernel ran and nothing was verified; the figures are a model.")
+    lines.append(f"- {gpu.name} ({gpu.arch}), {gpu.sm_count} SMs, L2 {gpu.l2_bytes / (1 << 20):.0f} MiB"
+                 + (f", driver {gpu.driver}" if gpu.driver else ""))
+    lines.append(f"- memory bandwidth: measured device-to-device copy {gpu.copy_gbps:.0f} GB/s, peak {gpu.peak_gbps:.0f} GB/s")
+    extra = [f"{k} {v} MHz" for k, v in gpu.clocks_mhz.items()]
+    if gpu.temperature_c is not None:
+        extra.append(f"{gpu.temperature_c} °C")
+    if extra:
+        lines.append("- at the start of the job: " + ", ".join(extra))
+    return lines
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(summary: JobSummary) -> str:
+    """The candidate table as GitHub markdown (same columns as the CLI's table)."""
+    sizes = bench_sizes(summary)
+    head = ["#", "generator", "change", "verified", "resources"] + [f"{size_label(s)}" for s in sizes] + ["speedup"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for v in row_views(summary):
+        num = f"**{v.number}** ★" if v.is_best else str(v.number)
+        cells = [num, v.generator, v.change, v.verdict, v.resources] + [timing_text(t) for t in v.timings] + [speedup_text(v.speedup)]
+        lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def render_markdown(summary: JobSummary, now: datetime | None = None) -> str:
+    """The whole ``report.md``: job, GPU facts, date, best candidate and its launch, the table, rejected candidates."""
+    now = now or datetime.now(timezone.utc)
+    best = summary.row(summary.best_key)
+    out = [
+        f"# ptxfactory: `{summary.kernel}` in `{summary.source_path}`",
+        "",
+        f"- date: {now.strftime('%Y-%m-%d %H:%M %Z').strip()}",
+        f"- job: `{summary.job_id}`, state: {summary.state}, {len(summary.rows)} candidates",
+        f"- result: {result_line(summary)}",
+        "",
+        "## GPU",
+        "",
+        *gpu_lines(summary.gpu),
+        "",
+    ]
+    if best is not None:
+        r = best.result
+        assert isinstance(r, Measured)
+        out += [
+            f"## Best: #{number_of(summary, best.candidate.key)}, {r.speedup:.2f}x faster than the original"
+            + (" (simulated, not verified)" if r.simulated else ""),
+            "",
+            f"- {best.candidate.generator}: {best.candidate.description}",
+            f"- resources: {resources_text(best)}",
+        ]
+        if best.candidate.params:
+            out.append("- parameters: " + ", ".join(f"`{k}={v}`" for k, v in best.candidate.params.items()))
+        if r.verified_sizes:
+            out.append("- verified at: " + "; ".join(size_label(s) for s in r.verified_sizes))
+        out += ["- full source: `best.cu` (the whole translation unit)", "", "### Launch", "", *launch_needed(summary), ""]
+    out += ["## Candidates", "", markdown_table(summary), ""]
+    if summary.state != "compile_only":
+        failed = [(i, row) for i, row in enumerate(summary.rows) if not isinstance(row.result, Measured)]
+        if failed:
+            out += ["## Rejected", ""]
+            for i, row in failed:
+                out.append(f"- #{i} {row.candidate.generator}: {row.candidate.description}: {row.reason}")
+                log = getattr(row.result, "log", None)
+                if log and row.result.outcome == "compile_failed":
+                    body = "\n".join(log.strip().splitlines()[:30])
+                    out += ["", "  ```", *("  " + ln for ln in body.splitlines()), "  ```"]
+            out.append("")
+    return "\n".join(out)
+
+
+@dataclass
+class LessonGroup:
+    """Experiments of one generator in the lesson store: outcome counts and speedups of verified ones."""
+
+    generator: str
+    counts: Counter = field(default_factory=Counter)
+    speedups: list[float] = field(default_factory=list)
+    kernels: set[str] = field(default_factory=set)
+    jobs: set[str] = field(default_factory=set)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def best(self) -> float | None:
+        return max(self.speedups, default=None)
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.speedups) if self.speedups else None
+
+
+def lesson_groups(experiments: list[dict]) -> list[LessonGroup]:
+    """Group lesson-store rows (:meth:`LessonStore.experiments`) by generator, most experiments first."""
+    groups: dict[str, LessonGroup] = {}
+    for e in experiments:
+        g = groups.setdefault(e["generator"], LessonGroup(e["generator"]))
+        g.counts[e["outcome"]] += 1
+        g.kernels.add(e["kernel_fingerprint"])
+        g.jobs.add(e["job_id"])
+        if e["outcome"] == "measured" and e.get("speedup"):
+            g.speedups.append(float(e["speedup"]))
+    return sorted(groups.values(), key=lambda g: (-g.total, g.generator))

@@ -1,0 +1,14 @@
+"""What the server advertises at ``initialize`` (server: simulated backend; no job runs here)."""
+from __future__ import annotations
+
+from pytest_lsp import LanguageClient
+
+
+async def test_capabilities_advertise_the_features(client: LanguageClient):
+    """The custom commands, code lens without resolve, and code actions of our kind without resolve."""
+    caps = client.initialize_result.capabilities
+    assert client.initialize_result.server_info.name == "ptxfactory"
+    assert set(caps.execute_command_provider.commands) == {"ptxfactory.optimise", "ptxfactory.cancel"}
+    assert caps.code_lens_provider is not None and not caps.code_lens_provider.resolve_provider
+    assert list(caps.code_action_provider.code_action_kinds) == ["refactor.rewrite.ptxfactory"]
+    assert not caps.code_action_provider.resolve_provider

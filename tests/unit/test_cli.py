@@ -1,0 +1,293 @@
+"""The ``ptxfactory`` command line and the report it writes: exit codes, the no-GPU line, report files, lessons, serve."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import types
+from datetime import datetime, timezone
+
+import pytest
+from typer.testing import CliRunner
+
+from ptxfactory.daemon import report
+from ptxfactory.daemon.cli import EXIT_BAD_INPUT, EXIT_FASTER, EXIT_NO_GPU, EXIT_NOT_FASTER, build_app, exit_code, main
+from ptxfactory.harness.simulated import SimulatedDevice
+from ptxfactory.protocol import (
+    Candidate, CandidateRow, CompileFailed, JobSummary, LaunchConfig, Measured, NotRun, Rejected, Resources, SizeTiming,
+)
+
+REAL_GENERATORS = all(importlib.util.find_spec(f"ptxfactory.search.generators.{g}") for g in ("rowwise", "tune"))
+
+
+def run(*args: str):
+    return CliRunner().invoke(build_app(), [str(a) for a in args])
+
+
+def lines_with(text: str, needle: str) -> list[str]:
+    return [line for line in text.splitlines() if needle in line]
+
+
+# --- optimise: exit codes ---------------------------------------------------------------------------
+
+def test_no_gpu_exits_3_with_one_line_and_writes_the_report(example_copy, fake_generators, tmp_path):
+    out = tmp_path / "out"
+    res = run("optimise", example_copy, "--kernel", "rmsnorm", "--backend", "none", "--out", out)
+    assert res.exit_code == EXIT_NO_GPU, res.output
+    assert lines_with(res.output, "no NVIDIA GPU") == ["no NVIDIA GPU found: compiled 3 candidates (1 failed to compile), nothing was run"]
+    assert "regs" in res.stdout and "vectorised (pretend)" in res.stdout  # resources of every compiled candidate
+    summary = JobSummary.model_validate_json((out / "report.json").read_text())
+    assert summary.state == "compile_only" and len(summary.rows) == 3
+    md = (out / "report.md").read_text()
+    assert "No NVIDIA GPU" in md and "| 1 | fake | vectorised (pretend) | compiled, not run |" in md
+    assert not (out / "best.cu").exists()
+
+
+def test_default_out_dir_is_beside_the_source(example_copy, fake_generators):
+    res = run("optimise", example_copy, "-k", "rmsnorm", "--backend", "none")
+    assert res.exit_code == EXIT_NO_GPU, res.output
+    assert (example_copy.parent / "ptxfactory-out" / "rmsnorm" / "report.md").exists()
+
+
+def test_gpu_backend_without_a_gpu_falls_back_to_compile_only(example_copy, fake_generators, monkeypatch):
+    import ptxfactory.daemon.backends as backends
+
+    monkeypatch.setattr(backends, "gpu_available", lambda: None)
+    res = run("optimise", example_copy, "-k", "rmsnorm", "--backend", "gpu")
+    assert res.exit_code == EXIT_NO_GPU, res.output
+    assert len(lines_with(res.output, "no NVIDIA GPU")) == 1
+
+
+def test_broken_spec_exits_1_with_file_line_key(example_copy, fake_generators):
+    spec = example_copy.with_name("rmsnorm.cu.toml")
+    spec.write_text(spec.read_text().replace('{ name = "y",   role = "out", dtype = "bf16"', '{ name = "y",   role = "out", dtype = "bf17"'))
+    res = run("optimise", example_copy, "--kernel", "rmsnorm", "--backend", "none")
+    assert res.exit_code == EXIT_BAD_INPUT, res.output
+    assert res.stderr.splitlines()[0].startswith(f"{spec}:8: kernel.rmsnorm.args[2].dtype: Input should be 'bf16'")
+    assert len(res.stderr.strip().splitlines()) == 1 and res.stdout == ""
+    assert not (example_copy.parent / "ptxfactory-out").exists()
+
+
+def test_signature_mismatch_exits_1_naming_the_argument(example_copy, fake_generators):
+    example_copy.write_text(example_copy.read_text().replace("int M, int N", "int rows, int N"))
+    res = run("optimise", example_copy, "--kernel", "rmsnorm", "--backend", "none")
+    assert res.exit_code == EXIT_BAD_INPUT
+    assert "args[3] ('M'): the kernel's parameter 3 is named 'rows'" in res.stderr
+
+
+def test_unknown_kernel_exits_1(example_copy, fake_generators):
+    res = run("optimise", example_copy, "--kernel", "softmax", "--backend", "none")
+    assert res.exit_code == EXIT_BAD_INPUT and "no [kernel.softmax] table" in res.stderr
+
+
+@pytest.mark.parametrize("args", [["optimise"], ["optimise", "x.cu"], ["optimise", "x.cu", "-k", "r", "--backend", "cpu"],
+                                  ["optimise", "x.cu", "-k", "r", "--max-candidates", "0"], ["frobnicate"]])
+def test_usage_errors_exit_1_not_2(args):
+    assert run(*args).exit_code == EXIT_BAD_INPUT
+
+
+def test_simulated_faster_candidate_exits_0_and_writes_best_cu(example_copy, fake_generators, tmp_path):
+    out = tmp_path / "out"
+    res = run("optimise", example_copy, "--kernel", "rmsnorm", "--backend", "simulated", "--out", out)
+    assert res.exit_code == EXIT_FASTER, res.output
+    assert "best: #1 fake: vectorised (pretend)" in res.stdout and "simulated" in res.stdout
+    assert (out / "best.cu").read_text().startswith("typedef uint4 vec16_t;")
+    md = (out / "report.md").read_text()
+    assert "## Best: #1" in md and "Simulated device (tests only)" in md
+    assert "Same launch as the original" in md
+    assert "M=32768 N=1024" in md and "% of copy" in md
+
+
+def test_nothing_faster_exits_2_and_lists_rejections(example_copy, fake_generators, tmp_path, monkeypatch):
+    class RejectingDevice(SimulatedDevice):
+        """Measures the original against itself; rejects every other candidate."""
+
+        async def evaluate(self, spec, baseline, candidate, plan):
+            if candidate.candidate.key == baseline.candidate.key:
+                return await super().evaluate(spec, baseline, candidate, plan)
+            return Rejected(candidate_key=candidate.candidate.key, check="correctness", reason="max abs error 0.5 at y[3, 17]")
+
+    import ptxfactory.daemon.backends as backends
+
+    monkeypatch.setattr(backends, "make_backend", lambda name: RejectingDevice(delay_s=0))
+    out = tmp_path / "out"
+    (out).mkdir()
+    (out / "best.cu").write_text("stale")
+    res = run("optimise", example_copy, "--kernel", "rmsnorm", "--out", out)
+    assert res.exit_code == EXIT_NOT_FASTER, res.output
+    assert "no verified candidate was faster than the original" in res.stdout
+    assert not (out / "best.cu").exists()
+    md = (out / "report.md").read_text()
+    assert "## Rejected" in md
+    assert "#1 fake: vectorised (pretend): correctness: max abs error 0.5 at y[3, 17]" in md
+    assert "#2 fake: missing semicolon: compile failed" in md and "error" in md
+
+
+def test_json_prints_the_summary_on_stdout(example_copy, fake_generators, tmp_path):
+    res = run("optimise", example_copy, "-k", "rmsnorm", "--backend", "none", "--out", tmp_path / "o", "--json")
+    assert res.exit_code == EXIT_NO_GPU
+    summary = JobSummary.model_validate_json(res.stdout)
+    assert summary.state == "compile_only" and summary.kernel == "rmsnorm"
+    assert len(lines_with(res.stderr, "no NVIDIA GPU")) == 1
+
+
+def test_store_option_records_there(example_copy, fake_generators, tmp_path, ptxfactory_home):
+    store = tmp_path / "my.sqlite"
+    assert run("optimise", example_copy, "-k", "rmsnorm", "--backend", "none", "--store", store).exit_code == EXIT_NO_GPU
+    assert store.exists() and not (ptxfactory_home / "lessons.sqlite").exists()
+
+
+def test_help_documents_the_exit_codes():
+    res = run("optimise", "--help")
+    assert res.exit_code == 0
+    for code in ("0: a verified candidate faster", "1: bad input", "2: candidates ran on the GPU", "3: no NVIDIA GPU"):
+        assert code in res.stdout
+
+
+@pytest.mark.skipif(not REAL_GENERATORS, reason="the rowwise/tune generators are not installed yet")
+def test_real_generators_simulated_exit_0_with_best_cu(example_copy, tmp_path):
+    out = tmp_path / "out"
+    res = run("optimise", example_copy, "--kernel", "rmsnorm", "--backend", "simulated", "--out", out)
+    assert res.exit_code == EXIT_FASTER, res.output
+    best = (out / "best.cu").read_text()
+    assert "__global__" in best and "rmsnorm" in best
+    assert "## Best:" in (out / "report.md").read_text()
+
+
+@pytest.mark.skipif(not REAL_GENERATORS, reason="the rowwise/tune generators are not installed yet")
+def test_real_generators_no_gpu_exit_3(example_copy, tmp_path):
+    res = run("optimise", example_copy, "--kernel", "rmsnorm", "--backend", "none", "--out", tmp_path / "out")
+    assert res.exit_code == EXIT_NO_GPU, res.output
+    [line] = lines_with(res.output, "no NVIDIA GPU")
+    assert line.startswith("no NVIDIA GPU found: compiled ") and line.endswith(" candidates, nothing was run")
+
+
+# --- main(), python -m, lessons, serve --------------------------------------------------------------
+
+def test_main_returns_the_exit_code(example_copy, fake_generators, tmp_path, capsys):
+    assert main(["optimise", str(example_copy), "-k", "rmsnorm", "--backend", "none", "--out", str(tmp_path / "o")]) == EXIT_NO_GPU
+    assert main(["optimise", "--help"]) == 0
+    assert main(["optimise"]) == EXIT_BAD_INPUT
+
+
+def test_python_dash_m_runs_the_cli():
+    proc = subprocess.run([sys.executable, "-m", "ptxfactory.daemon", "--help"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "optimise" in proc.stdout and "serve" in proc.stdout and "lessons" in proc.stdout
+
+
+def test_lessons_groups_experiments_by_generator(example_copy, fake_generators):
+    empty = run("lessons")
+    assert empty.exit_code == 0 and "no experiments in" in empty.stdout
+    assert run("optimise", example_copy, "-k", "rmsnorm", "--backend", "simulated").exit_code == EXIT_FASTER
+    res = run("lessons")
+    assert res.exit_code == 0, res.output
+    assert "3 experiments from 1 jobs" in res.stdout
+    fake = next(line for line in res.stdout.splitlines() if " fake " in line)
+    numbers = [cell.strip() for cell in fake.split("│") if cell.strip()]
+    # generator, experiments, measured, rejected, compile failed, crashed, timed out, not run, kernels, best, median
+    assert numbers[:9] == ["fake", "2", "1", "0", "1", "0", "0", "0", "1"]
+
+
+def test_serve_stdio_calls_the_lsp_server(monkeypatch, tmp_path):
+    calls = []
+    fake = types.ModuleType("ptxfactory.daemon.lsp.server")
+    fake.serve_stdio = lambda backend_name="auto", store_path=None: calls.append((backend_name, store_path))
+    monkeypatch.setitem(sys.modules, "ptxfactory.daemon.lsp.server", fake)
+    res = run("serve", "--stdio", "--backend", "none", "--store", tmp_path / "s.sqlite")
+    assert res.exit_code == 0, res.output
+    assert calls == [("none", str(tmp_path / "s.sqlite"))]
+    assert run("serve", "--stdio").exit_code == 0 and calls[-1] == ("auto", None)
+    assert res.stdout == ""  # stdout belongs to the LSP stream
+
+
+def test_serve_without_a_transport_exits_1():
+    res = run("serve")
+    assert res.exit_code == EXIT_BAD_INPUT and "--stdio" in res.stderr
+
+
+# --- report.py: pure functions --------------------------------------------------------------------
+
+def _cand(desc: str, generator: str = "rowwise", block: int = 256, options: list[str] | None = None) -> Candidate:
+    return Candidate(kernel_name="k", source=f"// {desc}\n__global__ void k() {{}}", kernel_text="", generator=generator,
+                     description=desc, launch=LaunchConfig(grid=["M"], block=[block]), options=options or [])
+
+
+def _measured(c: Candidate, speedup: float, simulated: bool = False) -> Measured:
+    timings = [SizeTiming(size={"M": m, "N": 1024}, median_us=10.0 / speedup, p20_us=9.0, p80_us=11.0, baseline_median_us=10.0,
+                          bytes_moved=1 << 23, gbps=838.9 * speedup, pct_of_copy=21.0 * speedup, floor_us=2.0) for m in (1024, 4096)]
+    return Measured(candidate_key=c.key, resources=Resources(registers=40, shared_bytes=0), timings=timings, speedup=speedup,
+                    simulated=simulated)
+
+
+def _summary(state="finished") -> JobSummary:
+    orig, fast = _cand("original kernel", "original"), _cand("vec <x>|8", block=128, options=["-maxrregcount=64"])
+    bad, broken = _cand("fast-math"), _cand("typo")
+    rows = [
+        CandidateRow(candidate=orig, result=_measured(orig, 1.0)),
+        CandidateRow(candidate=fast, result=_measured(fast, 2.5)),
+        CandidateRow(candidate=bad, result=Rejected(candidate_key=bad.key, check="correctness", reason="error 0.3 > tol")),
+        CandidateRow(candidate=broken, result=CompileFailed(candidate_key=broken.key, log="k.cu(2): error: oops\n  ^\n")),
+    ]
+    return JobSummary(job_id="j", source_path="k.cu", kernel="k", state=state, rows=rows, baseline_key=orig.key,
+                      best_key=fast.key)
+
+
+def test_row_views_and_verdicts():
+    views = report.row_views(_summary())
+    assert [v.number for v in views] == [0, 1, 2, 3]
+    assert [v.status for v in views] == ["verified", "verified", "failed", "failed"]
+    assert views[2].verdict == "no: correctness: error 0.3 > tol"
+    assert views[3].verdict == "no: compile failed: k.cu(2): error: oops"
+    assert views[1].is_best and views[0].is_baseline and views[1].speedup == 2.5
+    assert report.timing_text(views[1].timings[0]) == "4.00 µs, 2097 GB/s, 52% of copy"
+    assert views[2].timings == [None, None] and report.timing_text(None) == "—"
+
+
+def test_markdown_report_has_gpu_best_launch_table_and_rejections():
+    md = report.render_markdown(_summary(), now=datetime(2026, 1, 2, 3, 4, tzinfo=timezone.utc))
+    assert "- date: 2026-01-02 03:04 UTC" in md
+    assert "No NVIDIA GPU" in md  # gpu=None
+    assert "## Best: #1, 2.50x faster than the original" in md
+    assert "instead of `grid=(M) block=(256) smem=0`" in md and "Launch it with `grid=(M) block=(128) smem=0`" in md
+    assert "Compile with `-maxrregcount=64`" in md
+    assert "| **1** ★ | rowwise | vec <x>\\|8 | yes |" in md  # pipes escaped inside cells
+    assert "- #2 rowwise: fast-math: correctness: error 0.3 > tol" in md
+    assert "k.cu(2): error: oops" in md
+
+
+def test_exit_code_mapping():
+    s = _summary()
+    assert exit_code(s) == EXIT_FASTER
+    assert exit_code(s.model_copy(update={"best_key": None})) == EXIT_NOT_FASTER
+    assert exit_code(s.model_copy(update={"state": "compile_only", "best_key": None})) == EXIT_NO_GPU
+    assert exit_code(s.model_copy(update={"state": "cancelled"})) == 130
+
+
+def test_no_gpu_line_counts_compile_failures():
+    orig = _cand("original kernel", "original")
+    rows = [CandidateRow(candidate=orig, result=NotRun(candidate_key=orig.key, reason="no NVIDIA GPU", resources=None))]
+    s = JobSummary(job_id="j", source_path="k.cu", kernel="k", state="compile_only", rows=rows, baseline_key=orig.key)
+    assert report.no_gpu_line(s) == "no NVIDIA GPU found: compiled 1 candidate, nothing was run"
+    assert report.row_views(s)[0].verdict == "compiled, not run" and report.row_views(s)[0].resources == "—"
+    assert report.bench_sizes(s) == []
+
+
+def test_lesson_groups():
+    rows = [
+        {"generator": "tune", "outcome": "measured", "speedup": 1.2, "kernel_fingerprint": "a", "job_id": "1"},
+        {"generator": "tune", "outcome": "measured", "speedup": 2.0, "kernel_fingerprint": "b", "job_id": "2"},
+        {"generator": "tune", "outcome": "rejected", "speedup": None, "kernel_fingerprint": "a", "job_id": "1"},
+        {"generator": "rowwise", "outcome": "crashed", "speedup": None, "kernel_fingerprint": "a", "job_id": "1"},
+    ]
+    tune, rowwise = report.lesson_groups(rows)
+    assert (tune.generator, tune.total, tune.counts["measured"], tune.counts["rejected"], len(tune.kernels)) == ("tune", 3, 2, 1, 2)
+    assert tune.best == 2.0 and tune.median == pytest.approx(1.6)
+    assert rowwise.best is None and rowwise.counts["crashed"] == 1
+
+
+def test_report_json_round_trips(example_copy, fake_generators, tmp_path):
+    run("optimise", example_copy, "-k", "rmsnorm", "--backend", "simulated", "--out", tmp_path / "o")
+    data = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert data["state"] == "finished" and data["rows"][1]["result"]["outcome"] == "measured"

@@ -1,0 +1,119 @@
+"""The main job without a GPU: compile-only resources, the simulated loop and its lesson records, cancel, job errors."""
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from ptxfactory.harness.simulated import SimulatedDevice
+from ptxfactory.protocol import CompileFailed, Measured, NotRun, SpecError
+from ptxfactory.search.lessons import LessonStore
+from ptxfactory.search.strategy import JobError, Progress, optimise
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rmsnorm" / "rmsnorm.cu"
+REAL_GENERATORS = all(importlib.util.find_spec(f"ptxfactory.search.generators.{g}") for g in ("rowwise", "tune"))
+
+
+async def test_compile_only_reports_resources_for_every_compiled_row(fake_generators):
+    progress: list[Progress] = []
+    summary = await optimise(EXAMPLE, "rmsnorm", backend=None, generators=("fake",), on_progress=progress.append)
+    assert summary.state == "compile_only" and summary.gpu is None and summary.best_key is None
+    # original + vectorised + broken; the two copies of the original share its key and are never compiled twice
+    assert [r.candidate.description for r in summary.rows] == ["original kernel", "vectorised (pretend)", "missing semicolon"]
+    original, vectorised, broken = summary.rows
+    for row in (original, vectorised):
+        assert isinstance(row.result, NotRun) and not row.verified
+        assert row.resources is not None and row.resources.registers > 0 and row.resources.spill_stores == 0
+    assert isinstance(broken.result, CompileFailed) and broken.reason.startswith("compile failed: ")
+    assert summary.baseline_key == original.candidate.key
+    assert progress[0].done == 0 and progress[-1].done == progress[-1].total == 3
+    assert [p.row.candidate.key for p in progress if p.row] == [r.candidate.key for r in summary.rows]
+
+
+@pytest.mark.skipif(not REAL_GENERATORS, reason="the rowwise/tune generators are not installed yet")
+async def test_compile_only_with_the_real_generators_compiles_everything():
+    summary = await optimise(EXAMPLE, "rmsnorm", backend=None)
+    assert summary.state == "compile_only" and len(summary.rows) > 1
+    assert {r.candidate.generator for r in summary.rows} >= {"original", "rowwise"}
+    for row in summary.rows:
+        assert isinstance(row.result, NotRun), (row.candidate.description, row.reason)
+        assert row.resources is not None and row.resources.registers > 0, row.candidate.description
+    assert len({r.candidate.key for r in summary.rows}) == len(summary.rows)
+
+
+async def test_simulated_job_records_every_row_and_picks_the_fastest(fake_generators, tmp_path):
+    device = SimulatedDevice(delay_s=0)
+    store = await LessonStore.open(tmp_path / "lessons.sqlite")
+    try:
+        summary = await optimise(EXAMPLE, "rmsnorm", backend=device, store=store, generators=("fake",), job_id="job-1")
+        experiments = await store.experiments("job-1")
+    finally:
+        await store.close()
+    assert summary.state == "finished" and summary.job_id == "job-1" and summary.gpu.simulated
+    assert [e["candidate_key"] for e in experiments] == [r.candidate.key for r in summary.rows]
+    assert [e["outcome"] for e in experiments] == ["measured", "measured", "compile_failed"]
+    vectorised = summary.rows[1]
+    assert isinstance(vectorised.result, Measured) and vectorised.result.speedup > 1.5
+    assert summary.best_key == vectorised.candidate.key and summary.faster() == [vectorised]
+    assert experiments[1]["speedup"] == pytest.approx(vectorised.result.speedup)
+    # what compiled was evaluated exactly once; the broken one never reached the device
+    assert sorted(device.evaluated) == sorted(r.candidate.key for r in summary.rows[:2])
+
+
+async def test_cancel_stops_the_job_after_the_current_candidate(fake_generators):
+    cancel = asyncio.Event()
+    device = SimulatedDevice(delay_s=0.01)
+
+    def on_progress(p: Progress) -> None:
+        if p.row is not None:
+            cancel.set()
+
+    summary = await optimise(EXAMPLE, "rmsnorm", backend=device, generators=("fake",), on_progress=on_progress, cancel=cancel)
+    assert summary.state == "cancelled" and summary.message == "cancelled"
+    assert len(summary.rows) == 1 and len(device.evaluated) == 1
+
+
+async def test_missing_kernel_in_the_spec_is_a_job_error(example_copy):
+    with pytest.raises(JobError, match=r"no \[kernel.layernorm\] table \(spec has: rmsnorm\)"):
+        await optimise(example_copy, "layernorm", backend=None, generators=())
+
+
+async def test_kernel_missing_from_the_source_is_a_job_error(example_copy):
+    example_copy.write_text(example_copy.read_text().replace("void rmsnorm(", "void rms_norm("))
+    with pytest.raises(JobError, match="no __global__ kernel named 'rmsnorm'.*found: rms_norm"):
+        await optimise(example_copy, "rmsnorm", backend=None, generators=())
+
+
+async def test_signature_mismatch_is_a_job_error_naming_the_argument(example_copy):
+    example_copy.write_text(example_copy.read_text().replace("float eps)", "double eps)"))
+    with pytest.raises(JobError, match=r"does not match the kernel: args\[5\] \('eps'\)"):
+        await optimise(example_copy, "rmsnorm", backend=None, generators=())
+
+
+async def test_original_that_does_not_compile_is_a_job_error(example_copy):
+    example_copy.write_text(example_copy.read_text().replace("sum += v * v;", "sum += v * v"))
+    with pytest.raises(JobError, match="the original kernel does not compile"):
+        await optimise(example_copy, "rmsnorm", backend=None, generators=())
+
+
+async def test_unreadable_source_is_a_job_error(tmp_path):
+    with pytest.raises(JobError, match="cannot read source"):
+        await optimise(tmp_path / "missing.cu", "rmsnorm", backend=None, generators=())
+
+
+async def test_broken_spec_is_a_spec_error(example_copy):
+    spec = example_copy.with_name("rmsnorm.cu.toml")
+    spec.write_text(spec.read_text().replace('arch = "sm_90a"', 'arch = "sm_9"'))
+    with pytest.raises(SpecError) as info:
+        await optimise(example_copy, "rmsnorm", backend=None, generators=())
+    assert info.value.key == "kernel.rmsnorm.arch" and info.value.line == 4
+
+
+async def test_editor_buffer_text_is_used_instead_of_the_file(example_copy):
+    """``source_text`` (an unsaved editor buffer) wins over the file on disk."""
+    text = example_copy.read_text()
+    example_copy.write_text("this is not CUDA")
+    summary = await optimise(example_copy, "rmsnorm", backend=None, generators=(), source_text=text)
+    assert summary.state == "compile_only" and summary.rows[0].candidate.source == text
