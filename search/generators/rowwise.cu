@@ -1,0 +1,123 @@
+//! Template of the ptxfactory "rowwise" family (search/generators/rowwise.py). Dollar-brace
+//! placeholders are filled in by string.Template; lines starting with //! are dropped. The knobs are
+//! the template parameters of ptxf_rowwise (TPR threads per row, RPB rows per block, MV cached
+//! 16-byte vectors per thread, LAYER) and the block size ${BLOCK}.
+// ptxfactory "rowwise" family: row-wise normalisation of x[R, C] into y[R, C] (RMSNorm, LayerNorm).
+//   rms:   y = x * rsqrt(mean(x^2) + eps) [* w]                      (fp32 math, one rounding)
+//   layer: y = (x - mean(x)) * rsqrt(mean(x^2) - mean(x)^2 + eps) [* w]
+//
+// One block holds RPB consecutive rows; it handles them in steps of BLOCK / TPR rows, each row by
+// TPR threads (a multiple of 32, so one warp never spans two rows). The first MV 16-byte vectors
+// of each thread's share of the row stay in registers between the reduction and the write; the
+// rest of a longer row is read again from global memory (L1/L2). Rows whose length is not a
+// multiple of the vector width, or misaligned pointers, take a scalar path for the whole launch.
+${CONVERT}
+template <int TPR, int MV, bool LAYER>
+static __device__ __forceinline__ void ptxf_row_reduce(float (&acc)[2], float* __restrict__ red)
+{
+    constexpr int NV = LAYER ? 2 : 1;
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], o);
+    }
+    if constexpr (TPR > 32) {  // several warps per row: combine their sums through shared memory
+        constexpr int WPR = TPR / 32;
+        const int warp = threadIdx.x / 32;
+        if (threadIdx.x % 32 == 0) {
+#pragma unroll
+            for (int k = 0; k < NV; ++k) red[warp * NV + k] = acc[k];
+        }
+        __syncthreads();
+        const int first = warp / WPR * WPR;  // this row's first warp
+#pragma unroll
+        for (int k = 0; k < NV; ++k) {
+            float s = 0.f;
+#pragma unroll
+            for (int i = 0; i < WPR; ++i) s += red[(first + i) * NV + k];
+            acc[k] = s;  // same order in every thread of the row: identical results
+        }
+    }
+}
+
+template <int TPR, int RPB, int MV, bool LAYER>
+static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x, const ${TW}* __restrict__ w,
+                                                    ${TX}* __restrict__ y, long long R, ${IDX} C, float eps,
+                                                    float* __restrict__ red, bool ptxf_vec)
+{
+    static_assert(TPR % 32 == 0 && TPR <= ${BLOCK} && ${BLOCK} % TPR == 0 && MV >= 1, "bad rowwise configuration");
+    constexpr int GROUPS = ${BLOCK} / TPR;                          // rows in flight per step
+    constexpr int STEPS = RPB > GROUPS ? RPB / GROUPS : 1;          // uniform trip count: barriers stay aligned
+    static_assert(RPB <= GROUPS || RPB % GROUPS == 0, "rows per block must be a multiple of rows per step");
+    const int t = threadIdx.x % TPR;
+    const ${IDX} nvec = C / ${VEC};
+#pragma unroll 1
+    for (int step = 0; step < STEPS; ++step) {
+        const int r = step * GROUPS + threadIdx.x / TPR;           // row within the block
+        const long long row = (long long)blockIdx.x * RPB + r;
+        const bool active = r < RPB && row < R;                     // inactive threads still reach every barrier
+        const long long base = active ? row * (long long)C : 0;
+        const ${TX}* __restrict__ xr = x + base;
+        ${TX}* __restrict__ yr = y + base;
+        float acc[2] = {0.f, 0.f};                                  // sum(x^2), sum(x)
+        uint4 xs[MV];
+        if (ptxf_vec) {
+#pragma unroll
+            for (int i = 0; i < MV; ++i) {                          // all loads first: MV in flight
+                const ${IDX} v = t + i * TPR;
+                xs[i] = (active && v < nvec) ? ${LOAD_X}(reinterpret_cast<const uint4*>(xr) + v) : make_uint4(0u, 0u, 0u, 0u);
+            }
+#pragma unroll
+            for (int i = 0; i < MV; ++i) {
+                float f[${VEC}];
+                ptxf_unpack_x(xs[i], f);
+#pragma unroll
+                for (int k = 0; k < ${VEC}; ++k) { acc[0] += f[k] * f[k]; acc[1] += f[k]; }
+            }
+            for (${IDX} v = t + MV * TPR; active && v < nvec; v += TPR) {  // row longer than the register cache
+                float f[${VEC}];
+                ptxf_unpack_x(__ldg(reinterpret_cast<const uint4*>(xr) + v), f);
+#pragma unroll
+                for (int k = 0; k < ${VEC}; ++k) { acc[0] += f[k] * f[k]; acc[1] += f[k]; }
+            }
+        } else {
+            for (${IDX} j = t; active && j < C; j += TPR) {
+                const float f = ptxf_x2f(xr[j]);
+                acc[0] += f * f;
+                acc[1] += f;
+            }
+        }
+        ptxf_row_reduce<TPR, MV, LAYER>(acc, red + (step & 1) * (${BLOCK} / 32) * 2);  // double-buffered: no trailing barrier
+        const float mean = LAYER ? acc[1] / (float)C : 0.f;
+        const float scale = LAYER ? rsqrtf(fmaxf(acc[0] / (float)C - mean * mean, 0.f) + eps)
+                                  : rsqrtf(acc[0] / (float)C + eps);
+        if (ptxf_vec) {
+#pragma unroll
+            for (int i = 0; i < MV; ++i) {
+                const ${IDX} v = t + i * TPR;
+                if (active && v < nvec) {
+                    float f[${VEC}];
+                    ptxf_unpack_x(xs[i], f);
+                    ptxf_store_y(reinterpret_cast<uint4*>(yr) + v, ptxf_norm(f, w, v, mean, scale));
+                }
+            }
+            for (${IDX} v = t + MV * TPR; active && v < nvec; v += TPR) {
+                float f[${VEC}];
+                ptxf_unpack_x(__ldg(reinterpret_cast<const uint4*>(xr) + v), f);
+                ptxf_store_y(reinterpret_cast<uint4*>(yr) + v, ptxf_norm(f, w, v, mean, scale));
+            }
+        } else {
+            for (${IDX} j = t; active && j < C; j += TPR) {
+                const float o = (ptxf_x2f(xr[j]) - mean) * scale;
+                yr[j] = ptxf_f2y(${W_SCALAR});
+            }
+        }
+    }
+}
+
+${LINKAGE}__global__ void __launch_bounds__(${BLOCK}, ${MINB}) ${KERNEL}(${PARAMS})
+{
+    __shared__ float ptxf_red[2 * (${BLOCK} / 32) * 2];
+    const bool ptxf_vec = (${C} % ${VEC} == 0) && ptxf_aligned(${X}, 16) && ptxf_aligned(${Y}, 16)${W_ALIGNED};
+${DISPATCH}
+}

@@ -1,0 +1,350 @@
+"""The "rowwise" family: an expert skeleton for row-wise normalisation (RMSNorm, LayerNorm).
+
+It applies to kernels whose spec reads ``x[R, C]`` (bf16, f16 or f32), optionally ``w[C]``, writes
+``y[R, C]`` of x's dtype, and takes scalars equal to ``R``, to ``C`` and a constant float ``eps``,
+with ``launch.policy = "free"``. Each candidate is the CUDA template ``rowwise.cu`` instantiated
+with the user's kernel name, parameter names, types and order, so its ``kernel_text`` drops into
+their file in place of the original kernel.
+
+Kernel design (see ``rowwise.cu``): 16-byte vector loads/stores when ``C`` is a multiple of the
+vector width and the pointers are 16-byte aligned (a scalar path otherwise); ``MV`` vectors per
+thread cached in registers between the reduction and the write (longer rows re-read the rest);
+fp32 accumulation; warp shuffles plus shared memory across the warps of one row. A candidate fixes
+the block size, rows per block (for short rows) and register cache; the threads per row are chosen
+at run time from ``C`` among the powers of two between ``block / rows_per_block`` (at least 32)
+and ``block``: the fewest threads whose register cache holds the row. With ``grid = "adaptive"``
+the rows per block shrink as the threads per row grow, so the grid is the piecewise expression
+``cdiv(R, rows_per_block(C))`` (only ``min``/``max``/``cdiv``, as protocol.expr allows); with
+``grid = "fixed"`` it is ``cdiv(R, rows_per_block)`` and long rows are taken in several steps.
+"""
+from __future__ import annotations
+
+import re
+import string
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ptxfactory.harness.source import SignatureMismatch, check_signature, replace_kernel
+from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
+
+from ..base import GenContext
+
+_TEMPLATE = Path(__file__).with_name("rowwise.cu")
+_FLOATS = ("bf16", "f16", "f32")
+_INTS = ("i32", "i64", "u32")
+_CTYPE = {"bf16": "__nv_bfloat16", "f16": "__half", "f32": "float"}
+_ITEMSIZE = {"bf16": 2, "f16": 2, "f32": 4}
+
+
+@dataclass(frozen=True)
+class RowwiseMatch:
+    """How a spec maps onto the row-wise pattern: argument names, size symbols and dtypes."""
+
+    x: str
+    w: str | None
+    y: str
+    r_arg: str
+    c_arg: str
+    eps_arg: str
+    r_sym: str
+    c_sym: str
+    dtype: str  # x and y
+    w_dtype: str | None
+    c_dtype: str  # dtype of the C scalar (index type)
+
+    @property
+    def vec(self) -> int:
+        """Elements per 16-byte vector of x/y."""
+        return 16 // _ITEMSIZE[self.dtype]
+
+
+@dataclass(frozen=True)
+class RowwiseConfig:
+    """One point of the tuning space.
+
+    ``block`` threads per block; ``rows_per_block`` rows per block for the shortest rows (the
+    smallest threads-per-row tier); ``vecs`` 16-byte vectors of x cached per thread; ``hint``
+    "ldg" (x through the read-only path) or "stream" (evict-first loads of x, stores of y);
+    ``grid`` "adaptive" (rows per block halve as threads per row double, so one block always
+    holds ``block`` threads' worth of rows: the grid expression is piecewise in C) or "fixed"
+    (``rows_per_block`` at every row length, longer rows taken in several steps: grid
+    ``cdiv(R, rows_per_block)``); ``norm`` "rms" or "layer".
+    """
+
+    block: int
+    rows_per_block: int
+    vecs: int
+    hint: str = "ldg"
+    grid: str = "adaptive"
+    norm: str = "rms"
+
+    @property
+    def min_blocks(self) -> int:
+        """Blocks per SM promised to ptxas (``__launch_bounds__`` 2nd argument): caps registers at 64 (128 for a 16-vector cache)."""
+        return max(1, 65536 // (self.block * (128 if self.vecs > 8 else 64)))
+
+    def tiers(self, vec: int) -> list[tuple[int, int, int]]:
+        """``(threads_per_row, rows_per_block, max_C)`` per tier, smallest rows first (the last tier has no limit).
+
+        Threads per row: powers of two from ``max(32, block / rows_per_block)`` to ``block``; a row
+        of ``C`` elements takes the first tier whose register cache (``tpr * vecs * vec``) holds it.
+        """
+        tpr, out = max(32, self.block // self.rows_per_block), []
+        rpb = self.rows_per_block
+        while tpr <= self.block:
+            out.append((tpr, rpb, tpr * self.vecs * vec))
+            tpr *= 2
+            if self.grid == "adaptive":
+                rpb = max(1, rpb // 2)
+        return out
+
+    def params(self) -> dict:
+        return {
+            "norm": self.norm, "block": self.block, "rows_per_block": self.rows_per_block,
+            "vecs": self.vecs, "hint": self.hint, "grid": self.grid,
+        }
+
+
+def rows_per_block_expr(tiers: list[tuple[int, int, int]], c_sym: str) -> str:
+    """Rows per block as an expression of the row length ``c_sym`` (integer, >= 1), matching the kernel's dispatch."""
+    values = [rpb for _, rpb, _ in tiers]
+    expr = str(values[-1])
+    for (_, rpb, cap), (_, nxt, _) in zip(tiers, tiers[1:]):
+        if rpb != nxt:  # + (rpb - nxt) when c_sym <= cap
+            expr += f" + {rpb - nxt} * min(1, max(0, {cap + 1} - {c_sym}))"
+    return expr
+
+
+def grid_expr(tiers: list[tuple[int, int, int]], r_sym: str, c_sym: str) -> str:
+    """``cdiv(R, rows_per_block(C))``, simplified when rows per block is constant."""
+    rpb = rows_per_block_expr(tiers, c_sym)
+    return r_sym if rpb == "1" else f"cdiv({r_sym}, {rpb})"
+
+
+def match_spec(spec: KernelSpec) -> RowwiseMatch | None:
+    """The row-wise mapping of ``spec``, or None when the spec does not have the pattern (or its launch is fixed)."""
+    if spec.launch.policy != "free":
+        return None
+    syms = set(spec.symbols)
+    bufs = [a for a in spec.args if a.is_buffer]
+    scalars = [a for a in spec.args if not a.is_buffer]
+    xs = [a for a in bufs if a.role == "in" and _is_2d(a.shape, syms)]
+    ys = [a for a in bufs if a.role == "out"]
+    if len(xs) != 1 or len(ys) != 1:
+        return None
+    x, y = xs[0], ys[0]
+    r_sym, c_sym = x.shape
+    if x.dtype.value not in _FLOATS or y.dtype != x.dtype or list(y.shape) != [r_sym, c_sym]:
+        return None
+    ws = [a for a in bufs if a is not x and a is not y]
+    if len(ws) > 1 or any(a.role != "in" or list(a.shape) != [c_sym] or a.dtype.value not in _FLOATS for a in ws):
+        return None
+    w = ws[0] if ws else None
+    r_args = [a for a in scalars if isinstance(a.value, str) and a.value.strip() == r_sym]
+    c_args = [a for a in scalars if isinstance(a.value, str) and a.value.strip() == c_sym]
+    eps = [a for a in scalars if a.dtype.value in ("f32", "f64") and isinstance(a.value, (int, float))]
+    if len(r_args) != 1 or len(c_args) != 1 or len(eps) != 1 or len(scalars) != 3:
+        return None
+    if r_args[0].dtype.value not in _INTS or c_args[0].dtype.value not in _INTS:
+        return None
+    return RowwiseMatch(
+        x=x.name, w=w.name if w else None, y=y.name, r_arg=r_args[0].name, c_arg=c_args[0].name, eps_arg=eps[0].name,
+        r_sym=r_sym, c_sym=c_sym, dtype=x.dtype.value, w_dtype=w.dtype.value if w else None, c_dtype=c_args[0].dtype.value,
+    )
+
+
+def _is_2d(shape, syms: set[str]) -> bool:
+    return (
+        shape is not None and len(shape) == 2 and all(isinstance(d, str) and d.strip() in syms for d in shape)
+        and shape[0].strip() != shape[1].strip()
+    )
+
+
+# Default order (block, rows_per_block, cache as a multiple of fit(block), hint, grid), from an H200
+# sweep (bf16, M x N = 32768 x {1024, 4096, 16384} and 8192 x 7168; device copy 4.25 TB/s): the first
+# reached 3.56 / 4.06 / 4.20 / 3.77 TB/s, 2.79x the example kernel; "stream" cost ~4%, "fixed" ~5%.
+_ORDER = (
+    (512, 16, 1, "ldg", "adaptive"), (256, 8, 1, "ldg", "adaptive"), (512, 16, 2, "ldg", "adaptive"),
+    (256, 8, 0.5, "ldg", "adaptive"), (512, 8, 1, "ldg", "adaptive"), (128, 4, 0.5, "ldg", "adaptive"),
+    (256, 4, 1, "ldg", "adaptive"), (512, 16, 1, "stream", "adaptive"), (256, 8, 1, "ldg", "fixed"),
+    (512, 16, 1, "ldg", "fixed"), (256, 16, 1, "ldg", "adaptive"), (512, 32, 1, "ldg", "adaptive"),
+    (256, 8, 0.5, "stream", "adaptive"), (256, 8, 1, "stream", "adaptive"), (1024, 32, 2, "ldg", "adaptive"),
+    (256, 8, 0.5, "ldg", "fixed"), (256, 4, 1, "ldg", "fixed"), (128, 4, 0.5, "ldg", "fixed"),
+    (128, 4, 1, "ldg", "adaptive"), (256, 8, 2, "ldg", "adaptive"), (512, 16, 0.5, "ldg", "adaptive"),
+    (1024, 32, 1, "ldg", "adaptive"),
+)
+
+
+def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
+    """RMS configurations, best first (``_ORDER``), with register caches sized from the longest benchmark row.
+
+    ``fit(block)`` is the smallest power-of-two cache (at most 16 vectors) that holds the longest
+    bench row with ``block`` threads per row; each entry asks for half, one or two times that.
+    """
+    c_max = max(int(s[m.c_sym]) for s in spec.bench.sizes)
+    nvec = -(-c_max // m.vec)
+
+    def fit(block: int, mult: float) -> int:
+        v = 1
+        while v < 16 and block * v < nvec:
+            v *= 2
+        return int(min(16, max(1, v * mult)))
+
+    out = [RowwiseConfig(b, r, fit(b, k), hint, grid) for b, r, k, hint, grid in _ORDER]
+    return list(dict.fromkeys(out))  # drop duplicates (small rows), keep the order
+
+
+class RowwiseNormFamily:
+    """Expert row-wise normalisation skeleton: 22 RMSNorm instances plus 2 LayerNorm ones (the latter must fail verification)."""
+
+    name = "rowwise"
+
+    def propose(self, ctx: GenContext) -> list[Candidate]:
+        m = match_spec(ctx.spec)
+        if m is None or ctx.kernel.text.lstrip().startswith("template"):
+            return []
+        try:
+            check_signature(ctx.spec, ctx.kernel)
+        except SignatureMismatch:
+            return []
+        configs = tuning_space(m, ctx.spec)
+        configs += [RowwiseConfig(c.block, c.rows_per_block, c.vecs, c.hint, c.grid, "layer") for c in configs[:2]]
+        if ctx.priors:  # stable: ties keep the default order
+            configs.sort(key=lambda c: -sum(ctx.priors.get(f"{self.name}:{k}={v}", 0.0) for k, v in c.params().items()))
+        out, keys = [], set()
+        for cfg in configs:
+            cand = self.instantiate(ctx, m, cfg)
+            if cand.key not in keys:
+                keys.add(cand.key)
+                out.append(cand)
+        return out
+
+    def instantiate(self, ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> Candidate:
+        """The candidate for one configuration (the spec must match: ``m = match_spec(ctx.spec)``)."""
+        text = render_kernel(ctx, m, cfg)
+        tiers = cfg.tiers(m.vec)
+        desc = (
+            f"rowwise {cfg.norm} block={cfg.block} rpb={cfg.rows_per_block}{'' if cfg.grid == 'fixed' else '..' + str(tiers[-1][1])} "
+            f"vec16x{cfg.vecs} tpr={tiers[0][0]}..{tiers[-1][0]}" + (" stream" if cfg.hint == "stream" else "")
+        )
+        grid = grid_expr(tiers, m.r_sym, m.c_sym)
+        return Candidate(
+            kernel_name=ctx.original.kernel_name,
+            source=replace_kernel(ctx.source, ctx.kernel, text),
+            kernel_text=text,
+            launch=LaunchConfig(grid=[grid], block=[cfg.block], shared_mem=0),
+            options=list(ctx.original.options),
+            generator=self.name,
+            description=desc,
+            params=cfg.params(),
+            parent=ctx.original.key,
+        )
+
+
+@lru_cache(maxsize=1)
+def _template() -> string.Template:
+    text = "".join(ln for ln in _TEMPLATE.read_text().splitlines(keepends=True) if not ln.startswith("//!"))
+    return string.Template(text)
+
+
+def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
+    """The kernel text (helpers + ``__global__`` definition) for one configuration, in the user's signature."""
+    tx = _CTYPE[m.dtype]
+    tw = _CTYPE[m.w_dtype or m.dtype]
+    idx = "int" if m.c_dtype == "i32" else "long long"
+    vec = m.vec
+    layer = "true" if cfg.norm == "layer" else "false"
+    params = []
+    for p in ctx.kernel.params:
+        const = "const " if p.is_const else ""
+        params.append(f"{const}{p.type}* __restrict__ {p.name}" if p.is_pointer else f"{const}{p.type} {p.name}")
+    w_arg = m.w if m.w else f"static_cast<const {tw}*>(nullptr)"
+    args = f"{m.x}, {w_arg}, {m.y}, (long long){m.r_arg}, ({idx}){m.c_arg}, (float){m.eps_arg}, ptxf_red, ptxf_vec"
+    tiers = cfg.tiers(vec)
+    lines = []
+    for i, (tpr, rpb, cap) in enumerate(tiers):
+        call = f"ptxf_rowwise<{tpr}, {rpb}, {cfg.vecs}, {layer}>({args});"
+        last = i == len(tiers) - 1
+        lines.append("    " + ("else " if i else "") + (call if last else f"if ({m.c_arg} <= {cap}) {call}"))
+    w_bytes = vec * _ITEMSIZE[m.w_dtype or m.dtype]
+    w_aligned = f" && ptxf_aligned({m.w}, {min(16, w_bytes)})" if m.w else ""
+    linkage = 'extern "C" ' if re.match(r'extern\s+"C"\s*(?!\{)', ctx.kernel.text.lstrip()) else ""
+    body = _template().substitute(
+        CONVERT=_convert(m, cfg, tx, tw, idx),
+        TX=tx, TW=tw, IDX=idx, VEC=vec, BLOCK=cfg.block,
+        LOAD_X="__ldcs" if cfg.hint == "stream" else "__ldg",
+        W_SCALAR=f"o * ptxf_w2f({m.w}[j])" if m.w else "o",
+        LINKAGE=linkage, KERNEL=ctx.kernel.name, PARAMS=", ".join(params),
+        MINB=cfg.min_blocks, C=m.c_arg, X=m.x, Y=m.y, W_ALIGNED=w_aligned, DISPATCH="\n".join(lines),
+    )
+    # The helpers are C++ templates: give them C++ linkage even when the kernel sits in an extern "C" block.
+    head, sep, kernel = body.rpartition(f"{linkage}__global__ void __launch_bounds__")
+    launch = f"// Launch: grid ({grid_expr(tiers, m.r_sym, m.c_sym)},), block ({cfg.block},), no dynamic shared memory.\n"
+    return f'extern "C++" {{\n{head.rstrip()}\n}}  // extern "C++"\n\n{launch}{sep}{kernel}'
+
+
+def _word_to_floats(dt: str, word: str) -> list[str]:
+    """C expressions for the floats packed in one 32-bit word of dtype ``dt``."""
+    if dt == "bf16":
+        return [f"__uint_as_float({word} << 16)", f"__uint_as_float({word} & 0xffff0000u)"]
+    if dt == "f16":
+        return [f"__half2float(__ushort_as_half((unsigned short)({word} & 0xffffu)))",
+                f"__half2float(__ushort_as_half((unsigned short)({word} >> 16)))"]
+    return [f"__uint_as_float({word})"]
+
+
+def _floats_to_word(dt: str, vals: list[str]) -> str:
+    if dt == "bf16":
+        return f"((unsigned)__bfloat16_as_ushort(__float2bfloat16({vals[0]})) | ((unsigned)__bfloat16_as_ushort(__float2bfloat16({vals[1]})) << 16))"
+    if dt == "f16":
+        return f"((unsigned)__half_as_ushort(__float2half({vals[0]})) | ((unsigned)__half_as_ushort(__float2half({vals[1]})) << 16))"
+    return f"__float_as_uint({vals[0]})"
+
+
+def _convert(m: RowwiseMatch, cfg: RowwiseConfig, tx: str, tw: str, idx: str) -> str:
+    """Dtype-specific helpers: scalar conversions, unpacking/packing 16-byte vectors, the w load, the y store."""
+    vec = m.vec
+    epw = 4 // _ITEMSIZE[m.dtype]  # x elements per 32-bit word
+    wdt = m.w_dtype or m.dtype
+    x2f = {"bf16": "__bfloat162float(v)", "f16": "__half2float(v)", "f32": "v"}
+    f2y = {"bf16": "__float2bfloat16(f)", "f16": "__float2half(f)", "f32": "f"}[m.dtype]
+    unpack = "\n".join(
+        f"    f[{j * epw + k}] = {e};" for j, comp in enumerate("xyzw") for k, e in enumerate(_word_to_floats(m.dtype, f"u.{comp}"))
+    )
+    pack = ", ".join(_floats_to_word(m.dtype, [f"o[{j * epw + k}]" for k in range(epw)]) for j in range(4))
+    # w: VEC elements of w's dtype at vector index v: 8, 16 or 32 bytes.
+    w_bytes = vec * _ITEMSIZE[wdt]
+    if w_bytes == 8:
+        wload = "    const uint2 q = __ldg(reinterpret_cast<const uint2*>(w) + v);\n    const unsigned wd[2] = {q.x, q.y};"
+    elif w_bytes == 16:
+        wload = "    const uint4 q = __ldg(reinterpret_cast<const uint4*>(w) + v);\n    const unsigned wd[4] = {q.x, q.y, q.z, q.w};"
+    else:
+        wload = ("    const uint4 q0 = __ldg(reinterpret_cast<const uint4*>(w) + 2 * v), q1 = __ldg(reinterpret_cast<const uint4*>(w) + 2 * v + 1);\n"
+                 "    const unsigned wd[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};")
+    wepw = 4 // _ITEMSIZE[wdt]
+    wunpack = "\n".join(
+        f"    g[{j * wepw + k}] = {e};" for j in range(w_bytes // 4) for k, e in enumerate(_word_to_floats(wdt, f"wd[{j}]"))
+    )
+    if m.w:
+        norm_body = f"    float g[{vec}];\n{wload}\n{wunpack}\n    float o[{vec}];\n#pragma unroll\n    for (int k = 0; k < {vec}; ++k) o[k] = ((f[k] - mean) * scale) * g[k];"
+    else:
+        norm_body = f"    float o[{vec}];\n#pragma unroll\n    for (int k = 0; k < {vec}; ++k) o[k] = (f[k] - mean) * scale;"
+    store = "__stcs(p, v);" if cfg.hint == "stream" else "*p = v;"
+    w2f = "" if not m.w else f"static __device__ __forceinline__ float ptxf_w2f({tw} v) {{ return {x2f[wdt]}; }}\n"
+    return f"""
+static __device__ __forceinline__ bool ptxf_aligned(const void* p, unsigned a) {{ return (reinterpret_cast<unsigned long long>(p) & (a - 1)) == 0; }}
+static __device__ __forceinline__ float ptxf_x2f({tx} v) {{ return {x2f[m.dtype]}; }}
+static __device__ __forceinline__ {tx} ptxf_f2y(float f) {{ return {f2y}; }}
+{w2f}static __device__ __forceinline__ void ptxf_unpack_x(const uint4 u, float (&f)[{vec}])
+{{
+{unpack}
+}}
+static __device__ __forceinline__ void ptxf_store_y(uint4* p, const uint4 v) {{ {store} }}
+// y for one vector: ((x - mean) * scale) [* w] in fp32, rounded once to {m.dtype}; w read as {w_bytes} bytes at vector index v.
+static __device__ __forceinline__ uint4 ptxf_norm(const float (&f)[{vec}], const {tw}* __restrict__ w, {idx} v, float mean, float scale)
+{{
+{norm_body}
+    return make_uint4({pack});
+}}
+"""

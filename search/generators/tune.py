@@ -1,0 +1,75 @@
+"""The "tune" generator: compile-option and block-size variants of the parent candidate.
+
+Options: ``--extra-device-vectorization``, ``-maxrregcount=64``/``128`` and, only when the spec allows
+it (``check.fast_math``), ``--use_fast_math``; each added to the parent's options (replacing a
+previous register cap). Block size: when ``launch.policy = "free"`` and the parent's block is a single
+integer literal, the same kernel with 128, 256, 512 or 1024 threads, none above the kernel's
+``__launch_bounds__`` (grid and shared memory kept: right only for kernels that loop over
+``blockDim.x``, which the verifier decides; never for a parent whose ``params`` already hold a ``block``
+knob, since such a family's kernel is written for that block). Every variant passes :func:`ptxfactory.harness.compile.check_options`; none repeats the parent's key.
+"""
+from __future__ import annotations
+
+import re
+
+from ptxfactory.harness.compile import check_options
+from ptxfactory.protocol import Candidate, LaunchConfig
+
+from ..base import GenContext
+
+_REGCAP = re.compile(r"^--?maxrregcount=\d+$")
+BLOCK_SIZES = (128, 256, 512, 1024)
+
+
+class TuneGenerator:
+    """Compile options and launch block size around the parent candidate (``ctx.original``)."""
+
+    name = "tune"
+
+    def propose(self, ctx: GenContext) -> list[Candidate]:
+        parent = ctx.original
+        fast_ok = ctx.spec.check.fast_math
+        variants: list[tuple[list[str], LaunchConfig, str, dict]] = []
+        for opt in ("--extra-device-vectorization", "-maxrregcount=64", "-maxrregcount=128") + (("--use_fast_math",) if fast_ok else ()):
+            base = [o for o in parent.options if not (_REGCAP.match(opt) and _REGCAP.match(o))]
+            if opt in base:
+                continue
+            variants.append((base + [opt], parent.launch, f"tune {opt}", {"option": opt}))
+        block = parent.launch.block
+        owned = "block" in parent.params  # a family chose this block as one of its knobs: its kernel depends on it
+        if ctx.spec.launch.policy == "free" and not owned and len(block) == 1 and _int_literal(block[0]) is not None:
+            current = _int_literal(block[0])
+            bound = re.search(r"__launch_bounds__\s*\(\s*(\d+)", parent.kernel_text)
+            limit = int(bound.group(1)) if bound else 1024
+            for b in BLOCK_SIZES:
+                if b != current and b <= limit:
+                    launch = LaunchConfig(grid=list(parent.launch.grid), block=[b], shared_mem=parent.launch.shared_mem)
+                    variants.append((list(parent.options), launch, f"tune block={b}", {"block": b}))
+        out, keys = [], {parent.key}
+        for options, launch, desc, params in variants:
+            if check_options(options, fast_ok) is not None:
+                continue
+            cand = parent.model_copy(
+                update={
+                    "options": options,
+                    "launch": launch,
+                    "generator": self.name,
+                    "description": desc,
+                    "params": params,
+                    "parent": parent.key,
+                }
+            )
+            if cand.key not in keys:
+                keys.add(cand.key)
+                out.append(cand)
+        if ctx.priors:
+            out.sort(key=lambda c: -sum(ctx.priors.get(f"{self.name}:{k}={v}", 0.0) for k, v in c.params.items()))
+        return out
+
+
+def _int_literal(v) -> int | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().isdigit():
+        return int(v.strip())
+    return None

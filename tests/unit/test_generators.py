@@ -1,0 +1,342 @@
+"""CPU tests of the "rowwise" family and the "tune" generator: everything compiles with NVRTC for sm_90a.
+
+No GPU is needed: NVRTC runs without a driver. Correctness on the GPU is the verifier's business
+(tests/gpu); here: the right kernel name and signature, distinct keys, launches that fit the
+compiled kernel, no spills, and the pattern match refusing specs it cannot handle.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ptxfactory.harness.compile import CompileFailed, check_options, compile_candidate
+from ptxfactory.harness.source import check_signature, find_kernel
+from ptxfactory.protocol import Candidate, LaunchConfig, evaluate, load_spec
+from ptxfactory.search.base import GenContext
+from ptxfactory.search.generators import load
+from ptxfactory.search.generators.rowwise import RowwiseConfig, RowwiseNormFamily, match_spec
+from ptxfactory.search.generators.tune import TuneGenerator
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rmsnorm" / "rmsnorm.cu"
+
+
+def make_ctx(spec=None, source: str | None = None, priors=None, options=()) -> GenContext:
+    source = source if source is not None else EXAMPLE.read_text()
+    spec = spec or load_spec(str(EXAMPLE) + ".toml").kernels["rmsnorm"]
+    kernel = find_kernel(source, spec.name)
+    original = Candidate(
+        kernel_name=spec.name, source=source, kernel_text=kernel.text, options=list(options),
+        launch=LaunchConfig(grid=spec.launch.grid, block=spec.launch.block, shared_mem=spec.launch.shared_mem),
+    )
+    return GenContext(spec=spec, source=source, kernel=kernel, original=original, priors=priors or {})
+
+
+def with_args(spec, **changes):
+    """A copy of ``spec`` with some arguments' fields changed: ``with_args(spec, y={"shape": ["M"]})``."""
+    data = spec.model_dump(mode="json")
+    data["args"] = [{**a, **changes.get(a["name"], {})} for a in data["args"]]
+    return type(spec).model_validate(data)
+
+
+def with_launch(spec, **changes):
+    data = spec.model_dump(mode="json")
+    data["launch"].update(changes)
+    return type(spec).model_validate(data)
+
+
+@pytest.fixture(scope="module")
+def ctx() -> GenContext:
+    return make_ctx()
+
+
+@pytest.fixture(scope="module")
+def rowwise(ctx) -> list[Candidate]:
+    return RowwiseNormFamily().propose(ctx)
+
+
+@pytest.fixture(scope="module")
+def compiled(rowwise):
+    return {c.key: compile_candidate(c, "sm_90a") for c in rowwise}
+
+
+# ---------------------------------------------------------------- rowwise
+
+
+def test_registry_loads_both():
+    assert load("rowwise").name == "rowwise"
+    assert load("tune").name == "tune"
+
+
+def test_rowwise_proposes_rms_and_layer(rowwise, ctx):
+    norms = [c.params["norm"] for c in rowwise]
+    assert 20 <= norms.count("rms") <= 30
+    assert 1 <= norms.count("layer") <= 2
+    assert len({c.key for c in rowwise}) == len(rowwise)
+    assert ctx.original.key not in {c.key for c in rowwise}
+    for c in rowwise:
+        assert c.generator == "rowwise" and c.parent == ctx.original.key and c.kernel_name == "rmsnorm"
+        assert c.description.startswith("rowwise ")
+
+
+def test_rowwise_every_instance_compiles_without_spills(rowwise, compiled):
+    for c in rowwise:
+        r = compiled[c.key]
+        assert not isinstance(r, CompileFailed), f"{c.description}: {r.log}"
+        res = r.resources
+        assert res.spill_stores == 0 and res.spill_loads == 0 and res.local_bytes == 0, f"{c.description}: {res.summary()}"
+        assert 0 < res.registers * c.launch.block[0] <= 65536, f"{c.description}: {res.summary()} does not fit one SM"
+        assert res.shared_bytes <= 48 * 1024
+
+
+def test_rowwise_keeps_the_users_signature(rowwise, ctx):
+    for c in rowwise:
+        k = find_kernel(c.source, "rmsnorm")
+        check_signature(ctx.spec, k)
+        assert [(p.name, p.type, p.is_pointer, p.is_const) for p in k.params] == [
+            (p.name, p.type, p.is_pointer, p.is_const) for p in ctx.kernel.params
+        ]
+        assert k.text.startswith('extern "C"'), "the original is extern \"C\": so must the replacement be"
+        assert c.source.count("__global__") == ctx.source.count("__global__")
+        # kernel_text is exactly what replaced the original kernel in the user's file
+        head, tail = ctx.source[: ctx.kernel.start_byte], ctx.source[ctx.kernel.end_byte :]
+        assert c.source == head + c.kernel_text + tail
+
+
+def _config(c: Candidate) -> RowwiseConfig:
+    p = c.params
+    return RowwiseConfig(p["block"], p["rows_per_block"], p["vecs"], p["hint"], p["grid"], p["norm"])
+
+
+def _tier(cfg: RowwiseConfig, n: int, vec: int = 8) -> tuple[int, int, int]:
+    tiers = cfg.tiers(vec)
+    return next((t for t in tiers if n <= t[2]), tiers[-1])
+
+
+def test_rowwise_launch_matches_launch_bounds(rowwise, ctx):
+    for c in rowwise:
+        assert len(c.launch.block) == 1 and len(c.launch.grid) == 1
+        block = c.launch.block[0]
+        bounds = re.search(r"__launch_bounds__\((\d+)(?:,\s*(\d+))?\)\s*rmsnorm\(", c.kernel_text)
+        assert bounds, c.kernel_text[-600:]
+        assert int(bounds.group(1)) == block <= 1024 and block % 32 == 0
+        cfg = _config(c)
+        sizes = ctx.spec.bench.sizes + ctx.spec.check.sizes + [{"M": 1, "N": 1}, {"M": 33, "N": 7}, {"M": 1000, "N": 99999}]
+        sizes += [{"M": 37, "N": n} for n in range(1, 40000, 97)] + [{"M": 5, "N": t[2] + d} for t in cfg.tiers(8) for d in (-1, 0, 1)]
+        for size in sizes:
+            grid = evaluate(c.launch.grid[0], size)
+            rpb = _tier(cfg, size["N"])[1]
+            assert grid * rpb >= size["M"] > (grid - 1) * rpb, f"{c.description} grid {grid} for {size}"
+
+
+def test_rowwise_dispatch_matches_tiers(rowwise):
+    """The kernel's `if (N <= cap)` chain calls the tiers' (threads per row, rows per block) in order."""
+    for c in rowwise:
+        cfg = _config(c)
+        tiers = cfg.tiers(8)
+        assert tiers[-1][0] == cfg.block and all(t % 32 == 0 and cfg.block % t == 0 for t, _, _ in tiers)
+        for tpr, rpb, _ in tiers:  # rows per step divide rows per block, or one step holds them all: barrier counts are uniform
+            groups = cfg.block // tpr
+            assert rpb <= groups or rpb % groups == 0
+        kernel = c.kernel_text.split("__global__")[1]
+        calls = re.findall(r"ptxf_rowwise<(\d+), (\d+), (\d+), (true|false)>", kernel)
+        assert [(int(t), int(r)) for t, r, *_ in calls] == [(t, r) for t, r, _ in tiers]
+        assert all(int(v) == cfg.vecs for _, _, v, _ in calls)
+        assert [int(x) for x in re.findall(r"if \(N <= (\d+)\)", kernel)] == [cap for _, _, cap in tiers[:-1]]
+        if cfg.grid == "adaptive":
+            assert [r for _, r, _ in tiers] == sorted((r for _, r, _ in tiers), reverse=True)
+            assert tiers[-1][1] == max(1, cfg.rows_per_block * tiers[0][0] // cfg.block)
+
+
+def test_rowwise_covers_largest_bench_row_in_registers(rowwise, ctx):
+    """The best-first candidates keep the longest bench row (16384 bf16 = 2048 vectors) in registers."""
+    c_max = max(s["N"] for s in ctx.spec.bench.sizes)
+    first = rowwise[0]
+    assert first.params["block"] * first.params["vecs"] * 8 >= c_max
+    assert sum(c.params["block"] * c.params["vecs"] * 8 >= c_max for c in rowwise) >= len(rowwise) // 2
+
+
+def test_rowwise_layer_norm_subtracts_mean(rowwise):
+    layer = [c for c in rowwise if c.params["norm"] == "layer"]
+    rms = [c for c in rowwise if c.params["norm"] == "rms"]
+    assert all(", true>(" in c.kernel_text for c in layer)
+    assert all(", true>(" not in c.kernel_text for c in rms)
+
+
+def test_rowwise_uses_vector_loads_shuffles_and_a_scalar_path(rowwise):
+    text = rowwise[0].kernel_text
+    for needle in ("uint4", "__shfl_xor_sync", "rsqrtf", "__ldg", "% 8 == 0", "ptxf_aligned(x, 16)", "ptxf_aligned(w, 16)"):
+        assert needle in text, needle
+    assert re.search(r"for \(int j = t; active && j < C; j \+= TPR\)", text)
+
+
+def test_rowwise_priors_reorder(ctx):
+    default = RowwiseNormFamily().propose(ctx)
+    favoured = next(c for c in default[5:] if c.params["norm"] == "rms")
+    key = f"rowwise:rows_per_block={favoured.params['rows_per_block']}"
+    block = f"rowwise:block={favoured.params['block']}"
+    vecs = f"rowwise:vecs={favoured.params['vecs']}"
+    ordered = RowwiseNormFamily().propose(make_ctx(priors={key: 1.0, block: 1.0, vecs: 1.0}))
+    assert ordered[0].params == favoured.params or (
+        {k: ordered[0].params[k] for k in ("block", "rows_per_block", "vecs")}
+        == {k: favoured.params[k] for k in ("block", "rows_per_block", "vecs")}
+    )
+    assert {c.key for c in ordered} == {c.key for c in default}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"y": {"shape": ["M"]}},  # 1-D output
+        {"x": {"shape": ["N"]}},  # 1-D input
+        {"y": {"dtype": "f32"}},  # output dtype differs from the input's
+        {"x": {"dtype": "i32"}, "y": {"dtype": "i32"}},  # not a float
+        {"w": {"shape": ["M"]}},  # weight along the wrong axis
+        {"eps": {"value": "N"}},  # no constant eps
+        {"M": {"value": "N"}},  # no scalar for the row count
+    ],
+)
+def test_rowwise_refuses_other_specs(ctx, change):
+    spec = with_args(ctx.spec, **change)
+    assert match_spec(spec) is None
+    assert RowwiseNormFamily().propose(make_ctx(spec=spec)) == []
+
+
+def test_rowwise_refuses_fixed_launch(ctx):
+    spec = with_launch(ctx.spec, policy="fixed")
+    assert RowwiseNormFamily().propose(make_ctx(spec=spec)) == []
+
+
+SCALAR_NO_W = """#include <cuda_fp16.h>
+__global__ void norm_rows(const __half* inp, __half* out, long long rows, long long cols, float epsilon)
+{
+    long long r = blockIdx.x;
+    if (r >= rows) return;
+    float s = 0.f;
+    for (long long i = 0; i < cols; ++i) { float v = __half2float(inp[r * cols + i]); s += v * v; }
+    float k = rsqrtf(s / cols + epsilon);
+    for (long long i = 0; i < cols; ++i) out[r * cols + i] = __float2half(__half2float(inp[r * cols + i]) * k);
+}
+"""
+SCALAR_NO_W_SPEC = """
+[kernel.norm_rows]
+args = [
+  { name = "inp", role = "in", dtype = "f16", shape = ["R", "C"] },
+  { name = "out", role = "out", dtype = "f16", shape = ["R", "C"] },
+  { name = "rows", role = "scalar", dtype = "i64", value = "R" },
+  { name = "cols", role = "scalar", dtype = "i64", value = "C" },
+  { name = "epsilon", role = "scalar", dtype = "f32", value = 1e-5 },
+]
+launch = { grid = ["R"], block = [1], policy = "free" }
+[kernel.norm_rows.check]
+sizes = [{ R = 3, C = 100 }]
+[kernel.norm_rows.bench]
+sizes = [{ R = 4096, C = 2048 }]
+"""
+
+
+def test_rowwise_other_dtype_no_weight_cxx_linkage(tmp_path):
+    """f16, no weight, i64 sizes, C++ linkage, other names: still instantiated and compiled."""
+    from ptxfactory.protocol import parse_spec
+
+    spec = parse_spec(SCALAR_NO_W_SPEC).kernels["norm_rows"]
+    ctx = make_ctx(spec=spec, source=SCALAR_NO_W)
+    cands = RowwiseNormFamily().propose(ctx)
+    assert cands
+    for c in cands[:3] + cands[-1:]:
+        k = find_kernel(c.source, "norm_rows")
+        check_signature(spec, k)
+        assert not k.text.lstrip().startswith("extern")
+        assert c.launch.grid[0] == "R" or c.launch.grid[0].startswith("cdiv(R, ")
+        r = compile_candidate(c, "sm_90a")
+        assert not isinstance(r, CompileFailed), r.log
+        assert r.resources.spill_stores == 0
+        assert "long long" in c.kernel_text and "__half" in c.kernel_text
+
+
+def test_rowwise_f32_with_weight_compiles():
+    src = EXAMPLE.read_text().replace("__nv_bfloat16", "float").replace("__bfloat162float", "").replace("__float2bfloat16", "")
+    spec = load_spec(str(EXAMPLE) + ".toml").kernels["rmsnorm"]
+    spec = with_args(spec, x={"dtype": "f32"}, w={"dtype": "f32"}, y={"dtype": "f32"})
+    cands = RowwiseNormFamily().propose(make_ctx(spec=spec, source=src))
+    assert cands
+    assert "% 4 == 0" in cands[0].kernel_text  # 4 floats per 16-byte vector
+    r = compile_candidate(cands[0], "sm_90a")
+    assert not isinstance(r, CompileFailed), r.log
+
+
+# ---------------------------------------------------------------- tune
+
+
+def test_tune_variants_compile_and_differ(ctx):
+    variants = TuneGenerator().propose(ctx)
+    assert variants
+    keys = {v.key for v in variants}
+    assert len(keys) == len(variants) and ctx.original.key not in keys
+    for v in variants:
+        assert v.generator == "tune" and v.parent == ctx.original.key
+        assert (v.options, v.launch) != (ctx.original.options, ctx.original.launch)
+        assert check_options(v.options, ctx.spec.check.fast_math) is None
+        assert v.source == ctx.original.source
+        r = compile_candidate(v, "sm_90a", fast_math_allowed=ctx.spec.check.fast_math)
+        assert not isinstance(r, CompileFailed), r.log
+
+
+def test_tune_options_and_blocks(ctx):
+    variants = TuneGenerator().propose(ctx)
+    opts = {o for v in variants for o in v.options}
+    assert {"--extra-device-vectorization", "-maxrregcount=64", "-maxrregcount=128"} <= opts
+    assert "--use_fast_math" not in opts  # the example's spec does not allow fast-math
+    blocks = sorted(v.launch.block[0] for v in variants if "block" in v.params)
+    assert blocks == [128, 512, 1024]  # 256 is the parent's
+    for v in variants:
+        assert v.launch.grid == ctx.original.launch.grid and v.launch.shared_mem == ctx.original.launch.shared_mem
+
+
+def test_tune_fast_math_only_when_allowed(ctx):
+    data = ctx.spec.model_dump(mode="json")
+    data["check"]["fast_math"] = True
+    spec = type(ctx.spec).model_validate(data)
+    variants = TuneGenerator().propose(make_ctx(spec=spec))
+    fast = [v for v in variants if "--use_fast_math" in v.options]
+    assert len(fast) == 1
+    r = compile_candidate(fast[0], "sm_90a", fast_math_allowed=True)
+    assert not isinstance(r, CompileFailed), r.log
+
+
+def test_tune_fixed_launch_keeps_block_and_replaces_regcap(ctx):
+    spec = with_launch(ctx.spec, policy="fixed")
+    variants = TuneGenerator().propose(make_ctx(spec=spec, options=["-maxrregcount=64"]))
+    assert all(v.launch == ctx.original.launch for v in variants)
+    assert all(sum(o.startswith("-maxrregcount") for o in v.options) <= 1 for v in variants)
+    assert not any(v.options == ["-maxrregcount=64"] for v in variants)  # the parent's own options: a duplicate
+    assert ["-maxrregcount=128"] in [v.options for v in variants]
+
+
+def test_tune_respects_launch_bounds(ctx):
+    """A parent with __launch_bounds__(256) gets no block above 256."""
+    text = ctx.kernel.text.replace("__global__ void rmsnorm", "__global__ void __launch_bounds__(256) rmsnorm")
+    source = ctx.source.replace(ctx.kernel.text, text)
+    variants = TuneGenerator().propose(make_ctx(source=source))
+    assert sorted(v.launch.block[0] for v in variants if "block" in v.params) == [128]
+
+
+def test_tune_keeps_a_familys_block(ctx, rowwise):
+    """A rowwise parent chose its block as a knob: tune varies only its options."""
+    parent = rowwise[0]
+    c = GenContext(spec=ctx.spec, source=ctx.source, kernel=ctx.kernel, original=parent)
+    variants = TuneGenerator().propose(c)
+    assert variants and all(v.launch == parent.launch and v.kernel_text == parent.kernel_text for v in variants)
+    assert all(v.options != parent.options for v in variants)
+
+
+def test_rowwise_inside_extern_c_block():
+    """A kernel inside `extern "C" { ... }`: the template helpers get C++ linkage, the kernel keeps C linkage."""
+    src = EXAMPLE.read_text().replace('extern "C" __global__', 'extern "C" {\n__global__') + "}\n"
+    ctx = make_ctx(source=src)
+    c = RowwiseNormFamily().propose(ctx)[0]
+    assert not c.kernel_text.startswith('extern "C" ') and 'extern "C++" {' in c.kernel_text
+    r = compile_candidate(c, "sm_90a")
+    assert not isinstance(r, CompileFailed), r.log
+    assert r.lowered_name == "rmsnorm"  # unmangled: C linkage
