@@ -1,0 +1,33 @@
+// exploits: cross-call state (threats B.13/B.14): a mutable __device__ global counts launches; every launch after
+//   the first returns at once, leaving y as the previous call wrote it. Only the first call does any work.
+// expect: static_source
+// reason: mutable __device__ global
+#include <cuda_bf16.h>
+
+__device__ unsigned int ptxf_calls = 0;
+
+extern "C" __global__ void rmsnorm(const __nv_bfloat16* x, const __nv_bfloat16* w,
+                                   __nv_bfloat16* y, int M, int N, float eps)
+{
+    __shared__ float partial[256];
+    int row = blockIdx.x;
+    if (row >= M || *(volatile unsigned int*)&ptxf_calls > 0) return;   // "already computed"
+
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < N; i += blockDim.x) {
+        float v = __bfloat162float(x[(size_t)row * N + i]);
+        sum += v * v;
+    }
+    partial[threadIdx.x] = sum;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+        if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+        __syncthreads();
+    }
+    float inv_rms = rsqrtf(partial[0] / N + eps);
+    for (int i = threadIdx.x; i < N; i += blockDim.x) {
+        float v = __bfloat162float(x[(size_t)row * N + i]);
+        y[(size_t)row * N + i] = __float2bfloat16(v * inv_rms * __bfloat162float(w[i]));
+    }
+    if (row == 0 && threadIdx.x == 0) atomicAdd(&ptxf_calls, 1u);
+}

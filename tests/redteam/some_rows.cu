@@ -1,0 +1,30 @@
+// exploits: partial computation (threat A.3): only the first half of the rows is normalised; the rest of y is
+//   left as whatever the output buffer held (e.g. a recycled reference result).
+// expect: correctness
+// reason: never written
+#include <cuda_bf16.h>
+
+extern "C" __global__ void rmsnorm(const __nv_bfloat16* x, const __nv_bfloat16* w,
+                                   __nv_bfloat16* y, int M, int N, float eps)
+{
+    __shared__ float partial[256];
+    int row = blockIdx.x;
+    if (row >= (M + 1) / 2) return;   // "the second half is the same as the first"
+
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < N; i += blockDim.x) {
+        float v = __bfloat162float(x[(size_t)row * N + i]);
+        sum += v * v;
+    }
+    partial[threadIdx.x] = sum;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+        if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+        __syncthreads();
+    }
+    float inv_rms = rsqrtf(partial[0] / N + eps);
+    for (int i = threadIdx.x; i < N; i += blockDim.x) {
+        float v = __bfloat162float(x[(size_t)row * N + i]);
+        y[(size_t)row * N + i] = __float2bfloat16(v * inv_rms * __bfloat162float(w[i]));
+    }
+}
