@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from ptxfactory.harness.gpu_backend import GpuBackend
-from ptxfactory.protocol import Measured
+from ptxfactory.protocol import JobSummary, Measured
 from ptxfactory.search.lessons import LessonStore
 from ptxfactory.search.strategy import optimise
 
@@ -66,8 +66,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", type=Path, default=Path("bench/results"))
     ap.add_argument("--store", type=Path, default=Path("/tmp/ptxfactory-bench.sqlite"))
+    ap.add_argument("--report", type=Path, help="report.json of a job already run (e.g. by `ptxfactory optimise`): reuse it")
     args = ap.parse_args()
-    summary = asyncio.run(run(args.store))
+    summary = JobSummary.model_validate_json(args.report.read_text()) if args.report else asyncio.run(run(args.store))
     best = summary.row(summary.best_key)
     facts = summary.gpu
     versions = {"python": platform.python_version()}

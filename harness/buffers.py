@@ -13,7 +13,7 @@ import numpy as np
 from ptxfactory.protocol.expr import evaluate
 from ptxfactory.protocol.spec import ArgSpec, KernelSpec
 
-GUARD_BYTES = 256  # canary band before and after every buffer; keeps the 16-byte (and 256-byte) alignment
+GUARD_BYTES = 64 * 1024  # canary band before and after every buffer; keeps the 16-byte (and 256-byte) alignment
 CANARY = 0xA5
 
 STORAGE = {
@@ -22,10 +22,19 @@ STORAGE = {
 }
 SCALAR = {"bf16": np.float32, "f16": np.float16, "f32": np.float32, "f64": np.float64,
           "i8": np.int8, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u32": np.uint32}
-NAN_BITS = {"bf16": 0x7FC0}
+# Output poison: quiet NaNs with payloads that CUDA's own NaN results (0x7FFF..., canonical) never carry,
+# so an element still holding them was never written.
+POISON_BITS = {"bf16": (np.uint16, 0x7FC1), "f16": (np.uint16, 0x7E5A), "f32": (np.uint32, 0x7FC0DEAD),
+               "f64": (np.uint64, 0x7FF8DEADDEADDEAD)}
 
-# Stress variants applied per seed (index % len): name, scale of float inputs, zero one row
-VARIANTS = (("spec distribution", 1.0, False), ("large magnitude x64", 64.0, True), ("tiny magnitude x1e-3", 1e-3, False))
+# Stress variants applied per seed (index % len): name, distribution override, scale of float inputs,
+# special rows (row 0 all zeros, row 1 constant) in 2-D float inputs.
+VARIANTS = (
+    ("spec distribution", None, 1.0, False),
+    ("uniform(-1, 1) with special rows", ("uniform", -1.0, 1.0), 1.0, True),
+    ("large magnitude x64", None, 64.0, True),
+    ("tiny magnitude x1e-3", None, 1e-3, False),
+)
 
 
 @dataclass
@@ -51,13 +60,20 @@ def guarded_empty(n: int, dtype: str) -> Guarded:
 
 
 def fill_nan(buf: cp.ndarray, dtype: str) -> None:
-    """Poison an output: NaN for floats (bf16 NaN bit pattern), an unlikely pattern for integers."""
-    if dtype in NAN_BITS:
-        buf.fill(NAN_BITS[dtype])
-    elif np.dtype(STORAGE[dtype]).kind == "f":
-        buf.fill(np.nan)
+    """Poison an output: a NaN with a distinctive payload for floats, an unlikely value for integers."""
+    if dtype in POISON_BITS:
+        bits, value = POISON_BITS[dtype]
+        buf.view(bits).fill(value)
     else:
         buf.fill(np.iinfo(STORAGE[dtype]).max - 7)
+
+
+def unwritten(buf: cp.ndarray, dtype: str) -> cp.ndarray:
+    """Mask of elements that still hold the poison of :func:`fill_nan`."""
+    if dtype in POISON_BITS:
+        bits, value = POISON_BITS[dtype]
+        return buf.view(bits) == bits(value)
+    return buf == np.iinfo(STORAGE[dtype]).max - 7
 
 
 def to_bf16_bits(x: cp.ndarray) -> cp.ndarray:
@@ -76,7 +92,10 @@ def as_float32(buf: cp.ndarray, dtype: str) -> cp.ndarray:
 
 def random_values(arg: ArgSpec, n: int, rng: cp.random.Generator, variant: int, shape: tuple[int, ...]) -> cp.ndarray:
     """``n`` values of ``arg``'s distribution as float32 (or integers), under stress ``variant``."""
+    name, override, scale, special_rows = VARIANTS[variant % len(VARIANTS)]
     kind, a, b = arg.distribution()
+    if override is not None and arg.dtype.is_float and kind in ("normal", "uniform"):
+        kind, a, b = override
     if kind == "normal":
         v = rng.standard_normal(n, dtype=cp.float32) * cp.float32(b) + cp.float32(a)
     elif kind == "uniform":
@@ -87,11 +106,13 @@ def random_values(arg: ArgSpec, n: int, rng: cp.random.Generator, variant: int, 
         v = cp.ones(n, dtype=cp.float32)
     else:
         v = cp.zeros(n, dtype=cp.float32)
-    _, scale, zero_row = VARIANTS[variant % len(VARIANTS)]
     if arg.dtype.is_float and kind in ("normal", "uniform") and scale != 1.0:
         v *= cp.float32(scale)
-    if zero_row and len(shape) >= 2 and arg.dtype.is_float:
-        v.reshape(shape)[0] = 0  # a special row: all zeros
+    if special_rows and len(shape) >= 2 and arg.dtype.is_float and kind in ("normal", "uniform"):
+        rows = v.reshape(shape[0], -1)
+        rows[0] = 0  # all zeros
+        if shape[0] > 1:
+            rows[1] = cp.float32(0.5)  # constant
     return v
 
 

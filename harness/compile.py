@@ -58,7 +58,7 @@ def compile_candidate(candidate: Candidate, arch: str, fast_math_allowed: bool =
     bad = check_options(candidate.options, fast_math_allowed)
     if bad:
         return CompileFailed(candidate_key=candidate.key, log=bad)
-    opts = [f"-arch={arch}", "-std=c++17", "--ptxas-options=-v", "-default-device"]
+    opts = [f"-arch={arch}", "-std=c++17", "--ptxas-options=-v"]
     opts += [f"-I{d}" for d in cuda_include_dirs()]
     opts += list(candidate.options)
     prog = nvrtc.createProgram(candidate.source, f"{candidate.kernel_name}.cu", [], [])
@@ -79,20 +79,27 @@ def compile_candidate(candidate: Candidate, arch: str, fast_math_allowed: bool =
     return Compiled(candidate=candidate, cubin=cubin, lowered_name=lowered, resources=parse_ptxas_report(log, lowered), log=log)
 
 
+def compile_ptx(candidate: Candidate, arch: str) -> str:
+    """The candidate's PTX for the virtual arch of ``arch`` (``sm_90a`` -> ``compute_90a``). Raises ``nvrtc.NVRTCError``."""
+    opts = ["-std=c++17", f"-arch=compute_{arch[3:]}", *(f"-I{d}" for d in cuda_include_dirs()), *candidate.options]
+    prog = nvrtc.createProgram(candidate.source, f"{candidate.kernel_name}.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, opts)
+        ptx = nvrtc.getPTX(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+    return (ptx.decode() if isinstance(ptx, bytes) else ptx).rstrip("\0")
+
+
 def _ptxas_report(candidate: Candidate, arch: str, opts: list[str]) -> str:
     """``ptxas -v`` on NVRTC's PTX, or '' when no ptxas is on PATH."""
     ptxas = shutil.which("ptxas")
     if not ptxas:
         return ""
-    prog = nvrtc.createProgram(candidate.source, f"{candidate.kernel_name}.cu", [], [])
-    try:
-        nvrtc.compileProgram(prog, [o for o in opts if not o.startswith(("-arch", "--ptxas-options"))] + [f"-arch=compute_{arch[3:]}"])
-        ptx = nvrtc.getPTX(prog)
-    finally:
-        nvrtc.destroyProgram(prog)
+    ptx = compile_ptx(candidate, arch)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "k.ptx"
-        path.write_bytes(ptx if isinstance(ptx, bytes) else ptx.encode())
+        path.write_text(ptx)
         maxreg = [f"--maxrregcount={o.split('=')[1]}" for o in opts if "maxrregcount" in o]
         proc = subprocess.run([ptxas, "-v", f"-arch={arch}", *maxreg, str(path), "-o", str(path.with_suffix(".cubin"))],
                               capture_output=True, text=True, timeout=120)

@@ -89,8 +89,9 @@ def _args(spec: KernelSpec, size: dict[str, int], buffers: dict[str, cp.ndarray]
     return tuple(buffers[a.name] if a.is_buffer else B.scalar_value(a, size) for a in spec.args)
 
 
-def _compare(got: cp.ndarray, want: cp.ndarray, dtype: str, rtol: float, atol: float, shape: tuple[int, ...]) -> str | None:
-    """None when ``got`` matches ``want`` elementwise (|g - w| <= atol + rtol |w|, NaN only where expected), else why not."""
+def _compare(got: cp.ndarray, want: cp.ndarray, dtype: str, rtol: float, atol: float, shape: tuple[int, ...]) -> tuple[str, dict] | None:
+    """None when ``got`` matches ``want`` elementwise (|g - w| <= atol + rtol |w|, NaN only where expected),
+    else (why not, in one line; detail: wrong count, unwritten count, max |error|, first index)."""
     g, w = B.as_float32(got, dtype), B.as_float32(want, dtype)
     if np.dtype(B.STORAGE[dtype]).kind != "f" and dtype != "bf16":
         bad = g != w
@@ -105,11 +106,14 @@ def _compare(got: cp.ndarray, want: cp.ndarray, dtype: str, rtol: float, atol: f
     idx = int(cp.argmax(bad))
     where = tuple(int(i) for i in np.unravel_index(idx, shape)) if shape else (idx,)
     gv, wv = float(g[idx]), float(w[idx])
-    unwritten = int((cp.isnan(g) & ~cp.isnan(w)).sum())
+    unwritten = int((B.unwritten(got, dtype) & ~cp.isnan(w)).sum())
+    finite = cp.isfinite(g) & cp.isfinite(w)
+    max_err = float(cp.max(cp.where(finite, cp.abs(g - w), 0))) if g.size else 0.0
     what = f"{count} of {g.size} elements wrong"
     if unwritten:
         what += f" ({unwritten} never written, still NaN)"
-    return f"{what}; first at {list(where)}: got {gv:.6g}, expected {wv:.6g}"
+    detail = {"wrong": count, "elements": int(g.size), "unwritten": unwritten, "max_abs_err": max_err, "first_index": list(where)}
+    return f"{what}; max |err| {max_err:.3g}; first at {list(where)}: got {gv:.6g}, expected {wv:.6g}", detail
 
 
 class Evaluator:
@@ -184,25 +188,35 @@ class Evaluator:
             for i, seed in enumerate(plan.seeds):
                 variant = i % len(B.VARIANTS)
                 inputs = B.make_inputs(spec, size, seed, variant)
-                want = self.reference(spec, base, base_key, size, seed, variant, inputs)
-                got, problem = self.run_once(spec, cand, size, inputs)
                 where = f"{label}, seed #{i} ({B.VARIANTS[variant][0]})"
+                if i % 2 == 0:  # reference first (cached per size and seed) ...
+                    want = self.reference(spec, base, base_key, size, seed, variant, inputs)
+                    got, problem = self.run_once(spec, cand, size, inputs)
+                else:  # ... or candidate first, then a fresh reference run on separate buffers
+                    got, problem = self.run_once(spec, cand, size, inputs)
+                    want, ref_problem = self.run_once(spec, base, size, inputs)
+                    if ref_problem:
+                        raise RuntimeError(f"the original kernel itself failed a check at {size}: {ref_problem}")
                 if problem:
                     check = "input_mutated" if "modified" in problem else "out_of_bounds"
-                    return Rejected(candidate_key=key, check=check, reason=f"{where}: {problem}")
+                    return Rejected(candidate_key=key, check=check, reason=f"{where}: {problem}",
+                                    detail={"size": size, "seed_index": i, "heldout": heldout})
                 for arg in spec.args:
                     if arg.role in ("out", "inout"):
-                        why = _compare(cp.asarray(got[arg.name]), cp.asarray(want[arg.name]), arg.dtype.value,
+                        bad = _compare(cp.asarray(got[arg.name]), cp.asarray(want[arg.name]), arg.dtype.value,
                                        plan.rtol, plan.atol, B.shape_of(arg, size))
-                        if why:
+                        if bad:
+                            why, detail = bad
                             return Rejected(candidate_key=key, check="correctness", reason=f"{where}: output {arg.name!r}: {why}",
-                                            detail={"size": size, "seed_index": i, "heldout": heldout})
+                                            detail={"size": size, "seed_index": i, "variant": B.VARIANTS[variant][0],
+                                                    "heldout": heldout, **detail})
                 if i == 0:
                     again, problem = self.run_once(spec, cand, size, inputs)
                     for name, first in got.items():
                         if problem or not np.array_equal(first.view(np.uint8), again[name].view(np.uint8)):
                             return Rejected(candidate_key=key, check="race",
-                                            reason=f"{where}: a second run on the same inputs gave different bits in {name!r}")
+                                            reason=f"{where}: a second run on the same inputs gave different bits in {name!r}",
+                                            detail={"size": size, "heldout": heldout})
         return None
 
     # -- timing --------------------------------------------------------------------------------
@@ -248,12 +262,12 @@ class Evaluator:
         last = (reps - 1) % n_sets
         for r in range(reps):
             pair = ("base", "cand") if r % 2 == 0 else ("cand", "base")
-            if r == reps - 1:  # outputs of the last timed launches are checked: poison them first
-                for who in ("base", "cand"):
-                    for arg in spec.args:
-                        if arg.role == "out":
-                            B.fill_nan(sets[last][who][1][arg.name], arg.dtype.value)
             for j, who in enumerate(pair):
+                # every timed launch gets poisoned outputs (outside its events), so no launch can tell
+                # it is the one checked; the last one's outputs are compared after the loop
+                for arg in spec.args:
+                    if arg.role == "out":
+                        B.fill_nan(sets[r % n_sets][who][1][arg.name], arg.dtype.value)
                 start, end = events[2 * r + j]
                 start.record()
                 kernels[who](sets[r % n_sets][who][0], size)
@@ -265,10 +279,10 @@ class Evaluator:
         problem = None
         for arg in spec.args:
             if arg.role in ("out", "inout"):
-                why = _compare(sets[last]["cand"][1][arg.name], sets[last]["base"][1][arg.name], arg.dtype.value,
+                bad = _compare(sets[last]["cand"][1][arg.name], sets[last]["base"][1][arg.name], arg.dtype.value,
                                plan.rtol, plan.atol, B.shape_of(arg, size))
-                if why:
-                    problem = f"output {arg.name!r} of the last timed launch at {size}: {why}"
+                if bad:
+                    problem = f"output {arg.name!r} of the last timed launch at {size}: {bad[0]}"
                     break
         return times["cand"], times["base"], problem
 
@@ -277,8 +291,9 @@ class Evaluator:
         t0 = time.perf_counter()
         try:
             rejected = self.verify(spec, base, base_key, cand, plan, key)
+            verify_s = time.perf_counter() - t0
             if rejected is not None:
-                return rejected.model_copy(update={"resources": cand.resources, "wall_s": time.perf_counter() - t0})
+                return rejected.model_copy(update={"resources": cand.resources, "wall_s": verify_s, "verify_s": verify_s})
             facts = self.facts()
             timings = []
             for size in plan.bench_sizes:
@@ -292,7 +307,7 @@ class Evaluator:
                                     wall_s=time.perf_counter() - t0)
                 nbytes = spec.bytes_moved(size)
                 med = float(np.median(ct))
-                floor_us = nbytes / (facts.peak_gbps * 1e3)
+                floor_us = spec.floor_us(size, facts.peak_gbps)
                 if med < floor_us:
                     return Rejected(candidate_key=key, check="impossible_time", resources=cand.resources,
                                     reason=f"{med:.2f} µs at {size} is under the {floor_us:.2f} µs floor of {nbytes} bytes at {facts.peak_gbps:.0f} GB/s")
@@ -312,4 +327,4 @@ class Evaluator:
             return Rejected(candidate_key=key, check="launch", reason=str(exc), resources=cand.resources)
         speedup = math.exp(sum(math.log(t.baseline_median_us / t.median_us) for t in timings) / len(timings))
         return Measured(candidate_key=key, resources=cand.resources, timings=timings, speedup=speedup,
-                        verified_sizes=plan.verify_sizes + plan.heldout_sizes, wall_s=time.perf_counter() - t0)
+                        verified_sizes=plan.verify_sizes + plan.heldout_sizes, wall_s=time.perf_counter() - t0, verify_s=verify_s)

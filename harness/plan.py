@@ -25,7 +25,9 @@ class EvalPlan(BaseModel):
 
 
 def heldout_sizes(spec: KernelSpec, secret: int) -> list[dict[str, int]]:
-    """Sizes no generator is shown: odd values, not multiples of the 16-byte vector width, plus one single-row size.
+    """Sizes no generator is shown: odd values, not multiples of the 16-byte vector width, one single-row size,
+    and (for 2+ symbols) 3 rows of a very long odd last dimension (8x the largest checked) and 1031 rows
+    (several blocks per SM, so that races between blocks and warps have contention).
 
     Each symbol takes an odd value between 1 and 1.5x the largest value it has in ``check.sizes``
     (drawn from ``secret``). Shapes whose element count exceeds ``check.max_heldout_elements`` are shrunk.
@@ -33,6 +35,15 @@ def heldout_sizes(spec: KernelSpec, secret: int) -> list[dict[str, int]]:
     rng = random.Random(secret)
     largest = {s: max(size[s] for size in spec.check.sizes) for s in spec.symbols}
     out = []
+    symbols = spec.symbols
+    if len(symbols) > 1:  # few rows, one very long odd row length
+        long = {s: 3 for s in symbols[:-1]}
+        long[symbols[-1]] = (largest[symbols[-1]] * 8) | 1
+        out.append(long)
+    if len(symbols) > 1:  # enough rows to fill every SM several times: races need contention to show
+        many = {s: 1031 for s in symbols[:1]}
+        many.update({s: (largest[s] // 2) | 1 for s in symbols[1:]})
+        out.append(many)
     for variant in range(2):
         size = {}
         for i, s in enumerate(spec.symbols):
@@ -41,10 +52,11 @@ def heldout_sizes(spec: KernelSpec, secret: int) -> list[dict[str, int]]:
             if variant == 1 and i == 0 and len(spec.symbols) > 1:
                 v = 1  # a single row
             size[s] = v
+        out.append(size)
+    for size in out:
         while _elements(spec, size) > spec.check.max_heldout_elements:
             biggest = max(size, key=size.get)
             size[biggest] = max(1, size[biggest] // 2) | 1
-        out.append(size)
     return out
 
 
@@ -60,7 +72,7 @@ def make_plan(spec: KernelSpec, secret: int | None = None) -> EvalPlan:
         verify_sizes=list(spec.check.sizes),
         heldout_sizes=heldout_sizes(spec, secret),
         bench_sizes=list(spec.bench.sizes),
-        seeds=[rng.randrange(1 << 31) for _ in range(spec.check.seeds)],
+        seeds=[rng.randrange(1 << 31) for _ in range(max(spec.check.seeds, 4))],  # >= one per stress variant
         rtol=spec.check.rtol,
         atol=spec.check.atol,
     )

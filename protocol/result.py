@@ -50,7 +50,8 @@ class _Result(BaseModel):
 
     candidate_key: str
     resources: Resources | None = None
-    wall_s: float = 0.0
+    wall_s: float = Field(default=0.0, description="wall time of the whole evaluation in the worker, seconds")
+    verify_s: float = Field(default=0.0, description="wall time of verification alone, seconds")
 
 
 class CompileFailed(_Result):

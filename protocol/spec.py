@@ -226,6 +226,15 @@ class KernelSpec(_Model):
         return total
 
 
+    def floor_us(self, size: dict[str, int], peak_gbps: float) -> float:
+        """The fastest any correct kernel can run at ``size``: :meth:`bytes_moved` / peak bandwidth, in µs.
+
+        ``peak_gbps`` is in GB/s (1e9 bytes/s); a measured time under this floor is impossible
+        (GPU MODE PR #159's physics floor, without its 1e-3 slack).
+        """
+        return self.bytes_moved(size) / (peak_gbps * 1e3)
+
+
 class SpecFile(_Model):
     """A whole spec file: kernels by name, plus the path it came from."""
 

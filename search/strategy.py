@@ -17,8 +17,10 @@ from ptxfactory.harness.backend import EvaluationBackend
 from ptxfactory.harness.compile import Compiled, compile_candidate
 from ptxfactory.harness.plan import make_plan
 from ptxfactory.harness.source import check_signature, find_kernel
+from ptxfactory.harness.static_checks import static_check
 from ptxfactory.protocol import (
-    Candidate, CandidateRow, CompileFailed, JobSummary, KernelSpec, LaunchConfig, Measured, NotRun, load_spec, spec_path_for,
+    Candidate, CandidateRow, CompileFailed, JobSummary, KernelSpec, LaunchConfig, Measured, NotRun, Rejected, load_spec,
+    spec_path_for,
 )
 
 from .base import GenContext
@@ -158,12 +160,16 @@ async def optimise(
                 if pending:
                     pending.cancel()
                 return False
+            finding = None if isinstance(compiled, CompileFailed) or cand.key == original.key else (
+                static_check(cand, spec, compiled.resources, compiled.cubin))
             if isinstance(compiled, CompileFailed):
                 await record(cand, compiled)
+            elif finding is not None:
+                await record(cand, Rejected(candidate_key=cand.key, check=finding.check, reason=finding.reason, resources=compiled.resources))
             elif backend is None:
                 await record(cand, NotRun(candidate_key=cand.key, resources=compiled.resources, reason="no NVIDIA GPU on this machine"))
             else:
-                await record(cand, await _evaluate(backend, spec, baseline, compiled, plan))
+                await record(cand, await _evaluate(backend, spec, baseline, compiled, plan, rows))
         return True
 
     state = "finished" if backend else "compile_only"
@@ -195,8 +201,24 @@ def _kernel_class(ctx: GenContext) -> str:
         return "generic"
 
 
-async def _evaluate(backend: EvaluationBackend, spec: KernelSpec, baseline: Compiled, compiled: Compiled, plan):
-    return await backend.evaluate(spec, baseline, compiled, plan)
+REVERIFY_FACTOR = 10.0
+
+
+async def _evaluate(backend: EvaluationBackend, spec: KernelSpec, baseline: Compiled, compiled: Compiled, plan, rows):
+    """Evaluate; a result more than 10x faster than the best so far is re-verified on new seeds and held-out sizes."""
+    result = await backend.evaluate(spec, baseline, compiled, plan)
+    if not isinstance(result, Measured):
+        return result
+    best_so_far = max((r.result.speedup for r in rows if isinstance(r.result, Measured)), default=1.0)
+    if result.speedup <= REVERIFY_FACTOR * max(best_so_far, 1.0):
+        return result
+    again = await backend.evaluate(spec, baseline, compiled, make_plan(spec))
+    if isinstance(again, Measured):
+        return result
+    if isinstance(again, Rejected):
+        return again.model_copy(update={"check": f"reverify_{again.check}",
+                                        "reason": f"{result.speedup:.1f}x claimed, then failed on new seeds: {again.reason}"})
+    return again
 
 
 def _best(rows: list[CandidateRow], baseline_key: str) -> CandidateRow | None:

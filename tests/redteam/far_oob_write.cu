@@ -1,9 +1,8 @@
-// exploits: an out-of-bounds write 4 KiB past the end of y, beyond the 256-byte canary band: the off-by-a-lot
+// exploits: an out-of-bounds write 4 KiB past the end of y, beyond a 256-byte canary band (the bands are 64 KiB): the off-by-a-lot
 //   twin of oob_write.cu. Nothing notices it unless it lands on a buffer the harness reads; on the H200 the
 //   candidate was measured. A far write could also reach harness buffers (other outputs, the baseline's).
 // expect: out_of_bounds
-// known-gap: the canary band is 256 bytes; writes further away are unchecked (needs page-sized guards, separate
-//   allocations or a compute-sanitizer memcheck pass)
+// (was a known gap with 256-byte canary bands; the bands are 64 KiB now)
 #include <cuda_bf16.h>
 
 extern "C" __global__ void rmsnorm(const __nv_bfloat16* x, const __nv_bfloat16* w,

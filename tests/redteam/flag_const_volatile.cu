@@ -1,8 +1,7 @@
 // exploits: the launch counter declared `const volatile` (the static check skips const globals) and written
 //   through const_cast; NVRTC still places it in writable .global memory. Caught at run time: the second run on
 //   the same inputs skips all work and leaves y NaN-filled.
-// expect: race|correctness
-// gap: static_source
+// expect: static_source
 #include <cuda_bf16.h>
 
 __device__ const volatile unsigned int ptxf_calls = 0;

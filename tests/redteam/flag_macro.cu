@@ -1,8 +1,7 @@
 // exploits: the device_flag.cu launch counter with __device__ spelled through a macro, which the source-level
 //   static check (tree-sitter on unexpanded source) does not see. Caught at run time: a second run on the same
 //   inputs finds the flag set and leaves y NaN-filled.
-// expect: race|correctness
-// gap: static_source
+// expect: static_source
 #include <cuda_bf16.h>
 
 #define PERSISTENT __device__

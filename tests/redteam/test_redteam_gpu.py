@@ -62,7 +62,7 @@ def evaluate(candidate):
     compiled = compile_candidate(candidate, SPEC.arch, SPEC.check.fast_math)
     if not isinstance(compiled, Compiled):
         return compiled, False
-    finding = static_check(candidate, SPEC, compiled.resources)
+    finding = static_check(candidate, SPEC, compiled.resources, compiled.cubin)
     if finding is not None:
         return finding, False
     return _run(backend.evaluate(SPEC, baseline, compiled, PLAN)), True

@@ -96,7 +96,7 @@ def test_compiles_with_the_examples_signature(case: R.Case, compiled):
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_static_check_refuses_exactly_the_static_files(case: R.Case, compiled):
-    finding = static_check(case.candidate, SPEC, compiled[case.name].resources)
+    finding = static_check(case.candidate, SPEC, compiled[case.name].resources, compiled[case.name].cubin)
     if case.static:
         assert finding is not None, f"{case.name}: static_check let it through"
         assert finding.check in case.expect, finding
@@ -114,7 +114,7 @@ GAPS = [c for c in CASES if c.gap]
 @pytest.mark.xfail(strict=True, reason="known verifier gap (see the file's '// gap:' line); XPASS means it was "
                                        "fixed: drop the gap line and make the static check the expectation")
 def test_known_static_gaps(case: R.Case, compiled):
-    finding = static_check(case.candidate, SPEC, compiled[case.name].resources)
+    finding = static_check(case.candidate, SPEC, compiled[case.name].resources, compiled[case.name].cubin)
     assert finding is not None and finding.check == case.gap
 
 
@@ -133,7 +133,7 @@ def test_no_false_positives_on_honest_candidates():
     for cand in honest:
         comp = compile_candidate(cand, SPEC.arch, SPEC.check.fast_math)
         assert isinstance(comp, Compiled), (cand.description, getattr(comp, "log", ""))
-        finding = static_check(cand, SPEC, comp.resources)
+        finding = static_check(cand, SPEC, comp.resources, comp.cubin)
         assert finding is None, f"false positive on {cand.description}: {finding}"
     assert source == R.EXAMPLE.read_text()
 
