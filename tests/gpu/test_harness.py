@@ -50,7 +50,7 @@ def test_facts_and_original_matches_itself():
     assert facts.copy_gbps > 1000 and facts.peak_gbps >= facts.copy_gbps
     assert res.outcome == "measured", res
     assert 0.8 < res.speedup < 1.25
-    assert len(res.verified_sizes) == len(SPEC.check.sizes) + 2  # spec sizes + held-out sizes
+    assert len(res.verified_sizes) == len(SPEC.check.sizes) + len(make_plan(SPEC, secret=7).heldout_sizes)
     for t in res.timings:
         assert t.median_us >= t.floor_us and t.p20_us <= t.median_us <= t.p80_us
 
@@ -82,3 +82,18 @@ def test_crash_and_hang_kill_the_worker_not_the_caller():
     assert r1.outcome == "crashed", r1
     assert r2.outcome == "timed_out", r2
     assert r3.outcome == "measured", r3  # the restarted worker carries on
+
+
+def test_a_time_under_the_floor_is_rejected():
+    """In-process Evaluator with the peak bandwidth set absurdly low: the honest original must then be refused
+    as impossible_time, which proves the floor check is wired (no real kernel beats the real floor)."""
+    from ptxfactory.harness.gpu_eval import Evaluator
+
+    ev = Evaluator()
+    ev._facts = ev.facts().model_copy(update={"peak_gbps": 1.0})
+    base = compile_candidate(original_candidate(SPEC, SOURCE), SPEC.arch)
+    loaded = ev.load(base.cubin, base.lowered_name, base.candidate.launch, base.candidate.key)
+    plan = make_plan(SPEC, secret=7).model_copy(update={"bench_sizes": SPEC.bench.sizes[:1]})
+    result = ev.evaluate(SPEC, loaded, base.candidate.key, loaded, plan, base.candidate.key)
+    assert result.outcome == "rejected" and result.check == "impossible_time", result
+    assert "floor" in result.reason

@@ -1,10 +1,10 @@
-// exploits: detecting the check (threat B.14): the verifier NaN-fills y before every launch whose output it reads
-//   (verification runs and the last timed launch) and never before the other timed launches. This kernel works
-//   only when its row's first output element is NaN; otherwise it returns at once ("cached"). Verification and
-//   the post-timing check pass; the timed launches do almost nothing. Only the bytes-moved floor catches it.
-// expect: impossible_time
+// exploits: detecting the check (threat B.14): a verifier that NaN-fills y only before the launches whose output
+//   it reads lets this kernel work only when its row's first output element is NaN and return at once otherwise
+//   ("cached"), so the unchecked timed launches do almost nothing (an earlier harness caught it only by the floor).
+//   The harness now poisons the outputs before EVERY timed launch, so this kernel always computes and its time
+//   is honest: it must be measured, at no faster than the original (it is a one-warp-per-row scalar kernel).
+// expect: measured
 // launch: grid=cdiv(M,32) block=1024
-// reason: floor
 #include <cuda_bf16.h>
 
 extern "C" __global__ void rmsnorm(const __nv_bfloat16* x, const __nv_bfloat16* w,
