@@ -5,6 +5,8 @@ preferred). The edit replaces the kernel's whole definition, located in the docu
 text, with the candidate's ``kernel_text``; a candidate that needs another launch configuration
 says which in a comment above it. When the kernel was edited since the job ran, the actions are
 disabled (or, for clients without ``disabledSupport``, not offered); when it is gone, none are.
+Clients with ``disabledSupport`` also see each rejected candidate as a disabled action whose
+reason is the verifier's (e.g. ``correctness: held-out size {...}: 12 of 4000 elements wrong``).
 """
 from __future__ import annotations
 
@@ -52,7 +54,26 @@ def code_action(ls: PtxServer, params: types.CodeActionParams) -> list[types.Cod
             disabled=types.CodeActionDisabled(reason=STALE) if stale else None,
             edit=_edit(ls, uri, doc.version, types.TextEdit(range=kernel_range, new_text=new_text)),
         ))
+    if _client_supports_disabled(ls):
+        actions += rejected_actions(job.summary.rows, number)
     return actions
+
+
+MAX_REJECTED_SHOWN = 20
+
+
+def rejected_actions(rows: list[CandidateRow], number: dict[str, int]) -> list[types.CodeAction]:
+    """A disabled action per candidate that was not verified, its reason the verifier's (at most 20)."""
+    out = []
+    for row in rows:
+        if row.verified or row.result.outcome == "not_run":
+            continue
+        out.append(types.CodeAction(
+            title=f"Candidate {number[row.candidate.key]} rejected: {row.candidate.description}",
+            kind=CODE_ACTION_KIND,
+            disabled=types.CodeActionDisabled(reason=row.reason),
+        ))
+    return out[:MAX_REJECTED_SHOWN]
 
 
 def title(number: int, row: CandidateRow) -> str:

@@ -117,3 +117,30 @@ async def test_editor_buffer_text_is_used_instead_of_the_file(example_copy):
     example_copy.write_text("this is not CUDA")
     summary = await optimise(example_copy, "rmsnorm", backend=None, generators=(), source_text=text)
     assert summary.state == "compile_only" and summary.rows[0].candidate.source == text
+
+
+async def test_a_result_over_10x_the_best_so_far_is_reverified_on_new_seeds(example_copy):
+    """A candidate claiming > 10x is evaluated again with a fresh plan; failing there rejects it as reverify_*."""
+    from ptxfactory.harness.simulated import SimulatedDevice
+    from ptxfactory.protocol import Rejected
+
+    class TooGoodThenWrong(SimulatedDevice):
+        def __init__(self):
+            super().__init__(delay_s=0)
+            self.plans = []
+
+        async def evaluate(self, spec, baseline, candidate, plan):
+            self.plans.append(plan)
+            result = await super().evaluate(spec, baseline, candidate, plan)
+            if candidate.candidate.key == baseline.candidate.key:
+                return result
+            if len(self.plans) == 2:  # the candidate's first evaluation: an implausible 50x
+                return result.model_copy(update={"speedup": 50.0})
+            return Rejected(candidate_key=candidate.candidate.key, check="correctness", reason="wrong on new seeds")
+
+    backend = TooGoodThenWrong()
+    summary = await optimise(example_copy, "rmsnorm", backend=backend, generators=("tune",), max_candidates=2)
+    row = summary.rows[1]
+    assert isinstance(row.result, Rejected) and row.result.check == "reverify_correctness", row.result
+    assert "50.0x claimed" in row.result.reason
+    assert backend.plans[1].seeds != backend.plans[2].seeds  # re-verified on new seeds
