@@ -9,7 +9,7 @@ import asyncio
 import hashlib
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +19,7 @@ from ptxfactory.harness.plan import make_plan
 from ptxfactory.harness.source import check_signature, find_kernel
 from ptxfactory.harness.static_checks import static_check
 from ptxfactory.protocol import (
-    Candidate, CandidateRow, CompileFailed, JobSummary, KernelSpec, LaunchConfig, Measured, NotRun, Rejected, load_spec,
+    Candidate, CandidateRow, CompileFailed, EvalResult, JobSummary, KernelSpec, LaunchConfig, Measured, NotRun, Rejected, load_spec,
     spec_path_for,
 )
 
@@ -97,12 +97,19 @@ async def optimise(
     job_id: str | None = None,
     cancel: asyncio.Event | None = None,
     source_text: str | None = None,
+    known: Mapping[str, EvalResult] | None = None,
+    on_row: Callable[[CandidateRow], Awaitable[None]] | None = None,
 ) -> JobSummary:
     """Run the main job on ``kernel`` in ``source_path`` (spec at ``<source>.toml``).
 
     With ``backend=None`` (no GPU) every candidate is compiled and its resources reported, none is
     run, and the summary's state is ``"compile_only"``. Every evaluated candidate is recorded in
     ``store``. Progress is reported through ``on_progress`` (called on the event loop thread).
+
+    Resuming: ``known`` maps candidate keys to results already measured (e.g. before a daemon
+    restart); those candidates are recorded with their known result and never evaluated again
+    (generators are deterministic, so the same candidates come back). ``on_row`` is awaited with
+    every new row, before it counts as done: the place to persist it.
 
     Raises:
         SpecError, JobError: see :func:`load_job`; JobError also when the original does not compile.
@@ -141,9 +148,13 @@ async def optimise(
     queue = [original] + propose(original, generators, priors)
     total = len(queue)
 
+    known = dict(known or {})
+
     async def record(cand: Candidate, result) -> CandidateRow:
         row = CandidateRow(candidate=cand, result=result)
         rows.append(row)
+        if on_row is not None:
+            await on_row(row)
         if store:
             await store.record(job_id=job_id, kernel_fingerprint=fingerprint, kernel_class=kernel_class, arch=spec.arch,
                                candidate=cand, result=result, gpu=facts)
@@ -151,14 +162,25 @@ async def optimise(
         return row
 
     async def run(batch: list[Candidate]) -> bool:
-        # Compile the next candidate on a CPU thread while the current one is on the GPU.
-        pending = asyncio.ensure_future(compile_(batch[0])) if batch else None
-        for i, cand in enumerate(batch):
-            compiled = await pending
-            pending = asyncio.ensure_future(compile_(batch[i + 1])) if i + 1 < len(batch) else None
+        todo = [c for c in batch if c.key not in known]
+        ahead: dict[str, asyncio.Future] = {}
+
+        def compile_next() -> None:  # the next candidate compiles on a CPU thread while this one is on the GPU
+            if todo:
+                cand = todo.pop(0)
+                ahead[cand.key] = asyncio.ensure_future(compile_(cand))
+
+        compile_next()
+        for cand in batch:
+            if cand.key in known:  # measured before a restart: keep the result, skip the work
+                rows.append(CandidateRow(candidate=cand, result=known[cand.key]))
+                notify(Progress(len(rows), total, _row_message(rows[-1]), rows[-1]))
+                continue
+            compiled = await ahead.pop(cand.key)
+            compile_next()
             if cancel is not None and cancel.is_set():
-                if pending:
-                    pending.cancel()
+                for fut in ahead.values():
+                    fut.cancel()
                 return False
             finding = None if isinstance(compiled, CompileFailed) or cand.key == original.key else (
                 static_check(cand, spec, compiled.resources, compiled.cubin))

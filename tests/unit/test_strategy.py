@@ -144,3 +144,20 @@ async def test_a_result_over_10x_the_best_so_far_is_reverified_on_new_seeds(exam
     assert isinstance(row.result, Rejected) and row.result.check == "reverify_correctness", row.result
     assert "50.0x claimed" in row.result.reason
     assert backend.plans[1].seeds != backend.plans[2].seeds  # re-verified on new seeds
+
+
+async def test_resume_skips_candidates_already_measured(fake_generators):
+    """A job resumed with ``known`` results keeps them and evaluates only the rest; on_row sees only new rows."""
+    from ptxfactory.harness.simulated import SimulatedDevice
+
+    first = await optimise(EXAMPLE, "rmsnorm", backend=SimulatedDevice(0), generators=("fake",))
+    known = {r.candidate.key: r.result for r in first.rows[:2]}
+    device, fresh = SimulatedDevice(0), []
+
+    async def on_row(row):
+        fresh.append(row.candidate.key)
+
+    again = await optimise(EXAMPLE, "rmsnorm", backend=device, generators=("fake",), known=known, on_row=on_row)
+    assert [r.candidate.key for r in again.rows] == [r.candidate.key for r in first.rows]
+    assert fresh == [r.candidate.key for r in first.rows[2:]]  # only the rows not known before
+    assert not set(device.evaluated) & set(known) and set(device.evaluated) <= set(fresh)
