@@ -133,8 +133,15 @@ class Evaluator:
             self._facts = read_facts()
         return self._facts
 
+    MAX_LOADED = 64  # modules kept loaded; a long-running daemon must not grow without bound
+
     def load(self, cubin: bytes, lowered_name: str, launch: LaunchConfig, key: str) -> LoadedKernel:
-        if key not in self._loaded:
+        """The loaded kernel for ``key`` (cached; the oldest modules are unloaded past :attr:`MAX_LOADED`)."""
+        if key in self._loaded:
+            self._loaded[key] = self._loaded.pop(key)  # most recently used last
+        else:
+            while len(self._loaded) >= self.MAX_LOADED:
+                self._loaded.pop(next(iter(self._loaded)))
             self._loaded[key] = LoadedKernel(cubin, lowered_name, launch)
         return self._loaded[key]
 
@@ -169,6 +176,8 @@ class Evaluator:
     def reference(self, spec: KernelSpec, base: LoadedKernel, base_key: str, size: dict[str, int], seed: int, variant: int, inputs):
         key = (base_key, tuple(sorted(size.items())), seed, variant)
         if key not in self._reference_cache:
+            while len(self._reference_cache) >= 64:  # bounded: a job needs (sizes x even seeds) ~ 14 entries
+                self._reference_cache.pop(next(iter(self._reference_cache)))
             outs, problem = self.run_once(spec, base, size, inputs)
             if problem:
                 raise RuntimeError(f"the original kernel itself failed a check at {size}: {problem}")
