@@ -8,12 +8,15 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 import time
+from collections import Counter
 from pathlib import Path
 
 import aiosqlite
 
 from ptxfactory.protocol import Candidate, EvalResult, GpuFacts, Measured
+from ptxfactory.protocol.lesson import Lesson
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS experiments (
@@ -99,23 +102,43 @@ class LessonStore:
         async with self._db.execute(query, (job_id,) if job_id else ()) as cur:
             return [dict(r) for r in await cur.fetchall()]
 
-    async def priors(self, kernel_class: str, arch: str) -> dict[str, float]:
-        """Scores per ``"generator:param=value"`` on this kernel class and arch.
+    async def lessons(self, kernel_class: str | None = None, arch: str | None = None) -> list[Lesson]:
+        """Distil the experiments into one :class:`Lesson` per (kernel class, arch, knob), most evidence first.
 
-        Score = mean of log(speedup) over verified experiments with that knob, where an
-        experiment that failed verification or crashed counts as log(0.5). Knobs never tried are absent;
-        experiments from the tests' SimulatedDevice never count.
+        Experiments of the original kernel, never-run ones and those from the tests' SimulatedDevice
+        do not count.
         """
-        sums: dict[str, list[float]] = {}
-        async with self._db.execute(
-            "SELECT generator, params, outcome, speedup FROM experiments WHERE kernel_class = ? AND arch = ? AND generator != 'original'"
-            " AND gpu NOT LIKE 'SimulatedDevice%'",
-            (kernel_class, arch),
-        ) as cur:
-            async for generator, params, outcome, speedup in cur:
-                value = math.log(speedup) if outcome == "measured" and speedup else (math.log(0.5) if outcome != "not_run" else None)
-                if value is None:
-                    continue
+        query = ("SELECT kernel_class, arch, kernel_fingerprint, generator, params, outcome, check_failed, speedup"
+                 " FROM experiments WHERE generator != 'original' AND outcome != 'not_run' AND gpu NOT LIKE 'SimulatedDevice%'")
+        args: list = []
+        if kernel_class is not None:
+            query += " AND kernel_class = ?"
+            args.append(kernel_class)
+        if arch is not None:
+            query += " AND arch = ?"
+            args.append(arch)
+        groups: dict[tuple[str, str, str], list[tuple]] = {}
+        async with self._db.execute(query, args) as cur:
+            async for kclass, march, fingerprint, generator, params, outcome, check, speedup in cur:
                 for k, v in json.loads(params).items():
-                    sums.setdefault(f"{generator}:{k}={v}", []).append(value)
-        return {k: sum(v) / len(v) for k, v in sums.items()}
+                    groups.setdefault((kclass, march, f"{generator}:{k}={v}"), []).append((fingerprint, outcome, check, speedup))
+        out = []
+        for (kclass, march, knob), rows in groups.items():
+            speedups = sorted(sp for _, outcome, _, sp in rows if outcome == "measured" and sp)
+            failures = [(check or outcome) for _, outcome, check, _ in rows if outcome in ("rejected", "crashed", "timed_out")]
+            logs = [math.log(sp) for sp in speedups] + [math.log(0.5)] * len(failures)
+            out.append(Lesson(
+                kernel_class=kclass, arch=march, knob=knob, tried=len(rows), kernels=len({r[0] for r in rows}),
+                verified=len(speedups), faster=sum(sp > 1.0 for sp in speedups), broke=len(failures),
+                median_speedup=statistics.median(speedups) if speedups else None,
+                top_failure=Counter(failures).most_common(1)[0][0] if failures else None,
+                score=sum(logs) / len(logs) if logs else 0.0,
+            ))
+        return sorted(out, key=lambda lesson: (-lesson.tried, -lesson.score, lesson.knob))
+
+    async def priors(self, kernel_class: str, arch: str) -> dict[str, float]:
+        """Scores per ``"generator:param=value"`` on this kernel class and arch (:attr:`Lesson.score`).
+
+        Knobs never tried are absent; experiments from the tests' SimulatedDevice never count.
+        """
+        return {lesson.knob: lesson.score for lesson in await self.lessons(kernel_class, arch)}

@@ -124,3 +124,24 @@ async def test_priors_ignore_the_simulated_device(tmp_path):
         assert await store.priors("rowwise_norm", "sm_90a") == {}
     finally:
         await store.close()
+
+
+async def test_lessons_distil_evidence_per_knob(tmp_path):
+    """Lessons count tries, kernels, verified, faster and broken experiments per knob, with the commonest failure."""
+    store = await LessonStore.open(tmp_path / "l.sqlite")
+    try:
+        a, b, c = cand(vecs=4, tpr=128), cand(description="other", vecs=4, tpr=256), cand(description="bad", vecs=8)
+        await record(store, a, measured(a, 2.5))
+        await store.record(job_id="j2", kernel_fingerprint="e" * 16, kernel_class="rowwise_norm", arch="sm_90a",
+                           candidate=b, result=measured(b, 3.0), gpu=GPU)
+        await record(store, c, Rejected(candidate_key=c.key, check="correctness", reason="x"))
+        await record(store, cand(description="other arch", vecs=4), measured(a, 9.0), arch="sm_80")
+        lessons = {lesson.knob: lesson for lesson in await store.lessons("rowwise_norm", "sm_90a")}
+    finally:
+        await store.close()
+    v4 = lessons["rowwise:vecs=4"]
+    assert (v4.tried, v4.kernels, v4.verified, v4.faster, v4.broke) == (2, 2, 2, 2, 0)
+    assert math.isclose(v4.median_speedup, 2.75) and "median 2.75x over 2 kernel(s)" in v4.summary()
+    v8 = lessons["rowwise:vecs=8"]
+    assert (v8.verified, v8.broke, v8.top_failure, v8.median_speedup) == (0, 1, "correctness", None)
+    assert v8.score < 0 < v4.score
