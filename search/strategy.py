@@ -182,17 +182,19 @@ async def optimise(
                 for fut in ahead.values():
                     fut.cancel()
                 return False
-            finding = None if isinstance(compiled, CompileFailed) or cand.key == original.key else (
-                static_check(cand, spec, compiled.resources, compiled.cubin))
-            if isinstance(compiled, CompileFailed):
-                await record(cand, compiled)
-            elif finding is not None:
-                await record(cand, Rejected(candidate_key=cand.key, check=finding.check, reason=finding.reason, resources=compiled.resources))
-            elif backend is None:
-                await record(cand, NotRun(candidate_key=cand.key, resources=compiled.resources, reason="no NVIDIA GPU on this machine"))
-            else:
-                await record(cand, await _evaluate(backend, spec, baseline, compiled, plan, rows))
+            await record(cand, await outcome(cand, compiled))
         return True
+
+    async def outcome(cand: Candidate, compiled: Compiled | CompileFailed) -> EvalResult:
+        """Cheapest refusal first: compile error, static checks (not for the original), then the GPU."""
+        if isinstance(compiled, CompileFailed):
+            return compiled
+        finding = None if cand.key == original.key else static_check(cand, spec, compiled.resources, compiled.cubin)
+        if finding is not None:
+            return Rejected(candidate_key=cand.key, check=finding.check, reason=finding.reason, resources=compiled.resources)
+        if backend is None:
+            return NotRun(candidate_key=cand.key, resources=compiled.resources, reason="no NVIDIA GPU on this machine")
+        return await _evaluate(backend, spec, baseline, compiled, plan, rows)
 
     state = "finished" if backend else "compile_only"
     if not await run(queue):
