@@ -12,7 +12,7 @@ the round trip as the client sees it (socket, JSON, the handler) and the daemon'
 SimulatedDevice; nothing runs on a GPU and nothing is verified. ``--backend gpu`` on a GPU host
 measures the real worker.
 
-    python3 bench/lsp_latency.py --out bench/results [--requests 500] [--delay 0.5]
+    python3 bench/lsp_latency.py --out bench/results [--requests 500] [--delay 0.5] [--interval 0.02]
 """
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def machine() -> dict[str, str]:
     }
 
 
-async def measure(sock: Path, source: Path, requests: int, pid: int) -> dict:
+async def measure(sock: Path, source: Path, requests: int, pid: int, interval: float) -> dict:
     uri = source.as_uri()
     text = source.read_text()
     lines = text.split("\n")
@@ -131,7 +131,7 @@ async def measure(sock: Path, source: Path, requests: int, pid: int) -> dict:
             actions_seen = max(actions_seen, len(actions or []))
             if i % 25 == 0:
                 memory.append(proc_status(pid))
-            await asyncio.sleep(0.002)
+            await asyncio.sleep(interval)
         after = await job()
         memory.append(proc_status(pid))
         await starter.command("ptxfactory.cancel", {"job_id": job_id})
@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=500, help="hover requests, and as many code-action requests")
     parser.add_argument("--backend", choices=("simulated", "gpu"), default="simulated")
     parser.add_argument("--delay", type=float, default=0.5, help="simulated seconds per evaluation (keeps the job running)")
+    parser.add_argument("--interval", type=float, default=0.02, help="seconds between one hover + code action pair and the next")
     args = parser.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="ptx-bench-"))
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.05)
         idle = proc_status(daemon.pid)
         machine_before = machine()
-        result = asyncio.run(measure(sock, work / "rmsnorm.cu", args.requests, daemon.pid))
+        result = asyncio.run(measure(sock, work / "rmsnorm.cu", args.requests, daemon.pid, args.interval))
     finally:
         daemon.send_signal(signal.SIGTERM)
         try:
@@ -194,12 +195,13 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"- date: {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
         *(f"- {k}: {v}" for k, v in where.items()),
-        f"- command: `python3 bench/lsp_latency.py --requests {args.requests} --backend {args.backend} --delay {args.delay}`",
+        f"- command: `python3 bench/lsp_latency.py --requests {args.requests} --backend {args.backend} --delay {args.delay} --interval {args.interval}`",
         "",
         "Two sessions on the daemon's unix socket, both with `examples/rmsnorm/rmsnorm.cu` open. The first started a job",
         f"(`ptxfactory.optimise`); once it had results, the second sent {args.requests} hovers (on the kernel's signature)",
         f"and {args.requests} code-action requests (inside the kernel; up to {result['actions']} actions each, the faster",
-        "candidates' edits and the rejected ones), one at a time, 2 ms apart. Times are round trips seen by the client.",
+        f"candidates' edits and the rejected ones), one at a time, a pair every {args.interval * 1000:.0f} ms. Times are round",
+        "trips seen by the client. The job's candidates compile (NVRTC) on the daemon's threads all along.",
         f"The job was {'still running' if busy else 'NOT running any more'} at the end: candidates "
         f"{result['before']['done']}/{result['before']['total']} -> {result['after']['done']}/{result['after']['total']}.",
         "",

@@ -1,4 +1,5 @@
-"""The ``ptxfactory`` command line: ``optimise`` (the main job, headless), ``serve`` (the LSP daemon), ``lessons``.
+"""The ``ptxfactory`` command line: ``optimise`` (the main job, headless), ``serve`` (the daemon), ``lsp`` (an
+editor's stdio bridge to it), ``jobs``/``watch``/``cancel``/``report``/``submit`` (the daemon's jobs), ``lessons``.
 
 :func:`build_app` builds the typer app; :func:`main` runs it on ``argv`` and returns the exit code.
 Exit codes of ``optimise`` (also in ``--help`` and README.md):
@@ -12,6 +13,7 @@ Exit codes of ``optimise`` (also in ``--help`` and README.md):
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import sys
 from collections.abc import Iterator, Sequence
@@ -30,6 +32,7 @@ from typer.core import TyperGroup
 from ptxfactory.protocol import JobSummary, Measured, SpecError
 
 from . import report
+from .report import write_outputs  # noqa: F401  (re-exported: the CLI's report folder)
 
 EXIT_FASTER, EXIT_BAD_INPUT, EXIT_NOT_FASTER, EXIT_NO_GPU, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -211,22 +214,6 @@ def _run(coro):
     return uvloop.run(coro)
 
 
-def write_outputs(summary: JobSummary, out_dir: Path) -> list[Path]:
-    """Write ``best.cu`` (when a faster verified candidate exists; a stale one is removed), ``report.md``, ``report.json``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    best = summary.row(summary.best_key)
-    best_path = out_dir / "best.cu"
-    if best is not None:
-        best_path.write_text(best.candidate.source)
-        written.append(best_path)
-    else:
-        best_path.unlink(missing_ok=True)
-    (out_dir / "report.md").write_text(report.render_markdown(summary))
-    (out_dir / "report.json").write_text(summary.model_dump_json(indent=2))
-    return written + [out_dir / "report.md", out_dir / "report.json"]
-
-
 def _console(stderr: bool = False) -> Console:
     """A rich console; 160 columns when not a terminal (CI logs, pipes), so the table is not squeezed to 80."""
     stream = sys.stderr if stderr else sys.stdout
@@ -301,18 +288,226 @@ def optimise_command(
     raise typer.Exit(exit_code(summary))
 
 
+SOCKET_HELP = "the daemon's unix socket (default: $XDG_RUNTIME_DIR/ptxfactory/daemon.sock, else /tmp/ptxfactory-$UID/daemon.sock)"
+JOBS_HELP = "the job store, SQLite (default: jobs.sqlite beside the lesson store)"
+
+
+def _socket(path: Path | None) -> Path:
+    from .paths import default_socket
+
+    return path if path is not None else default_socket()
+
+
 def serve_command(
-    stdio: Annotated[bool, typer.Option("--stdio", help="speak LSP over stdin/stdout (the editor starts this process)")] = False,
+    stdio: Annotated[bool, typer.Option("--stdio", help="one session on stdin/stdout with an in-process engine (the editor starts this process)")] = False,
+    socket: Annotated[Path | None, typer.Option("--socket", help=SOCKET_HELP, show_default=False)] = None,
+    tcp: Annotated[int | None, typer.Option("--tcp", metavar="PORT", help="also listen on this TCP port (0: any free port; it is logged)", show_default=False)] = None,
+    host: Annotated[str, typer.Option("--host", help="address of the TCP listener; anything but loopback needs --token")] = "127.0.0.1",
+    token: Annotated[str | None, typer.Option("--token", help="clients must send it in initializationOptions.token (required beyond loopback)", show_default=False)] = None,
     backend: Annotated[BackendChoice, typer.Option(help=BACKEND_HELP)] = BackendChoice.auto,
     store: Annotated[Path | None, typer.Option(help=STORE_HELP, show_default=False)] = None,
+    jobs: Annotated[Path | None, typer.Option("--jobs", help=JOBS_HELP, show_default=False)] = None,
+    max_candidates: Annotated[int, typer.Option(min=1, help="evaluate at most this many candidates per job")] = 64,
 ) -> None:
-    """Run the language server for an editor (or over SSH: ssh gpu-host ptxfactory serve --stdio)."""
-    if not stdio:
-        _error(Console(stderr=True), RuntimeError("only --stdio is supported for now: ptxfactory serve --stdio"))
-        raise typer.Exit(EXIT_BAD_INPUT)
-    from ptxfactory.daemon.lsp.server import serve_stdio
+    """Run the daemon: the GPU worker, the job queue and the stores, for every editor and CLI on this host.
 
-    serve_stdio(backend_name=backend.value, store_path=str(store) if store else None)
+    Listens on a unix socket (owner-only) and, with --tcp, on a loopback TCP port. Editors run
+    `ptxfactory lsp` (a stdio bridge to this daemon), or connect to the TCP port directly.
+    With --stdio: the language server for one editor on stdin/stdout instead (no daemon).
+    """
+    if stdio:
+        if socket is not None or tcp is not None or token is not None or jobs is not None:
+            _error(Console(stderr=True), RuntimeError("--stdio takes no --socket, --tcp, --token or --jobs"))
+            raise typer.Exit(EXIT_BAD_INPUT)
+        from ptxfactory.daemon.lsp.server import serve_stdio
+
+        serve_stdio(backend_name=backend.value, store_path=str(store) if store else None)
+        return
+    from .engine import StoreBusy
+    from .paths import UnsafePath
+    from .serve import AlreadyRunning, serve_daemon
+
+    try:
+        serve_daemon(_socket(socket), tcp_port=tcp, host=host, token=token, backend_name=backend.value,
+                     store_path=store, jobs_path=jobs, max_candidates=max_candidates)
+    except (AlreadyRunning, StoreBusy, UnsafePath, ValueError, OSError) as exc:
+        _error(Console(stderr=True), exc)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+
+
+def lsp_command(
+    socket: Annotated[Path | None, typer.Option("--socket", help=SOCKET_HELP, show_default=False)] = None,
+    backend: Annotated[BackendChoice, typer.Option(help="backend of the daemon, when this command has to start it")] = BackendChoice.auto,
+    store: Annotated[Path | None, typer.Option(help=STORE_HELP + "; when this command has to start the daemon", show_default=False)] = None,
+    stdio: Annotated[bool, typer.Option("--stdio", hidden=True, help="accepted for editors that pass it")] = False,
+) -> None:
+    """What an editor runs: relay LSP on stdin/stdout to the daemon, starting the daemon if none runs.
+
+    Over SSH this is the whole remote setup: make the editor's server command `ssh gpu-host ptxfactory lsp`.
+    """
+    from .bridge import run_bridge
+
+    raise typer.Exit(run_bridge(_socket(socket), backend.value, str(store) if store else None))
+
+
+def _remote(coro):
+    """Run a coroutine against the daemon; connection problems exit 1 with one line."""
+    from .client import DaemonError, NoDaemon
+    from .remote import NoSuchJob
+
+    try:
+        return _run(coro)
+    except (NoDaemon, NoSuchJob, DaemonError, ConnectionError) as exc:
+        _error(_console(stderr=True), exc)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+
+
+def _jobs_path(store: Path | None, jobs: Path | None) -> Path:
+    from .paths import default_jobs_path
+
+    return jobs or default_jobs_path(store)
+
+
+def _when(t: float) -> str:
+    from datetime import datetime
+
+    return datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def jobs_command(
+    socket: Annotated[Path | None, typer.Option("--socket", help=SOCKET_HELP, show_default=False)] = None,
+    active: Annotated[bool, typer.Option("--active", help="only queued and running jobs")] = False,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="at most this many (newest first)")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="print a JSON list of jobs")] = False,
+    store: Annotated[Path | None, typer.Option(help=STORE_HELP + "; read when no daemon runs", show_default=False)] = None,
+    jobs: Annotated[Path | None, typer.Option("--jobs", help=JOBS_HELP, show_default=False)] = None,
+) -> None:
+    """List the daemon's jobs, newest first (from the job store when no daemon runs)."""
+    from .remote import list_jobs
+
+    found, source = _remote(list_jobs(_socket(socket), _jobs_path(store, jobs), active=active, limit=limit))
+    if as_json:
+        sys.stdout.write(json.dumps([j.model_dump() for j in found], indent=2) + "\n")
+        return
+    console = _console()
+    if not found:
+        console.print(Text(f"no jobs ({source})"), soft_wrap=True)
+        return
+    table = Table(title=Text(f"{len(found)} job(s) ({source})"), title_justify="left")
+    for name in ("job", "state", "kernel", "file", "progress", "best", "updated"):
+        table.add_column(name, justify="right" if name in ("progress", "best") else "left", overflow="fold")
+    for j in found:
+        best = report.speedup_text(j.best_speedup) + (" (simulated)" if j.simulated else "") if j.best_speedup else ""
+        table.add_row(j.job_id, j.state, j.kernel, _shown(Path(j.path)), f"{j.done}/{j.total}" if j.total else str(j.done),
+                      best, _when(j.updated))
+    console.print(table)
+
+
+class _Watcher:
+    """Prints progress notifications: a rich bar on a terminal, JSON lines with --json, nothing otherwise."""
+
+    def __init__(self, as_json: bool):
+        self.as_json = as_json
+        self.bar = _ProgressBar(_console(stderr=True)) if not as_json else None
+
+    def __enter__(self):
+        if self.bar:
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar:
+            self.bar.__exit__(*exc)
+
+    def __call__(self, note) -> None:
+        if self.as_json:
+            sys.stdout.write(note.model_dump_json(exclude_none=True) + "\n")
+            sys.stdout.flush()
+        elif self.bar is not None:
+            self.bar.bar.update(self.bar.task, completed=note.done or 0, total=note.total or None,
+                                description=(note.message or note.kind)[:100])
+
+
+def _final(info, as_json: bool) -> None:
+    from .remote import job_exit_code
+
+    if as_json:  # one line: the last of the JSON lines (progress notifications before it)
+        sys.stdout.write(info.model_dump_json() + "\n")
+    else:
+        best = f"; best {info.best_speedup:.2f}x{' (simulated, not verified)' if info.simulated else ''}" if info.best_speedup else ""
+        _console().print(Text(f"job {info.job_id} ({info.kernel}): {info.state}: {info.message}{best}"), soft_wrap=True)
+    raise typer.Exit(job_exit_code(info))
+
+
+def watch_command(
+    job: Annotated[str, typer.Argument(metavar="JOB", help="the job's id (see `ptxfactory jobs`)", show_default=False)],
+    socket: Annotated[Path | None, typer.Option("--socket", help=SOCKET_HELP, show_default=False)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON lines: each progress notification, then the final job (JobInfo)")] = False,
+) -> None:
+    """Follow a job's progress until it ends (exit codes as for optimise; 1 when it failed)."""
+    from .remote import watch_job
+
+    with _Watcher(as_json) as w:
+        info = _remote(watch_job(_socket(socket), job, w))
+    _final(info, as_json)
+
+
+def cancel_command(
+    job: Annotated[str, typer.Argument(metavar="JOB", help="the job's id (see `ptxfactory jobs`)", show_default=False)],
+    socket: Annotated[Path | None, typer.Option("--socket", help=SOCKET_HELP, show_default=False)] = None,
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="wait until the job has stopped")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="print the answer (and the final job) as JSON")] = False,
+) -> None:
+    """Cancel a job: it stops after the candidate in flight; what was measured is kept."""
+    from .remote import cancel_job
+
+    result, final = _remote(cancel_job(_socket(socket), job, wait=wait))
+    if as_json:
+        sys.stdout.write(json.dumps({"cancel": result.model_dump(), "job": final.model_dump() if final else None}, indent=2) + "\n")
+        return
+    said = "cancelled" if result.cancelled else f"not running (it is {result.state})"
+    line = f"job {job}: {said}"
+    if final is not None and result.cancelled:
+        line += f"; stopped: {final.state}, {final.done} candidate(s) kept"
+    _console().print(Text(line), soft_wrap=True)
+
+
+def report_command(
+    job: Annotated[str, typer.Argument(metavar="JOB", help="the job's id (see `ptxfactory jobs`)", show_default=False)],
+    socket: Annotated[Path | None, typer.Option("--socket", help=SOCKET_HELP, show_default=False)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the job summary (report.json) instead")] = False,
+    store: Annotated[Path | None, typer.Option(help=STORE_HELP + "; read when no daemon runs", show_default=False)] = None,
+    jobs: Annotated[Path | None, typer.Option("--jobs", help=JOBS_HELP, show_default=False)] = None,
+) -> None:
+    """Print an ended job's report (Markdown); the daemon also writes it beside the source (ptxfactory-out/KERNEL/)."""
+    from .remote import report_job
+
+    markdown, summary_json, where = _remote(report_job(_socket(socket), _jobs_path(store, jobs), job))
+    if as_json:
+        sys.stdout.write((summary_json or "null") + "\n")
+    else:
+        sys.stdout.write(markdown if markdown.endswith("\n") else markdown + "\n")
+        _console(stderr=True).print(Text(f"({where})"), soft_wrap=True)
+
+
+def submit_command(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="CUDA source file; its spec is FILE.toml beside it", show_default=False)],
+    kernel: Annotated[str, typer.Option("--kernel", "-k", help="name of the __global__ function to optimise", show_default=False)],
+    socket: Annotated[Path | None, typer.Option("--socket", help=SOCKET_HELP, show_default=False)] = None,
+    watch: Annotated[bool, typer.Option("--watch", help="follow the job until it ends (exit codes as for optimise)")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON (with --watch: JSON lines, as watch --json)")] = False,
+) -> None:
+    """Queue a job on the daemon (the file as saved on disk); prints its id at once unless --watch."""
+    from .remote import submit_job
+
+    with _Watcher(as_json) as w:
+        started, final = _remote(submit_job(_socket(socket), file, kernel, watch=watch, on_event=w if watch else None))
+    if final is not None:
+        _final(final, as_json)
+    if as_json:
+        sys.stdout.write(started.model_dump_json() + "\n")
+    else:
+        _console().print(Text(f"job {started.job_id}" + (" (already running)" if started.already_running else " queued")), soft_wrap=True)
 
 
 def lessons_command(
@@ -348,13 +543,19 @@ def lessons_command(
 
 
 def build_app() -> typer.Typer:
-    """The ``ptxfactory`` typer app: ``optimise``, ``serve``, ``lessons``."""
+    """The ``ptxfactory`` typer app: ``optimise``, ``serve``, ``lsp``, ``jobs``, ``watch``, ``cancel``, ``report``, ``submit``, ``lessons``."""
     app = typer.Typer(
         cls=_Group, name="ptxfactory", no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
         help="Generate, verify, time and learn faster rewrites of CUDA kernels.",
     )
     app.command("optimise", epilog=EXIT_CODES_HELP)(optimise_command)
     app.command("serve")(serve_command)
+    app.command("lsp")(lsp_command)
+    app.command("jobs")(jobs_command)
+    app.command("watch", epilog=EXIT_CODES_HELP)(watch_command)
+    app.command("cancel")(cancel_command)
+    app.command("report")(report_command)
+    app.command("submit", epilog=EXIT_CODES_HELP)(submit_command)
     app.command("lessons")(lessons_command)
     return app
 

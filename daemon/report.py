@@ -11,6 +11,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Literal
 
 from ptxfactory.protocol import CandidateRow, GpuFacts, JobSummary, Measured, SizeTiming
@@ -258,3 +259,19 @@ def lesson_groups(experiments: list[dict]) -> list[LessonGroup]:
         if e["outcome"] == "measured" and e.get("speedup"):
             g.speedups.append(float(e["speedup"]))
     return sorted(groups.values(), key=lambda g: (-g.total, g.generator))
+
+
+def write_outputs(summary: JobSummary, out_dir: Path) -> list[Path]:
+    """Write ``best.cu`` (when a faster verified candidate exists; a stale one is removed), ``report.md``, ``report.json``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    best = summary.row(summary.best_key)
+    best_path = out_dir / "best.cu"
+    if best is not None:
+        best_path.write_text(best.candidate.source)
+        written.append(best_path)
+    else:
+        best_path.unlink(missing_ok=True)
+    (out_dir / "report.md").write_text(render_markdown(summary))
+    (out_dir / "report.json").write_text(summary.model_dump_json(indent=2))
+    return written + [out_dir / "report.md", out_dir / "report.json"]

@@ -1,4 +1,5 @@
-"""The LSP server (pygls): code lens, the optimise/cancel commands with progress, code actions.
+"""The language server (pygls): one session per editor connection over the daemon's engine.
 
-Start it with :func:`ptxfactory.daemon.lsp.server.serve_stdio` or ``python -m ptxfactory.daemon.lsp``.
+:func:`ptxfactory.daemon.lsp.server.build_server` builds a session; ``serve_stdio`` (``ptxfactory serve
+--stdio``, ``python -m ptxfactory.daemon.lsp``) runs one on stdin/stdout with an in-process engine.
 """

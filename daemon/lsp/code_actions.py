@@ -1,7 +1,7 @@
 """``textDocument/codeAction``: "Apply candidate N" for each verified candidate faster than the original.
 
-Offered at a range inside a kernel whose latest job has results, best first (the best one
-preferred). The edit replaces the kernel's whole definition, located in the document's current
+Offered at a range inside a kernel whose latest job (the engine's, whichever session started
+it; while it runs, the candidates so far) has results, best first (the best one preferred). The edit replaces the kernel's whole definition, located in the document's current
 text, with the candidate's ``kernel_text``; a candidate that needs another launch configuration
 says which in a comment above it. When the kernel was edited since the job ran, the actions are
 disabled (or, for clients without ``disabledSupport``, not offered); when it is gone, none are.
@@ -16,6 +16,7 @@ from ptxfactory.protocol import CandidateRow, Measured
 from ptxfactory.protocol.lsp import CODE_ACTION_KIND
 from ptxfactory.search.strategy import kernel_fingerprint
 
+from ..jobs import key_of, path_key
 from .session import PtxServer
 from .text import EOL, cuda_path, kernel_at
 
@@ -27,7 +28,7 @@ def register(server: PtxServer) -> None:
     server.feature(types.TEXT_DOCUMENT_CODE_ACTION, options)(code_action)
 
 
-def code_action(ls: PtxServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+async def code_action(ls: PtxServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
     uri = params.text_document.uri
     if cuda_path(uri) is None or not _kind_requested(params.context.only):
         return None
@@ -36,26 +37,28 @@ def code_action(ls: PtxServer, params: types.CodeActionParams) -> list[types.Cod
     if found is None:
         return None
     kernel, kernel_range = found
-    job = ls.jobs.latest(uri, kernel.name)
-    if job is None or job.summary is None:
+    job = await ls.engine.latest(path_key(uri), kernel.name)
+    if job is None or not job.rows:
         return None
-    baseline = job.summary.row(job.summary.baseline_key)
+    rows = list(job.rows)
+    baseline = job.baseline()
     stale = baseline is None or kernel_fingerprint(baseline.candidate.kernel_text) != kernel_fingerprint(kernel.text)
     if stale and not _client_supports_disabled(ls):
         return None
-    number = {row.candidate.key: i for i, row in enumerate(job.summary.rows)}
+    number = job.numbers()
+    indent = _indent_before(doc.source, kernel_range.start)
     actions = []
-    for i, row in enumerate(job.summary.faster()):
-        new_text = replacement(row, baseline, _indent_before(doc.source, kernel_range.start))
+    for i, row in enumerate(job.faster()):
+        new_text = replacement(row, baseline, indent)
         actions.append(types.CodeAction(
-            title=title(number[row.candidate.key], row),
+            title=title(number[key_of(row.candidate)], row),
             kind=CODE_ACTION_KIND,
             is_preferred=(i == 0 and not stale) or None,
             disabled=types.CodeActionDisabled(reason=STALE) if stale else None,
             edit=_edit(ls, uri, doc.version, types.TextEdit(range=kernel_range, new_text=new_text)),
         ))
     if _client_supports_disabled(ls):
-        actions += rejected_actions(job.summary.rows, number)
+        actions += rejected_actions(rows, number)
     return actions
 
 
@@ -69,7 +72,7 @@ def rejected_actions(rows: list[CandidateRow], number: dict[str, int]) -> list[t
         if row.verified or row.result.outcome == "not_run":
             continue
         out.append(types.CodeAction(
-            title=f"Candidate {number[row.candidate.key]} rejected: {row.candidate.description}",
+            title=f"Candidate {number[key_of(row.candidate)]} rejected: {row.candidate.description}",
             kind=CODE_ACTION_KIND,
             disabled=types.CodeActionDisabled(reason=row.reason),
         ))

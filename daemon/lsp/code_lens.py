@@ -1,4 +1,5 @@
-"""``textDocument/codeLens``: "Optimise kernel" above each ``__global__`` function that the spec describes.
+"""``textDocument/codeLens``: "Optimise kernel" above each ``__global__`` function that the spec describes,
+and "Show report" beside it once a job on that kernel has ended with results (``ptxfactory.report``).
 
 Kernels come from the open document's text; the spec (``<file>.toml``) is read from disk. A
 kernel gets a lens when the spec has a ``[kernel.NAME]`` table for it. A spec that fails to
@@ -13,12 +14,14 @@ from lsprotocol import types
 
 from ptxfactory.harness.source import find_kernels
 from ptxfactory.protocol import SpecError, load_spec, spec_path_for
-from ptxfactory.protocol.lsp import OPTIMISE, OptimiseArgs
+from ptxfactory.protocol.lsp import OPTIMISE, REPORT, OptimiseArgs, ReportArgs
 
+from ..jobs import path_key
 from .session import PtxServer
 from .text import cuda_path, position_at
 
 TITLE = "Optimise kernel"
+REPORT_TITLE = "Show report"
 _TABLE = re.compile(r"^\s*\[\s*kernel\.([A-Za-z_]\w*)\s*[\].]", re.M)
 
 
@@ -26,7 +29,7 @@ def register(server: PtxServer) -> None:
     server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))(code_lens)
 
 
-def code_lens(ls: PtxServer, params: types.CodeLensParams) -> list[types.CodeLens] | None:
+async def code_lens(ls: PtxServer, params: types.CodeLensParams) -> list[types.CodeLens] | None:
     uri = params.text_document.uri
     path = cuda_path(uri)
     if path is None:
@@ -39,11 +42,19 @@ def code_lens(ls: PtxServer, params: types.CodeLensParams) -> list[types.CodeLen
     for kernel in find_kernels(text):
         if kernel.name in described:
             start = position_at(text, kernel.start_byte, ls.position_encoding)
-            args = OptimiseArgs(uri=uri, kernel=kernel.name).model_dump()
+            args = OptimiseArgs(uri=uri, kernel=kernel.name).model_dump(exclude_defaults=True)
             lenses.append(types.CodeLens(
                 range=types.Range(start=start, end=start),
                 command=types.Command(title=TITLE, command=OPTIMISE, arguments=[args]),
             ))
+            job = await ls.engine.latest(path_key(uri), kernel.name)
+            if job is not None and job.summary is not None:
+                best = job.faster()
+                label = f"{REPORT_TITLE} ({best[0].result.speedup:.2f}x{' simulated' if best[0].result.simulated else ''})" if best else REPORT_TITLE
+                lenses.append(types.CodeLens(
+                    range=types.Range(start=start, end=start),
+                    command=types.Command(title=label, command=REPORT, arguments=[ReportArgs(job_id=job.job_id).model_dump(exclude_defaults=True)]),
+                ))
     return lenses
 
 

@@ -1,67 +1,128 @@
-"""Builds the LSP server and serves it on stdio (``ptxfactory serve --stdio``) on a uvloop event loop.
+"""Builds one LSP session over the engine, and serves one on stdio (``ptxfactory serve --stdio``) on uvloop.
 
-:func:`build_server` wires one session: the features of this package around a shared evaluation
-backend and lesson store. :func:`serve_stdio` opens those, serves one client on stdin/stdout and
-closes them when the client exits (pygls ``start_io`` would run its own plain asyncio loop, so the
-read loop it uses, ``pygls.io_.run_async``, is driven here under ``uvloop.run``).
+:func:`build_server` is the session factory: every connection of the daemon (see
+:mod:`ptxfactory.daemon.listener`) gets a fresh server from it, all sharing one engine.
+:func:`serve_stdio` runs an in-process engine with one session on stdin/stdout; its jobs are
+stored like the daemon's (and resumed by the next engine on that store), unless a daemon holds
+the store, in which case they live in memory only.
 """
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import sys
-import threading
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import uvloop
-from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
+from lsprotocol import types
+from pygls.io_ import StdoutWriter
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import default_converter
 
-from ptxfactory.daemon.backends import BackendName, make_backend
-from ptxfactory.harness.backend import EvaluationBackend
-from ptxfactory.search.lessons import LessonStore
-
-from . import code_actions, code_lens, optimise
+from . import code_actions, code_lens, diagnostics, hover, optimise, show_report
 from .session import PtxServer
+from .transport import run_session, stdin_reader
+
+if TYPE_CHECKING:
+    from ..engine import Engine
 
 log = logging.getLogger(__name__)
 
-FEATURES = (code_lens, optimise, code_actions)
+FEATURES = (code_lens, optimise, code_actions, hover, diagnostics, show_report)
 
 
-def build_server(backend: EvaluationBackend | None, store: LessonStore | None) -> PtxServer:
-    """A server for one client, with every feature registered; ``backend`` and ``store`` stay the caller's."""
-    server = PtxServer(backend, store)
+@functools.cache
+def shared_converter():
+    """One cattrs converter for every session. cattrs generates (and caches) its structure and unstructure
+    code per type on first use, some milliseconds each (tens on a loaded machine): shared, and warmed by
+    :func:`warm_up`, no session's first hover or code action pays for it."""
+    return default_converter()
+
+
+def build_server(engine: "Engine", required_token: str | None = None) -> PtxServer:
+    """A session with every feature registered; ``required_token``: refuse an ``initialize`` without it."""
+    server = PtxServer(engine, required_token=required_token, converter_factory=shared_converter)
     for feature in FEATURES:
         feature.register(server)
+    server.feature("initialize")(_initialize)
+    server.feature("shutdown")(_shutdown)
     return server
 
 
+_WARM_REQUESTS = {
+    types.TEXT_DOCUMENT_HOVER: {"textDocument": {"uri": "file:///w.cu"}, "position": {"line": 0, "character": 0}},
+    types.TEXT_DOCUMENT_CODE_ACTION: {"textDocument": {"uri": "file:///w.cu"}, "context": {"diagnostics": []},
+                                      "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}},
+    types.TEXT_DOCUMENT_CODE_LENS: {"textDocument": {"uri": "file:///w.cu"}},
+    types.WORKSPACE_EXECUTE_COMMAND: {"command": "ptxfactory.jobs", "arguments": [{}]},
+}
+_WARM_NOTIFICATIONS = {
+    types.TEXT_DOCUMENT_DID_OPEN: {"textDocument": {"uri": "file:///w.cu", "languageId": "cuda", "version": 1, "text": ""}},
+    types.TEXT_DOCUMENT_DID_CHANGE: {"textDocument": {"uri": "file:///w.cu", "version": 2}, "contentChanges": [{"text": ""}]},
+    types.TEXT_DOCUMENT_DID_SAVE: {"textDocument": {"uri": "file:///w.cu"}},
+}
+
+
+def warm_up() -> None:
+    """Have the shared converter generate its code for the messages every session exchanges."""
+    protocol = LanguageServer("warm-up", "0", converter_factory=shared_converter).protocol  # no engine, no session
+    for i, (method, params) in enumerate({**_WARM_REQUESTS, **_WARM_NOTIFICATIONS}.items()):
+        message = {"jsonrpc": "2.0", "method": method, "params": params}
+        if method in _WARM_REQUESTS:
+            message["id"] = i
+        protocol.structure_message(json.loads(json.dumps(message)))
+    pos = types.Position(line=0, character=0)
+    rng = types.Range(start=pos, end=pos)
+    edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
+        text_document=types.OptionalVersionedTextDocumentIdentifier(uri="file:///w.cu", version=1),
+        edits=[types.TextEdit(range=rng, new_text="")])])
+    samples = {
+        types.TEXT_DOCUMENT_HOVER: types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=""), range=rng),
+        types.TEXT_DOCUMENT_CODE_ACTION: [types.CodeAction(title="", kind="refactor", edit=edit, is_preferred=True,
+                                                           disabled=types.CodeActionDisabled(reason=""))],
+        types.TEXT_DOCUMENT_CODE_LENS: [types.CodeLens(range=rng, command=types.Command(title="", command="", arguments=[{}]))],
+    }
+    for method, result in samples.items():
+        response = protocol.get_result_type(method)(id=0, result=result, jsonrpc="2.0")
+        json.dumps(response, default=protocol._serialize_message)
+    json.dumps(types.PublishDiagnosticsParams(uri="file:///w.cu", diagnostics=[types.Diagnostic(range=rng, message="")]),
+               default=protocol._serialize_message)
+
+
+def _initialize(ls: PtxServer, params) -> None:
+    ls.check_initialize(params)
+
+
+def _shutdown(ls: PtxServer, *args) -> None:
+    """Stop following jobs; the jobs themselves carry on (they belong to the engine)."""
+    ls.engine.unsubscribe(ls.on_job_event)
+    ls.relays.clear()
+
+
 async def serve_stdio_async(
-    backend_name: BackendName = "auto", store_path: str | Path | None = None,
-    stdin: BinaryIO | None = None, stdout: BinaryIO | None = None,
-) -> None:
-    """Serve one client on ``stdin``/``stdout`` until it exits or closes the stream."""
-    backend = make_backend(backend_name)
-    store = await LessonStore.open(store_path)
-    server = build_server(backend, store)
-    log.info("ptxfactory LSP on stdio: backend %s, lessons %s", type(backend).__name__ if backend else "none", store.path)
-    server._stop_event = stop = threading.Event()  # pygls-private: what its own start_io sets to stop the read loop
-    server.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+    backend_name: str = "auto", store_path: str | Path | None = None,
+    stdin: BinaryIO | None = None, stdout: BinaryIO | None = None, jobs_path: str | Path | None = None,
+) -> str:
+    """Serve one client on ``stdin``/``stdout`` until it exits or closes the stream; returns why it ended."""
+    from ..engine import Engine
+
+    engine = await Engine.open(backend_name, store_path, jobs_path, private_fallback=True)
     try:
-        await run_async(
-            stop_event=stop, reader=StdinAsyncReader(stdin or sys.stdin.buffer, server.thread_pool),
-            protocol=server.protocol, logger=log, error_handler=server.report_server_error,
-        )
+        await engine.start()
+        warm_up()
+        server = build_server(engine)
+        log.info("ptxfactory LSP on stdio: backend %s, lessons %s, jobs %s",
+                 type(engine.backend).__name__ if engine.backend else "none", engine.lessons.path, engine.jobs.path)
+        server.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        return await run_session(server, stdin_reader(stdin or sys.stdin.buffer))
     finally:
-        await server.stop_jobs()
-        if backend is not None:
-            await backend.close()
-        await store.close()
-        server.shutdown()
+        await engine.close()
 
 
-def serve_stdio(backend_name: BackendName = "auto", store_path: str | None = None) -> None:
-    """Run the server on stdio with the uvloop event loop; returns (or raises ``SystemExit``) when the client exits."""
+def serve_stdio(backend_name: str = "auto", store_path: str | None = None) -> None:
+    """Run the server on stdio with the uvloop event loop; returns when the client exits."""
     configure_logging()
     try:
         uvloop.run(serve_stdio_async(backend_name, store_path))

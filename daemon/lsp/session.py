@@ -1,21 +1,36 @@
-"""The server class of one editor session: a pygls ``LanguageServer`` holding the session's jobs.
+"""One editor session: a pygls ``LanguageServer`` per connection, over the process-wide engine.
 
-The evaluation backend and the lesson store are shared services passed in by whoever builds the
-server (see :func:`ptxfactory.daemon.lsp.server.build_server`); they are not closed here.
+A session holds editor state only (its open documents, the progress it shows, the jobs it
+watches); jobs, stores and the backend belong to the :class:`~ptxfactory.daemon.engine.Engine`.
+:class:`SessionProtocol` changes three things of pygls's protocol:
+
+- ``exit`` ends this session only (pygls's calls ``sys.exit()``, which would end every session);
+- nothing but ``initialize``/``exit`` is served before a successful ``initialize``
+  (``ServerNotInitialized``), and a daemon that requires a token refuses an ``initialize``
+  without it (``initializationOptions.token``) and closes the connection;
+- ``$/cancelRequest`` also runs the hook a handler registered for its request (pygls can only
+  cancel a request that has not started; ``ptxfactory.optimise`` with ``wait`` cancels its job).
 """
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
+import threading
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidRequest, JsonRpcServerNotInitialized
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol, lsp_method
 
-from ptxfactory.harness.backend import EvaluationBackend
-from ptxfactory.search.lessons import LessonStore
+from ..jobs import JobRecord, path_key
+from .progress import ProgressRelay
 
-from .jobs import JobTable
+if TYPE_CHECKING:
+    from ..engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -25,14 +40,56 @@ except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
     __version__ = "0"
 
 
-class PtxServer(LanguageServer):
-    """One session: the open documents (pygls workspace) and the jobs started from them."""
+class SessionProtocol(LanguageServerProtocol):
+    """pygls's LSP protocol, for one session among many (see the module's docstring)."""
 
-    def __init__(self, backend: EvaluationBackend | None, store: LessonStore | None, **kwargs):
-        super().__init__("ptxfactory", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental, **kwargs)
-        self.backend = backend
-        self.store = store
-        self.jobs = JobTable()
+    _server: "PtxServer"
+
+    @lsp_method(types.EXIT)
+    def lsp_exit(self, *args) -> Any:
+        """End this session: stop reading, close this connection. The daemon and other sessions carry on."""
+        if (user_handler := self.fm.features.get(types.EXIT)) is not None:
+            yield user_handler, args, None
+        self._server.end("exit")
+
+    def handle_message(self, message) -> None:
+        method = getattr(message, "method", None)
+        if method is not None and not self._server.initialized and method not in (types.INITIALIZE, types.EXIT):
+            if getattr(message, "id", None) is not None:
+                self._send_response(message.id, None, JsonRpcServerNotInitialized(
+                    f"{method}: the session is not initialized").to_response_error())
+            return
+        super().handle_message(message)
+
+    def _handle_cancel_notification(self, msg_id) -> None:
+        hook = self._server.cancel_hooks.pop(msg_id, None)
+        if hook is not None:
+            try:
+                hook()
+            except Exception:
+                log.exception("cancel hook of request %s failed", msg_id)
+        super()._handle_cancel_notification(msg_id)
+
+
+class PtxServer(LanguageServer):
+    """One session. ``engine`` is shared; ``required_token`` is set on listeners that demand one."""
+
+    def __init__(self, engine: "Engine", required_token: str | None = None, **kwargs):
+        super().__init__("ptxfactory", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+                         protocol_cls=SessionProtocol, **kwargs)
+        self.engine = engine
+        self.required_token = required_token
+        self.initialized = False
+        self.relays: dict[str, ProgressRelay] = {}
+        self.watching: set[str] = set()
+        self.cancel_hooks: dict[Any, Callable[[], None]] = {}
+        self.ended = asyncio.Event()
+        self.end_reason: str | None = None
+        self._closers: list[Callable[[], None]] = []
+        self._stop_event = threading.Event()  # pygls-private: its read loops (and ours) stop on it
+        engine.subscribe(self.on_job_event)
+
+    # --- capabilities -------------------------------------------------------------------------
 
     @property
     def supports_work_done_progress(self) -> bool:
@@ -40,20 +97,92 @@ class PtxServer(LanguageServer):
         return bool(caps and caps.window and caps.window.work_done_progress)
 
     @property
+    def supports_show_document(self) -> bool:
+        caps = getattr(self.protocol, "client_capabilities", None)
+        return bool(caps and caps.window and caps.window.show_document and caps.window.show_document.support)
+
+    @property
     def position_encoding(self) -> str:
         """The negotiated position encoding (UTF-16 unless the client offered another)."""
         return self.workspace.position_encoding or types.PositionEncodingKind.Utf16
 
-    async def stop_jobs(self, timeout: float = 10.0) -> None:
-        """Ask every running job to stop, and wait (up to ``timeout``) for their progress to end."""
-        tasks = []
-        for job in self.jobs.running():
-            job.cancel.set()
-            if job.task is not None:
-                tasks.append(job.task)
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=timeout)
-            for task in pending:
-                log.warning("job task %s did not stop within %.0f s; cancelling it", task.get_name(), timeout)
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+    # --- initialize / end ---------------------------------------------------------------------
+
+    def check_initialize(self, params: types.InitializeParams) -> None:
+        """Accept the session, or refuse it (wrong or missing token) and close the connection shortly after the answer."""
+        if self.required_token is not None:
+            raw = params.initialization_options  # InitializationOptions in protocol/lsp.py
+            given = raw.get("token") if isinstance(raw, dict) else getattr(raw, "token", None)
+            if not isinstance(given, str) or not hmac.compare_digest(given.encode(), self.required_token.encode()):
+                log.warning("refused a session: wrong or missing initializationOptions.token")
+                asyncio.get_running_loop().call_later(0.2, self.end, "refused: bad token")
+                raise JsonRpcInvalidRequest("ptxfactory: this daemon requires initializationOptions.token (ptxfactory serve --token)")
+        self.initialized = True
+
+    def on_end(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` when the session ends (the transport closes its connection there)."""
+        self._closers.append(fn)
+
+    def end(self, reason: str = "closed") -> None:
+        """End this session only: stop following jobs, stop the read loop, close the connection. Idempotent."""
+        if self.ended.is_set():
+            return
+        self.end_reason = reason
+        self.ended.set()
+        self._stop_event.set()
+        self.engine.unsubscribe(self.on_job_event)
+        self.relays.clear()
+        self.cancel_hooks.clear()
+        for fut in list(self.protocol._request_futures.values()):  # async handlers still waiting (never the jobs)
+            if isinstance(fut, asyncio.Future) and not fut.done():
+                fut.cancel()
+        for fn in self._closers:
+            try:
+                fn()
+            except Exception:
+                log.debug("closing session transport failed", exc_info=True)
+        if self._thread_pool is not None:
+            self._thread_pool.shutdown(wait=False)
+        log.info("session ended: %s", reason)
+
+    # --- jobs ---------------------------------------------------------------------------------
+
+    def has_open(self, path: str) -> bool:
+        if not self.initialized:
+            return False
+        return any(path_key(uri) == path for uri in self.workspace.text_documents)
+
+    def follows(self, job: JobRecord) -> bool:
+        return job.job_id in self.watching or self.has_open(job.path)
+
+    def follow(self, job: JobRecord) -> ProgressRelay | None:
+        """Show ``job``'s progress in this session (once per job); None for a job that has already ended."""
+        relay = self.relays.get(job.job_id)
+        if relay is None and not job.final and not self.ended.is_set():
+            relay = self.relays[job.job_id] = ProgressRelay(self, job)
+        return relay
+
+    def on_job_event(self, job: JobRecord, event: str) -> None:
+        """Engine subscriber: relay the job's progress when this session has its document open or watches it."""
+        if self.ended.is_set() or not self.initialized:
+            return
+        relay = self.relays.get(job.job_id)
+        if event == "ended":
+            if relay is not None:
+                relay.end()
+                del self.relays[job.job_id]
+                if job.state == "failed" and job.error:
+                    self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=_clip(job.error)))
+            self.watching.discard(job.job_id)
+            return
+        if relay is None and self.follows(job):
+            relay = self.follow(job)
+        if relay is not None:
+            relay.update()
+
+    def job_by_token(self, token: str | int) -> str | None:
+        return next((job_id for job_id, r in self.relays.items() if r.token == token), None)
+
+
+def _clip(message: str, limit: int = 4000) -> str:
+    return message if len(message) <= limit else message[:limit] + "\n…"

@@ -202,9 +202,23 @@ def test_serve_stdio_calls_the_lsp_server(monkeypatch, tmp_path):
     assert res.stdout == ""  # stdout belongs to the LSP stream
 
 
-def test_serve_without_a_transport_exits_1():
-    res = run("serve")
-    assert res.exit_code == EXIT_BAD_INPUT and "--stdio" in res.stderr
+def test_serve_without_stdio_runs_the_daemon_on_the_default_socket(monkeypatch, tmp_path):
+    """Issue 4: `ptxfactory serve` is the daemon (it used to refuse to run without --stdio)."""
+    import ptxfactory.daemon.serve as serve
+
+    calls = []
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.setattr(serve, "serve_daemon", lambda socket, **kw: calls.append((socket, kw)))
+    res = run("serve", "--backend", "none", "--tcp", "0")
+    assert res.exit_code == 0, res.output
+    [(socket, kw)] = calls
+    assert socket == tmp_path / "ptxfactory" / "daemon.sock"
+    assert kw["tcp_port"] == 0 and kw["host"] == "127.0.0.1" and kw["token"] is None and kw["backend_name"] == "none"
+
+
+def test_serve_stdio_takes_no_daemon_options():
+    res = run("serve", "--stdio", "--tcp", "0")
+    assert res.exit_code == EXIT_BAD_INPUT and "--stdio takes no" in res.stderr
 
 
 # --- report.py: pure functions --------------------------------------------------------------------

@@ -1,0 +1,169 @@
+"""What the editor shows without running anything: each spec'd kernel of a document, compiled (NVRTC).
+
+:class:`Analyzer` compiles the kernels a document's spec describes, as the document's text stands,
+on a thread of its own (never the event loop, never the job's compile threads) and caches the
+outcome by text and spec version. Diagnostics (compile errors, spills, spec errors) and hovers
+(registers, shared memory, spills, occupancy) read it; a hover never waits for a compile.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ptxfactory.protocol import CompileFailed, KernelSpec, Resources, SpecError, load_spec, spec_path_for
+from ptxfactory.protocol.expr import ExprError, evaluate
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CompileMessage:
+    """One NVRTC message: 0-based line in the document, severity ``error``/``warning``, text."""
+
+    line: int
+    severity: str
+    text: str
+
+
+@dataclass(frozen=True)
+class KernelAnalysis:
+    """One kernel as compiled from the document: resources, or the compiler's messages; a signature mismatch."""
+
+    kernel: str
+    arch: str
+    fingerprint: str
+    name_line: int
+    resources: Resources | None = None
+    messages: tuple[CompileMessage, ...] = ()
+    failed: bool = False
+    mismatch: str | None = None
+    threads_per_block: int | None = None
+    dynamic_smem: int = 0
+
+
+@dataclass
+class FileAnalysis:
+    spec_path: Path
+    spec_error: SpecError | None = None
+    kernels: dict[str, KernelAnalysis] = field(default_factory=dict)
+
+
+_MESSAGE = re.compile(r"^[^\n()]*\((\d+)\): (catastrophic error|error|warning)[^:]*: (.*)$", re.M)
+
+
+def compile_messages(log_text: str) -> tuple[CompileMessage, ...]:
+    """NVRTC's ``file(LINE): error: text`` lines, as 0-based lines."""
+    out = []
+    for m in _MESSAGE.finditer(log_text):
+        severity = "warning" if m.group(2) == "warning" else "error"
+        out.append(CompileMessage(line=max(int(m.group(1)) - 1, 0), severity=severity, text=m.group(3).strip()))
+    return tuple(dict.fromkeys(out))
+
+
+def _launch_figures(spec: KernelSpec) -> tuple[int | None, int]:
+    """Threads per block and dynamic shared memory of the spec's launch, at its first check size."""
+    size = spec.check.sizes[0]
+    try:
+        threads = 1
+        for b in spec.launch.block:
+            threads *= int(evaluate(b, size))
+        return threads, int(evaluate(spec.launch.shared_mem, size))
+    except (ExprError, TypeError, ValueError):
+        return None, 0
+
+
+def analyse_now(path: Path, text: str) -> FileAnalysis:
+    """Compile every spec'd kernel found in ``text`` (blocking: run it on a thread)."""
+    from ptxfactory.harness.compile import compile_candidate
+    from ptxfactory.harness.source import check_signature, find_kernels
+    from ptxfactory.search.strategy import kernel_fingerprint, original_candidate
+
+    spec_path = spec_path_for(path)
+    result = FileAnalysis(spec_path=spec_path)
+    if not spec_path.exists():
+        return result
+    try:
+        spec_file = load_spec(spec_path)
+    except SpecError as exc:
+        result.spec_error = exc
+        return result
+    for kdef in find_kernels(text):
+        spec = spec_file.kernels.get(kdef.name)
+        if spec is None or kdef.name in result.kernels:
+            continue
+        common = dict(kernel=kdef.name, arch=spec.arch, fingerprint=kernel_fingerprint(kdef.text), name_line=kdef.name_line)
+        threads, smem = _launch_figures(spec)
+        try:
+            check_signature(spec, kdef)
+        except ValueError as exc:
+            result.kernels[kdef.name] = KernelAnalysis(**common, mismatch=f"{spec_path.name} does not match the kernel: {exc}")
+            continue
+        compiled = compile_candidate(original_candidate(spec, text), spec.arch, spec.check.fast_math)
+        if not isinstance(compiled, CompileFailed):
+            result.kernels[kdef.name] = KernelAnalysis(
+                **common, resources=compiled.resources, messages=tuple(m for m in compile_messages(compiled.log) if m.severity == "warning"),
+                threads_per_block=threads, dynamic_smem=smem)
+        else:
+            messages = compile_messages(compiled.log) or (CompileMessage(line=kdef.name_line, severity="error", text=compiled.log.strip()[:500]),)
+            result.kernels[kdef.name] = KernelAnalysis(**common, messages=messages, failed=True, threads_per_block=threads, dynamic_smem=smem)
+    return result
+
+
+class Analyzer:
+    """Cached, coalesced :func:`analyse_now` on one private thread."""
+
+    def __init__(self, max_entries: int = 64):
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ptxfactory-analysis")
+        self._cache: OrderedDict[tuple, FileAnalysis] = OrderedDict()
+        self._inflight: dict[tuple, asyncio.Future] = {}
+        self._by_kernel: dict[tuple[str, str, str], KernelAnalysis] = {}
+        self._max = max_entries
+
+    @staticmethod
+    def _key(path: Path, text: str) -> tuple:
+        spec = spec_path_for(path)
+        try:
+            st = spec.stat()
+            version = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            version = None
+        return (str(path), hashlib.sha256(text.encode()).hexdigest(), version)
+
+    def cached(self, path: Path, text: str) -> FileAnalysis | None:
+        return self._cache.get(self._key(path, text))
+
+    def kernel(self, path: Path, kernel: str, fingerprint: str) -> KernelAnalysis | None:
+        """The latest analysis of a kernel with this exact text (comments and spacing aside), from any version of the file."""
+        return self._by_kernel.get((str(path), kernel, fingerprint))
+
+    async def analyse(self, path: Path, text: str) -> FileAnalysis:
+        key = self._key(path, text)
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        if key not in self._inflight:
+            loop = asyncio.get_running_loop()
+            self._inflight[key] = loop.run_in_executor(self._pool, analyse_now, path, text)
+        fut = self._inflight[key]
+        try:
+            result = await asyncio.shield(fut)
+        finally:
+            if fut.done():
+                self._inflight.pop(key, None)
+        self._cache[key] = result
+        for k in result.kernels.values():
+            self._by_kernel[(str(path), k.kernel, k.fingerprint)] = k
+        while len(self._cache) > self._max:
+            self._cache.popitem(last=False)
+        if len(self._by_kernel) > 8 * self._max:
+            self._by_kernel.clear()
+        return result
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

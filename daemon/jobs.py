@@ -1,0 +1,135 @@
+"""A daemon job in memory: :class:`JobRecord` (state, rows so far, progress, summary), and what is derived from it.
+
+Plain data plus asyncio events, no LSP and no SQL: the engine fills it in, sessions read it.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pygls import uris
+
+from ptxfactory.protocol import Candidate, CandidateRow, JobSummary, Measured
+from ptxfactory.protocol.lsp import FINAL_STATES, JobInfo, JobState
+
+_KEYS: dict[int, tuple[Candidate, str]] = {}
+
+
+def key_of(candidate: Candidate) -> str:
+    """``candidate.key``, computed once per candidate object (the property hashes the normalised source each
+    time, ~0.3 ms: too slow to call per row on every code action or hover)."""
+    hit = _KEYS.get(id(candidate))
+    if hit is not None and hit[0] is candidate:
+        return hit[1]
+    if len(_KEYS) > 4096:
+        _KEYS.clear()
+    key = candidate.key
+    _KEYS[id(candidate)] = (candidate, key)
+    return key
+
+
+def path_key(uri_or_path: str | Path) -> str:
+    """The key a document is known by across sessions: its normalised absolute file system path.
+
+    Editors spell the same file's URI differently (percent-encoding, ``file://`` vs ``file:///``);
+    the path is what they agree on. Non-``file:`` URIs are kept as they are.
+    """
+    text = str(uri_or_path)
+    if text.startswith("file:"):
+        text = uris.to_fs_path(text) or text
+    elif "://" in text:
+        return text
+    return os.path.normpath(os.path.abspath(text))
+
+
+@dataclass
+class JobRecord:
+    """One job of the engine. ``rows`` grows as candidates are evaluated; ``summary`` is set when it ends."""
+
+    job_id: str
+    path: str
+    uri: str
+    kernel: str
+    source_text: str | None = None
+    state: JobState = "queued"
+    created: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+    rows: list[CandidateRow] = field(default_factory=list)
+    done: int = 0
+    total: int = 0
+    percentage: int = 0
+    message: str = "queued"
+    summary: JobSummary | None = None
+    error: str | None = None
+    resumed: bool = False
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def token(self) -> str:
+        """The progress token of this job in every session (one begin..end per session)."""
+        return f"ptxfactory/job/{self.job_id}"
+
+    @property
+    def active(self) -> bool:
+        return self.state in ("queued", "running")
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @property
+    def baseline_key(self) -> str | None:
+        if self.summary is not None:
+            return self.summary.baseline_key
+        return next((key_of(r.candidate) for r in self.rows if r.candidate.generator == "original"), None)
+
+    def baseline(self) -> CandidateRow | None:
+        key = self.baseline_key
+        return next((r for r in self.rows if key_of(r.candidate) == key), None) if key else None
+
+    def numbers(self) -> dict[str, int]:
+        """Each candidate's number (its row's index), by key."""
+        return {key_of(row.candidate): i for i, row in enumerate(self.rows)}
+
+    def faster(self) -> list[CandidateRow]:
+        """Verified (or simulated) candidates faster than the original so far, best first."""
+        return faster_rows(self.rows, self.baseline_key)
+
+    def progress(self, done: int, total: int, message: str) -> None:
+        """Record a step; the percentage never goes down and stays below 100 until the end."""
+        self.done, self.total = done, max(total, done)
+        self.percentage = min(99, max(self.percentage, 100 * done // max(total, 1)))
+        self.message = message
+        self.updated = time.time()
+
+    def info(self) -> JobInfo:
+        best = next(iter(self.faster()), None)
+        return JobInfo(
+            job_id=self.job_id, uri=self.uri, path=self.path, kernel=self.kernel, state=self.state, created=self.created,
+            updated=self.updated, done=self.done, total=self.total, percentage=100 if self.final else self.percentage,
+            message=self.message, best_speedup=best.result.speedup if best else None,
+            best_candidate=best.candidate.description if best else None,
+            simulated=bool(best and best.result.simulated), error=self.error,
+        )
+
+
+def faster_rows(rows: list[CandidateRow], baseline_key: str | None) -> list[CandidateRow]:
+    """Measured rows faster than the original (speedup > 1), best first."""
+    out = [r for r in rows if isinstance(r.result, Measured) and r.result.speedup > 1.0 and key_of(r.candidate) != baseline_key]
+    return sorted(out, key=lambda r: -r.result.speedup)
+
+
+def end_message(summary: JobSummary) -> str:
+    """The progress end message: the best verified speedup, or the reason there is none."""
+    faster = summary.faster()
+    if not faster:
+        return summary.message
+    best = faster[0]
+    simulated = " (simulated)" if best.result.simulated else ""
+    head = "cancelled; best so far" if summary.state == "cancelled" else "best"
+    return (f"{head}: {best.result.speedup:.2f}x faster{simulated}, {best.candidate.description}; "
+            f"{len(faster)} faster candidate(s), offered as code actions on the kernel")

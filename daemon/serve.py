@@ -1,0 +1,85 @@
+"""``ptxfactory serve``: the long-running daemon on uvloop.
+
+One engine (backend, lesson store, job store, job queue), a unix-socket listener (owner-only) and,
+when asked, a TCP listener. It holds ``<socket>.lock`` so that one daemon serves a socket, and the
+job store's lock so that one engine runs its jobs. SIGTERM/SIGINT stop it cleanly; a job that was
+running stays ``running`` in the store and resumes on the next start (so does one after ``kill -9``).
+"""
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import os
+import signal
+from pathlib import Path
+
+from .paths import lock_file, lock_holder, private_dir
+
+log = logging.getLogger(__name__)
+
+
+class AlreadyRunning(RuntimeError):
+    """Another daemon holds the socket's lock."""
+
+
+async def run_daemon(
+    socket_path: Path, *, tcp_port: int | None = None, host: str = "127.0.0.1", token: str | None = None,
+    backend_name: str = "auto", store_path: str | Path | None = None, jobs_path: str | Path | None = None,
+    max_candidates: int = 64, stop: asyncio.Event | None = None,
+) -> None:
+    from .engine import Engine
+    from .listener import Listener, is_loopback
+    from .lsp.server import warm_up
+
+    if tcp_port is not None and not is_loopback(host) and not token:
+        raise ValueError(f"--host {host} is not a loopback address: a --token is required")
+    private_dir(socket_path.parent)
+    lock_path = socket_path.with_name(socket_path.name + ".lock")
+    lock_fd = lock_file(lock_path)
+    if lock_fd is None:
+        raise AlreadyRunning(f"a ptxfactory daemon (pid {lock_holder(lock_path)}) already serves {socket_path}")
+    engine = listener = None
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    try:
+        engine = await Engine.open(backend_name, store_path, jobs_path, max_candidates=max_candidates)
+        await engine.start(resume=True)
+        warm_up()
+        gc.freeze()  # what startup loaded (libraries, converters) leaves the collector's scans: shorter pauses
+        listener = Listener(engine)
+        await listener.start_unix(socket_path)
+        where = [f"unix {socket_path}"]
+        if tcp_port is not None:
+            port = await listener.start_tcp(host, tcp_port, token)
+            where.append(f"tcp {host}:{port}" + (" (token required)" if token else ""))
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        backend = type(engine.backend).__name__ if engine.backend else "none (compile only)"
+        log.info("ptxfactory daemon pid %d listening on %s; backend %s; jobs %s; lessons %s",
+                    os.getpid(), ", ".join(where), backend, engine.jobs.path, engine.lessons.path)
+        await stop.wait()
+        log.info("ptxfactory daemon pid %d stopping", os.getpid())
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        if listener is not None:
+            await listener.close()
+        if engine is not None:
+            await engine.close()
+        os.close(lock_fd)
+
+
+def serve_daemon(socket_path: Path, **kwargs) -> None:
+    """Run the daemon until SIGTERM/SIGINT, on uvloop. Raises AlreadyRunning, StoreBusy, ValueError, UnsafePath."""
+    import uvloop
+
+    from .lsp.server import configure_logging
+
+    configure_logging()
+    uvloop.run(run_daemon(socket_path, **kwargs))
+
+
+def log_path(socket_path: Path) -> Path:
+    """Where ``ptxfactory lsp`` sends a daemon's output when it starts one."""
+    return private_dir(socket_path.parent) / "daemon.log"

@@ -1,0 +1,74 @@
+"""``kill -9`` of the daemon in the middle of a job, then a restart: the job resumes, no candidate measured
+before the kill is evaluated again, nothing measured is lost, and the editor that reconnects sees the job.
+
+Proof of "not evaluated again": the simulated backend appends each evaluated candidate's key to the
+file named by ``PTXFACTORY_SIMULATED_LOG`` (tests only) as soon as its evaluation returns; every key
+stored before the kill must appear there exactly once after the resumed job has finished."""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from _daemon_support import (
+    close, code_actions, copy_example, execute, line_of, open_document, progress_ended, run_cli, stored_rows,
+    stored_state, unix_client, until,
+)
+
+pytestmark = pytest.mark.timeout(90)
+
+CANDIDATES = 10
+
+
+async def test_kill9_mid_job_then_restart_resumes_without_re_evaluating(start_daemon, tmp_path: Path, ptxfactory_home: Path):
+    evaluated = tmp_path / "evaluated.log"
+    daemon = start_daemon(delay=0.3, max_candidates=CANDIDATES, env={"PTXFACTORY_SIMULATED_LOG": str(evaluated)})
+    jobs_db = ptxfactory_home / "jobs.sqlite"
+    source = copy_example(tmp_path / "src")
+    text = source.read_text()
+
+    editor = await unix_client(daemon.socket, "visual-studio-code", tmp_path)
+    try:
+        started = await execute(editor, "ptxfactory.optimise", {"uri": open_document(editor, source), "kernel": "rmsnorm"})
+        job_id = started["job_id"]
+        await until(lambda: len(stored_rows(jobs_db, job_id)) >= 4, what="four stored rows")
+        daemon.kill9()
+    finally:
+        await close(editor, polite=False)
+
+    before = stored_rows(jobs_db, job_id)
+    assert 4 <= len(before) < CANDIDATES, "the job should be midway when killed"
+    assert stored_state(jobs_db, job_id) == "running"
+    evaluated_before = evaluated.read_text().split()
+
+    restarted = time.time()
+    daemon.start()  # same socket (the stale file is replaced), same stores
+    editor = await unix_client(daemon.socket, "neovim", tmp_path)
+    try:
+        uri = open_document(editor, source)  # the reconnecting editor sees the resumed job's progress
+        token = f"ptxfactory/job/{job_id}"
+        begin, *_, end = await until(lambda: progress_ended(editor, token), what="the resumed job's end")
+        assert begin.title == "Optimising rmsnorm" and "best" in end.message
+        assert f"resuming job {job_id}" in daemon.log() and f"{len(before)} rows kept" in daemon.log()
+        listed = await execute(editor, "ptxfactory.jobs", {})
+        assert [(j["job_id"], j["state"], j["done"]) for j in listed["jobs"]] == [(job_id, "finished", CANDIDATES)]
+        assert await code_actions(editor, uri, line_of(text, "float sum = 0.0f;"))
+    finally:
+        await close(editor)
+
+    after = stored_rows(jobs_db, job_id)
+    keys = [key for _, key, _ in after]
+    assert len(after) == CANDIDATES and len(set(keys)) == CANDIDATES  # every candidate once
+    assert after[: len(before)] == before  # the rows measured before the kill are untouched
+    assert all(created >= restarted for _, _, created in after[len(before):])
+    counts = Counter(evaluated.read_text().split())
+    assert all(counts[key] == 1 for _, key, _ in before), "a candidate measured before the kill was evaluated again"
+    assert set(counts) <= set(keys)  # nothing evaluated outside the job
+    assert sum(counts.values()) <= CANDIDATES + 1  # at most the evaluation in flight at the kill is repeated
+    assert len(evaluated_before) >= len(before)
+    assert stored_state(jobs_db, job_id) == "finished"
+
+    cli = run_cli("jobs", "--socket", daemon.socket, "--json")
+    assert cli.returncode == 0 and job_id in cli.stdout

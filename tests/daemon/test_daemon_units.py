@@ -1,0 +1,92 @@
+"""The daemon's pure parts: the committed JSON Schema, occupancy, the job store, document keys, progress figures."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from ptxfactory.daemon.jobs import JobRecord, path_key
+from ptxfactory.daemon.jobstore import JobStore
+from ptxfactory.daemon.occupancy import occupancy
+from ptxfactory.protocol import Candidate, CandidateRow, JobSummary, LaunchConfig, Measured
+from ptxfactory.protocol.lsp import COMMANDS, SCHEMA_PATH, schema_document, schema_text
+
+
+def test_committed_schema_matches_the_models():
+    """protocol/schema/lsp.schema.json is generated: regenerate it with `python -m ptxfactory.protocol.lsp`."""
+    assert SCHEMA_PATH.read_text() == schema_text()
+    doc = json.loads(SCHEMA_PATH.read_text())
+    assert set(doc["x-commands"]) == set(COMMANDS)
+    for name, shapes in schema_document()["x-commands"].items():
+        for ref in shapes.values():
+            assert ref["$ref"].split("/")[-1] in doc["$defs"], name
+    assert doc["$defs"]["OptimiseArgs"]["required"] == ["uri", "kernel"]
+
+
+@pytest.mark.parametrize("arch, threads, regs, smem, pct, blocks, limit", [
+    ("sm_90a", 256, 16, 1024, 1.0, 8, "warps per SM"),
+    ("sm_90a", 1024, 64, 0, 0.5, 1, "registers"),
+    ("sm_90a", 1024, 32, 0, 1.0, 2, "warps per SM"),
+    ("sm_86", 256, 32, 0, 1.0, 6, "warps per SM"),
+    ("sm_90a", 128, 32, 100 * 1024, 8 / 64, 2, "shared memory"),
+    ("sm_90a", 128, 32, 300 * 1024, 0.0, 0, "shared memory"),
+])
+def test_occupancy(arch, threads, regs, smem, pct, blocks, limit):
+    occ = occupancy(arch, threads, regs, smem)
+    assert (occ.blocks_per_sm, occ.limited_by) == (blocks, limit)
+    assert occ.fraction == pytest.approx(pct)
+
+
+def test_path_key_is_the_same_for_every_spelling_of_a_file_uri(tmp_path):
+    path = tmp_path / "a b" / "k.cu"
+    assert path_key(path.as_uri()) == path_key(str(path)) == path_key(f"file://{tmp_path}/a%20b/./k.cu") == str(path)
+
+
+def test_progress_never_goes_down():
+    job = JobRecord(job_id="j", path="/x.cu", uri="file:///x.cu", kernel="k")
+    job.progress(5, 10, "a")
+    job.progress(5, 20, "b")  # a tuning round added candidates
+    assert job.percentage == 50 and job.total == 20
+    job.progress(20, 20, "c")
+    assert job.percentage == 99  # 100 only once it has ended
+    job.state = "finished"
+    assert job.info().percentage == 100
+
+
+def _row(i: int, speedup: float | None) -> CandidateRow:
+    cand = Candidate(kernel_name="k", source=f"int v{i};", kernel_text="", launch=LaunchConfig(grid=[1], block=[32]),
+                     generator="original" if i == 0 else "tune", description=f"cand {i}")
+    return CandidateRow(candidate=cand, result=Measured(candidate_key=cand.key, timings=[], speedup=speedup or 1.0, simulated=True))
+
+
+async def test_job_store_round_trip(tmp_path):
+    db = tmp_path / "jobs.sqlite"
+    store = await JobStore.open(db)
+    try:
+        await store.create(job_id="j1", path="/x.cu", uri="file:///x.cu", kernel="k", source_text="src")
+        rows = [_row(0, None), _row(1, 2.0), _row(2, 1.5)]
+        for seq, row in enumerate(rows[:2]):
+            await store.add_row("j1", seq, row)
+        with pytest.raises(sqlite3.IntegrityError):  # a candidate is stored once per job
+            await store.add_row("j1", 5, rows[1])
+        await store._db.rollback()
+        await store.set_state("j1", "running")
+        [unfinished] = await store.unfinished()
+        assert (unfinished.id, unfinished.state, unfinished.source_text, unfinished.done) == ("j1", "running", "src", 2)
+        assert [r.candidate.key for r in await store.rows("j1")] == [r.candidate.key for r in rows[:2]]
+        await store.add_row("j1", 2, rows[2])
+        summary = JobSummary(job_id="j1", source_path="/x.cu", kernel="k", state="finished", rows=rows, baseline_key=rows[0].candidate.key)
+        await store.set_state("j1", "finished", summary=summary, done=3, total=3, message="best")
+        assert await store.unfinished() == []
+    finally:
+        await store.close()
+    ro = await JobStore.open(db, read_only=True)
+    try:
+        job = await ro.get("j1", full=True)
+        assert (job.state, job.best_speedup, job.best_candidate, job.simulated) == ("finished", 2.0, "cand 1", True)
+        assert job.summary.faster()[0].candidate.description == "cand 1"
+        assert (await ro.latest_with_summary("/x.cu", "k")).id == "j1"
+        assert [j.id for j in await ro.list(active=True)] == []
+    finally:
+        await ro.close()
