@@ -11,6 +11,7 @@ for name in "${names[@]}"; do
     echo "exit code $?" >> "$RESULTS/$name.txt"
     cp "ptxfactory-out/$name/report.json" "$RESULTS/$name.report.json" 2>/dev/null )
   grep -E "^best|no verified|exit code|Error|error" "$RESULTS/$name.txt" | sed "s/^/$name: /" | tail -3
+  [ -n "${OUT:-}" ] && { echo "=== $name"; cat "$RESULTS/$name.txt"; } >> "$OUT/examples.txt"  # survives a cut-off run
 done
 # one file back: at most 8 files return from the device
 [ -n "${OUT:-}" ] && tar czf "$OUT/example-results.tgz" -C "$RESULTS" .
