@@ -513,18 +513,19 @@ def submit_command(
 def lessons_command(
     store: Annotated[Path | None, typer.Option(help=STORE_HELP, show_default=False)] = None,
 ) -> None:
-    """List the experiments in the lesson store, grouped by generator, with outcome counts."""
+    """List the experiments in the lesson store grouped by generator, then the distilled lessons (one per knob,
+    kernel class and arch) with their evidence counts."""
     from ptxfactory.search.lessons import LessonStore, default_path
 
-    async def load() -> list[dict]:
+    async def load():
         db = await LessonStore.open(store)
         try:
-            return await db.experiments()
+            return await db.experiments(), await db.lessons()
         finally:
             await db.close()
 
     path = store or default_path()
-    experiments = _run(load())
+    experiments, lessons = _run(load())
     console = _console()
     if not experiments:
         console.print(Text(f"no experiments in {path}"), soft_wrap=True)
@@ -540,6 +541,17 @@ def lessons_command(
             report.speedup_text(g.best), report.speedup_text(g.median),
         )
     console.print(table)
+    if lessons:
+        distilled = Table(title=Text(f"{len(lessons)} lessons (GPU runs only), most evidence first"), title_justify="left")
+        for name in ("class / arch", "knob", "tried", "kernels", "verified", "faster", "broke", "median", "mostly broke on"):
+            distilled.add_column(name, justify="left" if name in ("class / arch", "knob", "mostly broke on") else "right")
+        for lesson in lessons:
+            distilled.add_row(
+                Text(f"{lesson.kernel_class} / {lesson.arch}"), Text(lesson.knob), str(lesson.tried), str(lesson.kernels),
+                str(lesson.verified), str(lesson.faster), str(lesson.broke), report.speedup_text(lesson.median_speedup),
+                Text(lesson.top_failure or ""),
+            )
+        console.print(distilled)
 
 
 def build_app() -> typer.Typer:

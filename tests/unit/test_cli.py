@@ -305,3 +305,31 @@ def test_report_json_round_trips(example_copy, fake_generators, tmp_path):
     run("optimise", example_copy, "-k", "rmsnorm", "--backend", "simulated", "--out", tmp_path / "o")
     data = json.loads((tmp_path / "o" / "report.json").read_text())
     assert data["state"] == "finished" and data["rows"][1]["result"]["outcome"] == "measured"
+
+
+def test_lessons_lists_distilled_lessons_with_evidence_counts(ptxfactory_home):
+    """Experiments from a (recorded) GPU run show up as one lesson per knob with its counts; simulated ones never do."""
+    import asyncio
+
+    from ptxfactory.protocol import Candidate, GpuFacts, LaunchConfig, Rejected
+    from ptxfactory.search.lessons import LessonStore
+
+    gpu = GpuFacts(name="NVIDIA H200", arch="sm_90a", sm_count=132, l2_bytes=60 << 20, copy_gbps=4200.0, peak_gbps=4800.0)
+
+    async def fill():
+        store = await LessonStore.open(ptxfactory_home / "lessons.sqlite")
+        try:
+            for i in range(3):
+                c = Candidate(kernel_name="k", source=f"int v{i};", kernel_text="", launch=LaunchConfig(grid=[1], block=[32]),
+                              generator="rowwise", params={"vecs": 8})
+                await store.record(job_id="j", kernel_fingerprint=f"{i}" * 16, kernel_class="rowwise_norm", arch="sm_90a",
+                                   candidate=c, result=Rejected(candidate_key=c.key, check="race", reason="moves"), gpu=gpu)
+        finally:
+            await store.close()
+
+    asyncio.run(fill())
+    res = run("lessons")
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.stdout.splitlines() if "rowwise:vecs=8" in ln)
+    cells = [c.strip() for c in line.split("│") if c.strip()]
+    assert cells[2:7] == ["3", "3", "0", "0", "3"] and cells[-1] == "race", cells
