@@ -23,7 +23,6 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from ptxfactory.daemon.client import DaemonClient
+from ptxfactory.daemon.listener import socket_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "rmsnorm"
@@ -61,16 +61,6 @@ def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
-
-def answers(path: Path) -> bool:
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.connect(str(path))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
 
 
 def machine() -> dict[str, str]:
@@ -161,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                               stdout=log, stderr=log, env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
-        while not answers(sock):
+        while not socket_answers(sock):
             if daemon.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"the daemon did not start:\n{(work / 'daemon.log').read_text()}")
             time.sleep(0.05)

@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from pygls.io_ import run_async
 from pytest_lsp import LanguageClient, client_capabilities, make_test_lsp_client
 
 from ptxfactory.protocol.lsp import PROGRESS_NOTIFICATION
+from ptxfactory.daemon.listener import socket_answers
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "rmsnorm"
@@ -63,7 +63,7 @@ class Daemon:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.log()}")
-            if answers(self.socket) and (not self.tcp or self.find_port()):
+            if socket_answers(self.socket) and (not self.tcp or self.find_port()):
                 return self
             time.sleep(0.05)
         self.stop()
@@ -98,17 +98,6 @@ class Daemon:
                 self.proc.wait(5)
         return self.proc.returncode
 
-
-def answers(path: Path) -> bool:
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(1.0)
-    try:
-        s.connect(str(path))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
 
 
 def make_client() -> LanguageClient:
