@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from _daemon_support import answers, copy_example, execute, initialize, make_client, open_document, run_cli
+from ptxfactory.daemon.listener import socket_answers
+from _daemon_support import copy_example, execute, initialize, make_client, open_document, run_cli
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -45,19 +46,19 @@ async def test_lsp_bridge_starts_the_daemon_once_and_leaves_it_running(sockdir: 
     source = copy_example(tmp_path / "src")
     try:
         assert await _bridge_session(runtime, tmp_path, source) == []
-        assert answers(sock), "the daemon should outlive the editor"
+        assert socket_answers(sock), "the daemon should outlive the editor"
         pid = int(lock.read_text())
         assert "listening on unix" in (runtime / "ptxfactory" / "daemon.log").read_text()
         await _bridge_session(runtime, tmp_path, source)  # the same daemon serves the next editor
         assert int(lock.read_text()) == pid
     finally:
-        if lock.exists() and answers(sock):
+        if lock.exists() and socket_answers(sock):
             pid = int(lock.read_text())
             os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + 15
-            while answers(sock) and time.monotonic() < deadline:
+            while socket_answers(sock) and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
-            if answers(sock):
+            if socket_answers(sock):
                 os.kill(pid, signal.SIGKILL)
 
 
