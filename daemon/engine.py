@@ -224,7 +224,7 @@ class Engine:
         job.state, job.message = "running", ("resuming" if job.resumed else "starting")
         await self.jobs.set_state(job.job_id, "running", message=job.message)
         self._emit(job, "started")
-        known = {row.candidate.key: row.result for row in job.rows}
+        known = {row.key: row.result for row in job.rows}
         seq = len(job.rows)
 
         async def on_row(row: CandidateRow) -> None:

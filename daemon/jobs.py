@@ -12,24 +12,8 @@ from pathlib import Path
 
 from pygls import uris
 
-from ptxfactory.protocol import Candidate, CandidateRow, JobSummary, Measured
+from ptxfactory.protocol import CandidateRow, JobSummary, Measured
 from ptxfactory.protocol.lsp import FINAL_STATES, JobInfo, JobState
-
-_KEYS: dict[int, tuple[Candidate, str]] = {}
-
-
-def key_of(candidate: Candidate) -> str:
-    """``candidate.key``, computed once per candidate object (the property hashes the normalised source each
-    time, ~0.3 ms: too slow to call per row on every code action or hover)."""
-    hit = _KEYS.get(id(candidate))
-    if hit is not None and hit[0] is candidate:
-        return hit[1]
-    if len(_KEYS) > 4096:
-        _KEYS.clear()
-    key = candidate.key
-    _KEYS[id(candidate)] = (candidate, key)
-    return key
-
 
 def path_key(uri_or_path: str | Path) -> str:
     """The key a document is known by across sessions: its normalised absolute file system path.
@@ -85,15 +69,15 @@ class JobRecord:
     def baseline_key(self) -> str | None:
         if self.summary is not None:
             return self.summary.baseline_key
-        return next((key_of(r.candidate) for r in self.rows if r.candidate.generator == "original"), None)
+        return next((r.key for r in self.rows if r.candidate.generator == "original"), None)
 
     def baseline(self) -> CandidateRow | None:
         key = self.baseline_key
-        return next((r for r in self.rows if key_of(r.candidate) == key), None) if key else None
+        return next((r for r in self.rows if r.key == key), None) if key else None
 
     def numbers(self) -> dict[str, int]:
         """Each candidate's number (its row's index), by key."""
-        return {key_of(row.candidate): i for i, row in enumerate(self.rows)}
+        return {row.key: i for i, row in enumerate(self.rows)}
 
     def faster(self) -> list[CandidateRow]:
         """Verified (or simulated) candidates faster than the original so far, best first."""
@@ -119,7 +103,7 @@ class JobRecord:
 
 def faster_rows(rows: list[CandidateRow], baseline_key: str | None) -> list[CandidateRow]:
     """Measured rows faster than the original (speedup > 1), best first."""
-    out = [r for r in rows if isinstance(r.result, Measured) and r.result.speedup > 1.0 and key_of(r.candidate) != baseline_key]
+    out = [r for r in rows if isinstance(r.result, Measured) and r.result.speedup > 1.0 and r.key != baseline_key]
     return sorted(out, key=lambda r: -r.result.speedup)
 
 

@@ -130,7 +130,7 @@ class JobStore:
         now = time.time()
         await self._db.execute(
             "INSERT INTO job_rows (job_id, seq, candidate_key, candidate_json, result_json, created) VALUES (?,?,?,?,?,?)",
-            (job_id, seq, row.candidate.key, row.candidate.model_dump_json(), row.result.model_dump_json(), now),
+            (job_id, seq, row.key, row.candidate.model_dump_json(), row.result.model_dump_json(), now),
         )
         await self._db.execute("UPDATE jobs SET updated = ?, done = done + 1 WHERE id = ?", (now, job_id))
         await self._db.commit()

@@ -45,7 +45,7 @@ def size_label(size: dict[str, int]) -> str:
 def bench_sizes(summary: JobSummary) -> list[dict[str, int]]:
     """The benchmark sizes in the order they were timed (the baseline's, else the first measured row's); empty when nothing ran."""
     measured = [r for r in summary.rows if isinstance(r.result, Measured)]
-    measured.sort(key=lambda r: r.candidate.key != summary.baseline_key)
+    measured.sort(key=lambda r: r.key != summary.baseline_key)
     return [t.size for t in measured[0].result.timings] if measured else []
 
 
@@ -96,14 +96,14 @@ def row_views(summary: JobSummary) -> list[RowView]:
         out.append(RowView(
             number=i, generator=row.candidate.generator, change=row.candidate.description, status=status,
             verdict=text, resources=resources_text(row), timings=timings, speedup=speedup,
-            is_best=row.candidate.key == summary.best_key, is_baseline=row.candidate.key == summary.baseline_key,
+            is_best=row.key == summary.best_key, is_baseline=row.key == summary.baseline_key,
         ))
     return out
 
 
 def number_of(summary: JobSummary, key: str | None) -> int | None:
     """The ``#`` of the candidate with ``key`` (its position in ``summary.rows``), or None."""
-    return next((i for i, r in enumerate(summary.rows) if r.candidate.key == key), None) if key else None
+    return next((i for i, r in enumerate(summary.rows) if r.key == key), None) if key else None
 
 
 def no_gpu_line(summary: JobSummary) -> str:
@@ -123,7 +123,7 @@ def result_line(summary: JobSummary) -> str:
     best = summary.row(summary.best_key)
     if best is None or not isinstance(best.result, Measured):
         return "no verified candidate was faster than the original"
-    return (f"best: #{number_of(summary, best.candidate.key)} {best.candidate.generator}: {best.candidate.description}, "
+    return (f"best: #{number_of(summary, best.key)} {best.candidate.generator}: {best.candidate.description}, "
             f"{best.result.speedup:.2f}x faster than the original"
             + (" (simulated, not verified)" if best.result.simulated else " (verified)"))
 
@@ -199,7 +199,7 @@ def render_markdown(summary: JobSummary, now: datetime | None = None) -> str:
         r = best.result
         assert isinstance(r, Measured)
         out += [
-            f"## Best: #{number_of(summary, best.candidate.key)}, {r.speedup:.2f}x faster than the original"
+            f"## Best: #{number_of(summary, best.key)}, {r.speedup:.2f}x faster than the original"
             + (" (simulated, not verified)" if r.simulated else ""),
             "",
             f"- {best.candidate.generator}: {best.candidate.description}",

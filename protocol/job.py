@@ -18,6 +18,12 @@ class CandidateRow(BaseModel):
     result: EvalResult
 
     @property
+    def key(self) -> str:
+        """The candidate's key, as its result records it (every result is made with ``candidate_key=candidate.key``;
+        reading it here avoids re-hashing the source, ~0.3 ms a call)."""
+        return self.result.candidate_key
+
+    @property
     def verified(self) -> bool:
         return isinstance(self.result, Measured)
 
@@ -58,9 +64,9 @@ class JobSummary(BaseModel):
     message: str = ""
 
     def row(self, key: str | None) -> CandidateRow | None:
-        return next((r for r in self.rows if r.candidate.key == key), None) if key else None
+        return next((r for r in self.rows if r.key == key), None) if key else None
 
     def faster(self) -> list[CandidateRow]:
         """Verified candidates faster than the original (speedup > 1), best first."""
-        rows = [r for r in self.rows if isinstance(r.result, Measured) and r.candidate.key != self.baseline_key and r.result.speedup > 1.0]
+        rows = [r for r in self.rows if isinstance(r.result, Measured) and r.key != self.baseline_key and r.result.speedup > 1.0]
         return sorted(rows, key=lambda r: -r.result.speedup)

@@ -16,7 +16,7 @@ from ptxfactory.protocol import CandidateRow, Measured
 from ptxfactory.protocol.lsp import CODE_ACTION_KIND
 from ptxfactory.search.strategy import kernel_fingerprint
 
-from ..jobs import key_of, path_key
+from ..jobs import path_key
 from .session import PtxServer
 from .text import EOL, cuda_path, kernel_at
 
@@ -51,7 +51,7 @@ async def code_action(ls: PtxServer, params: types.CodeActionParams) -> list[typ
     for i, row in enumerate(job.faster()):
         new_text = replacement(row, baseline, indent)
         actions.append(types.CodeAction(
-            title=title(number[key_of(row.candidate)], row),
+            title=title(number[row.key], row),
             kind=CODE_ACTION_KIND,
             is_preferred=(i == 0 and not stale) or None,
             disabled=types.CodeActionDisabled(reason=STALE) if stale else None,
@@ -72,7 +72,7 @@ def rejected_actions(rows: list[CandidateRow], number: dict[str, int]) -> list[t
         if row.verified or row.result.outcome == "not_run":
             continue
         out.append(types.CodeAction(
-            title=f"Candidate {number[key_of(row.candidate)]} rejected: {row.candidate.description}",
+            title=f"Candidate {number[row.key]} rejected: {row.candidate.description}",
             kind=CODE_ACTION_KIND,
             disabled=types.CodeActionDisabled(reason=row.reason),
         ))

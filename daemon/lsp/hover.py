@@ -17,7 +17,7 @@ from ptxfactory.protocol import Measured, spec_path_for
 from ptxfactory.search.strategy import kernel_fingerprint
 
 from ..analysis import KernelAnalysis
-from ..jobs import JobRecord, key_of, path_key
+from ..jobs import JobRecord, path_key
 from ..occupancy import occupancy
 from .code_lens import described_kernels
 from .session import PtxServer
@@ -101,7 +101,7 @@ def best_lines(job: JobRecord | None) -> list[str]:
     r = best.result
     assert isinstance(r, Measured)
     how = "simulated, NOT verified" if r.simulated else "verified"
-    number = job.numbers().get(key_of(best.candidate), "?")
+    number = job.numbers().get(best.key, "?")
     return [
         f"- best so far: **{r.speedup:.2f}x** faster, {r.geomean_us:.1f} µs geomean over {len(r.timings)} size(s) ({how})",
         f"  candidate {number}: {best.candidate.description} ({where})",
