@@ -8,6 +8,11 @@ from ..base import Generator
 REGISTRY = {
     "tune": "ptxfactory.search.generators.tune:TuneGenerator",
     "rowwise": "ptxfactory.search.generators.rowwise:RowwiseNormFamily",
+    "softmax": "ptxfactory.search.generators.softmax:SoftmaxFamily",
+    "rowreduce": "ptxfactory.search.generators.rowreduce:RowReduceFamily",
+    "elementwise": "ptxfactory.search.generators.elementwise:ElementwiseFamily",
+    "transpose": "ptxfactory.search.generators.transpose:TransposeFamily",
+    "transform": "ptxfactory.search.generators.transform:TransformGenerator",
 }
 
 
