@@ -62,6 +62,10 @@ class JobSummary(BaseModel):
     baseline_key: str
     best_key: str | None = None
     message: str = ""
+    kernel_class: str | None = Field(None, description="the families whose skeleton fits the kernel, or 'generic'")
+    wall_s: float | None = Field(None, description="seconds from the job's start to its end")
+    gpu_busy_s: float | None = Field(None, description="seconds the GPU worker spent evaluating (None without a GPU)")
+    stop_reason: str | None = Field(None, description="why the search stopped: budget, wall time, plateau, proposals exhausted")
 
     def row(self, key: str | None) -> CandidateRow | None:
         return next((r for r in self.rows if r.key == key), None) if key else None

@@ -18,6 +18,8 @@ import aiosqlite
 from ptxfactory.protocol import Candidate, EvalResult, GpuFacts, Measured
 from ptxfactory.protocol.lesson import Lesson
 
+from .priors import ArmPrior, Priors, generator_kind
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS experiments (
     id INTEGER PRIMARY KEY,
@@ -135,6 +137,37 @@ class LessonStore:
                 score=sum(logs) / len(logs) if logs else 0.0,
             ))
         return sorted(out, key=lambda lesson: (-lesson.tried, -lesson.score, lesson.knob))
+
+    async def search_priors(self, kernel_class: str, arch: str) -> Priors:
+        """Everything a new job on ``kernel_class`` and ``arch`` starts from (:class:`~ptxfactory.search.priors.Priors`).
+
+        Knob scores on this class, on any class and for any generator, and per generator (and kind of
+        generator) the number of experiments and their mean log speedup, a failure counting as log 0.5.
+        The original kernels, never-run candidates and the SimulatedDevice's experiments do not count.
+        """
+        query = ("SELECT kernel_class, generator, params, outcome, speedup FROM experiments"
+                 " WHERE generator != 'original' AND outcome != 'not_run' AND gpu NOT LIKE 'SimulatedDevice%' AND arch = ?")
+        same: dict[str, list[float]] = {}
+        anyc: dict[str, list[float]] = {}
+        knob: dict[str, list[float]] = {}
+        gens: dict[str, list[float]] = {}
+        async with self._db.execute(query, (arch,)) as cur:
+            async for kclass, generator, params, outcome, speedup in cur:
+                reward = math.log(speedup) if outcome == "measured" and speedup else math.log(0.5)
+                reward = max(math.log(0.5), min(reward, 3.0))
+                gens.setdefault(generator, []).append(reward)
+                gens.setdefault(f"kind:{generator_kind(generator)}", []).append(reward)
+                for k, v in json.loads(params).items():
+                    anyc.setdefault(f"{generator}:{k}={v}", []).append(reward)
+                    knob.setdefault(f"{k}={v}", []).append(reward)
+                    if kclass == kernel_class:
+                        same.setdefault(f"{generator}:{k}={v}", []).append(reward)
+
+        def means(d: dict[str, list[float]]) -> dict[str, float]:
+            return {k: sum(v) / len(v) for k, v in d.items()}
+
+        return Priors(same_class=means(same), any_class=means(anyc), knob=means(knob),
+                      generators={g: ArmPrior(len(v), sum(v) / len(v)) for g, v in gens.items()})
 
     async def priors(self, kernel_class: str, arch: str) -> dict[str, float]:
         """Scores per ``"generator:param=value"`` on this kernel class and arch (:attr:`Lesson.score`).

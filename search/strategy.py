@@ -1,23 +1,28 @@
 """The main job: parse, check, generate, compile ahead, evaluate, record, keep the best.
 
-One round of every generator on the original kernel, then a round of ``tune`` on the best
-verified candidate. Duplicates (same :attr:`Candidate.key`) are never evaluated twice.
+A bandit over the generators (:mod:`.policy`) with priors from past jobs (:mod:`.priors`) picks
+each next candidate; the best verified candidate is the parent of the next proposals; the next
+candidates compile in a CPU process pool while the current one is on the GPU. Duplicates (same
+:attr:`Candidate.key`) are never evaluated twice. See :func:`optimise`.
 """
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import re
+import time
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ptxfactory.harness.backend import EvaluationBackend
-from ptxfactory.harness.compile import Compiled, compile_candidate
+from ptxfactory.harness.compile import Compiled
+from ptxfactory.harness.compile_pool import CompilePool, Prepared, shared_pool
 from ptxfactory.harness.plan import make_plan
 from ptxfactory.harness.source import check_signature, find_kernel
-from ptxfactory.harness.static_checks import static_check
 from ptxfactory.protocol import (
     Candidate, CandidateRow, CompileFailed, EvalResult, JobSummary, KernelSpec, LaunchConfig, Measured, NotRun, Rejected, load_spec,
     spec_path_for,
@@ -26,8 +31,12 @@ from ptxfactory.protocol import (
 from .base import GenContext
 from .generators import load as load_generator
 from .lessons import LessonStore
+from .policy import ArmState, make_policy
+from .priors import Priors, candidate_score, generator_kind
 
-DEFAULT_GENERATORS = ("rowwise", "tune")
+# Every family first (each applies only to kernels whose spec fits its skeleton), then the passes, then tuning.
+DEFAULT_GENERATORS = ("rowwise", "softmax", "rowreduce", "elementwise", "transpose", "transform", "tune")
+DEFAULT_PATIENCE = 24
 
 
 class JobError(RuntimeError):
@@ -94,135 +103,269 @@ async def optimise(
     on_progress: Callable[[Progress], None] | None = None,
     generators: tuple[str, ...] = DEFAULT_GENERATORS,
     max_candidates: int = 64,
+    max_seconds: float | None = None,
+    patience: int | None = DEFAULT_PATIENCE,
+    policy: str = "ucb",
+    use_lessons: bool = True,
     job_id: str | None = None,
     cancel: asyncio.Event | None = None,
     source_text: str | None = None,
     known: Mapping[str, EvalResult] | None = None,
     on_row: Callable[[CandidateRow], Awaitable[None]] | None = None,
+    pool: CompilePool | None = None,
 ) -> JobSummary:
     """Run the main job on ``kernel`` in ``source_path`` (spec at ``<source>.toml``).
+
+    The search: every generator in ``generators`` is an arm of a bandit (``policy``: ``"ucb"`` or
+    ``"thompson"``, :mod:`.policy`). Families, ``transform`` and ``tune`` propose from the original;
+    whenever a verified candidate becomes the best (by more than 1%), ``transform`` and ``tune``
+    propose from it too: the archive's best is the next parent. The bandit picks the arm, and within
+    the arm the proposal whose knob values scored best so far in this job, else in past jobs
+    (:mod:`.priors`, read from ``store`` unless ``use_lessons`` is false). The next candidates compile
+    and are statically checked in ``pool`` (CPU processes) while the current one is on the GPU.
+    The job stops when the proposals run out, after ``max_candidates`` candidates (the original
+    included), after ``max_seconds`` of wall time, or when ``patience`` candidates in a row have not
+    improved the best by 1% (None: no plateau stop).
 
     With ``backend=None`` (no GPU) every candidate is compiled and its resources reported, none is
     run, and the summary's state is ``"compile_only"``. Every evaluated candidate is recorded in
     ``store``. Progress is reported through ``on_progress`` (called on the event loop thread).
 
     Resuming: ``known`` maps candidate keys to results already measured (e.g. before a daemon
-    restart); those candidates are recorded with their known result and never evaluated again
-    (generators are deterministic, so the same candidates come back). ``on_row`` is awaited with
-    every new row, before it counts as done: the place to persist it.
+    restart); those candidates are recorded with their known result and never evaluated again.
+    ``on_row`` is awaited with every new row, before it counts as done: the place to persist it.
 
     Raises:
         SpecError, JobError: see :func:`load_job`; JobError also when the original does not compile.
+        KeyError: an unknown generator or policy name.
     """
     job_id = job_id or uuid.uuid4().hex[:12]
     spec, source = load_job(source_path, kernel, source_text)
-    kdef = find_kernel(source, kernel)
     original = original_candidate(spec, source)
     notify = on_progress or (lambda p: None)
-    compile_ = lambda c: asyncio.to_thread(compile_candidate, c, spec.arch, spec.check.fast_math)  # noqa: E731
+    pool = pool or shared_pool()
+    gens = {name: load_generator(name) for name in generators}
+    fingerprint = kernel_fingerprint(original.kernel_text)
+    chooser = make_policy(policy, seed=int(fingerprint[:8], 16))
+    started = time.monotonic()
 
     notify(Progress(0, 1, f"compiling the original {kernel}"))
-    baseline = await compile_(original)
-    if isinstance(baseline, CompileFailed):
-        raise JobError(f"{source_path}: the original kernel does not compile:\n{baseline.log}")
+    first = await pool.prepare(original, spec, static=False)
+    if isinstance(first.compiled, CompileFailed):
+        raise JobError(f"{source_path}: the original kernel does not compile:\n{first.compiled.log}")
+    baseline = first.compiled
 
-    fingerprint = kernel_fingerprint(original.kernel_text)
     facts = await backend.facts() if backend else None
     plan = make_plan(spec)
-    seen: set[str] = set()
-    rows: list[CandidateRow] = []
-
-    def propose(parent: Candidate, names: tuple[str, ...], priors: dict[str, float]) -> list[Candidate]:
-        ctx = GenContext(spec=spec, source=parent.source, kernel=find_kernel(parent.source, kernel), original=parent, priors=priors)
-        out = []
-        for name in names:
-            for cand in load_generator(name).propose(ctx):
-                if cand.key not in seen and len(seen) < max_candidates:
-                    seen.add(cand.key)
-                    out.append(cand)
-        return out
-
-    kernel_class = _kernel_class(GenContext(spec=spec, source=source, kernel=kdef, original=original))
-    priors = await store.priors(kernel_class, spec.arch) if store else {}
-    seen.add(original.key)
-    queue = [original] + propose(original, generators, priors)
-    total = len(queue)
-
+    search = _Search(spec, original, gens, chooser, max_candidates)
+    await search.expand(original, list(gens))
+    kernel_class = search.kernel_class()
+    search.priors = await store.search_priors(kernel_class, spec.arch) if (store and use_lessons) else Priors()
     known = dict(known or {})
+    rows: list[CandidateRow] = []
+    busy = _Busy()
 
-    async def record(cand: Candidate, result) -> CandidateRow:
+    async def record(cand: Candidate, result: EvalResult, fresh: bool) -> CandidateRow:
         row = CandidateRow(candidate=cand, result=result)
         rows.append(row)
-        if on_row is not None:
+        if fresh and on_row is not None:
             await on_row(row)
-        if store:
+        if fresh and store:
             await store.record(job_id=job_id, kernel_fingerprint=fingerprint, kernel_class=kernel_class, arch=spec.arch,
                                candidate=cand, result=result, gpu=facts)
-        notify(Progress(len(rows), total, _row_message(row), row))
+        notify(Progress(len(rows), search.total_estimate(len(rows) + len(inflight)), _row_message(row), row))
         return row
 
-    async def run(batch: list[Candidate]) -> bool:
-        todo = [c for c in batch if c.key not in known]
-        ahead: dict[str, asyncio.Future] = {}
-
-        def compile_next() -> None:  # the next candidate compiles on a CPU thread while this one is on the GPU
-            if todo:
-                cand = todo.pop(0)
-                ahead[cand.key] = asyncio.ensure_future(compile_(cand))
-
-        compile_next()
-        for cand in batch:
-            if cand.key in known:  # measured before a restart: keep the result, skip the work
-                rows.append(CandidateRow(candidate=cand, result=known[cand.key]))
-                notify(Progress(len(rows), total, _row_message(rows[-1]), rows[-1]))
-                continue
-            compiled = await ahead.pop(cand.key)
-            compile_next()
-            if cancel is not None and cancel.is_set():
-                for fut in ahead.values():
-                    fut.cancel()
-                return False
-            await record(cand, await outcome(cand, compiled))
-        return True
-
-    async def outcome(cand: Candidate, compiled: Compiled | CompileFailed) -> EvalResult:
+    async def outcome(cand: Candidate, prepared: Prepared) -> EvalResult:
         """Cheapest refusal first: compile error, static checks (not for the original), then the GPU."""
+        compiled = prepared.compiled
         if isinstance(compiled, CompileFailed):
             return compiled
-        finding = None if cand.key == original.key else static_check(cand, spec, compiled.resources, compiled.cubin)
-        if finding is not None:
-            return Rejected(candidate_key=cand.key, check=finding.check, reason=finding.reason, resources=compiled.resources)
+        if prepared.finding is not None:
+            f = prepared.finding
+            return Rejected(candidate_key=cand.key, check=f.check, reason=f.reason, resources=compiled.resources)
         if backend is None:
             return NotRun(candidate_key=cand.key, resources=compiled.resources, reason="no NVIDIA GPU on this machine")
-        return await _evaluate(backend, spec, baseline, compiled, plan, rows)
+        with busy:
+            return await _evaluate(backend, spec, baseline, compiled, plan, rows)
+
+    def start(cand: Candidate) -> asyncio.Future | None:
+        """Begin preparing ``cand`` (None when its result is known from before a restart)."""
+        if cand.key in known:
+            return None
+        if cand.key == original.key:
+            done = asyncio.get_running_loop().create_future()
+            done.set_result(first)
+            return done
+        return asyncio.ensure_future(pool.prepare(cand, spec))
 
     state = "finished" if backend else "compile_only"
-    if not await run(queue):
-        state = "cancelled"
-    elif backend is not None and "tune" in generators:
-        best = _best(rows, original.key)
-        if best is not None:
-            more = propose(best.candidate, ("tune",), priors)
-            total += len(more)
-            if not await run(more):
+    inflight: deque[tuple[Candidate, asyncio.Future | None]] = deque([(original, start(original))])
+    ahead = pool.parallel + (1 if backend is not None else 0)
+    begun = [1]  # candidates taken from the search so far, the original included
+
+    def fill() -> None:
+        while len(inflight) < ahead:
+            if search.stopped(begun[0], time.monotonic() - started, max_seconds, patience):
+                return
+            cand = search.next()
+            if cand is None:
+                return
+            begun[0] += 1
+            inflight.append((cand, start(cand)))
+
+    try:
+        while inflight:
+            cand, fut = inflight.popleft()
+            fill()  # the next candidates compile while this one is on the GPU
+            if fut is None:
+                row = await record(cand, known[cand.key], fresh=False)
+            else:
+                prepared = await fut
+                if cancel is not None and cancel.is_set():
+                    state = "cancelled"
+                    break
+                row = await record(cand, await outcome(cand, prepared), fresh=True)
+            if search.observe(row) and backend is not None:
+                await search.expand(row.candidate, [n for n in ("transform", "tune") if n in gens])
+            if cancel is not None and cancel.is_set():
                 state = "cancelled"
+                break
+            fill()
+    finally:
+        for _, fut in inflight:
+            if fut is not None:
+                fut.cancel()
 
     best = _best(rows, original.key)
     summary = JobSummary(
         job_id=job_id, source_path=str(source_path), kernel=kernel, state=state, gpu=facts, rows=rows,
         baseline_key=original.key, best_key=best.candidate.key if best else None,
-        message=_summary_message(state, best),
+        message=_summary_message(state, best), kernel_class=kernel_class, wall_s=round(time.monotonic() - started, 3),
+        gpu_busy_s=round(busy.seconds, 3) if backend is not None else None,
+        stop_reason="cancelled" if state == "cancelled" else (search.stop_reason or "every proposal evaluated"),
     )
-    notify(Progress(len(rows), max(total, len(rows)), summary.message))
+    notify(Progress(len(rows), len(rows), summary.message))
     return summary
 
 
-def _kernel_class(ctx: GenContext) -> str:
-    """``rowwise_norm`` when the row-wise normalisation family applies to the kernel, else ``generic``."""
-    try:
-        return "rowwise_norm" if load_generator("rowwise").propose(ctx) else "generic"
-    except ImportError:
-        return "generic"
+class _Busy:
+    """Seconds spent inside the backend's ``evaluate``: the GPU worker's busy time, as the job sees it."""
+
+    def __init__(self):
+        self.seconds, self._t = 0.0, 0.0
+
+    def __enter__(self):
+        self._t = time.monotonic()
+
+    def __exit__(self, *exc):
+        self.seconds += time.monotonic() - self._t
+
+
+PLATEAU_GAIN = 1.01  # a new best must beat the old one by 1%: smaller gains are within run-to-run noise
+
+
+class _Search:
+    """The job's search state: one bandit arm per generator with its queue of proposals, the best
+    verified candidate (the next parent), this job's evidence per knob value, and the stopping rules."""
+
+    def __init__(self, spec: KernelSpec, original: Candidate, gens: dict, chooser, max_candidates: int):
+        self.spec, self.original, self.gens, self.chooser = spec, original, gens, chooser
+        self.max_candidates = max_candidates
+        self.arms = {name: ArmState(name) for name in gens}
+        self.queues: dict[str, list[Candidate]] = {name: [] for name in gens}
+        self.seen: set[str] = {original.key}
+        self.expanded: set[tuple[str, str]] = set()
+        self.family_hits: list[str] = []
+        self.priors = Priors()
+        self.job_knobs: dict[str, list[float]] = {}
+        self.best_speedup = 1.0
+        self.since_best = 0
+        self.stop_reason: str | None = None
+
+    async def expand(self, parent: Candidate, names: list[str]) -> None:
+        """Ask ``names`` for proposals from ``parent`` (each generator once per parent), off the event loop."""
+        todo = [n for n in names if (n, parent.key) not in self.expanded]
+        self.expanded.update((n, parent.key) for n in todo)
+        if not todo:
+            return
+        proposals = await asyncio.to_thread(self._propose, parent, todo)
+        for name in todo:
+            fresh = []
+            for cand in proposals[name]:
+                if cand.key not in self.seen:
+                    self.seen.add(cand.key)
+                    fresh.append(cand)
+            self.queues[name].extend(fresh)
+            if parent.key == self.original.key and fresh and generator_kind(name) == "family":
+                self.family_hits.append(name)
+
+    def _propose(self, parent: Candidate, names: list[str]) -> dict[str, list[Candidate]]:
+        ctx = GenContext(spec=self.spec, source=parent.source, kernel=find_kernel(parent.source, self.spec.name), original=parent)
+        return {name: self.gens[name].propose(ctx) for name in names}
+
+    def kernel_class(self) -> str:
+        """The families whose skeleton fits the kernel (e.g. ``rowwise``), joined by ``+``; ``generic`` when none does."""
+        return "+".join(sorted(self.family_hits)) or "generic"
+
+    def next(self) -> Candidate | None:
+        """The next candidate: the policy picks an arm with proposals left, the arm its best-scoring proposal."""
+        live = [arm for name, arm in self.arms.items() if self.queues[name]]
+        if not live:
+            return None
+        for arm in live:
+            if arm.prior is None:
+                arm.prior = self.priors.arm(arm.name)
+        name = self.chooser.choose(live)
+        self.arms[name].pending += 1
+        queue = self.queues[name]
+        scores = [candidate_score(c, self.priors, self.job_knobs) for c in queue]
+        pick = max(range(len(queue)), key=lambda i: (scores[i], -i))
+        return queue.pop(pick)
+
+    def observe(self, row: CandidateRow) -> bool:
+        """Learn from one finished row; True when it is the new best verified candidate (by more than 1%)."""
+        cand, result = row.candidate, row.result
+        if cand.key == self.original.key:
+            return False
+        arm = self.arms.get(cand.generator)
+        if arm is not None:
+            arm.pending = max(0, arm.pending - 1)
+        if result.outcome == "not_run":
+            return False
+        reward = _reward(result)
+        if arm is not None:
+            arm.rewards.append(reward)
+        for key, value in cand.params.items():
+            self.job_knobs.setdefault(f"{cand.generator}:{key}={value}", []).append(reward)
+        if isinstance(result, Measured) and result.speedup > self.best_speedup * PLATEAU_GAIN:
+            self.best_speedup, self.since_best = result.speedup, 0
+            return True
+        self.since_best += 1
+        return False
+
+    def stopped(self, started: int, elapsed_s: float, max_seconds: float | None, patience: int | None) -> bool:
+        """True once a stopping rule holds (``started``: candidates begun so far); records the reason."""
+        if self.stop_reason is None:
+            if started >= self.max_candidates:
+                self.stop_reason = f"budget of {self.max_candidates} candidates"
+            elif max_seconds is not None and elapsed_s >= max_seconds:
+                self.stop_reason = f"wall-time budget of {max_seconds:g} s"
+            elif patience is not None and self.since_best >= patience:
+                self.stop_reason = f"plateau: {patience} candidates without a 1% gain"
+        return self.stop_reason is not None
+
+    def total_estimate(self, begun: int) -> int:
+        """Candidates this job will evaluate at most, as known now (for progress bars)."""
+        left = sum(len(q) for q in self.queues.values())
+        return max(begun, min(self.max_candidates, begun + left))
+
+
+def _reward(result: EvalResult) -> float:
+    """Log speedup over the original, clipped to [log 0.5, 3]; any failure counts as log 0.5 (as in the lesson scores)."""
+    if isinstance(result, Measured) and result.speedup > 0:
+        return max(math.log(0.5), min(math.log(result.speedup), 3.0))
+    return math.log(0.5)
 
 
 REVERIFY_FACTOR = 10.0

@@ -1,0 +1,197 @@
+"""The search without a GPU: bandit policies, knob scores, stopping rules, and cold vs warm on recorded data.
+
+A ``RecordedDevice`` answers each candidate with a speedup recorded for its knob values (no kernel
+runs), the way kernel_tuner tests its strategies: the search's choices are what is under test.
+"""
+from __future__ import annotations
+
+import math
+from itertools import product
+from pathlib import Path
+
+import pytest
+
+from ptxfactory.protocol import GpuFacts, Measured, Rejected, SizeTiming
+from ptxfactory.search.lessons import LessonStore
+from ptxfactory.search.policy import ArmState, Thompson, Ucb1, make_policy
+from ptxfactory.search.priors import EXPLORE_BONUS, ArmPrior, Priors, candidate_score, generator_kind
+from ptxfactory.search.strategy import optimise
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rmsnorm" / "rmsnorm.cu"
+
+BLOCK = {64: 1.2, 128: 1.6, 256: 2.4, 512: 2.0}
+HINT = {"plain": 0.9, "ldg": 1.0, "stream": 0.95}
+
+
+def landscape(params: dict) -> float | None:
+    """The recorded speedup of a knob setting (None: the candidate fails verification)."""
+    if params.get("broken"):
+        return None
+    return BLOCK[params["block"]] * HINT[params["hint"]]
+
+
+class KnobFamily:
+    """A pretend family: one candidate per (block, hint), in natural order; the knobs are in the source as a #define."""
+
+    kind_name = "knobs"
+
+    def __init__(self, name: str = "knobs", broken: bool = False):
+        self.name, self.broken = name, broken
+
+    def propose(self, ctx):
+        out = []
+        for block, hint in product(BLOCK, HINT):
+            params = {"block": block, "hint": hint}
+            if self.broken:
+                params["broken"] = 1
+            out.append(ctx.original.model_copy(update={
+                "source": f"#define PTXF_{self.name}_{block}_{hint} {int(self.broken)}\n" + ctx.original.source,
+                "generator": self.name, "description": f"{self.name} block={block} hint={hint}",
+                "params": params, "parent": ctx.original.key,
+            }))
+        return out
+
+
+class RecordedDevice:
+    """Speedups from :func:`landscape`; the original is 1.0. Named like a real GPU so the lesson store keeps its results."""
+
+    def __init__(self):
+        self.evaluated: list[dict] = []
+
+    async def facts(self) -> GpuFacts:
+        return GpuFacts(name="Recorded H200 (replay)", arch="sm_90a", sm_count=132, l2_bytes=60 << 20,
+                        copy_gbps=4000.0, peak_gbps=4800.0)
+
+    async def evaluate(self, spec, baseline, candidate, plan):
+        cand = candidate.candidate
+        self.evaluated.append(dict(cand.params))
+        speedup = 1.0 if cand.key == baseline.candidate.key else landscape(cand.params)
+        if speedup is None:
+            return Rejected(candidate_key=cand.key, check="correctness", reason="recorded as wrong")
+        t = 100.0 / speedup
+        timing = SizeTiming(size={"M": 1, "N": 1}, median_us=t, p20_us=t, p80_us=t, baseline_median_us=100.0,
+                            bytes_moved=1, gbps=1.0, pct_of_copy=1.0, floor_us=0.0)
+        return Measured(candidate_key=cand.key, resources=candidate.resources, timings=[timing], speedup=speedup, verified_sizes=[])
+
+    async def close(self):
+        return None
+
+
+@pytest.fixture
+def knob_generators(monkeypatch):
+    import ptxfactory.search.strategy as strategy
+
+    families = {"knobs": KnobFamily("knobs"), "other": KnobFamily("other"), "broken": KnobFamily("broken", broken=True)}
+    monkeypatch.setattr(strategy, "load_generator", lambda name: families[name])
+
+
+def first_reaching(summary, fraction: float = 0.95) -> int:
+    """1-based index of the first row reaching ``fraction`` of the best speedup of the landscape."""
+    target = fraction * max(landscape({"block": b, "hint": h}) for b, h in product(BLOCK, HINT))
+    for i, row in enumerate(summary.rows, 1):
+        if isinstance(row.result, Measured) and row.result.speedup >= target:
+            return i
+    return len(summary.rows) + 1
+
+
+# --- policies ---------------------------------------------------------------------------------
+
+def test_ucb_tries_unobserved_arms_first_then_the_best_mean():
+    a, b, c = ArmState("a", [0.1]), ArmState("b"), ArmState("c", [1.0])
+    assert Ucb1().choose([a, b, c]) == "b"
+    b.rewards.append(-0.5)
+    assert Ucb1().choose([a, b, c]) == "c"
+
+
+def test_a_prior_counts_as_observations_and_fades_with_evidence():
+    family = ArmState("fam", prior=ArmPrior(n=50, mean=1.0))
+    tune = ArmState("tune", [0.0])
+    assert family.n == 4 and family.mean == pytest.approx(1.0)  # capped at 4 pseudo-observations
+    assert Ucb1().choose([tune, family]) == "fam"
+    family.rewards.extend([-0.7] * 8)  # this job's evidence outweighs the prior
+    assert family.mean < 0 and Ucb1().choose([tune, family]) == "tune"
+
+
+def test_thompson_is_reproducible_with_its_seed_and_prefers_the_better_arm():
+    arms = [ArmState("good", [1.0] * 10), ArmState("bad", [-0.5] * 10)]
+    picks = [Thompson(seed=7).choose(arms) for _ in range(3)]
+    assert len(set(picks)) == 1
+    policy = Thompson(seed=1)
+    assert sum(policy.choose(arms) == "good" for _ in range(200)) > 190
+    with pytest.raises(KeyError, match="known: ucb, thompson"):
+        make_policy("greedy")
+
+
+# --- knob scores --------------------------------------------------------------------------------
+
+def _cand(params, generator="knobs"):
+    from ptxfactory.protocol import Candidate, LaunchConfig
+
+    return Candidate(kernel_name="k", source="s", kernel_text="t", launch=LaunchConfig(grid=[1], block=[1]),
+                     generator=generator, params=params)
+
+
+def test_job_evidence_beats_priors_and_untried_values_are_explored():
+    priors = Priors(same_class={"knobs:block=256": 0.8}, knob={"hint=ldg": 0.4})
+    assert candidate_score(_cand({"block": 256, "hint": "ldg"}), priors, {}) == pytest.approx(0.8 + 0.25 * 0.4)
+    job = {"knobs:block=256": [-0.5], "knobs:hint=plain": [0.2]}
+    assert candidate_score(_cand({"block": 256}), priors, job) == pytest.approx(-0.5)
+    # hint=stream: no prior, another hint was tried: optimistic
+    assert candidate_score(_cand({"hint": "stream"}), Priors(), job) == pytest.approx(0.2 + EXPLORE_BONUS)
+    assert candidate_score(_cand({"unroll": 4}), Priors(), job) == 0.0
+    assert generator_kind("rowwise") == "family" and generator_kind("tune") == "tune"
+
+
+# --- the job on recorded data ---------------------------------------------------------------------
+
+async def test_plateau_and_budget_stop_the_search(knob_generators):
+    summary = await optimise(EXAMPLE, "rmsnorm", backend=RecordedDevice(), generators=("knobs",), patience=3, use_lessons=False)
+    assert summary.stop_reason == "plateau: 3 candidates without a 1% gain"
+    speedups = [r.result.speedup for r in summary.rows[1:]]
+    last_gain = max(i for i, s in enumerate(speedups) if s > 1.01 * max([1.0] + speedups[:i]))
+    assert len(speedups) - 1 - last_gain <= 3 + 2  # stops within patience (+ the candidates already compiling)
+    budget = await optimise(EXAMPLE, "rmsnorm", backend=RecordedDevice(), generators=("knobs",), max_candidates=5, patience=None)
+    assert len(budget.rows) == 5 and budget.stop_reason == "budget of 5 candidates"
+    assert budget.wall_s > 0 and 0 < budget.gpu_busy_s <= budget.wall_s
+
+
+async def test_a_knob_value_that_broke_is_not_tried_again_first(knob_generators):
+    """Within a job: after the broken family's first failure, the bandit moves to the family that works."""
+    summary = await optimise(EXAMPLE, "rmsnorm", backend=RecordedDevice(), generators=("broken", "knobs"),
+                             patience=None, max_candidates=8, use_lessons=False)
+    gens = [r.candidate.generator for r in summary.rows[1:]]
+    assert gens[:2] == ["broken", "knobs"]  # each arm once (UCB), in order
+    assert gens[2:].count("knobs") >= 4, gens
+
+
+async def test_warm_search_from_another_family_needs_at_most_half_the_candidates(knob_generators, tmp_path):
+    """Cold: no lessons. Warm: lessons from a different family ("other", another kernel class) with the
+    same knob landscape. The warm job reaches 95% of the best in at most half the candidates."""
+    store = await LessonStore.open(tmp_path / "lessons.sqlite")
+    try:
+        cold = await optimise(EXAMPLE, "rmsnorm", backend=RecordedDevice(), store=store, generators=("knobs",),
+                              patience=None, use_lessons=False)
+        # the lessons of another family on another kernel: only the generator-agnostic knob level carries over
+        await store._db.execute("UPDATE experiments SET generator = 'other', kernel_class = 'elsewhere'")
+        await store._db.commit()
+        priors = await store.search_priors("knobs", "sm_90a")
+        assert priors.knob["block=256"] > priors.knob["block=64"] and not priors.same_class
+        warm = await optimise(EXAMPLE, "rmsnorm", backend=RecordedDevice(), store=store, generators=("knobs",), patience=None)
+    finally:
+        await store.close()
+    n_cold, n_warm = first_reaching(cold), first_reaching(warm)
+    assert n_cold >= 4, [r.candidate.description for r in cold.rows]
+    assert n_warm <= n_cold / 2, (n_cold, n_warm, [r.candidate.description for r in warm.rows])
+    assert warm.rows[1].candidate.params["block"] == 256  # the first choice follows the lesson
+
+
+async def test_priors_ignore_simulated_runs(tmp_path, fake_generators):
+    from ptxfactory.harness.simulated import SimulatedDevice
+
+    store = await LessonStore.open(tmp_path / "lessons.sqlite")
+    try:
+        await optimise(EXAMPLE, "rmsnorm", backend=SimulatedDevice(0), store=store, generators=("fake",))
+        priors = await store.search_priors("generic", "sm_90a")
+    finally:
+        await store.close()
+    assert priors.empty and math.isclose(len(priors.generators), 0)
