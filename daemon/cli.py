@@ -60,6 +60,13 @@ class BackendChoice(str, Enum):
     none = "none"
 
 
+class PolicyChoice(str, Enum):
+    """The bandit that picks the next generator (see :mod:`ptxfactory.search.policy`)."""
+
+    ucb = "ucb"
+    thompson = "thompson"
+
+
 BACKEND_HELP = ("auto: the GPU when NVML sees one, else compile only; gpu: require a GPU; none: compile only; "
                 "simulated: a fake device for tests (verifies nothing)")
 STORE_HELP = "lesson store, SQLite (default: $PTXFACTORY_HOME/lessons.sqlite, else ~/.local/share/ptxfactory/lessons.sqlite)"
@@ -161,8 +168,12 @@ class _ProgressBar:
 
 async def run_job(
     file: Path, kernel: str, backend_name: str, store_path: Path | None, max_candidates: int, on_progress, on_interrupt=None,
+    **search,
 ) -> JobSummary:
     """Open the backend and the lesson store, run :func:`~ptxfactory.search.strategy.optimise`, close both.
+
+    ``search`` passes the search's other limits and choices through (``patience``, ``max_seconds``,
+    ``policy``, ``use_lessons``).
 
     ``--backend gpu`` on a machine without a GPU falls back to compile only (exit code 3). A first
     SIGINT cancels the job after the current candidate (``on_interrupt`` is called); a second one aborts.
@@ -197,7 +208,7 @@ async def run_job(
     try:
         store = await LessonStore.open(store_path)
         return await optimise(file, kernel, backend=backend, store=store, on_progress=on_progress,
-                              max_candidates=max_candidates, cancel=cancel)
+                              max_candidates=max_candidates, cancel=cancel, **search)
     finally:
         if handler:
             loop.remove_signal_handler(signal.SIGINT)
@@ -254,6 +265,10 @@ def optimise_command(
     kernel: Annotated[str, typer.Option("--kernel", "-k", help="name of the __global__ function to optimise", show_default=False)],
     backend: Annotated[BackendChoice, typer.Option(help=BACKEND_HELP)] = BackendChoice.auto,
     max_candidates: Annotated[int, typer.Option(min=1, help="evaluate at most this many candidates")] = 64,
+    max_seconds: Annotated[float | None, typer.Option(min=1, help="stop starting new candidates after this many seconds", show_default=False)] = None,
+    patience: Annotated[int, typer.Option(min=0, help="stop after this many candidates in a row without a 1% gain (0: never)")] = 24,
+    policy: Annotated[PolicyChoice, typer.Option(help="how the search picks the next generator")] = PolicyChoice.ucb,
+    lessons: Annotated[bool, typer.Option("--lessons/--no-lessons", help="order the search by lessons from past jobs")] = True,
     out: Annotated[Path | None, typer.Option(help="report folder (default: FILE's folder/ptxfactory-out/KERNEL)", show_default=False)] = None,
     store: Annotated[Path | None, typer.Option(help=STORE_HELP, show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the job summary as JSON on stdout instead of the table")] = False,
@@ -273,6 +288,7 @@ def optimise_command(
             summary = _run(run_job(
                 file, kernel, backend.value, store, max_candidates, bar,
                 on_interrupt=lambda: stderr.print("cancelling after the current candidate (Ctrl-C again to abort)"),
+                max_seconds=max_seconds, patience=patience or None, policy=policy.value, use_lessons=lessons,
             ))
     except (SpecError, JobError) as exc:
         _error(stderr, exc)

@@ -179,6 +179,21 @@ def markdown_table(summary: JobSummary) -> str:
     return "\n".join(lines)
 
 
+def search_lines(summary: JobSummary) -> list[str]:
+    """Kernel class, why the search stopped, wall time and how busy the GPU worker was (absent in old summaries)."""
+    out = []
+    if summary.kernel_class:
+        out.append(f"- kernel class: {summary.kernel_class}")
+    if summary.stop_reason:
+        out.append(f"- search stopped: {summary.stop_reason}")
+    if summary.wall_s:
+        busy = ""
+        if summary.gpu_busy_s is not None:
+            busy = f"; GPU worker busy {summary.gpu_busy_s:.1f} s ({100 * summary.gpu_busy_s / summary.wall_s:.0f}%)"
+        out.append(f"- wall time: {summary.wall_s:.1f} s{busy}")
+    return out
+
+
 def render_markdown(summary: JobSummary, now: datetime | None = None) -> str:
     """The whole ``report.md``: job, GPU facts, date, best candidate and its launch, the table, rejected candidates."""
     now = now or datetime.now(timezone.utc)
@@ -189,6 +204,7 @@ def render_markdown(summary: JobSummary, now: datetime | None = None) -> str:
         f"- date: {now.strftime('%Y-%m-%d %H:%M %Z').strip()}",
         f"- job: `{summary.job_id}`, state: {summary.state}, {len(summary.rows)} candidates",
         f"- result: {result_line(summary)}",
+        *search_lines(summary),
         "",
         "## GPU",
         "",
