@@ -77,11 +77,11 @@ class EmptyGenerator:
 
 @pytest.fixture
 def fake_generators(monkeypatch: pytest.MonkeyPatch) -> type[FakeGenerator]:
-    """Every generator name loads :class:`FakeGenerator`, except ``tune`` (nothing to propose).
+    """Every generator name loads :class:`FakeGenerator`, except ``tune`` and ``transform`` (nothing to propose).
 
     Keeps strategy and CLI tests independent of the real generators' output.
     """
     import ptxfactory.search.strategy as strategy
 
-    monkeypatch.setattr(strategy, "load_generator", lambda name: EmptyGenerator() if name == "tune" else FakeGenerator())
+    monkeypatch.setattr(strategy, "load_generator", lambda name: EmptyGenerator() if name in ("tune", "transform") else FakeGenerator())
     return FakeGenerator
