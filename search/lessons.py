@@ -138,20 +138,22 @@ class LessonStore:
             ))
         return sorted(out, key=lambda lesson: (-lesson.tried, -lesson.score, lesson.knob))
 
-    async def search_priors(self, kernel_class: str, arch: str) -> Priors:
+    async def search_priors(self, kernel_class: str, arch: str, exclude_job: str | None = None) -> Priors:
         """Everything a new job on ``kernel_class`` and ``arch`` starts from (:class:`~ptxfactory.search.priors.Priors`).
 
         Knob scores on this class, on any class and for any generator, and per generator (and kind of
         generator) the number of experiments and their mean log speedup, a failure counting as log 0.5.
-        The original kernels, never-run candidates and the SimulatedDevice's experiments do not count.
+        The original kernels, never-run candidates, the SimulatedDevice's experiments and those of
+        ``exclude_job`` (a resumed job must not learn from its own first half) do not count.
         """
         query = ("SELECT kernel_class, generator, params, outcome, speedup FROM experiments"
-                 " WHERE generator != 'original' AND outcome != 'not_run' AND gpu NOT LIKE 'SimulatedDevice%' AND arch = ?")
+                 " WHERE generator != 'original' AND outcome != 'not_run' AND gpu NOT LIKE 'SimulatedDevice%' AND arch = ?"
+                 " AND job_id != ?")
         same: dict[str, list[float]] = {}
         anyc: dict[str, list[float]] = {}
         knob: dict[str, list[float]] = {}
         gens: dict[str, list[float]] = {}
-        async with self._db.execute(query, (arch,)) as cur:
+        async with self._db.execute(query, (arch, exclude_job or "")) as cur:
             async for kclass, generator, params, outcome, speedup in cur:
                 reward = math.log(speedup) if outcome == "measured" and speedup else math.log(0.5)
                 reward = max(math.log(0.5), min(reward, 3.0))

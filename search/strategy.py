@@ -160,7 +160,7 @@ async def optimise(
     search = _Search(spec, original, gens, chooser, max_candidates)
     await search.expand(original, list(gens))
     kernel_class = search.kernel_class()
-    search.priors = await store.search_priors(kernel_class, spec.arch) if (store and use_lessons) else Priors()
+    search.priors = await store.search_priors(kernel_class, spec.arch, exclude_job=job_id) if (store and use_lessons) else Priors()
     known = dict(known or {})
     rows: list[CandidateRow] = []
     busy = _Busy()
