@@ -22,6 +22,11 @@ from ptxfactory.protocol import Candidate
 # Weights of the three levels in a candidate's score: the more general, the less it is trusted.
 SAME_CLASS, ANY_CLASS, ANY_GENERATOR = 1.0, 0.5, 0.25
 
+# Knobs that choose *which function* a family computes (RMS or LayerNorm, the activation of an
+# epilogue), not how fast: what was right for one kernel class says nothing about another, so only
+# same-class lessons count for them.
+FUNCTION_KNOBS = frozenset({"norm", "epilogue"})
+
 
 def generator_kind(name: str) -> str:
     """``tune`` and ``transform`` are themselves; every other generator is an expert ``family`` skeleton."""
@@ -54,6 +59,8 @@ class Priors:
         name = f"{generator}:{key}={value}"
         if name in self.same_class:
             return SAME_CLASS * self.same_class[name]
+        if key in FUNCTION_KNOBS:
+            return None
         if name in self.any_class:
             return ANY_CLASS * self.any_class[name]
         if f"{key}={value}" in self.knob:

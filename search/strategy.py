@@ -305,8 +305,12 @@ class _Search:
         return {name: self.gens[name].propose(ctx) for name in names}
 
     def kernel_class(self) -> str:
-        """The families whose skeleton fits the kernel (e.g. ``rowwise``), joined by ``+``; ``generic`` when none does."""
-        return "+".join(sorted(self.family_hits)) or "generic"
+        """The families whose skeleton fits the kernel (``generic`` when none does) and the shape of its
+        signature, e.g. ``rowwise/in2d,in1d,out2d,i32,i32,f32`` (RMSNorm with a weight): LayerNorm with a
+        bias (another 1-D input) is another class, so lessons about which function fits do not mix."""
+        families = "+".join(sorted(self.family_hits)) or "generic"
+        shape = ",".join(f"{a.role}{len(a.shape or ())}d" if a.is_buffer else a.dtype.value for a in self.spec.args)
+        return f"{families}/{shape}"
 
     def next(self) -> Candidate | None:
         """The next candidate: the policy picks an arm with proposals left, the arm its best-scoring proposal."""

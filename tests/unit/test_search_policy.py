@@ -195,3 +195,17 @@ async def test_priors_ignore_simulated_runs(tmp_path, fake_generators):
     finally:
         await store.close()
     assert priors.empty and math.isclose(len(priors.generators), 0)
+
+
+def test_function_knobs_transfer_only_within_their_kernel_class():
+    """Which function a family computes (norm, epilogue) is learnt per class; how fast (block, hint) carries over."""
+    other_class = Priors(any_class={"rowwise:norm=layer": 1.0, "rowwise:block=256": 1.0}, knob={"norm=layer": 1.0})
+    assert candidate_score(_cand({"norm": "layer"}, "rowwise"), other_class, {}) == 0.0
+    assert candidate_score(_cand({"block": 256}, "rowwise"), other_class, {}) == pytest.approx(0.5)
+    same_class = Priors(same_class={"rowwise:norm=layer": -0.7})
+    assert candidate_score(_cand({"norm": "layer"}, "rowwise"), same_class, {}) == pytest.approx(-0.7)
+
+
+async def test_kernel_class_names_the_family_and_the_signature(knob_generators):
+    summary = await optimise(EXAMPLE, "rmsnorm", backend=None, generators=("knobs",))
+    assert summary.kernel_class == "knobs/in2d,in1d,out2d,i32,i32,f32"
