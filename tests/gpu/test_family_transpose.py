@@ -1,0 +1,44 @@
+"""GPU tier: the "transpose" family on examples/transpose, through the main job (real H200 run).
+
+Every instance is evaluated (14 candidates plus the original, ~1-2 s each); all of them move
+bits exactly (the spec's tolerance is zero), at the odd, one-row and one-column sizes too.
+"""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from ptxfactory.harness.gpu_backend import GpuBackend
+from ptxfactory.protocol import Measured
+from ptxfactory.search.lessons import LessonStore
+from ptxfactory.search.strategy import optimise
+
+pytestmark = pytest.mark.gpu
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "transpose" / "transpose.cu"
+
+
+def test_transpose_family_on_transpose(tmp_path):
+    async def go():
+        backend, store = GpuBackend(), await LessonStore.open(tmp_path / "lessons.sqlite")
+        try:
+            return await optimise(EXAMPLE, "transpose", backend=backend, store=store, generators=("transpose",), max_candidates=20)
+        finally:
+            await backend.close()
+            await store.close()
+
+    summary = asyncio.run(go())
+    rows = [r for r in summary.rows if r.candidate.generator == "transpose"]
+    assert len(rows) >= 12, [r.candidate.description for r in summary.rows]
+    assert all(isinstance(r.result, Measured) for r in rows), [
+        (r.candidate.description, r.result.outcome, getattr(r.result, "reason", "")) for r in rows if not isinstance(r.result, Measured)
+    ]
+    best = summary.row(summary.best_key)
+    assert best is not None and best.candidate.generator == "transpose", summary.message
+    assert best.result.speedup >= 3.0, best.result
+    square = next(t for t in best.result.timings if t.size == {"M": 8192, "N": 8192})
+    assert square.pct_of_copy >= 70.0, square
+    padded = max((r for r in rows if r.candidate.params["pad"] == 1), key=lambda r: r.result.speedup)
+    assert padded.result.speedup >= max(r.result.speedup for r in rows if r.candidate.params["pad"] == 0) * 0.95
