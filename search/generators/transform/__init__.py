@@ -1,0 +1,204 @@
+"""The "transform" generator: semantics-preserving source passes on the parent kernel's syntax tree.
+
+Unlike a family, which instantiates a skeleton, ``transform`` edits the parent's own kernel
+(``ctx.original``: the user's kernel or any later candidate) through tree-sitter-cuda, pass by pass
+(one module each):
+
+===================  ========================================================================  =====
+pass                 what it does                                                              exact
+===================  ========================================================================  =====
+``restrict``         ``__restrict__`` on pointer parameters, ``const`` on read-only pointees  yes
+``ldg``              reads of read-only inputs through ``__ldg``                               yes
+``ldg_na``           ... through inline PTX ``ld.global.nc.L1::no_allocate``                   yes
+``stream``           ... through ``__ldcs``, stores to write-only outputs through ``__stcs``   yes
+``fast_math``        ``__expf``, ``tanh.approx.f32``, ``rsqrtf``, ``__fdividef`` (tolerance)    no
+``shuffle_reduce``   shared-memory tree reduction -> warp shuffles + one cross-warp step       no (sums)
+``grid_stride``      one thread per element -> grid-stride loop, grid capped at 132 x k        yes
+``unroll``           ``#pragma unroll`` (fixed trip count) / ``unroll 4`` (thread-strided)     yes
+``launch_bounds``    ``__launch_bounds__(N)`` for a fixed block of N threads                   yes
+===================  ========================================================================  =====
+
+``ldg``, ``ldg_na`` and ``stream`` are alternatives (group ``hint``). Proposals, in this order:
+every applicable pass alone, then greedy chains (each pass in :data:`PASSES` order applied when its
+precondition holds on the text so far), one chain per hint alternative, and the prefixes of the
+first chain; duplicates (same key) dropped; at most :data:`MAX_CANDIDATES`. Each candidate records
+its passes in ``params`` (``{"pass:restrict": 1, ...}``, plus ``hint`` for a cache-hint pass and
+``unroll`` for the unroll pass) and in ``description`` (``transform restrict+ldg+shuffle_reduce``).
+
+The generator returns ``[]`` for a templated kernel or one whose signature differs from the spec.
+Passes that keep the launch also apply under ``launch.policy = "fixed"`` (the kernel stays a
+drop-in for the same launch); ``grid_stride`` needs ``"free"``.
+"""
+from __future__ import annotations
+
+import re
+
+from ptxfactory.harness.source import SignatureMismatch, check_signature, find_kernel, replace_kernel
+from ptxfactory.protocol import Candidate, LaunchConfig
+
+from ...base import GenContext
+from . import syntax as sx
+from .base import Pass, Unit
+from .fast_math import FastMathPass
+from .grid_stride import GridStridePass
+from .launch_bounds import LaunchBoundsPass
+from .ldg import LdgNoAllocatePass, LdgPass, StreamPass
+from .restrict import RestrictPass
+from .shuffle_reduce import ShuffleReducePass
+from .unroll import STRIDED_UNROLL, UnrollPass
+
+__all__ = ["TransformGenerator", "PASSES", "Unit", "unit_from_context"]
+
+# Chain order: aliasing facts first, then the accesses, the arithmetic, the reductions, the loop
+# structure (grid_stride before unroll, so the new loop can be unrolled), and the register budget last.
+PASSES: tuple[Pass, ...] = (
+    RestrictPass(), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), ShuffleReducePass(),
+    GridStridePass(), UnrollPass(), LaunchBoundsPass(),
+)
+MAX_CANDIDATES = 16
+
+
+class TransformGenerator:
+    """Semantics-preserving source passes on the parent kernel, alone and chained (at most 16 candidates)."""
+
+    name = "transform"
+
+    def propose(self, ctx: GenContext) -> list[Candidate]:
+        if ctx.kernel.text.lstrip().startswith("template"):
+            return []
+        try:
+            check_signature(ctx.spec, ctx.kernel)
+        except SignatureMismatch:
+            return []
+        unit = unit_from_context(ctx)
+        if unit.fn is None:
+            return []
+        chains = plan_chains(unit)
+        out, keys = [], {ctx.original.key}
+        for chain in chains:
+            if len(out) >= MAX_CANDIDATES:
+                break
+            result = run_chain(unit, chain)
+            cand = self.candidate(ctx, result, chain)
+            if cand is not None and cand.key not in keys:
+                keys.add(cand.key)
+                out.append(cand)
+        return out
+
+    def candidate(self, ctx: GenContext, unit: Unit, chain: list[Pass]) -> Candidate | None:
+        """The candidate for a transformed unit (None when the passes changed nothing)."""
+        if unit.text == ctx.kernel.text and unit.launch == ctx.original.launch:
+            return None
+        names = [p.name for p in chain]
+        params: dict = {f"pass:{n}": 1 for n in names}
+        hint = next((p.name for p in chain if p.group == "hint"), None)
+        if hint is not None:
+            params["hint"] = "stream" if hint == "stream" else "ldg"
+        if "unroll" in names:
+            params["unroll"] = STRIDED_UNROLL
+        desc = "transform " + "+".join(names)
+        if unit.notes.get("fast_math_ops"):
+            params["fast_math_ops"] = unit.notes["fast_math_ops"]
+            desc += f" (fast_math: {unit.notes['fast_math_ops']})"
+        if unit.notes.get("grid_cap"):
+            params["grid_cap"] = unit.notes["grid_cap"]
+        block = _definition_block(ctx, unit)
+        kernel_text, source = _splice(ctx, block)
+        return Candidate(
+            kernel_name=ctx.original.kernel_name, source=source, kernel_text=kernel_text, launch=unit.launch,
+            options=list(ctx.original.options), generator=self.name, description=desc, params=params,
+            parent=ctx.original.key,
+        )
+
+
+def unit_from_context(ctx: GenContext) -> Unit:
+    """The parent's kernel definition, launch and linkage as a :class:`Unit`."""
+    return Unit(text=ctx.kernel.text, launch=ctx.original.launch, spec=ctx.spec, c_linkage=_c_linkage(ctx.source, ctx.kernel.start_byte))
+
+
+def plan_chains(unit: Unit) -> list[list[Pass]]:
+    """Pass lists to try, in proposal order: singles, one greedy chain per hint alternative, then the first chain's prefixes."""
+    singles = [[p] for p in PASSES if p.applies(unit)]
+    hints = [p for p in PASSES if p.group == "hint" and p.applies(unit)] or [None]
+    greedy = []
+    for hint in hints:
+        chain, u = [], unit
+        for p in PASSES:
+            if p.group == "hint" and p is not hint:
+                continue
+            if p.applies(u):
+                u = p.apply(u)
+                chain.append(p)
+        if len(chain) > 1:
+            greedy.append(chain)
+    prefixes = [greedy[0][:k] for k in range(2, len(greedy[0]))] if greedy else []
+    out, seen = [], set()
+    for chain in singles + greedy + prefixes:
+        key = tuple(p.name for p in chain)
+        if key not in seen:
+            seen.add(key)
+            out.append(chain)
+    return out
+
+
+def run_chain(unit: Unit, chain: list[Pass]) -> Unit:
+    """``unit`` through each pass of ``chain`` whose precondition holds at its turn."""
+    for p in chain:
+        if p.applies(unit):
+            unit = p.apply(unit)
+    return unit
+
+
+def describe_launch(launch: LaunchConfig) -> str:
+    """``// Launch: grid (G,), block (B,), no dynamic shared memory.`` (the comment every candidate carries)."""
+    grid = ", ".join(map(str, launch.grid))
+    block = ", ".join(map(str, launch.block))
+    smem = "no dynamic shared memory" if str(launch.shared_mem).strip() in ("0", "") else f"{launch.shared_mem} bytes of dynamic shared memory"
+    return f"// Launch: grid ({grid},), block ({block},), {smem}."
+
+
+def _definition_block(ctx: GenContext, unit: Unit) -> str:
+    """New helpers (C++ linkage), the launch comment and the kernel definition: what replaces the old definition."""
+    helpers = [body for name, body in unit.helpers if not re.search(rf"\b{re.escape(name)}\s*\(", ctx.source)]
+    head = ""
+    if helpers:
+        head = 'extern "C++" {\n' + "\n".join(helpers) + '\n}  // extern "C++"\n\n'
+    return head + describe_launch(unit.launch) + "\n" + unit.text
+
+
+def _splice(ctx: GenContext, block: str) -> tuple[str, str]:
+    """``(kernel_text, source)``: ``block`` in place of the parent's definition, in its kernel text and its source.
+
+    For the user's kernel, ``kernel_text`` is ``block`` and the source is ``replace_kernel(ctx.source,
+    ctx.kernel, block)``. For a candidate whose kernel text also holds helpers (a family's), the
+    definition inside that text is replaced and the old ``// Launch:`` comment above it dropped.
+    """
+    parent = ctx.original
+    fallback = (block, replace_kernel(ctx.source, ctx.kernel, block))
+    if parent.kernel_text == ctx.kernel.text:
+        return fallback
+    try:
+        inner = find_kernel(parent.kernel_text, ctx.kernel.name)
+    except KeyError:
+        return fallback
+    data = parent.kernel_text.encode()
+    prefix, suffix = data[: inner.start_byte].decode(), data[inner.end_byte :].decode()
+    lines = prefix.rstrip(" \t").split("\n")
+    if len(lines) >= 2 and lines[-1] == "" and lines[-2].lstrip().startswith("// Launch:"):
+        prefix = "\n".join(lines[:-2]) + ("\n" if len(lines) > 2 else "")
+    kernel_text = prefix + block + suffix
+    pos = ctx.source.find(parent.kernel_text)
+    if pos < 0:
+        return fallback
+    return kernel_text, ctx.source[:pos] + kernel_text + ctx.source[pos + len(parent.kernel_text):]
+
+
+def _c_linkage(source: str, start_byte: int) -> bool:
+    """The kernel starting at ``start_byte`` has C linkage (``extern "C"`` on it or on an enclosing block)."""
+    tree = sx.parse(source.encode())
+    node = tree.root_node.descendant_for_byte_range(start_byte, start_byte)
+    while node is not None:
+        if node.type == "linkage_specification" and sx.text(node.child_by_field_name("value")) == '"C"':
+            return True
+        node = node.parent
+    return False

@@ -1,0 +1,183 @@
+"""``grid_stride``: a one-thread-per-element kernel becomes a grid-stride loop over a capped grid.
+
+Pattern (the kernel body starts with it; casts and either operand order allowed)::
+
+    T i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;            // or: if (i < n) { ... } as the last statement
+    ...rest...
+
+becomes ``for (T i = <same>; i < n; i += (T)gridDim.x * (T)blockDim.x) { ...rest... }`` and the
+1-D grid ``G`` becomes ``min(G, 132 * k)``: 132 SMs (H200) times ``k = 2048 / block`` blocks (one
+full-occupancy wave of 2048 threads per SM; 8 when the block is not a literal). Every element is
+still computed by exactly one thread with the same code, so results are exact.
+
+Preconditions: a 1-D launch with ``policy = "free"``; ``rest`` has no ``return``, barrier, warp
+collective, ``__shared__`` data or use of ``threadIdx``/``blockIdx``/``blockDim``/``gridDim``; ``i``
+and the names in ``n`` are not written in ``rest``; a 32-bit index does not overflow at the spec's
+sizes (the original grid's threads plus one stride stay below 2^31).
+"""
+from __future__ import annotations
+
+from ptxfactory.protocol import LaunchConfig
+from ptxfactory.protocol.expr import ExprError, evaluate
+
+from . import syntax as sx
+from .base import Unit
+from .syntax import Node
+
+SMS = 132  # streaming multiprocessors of an H200 (and H100 SXM)
+THREADS_PER_SM = 2048  # sm_90 maximum resident threads per SM
+COLLECTIVES = sx.BARRIERS + ("__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync",
+                             "__any_sync", "__all_sync", "__activemask", "__reduce_add_sync", "__match_any_sync")
+
+
+class GridStridePass:
+    """One thread per element -> grid-stride loop with the grid capped at one full-occupancy wave (132 SMs)."""
+
+    name = "grid_stride"
+    group = None
+    exact = True
+
+    def _match(self, unit: Unit) -> dict | None:
+        if unit.body is None or unit.spec.launch.policy != "free" or len(unit.launch.grid) != 1 or not unit.block_is_1d():
+            return None
+        stmts = sx.statements(unit.body)
+        if len(stmts) < 2:
+            return None
+        index = _index_decl(stmts[0])
+        if index is None:
+            return None
+        name, type_node, init = index
+        guard = stmts[1]
+        if guard.type != "if_statement" or guard.child_by_field_name("alternative") is not None:
+            return None
+        cond = sx.unparen(guard.child_by_field_name("condition").child_by_field_name("value"))
+        cons = guard.child_by_field_name("consequence")
+        bound = _bound(cond, name, (">=",), ("<=",))
+        if bound is not None and _is_return(cons):
+            rest = stmts[2:]
+            if not rest:
+                return None
+            span = (rest[0].start_byte, rest[-1].end_byte)
+        else:
+            bound = _bound(cond, name, ("<",), (">",))
+            if bound is None or cons.type != "compound_statement" or len(stmts) != 2 or not sx.statements(cons):
+                return None
+            rest = sx.statements(cons)
+            span = (rest[0].start_byte, rest[-1].end_byte)
+        for stmt in rest:
+            if _unsafe(stmt, name, sx.identifiers(bound)):
+                return None
+        ctype = sx.type_text(type_node)
+        if not self._no_overflow(unit, ctype):
+            return None
+        end = rest[-1].end_byte if len(stmts) > 2 else guard.end_byte
+        return {"name": name, "type": ctype, "init": init, "bound": bound, "span": span, "start": stmts[0].start_byte, "end": end}
+
+    def _no_overflow(self, unit: Unit, ctype: str) -> bool:
+        if ctype in sx.WIDE_INT_TYPES:
+            return True
+        if ctype not in sx.INT_TYPES:
+            return False
+        threads = unit.block_threads() or 1024
+        limit = 2**31 - 1 - SMS * THREADS_PER_SM * 2
+        spec = unit.spec
+        for size in spec.check.sizes + spec.bench.sizes:
+            try:
+                if int(evaluate(unit.launch.grid[0], size)) * threads > limit:
+                    return False
+            except ExprError:
+                return False
+        return True
+
+    def applies(self, unit: Unit) -> bool:
+        return self._match(unit) is not None
+
+    def cap(self, unit: Unit) -> int:
+        """The grid cap: 132 SMs x blocks of one full-occupancy wave."""
+        threads = unit.block_threads()
+        per_sm = max(1, THREADS_PER_SM // threads) if threads else 8
+        return SMS * per_sm
+
+    def apply(self, unit: Unit) -> Unit:
+        m = self._match(unit)
+        data = unit.data
+        t = m["type"]
+        stride = f"({t})gridDim.x * ({t})blockDim.x"
+        indent, _ = sx.line_indent(data, m["start"])
+        body = data[m["span"][0]:m["span"][1]].decode()
+        head = (
+            f"for ({t} {m['name']} = {sx.text(m['init'])}; {m['name']} < {_paren(m['bound'])}; {m['name']} += {stride}) {{"
+            "  // grid-stride loop (transform grid_stride)\n"
+        )
+        text = head + indent.decode() + "    " + body.replace("\n", "\n    ") + "\n" + indent.decode() + "}"
+        edits = [(m["start"], m["end"], text.encode())]
+        grid = f"min({unit.launch.grid[0]}, {self.cap(unit)})"
+        launch = LaunchConfig(grid=[grid], block=list(unit.launch.block), shared_mem=unit.launch.shared_mem)
+        return unit.with_text(sx.apply_edits(data, edits), launch=launch, grid_cap=self.cap(unit))
+
+
+def _index_decl(stmt: Node) -> tuple[str, Node, Node] | None:
+    """``(name, type node, initial value)`` of ``T i = blockIdx.x * blockDim.x + threadIdx.x;``."""
+    if stmt.type != "declaration":
+        return None
+    ds = stmt.children_by_field_name("declarator")
+    if len(ds) != 1 or ds[0].type != "init_declarator" or not sx.is_ident(ds[0].child_by_field_name("declarator")):
+        return None
+    if any(c.type == "type_qualifier" and sx.text(c) != "const" for c in stmt.children):
+        return None
+    value = ds[0].child_by_field_name("value")
+    e = sx.unparen(value)
+    if e is None or e.type != "binary_expression" or sx.operator(e) != "+":
+        return None
+    a, b = e.child_by_field_name("left"), e.child_by_field_name("right")
+    if sx.is_builtin(a, "threadIdx"):
+        a, b = b, a
+    if not sx.is_builtin(b, "threadIdx"):
+        return None
+    prod = sx.uncast(a)
+    if prod is None or prod.type != "binary_expression" or sx.operator(prod) != "*":
+        return None
+    factors = (prod.child_by_field_name("left"), prod.child_by_field_name("right"))
+    if not ({"blockIdx", "blockDim"} == {v for f in factors for v in ("blockIdx", "blockDim") if sx.is_builtin(f, v)}):
+        return None
+    return sx.text(ds[0].child_by_field_name("declarator")), stmt.child_by_field_name("type"), value
+
+
+def _bound(cond: Node | None, name: str, ops_left: tuple[str, ...], ops_right: tuple[str, ...]) -> Node | None:
+    """``n`` of ``i <op> n`` (op in ops_left) or ``n <op> i`` (op in ops_right)."""
+    if cond is None or cond.type != "binary_expression":
+        return None
+    left, right, op = cond.child_by_field_name("left"), cond.child_by_field_name("right"), sx.operator(cond)
+    if op in ops_left and sx.is_ident(sx.unparen(left), name):
+        return right
+    if op in ops_right and sx.is_ident(sx.unparen(right), name):
+        return left
+    return None
+
+
+def _is_return(node: Node | None) -> bool:
+    if node is not None and node.type == "compound_statement":
+        stmts = sx.statements(node)
+        node = stmts[0] if len(stmts) == 1 else None
+    return node is not None and node.type == "return_statement" and node.named_child_count == 0
+
+
+def _unsafe(stmt: Node, index: str, bound_names: set[str]) -> bool:
+    if sx.contains_type(stmt, ("return_statement", "goto_statement", "labeled_statement")):
+        return True
+    if sx.contains_call(stmt, COLLECTIVES):
+        return True
+    names = sx.identifiers(stmt)
+    if names & {"threadIdx", "blockIdx", "blockDim", "gridDim"}:
+        return True
+    if any(n.type in ("type_qualifier", "storage_class_specifier") and sx.text(n) in ("__shared__", "static") for n in sx.walk(stmt)):
+        return True
+    return bool(sx.written_names(stmt) & ({index} | bound_names))
+
+
+def _paren(node: Node) -> str:
+    t = sx.text(node)
+    simple = ("identifier", "number_literal", "parenthesized_expression", "field_expression", "cast_expression",
+              "subscript_expression", "call_expression")
+    return t if node.type in simple else f"({t})"

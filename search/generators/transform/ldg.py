@@ -1,0 +1,165 @@
+"""Cache hints on global memory accesses: ``ldg``, ``ldg_na`` and ``stream`` (alternatives: group ``hint``).
+
+- ``ldg``: reads ``p[i]`` / ``*p`` of read-only pointer parameters become ``__ldg(p + (i))``
+  (``ld.global.nc``: the read-only data path);
+- ``ldg_na``: the same reads through inline PTX ``ld.global.nc.L1::no_allocate`` (read-only path,
+  no L1 line allocated: for data read once, so it does not evict what is reused);
+- ``stream``: the reads through ``__ldcs`` (``ld.global.cs``, evict-first) and the stores
+  ``q[i] = v;`` to write-only outputs through ``__stcs(q + (i), (T)(v))`` (``st.global.cs``).
+
+A pointer is read-only when every use of it in the kernel is a read of ``p[i]`` / ``*p`` (see
+``base.PointerParam``) and its spec role is ``in``; an output is streamed when its role is ``out``,
+it is never read, and every write is a plain ``q[i] = v;`` statement. Exact: the same values are
+loaded and stored, only the cache policy differs (the verifier's buffers never overlap).
+"""
+from __future__ import annotations
+
+from . import syntax as sx
+from .base import PointerParam, Unit
+from .syntax import Node
+
+# __ldg/__ldcs/__stcs have overloads for these element types (sm_90, CUDA 12/13 headers).
+HINT_TYPES = frozenset({
+    "float", "double", "int", "unsigned", "unsigned int", "long long", "long long int", "unsigned long long",
+    "unsigned long long int", "short", "unsigned short", "char", "signed char", "unsigned char", "int8_t", "uint8_t",
+    "int32_t", "uint32_t", "int64_t", "uint64_t", "__half", "half", "__half2", "__nv_bfloat16", "nv_bfloat16",
+    "__nv_bfloat162", "float2", "float4", "int2", "int4", "uint2", "uint4", "double2",
+})
+
+# ld.global.nc.L1::no_allocate per element type: (helper suffix, PTX type, register constraint, register C type, to T)
+_NA = {
+    "float": ("f32", "f32", "f", "float", "{}"),
+    "double": ("f64", "f64", "d", "double", "{}"),
+    "int": ("s32", "s32", "r", "int", "{}"), "int32_t": ("s32", "s32", "r", "int", "{}"),
+    "unsigned": ("u32", "u32", "r", "unsigned", "{}"), "unsigned int": ("u32", "u32", "r", "unsigned", "{}"),
+    "uint32_t": ("u32", "u32", "r", "unsigned", "{}"),
+    "long long": ("s64", "s64", "l", "long long", "{}"), "int64_t": ("s64", "s64", "l", "long long", "{}"),
+    "unsigned long long": ("u64", "u64", "l", "unsigned long long", "{}"),
+    "__nv_bfloat16": ("bf16", "b16", "h", "unsigned short", "__ushort_as_bfloat16({})"),
+    "nv_bfloat16": ("bf16", "b16", "h", "unsigned short", "__ushort_as_bfloat16({})"),
+    "__half": ("f16", "b16", "h", "unsigned short", "__ushort_as_half({})"),
+    "half": ("f16", "b16", "h", "unsigned short", "__ushort_as_half({})"),
+}
+
+
+def na_helper(base: str) -> tuple[str, str]:
+    """``(name, definition)`` of the no-allocate load helper for element type ``base`` (a key of ``_NA``)."""
+    suffix, ptype, con, reg, conv = _NA[base]
+    name = f"ptxf_ldna_{suffix}"
+    body = (
+        f"static __device__ __forceinline__ {base} {name}(const {base}* p)\n"
+        f"{{  // ld.global.nc.L1::no_allocate: read-only path, no L1 allocation (data read once)\n"
+        f"    {reg} v;\n"
+        f"    asm(\"ld.global.nc.L1::no_allocate.{ptype} %0, [%1];\" : \"={con}\"(v) : \"l\"(p));\n"
+        f"    return {conv.format('v')};\n"
+        f"}}"
+    )
+    return name, body
+
+
+class _HintPass:
+    name = ""
+    group = "hint"
+    exact = True
+    load = ""  # function called on the pointer
+    streams_stores = False
+
+    def _loads(self, unit: Unit) -> list[PointerParam]:
+        return [p for p in unit.pointers.values()
+                if p.read_only and p.reads and unit.arg_role(p.name) == "in" and self._supported(p.base)]
+
+    def _stores(self, unit: Unit) -> list[PointerParam]:
+        if not self.streams_stores:
+            return []
+        out = []
+        for p in unit.pointers.values():
+            if unit.arg_role(p.name) != "out" or p.reads or p.loads or p.other or not p.writes or p.base not in HINT_TYPES:
+                continue
+            if all(_plain_store(w) for w in p.writes):
+                out.append(p)
+        return out
+
+    def _supported(self, base: str) -> bool:
+        return base in HINT_TYPES
+
+    def _load_fn(self, p: PointerParam) -> str:
+        return self.load
+
+    def applies(self, unit: Unit) -> bool:
+        return unit.body is not None and bool(self._loads(unit) or self._stores(unit))
+
+    def apply(self, unit: Unit) -> Unit:
+        loads = {p.name: p for p in self._loads(unit)}
+        stores = {p.name: p for p in self._stores(unit)}
+        data = unit.data
+        read_nodes = {(n.start_byte, n.end_byte): loads[name] for name in loads for n in loads[name].reads}
+        store_nodes = {(n.start_byte, n.end_byte): stores[name] for name in stores for n in stores[name].writes}
+
+        def rewrite(node: Node) -> bytes | None:
+            span = (node.start_byte, node.end_byte)
+            if node.type == "assignment_expression":
+                left = sx.unparen(node.child_by_field_name("left"))
+                p = store_nodes.get((left.start_byte, left.end_byte))
+                if p is not None:
+                    addr = _address(left, data, rewrite)
+                    value = sx.render(node.child_by_field_name("right"), data, rewrite)
+                    return b"__stcs(" + addr + b", (" + p.base.encode() + b")(" + value + b"))"
+            p = read_nodes.get(span)
+            if p is not None and node.type in ("subscript_expression", "pointer_expression"):
+                return self._load_fn(p).encode() + b"(" + _address(node, data, rewrite) + b")"
+            return None
+
+        new = sx.render(unit.fn, data, rewrite)
+        new = data[: unit.fn.start_byte] + new + data[unit.fn.end_byte :]
+        helpers = [na_helper(p.base) for p in loads.values()] if isinstance(self, LdgNoAllocatePass) else []
+        return unit.with_text(new, helpers=helpers)
+
+
+def _address(access: Node, data: bytes, rewrite) -> bytes:
+    """``p + (i)`` for ``p[i]``, ``p`` for ``*p`` (nested accesses in ``i`` rewritten too)."""
+    if access.type == "pointer_expression":
+        return sx.render(access.child_by_field_name("argument"), data, rewrite)
+    arg = sx.text(access.child_by_field_name("argument")).encode()
+    idx = [c for c in access.child_by_field_name("indices").named_children if c.type != "comment"][0]
+    offset = sx.render(idx, data, rewrite)
+    simple = idx.type in ("identifier", "number_literal", "parenthesized_expression", "field_expression", "call_expression")
+    return arg + b" + " + (offset if simple else b"(" + offset + b")")
+
+
+def _plain_store(access: Node) -> bool:
+    """``q[i] = v;`` as a whole statement (a store whose value nobody uses)."""
+    if access.type != "subscript_expression":
+        return False
+    assign = access.parent
+    return (
+        assign is not None and assign.type == "assignment_expression" and sx.operator(assign) == "="
+        and assign.child_by_field_name("left") == access and assign.parent is not None
+        and assign.parent.type == "expression_statement"
+    )
+
+
+class LdgPass(_HintPass):
+    """Reads of read-only pointer parameters through ``__ldg`` (``ld.global.nc``)."""
+
+    name = "ldg"
+    load = "__ldg"
+
+
+class LdgNoAllocatePass(_HintPass):
+    """Reads of read-only pointer parameters through inline PTX ``ld.global.nc.L1::no_allocate``."""
+
+    name = "ldg_na"
+
+    def _supported(self, base: str) -> bool:
+        return base in _NA
+
+    def _load_fn(self, p: PointerParam) -> str:
+        return na_helper(p.base)[0]
+
+
+class StreamPass(_HintPass):
+    """Evict-first ``__ldcs`` reads of read-only inputs and ``__stcs`` stores to write-only outputs (``.cs``)."""
+
+    name = "stream"
+    load = "__ldcs"
+    streams_stores = True

@@ -1,0 +1,320 @@
+"""Syntax-tree helpers for the transform passes: parsing, walking, byte-range edits, a little type inference.
+
+Every pass reads the tree-sitter-cuda tree of one kernel definition and edits the text by the byte
+ranges of its nodes; nothing here matches structure with regular expressions. Texts are handled as
+``bytes`` (tree-sitter's offsets are byte offsets) and decoded once at the end.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from functools import lru_cache
+
+import tree_sitter as ts
+import tree_sitter_cuda
+
+Node = ts.Node
+
+LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
+BARRIERS = ("__syncthreads", "__syncthreads_count", "__syncthreads_and", "__syncthreads_or", "__syncwarp", "__barrier_sync")
+INT_TYPES = frozenset({
+    "int", "unsigned", "unsigned int", "signed", "signed int", "long", "long int", "unsigned long", "long long",
+    "long long int", "unsigned long long", "unsigned long long int", "size_t", "ptrdiff_t", "int32_t", "uint32_t",
+    "int64_t", "uint64_t", "short", "unsigned short", "char", "signed char", "unsigned char", "int8_t", "uint8_t",
+})
+WIDE_INT_TYPES = frozenset({
+    "long", "long int", "unsigned long", "long long", "long long int", "unsigned long long", "unsigned long long int",
+    "size_t", "ptrdiff_t", "int64_t", "uint64_t",
+})
+# Functions whose result is a float (CUDA math API, single precision, and the usual conversions).
+FLOAT_FUNCS = frozenset({
+    "expf", "__expf", "exp2f", "exp10f", "expm1f", "logf", "__logf", "log2f", "log10f", "log1pf", "sqrtf", "rsqrtf",
+    "cbrtf", "fmaxf", "fminf", "fabsf", "tanhf", "tanf", "sinf", "cosf", "__sinf", "__cosf", "erff", "erfcf", "powf",
+    "__powf", "fmaf", "__fdividef", "__frcp_rn", "floorf", "ceilf", "truncf", "roundf", "rintf", "copysignf",
+    "__bfloat162float", "__half2float", "__int_as_float", "__uint_as_float", "__int2float_rn", "__saturatef",
+    "ptxf_tanh_approx",
+})
+
+
+@lru_cache(maxsize=1)
+def parser() -> ts.Parser:
+    """The tree-sitter-cuda parser (the one harness/source.py uses)."""
+    return ts.Parser(ts.Language(tree_sitter_cuda.language()))
+
+
+def parse(data: bytes) -> ts.Tree:
+    """The syntax tree of ``data`` (UTF-8 CUDA source)."""
+    return parser().parse(data)
+
+
+def walk(node: Node) -> Iterator[Node]:
+    """``node`` and all its descendants, pre-order (document order)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
+
+
+def text(node: Node | None) -> str:
+    return node.text.decode() if node is not None else ""
+
+
+def kernel_function(root: Node) -> Node | None:
+    """The first ``__global__`` function definition under ``root``."""
+    for n in walk(root):
+        if n.type == "function_definition" and any(c.type == "__global__" for c in n.children):
+            return n
+    return None
+
+
+def function_declarator(fn: Node) -> Node | None:
+    decl = fn.child_by_field_name("declarator")
+    while decl is not None and decl.type != "function_declarator":
+        decl = decl.child_by_field_name("declarator")
+    return decl
+
+
+def unparen(node: Node | None) -> Node | None:
+    """``node`` without enclosing parentheses."""
+    while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    return node
+
+
+def uncast(node: Node | None) -> Node | None:
+    """``node`` without enclosing parentheses and casts (``(size_t)blockIdx.x`` -> ``blockIdx.x``)."""
+    node = unparen(node)
+    while node is not None and node.type == "cast_expression":
+        node = unparen(node.child_by_field_name("value"))
+    return node
+
+
+def is_ident(node: Node | None, name: str | None = None) -> bool:
+    return node is not None and node.type == "identifier" and (name is None or text(node) == name)
+
+
+def is_builtin(node: Node | None, var: str, field: str = "x") -> bool:
+    """``node`` is ``var.field``, e.g. ``threadIdx.x`` (parentheses and casts allowed)."""
+    node = uncast(node)
+    return (
+        node is not None and node.type == "field_expression"
+        and is_ident(node.child_by_field_name("argument"), var) and text(node.child_by_field_name("field")) == field
+    )
+
+
+def operator(node: Node) -> str:
+    op = node.child_by_field_name("operator")
+    return text(op)
+
+
+def call_name(node: Node | None) -> str | None:
+    """The called function's name for ``f(...)``, else None."""
+    if node is None or node.type != "call_expression":
+        return None
+    fn = node.child_by_field_name("function")
+    return text(fn) if is_ident(fn) else None
+
+
+def call_args(node: Node) -> list[Node]:
+    args = node.child_by_field_name("arguments")
+    return [a for a in args.named_children if a.type != "comment"] if args is not None else []
+
+
+def statements(compound: Node) -> list[Node]:
+    """The statements of a compound statement, comments left out."""
+    return [c for c in compound.named_children if c.type != "comment"]
+
+
+def contains_call(node: Node, names) -> bool:
+    return any(call_name(n) in names for n in walk(node))
+
+
+def contains_type(node: Node, types) -> bool:
+    return any(n.type in types for n in walk(node))
+
+
+def identifiers(node: Node) -> set[str]:
+    return {text(n) for n in walk(node) if n.type == "identifier"}
+
+
+def is_number(node: Node | None, value: float | None = None) -> bool:
+    node = unparen(node)
+    if node is None or node.type != "number_literal":
+        return False
+    return value is None or literal_value(node) == value
+
+
+def literal_value(node: Node) -> float | int | None:
+    """The value of a decimal number literal (suffixes ``u l f`` dropped), or None."""
+    t = text(node).lower()
+    if t.startswith("0x"):
+        try:
+            return int(t.rstrip("ul"), 16)
+        except ValueError:
+            return None
+    t = t.rstrip("ul")
+    if "." in t or "e" in t:
+        t = t.rstrip("f")
+    try:
+        return int(t) if t.isdigit() else float(t)
+    except ValueError:
+        return None
+
+
+def written_names(node: Node) -> set[str]:
+    """Identifiers assigned (``=``, ``op=``), incremented or decremented, or whose address is taken, under ``node``."""
+    out = set()
+    for n in walk(node):
+        target = None
+        if n.type == "assignment_expression":
+            target = n.child_by_field_name("left")
+        elif n.type == "update_expression":
+            target = n.child_by_field_name("argument")
+        elif n.type == "pointer_expression" and operator(n) == "&":
+            target = n.child_by_field_name("argument")
+        target = unparen(target)
+        if is_ident(target):
+            out.add(text(target))
+    return out
+
+
+def declared_names(node: Node) -> set[str]:
+    """Names declared (variables, parameters) under ``node``."""
+    out = set()
+    for n in walk(node):
+        if n.type in ("declaration", "parameter_declaration"):
+            for d in n.children_by_field_name("declarator"):
+                ident = innermost_identifier(d)
+                if ident is not None:
+                    out.add(text(ident))
+    return out
+
+
+def innermost_identifier(decl: Node | None) -> Node | None:
+    """The declared name inside a (pointer/array/init/reference) declarator."""
+    while decl is not None and decl.type != "identifier":
+        nxt = decl.child_by_field_name("declarator")
+        if nxt is None:
+            nxt = next((c for c in decl.named_children if c.type in ("identifier", "pointer_declarator", "array_declarator",
+                                                                      "reference_declarator", "init_declarator")), None)
+        decl = nxt
+    return decl
+
+
+def type_text(node: Node | None) -> str:
+    """The base type of a declaration, whitespace-normalised (``unsigned  int`` -> ``unsigned int``)."""
+    return " ".join(text(node).split()) if node is not None else ""
+
+
+def line_indent(data: bytes, pos: int) -> tuple[bytes, bool]:
+    """The indentation of the line holding byte ``pos``, and whether only whitespace precedes ``pos`` on it."""
+    start = data.rfind(b"\n", 0, pos) + 1
+    prefix = data[start:pos]
+    indent = prefix[: len(prefix) - len(prefix.lstrip())]
+    return indent, prefix.strip() == b""
+
+
+def apply_edits(data: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:
+    """``data`` with each ``(start, end, replacement)`` applied; edits must not overlap. Raises ``ValueError`` if they do."""
+    out, pos = [], 0
+    for start, end, rep in sorted(edits, key=lambda e: (e[0], e[1])):
+        if start < pos:
+            raise ValueError(f"overlapping edits at byte {start}")
+        out += [data[pos:start], rep]
+        pos = end
+    out.append(data[pos:])
+    return b"".join(out)
+
+
+def render(node: Node, data: bytes, replace: Callable[[Node], bytes | None]) -> bytes:
+    """The text of ``node`` with every node for which ``replace`` returns bytes replaced by them (outermost first).
+
+    ``replace`` may call :func:`render` on sub-nodes to rewrite nested matches (``x[y[i]]``).
+    """
+    rep = replace(node)
+    if rep is not None:
+        return rep
+    out, pos = [], node.start_byte
+    for c in node.children:
+        out += [data[pos:c.start_byte], render(c, data, replace)]
+        pos = c.end_byte
+    out.append(data[pos:node.end_byte])
+    return b"".join(out)
+
+
+class Types:
+    """Declared types of a kernel's names: scalars, and the element type of pointers and arrays.
+
+    A name declared twice with different types is left out (unknown), so inference stays conservative.
+    """
+
+    def __init__(self, fn: Node):
+        self.scalar: dict[str, str | None] = {}
+        self.element: dict[str, str | None] = {}
+        for n in walk(fn):
+            if n.type not in ("declaration", "parameter_declaration"):
+                continue
+            base = type_text(n.child_by_field_name("type"))
+            for d in n.children_by_field_name("declarator"):
+                ident = innermost_identifier(d)
+                if ident is None:
+                    continue
+                name = text(ident)
+                inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+                table = self.element if inner is not None and inner.type in ("pointer_declarator", "array_declarator") else self.scalar
+                other = self.scalar if table is self.element else self.element
+                if name in other or (name in table and table[name] != base):
+                    table[name] = None
+                    other[name] = None
+                else:
+                    table[name] = base
+
+    def of(self, node: Node | None) -> str | None:
+        """``"float"``, ``"double"``, ``"int"`` (any integer type) or None (unknown) for an expression."""
+        node = unparen(node)
+        if node is None:
+            return None
+        t = node.type
+        if t == "number_literal":
+            s = text(node).lower()
+            if s.startswith("0x"):
+                return "int"
+            if "." in s or "e" in s:
+                return "float" if s.endswith("f") else "double"
+            return "int"
+        if t == "identifier":
+            return _kind(self.scalar.get(text(node)))
+        if t == "cast_expression":
+            return _kind(type_text(node.child_by_field_name("type")))
+        if t == "call_expression":
+            return "float" if call_name(node) in FLOAT_FUNCS else None
+        if t == "subscript_expression":
+            arg = node.child_by_field_name("argument")
+            return _kind(self.element.get(text(arg))) if is_ident(arg) else None
+        if t == "field_expression" and any(is_builtin(node, v, f) for v in ("threadIdx", "blockIdx", "blockDim", "gridDim") for f in "xyz"):
+            return "int"
+        if t == "unary_expression" and operator(node) in ("-", "+"):
+            return self.of(node.child_by_field_name("argument"))
+        if t == "binary_expression" and operator(node) in ("+", "-", "*", "/"):
+            a, b = self.of(node.child_by_field_name("left")), self.of(node.child_by_field_name("right"))
+            if a is None or b is None:
+                return None
+            for k in ("double", "float"):
+                if k in (a, b):
+                    return k
+            return "int"
+        if t == "conditional_expression":
+            a, b = self.of(node.child_by_field_name("consequence")), self.of(node.child_by_field_name("alternative"))
+            return a if a == b else None
+        return None
+
+
+def _kind(ctype: str | None) -> str | None:
+    if ctype is None:
+        return None
+    ctype = " ".join(w for w in ctype.split() if w not in ("const", "volatile"))
+    if ctype in ("float", "double"):
+        return ctype
+    if ctype in INT_TYPES:
+        return "int"
+    return None
