@@ -4,7 +4,9 @@
 //! 16-byte vectors per thread, LAYER) and the block size ${BLOCK}.
 // ptxfactory "rowwise" family: row-wise normalisation of x[R, C] into y[R, C] (RMSNorm, LayerNorm).
 //   rms:   y = x * rsqrt(mean(x^2) + eps) [* w]                      (fp32 math, one rounding)
-//   layer: y = (x - mean(x)) * rsqrt(mean(x^2) - mean(x)^2 + eps) [* w]
+//   layer: y = (x - mean(x)) * rsqrt(mean((x - mean(x))^2) + eps) [* w] [+ b]
+// LayerNorm takes two passes over the register-cached row (the mean, then the squared deviations
+// from it: no mean(x^2) - mean^2 cancellation for rows with a large mean), so two reductions.
 //
 // One block holds RPB consecutive rows; it handles them in steps of BLOCK / TPR rows, each row by
 // TPR threads (a multiple of 32, so one warp never spans two rows). The first MV 16-byte vectors
@@ -12,10 +14,10 @@
 // rest of a longer row is read again from global memory (L1/L2). Rows whose length is not a
 // multiple of the vector width, or misaligned pointers, take a scalar path for the whole launch.
 ${CONVERT}
-template <int TPR, int MV, bool LAYER>
+// Sums acc[0 .. NV) over the TPR threads of each row; every thread of the row gets the same sums.
+template <int TPR, int NV>
 static __device__ __forceinline__ void ptxf_row_reduce(float (&acc)[2], float* __restrict__ red)
 {
-    constexpr int NV = LAYER ? 2 : 1;
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
 #pragma unroll
@@ -42,8 +44,8 @@ static __device__ __forceinline__ void ptxf_row_reduce(float (&acc)[2], float* _
 
 template <int TPR, int RPB, int MV, bool LAYER>
 static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x, const ${TW}* __restrict__ w,
-                                                    ${TX}* __restrict__ y, long long R, ${IDX} C, float eps,
-                                                    float* __restrict__ red, bool ptxf_vec)
+                                                    const ${TB}* __restrict__ b, ${TX}* __restrict__ y, long long R, ${IDX} C,
+                                                    float eps, float* __restrict__ red, bool ptxf_vec)
 {
     static_assert(TPR % 32 == 0 && TPR <= ${BLOCK} && ${BLOCK} % TPR == 0 && MV >= 1, "bad rowwise configuration");
     constexpr int GROUPS = ${BLOCK} / TPR;                          // rows in flight per step
@@ -59,7 +61,7 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
         const long long base = active ? row * (long long)C : 0;
         const ${TX}* __restrict__ xr = x + base;
         ${TX}* __restrict__ yr = y + base;
-        float acc[2] = {0.f, 0.f};                                  // sum(x^2), sum(x)
+        float acc[2] = {0.f, 0.f};                                  // rms: sum(x^2); layer: sum(x), then sum((x - mean)^2)
         uint4 xs[MV];
         if (ptxf_vec) {
 #pragma unroll
@@ -72,25 +74,48 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
                 float f[${VEC}];
                 ptxf_unpack_x(xs[i], f);
 #pragma unroll
-                for (int k = 0; k < ${VEC}; ++k) { acc[0] += f[k] * f[k]; acc[1] += f[k]; }
+                for (int k = 0; k < ${VEC}; ++k) acc[0] += LAYER ? f[k] : f[k] * f[k];
             }
             for (${IDX} v = t + MV * TPR; active && v < nvec; v += TPR) {  // row longer than the register cache
                 float f[${VEC}];
                 ptxf_unpack_x(__ldg(reinterpret_cast<const uint4*>(xr) + v), f);
 #pragma unroll
-                for (int k = 0; k < ${VEC}; ++k) { acc[0] += f[k] * f[k]; acc[1] += f[k]; }
+                for (int k = 0; k < ${VEC}; ++k) acc[0] += LAYER ? f[k] : f[k] * f[k];
             }
         } else {
             for (${IDX} j = t; active && j < C; j += TPR) {
                 const float f = ptxf_x2f(xr[j]);
-                acc[0] += f * f;
-                acc[1] += f;
+                acc[0] += LAYER ? f : f * f;
             }
         }
-        ptxf_row_reduce<TPR, MV, LAYER>(acc, red + (step & 1) * (${BLOCK} / 32) * 2);  // double-buffered: no trailing barrier
-        const float mean = LAYER ? acc[1] / (float)C : 0.f;
-        const float scale = LAYER ? rsqrtf(fmaxf(acc[0] / (float)C - mean * mean, 0.f) + eps)
-                                  : rsqrtf(acc[0] / (float)C + eps);
+        // reductions alternate between two buffers (rms: one per step, layer: two per step): no trailing barrier
+        ptxf_row_reduce<TPR, 1>(acc, red + (LAYER ? 0 : (step & 1)) * (${BLOCK} / 32) * 2);
+        const float mean = LAYER ? acc[0] / (float)C : 0.f;
+        if constexpr (LAYER) {                                      // second pass: squared deviations from the mean
+            acc[0] = 0.f;
+            if (ptxf_vec) {
+#pragma unroll
+                for (int i = 0; i < MV; ++i) {
+                    const ${IDX} v = t + i * TPR;
+                    if (active && v < nvec) {
+                        float f[${VEC}];
+                        ptxf_unpack_x(xs[i], f);
+#pragma unroll
+                        for (int k = 0; k < ${VEC}; ++k) { const float d = f[k] - mean; acc[0] += d * d; }
+                    }
+                }
+                for (${IDX} v = t + MV * TPR; active && v < nvec; v += TPR) {
+                    float f[${VEC}];
+                    ptxf_unpack_x(__ldg(reinterpret_cast<const uint4*>(xr) + v), f);
+#pragma unroll
+                    for (int k = 0; k < ${VEC}; ++k) { const float d = f[k] - mean; acc[0] += d * d; }
+                }
+            } else {
+                for (${IDX} j = t; active && j < C; j += TPR) { const float d = ptxf_x2f(xr[j]) - mean; acc[0] += d * d; }
+            }
+            ptxf_row_reduce<TPR, 1>(acc, red + (${BLOCK} / 32) * 2);
+        }
+        const float scale = rsqrtf(acc[0] / (float)C + eps);        // rms: mean(x^2); layer: the variance
         if (ptxf_vec) {
 #pragma unroll
             for (int i = 0; i < MV; ++i) {
@@ -98,13 +123,13 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
                 if (active && v < nvec) {
                     float f[${VEC}];
                     ptxf_unpack_x(xs[i], f);
-                    ptxf_store_y(reinterpret_cast<uint4*>(yr) + v, ptxf_norm(f, w, v, mean, scale));
+                    ptxf_store_y(reinterpret_cast<uint4*>(yr) + v, ptxf_norm(f, w, b, v, mean, scale));
                 }
             }
             for (${IDX} v = t + MV * TPR; active && v < nvec; v += TPR) {
                 float f[${VEC}];
                 ptxf_unpack_x(__ldg(reinterpret_cast<const uint4*>(xr) + v), f);
-                ptxf_store_y(reinterpret_cast<uint4*>(yr) + v, ptxf_norm(f, w, v, mean, scale));
+                ptxf_store_y(reinterpret_cast<uint4*>(yr) + v, ptxf_norm(f, w, b, v, mean, scale));
             }
         } else {
             for (${IDX} j = t; active && j < C; j += TPR) {
@@ -118,6 +143,6 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
 ${LINKAGE}__global__ void __launch_bounds__(${BLOCK}, ${MINB}) ${KERNEL}(${PARAMS})
 {
     __shared__ float ptxf_red[2 * (${BLOCK} / 32) * 2];
-    const bool ptxf_vec = (${C} % ${VEC} == 0) && ptxf_aligned(${X}, 16) && ptxf_aligned(${Y}, 16)${W_ALIGNED};
+    const bool ptxf_vec = (${C} % ${VEC} == 0) && ptxf_aligned(${X}, 16) && ptxf_aligned(${Y}, 16)${W_ALIGNED}${B_ALIGNED};
 ${DISPATCH}
 }

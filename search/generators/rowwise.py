@@ -1,15 +1,20 @@
 """The "rowwise" family: an expert skeleton for row-wise normalisation (RMSNorm, LayerNorm).
 
-It applies to kernels whose spec reads ``x[R, C]`` (bf16, f16 or f32), optionally ``w[C]``, writes
-``y[R, C]`` of x's dtype, and takes scalars equal to ``R``, to ``C`` and a constant float ``eps``,
-with ``launch.policy = "free"``. Each candidate is the CUDA template ``rowwise.cu`` instantiated
+It applies to kernels whose spec reads ``x[R, C]`` (bf16, f16 or f32), optionally ``w[C]`` and then
+``b[C]`` (in signature order: the weight, then the bias, added after scaling), writes ``y[R, C]`` of
+x's dtype, and takes scalars equal to ``R``, to ``C`` and a constant float ``eps``, with
+``launch.policy = "free"``. A spec with a bias is LayerNorm (``y = (x - mean) * rstd * w + b``):
+every candidate is then a LayerNorm; without one, the candidates are RMSNorm plus two LayerNorm
+probes. Each candidate is the CUDA template ``rowwise.cu`` instantiated
 with the user's kernel name, parameter names, types and order, so its ``kernel_text`` drops into
 their file in place of the original kernel.
 
 Kernel design (see ``rowwise.cu``): 16-byte vector loads/stores when ``C`` is a multiple of the
 vector width and the pointers are 16-byte aligned (a scalar path otherwise); ``MV`` vectors per
 thread cached in registers between the reduction and the write (longer rows re-read the rest);
-fp32 accumulation; warp shuffles plus shared memory across the warps of one row. A candidate fixes
+fp32 accumulation; warp shuffles plus shared memory across the warps of one row; LayerNorm's
+variance as a second pass over the register-cached row (squared deviations from the mean, no
+``E[x^2] - mean^2`` cancellation). A candidate fixes
 the block size, rows per block (for short rows) and register cache; the threads per row are chosen
 at run time from ``C`` among the powers of two between ``block / rows_per_block`` (at least 32)
 and ``block``: the fewest threads whose register cache holds the row. With ``grid = "adaptive"``
@@ -52,6 +57,8 @@ class RowwiseMatch:
     dtype: str  # x and y
     w_dtype: str | None
     c_dtype: str  # dtype of the C scalar (index type)
+    b: str | None = None  # the bias (LayerNorm), after the weight in signature order
+    b_dtype: str | None = None
 
     @property
     def vec(self) -> int:
@@ -137,10 +144,11 @@ def match_spec(spec: KernelSpec) -> RowwiseMatch | None:
     r_sym, c_sym = x.shape
     if x.dtype.value not in _FLOATS or y.dtype != x.dtype or list(y.shape) != [r_sym, c_sym]:
         return None
-    ws = [a for a in bufs if a is not x and a is not y]
-    if len(ws) > 1 or any(a.role != "in" or list(a.shape) != [c_sym] or a.dtype.value not in _FLOATS for a in ws):
+    ws = [a for a in bufs if a is not x and a is not y]  # weight, then bias, in signature order
+    if len(ws) > 2 or any(a.role != "in" or list(a.shape) != [c_sym] or a.dtype.value not in _FLOATS for a in ws):
         return None
     w = ws[0] if ws else None
+    b = ws[1] if len(ws) > 1 else None
     r_args = [a for a in scalars if isinstance(a.value, str) and a.value.strip() == r_sym]
     c_args = [a for a in scalars if isinstance(a.value, str) and a.value.strip() == c_sym]
     eps = [a for a in scalars if a.dtype.value in ("f32", "f64") and isinstance(a.value, (int, float))]
@@ -151,6 +159,7 @@ def match_spec(spec: KernelSpec) -> RowwiseMatch | None:
     return RowwiseMatch(
         x=x.name, w=w.name if w else None, y=y.name, r_arg=r_args[0].name, c_arg=c_args[0].name, eps_arg=eps[0].name,
         r_sym=r_sym, c_sym=c_sym, dtype=x.dtype.value, w_dtype=w.dtype.value if w else None, c_dtype=c_args[0].dtype.value,
+        b=b.name if b else None, b_dtype=b.dtype.value if b else None,
     )
 
 
@@ -196,7 +205,11 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
 
 
 class RowwiseNormFamily:
-    """Expert row-wise normalisation skeleton: 22 RMSNorm instances plus 2 LayerNorm ones (the latter must fail verification)."""
+    """Expert row-wise normalisation skeleton.
+
+    Without a bias: 22 RMSNorm instances plus 2 LayerNorm ones (on an RMSNorm kernel the latter must
+    fail verification). With a bias (``b[C]``): the same 22 configurations as LayerNorm.
+    """
 
     name = "rowwise"
 
@@ -209,7 +222,10 @@ class RowwiseNormFamily:
         except SignatureMismatch:
             return []
         configs = tuning_space(m, ctx.spec)
-        configs += [RowwiseConfig(c.block, c.rows_per_block, c.vecs, c.hint, c.grid, "layer") for c in configs[:2]]
+        if m.b:  # a bias: LayerNorm (an RMSNorm with a bias is no standard operation)
+            configs = [RowwiseConfig(c.block, c.rows_per_block, c.vecs, c.hint, c.grid, "layer") for c in configs]
+        else:
+            configs += [RowwiseConfig(c.block, c.rows_per_block, c.vecs, c.hint, c.grid, "layer") for c in configs[:2]]
         if ctx.priors:  # stable: ties keep the default order
             configs.sort(key=lambda c: -sum(ctx.priors.get(f"{self.name}:{k}={v}", 0.0) for k, v in c.params().items()))
         out, keys = [], set()
@@ -252,6 +268,7 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
     """The kernel text (helpers + ``__global__`` definition) for one configuration, in the user's signature."""
     tx = _CTYPE[m.dtype]
     tw = _CTYPE[m.w_dtype or m.dtype]
+    tb = _CTYPE[m.b_dtype or m.w_dtype or m.dtype]
     idx = "int" if m.c_dtype == "i32" else "long long"
     vec = m.vec
     layer = "true" if cfg.norm == "layer" else "false"
@@ -260,7 +277,8 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
         const = "const " if p.is_const else ""
         params.append(f"{const}{p.type}* __restrict__ {p.name}" if p.is_pointer else f"{const}{p.type} {p.name}")
     w_arg = m.w if m.w else f"static_cast<const {tw}*>(nullptr)"
-    args = f"{m.x}, {w_arg}, {m.y}, (long long){m.r_arg}, ({idx}){m.c_arg}, (float){m.eps_arg}, ptxf_red, ptxf_vec"
+    b_arg = m.b if m.b else f"static_cast<const {tb}*>(nullptr)"
+    args = f"{m.x}, {w_arg}, {b_arg}, {m.y}, (long long){m.r_arg}, ({idx}){m.c_arg}, (float){m.eps_arg}, ptxf_red, ptxf_vec"
     tiers = cfg.tiers(vec)
     lines = []
     for i, (tpr, rpb, cap) in enumerate(tiers):
@@ -269,12 +287,16 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
         lines.append("    " + ("else " if i else "") + (call if last else f"if ({m.c_arg} <= {cap}) {call}"))
     w_bytes = vec * _ITEMSIZE[m.w_dtype or m.dtype]
     w_aligned = f" && ptxf_aligned({m.w}, {min(16, w_bytes)})" if m.w else ""
+    b_aligned = f" && ptxf_aligned({m.b}, {min(16, vec * _ITEMSIZE[m.b_dtype])})" if m.b else ""
+    w_scalar = "o * ptxf_w2f(w[j])" if m.w else "o"  # w, b: ptxf_rowwise's parameters, whatever the user's names
+    if m.b:
+        w_scalar += " + ptxf_b2f(b[j])"
     linkage = 'extern "C" ' if re.match(r'extern\s+"C"\s*(?!\{)', ctx.kernel.text.lstrip()) else ""
     body = _template().substitute(
-        CONVERT=_convert(m, cfg, tx, tw, idx),
-        TX=tx, TW=tw, IDX=idx, VEC=vec, BLOCK=cfg.block,
+        CONVERT=_convert(m, cfg, tx, tw, tb, idx),
+        TX=tx, TW=tw, TB=tb, IDX=idx, VEC=vec, BLOCK=cfg.block,
         LOAD_X="__ldcs" if cfg.hint == "stream" else "__ldg",
-        W_SCALAR=f"o * ptxf_w2f({m.w}[j])" if m.w else "o",
+        W_SCALAR=w_scalar, B_ALIGNED=b_aligned,
         LINKAGE=linkage, KERNEL=ctx.kernel.name, PARAMS=", ".join(params),
         MINB=cfg.min_blocks, C=m.c_arg, X=m.x, Y=m.y, W_ALIGNED=w_aligned, DISPATCH="\n".join(lines),
     )
@@ -302,47 +324,64 @@ def _floats_to_word(dt: str, vals: list[str]) -> str:
     return f"__float_as_uint({vals[0]})"
 
 
-def _convert(m: RowwiseMatch, cfg: RowwiseConfig, tx: str, tw: str, idx: str) -> str:
-    """Dtype-specific helpers: scalar conversions, unpacking/packing 16-byte vectors, the w load, the y store."""
+def _vector_load(ptr: str, dt: str, vec: int, out: str, tag: str) -> str:
+    """C statements loading the ``vec`` elements of a ``[C]`` vector ``ptr`` (dtype ``dt``) at vector index ``v``
+    into ``float {out}[vec]``: 8, 16 or 32 bytes through the read-only path."""
+    nbytes = vec * _ITEMSIZE[dt]
+    if nbytes == 8:
+        load = (f"    const uint2 {tag}q = __ldg(reinterpret_cast<const uint2*>({ptr}) + v);\n"
+                f"    const unsigned {tag}d[2] = {{{tag}q.x, {tag}q.y}};")
+    elif nbytes == 16:
+        load = (f"    const uint4 {tag}q = __ldg(reinterpret_cast<const uint4*>({ptr}) + v);\n"
+                f"    const unsigned {tag}d[4] = {{{tag}q.x, {tag}q.y, {tag}q.z, {tag}q.w}};")
+    else:
+        load = (f"    const uint4 {tag}q0 = __ldg(reinterpret_cast<const uint4*>({ptr}) + 2 * v), "
+                f"{tag}q1 = __ldg(reinterpret_cast<const uint4*>({ptr}) + 2 * v + 1);\n"
+                f"    const unsigned {tag}d[8] = {{{tag}q0.x, {tag}q0.y, {tag}q0.z, {tag}q0.w, {tag}q1.x, {tag}q1.y, {tag}q1.z, {tag}q1.w}};")
+    epw = 4 // _ITEMSIZE[dt]
+    unpack = "\n".join(
+        f"    {out}[{j * epw + k}] = {e};" for j in range(nbytes // 4) for k, e in enumerate(_word_to_floats(dt, f"{tag}d[{j}]"))
+    )
+    return f"    float {out}[{vec}];\n{load}\n{unpack}"
+
+
+def _convert(m: RowwiseMatch, cfg: RowwiseConfig, tx: str, tw: str, tb: str, idx: str) -> str:
+    """Dtype-specific helpers: scalar conversions, unpacking/packing 16-byte vectors, the w and b loads, the y store."""
     vec = m.vec
     epw = 4 // _ITEMSIZE[m.dtype]  # x elements per 32-bit word
     wdt = m.w_dtype or m.dtype
+    bdt = m.b_dtype or wdt
     x2f = {"bf16": "__bfloat162float(v)", "f16": "__half2float(v)", "f32": "v"}
     f2y = {"bf16": "__float2bfloat16(f)", "f16": "__float2half(f)", "f32": "f"}[m.dtype]
     unpack = "\n".join(
         f"    f[{j * epw + k}] = {e};" for j, comp in enumerate("xyzw") for k, e in enumerate(_word_to_floats(m.dtype, f"u.{comp}"))
     )
     pack = ", ".join(_floats_to_word(m.dtype, [f"o[{j * epw + k}]" for k in range(epw)]) for j in range(4))
-    # w: VEC elements of w's dtype at vector index v: 8, 16 or 32 bytes.
-    w_bytes = vec * _ITEMSIZE[wdt]
-    if w_bytes == 8:
-        wload = "    const uint2 q = __ldg(reinterpret_cast<const uint2*>(w) + v);\n    const unsigned wd[2] = {q.x, q.y};"
-    elif w_bytes == 16:
-        wload = "    const uint4 q = __ldg(reinterpret_cast<const uint4*>(w) + v);\n    const unsigned wd[4] = {q.x, q.y, q.z, q.w};"
-    else:
-        wload = ("    const uint4 q0 = __ldg(reinterpret_cast<const uint4*>(w) + 2 * v), q1 = __ldg(reinterpret_cast<const uint4*>(w) + 2 * v + 1);\n"
-                 "    const unsigned wd[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};")
-    wepw = 4 // _ITEMSIZE[wdt]
-    wunpack = "\n".join(
-        f"    g[{j * wepw + k}] = {e};" for j in range(w_bytes // 4) for k, e in enumerate(_word_to_floats(wdt, f"wd[{j}]"))
-    )
+    w_bytes = vec * _ITEMSIZE[wdt]  # w: VEC elements of w's dtype at vector index v: 8, 16 or 32 bytes
+    expr = "(f[k] - mean) * scale"
+    loads = []
     if m.w:
-        norm_body = f"    float g[{vec}];\n{wload}\n{wunpack}\n    float o[{vec}];\n#pragma unroll\n    for (int k = 0; k < {vec}; ++k) o[k] = ((f[k] - mean) * scale) * g[k];"
-    else:
-        norm_body = f"    float o[{vec}];\n#pragma unroll\n    for (int k = 0; k < {vec}; ++k) o[k] = (f[k] - mean) * scale;"
+        loads.append(_vector_load("w", wdt, vec, "g", "w"))
+        expr = f"({expr}) * g[k]"
+    if m.b:
+        loads.append(_vector_load("b", bdt, vec, "h", "b"))
+        expr = f"{expr} + h[k]"
+    norm_body = "\n".join(loads + [f"    float o[{vec}];\n#pragma unroll\n    for (int k = 0; k < {vec}; ++k) o[k] = {expr};"])
     store = "__stcs(p, v);" if cfg.hint == "stream" else "*p = v;"
     w2f = "" if not m.w else f"static __device__ __forceinline__ float ptxf_w2f({tw} v) {{ return {x2f[wdt]}; }}\n"
+    b2f = "" if not m.b else f"static __device__ __forceinline__ float ptxf_b2f({tb} v) {{ return {x2f[bdt]}; }}\n"
     return f"""
 static __device__ __forceinline__ bool ptxf_aligned(const void* p, unsigned a) {{ return (reinterpret_cast<unsigned long long>(p) & (a - 1)) == 0; }}
 static __device__ __forceinline__ float ptxf_x2f({tx} v) {{ return {x2f[m.dtype]}; }}
 static __device__ __forceinline__ {tx} ptxf_f2y(float f) {{ return {f2y}; }}
-{w2f}static __device__ __forceinline__ void ptxf_unpack_x(const uint4 u, float (&f)[{vec}])
+{w2f}{b2f}static __device__ __forceinline__ void ptxf_unpack_x(const uint4 u, float (&f)[{vec}])
 {{
 {unpack}
 }}
 static __device__ __forceinline__ void ptxf_store_y(uint4* p, const uint4 v) {{ {store} }}
-// y for one vector: ((x - mean) * scale) [* w] in fp32, rounded once to {m.dtype}; w read as {w_bytes} bytes at vector index v.
-static __device__ __forceinline__ uint4 ptxf_norm(const float (&f)[{vec}], const {tw}* __restrict__ w, {idx} v, float mean, float scale)
+// y for one vector: ((x - mean) * scale) [* w] [+ b] in fp32, rounded once to {m.dtype}; w read as {w_bytes} bytes at vector index v.
+static __device__ __forceinline__ uint4 ptxf_norm(const float (&f)[{vec}], const {tw}* __restrict__ w, const {tb}* __restrict__ b,
+                                                  {idx} v, float mean, float scale)
 {{
 {norm_body}
     return make_uint4({pack});

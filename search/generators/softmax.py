@@ -1,0 +1,288 @@
+"""The "softmax" family: an expert skeleton for row softmax, ``y[r, :] = softmax(x[r, :])``.
+
+It applies to kernels whose spec reads one ``x[R, C]`` (bf16, f16 or f32), writes one ``y[R, C]`` of
+x's dtype and takes exactly two integer scalars equal to ``R`` and ``C``, with
+``launch.policy = "free"``. Each candidate is the CUDA template ``softmax.cu`` instantiated with the
+user's kernel name, parameter names, types and order, so its ``kernel_text`` drops into their file
+in place of the original kernel.
+
+Kernel design (see ``softmax.cu``): each row is split into a scalar head (up to its first 16-byte
+boundary), a body of 16-byte vectors and a scalar tail, so any row length and any row start take
+the vector path when x and y are congruent modulo 16 bytes (a scalar path otherwise); ``MV``
+vectors per thread are loaded at once and kept in registers as fp32 exponentials (exp evaluated
+once per element); one (max, sum) reduction per row (online-softmax merge: warp shuffles, then
+shared memory across the warps of a row); one reciprocal per thread; 16-byte stores. Threads per
+row are chosen at run time from ``C`` as in the "rowwise" family (the fewest that cache the row,
+rows per block halving as threads per row double); past the last tier, 2-byte dtypes get a tier that
+caches the raw vectors instead (twice the elements in the same registers, exp evaluated twice), and
+longer rows stream the rest of the row in chunks (online softmax) and read it again, mostly from L2.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+import string
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ptxfactory.harness.source import SignatureMismatch, check_signature, replace_kernel
+from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
+
+from ..base import GenContext
+from .rowwise import _CTYPE, _FLOATS, _INTS, _ITEMSIZE, _floats_to_word, _is_2d, _word_to_floats, grid_expr
+
+_TEMPLATE = Path(__file__).with_name("softmax.cu")
+LOG2E = "1.4426950408889634f"  # log2(e): exp(d) = exp2(d * log2(e))
+# A 32-bit word of two -inf values (one for f32): the filler of vectors past the end of a row.
+_NEG_WORD = {"bf16": "0xff80ff80u", "f16": "0xfc00fc00u", "f32": "0xff800000u"}
+# Vectors per thread per chunk when a row is longer than the register cache (bounded register cost).
+REMAINDER_CHUNK = 2
+
+
+@dataclass(frozen=True)
+class SoftmaxMatch:
+    """How a spec maps onto row softmax: argument names, size symbols and dtypes."""
+
+    x: str
+    y: str
+    r_arg: str
+    c_arg: str
+    r_sym: str
+    c_sym: str
+    dtype: str  # x and y
+    c_dtype: str  # dtype of the C scalar (index type)
+
+    @property
+    def vec(self) -> int:
+        """Elements per 16-byte vector of x/y."""
+        return 16 // _ITEMSIZE[self.dtype]
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One branch of the kernel's dispatch on the row length: rows with ``C <= cap`` (``None``: any) use it."""
+
+    tpr: int  # threads per row
+    rpb: int  # rows per block
+    cap: int | None  # longest row cached in registers by this tier (elements)
+    mv: int  # 16-byte vectors cached per thread
+    raw: bool  # cache raw vectors (exp twice) instead of fp32 exponentials
+
+
+@dataclass(frozen=True)
+class SoftmaxConfig:
+    """One point of the tuning space.
+
+    ``block`` threads per block; ``rows_per_block`` rows per block for the shortest rows (threads per
+    row start at ``max(32, block / rows_per_block)``); ``vecs`` 16-byte vectors of x per thread kept
+    in registers as fp32 exponentials (``vecs * vec`` floats); ``hint`` "ldg" (x through the
+    read-only path) or "stream" (evict-first loads of x, evict-first stores of y); ``exp`` "expf"
+    (the accurate libdevice ``expf``) or "exp2" (``ex2.approx.ftz`` on inputs prescaled by log2(e):
+    ~2 ulp, results below 2^-126 flushed to zero, which the softmax spec's atol absorbs).
+    """
+
+    block: int
+    rows_per_block: int
+    vecs: int
+    hint: str = "ldg"
+    exp: str = "exp2"
+
+    def floats(self, vec: int) -> int:
+        """fp32 registers of the exponential cache per thread."""
+        return self.vecs * vec
+
+    def min_blocks(self, vec: int) -> int:
+        """Blocks per SM promised to ptxas (``__launch_bounds__`` 2nd argument): caps registers at 64, or 128 for a cache over 32 floats."""
+        return max(1, 65536 // (self.block * (64 if self.floats(vec) <= 32 else 128)))
+
+    @property
+    def raw_vecs(self) -> int:
+        """Raw 16-byte vectors per thread of the last tier for 2-byte dtypes: ``2 * vecs``, the registers of the fp32 cache."""
+        return 2 * self.vecs
+
+    def tiers(self, vec: int) -> list[Tier]:
+        """The dispatch, shortest rows first; the last tier takes any length (the rest of the row streamed).
+
+        Threads per row: powers of two from ``max(32, block / rows_per_block)`` to ``block``, rows per
+        block halving as they double; a row of ``C`` elements takes the first tier whose cache
+        (``tpr * vecs * vec``) holds it. For 2-byte dtypes (``vec == 8``) a last tier with ``block``
+        threads caches ``raw_vecs`` raw vectors: the same registers, twice the row.
+        """
+        tpr, rpb, out = max(32, self.block // self.rows_per_block), self.rows_per_block, []
+        while tpr <= self.block:
+            out.append(Tier(tpr, rpb, tpr * self.vecs * vec, self.vecs, False))
+            tpr *= 2
+            rpb = max(1, rpb // 2)
+        if vec == 8:
+            last = out[-1]
+            out.append(Tier(last.tpr, last.rpb, None, self.raw_vecs, True))
+        else:
+            last = out[-1]
+            out[-1] = Tier(last.tpr, last.rpb, None, last.mv, False)
+        return out
+
+    def params(self) -> dict:
+        return {"block": self.block, "rows_per_block": self.rows_per_block, "vecs": self.vecs, "vec": 16,
+                "hint": self.hint, "exp": self.exp}
+
+
+def match_spec(spec: KernelSpec) -> SoftmaxMatch | None:
+    """The row-softmax mapping of ``spec``, or None when the spec does not have the pattern (or its launch is fixed).
+
+    Pattern: buffers exactly ``x[R, C]`` (in, bf16/f16/f32) and ``y[R, C]`` (out, x's dtype); scalars
+    exactly two integers (i32/i64/u32) whose values are the symbols ``R`` and ``C``.
+    """
+    if spec.launch.policy != "free":
+        return None
+    syms = set(spec.symbols)
+    bufs = [a for a in spec.args if a.is_buffer]
+    scalars = [a for a in spec.args if not a.is_buffer]
+    if len(bufs) != 2 or len(scalars) != 2:
+        return None
+    xs = [a for a in bufs if a.role == "in" and _is_2d(a.shape, syms)]
+    ys = [a for a in bufs if a.role == "out"]
+    if len(xs) != 1 or len(ys) != 1:
+        return None
+    x, y = xs[0], ys[0]
+    r_sym, c_sym = (d.strip() for d in x.shape)
+    if x.dtype.value not in _FLOATS or y.dtype != x.dtype or [str(d).strip() for d in y.shape] != [r_sym, c_sym]:
+        return None
+    r_args = [a for a in scalars if isinstance(a.value, str) and a.value.strip() == r_sym]
+    c_args = [a for a in scalars if isinstance(a.value, str) and a.value.strip() == c_sym]
+    if len(r_args) != 1 or len(c_args) != 1:
+        return None
+    if r_args[0].dtype.value not in _INTS or c_args[0].dtype.value not in _INTS:
+        return None
+    return SoftmaxMatch(
+        x=x.name, y=y.name, r_arg=r_args[0].name, c_arg=c_args[0].name, r_sym=r_sym, c_sym=c_sym,
+        dtype=x.dtype.value, c_dtype=c_args[0].dtype.value,
+    )
+
+
+# The (block, rows_per_block, vecs) shapes of the tuning space. Register budget: a cache of 32 floats
+# fits 64 registers (1024 threads per SM); 64 floats fit 128 (512 threads per SM). Every shape keeps
+# 32 KB+ of loads in flight per SM (threads x vecs x 16 B) while the rows are read.
+_SHAPES = {
+    2: ((256, 8, 3), (256, 4, 8), (512, 16, 2), (512, 16, 3), (512, 8, 8), (1024, 32, 3)),  # bf16, f16: 8 per vector
+    4: ((256, 8, 5), (256, 4, 12), (512, 16, 4), (512, 16, 5), (512, 8, 12), (1024, 32, 5)),  # f32: 4 per vector
+}
+HINTS = ("ldg", "stream")
+EXPS = ("expf", "exp2")
+
+
+def tuning_space(m: SoftmaxMatch) -> list[SoftmaxConfig]:
+    """Every configuration, in product order (shape, hint, exp): 24 candidates."""
+    shapes = _SHAPES[_ITEMSIZE[m.dtype]]
+    return [SoftmaxConfig(b, r, v, hint, exp) for (b, r, v), hint, exp in itertools.product(shapes, HINTS, EXPS)]
+
+
+class SoftmaxFamily:
+    """Expert row-softmax skeleton: 24 instances (6 block/rows/cache shapes x 2 load hints x 2 exp functions)."""
+
+    name = "softmax"
+
+    def propose(self, ctx: GenContext) -> list[Candidate]:
+        m = match_spec(ctx.spec)
+        if m is None or ctx.kernel.text.lstrip().startswith("template"):
+            return []
+        try:
+            check_signature(ctx.spec, ctx.kernel)
+        except SignatureMismatch:
+            return []
+        out, keys = [], set()
+        for cfg in tuning_space(m):
+            cand = self.instantiate(ctx, m, cfg)
+            if cand.key not in keys:
+                keys.add(cand.key)
+                out.append(cand)
+        return out
+
+    def instantiate(self, ctx: GenContext, m: SoftmaxMatch, cfg: SoftmaxConfig) -> Candidate:
+        """The candidate for one configuration (the spec must match: ``m = match_spec(ctx.spec)``)."""
+        text = render_kernel(ctx, m, cfg)
+        tiers = cfg.tiers(m.vec)
+        desc = (
+            f"softmax block={cfg.block} rpb={tiers[0].rpb}..{tiers[-1].rpb} vec16x{cfg.vecs} "
+            f"tpr={tiers[0].tpr}..{tiers[-1].tpr} {cfg.exp}" + (" stream" if cfg.hint == "stream" else "")
+        )
+        return Candidate(
+            kernel_name=ctx.original.kernel_name,
+            source=replace_kernel(ctx.source, ctx.kernel, text),
+            kernel_text=text,
+            launch=LaunchConfig(grid=[launch_grid(tiers, m)], block=[cfg.block], shared_mem=0),
+            options=list(ctx.original.options),
+            generator=self.name,
+            description=desc,
+            params=cfg.params(),
+            parent=ctx.original.key,
+        )
+
+
+def launch_grid(tiers: list[Tier], m: SoftmaxMatch) -> str:
+    """``cdiv(R, rows_per_block(C))`` as a launch expression matching the kernel's dispatch."""
+    return grid_expr([(t.tpr, t.rpb, t.cap) for t in tiers], m.r_sym, m.c_sym)
+
+
+@lru_cache(maxsize=1)
+def _template() -> string.Template:
+    text = "".join(ln for ln in _TEMPLATE.read_text().splitlines(keepends=True) if not ln.startswith("//!"))
+    return string.Template(text)
+
+
+def render_kernel(ctx: GenContext, m: SoftmaxMatch, cfg: SoftmaxConfig) -> str:
+    """The kernel text (helpers + ``__global__`` definition) for one configuration, in the user's signature."""
+    tx = _CTYPE[m.dtype]
+    idx = "int" if m.c_dtype == "i32" else "long long"
+    params = []
+    for p in ctx.kernel.params:
+        const = "const " if p.is_const else ""
+        params.append(f"{const}{p.type}* __restrict__ {p.name}" if p.is_pointer else f"{const}{p.type} {p.name}")
+    args = f"{m.x}, {m.y}, (long long){m.r_arg}, ({idx}){m.c_arg}"
+    tiers = cfg.tiers(m.vec)
+    lines = []
+    for i, t in enumerate(tiers):
+        call = f"ptxf_softmax<{t.tpr}, {t.rpb}, {t.mv}, {'true' if t.raw else 'false'}>({args});"
+        lines.append("    " + ("else " if i else "") + (call if t.cap is None else f"if ({m.c_arg} <= {t.cap}) {call}"))
+    linkage = 'extern "C" ' if re.match(r'extern\s+"C"\s*(?!\{)', ctx.kernel.text.lstrip()) else ""
+    if cfg.exp == "exp2":
+        ex_body = 'float r; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d)); return r;'
+        k = LOG2E
+    else:
+        ex_body = "return expf(d);"
+        k = "1.0f"
+    body = _template().substitute(
+        CONVERT=_convert(m, cfg, tx), TX=tx, IDX=idx, VEC=m.vec, BLOCK=cfg.block, K=k, EX_BODY=ex_body,
+        LOAD_X="__ldcs" if cfg.hint == "stream" else "__ldg", NEG_WORD=_NEG_WORD[m.dtype], RCH=REMAINDER_CHUNK,
+        LINKAGE=linkage, KERNEL=ctx.kernel.name, PARAMS=", ".join(params), MINB=cfg.min_blocks(m.vec),
+        X=m.x, Y=m.y, DISPATCH="\n".join(lines),
+    )
+    # The helpers are C++ templates: give them C++ linkage even when the kernel sits in an extern "C" block.
+    head, sep, kernel = body.rpartition(f"{linkage}__global__ void __launch_bounds__")
+    launch = f"// Launch: grid ({launch_grid(tiers, m)},), block ({cfg.block},), no dynamic shared memory.\n"
+    return f'extern "C++" {{\n{head.rstrip()}\n}}  // extern "C++"\n\n{launch}{sep}{kernel}'
+
+
+def _convert(m: SoftmaxMatch, cfg: SoftmaxConfig, tx: str) -> str:
+    """Dtype-specific helpers: scalar conversions, unpacking/packing 16-byte vectors, the y store."""
+    vec = m.vec
+    epw = 4 // _ITEMSIZE[m.dtype]  # elements per 32-bit word
+    x2f = {"bf16": "__bfloat162float(v)", "f16": "__half2float(v)", "f32": "v"}[m.dtype]
+    f2y = {"bf16": "__float2bfloat16(f)", "f16": "__float2half(f)", "f32": "f"}[m.dtype]
+    unpack = "\n".join(
+        f"    f[{j * epw + k}] = {e};" for j, comp in enumerate("xyzw") for k, e in enumerate(_word_to_floats(m.dtype, f"u.{comp}"))
+    )
+    pack = ", ".join(_floats_to_word(m.dtype, [f"o[{j * epw + k}]" for k in range(epw)]) for j in range(4))
+    store = "__stcs(p, v);" if cfg.hint == "stream" else "*p = v;"
+    return f"""
+static __device__ __forceinline__ bool ptxf_aligned(const void* p, unsigned a) {{ return (reinterpret_cast<unsigned long long>(p) & (a - 1)) == 0; }}
+static __device__ __forceinline__ float ptxf_neg_inf() {{ return __int_as_float(0xff800000); }}
+static __device__ __forceinline__ float ptxf_x2f({tx} v) {{ return {x2f}; }}
+static __device__ __forceinline__ {tx} ptxf_f2y(float f) {{ return {f2y}; }}
+static __device__ __forceinline__ void ptxf_unpack_x(const uint4 u, float (&f)[{vec}])
+{{
+{unpack}
+}}
+static __device__ __forceinline__ uint4 ptxf_pack(const float (&o)[{vec}]) {{ return make_uint4({pack}); }}
+static __device__ __forceinline__ void ptxf_store_y(uint4* p, const uint4 v) {{ {store} }}
+"""
