@@ -95,6 +95,8 @@ static __device__ __forceinline__ void ptxf_load(uint4 (&q)[N], const uint4* __r
     }
 }
 
+// One tier of the dispatch. __noinline__: each tier gets its own register allocation (inlined into one
+// kernel, the tiers together spilled where none did alone).
 template <int TPR, int RPB, int MV, bool RAW>
 static __device__ __noinline__ void ptxf_softmax(const ${TX}* __restrict__ x, ${TX}* __restrict__ y, long long R, ${IDX} C)
 {

@@ -92,9 +92,14 @@ class SoftmaxConfig:
         """fp32 registers of the exponential cache per thread."""
         return self.vecs * vec
 
+    def registers(self, vec: int) -> int:
+        """Register budget per thread: 64 for a cache of up to 24 floats, 80 up to 32, else 128 (see ``_SHAPES``)."""
+        f = self.floats(vec)
+        return 64 if f <= 24 else 80 if f <= 32 else 128
+
     def min_blocks(self, vec: int) -> int:
-        """Blocks per SM promised to ptxas (``__launch_bounds__`` 2nd argument): caps registers at 64, or 128 for a cache over 32 floats."""
-        return max(1, 65536 // (self.block * (64 if self.floats(vec) <= 32 else 128)))
+        """Blocks per SM promised to ptxas (``__launch_bounds__`` 2nd argument), which caps the registers at ``registers(vec)``."""
+        return max(1, 65536 // (self.block * self.registers(vec)))
 
     @property
     def raw_vecs(self) -> int:
@@ -160,12 +165,14 @@ def match_spec(spec: KernelSpec) -> SoftmaxMatch | None:
     )
 
 
-# The (block, rows_per_block, vecs) shapes of the tuning space. Register budget: a cache of 32 floats
-# fits 64 registers (1024 threads per SM); 64 floats fit 128 (512 threads per SM). Every shape keeps
-# 32 KB+ of loads in flight per SM (threads x vecs x 16 B) while the rows are read.
+# The (block, rows_per_block, vecs) shapes of the tuning space. Register budget (ptxas 13.0, sm_90a,
+# every tier spill-free with expf and exp2, i32 and i64 sizes): a cache of up to 24 floats fits 64
+# registers (1024 threads per SM; 32 floats spilled a few bytes with expf), 32 floats fit 80 (768
+# threads of 256-thread blocks), up to 64 floats fit 128 (512 threads per SM). Every shape keeps
+# 16-48 KB of loads in flight per SM (threads x vectors x 16 B).
 _SHAPES = {
-    2: ((256, 8, 3), (256, 4, 8), (512, 16, 2), (512, 16, 3), (512, 8, 8), (1024, 32, 3)),  # bf16, f16: 8 per vector
-    4: ((256, 8, 5), (256, 4, 12), (512, 16, 4), (512, 16, 5), (512, 8, 12), (1024, 32, 5)),  # f32: 4 per vector
+    2: ((256, 8, 4), (256, 4, 8), (512, 16, 2), (512, 16, 3), (512, 8, 8), (1024, 32, 3)),  # bf16, f16: 8 per vector
+    4: ((256, 8, 8), (256, 4, 12), (512, 16, 4), (512, 16, 5), (512, 8, 12), (1024, 32, 5)),  # f32: 4 per vector
 }
 HINTS = ("ldg", "stream")
 EXPS = ("expf", "exp2")
