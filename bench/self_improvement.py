@@ -72,7 +72,8 @@ async def run(args) -> dict:
         backend = SimulatedDevice(0)
     work = Path(tempfile.mkdtemp(prefix="ptxf-bench-"))
     names = args.examples or sorted(p.name for p in (ROOT / "examples").iterdir() if p.is_dir())
-    out: dict = {"examples": {}}
+    out: dict = {"examples": {}, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                 "versions": {"python": platform.python_version(), **{p: _version(p) for p in ("cupy", "pydantic", "ptxfactory")}}}
     try:
         all_cold = work / "cold-all.sqlite"
         store = await LessonStore.open(all_cold)
@@ -80,7 +81,10 @@ async def run(args) -> dict:
         for name in names:
             t = time.monotonic()
             cold[name] = await optimise(ROOT / "examples" / name / f"{name}.cu", name, backend=backend, store=store,
-                                        use_lessons=False, max_candidates=args.max_candidates, patience=args.patience)
+                                        use_lessons=False, max_candidates=args.max_candidates, patience=args.patience,
+                                        max_seconds=args.max_seconds)
+            out["examples"][name] = {"cold": cold[name].model_dump(mode="json")}
+            _save_raw(args, out)
             print(f"cold {name}: {len(cold[name].rows)} candidates, {cold[name].message} ({time.monotonic() - t:.0f} s)", flush=True)
         await store.close()
         warm: dict[str, JobSummary] = {}
@@ -91,25 +95,33 @@ async def run(args) -> dict:
             try:
                 warm[name] = await optimise(ROOT / "examples" / name / f"{name}.cu", name, backend=backend, store=store,
                                             max_candidates=args.max_candidates, patience=args.patience, known=known,
-                                            job_id=f"warm-{name}")
+                                            job_id=f"warm-{name}", max_seconds=args.max_seconds)
             finally:
                 await store.close()
             fresh = sum(r.key not in known for r in warm[name].rows)
             print(f"warm {name}: {len(warm[name].rows)} candidates ({fresh} new), {warm[name].message} "
                   f"({time.monotonic() - t:.0f} s)", flush=True)
-        out["gpu"] = cold[names[0]].gpu.model_dump() if cold[names[0]].gpu else None
-        for name in names:
-            out["examples"][name] = {"cold": cold[name].model_dump(mode="json"), "warm": warm[name].model_dump(mode="json")}
+            out["examples"][name]["warm"] = warm[name].model_dump(mode="json")
+            out["gpu"] = cold[name].gpu.model_dump() if cold[name].gpu else None
+            _save_raw(args, out)
     finally:
         await backend.close()
         shutil.rmtree(work, ignore_errors=True)
     return out
 
 
+def _save_raw(args, data: dict) -> None:
+    """Every finished job so far, rewritten after each one (a run cut short keeps what it measured)."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "self-improvement-raw.json").write_text(json.dumps(data))
+
+
 def tables(data: dict, args) -> tuple[str, dict]:
     rows, si, thr = [], [], []
     metrics: dict = {}
     for name, runs in data["examples"].items():
+        if "warm" not in runs:
+            continue
         cold, warm = JobSummary.model_validate(runs["cold"]), JobSummary.model_validate(runs["warm"])
         bests = [b for b in (best_row(cold), best_row(warm)) if b is not None]
         best = max(bests, key=lambda r: r.result.speedup, default=None)
@@ -208,13 +220,19 @@ def main() -> None:
     parser.add_argument("--examples", nargs="*", help="example folder names (default: all)")
     parser.add_argument("--max-candidates", type=int, default=40)
     parser.add_argument("--patience", type=int, default=16)
+    parser.add_argument("--max-seconds", type=float, default=90.0, help="wall-time budget of each job")
     parser.add_argument("--backend", choices=("gpu", "simulated"), default="gpu",
                         help="simulated: a dry run of the script without a GPU (its numbers mean nothing)")
+    parser.add_argument("--tables-from", type=Path, help="only render the tables from a saved self-improvement-raw.json")
     args = parser.parse_args()
-    data = asyncio.run(run(args))
-    date = dt.datetime.now(dt.timezone.utc)
-    data["date"] = date.isoformat(timespec="seconds")
-    data["versions"] = {"python": platform.python_version(), **{p: _version(p) for p in ("cupy", "pydantic", "ptxfactory")}}
+    if args.tables_from:
+        data = json.loads(args.tables_from.read_text())
+    else:
+        data = asyncio.run(run(args))
+        data["date"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        data["versions"] = {"python": platform.python_version(), **{p: _version(p) for p in ("cupy", "pydantic", "ptxfactory")}}
+        _save_raw(args, data)
+    date = dt.datetime.fromisoformat(data["date"])
     md, metrics = tables(data, args)
     data.update(metrics)
     args.out.mkdir(parents=True, exist_ok=True)
