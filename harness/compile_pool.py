@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from ptxfactory.protocol import Candidate, CompileFailed, KernelSpec
 
 from .compile import Compiled, compile_candidate
+from .elf import code_digest
 from .static_checks import StaticFinding, static_check
 
 
@@ -31,11 +32,14 @@ class Prepared:
     """A candidate ready for the GPU, or the reason it never will be.
 
     ``compiled`` is :class:`Compiled` or :class:`CompileFailed`; ``finding`` is the static check that
-    refused it (None when it passed or was not checked).
+    refused it (None when it passed or was not checked); ``binary`` identifies what would run on the
+    GPU: the machine code (:func:`~ptxfactory.harness.elf.code_digest`), the kernel's lowered name and
+    the launch (None when it did not compile). Equal ``binary``: the same experiment.
     """
 
     compiled: Compiled | CompileFailed
     finding: StaticFinding | None
+    binary: str | None = None
 
 
 def prepare(candidate: Candidate, spec: KernelSpec, static: bool = True) -> Prepared:
@@ -45,9 +49,11 @@ def prepare(candidate: Candidate, spec: KernelSpec, static: bool = True) -> Prep
     :class:`CompileFailed`, a refused candidate a :class:`StaticFinding`.
     """
     compiled = compile_candidate(candidate, spec.arch, spec.check.fast_math)
-    if isinstance(compiled, CompileFailed) or not static:
+    if isinstance(compiled, CompileFailed):
         return Prepared(compiled, None)
-    return Prepared(compiled, static_check(candidate, spec, compiled.resources, compiled.cubin))
+    binary = f"{code_digest(compiled.cubin)}:{compiled.lowered_name}:{candidate.launch.model_dump_json()}"
+    finding = static_check(candidate, spec, compiled.resources, compiled.cubin) if static else None
+    return Prepared(compiled, finding, binary)
 
 
 class CompilePool:

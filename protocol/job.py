@@ -66,6 +66,7 @@ class JobSummary(BaseModel):
     wall_s: float | None = Field(None, description="seconds from the job's start to its end")
     gpu_busy_s: float | None = Field(None, description="seconds the GPU worker spent evaluating (None without a GPU)")
     stop_reason: str | None = Field(None, description="why the search stopped: budget, wall time, plateau, proposals exhausted")
+    duplicates: int = Field(0, description="candidates dropped after compiling: the same machine code and launch as one evaluated")
 
     def row(self, key: str | None) -> CandidateRow | None:
         return next((r for r in self.rows if r.key == key), None) if key else None

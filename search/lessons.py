@@ -18,7 +18,7 @@ import aiosqlite
 from ptxfactory.protocol import Candidate, EvalResult, GpuFacts, Measured
 from ptxfactory.protocol.lesson import Lesson
 
-from .priors import ArmPrior, Priors, generator_kind
+from .priors import FAILED, ArmPrior, Priors
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS experiments (
@@ -141,35 +141,53 @@ class LessonStore:
     async def search_priors(self, kernel_class: str, arch: str, exclude_job: str | None = None) -> Priors:
         """Everything a new job on ``kernel_class`` and ``arch`` starts from (:class:`~ptxfactory.search.priors.Priors`).
 
-        Knob scores on this class, on any class and for any generator, and per generator (and kind of
-        generator) the number of experiments and their mean log speedup, a failure counting as log 0.5.
-        The original kernels, never-run candidates, the SimulatedDevice's experiments and those of
-        ``exclude_job`` (a resumed job must not learn from its own first half) do not count.
+        Knob scores relative to each past job's best (on this class, on any class, for any
+        generator), and per generator the rewards its candidates earned in their jobs, in order
+        (``log(speedup / best so far)``, clipped to [log 0.5, 3]; a failure log 0.5): over every class,
+        and on this class only. The original kernels (they set each job's starting best of 1.0),
+        never-run candidates, the SimulatedDevice's experiments and those of ``exclude_job`` (a
+        resumed job must not learn from its own first half) do not count.
         """
-        query = ("SELECT kernel_class, generator, params, outcome, speedup FROM experiments"
-                 " WHERE generator != 'original' AND outcome != 'not_run' AND gpu NOT LIKE 'SimulatedDevice%' AND arch = ?"
-                 " AND job_id != ?")
+        query = ("SELECT job_id, kernel_class, generator, params, outcome, speedup FROM experiments"
+                 " WHERE outcome != 'not_run' AND gpu NOT LIKE 'SimulatedDevice%' AND arch = ? AND job_id != ?"
+                 " ORDER BY id")
+        async with self._db.execute(query, (arch, exclude_job or "")) as cur:
+            rows = await cur.fetchall()
+        job_best: dict[str, float] = {}
+        for job, _, _, _, outcome, speedup in rows:
+            if outcome == "measured" and speedup:
+                job_best[job] = max(job_best.get(job, 1.0), speedup)
         same: dict[str, list[float]] = {}
         anyc: dict[str, list[float]] = {}
         knob: dict[str, list[float]] = {}
         gens: dict[str, list[float]] = {}
-        async with self._db.execute(query, (arch, exclude_job or "")) as cur:
-            async for kclass, generator, params, outcome, speedup in cur:
-                reward = math.log(speedup) if outcome == "measured" and speedup else math.log(0.5)
-                reward = max(math.log(0.5), min(reward, 3.0))
-                gens.setdefault(generator, []).append(reward)
-                gens.setdefault(f"kind:{generator_kind(generator)}", []).append(reward)
-                for k, v in json.loads(params).items():
-                    anyc.setdefault(f"{generator}:{k}={v}", []).append(reward)
-                    knob.setdefault(f"{k}={v}", []).append(reward)
-                    if kclass == kernel_class:
-                        same.setdefault(f"{generator}:{k}={v}", []).append(reward)
+        class_gens: dict[str, list[float]] = {}
+        running: dict[str, float] = {}
+        for job, kclass, generator, params, outcome, speedup in rows:
+            ok = outcome == "measured" and bool(speedup)
+            if generator == "original":
+                continue
+            before = running.get(job, 1.0)
+            reward = max(math.log(0.5), min(math.log(speedup / before), 3.0)) if ok else math.log(0.5)
+            running[job] = max(before, speedup) if ok else before
+            gens.setdefault(generator, []).append(reward)
+            if kclass == kernel_class:
+                class_gens.setdefault(generator, []).append(reward)
+            rel = max(FAILED, math.log(speedup / job_best.get(job, 1.0))) if ok else FAILED
+            for k, v in json.loads(params).items():
+                anyc.setdefault(f"{generator}:{k}={v}", []).append(rel)
+                knob.setdefault(f"{k}={v}", []).append(rel)
+                if kclass == kernel_class:
+                    same.setdefault(f"{generator}:{k}={v}", []).append(rel)
 
         def means(d: dict[str, list[float]]) -> dict[str, float]:
             return {k: sum(v) / len(v) for k, v in d.items()}
 
+        def arms(d: dict[str, list[float]]) -> dict[str, ArmPrior]:
+            return {g: ArmPrior(len(v), sum(v) / len(v)) for g, v in d.items()}
+
         return Priors(same_class=means(same), any_class=means(anyc), knob=means(knob),
-                      generators={g: ArmPrior(len(v), sum(v) / len(v)) for g, v in gens.items()})
+                      generators=arms(gens), class_generators=arms(class_gens))
 
     async def priors(self, kernel_class: str, arch: str) -> dict[str, float]:
         """Scores per ``"generator:param=value"`` on this kernel class and arch (:attr:`Lesson.score`).

@@ -203,6 +203,7 @@ async def optimise(
     inflight: deque[tuple[Candidate, asyncio.Future | None]] = deque([(original, start(original))])
     ahead = pool.parallel + (1 if backend is not None else 0)
     begun = [1]  # candidates taken from the search so far, the original included
+    binaries: dict[str, str] = {}  # Prepared.binary -> the key of the candidate evaluated with it
 
     def fill() -> None:
         while len(inflight) < ahead:
@@ -225,6 +226,13 @@ async def optimise(
                 if cancel is not None and cancel.is_set():
                     state = "cancelled"
                     break
+                if prepared.binary is not None and prepared.binary in binaries:
+                    search.duplicate(cand)  # the same machine code and launch as an evaluated candidate
+                    begun[0] -= 1
+                    fill()
+                    continue
+                if prepared.binary is not None:
+                    binaries[prepared.binary] = cand.key
                 row = await record(cand, await outcome(cand, prepared), fresh=True)
             if search.observe(row) and backend is not None:
                 await search.expand(row.candidate, [n for n in ("transform", "tune") if n in gens])
@@ -242,7 +250,7 @@ async def optimise(
         job_id=job_id, source_path=str(source_path), kernel=kernel, state=state, gpu=facts, rows=rows,
         baseline_key=original.key, best_key=best.candidate.key if best else None,
         message=_summary_message(state, best), kernel_class=kernel_class, wall_s=round(time.monotonic() - started, 3),
-        gpu_busy_s=round(busy.seconds, 3) if backend is not None else None,
+        gpu_busy_s=round(busy.seconds, 3) if backend is not None else None, duplicates=search.duplicates,
         stop_reason="cancelled" if state == "cancelled" else (search.stop_reason or "every proposal evaluated"),
     )
     notify(Progress(len(rows), len(rows), summary.message))
@@ -278,9 +286,11 @@ class _Search:
         self.expanded: set[tuple[str, str]] = set()
         self.family_hits: list[str] = []
         self.priors = Priors()
-        self.job_knobs: dict[str, list[float]] = {}
-        self.best_speedup = 1.0
+        self.job_knobs: dict[str, list[float | None]] = {}  # "gen:knob=value" -> log speedups (None: failed)
+        self.best_speedup = 1.0  # the best that counted as a gain (> 1% over the previous one)
+        self.best_seen = 1.0  # the best verified speedup so far
         self.since_best = 0
+        self.duplicates = 0
         self.stop_reason: str | None = None
 
     async def expand(self, parent: Candidate, names: list[str]) -> None:
@@ -323,9 +333,17 @@ class _Search:
         name = self.chooser.choose(live)
         self.arms[name].pending += 1
         queue = self.queues[name]
-        scores = [candidate_score(c, self.priors, self.job_knobs) for c in queue]
+        best_log = math.log(self.best_seen)
+        scores = [candidate_score(c, self.priors, self.job_knobs, best_log) for c in queue]
         pick = max(range(len(queue)), key=lambda i: (scores[i], -i))
         return queue.pop(pick)
+
+    def duplicate(self, cand: Candidate) -> None:
+        """``cand`` compiled to a binary already evaluated: it is dropped, and its arm learns nothing."""
+        self.duplicates += 1
+        arm = self.arms.get(cand.generator)
+        if arm is not None:
+            arm.pending = max(0, arm.pending - 1)
 
     def observe(self, row: CandidateRow) -> bool:
         """Learn from one finished row; True when it is the new best verified candidate (by more than 1%)."""
@@ -337,11 +355,14 @@ class _Search:
             arm.pending = max(0, arm.pending - 1)
         if result.outcome == "not_run":
             return False
-        reward = _reward(result)
+        reward = _reward(result, self.best_seen)
         if arm is not None:
             arm.rewards.append(reward)
+        verified = isinstance(result, Measured) and result.speedup > 0
         for key, value in cand.params.items():
-            self.job_knobs.setdefault(f"{cand.generator}:{key}={value}", []).append(reward)
+            self.job_knobs.setdefault(f"{cand.generator}:{key}={value}", []).append(math.log(result.speedup) if verified else None)
+        if verified:
+            self.best_seen = max(self.best_seen, result.speedup)
         if isinstance(result, Measured) and result.speedup > self.best_speedup * PLATEAU_GAIN:
             self.best_speedup, self.since_best = result.speedup, 0
             return True
@@ -350,14 +371,16 @@ class _Search:
 
     def stopped(self, started: int, elapsed_s: float, max_seconds: float | None, patience: int | None) -> bool:
         """True once a stopping rule holds (``started``: candidates begun so far); records the reason."""
-        if self.stop_reason is None:
-            if started >= self.max_candidates:
-                self.stop_reason = f"budget of {self.max_candidates} candidates"
-            elif max_seconds is not None and elapsed_s >= max_seconds:
-                self.stop_reason = f"wall-time budget of {max_seconds:g} s"
-            elif patience is not None and self.since_best >= patience:
-                self.stop_reason = f"plateau: {patience} candidates without a 1% gain"
-        return self.stop_reason is not None
+        reason = None
+        if started >= self.max_candidates:
+            reason = f"budget of {self.max_candidates} candidates"
+        elif max_seconds is not None and elapsed_s >= max_seconds:
+            reason = f"wall-time budget of {max_seconds:g} s"
+        elif patience is not None and self.since_best >= patience:
+            reason = f"plateau: {patience} candidates without a 1% gain"
+        if reason is not None:
+            self.stop_reason = reason
+        return reason is not None
 
     def total_estimate(self, begun: int) -> int:
         """Candidates this job will evaluate at most, as known now (for progress bars)."""
@@ -365,10 +388,12 @@ class _Search:
         return max(begun, min(self.max_candidates, begun + left))
 
 
-def _reward(result: EvalResult) -> float:
-    """Log speedup over the original, clipped to [log 0.5, 3]; any failure counts as log 0.5 (as in the lesson scores)."""
+def _reward(result: EvalResult, best_before: float) -> float:
+    """A generator's reward for one candidate: ``log(speedup / best so far)``, clipped to [log 0.5, 3]
+    (what it added to the job; a child as fast as its parent earns 0); any failure earns log 0.5.
+    The lesson store's generator priors use the same reward."""
     if isinstance(result, Measured) and result.speedup > 0:
-        return max(math.log(0.5), min(math.log(result.speedup), 3.0))
+        return max(math.log(0.5), min(math.log(result.speedup / best_before), 3.0))
     return math.log(0.5)
 
 

@@ -61,7 +61,9 @@ class FakeGenerator:
             })
 
         return [
-            variant("typedef uint4 vec16_t;  // 16-byte vectors\n" + src, "vectorised (pretend)"),
+            # another kernel in the file: other machine code, so not a duplicate of the original's binary
+            variant("typedef uint4 vec16_t;  // 16-byte vectors\n" + src + '\nextern "C" __global__ void ptxf_fake_vec() {}\n',
+                    "vectorised (pretend)"),
             variant(src.replace("sum += v * v;", "sum += v * v"), "missing semicolon"),
             variant(src, "the original again"),
             variant(src.replace("float eps)", "float eps) /* same key */"), "the original with a comment"),

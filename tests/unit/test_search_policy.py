@@ -45,7 +45,8 @@ class KnobFamily:
             if self.broken:
                 params["broken"] = 1
             out.append(ctx.original.model_copy(update={
-                "source": f"#define PTXF_{self.name}_{block}_{hint} {int(self.broken)}\n" + ctx.original.source,
+                # an extra empty kernel per setting: distinct machine code, so no candidate is a binary duplicate
+                "source": ctx.original.source + f'\nextern "C" __global__ void ptxf_{self.name}_{block}_{hint}() {{}}\n',
                 "generator": self.name, "description": f"{self.name} block={block} hint={hint}",
                 "params": params, "parent": ctx.original.key,
             }))

@@ -161,3 +161,18 @@ async def test_resume_skips_candidates_already_measured(fake_generators):
     assert [r.candidate.key for r in again.rows] == [r.candidate.key for r in first.rows]
     assert fresh == [r.candidate.key for r in first.rows[2:]]  # only the rows not known before
     assert not set(device.evaluated) & set(known) and set(device.evaluated) <= set(fresh)
+
+
+async def test_a_candidate_compiling_to_an_evaluated_binary_is_not_evaluated_again(example_copy):
+    """``--extra-device-vectorization`` changes nothing in the naive rmsnorm's machine code: dropped after compiling."""
+    from ptxfactory.harness.compile import compile_candidate
+    from ptxfactory.harness.elf import code_digest
+    from ptxfactory.harness.simulated import SimulatedDevice
+
+    device = SimulatedDevice(0)
+    summary = await optimise(example_copy, "rmsnorm", backend=device, generators=("tune",), patience=None)
+    described = [r.candidate.description for r in summary.rows]
+    assert "tune --extra-device-vectorization" not in described and summary.duplicates >= 1
+    digests = [code_digest(compile_candidate(r.candidate, "sm_90a").cubin) + str(r.candidate.launch) for r in summary.rows]
+    assert len(set(digests)) == len(digests)  # every evaluated row ran its own binary
+    assert len(device.evaluated) == len(summary.rows)
