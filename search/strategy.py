@@ -201,12 +201,18 @@ async def optimise(
 
     state = "finished" if backend else "compile_only"
     inflight: deque[tuple[Candidate, asyncio.Future | None]] = deque([(original, start(original))])
-    ahead = pool.parallel + (1 if backend is not None else 0)
+    def ahead() -> int:
+        """Candidates to have compiling while one is evaluated. Each is chosen before the results still in
+        flight are known, so early on, when every result changes the choice most, only one; later,
+        enough to keep the pool's workers busy."""
+        if backend is None:
+            return pool.parallel
+        return 1 if len(rows) < EARLY_ROWS else pool.parallel
     begun = [1]  # candidates taken from the search so far, the original included
     binaries: dict[str, str] = {}  # Prepared.binary -> the key of the candidate evaluated with it
 
     def fill() -> None:
-        while len(inflight) < ahead:
+        while len(inflight) < ahead():
             if search.stopped(begun[0], time.monotonic() - started, max_seconds, patience):
                 return
             cand = search.next()
@@ -271,6 +277,7 @@ class _Busy:
 
 
 PLATEAU_GAIN = 1.01  # a new best must beat the old one by 1%: smaller gains are within run-to-run noise
+EARLY_ROWS = 8  # rows before the search compiles more than one candidate ahead
 
 
 class _Search:
@@ -418,8 +425,14 @@ async def _evaluate(backend: EvaluationBackend, spec: KernelSpec, baseline: Comp
 
 
 def _best(rows: list[CandidateRow], baseline_key: str) -> CandidateRow | None:
+    """The fastest verified candidate faster than the original; among those within 1% of it (run-to-run
+    noise) the first evaluated, which is the simpler one: a family's kernel rather than its
+    ``-maxrregcount`` child that only measured a hair faster."""
     faster = [r for r in rows if isinstance(r.result, Measured) and r.candidate.key != baseline_key and r.result.speedup > 1.0]
-    return max(faster, key=lambda r: r.result.speedup, default=None)
+    if not faster:
+        return None
+    top = max(r.result.speedup for r in faster)
+    return next(r for r in faster if r.result.speedup * PLATEAU_GAIN >= top)
 
 
 def _row_message(row: CandidateRow) -> str:

@@ -1,7 +1,7 @@
 """CPU tests of the "elementwise" family: every instance compiles with NVRTC for sm_90a, without spills.
 
 No GPU is needed (NVRTC runs without a driver). Correctness on the GPU is the verifier's business
-(tests/gpu/test_family_elementwise.py); here: the pattern match, the user's signature, distinct
+(tests/gpu/test_gpu_family_elementwise.py); here: the pattern match, the user's signature, distinct
 keys, launches that fit the compiled kernel at every size the verifier and the benchmark use, and
 the skeleton's ingredients (vector loads, the scalar paths, the epilogue library).
 """

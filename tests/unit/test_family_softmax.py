@@ -1,7 +1,7 @@
 """CPU tests of the "softmax" family: every candidate compiles with NVRTC for sm_90a, without spills.
 
 No GPU is needed: NVRTC runs without a driver. Correctness on the GPU is the verifier's business
-(tests/gpu/test_family_softmax.py); here: the pattern match, the user's signature kept, distinct
+(tests/gpu/test_gpu_family_softmax.py); here: the pattern match, the user's signature kept, distinct
 keys, launches that fit the compiled kernel and the sm_90 limits at every spec, held-out and bench
 size, and a dispatch that matches the grid expression.
 """

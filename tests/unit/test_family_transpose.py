@@ -1,7 +1,7 @@
 """CPU tests of the "transpose" family: every instance compiles with NVRTC for sm_90a, without spills.
 
 No GPU is needed (NVRTC runs without a driver). Correctness on the GPU is the verifier's business
-(tests/gpu/test_family_transpose.py); here: the pattern match, the user's signature, distinct keys,
+(tests/gpu/test_gpu_family_transpose.py); here: the pattern match, the user's signature, distinct keys,
 launches that fit the compiled kernel at every size the verifier and the benchmark use, shared
 memory as the configuration says, and the vector/scalar dispatch.
 """
