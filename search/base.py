@@ -24,7 +24,16 @@ class GenContext:
 
 
 class Generator(Protocol):
-    """Proposes candidates. ``name`` is recorded with every experiment it produces."""
+    """Proposes candidates. ``name`` is recorded with every experiment it produces.
+
+    Each candidate's ``params`` are its knob values (JSON scalars), what the lesson store learns from.
+    Knobs shared by every generator, so that lessons carry over between kernel classes: ``block``
+    (threads per block), ``vec`` (bytes per vector access: 4, 8, 16), ``hint`` (``"ldg"``, ``"stream"``,
+    ``"plain"``), ``unroll``, ``math`` (``"fast"``: approximate intrinsics, ``"precise"``). Knobs that
+    choose *which function* is computed (``norm``, ``epilogue``) are learnt per kernel class only
+    (:data:`ptxfactory.search.priors.FUNCTION_KNOBS`). Families return their tuning space in its
+    natural order; the search orders it.
+    """
 
     name: str
 

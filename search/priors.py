@@ -57,6 +57,7 @@ class Priors:
     knob: Mapping[str, float] = field(default_factory=dict)
     generators: Mapping[str, ArmPrior] = field(default_factory=dict)
     class_generators: Mapping[str, ArmPrior] = field(default_factory=dict)
+    _neutral: dict = field(default_factory=dict, compare=False, repr=False)  # memo of neutral()
 
     @property
     def empty(self) -> bool:
@@ -78,6 +79,11 @@ class Priors:
     def neutral(self, generator: str, key: str) -> float | None:
         """The mean prior score of the values of ``key`` that past jobs tried (None: none was): what a value
         never tried before is assumed to score, so that unknown is neither best nor worst."""
+        if (generator, key) not in self._neutral:
+            self._neutral[(generator, key)] = self._mean_known(generator, key)
+        return self._neutral[(generator, key)]
+
+    def _mean_known(self, generator: str, key: str) -> float | None:
         scores = [self.knob_score(generator, key, name.split("=", 1)[1])
                   for name in {*self.same_class, *self.any_class} if name.startswith(f"{generator}:{key}=")]
         if key not in FUNCTION_KNOBS:

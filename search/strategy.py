@@ -211,15 +211,24 @@ async def optimise(
     begun = [1]  # candidates taken from the search so far, the original included
     binaries: dict[str, str] = {}  # Prepared.binary -> the key of the candidate evaluated with it
 
+    speculative: dict[str, asyncio.Future] = {}  # compiled ahead of the choice: each arm's favourite right now
+
     def fill() -> None:
         while len(inflight) < ahead():
             if search.stopped(begun[0], time.monotonic() - started, max_seconds, patience):
                 return
             cand = search.next()
             if cand is None:
-                return
+                break
             begun[0] += 1
-            inflight.append((cand, start(cand)))
+            inflight.append((cand, speculative.pop(cand.key, None) or start(cand)))
+        busy_workers = sum(1 for _, f in inflight if f is not None and not f.done())
+        busy_workers += sum(1 for f in speculative.values() if not f.done())
+        if backend is None or busy_workers >= pool.parallel:
+            return
+        for cand in search.favourites(pool.parallel - busy_workers):
+            if cand.key not in speculative and cand.key not in known:
+                speculative[cand.key] = asyncio.ensure_future(pool.prepare(cand, spec))
 
     try:
         while inflight:
@@ -247,9 +256,8 @@ async def optimise(
                 break
             fill()
     finally:
-        for _, fut in inflight:
-            if fut is not None:
-                fut.cancel()
+        for fut in [f for _, f in inflight if f is not None] + list(speculative.values()):
+            fut.cancel()
 
     best = _best(rows, original.key)
     summary = JobSummary(
@@ -259,7 +267,8 @@ async def optimise(
         gpu_busy_s=round(busy.seconds, 3) if backend is not None else None, duplicates=search.duplicates,
         stop_reason="cancelled" if state == "cancelled" else (search.stop_reason or "every proposal evaluated"),
     )
-    notify(Progress(len(rows), len(rows), summary.message))
+    # a cancelled job ends short of what it would have done; a finished one at 100%
+    notify(Progress(len(rows), search.total_estimate(len(rows)) if state == "cancelled" else len(rows), summary.message))
     return summary
 
 
@@ -344,6 +353,18 @@ class _Search:
         scores = [candidate_score(c, self.priors, self.job_knobs, best_log) for c in queue]
         pick = max(range(len(queue)), key=lambda i: (scores[i], -i))
         return queue.pop(pick)
+
+    def favourites(self, n: int) -> list[Candidate]:
+        """What :meth:`next` would most likely pick soon, without picking: the best-scoring proposal of
+        each arm, arms by their posterior mean, at most ``n`` (compiled speculatively while the GPU works)."""
+        best_log = math.log(self.best_seen)
+        arms = sorted((a for name, a in self.arms.items() if self.queues[name]), key=lambda a: -a.mean)
+        out = []
+        for arm in arms[:n]:
+            queue = self.queues[arm.name]
+            scores = [candidate_score(c, self.priors, self.job_knobs, best_log) for c in queue]
+            out.append(queue[max(range(len(queue)), key=lambda i: (scores[i], -i))])
+        return out
 
     def duplicate(self, cand: Candidate) -> None:
         """``cand`` compiled to a binary already evaluated: it is dropped, and its arm learns nothing."""

@@ -98,6 +98,7 @@ class ElementwiseConfig:
         out = {"epilogue": self.epilogue, "block": self.block, "vec": self.vec, "unroll": self.unroll, "hint": self.hint}
         if self.tanh is not None:
             out["tanh"] = self.tanh
+            out["math"] = "fast" if self.tanh == "approx" else "precise"  # the knob shared by every generator
         return out
 
 

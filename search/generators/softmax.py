@@ -129,7 +129,8 @@ class SoftmaxConfig:
 
     def params(self) -> dict:
         return {"block": self.block, "rows_per_block": self.rows_per_block, "vecs": self.vecs, "vec": 16,
-                "hint": self.hint, "exp": self.exp}
+                "hint": self.hint, "exp": self.exp,
+                "math": "fast" if self.exp == "exp2" else "precise"}  # the knob shared by every generator
 
 
 def match_spec(spec: KernelSpec) -> SoftmaxMatch | None:

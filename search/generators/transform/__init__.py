@@ -96,6 +96,8 @@ class TransformGenerator:
             params["hint"] = "stream" if hint == "stream" else "ldg"
         if "unroll" in names:
             params["unroll"] = STRIDED_UNROLL
+        if "fast_math" in names:
+            params["math"] = "fast"  # the knob shared by every generator: approximate intrinsics
         desc = "transform " + "+".join(names)
         if unit.notes.get("fast_math_ops"):
             params["fast_math_ops"] = unit.notes["fast_math_ops"]
