@@ -80,7 +80,7 @@ def test_proposes_the_tuning_space(cands, ctx):
     for c in cands:
         assert c.generator == "softmax" and c.parent == ctx.original.key and c.kernel_name == "softmax"
         assert c.description.startswith("softmax ")
-        assert set(c.params) == {"block", "rows_per_block", "vecs", "vec", "hint", "exp"}
+        assert set(c.params) == {"block", "rows_per_block", "vecs", "vec", "hint", "exp", "math"}
         assert c.params["vec"] == 16 and c.params["hint"] in ("ldg", "stream") and c.params["exp"] in ("expf", "exp2")
     assert {c.params["exp"] for c in cands} == {"expf", "exp2"}
     assert {c.params["hint"] for c in cands} == {"ldg", "stream"}
