@@ -79,8 +79,9 @@ def _launch_figures(spec: KernelSpec) -> tuple[int | None, int]:
 
 
 def analyse_now(path: Path, text: str) -> FileAnalysis:
-    """Compile every spec'd kernel found in ``text`` (blocking: run it on a thread)."""
-    from ptxfactory.harness.compile import compile_candidate
+    """Compile every spec'd kernel found in ``text`` (blocking: run it on a thread). NVRTC runs in the
+    compile pool's processes, never in the daemon: its memory stays out of the daemon's resident set."""
+    from ptxfactory.harness.compile_pool import shared_pool
     from ptxfactory.harness.source import check_signature, find_kernels
     from ptxfactory.search.strategy import kernel_fingerprint, original_candidate
 
@@ -104,7 +105,7 @@ def analyse_now(path: Path, text: str) -> FileAnalysis:
         except ValueError as exc:
             result.kernels[kdef.name] = KernelAnalysis(**common, mismatch=f"{spec_path.name} does not match the kernel: {exc}")
             continue
-        compiled = compile_candidate(original_candidate(spec, text), spec.arch, spec.check.fast_math)
+        compiled = shared_pool().prepare_blocking(original_candidate(spec, text), spec, static=False).compiled
         if not isinstance(compiled, CompileFailed):
             result.kernels[kdef.name] = KernelAnalysis(
                 **common, resources=compiled.resources, messages=tuple(m for m in compile_messages(compiled.log) if m.severity == "warning"),

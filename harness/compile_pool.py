@@ -16,6 +16,7 @@ import asyncio
 import atexit
 import multiprocessing as mp
 import os
+import threading
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -69,6 +70,7 @@ class CompilePool:
             workers = int(env) if env not in (None, "") else min(4, os.cpu_count() or 1)
         self.workers = max(0, workers)
         self._executor: Executor | None = None
+        self._lock = threading.Lock()  # the daemon's analysis thread and the event loop both submit
 
     @property
     def parallel(self) -> int:
@@ -76,12 +78,13 @@ class CompilePool:
         return max(1, self.workers)
 
     def _pool(self) -> Executor:
-        if self._executor is None:
-            if self.workers == 0:
-                self._executor = ThreadPoolExecutor(1, thread_name_prefix="ptxfactory-compile")
-            else:
-                self._executor = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
-        return self._executor
+        with self._lock:
+            if self._executor is None:
+                if self.workers == 0:
+                    self._executor = ThreadPoolExecutor(1, thread_name_prefix="ptxfactory-compile")
+                else:
+                    self._executor = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+            return self._executor
 
     async def prepare(self, candidate: Candidate, spec: KernelSpec, static: bool = True) -> Prepared:
         """Compile and check ``candidate`` off the event loop (see :func:`prepare`)."""
@@ -92,11 +95,20 @@ class CompilePool:
             self.close()
             return await loop.run_in_executor(self._pool(), prepare, candidate, spec, static)
 
+    def prepare_blocking(self, candidate: Candidate, spec: KernelSpec, static: bool = True) -> Prepared:
+        """:meth:`prepare` for a caller on a plain thread (blocks that thread until the pool answers)."""
+        try:
+            return self._pool().submit(prepare, candidate, spec, static).result()
+        except BrokenProcessPool:
+            self.close()
+            return self._pool().submit(prepare, candidate, spec, static).result()
+
     def close(self) -> None:
         """Stop the workers (pending compilations are cancelled)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        with self._lock:
+            if self._executor is not None:
+                self._executor.shutdown(wait=False, cancel_futures=True)
+                self._executor = None
 
 
 _SHARED: CompilePool | None = None
