@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         f"(`ptxfactory.optimise`); once it had results, the second sent {args.requests} hovers (on the kernel's signature)",
         f"and {args.requests} code-action requests (inside the kernel; up to {result['actions']} actions each, the faster",
         f"candidates' edits and the rejected ones), one at a time, a pair every {args.interval * 1000:.0f} ms. Times are round",
-        "trips seen by the client. The job's candidates compile (NVRTC) on the daemon's threads all along.",
+        "trips seen by the client. The job's candidates compile (NVRTC) all along, in the compile pool's processes (not counted in the daemon's memory).",
         f"The job was {'still running' if busy else 'NOT running any more'} at the end: candidates "
         f"{result['before']['done']}/{result['before']['total']} -> {result['after']['done']}/{result['after']['total']}.",
         "",

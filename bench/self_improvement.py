@@ -297,6 +297,12 @@ def main() -> None:
 
 
 def _version(name: str) -> str:
+    if name == "cupy":  # its distribution is cupy-cuda12x / cupy-cuda13x
+        try:
+            import cupy
+            return cupy.__version__
+        except ImportError:
+            return "absent"
     try:
         return version(name)
     except Exception:  # noqa: BLE001 (a missing package is reported, not fatal)
