@@ -12,7 +12,6 @@ import gc
 import logging
 import os
 import signal
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .paths import lock_file, lock_holder, private_dir
@@ -43,7 +42,6 @@ async def run_daemon(
     engine = listener = None
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    loop.set_default_executor(ThreadPoolExecutor(EXECUTOR_THREADS, thread_name_prefix="ptxfactory"))
     try:
         engine = await Engine.open(backend_name, store_path, jobs_path, max_candidates=max_candidates)
         await engine.start(resume=True)
@@ -72,27 +70,6 @@ async def run_daemon(
         os.close(lock_fd)
 
 
-MALLOC_ARENAS = 2
-"""glibc malloc arenas for the daemon. glibc gives each new thread its own arena (up to 8 per core) and
-keeps what a thread freed there, so a long-running process whose work hops between many threads
-(generators, SQLite, NVRTC for hover) grows its resident memory with the core count: measured by
-bench/lsp_latency.py with one job running, 328 MiB on a 16-core H200 host against 205 MiB on 2 cores
-(bench/results/lsp-latency-*.md has the figure with this limit)."""
-EXECUTOR_THREADS = 4  # the event loop's default executor (asyncio.to_thread): generators, file reads
-
-
-def limit_malloc_arenas(n: int = MALLOC_ARENAS) -> bool:
-    """``mallopt(M_ARENA_MAX, n)`` on glibc (before threads start); False where that is not available."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(-8, n))  # M_ARENA_MAX = -8 (malloc.h)
-    except (OSError, AttributeError):
-        return False
-
-
 def serve_daemon(socket_path: Path, **kwargs) -> None:
     """Run the daemon until SIGTERM/SIGINT, on uvloop. Raises AlreadyRunning, StoreBusy, ValueError, UnsafePath."""
     import uvloop
@@ -100,7 +77,6 @@ def serve_daemon(socket_path: Path, **kwargs) -> None:
     from .lsp.server import configure_logging
 
     configure_logging()
-    limit_malloc_arenas()
     uvloop.run(run_daemon(socket_path, **kwargs))
 
 
