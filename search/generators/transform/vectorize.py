@@ -1,0 +1,336 @@
+"""``vectorize``: a 1-D elementwise kernel moves 16 bytes per load and store, one thread per 16 bytes.
+
+Pattern (the kernel body is exactly this; casts and either operand order allowed in the index)::
+
+    T i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;            // or: if (i < n) { ... } as the last statement
+    ...rest...                     // y[i] = f(x[i], z[i], ...): every buffer access is p[i]
+
+Each thread then handles ``VEC = 16 / sizeof(E)`` consecutive elements from ``i0 = i * VEC`` (E:
+``float``, ``__half`` or ``__nv_bfloat16``, the same size for every buffer)::
+
+    const T ptxf_v0 = (T)(blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+    if (ptxf_v0 >= n) return;
+    if (ptxf_v0 + VEC <= n && ((addr(x) | addr(z) | addr(y)) & 15) == 0) {   // aligned: uniform
+        uint4 ptxf_x = *reinterpret_cast<const uint4*>(x + ptxf_v0); ...      // one 16-byte load each
+        { <rest>, x[i] -> element 0 of ptxf_x, y[i] = v -> ptxf_y0 = bits of (E)(v) } ... x VEC
+        *reinterpret_cast<uint4*>(y + ptxf_v0) = make_uint4(...);             // one 16-byte store
+    } else {
+        for (T i = ptxf_v0; i < ptxf_v0 + VEC && i < n; ++i) { <rest> }       // tail / misaligned
+    }
+
+and the grid ``cdiv(N, B)`` becomes ``cdiv(N, B * VEC)``. Reads already routed through ``__ldg``,
+``__ldcs`` or the ``ldg_na`` helper (``f(p + i)``) keep their hint on the 16-byte load, and stores
+through ``__stcs(q + i, v)`` on the 16-byte store, so the pass chains after the hint passes.
+Exact: every element runs the same statements on the same values; only the access width changes.
+
+Preconditions: a 1-D literal block of B threads, grid ``cdiv(N, B)`` over a size symbol N, launch
+policy ``"free"``; ``n`` is a scalar parameter whose spec value is N (a cast allowed), and every
+buffer accessed holds at least N elements at the spec's sizes; ``rest`` is straight-line code (no
+branch or loop statements, no ``return``, barrier, warp collective, ``__shared__`` data or thread
+builtins) that does not write ``i`` or ``n``; each buffer is only read, or written by exactly one
+top-level ``y[i] = v;`` statement (reads of it before that store allowed); no other pointer use;
+a 32-bit index does not overflow at the spec's sizes.
+"""
+from __future__ import annotations
+
+import ast
+
+from ptxfactory.protocol import LaunchConfig
+from ptxfactory.protocol.expr import ExprError, evaluate
+
+from . import syntax as sx
+from .base import PointerParam, Unit
+from .grid_stride import _bound, _index_decl, _is_return, _paren, _unsafe
+from .syntax import Node
+
+VEC_BYTES = 16
+# element type -> (size in bytes, bits -> element, element -> bits (an unsigned value))
+ELEMENTS = {
+    "float": (4, "__uint_as_float({})", "__float_as_uint((float)({}))"),
+    "__half": (2, "__ushort_as_half((unsigned short)({}))", "(unsigned)__half_as_ushort((__half)({}))"),
+    "half": (2, "__ushort_as_half((unsigned short)({}))", "(unsigned)__half_as_ushort((__half)({}))"),
+    "__nv_bfloat16": (2, "__ushort_as_bfloat16((unsigned short)({}))", "(unsigned)__bfloat16_as_ushort((__nv_bfloat16)({}))"),
+    "nv_bfloat16": (2, "__ushort_as_bfloat16((unsigned short)({}))", "(unsigned)__bfloat16_as_ushort((__nv_bfloat16)({}))"),
+}
+LOADS = {"__ldg": "__ldg", "__ldcs": "__ldcs"}  # scalar hint -> the same on the 16-byte load (uint4 overloads)
+STORES = {"__stcs": "__stcs"}
+NA_V4 = "ptxf_ldna_v4u32"
+COMPONENTS = "xyzw"
+FORBIDDEN = ("if_statement", "switch_statement", "break_statement", "continue_statement") + sx.LOOPS
+
+
+def na_v4_helper() -> tuple[str, str]:
+    """``(name, definition)`` of the 16-byte ``ld.global.nc.L1::no_allocate`` load (what ``ldg_na`` uses per element)."""
+    body = (
+        f"static __device__ __forceinline__ uint4 {NA_V4}(const void* p)\n"
+        "{  // ld.global.nc.L1::no_allocate, 16 bytes: read-only path, no L1 allocation (data read once)\n"
+        "    uint4 v;\n"
+        '    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"\n'
+        '        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));\n'
+        "    return v;\n"
+        "}"
+    )
+    return NA_V4, body
+
+
+class VectorizePass:
+    """One thread per element -> one thread per 16 bytes: 16-byte loads and stores, scalar tail, grid / VEC."""
+
+    name = "vectorize"
+    group = "grid"  # changes the grid's meaning, as grid_stride does: never chained with it
+    exact = True
+
+    def _match(self, unit: Unit) -> dict | None:
+        if unit.body is None or unit.spec.launch.policy != "free" or len(unit.launch.grid) != 1 or not unit.block_is_1d():
+            return None
+        block = unit.block_threads()
+        symbol = _cdiv_symbol(unit.launch.grid[0], block, unit.spec.symbols)
+        if symbol is None:
+            return None
+        stmts = sx.statements(unit.body)
+        if len(stmts) < 2:
+            return None
+        index = _index_decl(stmts[0])
+        if index is None:
+            return None
+        name, type_node, init = index
+        guard = stmts[1]
+        if guard.type != "if_statement" or guard.child_by_field_name("alternative") is not None:
+            return None
+        cond = sx.unparen(guard.child_by_field_name("condition").child_by_field_name("value"))
+        cons = guard.child_by_field_name("consequence")
+        bound = _bound(cond, name, (">=",), ("<=",))
+        if bound is not None and _is_return(cons):
+            rest = stmts[2:]
+        else:
+            bound = _bound(cond, name, ("<",), (">",))
+            if bound is None or cons.type != "compound_statement" or len(stmts) != 2:
+                return None
+            rest = sx.statements(cons)
+        if not rest or not self._bound_is(unit, bound, symbol):
+            return None
+        for stmt in rest:
+            if _unsafe(stmt, name, sx.identifiers(bound)) or sx.contains_type(stmt, FORBIDDEN):
+                return None
+        ctype = sx.type_text(type_node)
+        if ctype not in sx.INT_TYPES or ctype.startswith(("short", "unsigned short", "char", "signed char", "unsigned char", "int8", "uint8")):
+            return None
+        bufs = self._buffers(unit, name, rest)
+        if bufs is None:
+            return None
+        sizes = {ELEMENTS[p.base][0] for p, _ in bufs.values()}
+        if len(sizes) != 1:
+            return None
+        vec = VEC_BYTES // sizes.pop()
+        if not self._sizes_ok(unit, symbol, ctype, block, vec, [p.name for p, _ in bufs.values()]):
+            return None
+        return {"name": name, "type": ctype, "init": init, "bound": bound, "rest": rest, "bufs": bufs, "vec": vec,
+                "symbol": symbol, "block": block, "start": stmts[0].start_byte, "end": stmts[-1].end_byte}
+
+    def _bound_is(self, unit: Unit, bound: Node, symbol: str) -> bool:
+        """``bound`` is a scalar parameter (a cast allowed) whose spec value is ``symbol``."""
+        b = sx.uncast(bound)
+        if not sx.is_ident(b):
+            return False
+        arg = next((a for a in unit.spec.args if a.name == sx.text(b) and a.role == "scalar"), None)
+        return arg is not None and str(arg.value).strip() == symbol
+
+    def _buffers(self, unit: Unit, index: str, rest: list[Node]) -> dict[str, tuple[PointerParam, list]] | None:
+        """Buffers used in ``rest`` -> (param, accesses): ``("read", node, hint)`` / ``("write", stmt, lhs, value, hint)``; None if any use is not of the pattern."""
+        lo, hi = rest[0].start_byte, rest[-1].end_byte
+        top = {s.start_byte: s for s in rest}
+        out: dict[str, tuple[PointerParam, list]] = {}
+        for p in unit.pointers.values():
+            uses = p.reads + p.loads + p.writes + p.other
+            if not uses:
+                continue
+            if p.other or p.base not in ELEMENTS or any(not (lo <= u.start_byte < hi) for u in uses):
+                return None
+            accesses = []
+            for r in p.reads:
+                if not _subscript_at(r, p.name, index):
+                    return None
+                accesses.append(("read", r, None))
+            for call in p.loads:
+                fn = sx.call_name(call)
+                args = sx.call_args(call)
+                if not (fn in LOADS or fn.startswith("ptxf_ldna_")) or len(args) != 1 or not _offset_at(args[0], p.name, index):
+                    return None
+                accesses.append(("read", call, fn))
+            writes = []
+            for w in p.writes:
+                stmt = w.parent.parent if w.type == "subscript_expression" else w.parent
+                if stmt is None or stmt.type != "expression_statement" or top.get(stmt.start_byte) != stmt:
+                    return None
+                if w.type == "subscript_expression":
+                    assign = w.parent
+                    if assign.type != "assignment_expression" or sx.operator(assign) != "=" or not _subscript_at(w, p.name, index):
+                        return None
+                    writes.append(("write", stmt, assign, assign.child_by_field_name("right"), None))
+                else:
+                    args = sx.call_args(w)
+                    if sx.call_name(w) not in STORES or len(args) != 2 or not _offset_at(args[0], p.name, index):
+                        return None
+                    writes.append(("write", stmt, w, args[1], sx.call_name(w)))
+            if len(writes) > 1 or (writes and any(a[1].start_byte >= writes[0][1].end_byte for a in accesses)):
+                return None  # one store per element, and no read of the stored value after it
+            out[p.name] = (p, accesses + writes)
+        return out or None
+
+    def _sizes_ok(self, unit: Unit, symbol: str, ctype: str, block: int, vec: int, buffers: list[str]) -> bool:
+        """Every buffer holds N elements and (32-bit index) ``N + B * VEC`` stays far from 2^31 at every spec size."""
+        spec = unit.spec
+        args = {a.name: a for a in spec.args}
+        limit = 2**31 - 1 - 2 * block * vec if ctype not in sx.WIDE_INT_TYPES else None
+        for size in spec.check.sizes + spec.bench.sizes:
+            try:
+                n = int(evaluate(symbol, size))
+                if any(args[b].numel(size) < n for b in buffers if b in args):
+                    return False
+            except (ExprError, KeyError):
+                return False
+            if limit is not None and n > limit:
+                return False
+        return all(b in args and args[b].is_buffer for b in buffers)
+
+    def applies(self, unit: Unit) -> bool:
+        return self._match(unit) is not None
+
+    def apply(self, unit: Unit) -> Unit:
+        m = self._match(unit)
+        data, t, vec, name = unit.data, m["type"], m["vec"], m["name"]
+        indent = sx.line_indent(data, m["start"])[0].decode()
+        i1, i2 = indent + "    ", indent + "        "
+        bound = _paren(m["bound"])
+        base = "ptxf_v0"
+        bufs = m["bufs"]
+        uses_index = _index_used_as_value(m["rest"], name, bufs)
+        helpers = []
+
+        # the 16-byte loads, one per buffer read
+        lines = []
+        reads = {}  # (start, end) of a read access -> buffer name
+        for b, (p, acc) in bufs.items():
+            rd = [a for a in acc if a[0] == "read"]
+            if not rd:
+                continue
+            for a in rd:
+                reads[(a[1].start_byte, a[1].end_byte)] = b
+            hint = rd[0][2]
+            ptr = f"reinterpret_cast<const uint4*>({b} + {base})"
+            if hint is None:
+                load = f"*{ptr}"
+            elif hint.startswith("ptxf_ldna_"):
+                load = f"{NA_V4}({b} + {base})"
+                helpers.append(na_v4_helper())
+            else:
+                load = f"{LOADS[hint]}({ptr})"
+            lines.append(f"{i1}const uint4 ptxf_{b} = {load};")
+        stores = {b: next(a for a in acc if a[0] == "write") for b, (p, acc) in bufs.items() if any(a[0] == "write" for a in acc)}
+        if stores:
+            lines.append(f"{i1}unsigned " + ", ".join(f"ptxf_{b}{k}" for b in stores for k in range(vec)) + ";")
+
+        # the rest, once per element
+        for k in range(vec):
+            def element(node: Node, k=k) -> bytes | None:
+                b = reads.get((node.start_byte, node.end_byte))
+                if b is not None:
+                    return _unpack(bufs[b][0].base, b, k, vec).encode()
+                for sb, w in stores.items():
+                    if (node.start_byte, node.end_byte) == (w[2].start_byte, w[2].end_byte):
+                        value = sx.render(w[3], data, element).decode()
+                        return f"ptxf_{sb}{k} = {ELEMENTS[bufs[sb][0].base][2].format(value)}".encode()
+                return None
+
+            body = [sx.render(s, data, element).decode() for s in m["rest"]]
+            head = [f"const {t} {name} = {base} + {k};"] if uses_index else []
+            text = "\n".join(head + body).replace("\n", "\n" + i1 + "    ")
+            lines.append(f"{i1}{{  // element {k}\n{i1}    {text}\n{i1}}}")
+
+        for b, w in stores.items():
+            words = [f"ptxf_{b}{k}" for k in range(vec)] if vec == 4 else [
+                f"ptxf_{b}{2 * j} | (ptxf_{b}{2 * j + 1} << 16)" for j in range(4)]
+            value = "make_uint4(" + ", ".join(words) + ")"
+            ptr = f"reinterpret_cast<uint4*>({b} + {base})"
+            lines.append(f"{i1}{STORES[w[4]]}({ptr}, {value});" if w[4] else f"{i1}*{ptr} = {value};")
+
+        aligned = " | ".join(f"reinterpret_cast<unsigned long long>({b})" for b in bufs)
+        scalar = "\n".join(sx.text(s) for s in m["rest"]).replace("\n", "\n" + i2)
+        out = (
+            f"const {t} {base} = ({t})({sx.text(m['init'])}) * {vec};  // first of this thread's {vec} elements (transform vectorize)\n"
+            f"{indent}if ({base} >= {bound}) return;\n"
+            f"{indent}if ({base} + {vec} <= {bound} && (({aligned}) & 15ull) == 0ull) {{  // 16-byte loads and stores\n"
+            + "\n".join(lines) + "\n"
+            f"{indent}}} else {{  // the tail, or buffers not 16-byte aligned: element by element\n"
+            f"{i1}for ({t} {name} = {base}; {name} < {base} + {vec} && {name} < {bound}; ++{name}) {{\n"
+            f"{i2}{scalar}\n"
+            f"{i1}}}\n"
+            f"{indent}}}"
+        )
+        edits = [(m["start"], m["end"], out.encode())]
+        grid = f"cdiv({m['symbol']}, {m['block'] * vec})"
+        launch = LaunchConfig(grid=[grid], block=list(unit.launch.block), shared_mem=unit.launch.shared_mem)
+        return unit.with_text(sx.apply_edits(data, edits), launch=launch, helpers=helpers, vec=VEC_BYTES)
+
+
+def _cdiv_symbol(grid, block: int | None, symbols: list[str]) -> str | None:
+    """``N`` of a grid ``cdiv(N, B)`` with ``N`` a size symbol and ``B`` the block's thread count."""
+    if block is None or not isinstance(grid, str):
+        return None
+    try:
+        e = ast.parse(grid.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "cdiv" and len(e.args) == 2 and not e.keywords):
+        return None
+    n, b = e.args
+    if isinstance(n, ast.Name) and n.id in symbols and isinstance(b, ast.Constant) and b.value == block:
+        return n.id
+    return None
+
+
+def _subscript_at(node: Node, pointer: str, index: str) -> bool:
+    """``node`` is ``pointer[index]``."""
+    if node.type != "subscript_expression" or not sx.is_ident(node.child_by_field_name("argument"), pointer):
+        return False
+    idx = [c for c in node.child_by_field_name("indices").named_children if c.type != "comment"]
+    return len(idx) == 1 and sx.is_ident(sx.unparen(idx[0]), index)
+
+
+def _offset_at(node: Node, pointer: str, index: str) -> bool:
+    """``node`` is ``pointer + index`` (parentheses allowed)."""
+    node = sx.unparen(node)
+    return (
+        node is not None and node.type == "binary_expression" and sx.operator(node) == "+"
+        and sx.is_ident(sx.unparen(node.child_by_field_name("left")), pointer)
+        and sx.is_ident(sx.unparen(node.child_by_field_name("right")), index)
+    )
+
+
+def _index_used_as_value(rest: list[Node], index: str, bufs: dict) -> bool:
+    """``index`` appears in ``rest`` other than as the offset of a matched access."""
+    spans = []
+    for _, acc in bufs.values():
+        for a in acc:
+            target = a[1] if a[0] == "read" else _store_target(a[2])
+            spans.append((target.start_byte, target.end_byte))
+    for stmt in rest:
+        for n in sx.walk(stmt):
+            if sx.is_ident(n, index) and not any(s <= n.start_byte < e for s, e in spans):
+                return True
+    return False
+
+
+def _store_target(store: Node) -> Node:
+    """``q[i]`` of ``q[i] = v``, ``q + i`` of ``__stcs(q + i, v)``."""
+    return store.child_by_field_name("left") if store.type == "assignment_expression" else sx.call_args(store)[0]
+
+
+def _unpack(base: str, buf: str, k: int, vec: int) -> str:
+    """Element ``k`` of the 16-byte value ``ptxf_<buf>``, as an element-type expression."""
+    size, to_elem, _ = ELEMENTS[base]
+    if vec == 4:
+        return to_elem.format(f"ptxf_{buf}.{COMPONENTS[k]}")
+    word = f"ptxf_{buf}.{COMPONENTS[k // 2]}"
+    return to_elem.format(word + (" >> 16" if k % 2 else " & 0xffffu"))
