@@ -13,24 +13,28 @@ pass                 what it does                                               
 ``stream``           ... through ``__ldcs``, stores to write-only outputs through ``__stcs``   yes
 ``fast_math``        ``__expf``, ``tanh.approx.f32``, ``rsqrtf``, ``__fdividef`` (tolerance)    no
 ``shuffle_reduce``   shared-memory tree reduction -> warp shuffles + one cross-warp step       no (sums)
+``vectorize``        one thread per 16 bytes: 16-byte loads/stores, scalar tail, grid / VEC     yes
 ``grid_stride``      one thread per element -> grid-stride loop, grid capped at 132 x k        yes
 ``unroll``           ``#pragma unroll`` (fixed trip count) / ``unroll 4`` (thread-strided)     yes
 ``launch_bounds``    ``__launch_bounds__(N)`` for a fixed block of N threads                   yes
 ===================  ========================================================================  =====
 
-``ldg``, ``ldg_na`` and ``stream`` are alternatives (group ``hint``). Proposals, in this order:
-every applicable pass alone, then greedy chains (each pass in :data:`PASSES` order applied when its
-precondition holds on the text so far), one chain per hint alternative, and the prefixes of the
-first chain; duplicates (same key) dropped; at most :data:`MAX_CANDIDATES`. Each candidate records
-its passes in ``params`` (``{"pass:restrict": 1, ...}``, plus ``hint`` for a cache-hint pass and
-``unroll`` for the unroll pass) and in ``description`` (``transform restrict+ldg+shuffle_reduce``).
+``ldg``, ``ldg_na`` and ``stream`` are alternatives (group ``hint``), and so are ``vectorize`` and
+``grid_stride`` (group ``grid``: both redefine what a thread of the grid does). Proposals, in this
+order: every applicable pass alone, then greedy chains (each pass in :data:`PASSES` order applied
+when its precondition holds on the text so far), one chain per combination of group alternatives
+(hint-major), and the prefixes of the first chain; duplicates (same key) dropped; at most
+:data:`MAX_CANDIDATES`. Each candidate records its passes in ``params`` (``{"pass:restrict": 1,
+...}``, plus ``hint`` for a cache-hint pass, ``unroll`` for the unroll pass and ``vec: 16`` (bytes
+per access) for ``vectorize``) and in ``description`` (``transform restrict+ldg+shuffle_reduce``).
 
 The generator returns ``[]`` for a templated kernel or one whose signature differs from the spec.
 Passes that keep the launch also apply under ``launch.policy = "fixed"`` (the kernel stays a
-drop-in for the same launch); ``grid_stride`` needs ``"free"``.
+drop-in for the same launch); ``grid_stride`` and ``vectorize`` need ``"free"``.
 """
 from __future__ import annotations
 
+import itertools
 import re
 
 from ptxfactory.harness.source import SignatureMismatch, check_signature, find_kernel, replace_kernel
@@ -46,14 +50,16 @@ from .ldg import LdgNoAllocatePass, LdgPass, StreamPass
 from .restrict import RestrictPass
 from .shuffle_reduce import ShuffleReducePass
 from .unroll import STRIDED_UNROLL, UnrollPass
+from .vectorize import VectorizePass
 
 __all__ = ["TransformGenerator", "PASSES", "Unit", "unit_from_context"]
 
 # Chain order: aliasing facts first, then the accesses, the arithmetic, the reductions, the loop
-# structure (grid_stride before unroll, so the new loop can be unrolled), and the register budget last.
+# structure (vectorize after the hints, whose loads and stores it widens; grid_stride before unroll, so
+# the new loop can be unrolled), and the register budget last.
 PASSES: tuple[Pass, ...] = (
     RestrictPass(), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), ShuffleReducePass(),
-    GridStridePass(), UnrollPass(), LaunchBoundsPass(),
+    VectorizePass(), GridStridePass(), UnrollPass(), LaunchBoundsPass(),
 )
 MAX_CANDIDATES = 16
 
@@ -96,6 +102,8 @@ class TransformGenerator:
             params["hint"] = "stream" if hint == "stream" else "ldg"
         if "unroll" in names:
             params["unroll"] = STRIDED_UNROLL
+        if "vectorize" in names:
+            params["vec"] = unit.notes.get("vec", 16)  # bytes per load and store
         if "fast_math" in names:
             params["math"] = "fast"  # the knob shared by every generator: approximate intrinsics
         desc = "transform " + "+".join(names)
@@ -119,14 +127,21 @@ def unit_from_context(ctx: GenContext) -> Unit:
 
 
 def plan_chains(unit: Unit) -> list[list[Pass]]:
-    """Pass lists to try, in proposal order: singles, one greedy chain per hint alternative, then the first chain's prefixes."""
+    """Pass lists to try, in proposal order: singles, one greedy chain per combination of group alternatives, then the first chain's prefixes.
+
+    Passes of one group are alternatives: a chain holds at most the one chosen for it. Combinations
+    run over the groups in :data:`PASSES` order (``hint`` first), each group's applicable passes in
+    that order.
+    """
     singles = [[p] for p in PASSES if p.applies(unit)]
-    hints = [p for p in PASSES if p.group == "hint" and p.applies(unit)] or [None]
+    groups = list(dict.fromkeys(p.group for p in PASSES if p.group is not None))
+    options = [[p for p in PASSES if p.group == g and p.applies(unit)] or [None] for g in groups]
     greedy = []
-    for hint in hints:
+    for choice in itertools.product(*options):
+        chosen = {g: p for g, p in zip(groups, choice)}
         chain, u = [], unit
         for p in PASSES:
-            if p.group == "hint" and p is not hint:
+            if p.group is not None and p is not chosen[p.group]:
                 continue
             if p.applies(u):
                 u = p.apply(u)
