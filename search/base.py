@@ -1,26 +1,24 @@
 """The generator interface: one method, ``propose``, from a context to candidates."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
-from ptxfactory.harness.source import KernelDef
+from ptxfactory.harness.source import KernelDef, SignatureMismatch, check_signature
 from ptxfactory.protocol import Candidate, KernelSpec
 
 
 @dataclass(frozen=True)
 class GenContext:
-    """What a generator may see: the spec (never the held-out sizes), the original source and kernel, and priors.
-
-    ``priors`` maps a parameter signature (e.g. ``"rowwise:threads_per_row=128"``) to a score from the
-    lesson store (higher = has won before); generators may use it to order their proposals.
-    """
+    """What a generator may see: the spec (never the held-out sizes), the parent's source and kernel
+    (``original``: the user's kernel, or a later best). The search orders proposals itself
+    (:mod:`ptxfactory.search.priors`); generators return their space in its natural order."""
 
     spec: KernelSpec
     source: str
     kernel: KernelDef
     original: Candidate
-    priors: dict[str, float] = field(default_factory=dict)
 
 
 class Generator(Protocol):
@@ -40,3 +38,26 @@ class Generator(Protocol):
     def propose(self, ctx: GenContext) -> list[Candidate]:
         """Candidates derived from ``ctx.original``; an empty list when the generator does not apply."""
         ...
+
+
+Config = TypeVar("Config")
+
+
+def family_candidates(ctx: GenContext, fits: bool, configs: Iterable[Config],
+                      instantiate: Callable[[Config], Candidate]) -> list[Candidate]:
+    """What every family's ``propose`` does once it has matched the spec: nothing when it does not
+    ``fit``, the kernel is a template or its signature differs from the spec; else one candidate per
+    configuration, in order, without repeating a key."""
+    if not fits or ctx.kernel.text.lstrip().startswith("template"):
+        return []
+    try:
+        check_signature(ctx.spec, ctx.kernel)
+    except SignatureMismatch:
+        return []
+    out, keys = [], set()
+    for cfg in configs:
+        cand = instantiate(cfg)
+        if cand.key not in keys:
+            keys.add(cand.key)
+            out.append(cand)
+    return out

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ptxfactory.harness.source import SignatureMismatch, check_signature, replace_kernel
+from ptxfactory.harness.source import replace_kernel
 from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
 
-from ..base import GenContext
+from ..base import GenContext, family_candidates
 
 _TEMPLATE = Path(__file__).with_name("rowreduce.cu")
 _FLOATS = ("bf16", "f16", "f32")
@@ -181,19 +181,7 @@ class RowReduceFamily:
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
         m = match_spec(ctx.spec)
-        if m is None or ctx.kernel.text.lstrip().startswith("template"):
-            return []
-        try:
-            check_signature(ctx.spec, ctx.kernel)
-        except SignatureMismatch:
-            return []
-        out, keys = [], set()
-        for cfg in tuning_space():
-            cand = self.instantiate(ctx, m, cfg)
-            if cand.key not in keys:
-                keys.add(cand.key)
-                out.append(cand)
-        return out
+        return family_candidates(ctx, m is not None, tuning_space() if m else (), lambda cfg: self.instantiate(ctx, m, cfg))
 
     def instantiate(self, ctx: GenContext, m: RowReduceMatch, cfg: RowReduceConfig) -> Candidate:
         """The candidate for one configuration (the spec must match: ``m = match_spec(ctx.spec)``)."""

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ptxfactory.harness.source import SignatureMismatch, check_signature, replace_kernel
+from ptxfactory.harness.source import replace_kernel
 from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
 
-from ..base import GenContext
+from ..base import GenContext, family_candidates
 
 _TEMPLATE = Path(__file__).with_name("rowwise.cu")
 _FLOATS = ("bf16", "f16", "f32")
@@ -185,6 +185,15 @@ _ORDER = (
 )
 
 
+def _configs(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
+    """The whole space: LayerNorm only with a bias (an RMSNorm with a bias is no standard operation),
+    else the RMS space plus its first two points as LayerNorm (the verifier tells which one fits)."""
+    configs = tuning_space(m, spec)
+    if m.b:
+        return [RowwiseConfig(c.block, c.rows_per_block, c.vecs, c.hint, c.grid, "layer") for c in configs]
+    return configs + [RowwiseConfig(c.block, c.rows_per_block, c.vecs, c.hint, c.grid, "layer") for c in configs[:2]]
+
+
 def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
     """RMS configurations, best first (``_ORDER``), with register caches sized from the longest benchmark row.
 
@@ -215,26 +224,7 @@ class RowwiseNormFamily:
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
         m = match_spec(ctx.spec)
-        if m is None or ctx.kernel.text.lstrip().startswith("template"):
-            return []
-        try:
-            check_signature(ctx.spec, ctx.kernel)
-        except SignatureMismatch:
-            return []
-        configs = tuning_space(m, ctx.spec)
-        if m.b:  # a bias: LayerNorm (an RMSNorm with a bias is no standard operation)
-            configs = [RowwiseConfig(c.block, c.rows_per_block, c.vecs, c.hint, c.grid, "layer") for c in configs]
-        else:
-            configs += [RowwiseConfig(c.block, c.rows_per_block, c.vecs, c.hint, c.grid, "layer") for c in configs[:2]]
-        if ctx.priors:  # stable: ties keep the default order
-            configs.sort(key=lambda c: -sum(ctx.priors.get(f"{self.name}:{k}={v}", 0.0) for k, v in c.params().items()))
-        out, keys = [], set()
-        for cfg in configs:
-            cand = self.instantiate(ctx, m, cfg)
-            if cand.key not in keys:
-                keys.add(cand.key)
-                out.append(cand)
-        return out
+        return family_candidates(ctx, m is not None, _configs(m, ctx.spec) if m else (), lambda cfg: self.instantiate(ctx, m, cfg))
 
     def instantiate(self, ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> Candidate:
         """The candidate for one configuration (the spec must match: ``m = match_spec(ctx.spec)``)."""

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ptxfactory.harness.source import SignatureMismatch, check_signature, replace_kernel
+from ptxfactory.harness.source import replace_kernel
 from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
 
-from ..base import GenContext
+from ..base import GenContext, family_candidates
 from .rowwise import _CTYPE, _FLOATS, _INTS, _ITEMSIZE, _floats_to_word, _is_2d, _word_to_floats, grid_expr
 
 _TEMPLATE = Path(__file__).with_name("softmax.cu")
@@ -192,19 +192,7 @@ class SoftmaxFamily:
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
         m = match_spec(ctx.spec)
-        if m is None or ctx.kernel.text.lstrip().startswith("template"):
-            return []
-        try:
-            check_signature(ctx.spec, ctx.kernel)
-        except SignatureMismatch:
-            return []
-        out, keys = [], set()
-        for cfg in tuning_space(m):
-            cand = self.instantiate(ctx, m, cfg)
-            if cand.key not in keys:
-                keys.add(cand.key)
-                out.append(cand)
-        return out
+        return family_candidates(ctx, m is not None, tuning_space(m) if m else (), lambda cfg: self.instantiate(ctx, m, cfg))
 
     def instantiate(self, ctx: GenContext, m: SoftmaxMatch, cfg: SoftmaxConfig) -> Candidate:
         """The candidate for one configuration (the spec must match: ``m = match_spec(ctx.spec)``)."""

@@ -28,10 +28,10 @@ import re
 import string
 from dataclasses import dataclass
 
-from ptxfactory.harness.source import SignatureMismatch, check_signature, replace_kernel
+from ptxfactory.harness.source import replace_kernel
 from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
 
-from ..base import GenContext
+from ..base import GenContext, family_candidates
 
 _DTYPES = ("bf16", "f16", "f32")
 _INTS = ("i32", "i64", "u32")
@@ -141,19 +141,7 @@ class TransposeFamily:
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
         m = match_spec(ctx.spec)
-        if m is None or ctx.kernel.text.lstrip().startswith("template"):
-            return []
-        try:
-            check_signature(ctx.spec, ctx.kernel)
-        except SignatureMismatch:
-            return []
-        out, keys = [], set()
-        for cfg in tuning_space(m.dtype):
-            cand = self.instantiate(ctx, m, cfg)
-            if cand.key not in keys:
-                keys.add(cand.key)
-                out.append(cand)
-        return out
+        return family_candidates(ctx, m is not None, tuning_space(m.dtype) if m else (), lambda cfg: self.instantiate(ctx, m, cfg))
 
     def instantiate(self, ctx: GenContext, m: TransposeMatch, cfg: TransposeConfig) -> Candidate:
         """The candidate for one configuration (the spec must match: ``m = match_spec(ctx.spec)``)."""

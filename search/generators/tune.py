@@ -62,8 +62,6 @@ class TuneGenerator:
             if cand.key not in keys:
                 keys.add(cand.key)
                 out.append(cand)
-        if ctx.priors:
-            out.sort(key=lambda c: -sum(ctx.priors.get(f"{self.name}:{k}={v}", 0.0) for k, v in c.params.items()))
         return out
 
 

@@ -22,7 +22,7 @@ from ptxfactory.search.generators.tune import TuneGenerator
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rmsnorm" / "rmsnorm.cu"
 
 
-def make_ctx(spec=None, source: str | None = None, priors=None, options=()) -> GenContext:
+def make_ctx(spec=None, source: str | None = None, options=()) -> GenContext:
     source = source if source is not None else EXAMPLE.read_text()
     spec = spec or load_spec(str(EXAMPLE) + ".toml").kernels["rmsnorm"]
     kernel = find_kernel(source, spec.name)
@@ -30,7 +30,7 @@ def make_ctx(spec=None, source: str | None = None, priors=None, options=()) -> G
         kernel_name=spec.name, source=source, kernel_text=kernel.text, options=list(options),
         launch=LaunchConfig(grid=spec.launch.grid, block=spec.launch.block, shared_mem=spec.launch.shared_mem),
     )
-    return GenContext(spec=spec, source=source, kernel=kernel, original=original, priors=priors or {})
+    return GenContext(spec=spec, source=source, kernel=kernel, original=original)
 
 
 def with_args(spec, **changes):
@@ -169,20 +169,6 @@ def test_rowwise_uses_vector_loads_shuffles_and_a_scalar_path(rowwise):
     for needle in ("uint4", "__shfl_xor_sync", "rsqrtf", "__ldg", "% 8 == 0", "ptxf_aligned(x, 16)", "ptxf_aligned(w, 16)"):
         assert needle in text, needle
     assert re.search(r"for \(int j = t; active && j < C; j \+= TPR\)", text)
-
-
-def test_rowwise_priors_reorder(ctx):
-    default = RowwiseNormFamily().propose(ctx)
-    favoured = next(c for c in default[5:] if c.params["norm"] == "rms")
-    key = f"rowwise:rows_per_block={favoured.params['rows_per_block']}"
-    block = f"rowwise:block={favoured.params['block']}"
-    vecs = f"rowwise:vecs={favoured.params['vecs']}"
-    ordered = RowwiseNormFamily().propose(make_ctx(priors={key: 1.0, block: 1.0, vecs: 1.0}))
-    assert ordered[0].params == favoured.params or (
-        {k: ordered[0].params[k] for k in ("block", "rows_per_block", "vecs")}
-        == {k: favoured.params[k] for k in ("block", "rows_per_block", "vecs")}
-    )
-    assert {c.key for c in ordered} == {c.key for c in default}
 
 
 @pytest.mark.parametrize(
