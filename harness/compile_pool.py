@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import logging
 import multiprocessing as mp
 import os
 import threading
@@ -25,6 +26,8 @@ from ptxfactory.protocol import Candidate, CompileFailed, KernelSpec
 
 from .compile import Compiled, compile_candidate
 from .elf import code_digest
+
+log = logging.getLogger(__name__)
 from .static_checks import StaticFinding, static_check
 
 
@@ -89,19 +92,29 @@ class CompilePool:
     async def prepare(self, candidate: Candidate, spec: KernelSpec, static: bool = True) -> Prepared:
         """Compile and check ``candidate`` off the event loop (see :func:`prepare`)."""
         loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._pool(), prepare, candidate, spec, static)
-        except BrokenProcessPool:
-            self.close()
-            return await loop.run_in_executor(self._pool(), prepare, candidate, spec, static)
+        for attempt in range(3):
+            try:
+                return await loop.run_in_executor(self._pool(), prepare, candidate, spec, static)
+            except BrokenProcessPool:
+                self._broken(attempt)
+        raise AssertionError("unreachable: the third attempt runs on a thread")
 
     def prepare_blocking(self, candidate: Candidate, spec: KernelSpec, static: bool = True) -> Prepared:
         """:meth:`prepare` for a caller on a plain thread (blocks that thread until the pool answers)."""
-        try:
-            return self._pool().submit(prepare, candidate, spec, static).result()
-        except BrokenProcessPool:
-            self.close()
-            return self._pool().submit(prepare, candidate, spec, static).result()
+        for attempt in range(3):
+            try:
+                return self._pool().submit(prepare, candidate, spec, static).result()
+            except BrokenProcessPool:
+                self._broken(attempt)
+        raise AssertionError("unreachable: the third attempt runs on a thread")
+
+    def _broken(self, attempt: int) -> None:
+        """A worker died: start a new pool; after a second failure in a row compile on a thread instead
+        (workers that cannot start at all, e.g. a ``__main__`` read from stdin that ``spawn`` cannot re-import)."""
+        self.close()
+        if attempt >= 1:
+            log.warning("the compile pool's processes keep failing; compiling on a thread of this process instead")
+            self.workers = 0
 
     def close(self) -> None:
         """Stop the workers (pending compilations are cancelled)."""
