@@ -176,3 +176,19 @@ async def test_a_candidate_compiling_to_an_evaluated_binary_is_not_evaluated_aga
     digests = [code_digest(compile_candidate(r.candidate, "sm_90a").cubin) + str(r.candidate.launch) for r in summary.rows]
     assert len(set(digests)) == len(digests)  # every evaluated row ran its own binary
     assert len(device.evaluated) == len(summary.rows)
+
+
+def test_the_best_within_noise_is_the_first_evaluated():
+    """A child that measured under 1% faster than its parent does not displace it; a real gain does."""
+    from ptxfactory.protocol import Candidate, CandidateRow, LaunchConfig
+    from ptxfactory.search.strategy import _best
+
+    def row(name: str, speedup: float) -> CandidateRow:
+        cand = Candidate(kernel_name="k", source=name, kernel_text=name, launch=LaunchConfig(grid=[1], block=[1]))
+        return CandidateRow(candidate=cand, result=Measured(candidate_key=cand.key, timings=[], speedup=speedup, verified_sizes=[]))
+
+    family, child, other = row("family", 2.79), row("child", 2.80), row("other", 1.5)
+    assert _best([family, other, child], "none") is family
+    better = row("better", 2.9)
+    assert _best([family, child, better], "none") is better
+    assert _best([row("slower", 0.9)], "none") is None
