@@ -15,6 +15,9 @@ _FUNCS = {
 }
 
 
+MAX_EXPONENT = 64  # ``2 ** 64`` at most: a spec's sizes never need more, and a huge power would hang the parser
+
+
 class ExprError(ValueError):
     """An expression that does not parse, uses a forbidden construct, or names an unknown symbol."""
 
@@ -31,10 +34,16 @@ def _parse(expr: str | int | float) -> ast.AST:
 
 
 def symbols_in(expr: str | int | float) -> set[str]:
-    """Names of the size symbols an expression uses (function names excluded)."""
+    """Names of the size symbols an expression uses (function names excluded).
+
+    Raises ExprError for a call of anything but ``min``, ``max`` and ``cdiv``."""
     names = set()
     for node in ast.walk(_parse(expr)):
-        if isinstance(node, ast.Name) and node.id not in _FUNCS:
+        if isinstance(node, ast.Call):
+            fname = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
+            if fname not in _FUNCS:
+                raise ExprError(f"function {fname}() is not allowed in {expr!r} (only {', '.join(_FUNCS)})")
+        elif isinstance(node, ast.Name) and node.id not in _FUNCS:
             names.add(node.id)
     return names
 
@@ -75,11 +84,18 @@ def _eval(node: ast.AST, env: Mapping[str, int | float], src) -> int | float:
             if isinstance(op, ast.Mod):
                 return x % y
             if isinstance(op, ast.Pow):
+                if not (isinstance(y, int) and 0 <= y <= MAX_EXPONENT) or abs(x) > 2**32:
+                    raise ExprError(f"exponent out of range in {src!r} (an integer power 0..{MAX_EXPONENT} of a base under 2**32)")
                 return x**y
+            if isinstance(op, ast.Div):
+                raise ExprError(f"'/' is not allowed in {src!r}: sizes are integers, use '//' (floor) or cdiv(a, b) (ceiling)")
         case ast.Call(func=ast.Name(id=fname), args=args, keywords=[]) if fname in _FUNCS:
             values = [_eval(a, env, src) for a in args]
             arity = 2 if fname == "cdiv" else None
             if (arity and len(values) != arity) or not values:
                 raise ExprError(f"{fname}() takes {arity or 'at least 1'} argument(s), got {len(values)} in {src!r}")
             return _FUNCS[fname](*values)
-    raise ExprError(f"unsupported construct {ast.dump(node)[:60]} in {src!r}")
+        case ast.Call(func=func):
+            fname = func.id if isinstance(func, ast.Name) else ast.unparse(func)
+            raise ExprError(f"function {fname}() is not allowed in {src!r} (only {', '.join(_FUNCS)})")
+    raise ExprError(f"{ast.unparse(node)!r} is not allowed in {src!r}: integers, size symbols, + - * // % **, min, max, cdiv")

@@ -123,6 +123,19 @@ class ArgSpec(_Model):
         return n
 
 
+# CUDA C++ Programming Guide, "Technical Specifications per Compute Capability" (every arch since sm_30).
+MAX_THREADS_PER_BLOCK = 1024
+MAX_GRID_YZ = 65535
+
+
+def _check_launch_value(where: str, value: int, size: dict[str, int]) -> None:
+    """Raises ValueError when a launch expression's value cannot be launched at ``size``."""
+    if where in ("launch.grid", "launch.block") and value < 1:
+        raise ValueError(f"{where}: {value} at {size}: every grid and block dimension must be at least 1")
+    if where == "launch.shared_mem" and value < 0:
+        raise ValueError(f"{where}: {value} bytes at {size}: must be at least 0")
+
+
 class LaunchSpec(_Model):
     """Launch configuration as expressions: ``grid``/``block`` lists of 1-3 entries, dynamic shared memory in bytes.
 
@@ -201,11 +214,20 @@ class KernelSpec(_Model):
                 unknown = symbols_in(e) - known
                 if not unknown:
                     for size in self.check.sizes + self.bench.sizes:
-                        evaluate(e, size)
+                        _check_launch_value(where, evaluate(e, size), size)
             except ExprError as exc:
                 raise ValueError(f"{where}: {exc}") from None
             if unknown:
                 raise ValueError(f"{where}: unknown size symbol(s) {', '.join(sorted(unknown))} (sizes define {', '.join(sorted(known))})")
+        for size in self.check.sizes + self.bench.sizes:
+            threads = 1
+            for b in self.launch.block:
+                threads *= evaluate(b, size)
+            if threads > MAX_THREADS_PER_BLOCK:
+                raise ValueError(f"launch.block: {threads} threads per block at {size} (at most {MAX_THREADS_PER_BLOCK})")
+            for i, g in enumerate(self.launch.grid[1:], 1):
+                if evaluate(g, size) > MAX_GRID_YZ:
+                    raise ValueError(f"launch.grid: dimension {i} is {evaluate(g, size)} at {size} (at most {MAX_GRID_YZ})")
         return self
 
     @property

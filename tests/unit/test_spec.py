@@ -177,6 +177,25 @@ def test_forbidden_expression_in_spec_is_a_spec_error(expr):
     assert err.key == "kernel.rmsnorm.launch.grid"
 
 
+@pytest.mark.parametrize("expr,fragment", [
+    ("M - 100", "-93 at {'M': 7, 'N': 1000}: every grid and block dimension must be at least 1"),
+    ("abs(M)", "function abs() is not allowed"),
+    ("M / 2", "use '//' (floor) or cdiv(a, b) (ceiling)"),
+    ("M ** 99999999", "exponent out of range"),
+])
+def test_a_launch_that_cannot_run_at_a_size_is_a_spec_error(expr, fragment):
+    """Caught when the spec loads, with its line and key: not later as every candidate's static_launch failure."""
+    text = edited('grid = ["M"]', f'grid = ["{expr}"]')
+    err = spec_error(text)
+    assert err.key == "kernel.rmsnorm.launch.grid" and err.line == line_of(text, "launch =")
+    assert fragment in err.message, err.message
+
+
+def test_too_many_threads_per_block_is_a_spec_error():
+    err = spec_error(edited("block = [256]", "block = [2048]"))
+    assert err.key == "kernel.rmsnorm.launch.block" and "2048 threads per block" in err.message
+
+
 def test_unparseable_expression_in_spec_is_a_spec_error():
     err = spec_error(edited('grid = ["M"]', 'grid = ["(M"]'))
     assert err.key == "kernel.rmsnorm.launch.grid" and "cannot parse" in err.message
