@@ -122,6 +122,10 @@ def result_line(summary: JobSummary) -> str:
         return f"cancelled after {len(summary.rows)} candidates"
     best = summary.row(summary.best_key)
     if best is None or not isinstance(best.result, Measured):
+        stop = summary.stop_reason
+        tried = len(summary.rows) - 1
+        if stop and stop != "every proposal evaluated":
+            return f"no verified candidate was faster than the original ({tried} candidates; search stopped: {stop})"
         return "no verified candidate was faster than the original"
     return (f"best: #{number_of(summary, best.key)} {best.candidate.generator}: {best.candidate.description}, "
             f"{best.result.speedup:.2f}x faster than the original"

@@ -263,7 +263,7 @@ async def optimise(
     summary = JobSummary(
         job_id=job_id, source_path=str(source_path), kernel=kernel, state=state, gpu=facts, rows=rows,
         baseline_key=original.key, best_key=best.candidate.key if best else None,
-        message=_summary_message(state, best), kernel_class=kernel_class, wall_s=round(time.monotonic() - started, 3),
+        message=_summary_message(state, best, search.stop_reason), kernel_class=kernel_class, wall_s=round(time.monotonic() - started, 3),
         gpu_busy_s=round(busy.seconds, 3) if backend is not None else None, duplicates=search.duplicates,
         stop_reason="cancelled" if state == "cancelled" else (search.stop_reason or "every proposal evaluated"),
     )
@@ -462,12 +462,12 @@ def _row_message(row: CandidateRow) -> str:
     return f"{row.candidate.description}: {row.reason}"
 
 
-def _summary_message(state: str, best: CandidateRow | None) -> str:
+def _summary_message(state: str, best: CandidateRow | None, stop: str | None = None) -> str:
     if state == "compile_only":
         return "compiled every candidate; nothing was run (no NVIDIA GPU)"
     if state == "cancelled":
         return "cancelled"
     if best is None:
-        return "no verified candidate was faster than the original"
+        return "no verified candidate was faster than the original" + (f" (search stopped: {stop})" if stop else "")
     how = "simulated, NOT verified" if best.result.simulated else "verified"
     return f"best: {best.candidate.description}, {best.result.speedup:.2f}x faster ({how})"
