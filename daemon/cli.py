@@ -558,7 +558,7 @@ def lessons_command(
         )
     console.print(table)
     if lessons:
-        distilled = Table(title=Text(f"{len(lessons)} lessons (GPU runs only), most evidence first"), title_justify="left")
+        distilled = Table(title=Text(f"{len(lessons)} lessons (GPU runs and refusals made before any run; simulated runs left out), most evidence first"), title_justify="left")
         for name in ("class / arch", "knob", "tried", "kernels", "verified", "faster", "broke", "median", "mostly broke on"):
             distilled.add_column(name, justify="left" if name in ("class / arch", "knob", "mostly broke on") else "right")
         for lesson in lessons:
