@@ -25,6 +25,7 @@ from .spec import (
     LaunchSpec,
     SpecError,
     SpecFile,
+    TuneSpec,
     load_spec,
     parse_spec,
     spec_path_for,

@@ -173,6 +173,30 @@ class BenchSpec(_Model):
     sizes: list[dict[str, int]] = Field(min_length=1)
 
 
+class TuneSpec(_Model):
+    """Knobs of the user's own kernel that the ``tune`` generator may set: preprocessor macros and the
+    values each may take, e.g. ``defines = { TILE = [16, 32, 64], UNROLL = [1, 2, 4] }``. A candidate
+    compiles with ``-DTILE=32``; the kernel's source gives the default (``#ifndef TILE`` ...).
+    Names are C identifiers; values integers or plain tokens (``[A-Za-z0-9_.+-]``), at most 16 each."""
+
+    defines: dict[str, list[int | str]] = Field(default_factory=dict)
+
+    @field_validator("defines", mode="before")
+    @classmethod
+    def _defines(cls, v):
+        if not isinstance(v, dict) or not all(isinstance(x, list) for x in v.values()):
+            raise ValueError("a table of macro names to lists of values, e.g. { TILE = [16, 32] }")
+        for name, values in v.items():
+            if not re.fullmatch(r"[A-Za-z_]\w*", name):
+                raise ValueError(f"{name!r} is not a C identifier")
+            if not 1 <= len(values) <= 16:
+                raise ValueError(f"{name}: give 1 to 16 values, got {len(values)}")
+            for value in values:
+                if isinstance(value, bool) or not re.fullmatch(r"[\w.+-]+", str(value)):
+                    raise ValueError(f"{name}: value {value!r} is not an integer or a plain token")
+        return v
+
+
 class KernelSpec(_Model):
     """The full description of one ``__global__`` kernel to optimise."""
 
@@ -182,6 +206,7 @@ class KernelSpec(_Model):
     launch: LaunchSpec
     check: CheckSpec
     bench: BenchSpec
+    tune: TuneSpec = Field(default_factory=TuneSpec)
 
     @field_validator("arch")
     @classmethod

@@ -3,7 +3,7 @@
 Offered at a range inside a kernel whose latest job (the engine's, whichever session started
 it; while it runs, the candidates so far) has results, best first (the best one preferred). The edit replaces the kernel's whole definition, located in the document's current
 text, with the candidate's ``kernel_text``; a candidate that needs another launch configuration
-says which in a comment above it. When the kernel was edited since the job ran, the actions are
+or other compile options says which in a comment above it. When the kernel was edited since the job ran, the actions are
 disabled (or, for clients without ``disabledSupport``, not offered); when it is gone, none are.
 Clients with ``disabledSupport`` also see each rejected candidate as a disabled action whose
 reason is the verifier's (e.g. ``correctness: held-out size {...}: 12 of 4000 elements wrong``).
@@ -89,12 +89,17 @@ def title(number: int, row: CandidateRow) -> str:
 
 
 def replacement(row: CandidateRow, baseline: CandidateRow | None, indent: str = "") -> str:
-    """The candidate's kernel text, after a comment stating its launch when it differs from the original's."""
-    launch = row.candidate.launch
-    if baseline is None or launch == baseline.candidate.launch:
-        return row.candidate.kernel_text
-    return (f"// ptxfactory: {row.candidate.description}. Launch it with {launch.describe()}"
-            f" (the original used {baseline.candidate.launch.describe()}).\n{indent}{row.candidate.kernel_text}")
+    """The candidate's kernel text, after a comment stating its launch and its compile options when they
+    differ from the original's (options such as ``-DTILE=64`` or ``-maxrregcount=64`` live outside the source)."""
+    cand = row.candidate
+    notes = []
+    if baseline is not None and cand.launch != baseline.candidate.launch:
+        notes.append(f"Launch it with {cand.launch.describe()} (the original used {baseline.candidate.launch.describe()}).")
+    if baseline is not None and sorted(cand.options) != sorted(baseline.candidate.options):
+        notes.append(f"Compile with {' '.join(cand.options) or 'no extra options'}.")
+    if not notes:
+        return cand.kernel_text
+    return f"// ptxfactory: {cand.description}. {' '.join(notes)}\n{indent}{cand.kernel_text}"
 
 
 def _edit(ls: PtxServer, uri: str, version: int | None, edit: types.TextEdit) -> types.WorkspaceEdit:

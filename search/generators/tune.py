@@ -1,5 +1,7 @@
 """The "tune" generator: compile-option and block-size variants of the parent candidate.
 
+Macros: every value of every ``[kernel.NAME.tune] defines`` knob of the spec, one knob changed at a
+time from the parent (``-DTILE=64`` replacing the parent's ``-DTILE=...``; params ``TILE = 64``).
 Options: ``--extra-device-vectorization``, ``-maxrregcount=64``/``128`` and, only when the spec allows
 it (``check.fast_math``), ``--use_fast_math``; each added to the parent's options (replacing a
 previous register cap). Block size: when ``launch.policy = "free"`` and the parent's block is a single
@@ -30,6 +32,14 @@ class TuneGenerator:
         parent = ctx.original
         fast_ok = ctx.spec.check.fast_math
         variants: list[tuple[list[str], LaunchConfig, str, dict]] = []
+        for name, values in ctx.spec.tune.defines.items():
+            flag = f"-D{name}="
+            current = next((o[len(flag):] for o in parent.options if o.startswith(flag)), None)
+            for value in values:
+                if str(value) != current:
+                    options = [o for o in parent.options if not o.startswith(flag)] + [f"{flag}{value}"]
+                    params = {**{k: v for k, v in parent.params.items() if k in ctx.spec.tune.defines}, name: value}
+                    variants.append((options, parent.launch, f"tune {flag}{value}", params))
         for opt in ("--extra-device-vectorization", "-maxrregcount=64", "-maxrregcount=128") + (("--use_fast_math",) if fast_ok else ()):
             base = [o for o in parent.options if not (_REGCAP.match(opt) and _REGCAP.match(o))]
             if opt in base:

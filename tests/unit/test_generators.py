@@ -326,3 +326,66 @@ def test_rowwise_inside_extern_c_block():
     r = compile_candidate(c, "sm_90a")
     assert not isinstance(r, CompileFailed), r.log
     assert r.lowered_name == "rmsnorm"  # unmangled: C linkage
+
+
+MACRO_KERNEL = """
+#ifndef UNROLL
+#define UNROLL 1
+#endif
+extern "C" __global__ void scale(const float* x, float* y, int n)
+{
+    int i = (blockIdx.x * blockDim.x + threadIdx.x) * UNROLL;
+#pragma unroll
+    for (int k = 0; k < UNROLL; ++k) {
+        if (i + k < n) y[i + k] = 2.0f * x[i + k];
+    }
+}
+"""
+MACRO_SPEC = """[kernel.scale]
+args = [
+  { name = "x", role = "in", dtype = "f32", shape = ["N"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["N"] },
+  { name = "n", role = "scalar", dtype = "i32", value = "N" },
+]
+launch = { grid = ["cdiv(N, 256)"], block = [256] }
+check = { sizes = [{ N = 1000 }] }
+bench = { sizes = [{ N = 1048576 }] }
+tune = { defines = { UNROLL = [1, 2, 4] } }
+"""
+
+
+def test_tune_sets_the_specs_macro_knobs_one_at_a_time():
+    """Each value of a spec-declared macro becomes a -D option (the parent's own value skipped); each compiles
+    to other machine code; a child of a -DUNROLL=2 parent changes UNROLL again, never adds a second -D."""
+    from ptxfactory.harness.elf import code_digest
+    from ptxfactory.protocol import parse_spec
+
+    spec = parse_spec(MACRO_SPEC).kernels["scale"]
+    ctx = make_ctx(spec=spec, source=MACRO_KERNEL)
+    cands = [c for c in TuneGenerator().propose(ctx) if "UNROLL" in c.params]
+    assert [c.options for c in cands] == [["-DUNROLL=1"], ["-DUNROLL=2"], ["-DUNROLL=4"]]
+    assert [c.params for c in cands] == [{"UNROLL": 1}, {"UNROLL": 2}, {"UNROLL": 4}]
+    digests = {code_digest(compile_candidate(c, spec.arch).cubin) for c in cands[1:]}
+    assert len(digests) == 2
+    child = TuneGenerator().propose(GenContext(spec=spec, source=MACRO_KERNEL, kernel=ctx.kernel, original=cands[1]))
+    unroll = [c.options for c in child if "UNROLL" in c.params]
+    assert unroll == [["-DUNROLL=1"], ["-DUNROLL=4"]]
+
+
+def test_the_apply_edit_states_a_changed_launch_and_compile_options():
+    """A code action's edit cannot carry -D or -maxrregcount: the comment above the kernel says so."""
+    from ptxfactory.daemon.lsp.code_actions import replacement
+    from ptxfactory.protocol import CandidateRow, Measured
+
+    def row(cand):
+        return CandidateRow(candidate=cand, result=Measured(candidate_key=cand.key, timings=[], speedup=1.5, verified_sizes=[]))
+
+    ctx = make_ctx()
+    base = row(ctx.original)
+    same = row(ctx.original.model_copy(update={"description": "same"}))
+    assert replacement(same, base) == ctx.original.kernel_text
+    opts = row(ctx.original.model_copy(update={"options": ["-DUNROLL=4"], "description": "tune -DUNROLL=4"}))
+    text = replacement(opts, base)
+    assert text.startswith("// ptxfactory: tune -DUNROLL=4. Compile with -DUNROLL=4.\n") and "Launch it" not in text
+    both = row(ctx.original.model_copy(update={"options": ["-maxrregcount=64"], "launch": LaunchConfig(grid=["M"], block=[128])}))
+    assert "Launch it with grid=(M) block=(128)" in replacement(both, base) and "Compile with -maxrregcount=64." in replacement(both, base)

@@ -294,3 +294,23 @@ def test_unparseable_or_bool_raises(bad):
 def test_wrong_arity_is_an_expr_error():
     with pytest.raises(ExprError):
         evaluate("cdiv(M)", {"M": 4})
+
+
+def test_tune_defines_parse_and_default_to_none():
+    assert SPEC.tune.defines == {}
+    text = SPEC_TEXT + '\n[kernel.rmsnorm.tune]\ndefines = { UNROLL = [1, 2, 4], MODE = ["fast", "exact"] }\n'
+    spec = parse_spec(text, PATH).kernels["rmsnorm"]
+    assert spec.tune.defines == {"UNROLL": [1, 2, 4], "MODE": ["fast", "exact"]}
+
+
+@pytest.mark.parametrize("defines,fragment", [
+    ('{ "2BAD" = [1] }', "is not a C identifier"),
+    ("{ UNROLL = [] }", "give 1 to 16 values"),
+    ('{ UNROLL = ["1; rm -rf"] }', "is not an integer or a plain token"),
+    ("{ UNROLL = [true] }", "is not an integer or a plain token"),
+])
+def test_bad_tune_defines_name_the_key_and_line(defines, fragment):
+    text = SPEC_TEXT + f"\n[kernel.rmsnorm.tune]\ndefines = {defines}\n"
+    err = spec_error(text)
+    assert err.key.startswith("kernel.rmsnorm.tune.defines") and fragment in err.message, (err.key, err.message)
+    assert err.line == line_of(text, "defines =")
