@@ -16,32 +16,18 @@ from ptxfactory.harness.compile import CompileFailed, compile_candidate
 from ptxfactory.harness.plan import make_plan
 from ptxfactory.harness.source import check_signature, find_kernel
 from ptxfactory.harness.static_checks import MAX_GRID_DIMS, static_check
-from ptxfactory.protocol import Candidate, LaunchConfig, evaluate, load_spec, parse_spec
+from ptxfactory.protocol import Candidate, evaluate, load_spec, parse_spec
 from ptxfactory.search.base import GenContext
 from ptxfactory.search.generators import load
 from ptxfactory.search.generators.elementwise import EPILOGUES, ElementwiseFamily, match_spec
+from _generator_support import example_ctx, with_args
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "bias_gelu" / "bias_gelu.cu"
 
 
 def make_ctx(spec=None, source: str | None = None) -> GenContext:
-    source = source if source is not None else EXAMPLE.read_text()
-    spec = spec or load_spec(str(EXAMPLE) + ".toml").kernels["bias_gelu"]
-    kernel = find_kernel(source, spec.name)
-    original = Candidate(
-        kernel_name=spec.name, source=source, kernel_text=kernel.text, options=[],
-        launch=LaunchConfig(grid=spec.launch.grid, block=spec.launch.block, shared_mem=spec.launch.shared_mem),
-    )
-    return GenContext(spec=spec, source=source, kernel=kernel, original=original)
-
-
-def with_args(spec, **changes):
-    """A copy of ``spec`` with some arguments' fields changed: ``with_args(spec, y={"shape": ["M"]})``."""
-    data = spec.model_dump(mode="json")
-    data["args"] = [{**a, **changes.get(a["name"], {})} for a in data["args"]]
-    return type(spec).model_validate(data)
-
+    return example_ctx(EXAMPLE, "bias_gelu", spec, source)
 
 def with_fields(spec, **changes):
     data = spec.model_dump(mode="json")

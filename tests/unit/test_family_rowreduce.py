@@ -30,29 +30,14 @@ from ptxfactory.search.generators import load
 from ptxfactory.search.generators.rowreduce import (
     BLOCKS, HINTS, TPRS, UNROLLS, VECS, RowReduceConfig, RowReduceFamily, match_spec, tuning_space,
 )
+from _generator_support import example_ctx, with_args
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = {"rowsum": ROOT / "examples" / "rowsum" / "rowsum.cu", "gemv": ROOT / "examples" / "gemv" / "gemv.cu"}
 
 
 def make_ctx(name: str, spec=None, source: str | None = None) -> GenContext:
-    path = EXAMPLES.get(name)
-    source = source if source is not None else path.read_text()
-    spec = spec or load_spec(str(path) + ".toml").kernels[name]
-    kernel = find_kernel(source, spec.name)
-    original = Candidate(
-        kernel_name=spec.name, source=source, kernel_text=kernel.text,
-        launch=LaunchConfig(grid=spec.launch.grid, block=spec.launch.block, shared_mem=spec.launch.shared_mem),
-    )
-    return GenContext(spec=spec, source=source, kernel=kernel, original=original)
-
-
-def with_args(spec, **changes):
-    """A copy of ``spec`` with some arguments' fields changed: ``with_args(spec, y={"shape": ["K"]})``."""
-    data = spec.model_dump(mode="json")
-    data["args"] = [{**a, **changes.get(a["name"], {})} for a in data["args"]]
-    return type(spec).model_validate(data)
-
+    return example_ctx(EXAMPLES.get(name), name, spec, source)
 
 @pytest.fixture(scope="module", params=sorted(EXAMPLES))
 def example(request):

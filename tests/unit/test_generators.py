@@ -18,33 +18,13 @@ from ptxfactory.search.base import GenContext
 from ptxfactory.search.generators import load
 from ptxfactory.search.generators.rowwise import RowwiseConfig, RowwiseNormFamily, match_spec
 from ptxfactory.search.generators.tune import TuneGenerator
+from _generator_support import example_ctx, with_args, with_launch
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rmsnorm" / "rmsnorm.cu"
 
 
 def make_ctx(spec=None, source: str | None = None, options=()) -> GenContext:
-    source = source if source is not None else EXAMPLE.read_text()
-    spec = spec or load_spec(str(EXAMPLE) + ".toml").kernels["rmsnorm"]
-    kernel = find_kernel(source, spec.name)
-    original = Candidate(
-        kernel_name=spec.name, source=source, kernel_text=kernel.text, options=list(options),
-        launch=LaunchConfig(grid=spec.launch.grid, block=spec.launch.block, shared_mem=spec.launch.shared_mem),
-    )
-    return GenContext(spec=spec, source=source, kernel=kernel, original=original)
-
-
-def with_args(spec, **changes):
-    """A copy of ``spec`` with some arguments' fields changed: ``with_args(spec, y={"shape": ["M"]})``."""
-    data = spec.model_dump(mode="json")
-    data["args"] = [{**a, **changes.get(a["name"], {})} for a in data["args"]]
-    return type(spec).model_validate(data)
-
-
-def with_launch(spec, **changes):
-    data = spec.model_dump(mode="json")
-    data["launch"].update(changes)
-    return type(spec).model_validate(data)
-
+    return example_ctx(EXAMPLE, "rmsnorm", spec, source, options)
 
 @pytest.fixture(scope="module")
 def ctx() -> GenContext:
