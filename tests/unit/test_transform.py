@@ -52,9 +52,11 @@ def example_ctx(name: str) -> GenContext:
 
 def spec_for(name: str, args: str, grid='["cdiv(N, 128)"]', block="[128]", rtol=1e-2, atol=1e-2, fast_math=False,
              policy="free", sizes="[{ N = 1000 }]"):
-    """A spec for a hand-written kernel; the bench size sets every symbol of the first check size to 4096."""
-    symbols = re.findall(r"(\w+) =", sizes.split("}")[0])
-    bench = ", ".join(f"{k} = 4096" for k in symbols)
+    """A spec for a hand-written kernel; the bench size sets every symbol of the first check size to 4096,
+    except those the block is made of (a block of 4096 threads cannot launch: a spec error)."""
+    first = dict(re.findall(r"(\w+) = (\d+)", sizes.split("}")[0]))
+    in_block = set(re.findall(r"\w+", block))
+    bench = ", ".join(f"{k} = {v if k in in_block else 4096}" for k, v in first.items())
     text = f"""
 [kernel.{name}]
 args = [{args}]
