@@ -201,6 +201,7 @@ async def optimise(
 
     state = "finished" if backend else "compile_only"
     inflight: deque[tuple[Candidate, asyncio.Future | None]] = deque([(original, start(original))])
+
     def ahead() -> int:
         """Candidates to have compiling while one is evaluated. Each is chosen before the results still in
         flight are known, so early on, when every result changes the choice most, only one; later,
@@ -210,7 +211,6 @@ async def optimise(
         return 1 if len(rows) < EARLY_ROWS else pool.parallel
     begun = [1]  # candidates taken from the search so far, the original included
     binaries: dict[str, str] = {}  # Prepared.binary -> the key of the candidate evaluated with it
-
     speculative: dict[str, asyncio.Future] = {}  # compiled ahead of the choice: each arm's favourite right now
 
     def fill() -> None:
