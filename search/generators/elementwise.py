@@ -26,15 +26,14 @@ from __future__ import annotations
 
 import itertools
 import re
-import string
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from ptxfactory.harness.source import replace_kernel
 from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
 
 from ..base import GenContext, family_candidates
+from .cuda_text import load_template, floats_to_word, word_to_floats
 
 _TEMPLATE = Path(__file__).with_name("elementwise.cu")
 _FLOATS = ("bf16", "f16", "f32")
@@ -204,11 +203,6 @@ class ElementwiseFamily:
         )
 
 
-@lru_cache(maxsize=1)
-def _template() -> string.Template:
-    text = "".join(ln for ln in _TEMPLATE.read_text().splitlines(keepends=True) if not ln.startswith("//!"))
-    return string.Template(text)
-
 
 _GELU_K = "0.7978845608f"  # sqrt(2 / pi), as in the usual tanh form of GELU
 _TANH_APPROX = """static __device__ __forceinline__ float ptxf_tanh_approx(float u)
@@ -238,22 +232,6 @@ def _act(cfg: ElementwiseConfig) -> tuple[str, str, str]:
     raise ValueError(f"unknown epilogue {cfg.epilogue!r} (known: {', '.join(EPILOGUES)})")
 
 
-def _word_to_floats(dt: str, word: str) -> list[str]:
-    """C expressions for the floats packed in one 32-bit word of dtype ``dt`` (lowest address first)."""
-    if dt == "bf16":
-        return [f"__uint_as_float({word} << 16)", f"__uint_as_float({word} & 0xffff0000u)"]
-    if dt == "f16":
-        return [f"__half2float(__ushort_as_half((unsigned short)({word} & 0xffffu)))",
-                f"__half2float(__ushort_as_half((unsigned short)({word} >> 16)))"]
-    return [f"__uint_as_float({word})"]
-
-
-def _floats_to_word(dt: str, vals: list[str]) -> str:
-    if dt == "bf16":
-        return f"((unsigned)__bfloat16_as_ushort(__float2bfloat16({vals[0]})) | ((unsigned)__bfloat16_as_ushort(__float2bfloat16({vals[1]})) << 16))"
-    if dt == "f16":
-        return f"((unsigned)__half_as_ushort(__float2half({vals[0]})) | ((unsigned)__half_as_ushort(__float2half({vals[1]})) << 16))"
-    return f"__float_as_uint({vals[0]})"
 
 
 def _helpers(m: ElementwiseMatch, cfg: ElementwiseConfig, extra: str) -> str:
@@ -265,9 +243,9 @@ def _helpers(m: ElementwiseMatch, cfg: ElementwiseConfig, extra: str) -> str:
     to_f = {"bf16": "__bfloat162float(v)", "f16": "__half2float(v)", "f32": "v"}
     from_f = {"bf16": "__float2bfloat16(f)", "f16": "__float2half(f)", "f32": "f"}[m.dtype]
     unpack = "\n".join(
-        f"    f[{j * epw + k}] = {e};" for j, w in enumerate(words) for k, e in enumerate(_word_to_floats(m.dtype, w))
+        f"    f[{j * epw + k}] = {e};" for j, w in enumerate(words) for k, e in enumerate(word_to_floats(m.dtype, w))
     )
-    packed = [_floats_to_word(m.dtype, [f"f[{j * epw + k}]" for k in range(epw)]) for j in range(len(words))]
+    packed = [floats_to_word(m.dtype, [f"f[{j * epw + k}]" for k in range(epw)]) for j in range(len(words))]
     pack = packed[0] if len(words) == 1 else f"make_{vt}({', '.join(packed)})"
     return f"""
 static __device__ __forceinline__ float ptxf_x2f({tx} v) {{ return {to_f[m.dtype]}; }}
@@ -305,7 +283,7 @@ def render_kernel(ctx: GenContext, m: ElementwiseMatch, cfg: ElementwiseConfig) 
         "            ptxf_unpack(q, bf);"
     ) if same_b else ""
     linkage = 'extern "C" ' if re.match(r'extern\s+"C"\s*(?!\{)', ctx.kernel.text.lstrip()) else ""
-    body = _template().substitute(
+    body = load_template(_TEMPLATE).substitute(
         HELPERS=_helpers(m, cfg, extra), ACT=act, ACT_NAME=act_name,
         TX=tx, TB=tb, VT=_VT[cfg.vec], VB=cfg.vec, EPV=epv, UNROLL=cfg.unroll, WARPS=cfg.warps,
         RPB=cfg.rows_per_block, BLOCK=cfg.block, MINB=cfg.min_blocks,

@@ -30,15 +30,14 @@ from __future__ import annotations
 
 import itertools
 import re
-import string
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from ptxfactory.harness.source import replace_kernel
 from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
 
 from ..base import GenContext, family_candidates
+from .cuda_text import load_template, word_to_floats
 
 _TEMPLATE = Path(__file__).with_name("rowreduce.cu")
 _FLOATS = ("bf16", "f16", "f32")
@@ -204,11 +203,6 @@ class RowReduceFamily:
         )
 
 
-@lru_cache(maxsize=1)
-def _template() -> string.Template:
-    text = "".join(ln for ln in _TEMPLATE.read_text().splitlines(keepends=True) if not ln.startswith("//!"))
-    return string.Template(text)
-
 
 def render_kernel(ctx: GenContext, m: RowReduceMatch, cfg: RowReduceConfig) -> str:
     """The kernel text (helpers + ``__global__`` definition) for one configuration, in the user's signature.
@@ -261,7 +255,7 @@ def render_kernel(ctx: GenContext, m: RowReduceMatch, cfg: RowReduceConfig) -> s
         dispatch_d = "        acc = ptxf_row_body<TPR, U, 0>(a + head, v, nv, t);"
         align_v = ""
     linkage = 'extern "C" ' if re.match(r'extern\s+"C"\s*(?!\{)', ctx.kernel.text.lstrip()) else ""
-    body = _template().substitute(
+    body = load_template(_TEMPLATE).substitute(
         CONVERT=_convert(m, cfg, ta, tv, ty, idx, ve),
         TA=ta, TV=tv, TY=ty, IDX=idx, VB=vb, VE=ve, BLOCK=cfg.block,
         BODY_DOT=dot, ALIGN_V=align_v, DISPATCH_D=dispatch_d, HEAD_TERM=head, TAIL_TERM=tail,
@@ -272,15 +266,6 @@ def render_kernel(ctx: GenContext, m: RowReduceMatch, cfg: RowReduceConfig) -> s
     launch = f"// Launch: grid ({grid_expr(tiers, m.r_sym, m.k_sym)},), block ({cfg.block},), no dynamic shared memory.\n"
     return f'extern "C++" {{\n{head_text.rstrip()}\n}}  // extern "C++"\n\n{launch}{sep}{kernel}'
 
-
-def _word_to_floats(dt: str, word: str) -> list[str]:
-    """C expressions for the floats packed in one 32-bit word of dtype ``dt`` (low half first)."""
-    if dt == "bf16":
-        return [f"__uint_as_float({word} << 16)", f"__uint_as_float({word} & 0xffff0000u)"]
-    if dt == "f16":
-        return [f"__half2float(__ushort_as_half((unsigned short)({word} & 0xffffu)))",
-                f"__half2float(__ushort_as_half((unsigned short)({word} >> 16)))"]
-    return [f"__uint_as_float({word})"]
 
 
 def _half_to_float(dt: str, h: str) -> str:
@@ -313,7 +298,7 @@ def _convert(m: RowReduceMatch, cfg: RowReduceConfig, ta: str, tv: str, ty: str,
         words = [f"q.{c}" for c in "xyzw"[: cfg.vec // 4]]
     epw = 4 // _ITEMSIZE[m.a_dtype]
     unpack = "\n".join(
-        f"    f[{w * epw + k}] = {e};" for w, word in enumerate(words) for k, e in enumerate(_word_to_floats(m.a_dtype, word))
+        f"    f[{w * epw + k}] = {e};" for w, word in enumerate(words) for k, e in enumerate(word_to_floats(m.a_dtype, word))
     )
     out = f"""
 static __device__ __forceinline__ float ptxf_a2f({ta} x) {{ return {x2f[m.a_dtype]}; }}
@@ -338,7 +323,7 @@ static __device__ __forceinline__ void ptxf_unpack_a(const ptxf_avec q, float (&
         stmt, vwords = _load_words(chunk, "p", "__ldg", "w")
         vepw = 4 // _ITEMSIZE[vdt]
         vload = "    " + stmt + "\n" + "\n".join(
-            f"    g[{i * vepw + k}] = {e};" for i, word in enumerate(vwords) for k, e in enumerate(_word_to_floats(vdt, word))
+            f"    g[{i * vepw + k}] = {e};" for i, word in enumerate(vwords) for k, e in enumerate(word_to_floats(vdt, word))
         )
     out += f"""static __device__ __forceinline__ float ptxf_v2f({tv} x) {{ return {x2f[vdt]}; }}
 // {ve} elements of v from a {chunk}-byte aligned address p, as floats.

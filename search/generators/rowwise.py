@@ -25,15 +25,14 @@ the rows per block shrink as the threads per row grow, so the grid is the piecew
 from __future__ import annotations
 
 import re
-import string
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from ptxfactory.harness.source import replace_kernel
 from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
 
 from ..base import GenContext, family_candidates
+from .cuda_text import load_template, floats_to_word, word_to_floats
 
 _TEMPLATE = Path(__file__).with_name("rowwise.cu")
 _FLOATS = ("bf16", "f16", "f32")
@@ -248,11 +247,6 @@ class RowwiseNormFamily:
         )
 
 
-@lru_cache(maxsize=1)
-def _template() -> string.Template:
-    text = "".join(ln for ln in _TEMPLATE.read_text().splitlines(keepends=True) if not ln.startswith("//!"))
-    return string.Template(text)
-
 
 def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
     """The kernel text (helpers + ``__global__`` definition) for one configuration, in the user's signature."""
@@ -282,7 +276,7 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
     if m.b:
         w_scalar += " + ptxf_b2f(b[j])"
     linkage = 'extern "C" ' if re.match(r'extern\s+"C"\s*(?!\{)', ctx.kernel.text.lstrip()) else ""
-    body = _template().substitute(
+    body = load_template(_TEMPLATE).substitute(
         CONVERT=_convert(m, cfg, tx, tw, tb, idx),
         TX=tx, TW=tw, TB=tb, IDX=idx, VEC=vec, BLOCK=cfg.block,
         LOAD_X="__ldcs" if cfg.hint == "stream" else "__ldg",
@@ -296,22 +290,6 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
     return f'extern "C++" {{\n{head.rstrip()}\n}}  // extern "C++"\n\n{launch}{sep}{kernel}'
 
 
-def _word_to_floats(dt: str, word: str) -> list[str]:
-    """C expressions for the floats packed in one 32-bit word of dtype ``dt``."""
-    if dt == "bf16":
-        return [f"__uint_as_float({word} << 16)", f"__uint_as_float({word} & 0xffff0000u)"]
-    if dt == "f16":
-        return [f"__half2float(__ushort_as_half((unsigned short)({word} & 0xffffu)))",
-                f"__half2float(__ushort_as_half((unsigned short)({word} >> 16)))"]
-    return [f"__uint_as_float({word})"]
-
-
-def _floats_to_word(dt: str, vals: list[str]) -> str:
-    if dt == "bf16":
-        return f"((unsigned)__bfloat16_as_ushort(__float2bfloat16({vals[0]})) | ((unsigned)__bfloat16_as_ushort(__float2bfloat16({vals[1]})) << 16))"
-    if dt == "f16":
-        return f"((unsigned)__half_as_ushort(__float2half({vals[0]})) | ((unsigned)__half_as_ushort(__float2half({vals[1]})) << 16))"
-    return f"__float_as_uint({vals[0]})"
 
 
 def _vector_load(ptr: str, dt: str, vec: int, out: str, tag: str) -> str:
@@ -330,7 +308,7 @@ def _vector_load(ptr: str, dt: str, vec: int, out: str, tag: str) -> str:
                 f"    const unsigned {tag}d[8] = {{{tag}q0.x, {tag}q0.y, {tag}q0.z, {tag}q0.w, {tag}q1.x, {tag}q1.y, {tag}q1.z, {tag}q1.w}};")
     epw = 4 // _ITEMSIZE[dt]
     unpack = "\n".join(
-        f"    {out}[{j * epw + k}] = {e};" for j in range(nbytes // 4) for k, e in enumerate(_word_to_floats(dt, f"{tag}d[{j}]"))
+        f"    {out}[{j * epw + k}] = {e};" for j in range(nbytes // 4) for k, e in enumerate(word_to_floats(dt, f"{tag}d[{j}]"))
     )
     return f"    float {out}[{vec}];\n{load}\n{unpack}"
 
@@ -344,9 +322,9 @@ def _convert(m: RowwiseMatch, cfg: RowwiseConfig, tx: str, tw: str, tb: str, idx
     x2f = {"bf16": "__bfloat162float(v)", "f16": "__half2float(v)", "f32": "v"}
     f2y = {"bf16": "__float2bfloat16(f)", "f16": "__float2half(f)", "f32": "f"}[m.dtype]
     unpack = "\n".join(
-        f"    f[{j * epw + k}] = {e};" for j, comp in enumerate("xyzw") for k, e in enumerate(_word_to_floats(m.dtype, f"u.{comp}"))
+        f"    f[{j * epw + k}] = {e};" for j, comp in enumerate("xyzw") for k, e in enumerate(word_to_floats(m.dtype, f"u.{comp}"))
     )
-    pack = ", ".join(_floats_to_word(m.dtype, [f"o[{j * epw + k}]" for k in range(epw)]) for j in range(4))
+    pack = ", ".join(floats_to_word(m.dtype, [f"o[{j * epw + k}]" for k in range(epw)]) for j in range(4))
     w_bytes = vec * _ITEMSIZE[wdt]  # w: VEC elements of w's dtype at vector index v: 8, 16 or 32 bytes
     expr = "(f[k] - mean) * scale"
     loads = []

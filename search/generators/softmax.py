@@ -21,16 +21,15 @@ from __future__ import annotations
 
 import itertools
 import re
-import string
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from ptxfactory.harness.source import replace_kernel
 from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
 
 from ..base import GenContext, family_candidates
-from .rowwise import _CTYPE, _FLOATS, _INTS, _ITEMSIZE, _floats_to_word, _is_2d, _word_to_floats, grid_expr
+from .cuda_text import load_template, floats_to_word, word_to_floats
+from .rowwise import _CTYPE, _FLOATS, _INTS, _ITEMSIZE, _is_2d, grid_expr
 
 _TEMPLATE = Path(__file__).with_name("softmax.cu")
 LOG2E = "1.4426950408889634f"  # log2(e): exp(d) = exp2(d * log2(e))
@@ -220,11 +219,6 @@ def launch_grid(tiers: list[Tier], m: SoftmaxMatch) -> str:
     return grid_expr([(t.tpr, t.rpb, t.cap) for t in tiers], m.r_sym, m.c_sym)
 
 
-@lru_cache(maxsize=1)
-def _template() -> string.Template:
-    text = "".join(ln for ln in _TEMPLATE.read_text().splitlines(keepends=True) if not ln.startswith("//!"))
-    return string.Template(text)
-
 
 def render_kernel(ctx: GenContext, m: SoftmaxMatch, cfg: SoftmaxConfig) -> str:
     """The kernel text (helpers + ``__global__`` definition) for one configuration, in the user's signature."""
@@ -247,7 +241,7 @@ def render_kernel(ctx: GenContext, m: SoftmaxMatch, cfg: SoftmaxConfig) -> str:
     else:
         ex_body = "return expf(d);"
         k = "1.0f"
-    body = _template().substitute(
+    body = load_template(_TEMPLATE).substitute(
         CONVERT=_convert(m, cfg, tx), TX=tx, IDX=idx, VEC=m.vec, BLOCK=cfg.block, K=k, EX_BODY=ex_body,
         LOAD_X="__ldcs" if cfg.hint == "stream" else "__ldg", NEG_WORD=_NEG_WORD[m.dtype], RCH=REMAINDER_CHUNK,
         LINKAGE=linkage, KERNEL=ctx.kernel.name, PARAMS=", ".join(params), MINB=cfg.min_blocks(m.vec),
@@ -266,9 +260,9 @@ def _convert(m: SoftmaxMatch, cfg: SoftmaxConfig, tx: str) -> str:
     x2f = {"bf16": "__bfloat162float(v)", "f16": "__half2float(v)", "f32": "v"}[m.dtype]
     f2y = {"bf16": "__float2bfloat16(f)", "f16": "__float2half(f)", "f32": "f"}[m.dtype]
     unpack = "\n".join(
-        f"    f[{j * epw + k}] = {e};" for j, comp in enumerate("xyzw") for k, e in enumerate(_word_to_floats(m.dtype, f"u.{comp}"))
+        f"    f[{j * epw + k}] = {e};" for j, comp in enumerate("xyzw") for k, e in enumerate(word_to_floats(m.dtype, f"u.{comp}"))
     )
-    pack = ", ".join(_floats_to_word(m.dtype, [f"o[{j * epw + k}]" for k in range(epw)]) for j in range(4))
+    pack = ", ".join(floats_to_word(m.dtype, [f"o[{j * epw + k}]" for k in range(epw)]) for j in range(4))
     store = "__stcs(p, v);" if cfg.hint == "stream" else "*p = v;"
     return f"""
 static __device__ __forceinline__ bool ptxf_aligned(const void* p, unsigned a) {{ return (reinterpret_cast<unsigned long long>(p) & (a - 1)) == 0; }}
