@@ -18,6 +18,8 @@ sizes (the original grid's threads plus one stride stay below 2^31).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from ptxfactory.protocol import LaunchConfig
 from ptxfactory.protocol.expr import ExprError, evaluate
 
@@ -39,40 +41,17 @@ class GridStridePass:
     exact = True
 
     def _match(self, unit: Unit) -> dict | None:
-        if unit.body is None or unit.spec.launch.policy != "free" or len(unit.launch.grid) != 1 or not unit.block_is_1d():
+        g = element_guard(unit)
+        if g is None:
             return None
-        stmts = sx.statements(unit.body)
-        if len(stmts) < 2:
-            return None
-        index = _index_decl(stmts[0])
-        if index is None:
-            return None
-        name, type_node, init = index
-        guard = stmts[1]
-        if guard.type != "if_statement" or guard.child_by_field_name("alternative") is not None:
-            return None
-        cond = sx.unparen(guard.child_by_field_name("condition").child_by_field_name("value"))
-        cons = guard.child_by_field_name("consequence")
-        bound = _bound(cond, name, (">=",), ("<=",))
-        if bound is not None and _is_return(cons):
-            rest = stmts[2:]
-            if not rest:
+        for stmt in g.rest:
+            if _unsafe(stmt, g.name, sx.identifiers(g.bound)):
                 return None
-            span = (rest[0].start_byte, rest[-1].end_byte)
-        else:
-            bound = _bound(cond, name, ("<",), (">",))
-            if bound is None or cons.type != "compound_statement" or len(stmts) != 2 or not sx.statements(cons):
-                return None
-            rest = sx.statements(cons)
-            span = (rest[0].start_byte, rest[-1].end_byte)
-        for stmt in rest:
-            if _unsafe(stmt, name, sx.identifiers(bound)):
-                return None
-        ctype = sx.type_text(type_node)
+        ctype = sx.type_text(g.type_node)
         if not self._no_overflow(unit, ctype):
             return None
-        end = rest[-1].end_byte if len(stmts) > 2 else guard.end_byte
-        return {"name": name, "type": ctype, "init": init, "bound": bound, "span": span, "start": stmts[0].start_byte, "end": end}
+        span = (g.rest[0].start_byte, g.rest[-1].end_byte)
+        return {"name": g.name, "type": ctype, "init": g.init, "bound": g.bound, "span": span, "start": g.start, "end": g.end}
 
     def _no_overflow(self, unit: Unit, ctype: str) -> bool:
         if ctype in sx.WIDE_INT_TYPES:
@@ -115,6 +94,50 @@ class GridStridePass:
         grid = f"min({unit.launch.grid[0]}, {self.cap(unit)})"
         launch = LaunchConfig(grid=[grid], block=list(unit.launch.block), shared_mem=unit.launch.shared_mem)
         return unit.with_text(sx.apply_edits(data, edits), launch=launch, grid_cap=self.cap(unit))
+
+
+class ElementGuard(NamedTuple):
+    """The one-thread-per-element opening of a kernel body: the index ``name`` (its type node and initial
+    value), the bound ``n`` of the guard, the statements guarded, and the byte span from the index's
+    declaration to the end of the guarded code."""
+
+    name: str
+    type_node: Node
+    init: Node
+    bound: Node
+    rest: list[Node]
+    start: int
+    end: int
+
+
+def element_guard(unit: Unit) -> ElementGuard | None:
+    """The module docstring's pattern at the start of a 1-D ``policy = "free"`` kernel's body, in either
+    form (``if (i >= n) return; ...`` or a final ``if (i < n) { ... }``), with at least one statement guarded."""
+    if unit.body is None or unit.spec.launch.policy != "free" or len(unit.launch.grid) != 1 or not unit.block_is_1d():
+        return None
+    stmts = sx.statements(unit.body)
+    if len(stmts) < 2:
+        return None
+    index = _index_decl(stmts[0])
+    if index is None:
+        return None
+    name, type_node, init = index
+    guard = stmts[1]
+    if guard.type != "if_statement" or guard.child_by_field_name("alternative") is not None:
+        return None
+    cond = sx.unparen(guard.child_by_field_name("condition").child_by_field_name("value"))
+    cons = guard.child_by_field_name("consequence")
+    bound = _bound(cond, name, (">=",), ("<=",))
+    if bound is not None and _is_return(cons):
+        rest = stmts[2:]
+    else:
+        bound = _bound(cond, name, ("<",), (">",))
+        if bound is None or cons.type != "compound_statement" or len(stmts) != 2:
+            return None
+        rest = sx.statements(cons)
+    if not rest:
+        return None
+    return ElementGuard(name, type_node, init, bound, rest, stmts[0].start_byte, stmts[-1].end_byte)
 
 
 def _index_decl(stmt: Node) -> tuple[str, Node, Node] | None:

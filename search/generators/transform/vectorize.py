@@ -41,7 +41,7 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
 from .base import PointerParam, Unit
-from .grid_stride import _bound, _index_decl, _is_return, _paren, _unsafe
+from .grid_stride import _paren, _unsafe, element_guard
 from .syntax import Node
 
 VEC_BYTES = 16
@@ -82,34 +82,14 @@ class VectorizePass:
     exact = True
 
     def _match(self, unit: Unit) -> dict | None:
-        if unit.body is None or unit.spec.launch.policy != "free" or len(unit.launch.grid) != 1 or not unit.block_is_1d():
+        g = element_guard(unit)
+        if g is None:
             return None
         block = unit.block_threads()
         symbol = _cdiv_symbol(unit.launch.grid[0], block, unit.spec.symbols)
-        if symbol is None:
+        if symbol is None or not self._bound_is(unit, g.bound, symbol):
             return None
-        stmts = sx.statements(unit.body)
-        if len(stmts) < 2:
-            return None
-        index = _index_decl(stmts[0])
-        if index is None:
-            return None
-        name, type_node, init = index
-        guard = stmts[1]
-        if guard.type != "if_statement" or guard.child_by_field_name("alternative") is not None:
-            return None
-        cond = sx.unparen(guard.child_by_field_name("condition").child_by_field_name("value"))
-        cons = guard.child_by_field_name("consequence")
-        bound = _bound(cond, name, (">=",), ("<=",))
-        if bound is not None and _is_return(cons):
-            rest = stmts[2:]
-        else:
-            bound = _bound(cond, name, ("<",), (">",))
-            if bound is None or cons.type != "compound_statement" or len(stmts) != 2:
-                return None
-            rest = sx.statements(cons)
-        if not rest or not self._bound_is(unit, bound, symbol):
-            return None
+        name, type_node, init, bound, rest = g.name, g.type_node, g.init, g.bound, g.rest
         for stmt in rest:
             if _unsafe(stmt, name, sx.identifiers(bound)) or sx.contains_type(stmt, FORBIDDEN):
                 return None
@@ -126,7 +106,7 @@ class VectorizePass:
         if not self._sizes_ok(unit, symbol, ctype, block, vec, [p.name for p, _ in bufs.values()]):
             return None
         return {"name": name, "type": ctype, "init": init, "bound": bound, "rest": rest, "bufs": bufs, "vec": vec,
-                "symbol": symbol, "block": block, "start": stmts[0].start_byte, "end": stmts[-1].end_byte}
+                "symbol": symbol, "block": block, "start": g.start, "end": g.end}
 
     def _bound_is(self, unit: Unit, bound: Node, symbol: str) -> bool:
         """``bound`` is a scalar parameter (a cast allowed) whose spec value is ``symbol``."""
