@@ -5,8 +5,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from ptxfactory.harness.source import KernelDef, SignatureMismatch, check_signature
-from ptxfactory.protocol import Candidate, KernelSpec
+from ptxfactory.harness.source import KernelDef, SignatureMismatch, check_signature, replace_kernel
+from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
 
 
 @dataclass(frozen=True)
@@ -61,3 +61,20 @@ def family_candidates(ctx: GenContext, fits: bool, configs: Iterable[Config],
             keys.add(cand.key)
             out.append(cand)
     return out
+
+
+def family_candidate(ctx: GenContext, generator: str, kernel_text: str, grid: str, block: int, description: str,
+                     params: dict) -> Candidate:
+    """A family's candidate: ``kernel_text`` in place of the parent's kernel, a 1-D launch of ``grid``
+    (an expression) by ``block`` threads without dynamic shared memory, the parent's compile options."""
+    return Candidate(
+        kernel_name=ctx.original.kernel_name,
+        source=replace_kernel(ctx.source, ctx.kernel, kernel_text),
+        kernel_text=kernel_text,
+        launch=LaunchConfig(grid=[grid], block=[block], shared_mem=0),
+        options=list(ctx.original.options),
+        generator=generator,
+        description=description,
+        params=params,
+        parent=ctx.original.key,
+    )

@@ -29,10 +29,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptxfactory.harness.source import replace_kernel
-from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
+from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import GenContext, family_candidates
+from ..base import GenContext, family_candidate, family_candidates
 from .cuda_text import load_template, floats_to_word, word_to_floats
 
 _TEMPLATE = Path(__file__).with_name("elementwise.cu")
@@ -190,17 +189,7 @@ class ElementwiseFamily:
             f"elementwise {act} block={cfg.block} vec={cfg.vec}B unroll={cfg.unroll} "
             f"rows/block={cfg.rows_per_block} {cfg.hint}"
         )
-        return Candidate(
-            kernel_name=ctx.original.kernel_name,
-            source=replace_kernel(ctx.source, ctx.kernel, text),
-            kernel_text=text,
-            launch=LaunchConfig(grid=[grid_expr(m, cfg)], block=[cfg.block], shared_mem=0),
-            options=list(ctx.original.options),
-            generator=self.name,
-            description=desc,
-            params=cfg.params(),
-            parent=ctx.original.key,
-        )
+        return family_candidate(ctx, self.name, text, grid_expr(m, cfg), cfg.block, desc, cfg.params())
 
 
 

@@ -33,10 +33,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptxfactory.harness.source import replace_kernel
-from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
+from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import GenContext, family_candidates
+from ..base import GenContext, family_candidate, family_candidates
 from .cuda_text import load_template, word_to_floats
 
 _TEMPLATE = Path(__file__).with_name("rowreduce.cu")
@@ -190,17 +189,7 @@ class RowReduceFamily:
             f"rowreduce {'gemv' if m.v else 'sum'} block={cfg.block} vec{cfg.vec} tpr={cfg.tpr}"
             f"({tiers[0][0]}..{tiers[-1][0]}) unroll={cfg.unroll} {cfg.hint}"
         )
-        return Candidate(
-            kernel_name=ctx.original.kernel_name,
-            source=replace_kernel(ctx.source, ctx.kernel, text),
-            kernel_text=text,
-            launch=LaunchConfig(grid=[grid_expr(tiers, m.r_sym, m.k_sym)], block=[cfg.block], shared_mem=0),
-            options=list(ctx.original.options),
-            generator=self.name,
-            description=desc,
-            params=cfg.params(),
-            parent=ctx.original.key,
-        )
+        return family_candidate(ctx, self.name, text, grid_expr(tiers, m.r_sym, m.k_sym), cfg.block, desc, cfg.params())
 
 
 

@@ -28,10 +28,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptxfactory.harness.source import replace_kernel
-from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
+from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import GenContext, family_candidates
+from ..base import GenContext, family_candidate, family_candidates
 from .cuda_text import load_template, floats_to_word, word_to_floats
 
 _TEMPLATE = Path(__file__).with_name("rowwise.cu")
@@ -234,17 +233,7 @@ class RowwiseNormFamily:
             f"vec16x{cfg.vecs} tpr={tiers[0][0]}..{tiers[-1][0]}" + (" stream" if cfg.hint == "stream" else "")
         )
         grid = grid_expr(tiers, m.r_sym, m.c_sym)
-        return Candidate(
-            kernel_name=ctx.original.kernel_name,
-            source=replace_kernel(ctx.source, ctx.kernel, text),
-            kernel_text=text,
-            launch=LaunchConfig(grid=[grid], block=[cfg.block], shared_mem=0),
-            options=list(ctx.original.options),
-            generator=self.name,
-            description=desc,
-            params=cfg.params(),
-            parent=ctx.original.key,
-        )
+        return family_candidate(ctx, self.name, text, grid, cfg.block, desc, cfg.params())
 
 
 

@@ -24,10 +24,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptxfactory.harness.source import replace_kernel
-from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
+from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import GenContext, family_candidates
+from ..base import GenContext, family_candidate, family_candidates
 from .cuda_text import load_template, floats_to_word, word_to_floats
 from .rowwise import _CTYPE, _FLOATS, _INTS, _ITEMSIZE, _is_2d, grid_expr
 
@@ -201,17 +200,7 @@ class SoftmaxFamily:
             f"softmax block={cfg.block} rpb={tiers[0].rpb}..{tiers[-1].rpb} vec16x{cfg.vecs} "
             f"tpr={tiers[0].tpr}..{tiers[-1].tpr} {cfg.exp}" + (" stream" if cfg.hint == "stream" else "")
         )
-        return Candidate(
-            kernel_name=ctx.original.kernel_name,
-            source=replace_kernel(ctx.source, ctx.kernel, text),
-            kernel_text=text,
-            launch=LaunchConfig(grid=[launch_grid(tiers, m)], block=[cfg.block], shared_mem=0),
-            options=list(ctx.original.options),
-            generator=self.name,
-            description=desc,
-            params=cfg.params(),
-            parent=ctx.original.key,
-        )
+        return family_candidate(ctx, self.name, text, launch_grid(tiers, m), cfg.block, desc, cfg.params())
 
 
 def launch_grid(tiers: list[Tier], m: SoftmaxMatch) -> str:

@@ -28,10 +28,9 @@ import re
 import string
 from dataclasses import dataclass
 
-from ptxfactory.harness.source import replace_kernel
-from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
+from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import GenContext, family_candidates
+from ..base import GenContext, family_candidate, family_candidates
 
 _DTYPES = ("bf16", "f16", "f32")
 _INTS = ("i32", "i64", "u32")
@@ -150,17 +149,7 @@ class TransposeFamily:
             f"transpose tile={cfg.tile} block=32x{cfg.rows} pad={cfg.pad} vec={cfg.vec}B "
             f"({cfg.tile * cfg.tile // cfg.threads} elements/thread)"
         )
-        return Candidate(
-            kernel_name=ctx.original.kernel_name,
-            source=replace_kernel(ctx.source, ctx.kernel, text),
-            kernel_text=text,
-            launch=LaunchConfig(grid=[grid_expr(m, cfg)], block=[cfg.threads], shared_mem=0),
-            options=list(ctx.original.options),
-            generator=self.name,
-            description=desc,
-            params=cfg.params(),
-            parent=ctx.original.key,
-        )
+        return family_candidate(ctx, self.name, text, grid_expr(m, cfg), cfg.threads, desc, cfg.params())
 
 
 _TEMPLATE = string.Template("""\

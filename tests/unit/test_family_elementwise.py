@@ -29,6 +29,7 @@ EXAMPLE = ROOT / "examples" / "bias_gelu" / "bias_gelu.cu"
 def make_ctx(spec=None, source: str | None = None) -> GenContext:
     return example_ctx(EXAMPLE, "bias_gelu", spec, source)
 
+
 def with_fields(spec, **changes):
     data = spec.model_dump(mode="json")
     for key, value in changes.items():

@@ -26,6 +26,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "layernorm" / "laye
 def make_ctx(spec=None, source: str | None = None) -> GenContext:
     return example_ctx(EXAMPLE, "layernorm", spec, source)
 
+
 @pytest.fixture(scope="module")
 def ctx() -> GenContext:
     return make_ctx()

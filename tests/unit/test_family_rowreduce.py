@@ -39,6 +39,7 @@ EXAMPLES = {"rowsum": ROOT / "examples" / "rowsum" / "rowsum.cu", "gemv": ROOT /
 def make_ctx(name: str, spec=None, source: str | None = None) -> GenContext:
     return example_ctx(EXAMPLES.get(name), name, spec, source)
 
+
 @pytest.fixture(scope="module", params=sorted(EXAMPLES))
 def example(request):
     """(ctx, candidates, compiled by key) for one example; compiled once per module."""

@@ -28,6 +28,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "softmax" / "softma
 def make_ctx(spec=None, source: str | None = None, name: str = "softmax") -> GenContext:
     return example_ctx(EXAMPLE, name, spec, source)
 
+
 def spill_free(log: str) -> bool:
     """No spills in any function of a ptxas report (the entry and its ``__noinline__`` tiers), and at most
     16 bytes of stack per function (what the call of a tier may take)."""

@@ -29,6 +29,7 @@ EXAMPLE = ROOT / "examples" / "transpose" / "transpose.cu"
 def make_ctx(spec=None, source: str | None = None) -> GenContext:
     return example_ctx(EXAMPLE, "transpose", spec, source)
 
+
 def bf16_ctx() -> GenContext:
     src = "#include <cuda_bf16.h>\n" + EXAMPLE.read_text().replace("float", "__nv_bfloat16")
     spec = load_spec(str(EXAMPLE) + ".toml").kernels["transpose"]

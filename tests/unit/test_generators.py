@@ -26,6 +26,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rmsnorm" / "rmsnor
 def make_ctx(spec=None, source: str | None = None, options=()) -> GenContext:
     return example_ctx(EXAMPLE, "rmsnorm", spec, source, options)
 
+
 @pytest.fixture(scope="module")
 def ctx() -> GenContext:
     return make_ctx()
