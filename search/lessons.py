@@ -18,7 +18,7 @@ import aiosqlite
 from ptxfactory.protocol import Candidate, EvalResult, GpuFacts, Measured
 from ptxfactory.protocol.lesson import Lesson
 
-from .priors import FAILED, ArmPrior, Priors
+from .priors import FAILED, FUNCTION_KNOBS, ArmPrior, PastConfig, Priors
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS experiments (
@@ -141,11 +141,13 @@ class LessonStore:
     async def search_priors(self, kernel_class: str, arch: str, exclude_job: str | None = None) -> Priors:
         """Everything a new job on ``kernel_class`` and ``arch`` starts from (:class:`~ptxfactory.search.priors.Priors`).
 
-        Knob scores relative to each past job's best (on this class, on any class, for any
-        generator), and per generator the rewards its candidates earned in their jobs, in order
-        (``log(speedup / best so far)``, clipped to [log 0.5, 3]; a failure log 0.5): over every class,
-        and on this class only. The original kernels (they set each job's starting best of 1.0),
-        never-run candidates, the SimulatedDevice's experiments and those of ``exclude_job`` (a
+        Scores are relative to each past job's best (``log(speedup / best)``, a failure
+        :data:`~ptxfactory.search.priors.FAILED`): per generator its past configurations (function knobs
+        kept on this class only), and per knob value its main effect across generators. A failure
+        counts on this class only. Per generator, the rewards its candidates earned in their jobs, in
+        order (``log(speedup / best so far)``, clipped to [log 0.5, 3]; a failure log 0.5): over every
+        class, and on this class only. The original kernels (they set each job's starting best of
+        1.0), never-run candidates, the SimulatedDevice's experiments and those of ``exclude_job`` (a
         resumed job must not learn from its own first half) do not count.
         """
         query = ("SELECT job_id, kernel_class, generator, params, outcome, speedup FROM experiments"
@@ -157,9 +159,8 @@ class LessonStore:
         for job, _, _, _, outcome, speedup in rows:
             if outcome == "measured" and speedup:
                 job_best[job] = max(job_best.get(job, 1.0), speedup)
-        same: dict[str, list[float]] = {}
-        anyc: dict[str, list[float]] = {}
-        knob: dict[str, list[float]] = {}
+        configs: dict[tuple[str, bool, str], list[float]] = {}  # (generator, same class, params JSON) -> scores
+        groups: dict[tuple[str, str], list[tuple[dict, float]]] = {}  # (job, generator) -> (params, score)
         gens: dict[str, list[float]] = {}
         class_gens: dict[str, list[float]] = {}
         running: dict[str, float] = {}
@@ -171,22 +172,25 @@ class LessonStore:
             reward = max(math.log(0.5), min(math.log(speedup / before), 3.0)) if ok else math.log(0.5)
             running[job] = max(before, speedup) if ok else before
             gens.setdefault(generator, []).append(reward)
-            if kclass == kernel_class:
+            same = kclass == kernel_class
+            if same:
                 class_gens.setdefault(generator, []).append(reward)
+            if not (ok or same):
+                continue  # on another class a failure may be another function, not a slow configuration
             rel = max(FAILED, math.log(speedup / job_best.get(job, 1.0))) if ok else FAILED
-            for k, v in json.loads(params).items():
-                anyc.setdefault(f"{generator}:{k}={v}", []).append(rel)
-                knob.setdefault(f"{k}={v}", []).append(rel)
-                if kclass == kernel_class:
-                    same.setdefault(f"{generator}:{k}={v}", []).append(rel)
-
-        def means(d: dict[str, list[float]]) -> dict[str, float]:
-            return {k: sum(v) / len(v) for k, v in d.items()}
+            knobs = json.loads(params)
+            kept = knobs if same else {k: v for k, v in knobs.items() if k not in FUNCTION_KNOBS}
+            configs.setdefault((generator, same, json.dumps(kept, sort_keys=True)), []).append(rel)
+            groups.setdefault((job, generator), []).append((knobs, rel))
+        past: dict[str, list[PastConfig]] = {}
+        for (generator, same, kept), scores in configs.items():
+            past.setdefault(generator, []).append(
+                PastConfig(params=json.loads(kept), same_class=same, rel=sum(scores) / len(scores), n=len(scores)))
 
         def arms(d: dict[str, list[float]]) -> dict[str, ArmPrior]:
             return {g: ArmPrior(len(v), sum(v) / len(v)) for g, v in d.items()}
 
-        return Priors(same_class=means(same), any_class=means(anyc), knob=means(knob),
+        return Priors(configs={g: tuple(c) for g, c in past.items()}, knob=main_effects(groups.values()),
                       generators=arms(gens), class_generators=arms(class_gens))
 
     async def priors(self, kernel_class: str, arch: str) -> dict[str, float]:
@@ -195,3 +199,25 @@ class LessonStore:
         Knobs never tried are absent; experiments from the tests' SimulatedDevice never count.
         """
         return {lesson.knob: lesson.score for lesson in await self.lessons(kernel_class, arch)}
+
+
+def main_effects(groups) -> dict[str, float]:
+    """``"knob=value"`` -> the mean over groups (one job's candidates of one generator, each
+    ``(params, relative score)``) of the value's main effect: the mean score of the group's candidates
+    with that value minus the mean over all of its candidates with that knob. A knob that did not
+    vary in a group says nothing about its values there and is skipped; function knobs are skipped."""
+    effects: dict[str, list[float]] = {}
+    for group in groups:
+        by_knob: dict[str, dict[object, list[float]]] = {}
+        for params, rel in group:
+            for k, v in params.items():
+                if k not in FUNCTION_KNOBS:
+                    by_knob.setdefault(k, {}).setdefault(json.dumps(v), []).append(rel)
+        for k, values in by_knob.items():
+            if len(values) < 2:
+                continue
+            everything = [r for scores in values.values() for r in scores]
+            mean = sum(everything) / len(everything)
+            for v, scores in values.items():
+                effects.setdefault(f"{k}={json.loads(v)}", []).append(sum(scores) / len(scores) - mean)
+    return {name: sum(v) / len(v) for name, v in effects.items()}

@@ -1,14 +1,22 @@
-"""What past jobs say before this one starts: scores for knobs and generators, from the lesson store.
+"""What past jobs say before this one starts: scores for configurations, knobs and generators, from the lesson store.
 
-Knob scores are *relative*: the mean over past experiments of ``log(speedup / best speedup of that
-job)`` (0 = as fast as that job's best, a failed or crashed candidate counts as :data:`FAILED`), so
-a lesson learnt on a kernel where everything was 3x faster compares with one where it was 1.2x
-(the normalisation kernel_tuner's strategies use). Three levels of evidence, most specific first:
+Every score is *relative*: ``log(speedup / best speedup of that job)`` (0 = as fast as that job's
+best; a failed or crashed candidate counts as :data:`FAILED`), so a lesson learnt on a kernel where
+everything was 3x faster compares with one where it was 1.2x (the normalisation kernel_tuner's
+strategies use). Two kinds of evidence:
 
-- ``same_class``: ``"generator:knob=value"`` on this kernel class and arch;
-- ``any_class``: ``"generator:knob=value"`` on any kernel class of this arch;
-- ``knob``: ``"knob=value"`` whatever the generator, on this arch (how ``block=256`` or ``hint=ldg``
-  fared across families: the lesson that carries over to a family never run before).
+- ``configs``: every configuration a generator evaluated in past jobs, with its relative score.
+  A new candidate of the same generator is scored by the configurations nearest to it (kernel
+  regression over its knob values, :meth:`Priors.config_score`): knobs interact (a wide block wins
+  with few vectors per thread and loses with many), so the configuration that won on LayerNorm,
+  as a whole, is the first guess for RMSNorm, not the best value of each knob alone.
+- ``knob``: ``"knob=value"`` main effects whatever the generator (in each past job and generator, the
+  mean score of the candidates with that value minus the mean of all its values): how ``block=256``
+  or ``math=fast`` fared across families, the lesson that carries over to a family never run before.
+
+A failure teaches only on its own kernel class: on another class the family may have computed
+another function (a GELU epilogue on a softmax), which says nothing about speed. Knobs that choose
+*which* function is computed (:data:`FUNCTION_KNOBS`) are compared only within their class.
 
 Generators get a prior too, from the rewards their candidates earned (``log(speedup / best so far
 in that job)``, clipped; a failure ``log 0.5``): over every class for ``tune`` and ``transform``,
@@ -18,13 +26,21 @@ pseudo-observations; a family with no record on this class counts as never tried
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ptxfactory.protocol import Candidate
 
-# Weights of the three levels in a candidate's score: the more general, the less it is trusted.
-SAME_CLASS, ANY_CLASS, ANY_GENERATOR = 1.0, 0.5, 0.25
+# Weight of a past configuration from another kernel class against one from this class, and of the
+# generator-agnostic main effects in a candidate's score: the more general, the less it is trusted.
+OTHER_CLASS, ANY_GENERATOR = 0.5, 0.25
+# Each knob value that differs divides a past configuration's weight by e**2 (about 7): the nearest
+# configurations decide, farther ones only break ties.
+MISMATCH_DECAY = 2.0
+# A family never run before borrows the past configurations of the generator whose knobs overlap its
+# own by at least this Jaccard similarity (softmax and row-wise normalisation: 0.5; transpose and GEMV: 0.25).
+SIBLING_SIMILARITY = 0.4
 # Relative score of a candidate that failed (verification, crash, compile): below any verified one
 # worth keeping (log 0.22: a candidate at 22% of the best).
 FAILED = -1.5
@@ -49,47 +65,102 @@ class ArmPrior:
 
 
 @dataclass(frozen=True)
+class PastConfig:
+    """One configuration of a generator in past jobs: its knob values (function knobs only when
+    ``same_class``), ``n`` experiments with mean relative score ``rel``."""
+
+    params: Mapping[str, object]
+    same_class: bool
+    rel: float
+    n: int = 1
+
+
+@dataclass(frozen=True)
+class ConfigScore:
+    """A candidate's score from past configurations of its generator: ``rel`` (relative log speedup,
+    <= 0) for each knob in ``knobs``, the knobs the past configurations share with it."""
+
+    rel: float
+    knobs: frozenset[str]
+
+
+@dataclass(frozen=True)
 class Priors:
     """Scores from the lesson store (see the module docstring). Empty for a cold start."""
 
-    same_class: Mapping[str, float] = field(default_factory=dict)
-    any_class: Mapping[str, float] = field(default_factory=dict)
-    knob: Mapping[str, float] = field(default_factory=dict)
+    configs: Mapping[str, tuple[PastConfig, ...]] = field(default_factory=dict)  # generator -> its past configurations
+    knob: Mapping[str, float] = field(default_factory=dict)  # "knob=value" -> mean main effect
     generators: Mapping[str, ArmPrior] = field(default_factory=dict)
     class_generators: Mapping[str, ArmPrior] = field(default_factory=dict)
-    _neutral: dict = field(default_factory=dict, compare=False, repr=False)  # memo of neutral()
+    _memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def empty(self) -> bool:
-        return not (self.same_class or self.any_class or self.knob or self.generators or self.class_generators)
+        return not (self.configs or self.knob or self.generators or self.class_generators)
 
-    def knob_score(self, generator: str, key: str, value) -> float | None:
-        """The weighted score of one knob value, or None when no past job tried it."""
-        name = f"{generator}:{key}={value}"
-        if name in self.same_class:
-            return SAME_CLASS * self.same_class[name]
+    def config_score(self, cand: Candidate, vocabulary: frozenset[str] | None = None) -> ConfigScore | None:
+        """Kernel regression over past configurations: the weighted mean of their relative scores, each
+        weighted by ``exp(-2 * knob values that differ)``, by its number of experiments, and by 1 (this
+        class) or :data:`OTHER_CLASS`. Only the knobs both have are compared; function knobs only within
+        the class. The configurations are those of ``cand``'s generator, else those of the generator's
+        nearest sibling (:meth:`sibling`, by ``vocabulary``: every knob the generator proposes, so that
+        all its candidates are scored from the same past). None when neither has a past."""
+        vocabulary = vocabulary if vocabulary is not None else frozenset(cand.params)
+        memo = ("config", cand.generator, tuple(sorted(cand.params.items())), vocabulary)
+        if memo not in self._memo:
+            source = cand.generator if cand.generator in self.configs else self.sibling(cand.generator, vocabulary)
+            self._memo[memo] = self._regress(cand.params, self.configs[source]) if source else None
+        return self._memo[memo]
+
+    def sibling(self, generator: str, vocabulary: frozenset[str]) -> str | None:
+        """The other generator whose past configurations have the knobs most like ``vocabulary`` (Jaccard
+        similarity of the two knob sets, function knobs aside; at least two shared and a similarity of
+        :data:`SIBLING_SIMILARITY`): a family with the same tuning structure (the softmax and the row-wise
+        normalisation both have block, rows per block, vectors per thread and a load hint), whose best
+        configurations are the first guess for a family never run before."""
+        memo = ("sibling", generator, vocabulary)
+        if memo not in self._memo:
+            wanted = vocabulary - FUNCTION_KNOBS
+            best, best_sim = None, SIBLING_SIMILARITY
+            for other, configs in sorted(self.configs.items()):
+                theirs = {k for c in configs for k in c.params} - FUNCTION_KNOBS
+                shared = len(wanted & theirs)
+                sim = shared / len(wanted | theirs) if wanted | theirs else 0.0
+                if other != generator and shared >= 2 and sim >= best_sim:
+                    best, best_sim = other, sim + 1e-12  # ties: the first in name order
+            self._memo[memo] = best
+        return self._memo[memo]
+
+    @staticmethod
+    def _regress(params: Mapping[str, object], configs: tuple[PastConfig, ...]) -> ConfigScore | None:
+        total = weight = 0.0
+        knobs: set[str] = set()
+        for past in configs:
+            shared = [k for k in params if k in past.params]
+            if not shared:
+                continue
+            differ = sum(params[k] != past.params[k] for k in shared)
+            w = past.n * (1.0 if past.same_class else OTHER_CLASS) * math.exp(-MISMATCH_DECAY * differ)
+            total += w * past.rel
+            weight += w
+            knobs.update(shared)
+        return ConfigScore(total / weight, frozenset(knobs)) if weight > 0 else None
+
+    def knob_score(self, key: str, value) -> float | None:
+        """The weighted main effect of one knob value across generators, or None when no past job varied it."""
         if key in FUNCTION_KNOBS:
             return None
-        if name in self.any_class:
-            return ANY_CLASS * self.any_class[name]
-        if f"{key}={value}" in self.knob:
-            return ANY_GENERATOR * self.knob[f"{key}={value}"]
-        return None
+        effect = self.knob.get(f"{key}={value}")
+        return None if effect is None else ANY_GENERATOR * effect
 
-    def neutral(self, generator: str, key: str) -> float | None:
-        """The mean prior score of the values of ``key`` that past jobs tried (None: none was): what a value
+    def neutral(self, key: str) -> float | None:
+        """The mean score of the values of ``key`` that past jobs tried (None: none was): what a value
         never tried before is assumed to score, so that unknown is neither best nor worst."""
-        if (generator, key) not in self._neutral:
-            self._neutral[(generator, key)] = self._mean_known(generator, key)
-        return self._neutral[(generator, key)]
-
-    def _mean_known(self, generator: str, key: str) -> float | None:
-        scores = [self.knob_score(generator, key, name.split("=", 1)[1])
-                  for name in {*self.same_class, *self.any_class} if name.startswith(f"{generator}:{key}=")]
-        if key not in FUNCTION_KNOBS:
-            scores += [ANY_GENERATOR * v for name, v in self.knob.items() if name.startswith(f"{key}=")]
-        scores = [x for x in scores if x is not None]
-        return sum(scores) / len(scores) if scores else None
+        memo = ("neutral", key)
+        if memo not in self._memo:
+            scores = [] if key in FUNCTION_KNOBS else [v for name, v in self.knob.items() if name.startswith(f"{key}=")]
+            self._memo[memo] = ANY_GENERATOR * sum(scores) / len(scores) if scores else None
+        return self._memo[memo]
 
     def arm(self, generator: str) -> ArmPrior | None:
         """Evidence for ``generator``: on this class for a family, on any class for ``tune``/``transform``."""
@@ -107,17 +178,26 @@ def job_score(logs: list[float | None], best_log: float) -> float:
     return sum(FAILED if v is None else max(FAILED, v - best_log) for v in logs) / len(logs)
 
 
-def candidate_score(cand: Candidate, priors: Priors, job: Mapping[str, list[float | None]], best_log: float = 0.0) -> float:
-    """How promising ``cand`` looks: the sum over its knobs of one relative score per knob value (<= ~0).
+def candidate_score(cand: Candidate, priors: Priors, job: Mapping[str, list[float | None]], best_log: float = 0.0,
+                    vocabulary: frozenset[str] | None = None) -> float:
+    """How promising ``cand`` looks: the mean over its knobs of one relative score per knob value (a
+    candidate with fewer knobs, a GELU-erf beside a GELU-tanh with its approximation knob, is neither
+    favoured nor penalised for it).
 
     ``job`` maps ``"generator:knob=value"`` to the log speedups of this job's candidates with that
-    value (None for a failure); ``best_log`` is the log of the best speedup so far. A knob value's
-    score is, in order: its score in this job (:func:`job_score`); its prior
-    (:meth:`Priors.knob_score`); when other values of the same knob were tried in this job, the best
-    of their scores plus :data:`EXPLORE_BONUS` (optimism: every value of a knob gets tried early);
-    the mean prior of the knob's other values (:meth:`Priors.neutral`); else 0. With no evidence at
-    all every candidate scores 0 and the generator's own order stands.
+    value (None for a failure); ``best_log`` is the log of the best speedup so far; ``vocabulary``
+    every knob ``cand``'s generator proposes (:meth:`Priors.config_score`). A knob value's
+    score is, in order: its score in this job (:func:`job_score`); the score of the nearest past
+    configurations of the generator (:meth:`Priors.config_score`), when they have this knob; the
+    knob value's main effect across generators (:meth:`Priors.knob_score`); when other values of the
+    same knob were tried in this job, the best of their scores plus :data:`EXPLORE_BONUS` (optimism:
+    every value of a knob gets tried early); the mean main effect of the knob's values
+    (:meth:`Priors.neutral`); else 0. With no evidence at all every candidate scores 0 and the
+    generator's own order stands.
     """
+    if not cand.params:
+        return 0.0
+    past = priors.config_score(cand, vocabulary) if priors.configs else None
     score = 0.0
     for key, value in cand.params.items():
         name = f"{cand.generator}:{key}={value}"
@@ -125,7 +205,10 @@ def candidate_score(cand: Candidate, priors: Priors, job: Mapping[str, list[floa
         if logs:
             score += job_score(logs, best_log)
             continue
-        prior = priors.knob_score(cand.generator, key, value)
+        if past is not None and key in past.knobs:
+            score += past.rel
+            continue
+        prior = priors.knob_score(key, value)
         if prior is not None:
             score += prior
             continue
@@ -134,5 +217,5 @@ def candidate_score(cand: Candidate, priors: Priors, job: Mapping[str, list[floa
         if tried:
             score += max(tried) + EXPLORE_BONUS
             continue
-        score += priors.neutral(cand.generator, key) or 0.0
-    return score
+        score += priors.neutral(key) or 0.0
+    return score / len(cand.params)

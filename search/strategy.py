@@ -303,6 +303,7 @@ class _Search:
         self.family_hits: list[str] = []
         self.priors = Priors()
         self.job_knobs: dict[str, list[float | None]] = {}  # "gen:knob=value" -> log speedups (None: failed)
+        self.vocabulary: dict[str, frozenset[str]] = {}  # generator -> every knob it proposed
         self.best_speedup = 1.0  # the best that counted as a gain (> 1% over the previous one)
         self.best_seen = 1.0  # the best verified speedup so far
         self.since_best = 0
@@ -323,6 +324,7 @@ class _Search:
                     self.seen.add(cand.key)
                     fresh.append(cand)
             self.queues[name].extend(fresh)
+            self.vocabulary[name] = self.vocabulary.get(name, frozenset()).union(*(c.params for c in fresh))
             if parent.key == self.original.key and fresh and generator_kind(name) == "family":
                 self.family_hits.append(name)
 
@@ -350,9 +352,12 @@ class _Search:
         self.arms[name].pending += 1
         queue = self.queues[name]
         best_log = math.log(self.best_seen)
-        scores = [candidate_score(c, self.priors, self.job_knobs, best_log) for c in queue]
+        scores = [self._score(c, best_log) for c in queue]
         pick = max(range(len(queue)), key=lambda i: (scores[i], -i))
         return queue.pop(pick)
+
+    def _score(self, cand: Candidate, best_log: float) -> float:
+        return candidate_score(cand, self.priors, self.job_knobs, best_log, self.vocabulary.get(cand.generator))
 
     def favourites(self, n: int) -> list[Candidate]:
         """What :meth:`next` would most likely pick soon, without picking: the best-scoring proposal of
@@ -362,7 +367,7 @@ class _Search:
         out = []
         for arm in arms[:n]:
             queue = self.queues[arm.name]
-            scores = [candidate_score(c, self.priors, self.job_knobs, best_log) for c in queue]
+            scores = [self._score(c, best_log) for c in queue]
             out.append(queue[max(range(len(queue)), key=lambda i: (scores[i], -i))])
         return out
 

@@ -14,7 +14,8 @@ import pytest
 from ptxfactory.protocol import GpuFacts, Measured, Rejected, SizeTiming
 from ptxfactory.search.lessons import LessonStore
 from ptxfactory.search.policy import ArmState, Thompson, Ucb1, make_policy
-from ptxfactory.search.priors import EXPLORE_BONUS, ArmPrior, Priors, candidate_score, generator_kind
+from ptxfactory.search.lessons import main_effects
+from ptxfactory.search.priors import EXPLORE_BONUS, ArmPrior, PastConfig, Priors, candidate_score, generator_kind
 from ptxfactory.search.strategy import optimise
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rmsnorm" / "rmsnorm.cu"
@@ -133,14 +134,46 @@ def _cand(params, generator="knobs"):
 
 
 def test_job_evidence_beats_priors_and_untried_values_are_explored():
-    priors = Priors(same_class={"knobs:block=256": 0.8}, knob={"hint=ldg": 0.4})
-    assert candidate_score(_cand({"block": 256, "hint": "ldg"}), priors, {}) == pytest.approx(0.8 + 0.25 * 0.4)
+    priors = Priors(configs={"knobs": (PastConfig({"block": 256}, same_class=True, rel=-0.2),)}, knob={"hint=ldg": 0.4})
+    # block from the past configuration, hint from the main effect (weighted 0.25); the mean over the two knobs
+    assert candidate_score(_cand({"block": 256, "hint": "ldg"}), priors, {}) == pytest.approx((-0.2 + 0.25 * 0.4) / 2)
     job = {"knobs:block=256": [-0.5], "knobs:hint=plain": [0.2]}
     assert candidate_score(_cand({"block": 256}), priors, job) == pytest.approx(-0.5)
     # hint=stream: no prior, another hint was tried: optimistic
     assert candidate_score(_cand({"hint": "stream"}), Priors(), job) == pytest.approx(0.2 + EXPLORE_BONUS)
     assert candidate_score(_cand({"unroll": 4}), Priors(), job) == 0.0
     assert generator_kind("rowwise") == "family" and generator_kind("tune") == "tune"
+
+
+def test_the_nearest_past_configuration_decides_not_the_best_value_of_each_knob():
+    """Knobs interact: block=512 won with vecs=4 and lost with vecs=2. Per knob, both block=512 and vecs=2
+    look middling; the configuration as a whole says which candidate to try first."""
+    past = tuple(PastConfig(p, same_class=False, rel=r) for p, r in [
+        ({"block": 512, "vecs": 4}, 0.0), ({"block": 512, "vecs": 2}, -0.6),
+        ({"block": 256, "vecs": 2}, -0.05), ({"block": 256, "vecs": 4}, -0.3),
+    ])
+    priors = Priors(configs={"rowwise": past})
+    scores = {(b, v): candidate_score(_cand({"block": b, "vecs": v}, "rowwise"), priors, {}) for b in (256, 512) for v in (2, 4)}
+    assert max(scores, key=scores.get) == (512, 4)
+    assert sorted(scores, key=scores.get, reverse=True) == [(512, 4), (256, 2), (256, 4), (512, 2)]
+    near = priors.config_score(_cand({"block": 512, "vecs": 8}, "rowwise"))  # untried value: its neighbours decide
+    assert near.knobs == {"block", "vecs"} and -0.6 < near.rel < 0.0
+
+
+def test_a_family_never_run_borrows_its_siblings_configurations():
+    """Softmax shares block, rows per block, vectors and hint with the row-wise family: it is scored from
+    row-wise's past; a transpose (tile, pad) shares too little with anything to borrow."""
+    rowwise = (PastConfig({"block": 256, "rows_per_block": 8, "vecs": 4, "hint": "ldg", "grid": "adaptive"}, False, 0.0),
+               PastConfig({"block": 512, "rows_per_block": 16, "vecs": 2, "hint": "ldg", "grid": "adaptive"}, False, -0.4))
+    gemv = (PastConfig({"block": 512, "vec": 16, "hint": "ldg", "unroll": 4}, False, 0.0),)
+    priors = Priors(configs={"rowwise": rowwise, "rowreduce": gemv})
+    softmax = frozenset({"block", "rows_per_block", "vecs", "vec", "hint", "exp", "math"})
+    assert priors.sibling("softmax", softmax) == "rowwise"
+    good = _cand({"block": 256, "rows_per_block": 8, "vecs": 4, "vec": 16, "hint": "ldg", "exp": "exp2", "math": "fast"}, "softmax")
+    bad = _cand({"block": 512, "rows_per_block": 16, "vecs": 2, "vec": 16, "hint": "ldg", "exp": "exp2", "math": "fast"}, "softmax")
+    assert candidate_score(good, priors, {}, vocabulary=softmax) > candidate_score(bad, priors, {}, vocabulary=softmax)
+    assert priors.config_score(good, softmax).knobs == {"block", "rows_per_block", "vecs", "hint"}
+    assert priors.sibling("transpose", frozenset({"tile", "rows", "block", "pad", "vec"})) is None
 
 
 # --- the job on recorded data ---------------------------------------------------------------------
@@ -176,7 +209,9 @@ async def test_warm_search_from_another_family_needs_at_most_half_the_candidates
         await store._db.execute("UPDATE experiments SET generator = 'other', kernel_class = 'elsewhere'")
         await store._db.commit()
         priors = await store.search_priors("knobs", "sm_90a")
-        assert priors.knob["block=256"] > priors.knob["block=64"] and not priors.same_class
+        assert priors.knob["block=256"] > priors.knob["block=64"]
+        assert list(priors.configs) == ["other"] and not any(c.same_class for c in priors.configs["other"])
+        assert priors.sibling("knobs", frozenset({"block", "hint"})) == "other"
         warm = await optimise(EXAMPLE, "rmsnorm", backend=RecordedDevice(), store=store, generators=("knobs",), patience=None)
     finally:
         await store.close()
@@ -200,11 +235,52 @@ async def test_priors_ignore_simulated_runs(tmp_path, fake_generators):
 
 def test_function_knobs_transfer_only_within_their_kernel_class():
     """Which function a family computes (norm, epilogue) is learnt per class; how fast (block, hint) carries over."""
-    other_class = Priors(any_class={"rowwise:norm=layer": 1.0, "rowwise:block=256": 1.0}, knob={"norm=layer": 1.0})
+    other_class = Priors(configs={"rowwise": (PastConfig({"block": 256}, same_class=False, rel=-0.1),)}, knob={"norm=layer": 1.0})
     assert candidate_score(_cand({"norm": "layer"}, "rowwise"), other_class, {}) == 0.0
-    assert candidate_score(_cand({"block": 256}, "rowwise"), other_class, {}) == pytest.approx(0.5)
-    same_class = Priors(same_class={"rowwise:norm=layer": -0.7})
+    assert candidate_score(_cand({"block": 256}, "rowwise"), other_class, {}) == pytest.approx(-0.1)
+    same_class = Priors(configs={"rowwise": (PastConfig({"norm": "layer"}, same_class=True, rel=-0.7),)})
     assert candidate_score(_cand({"norm": "layer"}, "rowwise"), same_class, {}) == pytest.approx(-0.7)
+
+
+def test_main_effects_compare_values_within_one_job_and_generator():
+    """A knob that never varied says nothing; a job's tune children (all slow) do not drag down the
+    family's block=128 in the same job, because each (job, generator) is its own group."""
+    family = [({"block": 128, "vec": 16}, 0.0), ({"block": 256, "vec": 16}, -0.2)]
+    tune = [({"block": 512}, -1.0)]
+    other_job = [({"block": 128, "vec": 4}, -0.1), ({"block": 256, "vec": 16}, -0.1)]
+    effects = main_effects([family, tune, other_job])
+    assert effects["block=128"] == pytest.approx((0.1 + 0.0) / 2)
+    assert effects["block=256"] == pytest.approx((-0.1 + 0.0) / 2)
+    assert "block=512" not in effects  # tune tried one block in its group
+    assert effects["vec=16"] == pytest.approx(0.0) and effects["vec=4"] == pytest.approx(0.0)
+
+
+async def test_a_failure_on_another_kernel_class_is_not_a_lesson_about_speed(tmp_path):
+    """An epilogue family run on a softmax computes the wrong function and is rejected; on a bias+GELU its
+    block=256 must not inherit that failure. On its own class the failure counts."""
+    from ptxfactory.protocol import Candidate, LaunchConfig
+
+    store = await LessonStore.open(tmp_path / "lessons.sqlite")
+    try:
+        for job, kclass, params, result in [
+            ("softmax-job", "softmax", {"epilogue": "gelu", "block": 256}, None),
+            ("softmax-job", "softmax", {"epilogue": "gelu", "block": 512}, None),
+            ("gelu-job", "gelu", {"epilogue": "gelu", "block": 512}, 2.0),
+        ]:
+            cand = Candidate(kernel_name="k", source=f"s{job}{params}", kernel_text="t", launch=LaunchConfig(grid=[1], block=[1]),
+                             generator="elementwise", params=params)
+            timing = SizeTiming(size={"M": 1}, median_us=1.0, p20_us=1.0, p80_us=1.0, baseline_median_us=2.0, bytes_moved=1,
+                                gbps=1.0, pct_of_copy=1.0, floor_us=0.0)
+            outcome = (Measured(candidate_key=cand.key, resources=None, timings=[timing], speedup=result, verified_sizes=[]) if result
+                       else Rejected(candidate_key=cand.key, check="correctness", reason="wrong function"))
+            await store.record(job_id=job, kernel_fingerprint=job, kernel_class=kclass, arch="sm_90a", candidate=cand,
+                               result=outcome, gpu=await RecordedDevice().facts())
+        elsewhere = await store.search_priors("bias_gelu", "sm_90a")
+        at_home = await store.search_priors("softmax", "sm_90a")
+    finally:
+        await store.close()
+    assert [(c.params, c.same_class) for c in elsewhere.configs["elementwise"]] == [({"block": 512}, False)]
+    assert sorted((c.params["block"], c.rel) for c in at_home.configs["elementwise"] if c.same_class) == [(256, -1.5), (512, -1.5)]
 
 
 async def test_kernel_class_names_the_family_and_the_signature(knob_generators):
