@@ -63,13 +63,13 @@ def compile_candidate(candidate: Candidate, arch: str, fast_math_allowed: bool =
     opts += list(candidate.options)
     prog = nvrtc.createProgram(candidate.source, f"{candidate.kernel_name}.cu", [], [])
     try:
-        nvrtc.addNameExpression(prog, candidate.kernel_name)
+        nvrtc.addNameExpression(prog, candidate.name_expression)
         try:
             nvrtc.compileProgram(prog, opts)
         except nvrtc.NVRTCError:
             return CompileFailed(candidate_key=candidate.key, log=_clean_log(nvrtc.getProgramLog(prog)))
         log = nvrtc.getProgramLog(prog)
-        lowered = nvrtc.getLoweredName(prog, candidate.kernel_name)
+        lowered = nvrtc.getLoweredName(prog, candidate.name_expression)
         cubin = nvrtc.getCUBIN(prog)
     finally:
         nvrtc.destroyProgram(prog)
@@ -84,6 +84,7 @@ def compile_ptx(candidate: Candidate, arch: str) -> str:
     opts = ["-std=c++17", f"-arch=compute_{arch[3:]}", *(f"-I{d}" for d in cuda_include_dirs()), *candidate.options]
     prog = nvrtc.createProgram(candidate.source, f"{candidate.kernel_name}.cu", [], [])
     try:
+        nvrtc.addNameExpression(prog, candidate.name_expression)  # instantiates a kernel template
         nvrtc.compileProgram(prog, opts)
         ptx = nvrtc.getPTX(prog)
     finally:

@@ -32,6 +32,7 @@ class KernelDef:
     end_line: int
     name_line: int
     text: str
+    template_params: tuple[str, ...] = ()  # a kernel template's parameter names, in order
 
 
 class SignatureMismatch(ValueError):
@@ -53,8 +54,11 @@ def find_kernels(source: str) -> list[KernelDef]:
         node = stack.pop()
         if node.type == "function_definition" and any(c.type == "__global__" for c in node.children):
             outer = node
+            template: tuple[str, ...] = ()
             while outer.parent is not None and outer.parent.type in ("linkage_specification", "template_declaration"):
                 outer = outer.parent
+                if outer.type == "template_declaration":
+                    template = _template_params(outer)
             decl = node.child_by_field_name("declarator")
             while decl is not None and decl.type != "function_declarator":
                 decl = decl.child_by_field_name("declarator")
@@ -72,6 +76,7 @@ def find_kernels(source: str) -> list[KernelDef]:
                     end_line=outer.end_point[0],
                     name_line=name_node.start_point[0],
                     text=data[outer.start_byte : outer.end_byte].decode(),
+                    template_params=template,
                 )
             )
             continue
@@ -102,12 +107,31 @@ def _param(node: ts.Node) -> Param:
     return Param(name=name, type=type_text, is_pointer=is_pointer, is_const=is_const)
 
 
+def _template_params(node: ts.Node) -> tuple[str, ...]:
+    """The names in a ``template_declaration``'s parameter list (``template <int TILE, typename T>``: TILE, T)."""
+    plist = node.child_by_field_name("parameters")
+    names = []
+    for p in plist.named_children if plist is not None else ():
+        ident = [c for c in p.named_children if c.type in ("identifier", "type_identifier")]
+        names.append(ident[0].text.decode() if ident else "?")
+    return tuple(names)
+
+
 def check_signature(spec: KernelSpec, kernel: KernelDef) -> None:
-    """Check the spec's ``args`` against the kernel's parameters: count, order, names, pointer vs scalar, dtype.
+    """Check the spec's ``args`` against the kernel's parameters: count, order, names, pointer vs scalar, dtype;
+    and a kernel template's parameters against the spec's ``tune.template`` knobs (all of them, in order).
 
     Raises:
-        SignatureMismatch: naming the first argument that differs.
+        SignatureMismatch: naming the first argument (or template parameter) that differs.
     """
+    knobs = tuple(spec.tune.template)
+    if knobs != kernel.template_params:
+        if not kernel.template_params:
+            raise SignatureMismatch(f"tune.template sets {', '.join(knobs)} but kernel {kernel.name!r} is not a template")
+        raise SignatureMismatch(
+            f"kernel {kernel.name!r} is a template of <{', '.join(kernel.template_params)}>: "
+            f"tune.template must give values for each, in that order (it gives: {', '.join(knobs) or 'none'})"
+        )
     params = kernel.params
     if len(params) != len(spec.args):
         raise SignatureMismatch(

@@ -30,6 +30,7 @@ class Candidate(BaseModel):
 
     ``source`` is the whole translation unit that is compiled; ``kernel_text`` is the text that
     replaces the original kernel's definition in the user's file (the code action's edit).
+    ``template_args``: for a kernel template, the instantiation compiled and launched (``k<64, 4>``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -43,14 +44,22 @@ class Candidate(BaseModel):
     description: str = "original kernel"
     params: dict[str, Any] = Field(default_factory=dict)
     parent: str | None = None
+    template_args: list[int | str] = Field(default_factory=list)
+
+    @property
+    def name_expression(self) -> str:
+        """The kernel as NVRTC names it: ``rowsum``, or ``rowsum<64, 4>`` for a template instantiation."""
+        if not self.template_args:
+            return self.kernel_name
+        return f"{self.kernel_name}<{', '.join(map(str, self.template_args))}>"
 
     @property
     def key(self) -> str:
         """Content hash (16 hex digits) over normalised source, options and launch: equal keys are the same experiment."""
         normalised = re.sub(r"//[^\n]*|/\*.*?\*/", "", self.source, flags=re.S)
         normalised = re.sub(r"\s+", " ", normalised).strip()
-        blob = json.dumps(
-            {"src": normalised, "opt": sorted(self.options), "launch": self.launch.model_dump(), "name": self.kernel_name},
-            sort_keys=True,
-        )
+        fields = {"src": normalised, "opt": sorted(self.options), "launch": self.launch.model_dump(), "name": self.kernel_name}
+        if self.template_args:  # absent otherwise, so that every non-template candidate keeps its key
+            fields["targs"] = [str(a) for a in self.template_args]
+        blob = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -174,18 +174,25 @@ class BenchSpec(_Model):
 
 
 class TuneSpec(_Model):
-    """Knobs of the user's own kernel that the ``tune`` generator may set: preprocessor macros and the
-    values each may take, e.g. ``defines = { TILE = [16, 32, 64], UNROLL = [1, 2, 4] }``. A candidate
-    compiles with ``-DTILE=32``; the kernel's source gives the default (``#ifndef TILE`` ...).
-    Names are C identifiers; values integers or plain tokens (``[A-Za-z0-9_.+-]``), at most 16 each."""
+    """Knobs of the user's own kernel that the ``tune`` generator may set, each with the values it may take:
+
+    - ``defines``: preprocessor macros, e.g. ``defines = { TILE = [16, 32, 64], UNROLL = [1, 2, 4] }``. A
+      candidate compiles with ``-DTILE=32``; the kernel's source gives the default (``#ifndef TILE`` ...).
+    - ``template``: the kernel's own template parameters, every one of them, in declaration order, e.g.
+      ``template = { TILE = [32, 64], VEC = [4, 8] }`` for ``template <int TILE, int VEC> __global__ void k``.
+      The original is instantiated with each parameter's first value (``k<32, 4>``); a candidate with
+      another (``k<64, 4>``).
+
+    Names are C identifiers; values integers or plain tokens (``[A-Za-z0-9_.+-]``), 1 to 16 each."""
 
     defines: dict[str, list[int | str]] = Field(default_factory=dict)
+    template: dict[str, list[int | str]] = Field(default_factory=dict)
 
-    @field_validator("defines", mode="before")
+    @field_validator("defines", "template", mode="before")
     @classmethod
-    def _defines(cls, v):
+    def _knobs(cls, v):
         if not isinstance(v, dict) or not all(isinstance(x, list) for x in v.values()):
-            raise ValueError("a table of macro names to lists of values, e.g. { TILE = [16, 32] }")
+            raise ValueError("a table of names to lists of values, e.g. { TILE = [16, 32] }")
         for name, values in v.items():
             if not re.fullmatch(r"[A-Za-z_]\w*", name):
                 raise ValueError(f"{name!r} is not a C identifier")

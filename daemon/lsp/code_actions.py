@@ -89,12 +89,15 @@ def title(number: int, row: CandidateRow) -> str:
 
 
 def replacement(row: CandidateRow, baseline: CandidateRow | None, indent: str = "") -> str:
-    """The candidate's kernel text, after a comment stating its launch and its compile options when they
-    differ from the original's (options such as ``-DTILE=64`` or ``-maxrregcount=64`` live outside the source)."""
+    """The candidate's kernel text, after a comment stating its launch, its template instantiation and its
+    compile options when they differ from the original's (options such as ``-DTILE=64`` or
+    ``-maxrregcount=64``, and the ``k<64>`` of a launch, live outside the kernel's text)."""
     cand = row.candidate
     notes = []
     if baseline is not None and cand.launch != baseline.candidate.launch:
         notes.append(f"Launch it with {cand.launch.describe()} (the original used {baseline.candidate.launch.describe()}).")
+    if baseline is not None and cand.template_args != baseline.candidate.template_args:
+        notes.append(f"Instantiate it as {cand.name_expression} (the original used {baseline.candidate.name_expression}).")
     if baseline is not None and sorted(cand.options) != sorted(baseline.candidate.options):
         notes.append(f"Compile with {' '.join(cand.options) or 'no extra options'}.")
     if not notes:

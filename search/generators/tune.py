@@ -2,6 +2,8 @@
 
 Macros: every value of every ``[kernel.NAME.tune] defines`` knob of the spec, one knob changed at a
 time from the parent (``-DTILE=64`` replacing the parent's ``-DTILE=...``; params ``TILE = 64``).
+Template parameters: likewise every value of every ``tune.template`` knob, one at a time, in the
+instantiation compiled and launched (``k<64, 4>`` from a parent ``k<32, 4>``; params ``TILE = 64``).
 Options: ``--extra-device-vectorization``, ``-maxrregcount=64``/``128`` and, only when the spec allows
 it (``check.fast_math``), ``--use_fast_math``; each added to the parent's options (replacing a
 previous register cap). Block size: when ``launch.policy = "free"`` and the parent's block is a single
@@ -32,6 +34,11 @@ class TuneGenerator:
         parent = ctx.original
         fast_ok = ctx.spec.check.fast_math
         variants: list[tuple[list[str], LaunchConfig, str, dict]] = []
+        out, keys = [], {parent.key}
+        for cand in self._template_variants(parent, ctx.spec.tune.template):
+            if cand.key not in keys:
+                keys.add(cand.key)
+                out.append(cand)
         for name, values in ctx.spec.tune.defines.items():
             flag = f"-D{name}="
             current = next((o[len(flag):] for o in parent.options if o.startswith(flag)), None)
@@ -55,7 +62,6 @@ class TuneGenerator:
                 if b != current and b <= limit:
                     launch = LaunchConfig(grid=list(parent.launch.grid), block=[b], shared_mem=parent.launch.shared_mem)
                     variants.append((list(parent.options), launch, f"tune block={b}", {"block": b}))
-        out, keys = [], {parent.key}
         for options, launch, desc, params in variants:
             if check_options(options, fast_ok) is not None:
                 continue
@@ -72,6 +78,24 @@ class TuneGenerator:
             if cand.key not in keys:
                 keys.add(cand.key)
                 out.append(cand)
+        return out
+
+    def _template_variants(self, parent: Candidate, knobs: dict[str, list]) -> list[Candidate]:
+        """The parent's instantiation with one template parameter changed to each of its other values."""
+        if not knobs or len(parent.template_args) != len(knobs):
+            return []
+        current = dict(zip(knobs, parent.template_args))
+        out = []
+        for i, (name, values) in enumerate(knobs.items()):
+            for value in values:
+                if str(value) == str(current[name]):
+                    continue
+                args = [*parent.template_args[:i], value, *parent.template_args[i + 1:]]
+                out.append(parent.model_copy(update={
+                    "template_args": args, "generator": self.name, "parent": parent.key,
+                    "description": f"tune {name}={value} (template: {parent.kernel_name}<{', '.join(map(str, args))}>)",
+                    "params": {**{k: v for k, v in parent.params.items() if k in knobs}, name: value},
+                }))
         return out
 
 

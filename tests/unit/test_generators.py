@@ -370,3 +370,89 @@ def test_the_apply_edit_states_a_changed_launch_and_compile_options():
     assert text.startswith("// ptxfactory: tune -DUNROLL=4. Compile with -DUNROLL=4.\n") and "Launch it" not in text
     both = row(ctx.original.model_copy(update={"options": ["-maxrregcount=64"], "launch": LaunchConfig(grid=["M"], block=[128])}))
     assert "Launch it with grid=(M) block=(128)" in replacement(both, base) and "Compile with -maxrregcount=64." in replacement(both, base)
+
+
+TEMPLATE_KERNEL = """
+template <int UNROLL, int SCALE>
+__global__ void scale(const float* x, float* y, int n)
+{
+    int stride = gridDim.x * blockDim.x;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + (UNROLL - 1) * stride < n; i += UNROLL * stride) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) y[i + u * stride] = SCALE * x[i + u * stride];
+    }
+    for (; i < n; i += stride) y[i] = SCALE * x[i];
+}
+"""
+TEMPLATE_SPEC = MACRO_SPEC.replace("tune = { defines = { UNROLL = [1, 2, 4] } }", "tune = { template = { UNROLL = [1, 2, 4], SCALE = [2] } }")
+
+
+def test_every_non_template_candidate_keeps_its_key():
+    """Keys name experiments in lesson stores and recorded runs: the template field must not change them.
+    These are the original kernels' keys in the GPU run recorded on 2026-11-30."""
+    import json
+
+    from ptxfactory.search.strategy import original_candidate
+
+    recorded = json.loads((Path(__file__).resolve().parents[2] / "bench/results/self-improvement-2026-11-30.json").read_text())
+    for name, runs in recorded["examples"].items():
+        c = example_ctx(name)
+        assert original_candidate(c.spec, c.source).key == runs["cold"]["baseline_key"], name
+
+
+def test_tune_sets_the_kernels_template_parameters_one_at_a_time():
+    """The original is scale<1, 2> (the first values); each other value is one instantiation, compiled under
+    its own lowered name, with other machine code; the key tells the instantiations apart."""
+    from ptxfactory.harness.elf import code_digest
+    from ptxfactory.protocol import parse_spec
+    from ptxfactory.search.strategy import original_candidate
+
+    spec = parse_spec(TEMPLATE_SPEC).kernels["scale"]
+    original = original_candidate(spec, TEMPLATE_KERNEL)
+    assert original.template_args == [1, 2] and original.name_expression == "scale<1, 2>"
+    ctx = GenContext(spec=spec, source=TEMPLATE_KERNEL, kernel=find_kernel(TEMPLATE_KERNEL, "scale"), original=original)
+    cands = [c for c in TuneGenerator().propose(ctx) if "UNROLL" in c.params]
+    assert [c.template_args for c in cands] == [[2, 2], [4, 2]]
+    assert [c.params for c in cands] == [{"UNROLL": 2}, {"UNROLL": 4}]
+    assert cands[0].description == "tune UNROLL=2 (template: scale<2, 2>)" and cands[0].options == []
+    assert len({original.key, *(c.key for c in cands)}) == 3
+    compiled = [compile_candidate(c, spec.arch) for c in (original, *cands)]
+    assert all(not isinstance(c, CompileFailed) for c in compiled), [getattr(c, "log", "") for c in compiled]
+    assert len({c.lowered_name for c in compiled}) == 3 and all(c.lowered_name.startswith("_Z5scaleILi") for c in compiled)
+    assert len({code_digest(c.cubin) for c in compiled}) == 3
+    assert all(c.resources is not None and c.resources.registers > 0 for c in compiled)
+
+
+def test_a_template_kernel_and_its_spec_must_agree():
+    from ptxfactory.harness.source import SignatureMismatch
+    from ptxfactory.protocol import parse_spec
+
+    kdef = find_kernel(TEMPLATE_KERNEL, "scale")
+    assert kdef.template_params == ("UNROLL", "SCALE")
+    no_knobs = parse_spec(MACRO_SPEC.replace("tune = { defines = { UNROLL = [1, 2, 4] } }", "")).kernels["scale"]
+    with pytest.raises(SignatureMismatch, match=r"is a template of <UNROLL, SCALE>: tune.template must give values for each"):
+        check_signature(no_knobs, kdef)
+    swapped = parse_spec(TEMPLATE_SPEC.replace("UNROLL = [1, 2, 4], SCALE = [2]", "SCALE = [2], UNROLL = [1]")).kernels["scale"]
+    with pytest.raises(SignatureMismatch, match="in that order"):
+        check_signature(swapped, kdef)
+    plain = find_kernel(MACRO_KERNEL, "scale")
+    with pytest.raises(SignatureMismatch, match="is not a template"):
+        check_signature(parse_spec(TEMPLATE_SPEC).kernels["scale"], plain)
+
+
+async def test_a_template_kernel_runs_through_the_job_compile_only(tmp_path):
+    """Without a GPU every instantiation compiles and reports its resources; the report's Apply edit says
+    which instantiation to launch."""
+    from ptxfactory.daemon.lsp.code_actions import replacement
+    from ptxfactory.search.strategy import optimise
+
+    src = tmp_path / "scale.cu"
+    src.write_text(TEMPLATE_KERNEL)
+    (tmp_path / "scale.cu.toml").write_text(TEMPLATE_SPEC)
+    summary = await optimise(src, "scale", backend=None, generators=("tune",))
+    by_args = {tuple(r.candidate.template_args): r for r in summary.rows}
+    assert {(1, 2), (2, 2), (4, 2)} <= set(by_args)
+    assert all(r.result.outcome == "not_run" and r.result.resources is not None for r in by_args.values())
+    edit = replacement(by_args[(4, 2)], summary.row(summary.baseline_key))
+    assert "Instantiate it as scale<4, 2> (the original used scale<1, 2>)." in edit

@@ -314,3 +314,13 @@ def test_bad_tune_defines_name_the_key_and_line(defines, fragment):
     err = spec_error(text)
     assert err.key.startswith("kernel.rmsnorm.tune.defines") and fragment in err.message, (err.key, err.message)
     assert err.line == line_of(text, "defines =")
+
+
+def test_tune_template_knobs_parse_in_order_and_are_checked_like_defines():
+    text = SPEC_TEXT + '\n[kernel.rmsnorm.tune]\ntemplate = { VEC = [8, 4], TILE = [32, 64] }\n'
+    spec = parse_spec(text, PATH).kernels["rmsnorm"]
+    assert list(spec.tune.template.items()) == [("VEC", [8, 4]), ("TILE", [32, 64])]
+    bad = SPEC_TEXT + '\n[kernel.rmsnorm.tune]\ntemplate = { TILE = ["32>"] }\n'
+    err = spec_error(bad)
+    assert err.key.startswith("kernel.rmsnorm.tune.template") and "is not an integer or a plain token" in err.message
+    assert err.line == line_of(bad, "template =")

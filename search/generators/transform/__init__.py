@@ -117,7 +117,7 @@ class TransformGenerator:
         return Candidate(
             kernel_name=ctx.original.kernel_name, source=source, kernel_text=kernel_text, launch=unit.launch,
             options=list(ctx.original.options), generator=self.name, description=desc, params=params,
-            parent=ctx.original.key,
+            parent=ctx.original.key, template_args=list(ctx.original.template_args),
         )
 
 
