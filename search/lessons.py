@@ -1,7 +1,8 @@
 """The lesson store: every experiment of every job, in SQLite (WAL) through aiosqlite.
 
-The store records and answers queries; it holds no selection policy. ``priors`` turns past
-outcomes into scores that generators may use to order their proposals.
+The store records and answers queries; it holds no selection policy. ``lessons`` distils the
+experiments per knob for people (``ptxfactory lessons``); ``search_priors`` turns them into what the
+next job's search starts from (:mod:`ptxfactory.search.priors`).
 """
 from __future__ import annotations
 
@@ -192,13 +193,6 @@ class LessonStore:
 
         return Priors(configs={g: tuple(c) for g, c in past.items()}, knob=main_effects(groups.values()),
                       generators=arms(gens), class_generators=arms(class_gens))
-
-    async def priors(self, kernel_class: str, arch: str) -> dict[str, float]:
-        """Scores per ``"generator:param=value"`` on this kernel class and arch (:attr:`Lesson.score`).
-
-        Knobs never tried are absent; experiments from the tests' SimulatedDevice never count.
-        """
-        return {lesson.knob: lesson.score for lesson in await self.lessons(kernel_class, arch)}
 
 
 def main_effects(groups) -> dict[str, float]:

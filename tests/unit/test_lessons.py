@@ -1,4 +1,4 @@
-"""The lesson store: experiments round-trip through SQLite (WAL), priors score knobs from outcomes."""
+"""The lesson store: experiments round-trip through SQLite (WAL), lessons score knobs from outcomes."""
 from __future__ import annotations
 
 import math
@@ -75,7 +75,7 @@ async def test_record_and_experiments_round_trip(tmp_path):
         await store.close()
 
 
-async def test_priors_score_knobs_by_outcome(tmp_path):
+async def test_lessons_score_knobs_by_outcome(tmp_path):
     store = await LessonStore.open(tmp_path / "lessons.sqlite")
     try:
         a, b, c, d = cand(tpr=128), cand(description="b", tpr=128, vec=8), cand(description="c", tpr=64), cand(description="d", tpr=32)
@@ -88,14 +88,19 @@ async def test_priors_score_knobs_by_outcome(tmp_path):
         await record(store, other, measured(other, 3.0), kernel_class="generic")
         await record(store, other, measured(other, 3.0), arch="sm_100a")
 
-        priors = await store.priors("rowwise_norm", "sm_90a")
+        priors = await scores(store, "rowwise_norm", "sm_90a")
         assert set(priors) == {"rowwise:tpr=128", "rowwise:vec=8", "rowwise:tpr=64"}
         assert math.isclose(priors["rowwise:tpr=128"], (math.log(4.0) + math.log(0.5)) / 2)
         assert math.isclose(priors["rowwise:vec=8"], math.log(0.5))
         assert math.isclose(priors["rowwise:tpr=64"], math.log(2.0))
-        assert await store.priors("rowwise_norm", "sm_80") == {}
+        assert await scores(store, "rowwise_norm", "sm_80") == {}
     finally:
         await store.close()
+
+
+async def scores(store: LessonStore, kernel_class: str, arch: str) -> dict[str, float]:
+    """Each lesson's score by its knob (``"generator:param=value"``) on one kernel class and arch."""
+    return {lesson.knob: lesson.score for lesson in await store.lessons(kernel_class, arch)}
 
 
 def test_default_path_follows_ptxfactory_home(ptxfactory_home, monkeypatch):
@@ -113,7 +118,7 @@ async def test_open_without_path_uses_the_default(ptxfactory_home):
         await store.close()
 
 
-async def test_priors_ignore_the_simulated_device(tmp_path):
+async def test_lessons_ignore_the_simulated_device(tmp_path):
     store = await LessonStore.open(tmp_path / "lessons.sqlite")
     sim = GPU.model_copy(update={"name": "SimulatedDevice (no GPU; tests only)", "simulated": True})
     try:
@@ -121,7 +126,7 @@ async def test_priors_ignore_the_simulated_device(tmp_path):
         await store.record(job_id="j", kernel_fingerprint="f" * 16, kernel_class="rowwise_norm", arch="sm_90a",
                            candidate=c, result=measured(c, 3.0), gpu=sim)
         assert len(await store.experiments()) == 1  # recorded, but no evidence
-        assert await store.priors("rowwise_norm", "sm_90a") == {}
+        assert await scores(store, "rowwise_norm", "sm_90a") == {}
     finally:
         await store.close()
 
