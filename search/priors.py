@@ -178,28 +178,65 @@ def job_score(logs: list[float | None], best_log: float) -> float:
     return sum(FAILED if v is None else max(FAILED, v - best_log) for v in logs) / len(logs)
 
 
+# Weight of the prior guess in the estimate from this job's configurations: that of one evaluated
+# configuration two knob values away, so the nearest evaluated configurations dominate.
+JOB_PRIOR_WEIGHT = math.exp(-2 * MISMATCH_DECAY)
+
+
+def job_estimate(params: Mapping[str, object], evaluated: list[tuple[Mapping[str, object], float | None]], best_log: float,
+                 prior: float | None) -> tuple[float, frozenset[str]] | None:
+    """This job's estimate of a configuration's relative score (``log(speedup) - best_log``): kernel regression
+    over the configurations of the same generator this job evaluated (``(params, log speedup)``, None for a
+    failure, :data:`FAILED`), shrunk towards ``prior`` (else the mean of those evaluated) with the weight of
+    one configuration two values away. Returns the estimate and the knobs it covers, or None."""
+    total = weight = 0.0
+    knobs: set[str] = set()
+    rels = []
+    for past, log in evaluated:
+        shared = [k for k in params if k in past]
+        if not shared:
+            continue
+        rel = FAILED if log is None else max(FAILED, log - best_log)
+        w = math.exp(-MISMATCH_DECAY * sum(params[k] != past[k] for k in shared))
+        total += w * rel
+        weight += w
+        rels.append(rel)
+        knobs.update(shared)
+    if not rels:
+        return None
+    centre = prior if prior is not None else sum(rels) / len(rels)
+    return (total + JOB_PRIOR_WEIGHT * centre) / (weight + JOB_PRIOR_WEIGHT), frozenset(knobs)
+
+
 def candidate_score(cand: Candidate, priors: Priors, job: Mapping[str, list[float | None]], best_log: float = 0.0,
-                    vocabulary: frozenset[str] | None = None) -> float:
+                    vocabulary: frozenset[str] | None = None,
+                    evaluated: list[tuple[Mapping[str, object], float | None]] | None = None) -> float:
     """How promising ``cand`` looks: the mean over its knobs of one relative score per knob value (a
     candidate with fewer knobs, a GELU-erf beside a GELU-tanh with its approximation knob, is neither
     favoured nor penalised for it).
 
-    ``job`` maps ``"generator:knob=value"`` to the log speedups of this job's candidates with that
-    value (None for a failure); ``best_log`` is the log of the best speedup so far; ``vocabulary``
-    every knob ``cand``'s generator proposes (:meth:`Priors.config_score`). A knob value's
-    score is, in order: its score in this job (:func:`job_score`); the score of the nearest past
-    configurations of the generator (:meth:`Priors.config_score`), when they have this knob; the
-    knob value's main effect across generators (:meth:`Priors.knob_score`); when other values of the
-    same knob were tried in this job, the best of their scores plus :data:`EXPLORE_BONUS` (optimism:
-    every value of a knob gets tried early); the mean main effect of the knob's values
+    ``evaluated``: the configurations of ``cand``'s generator this job evaluated, ``(params, log speedup
+    or None)``; ``best_log``: the log of the best speedup so far. Once there are some, the knobs they
+    cover score :func:`job_estimate` (the nearest evaluated configurations decide, so the search moves
+    one or two knob values away from the best so far before it jumps across the space). Every other
+    knob value scores, in order: its score in this job from ``job`` (``"generator:knob=value"`` -> the
+    log speedups of the candidates with that value, :func:`job_score`); the score of the nearest past
+    configurations (:meth:`Priors.config_score`; ``vocabulary``: every knob ``cand``'s generator
+    proposes), when they have this knob; the value's main effect across generators
+    (:meth:`Priors.knob_score`); when other values of the same knob were tried in this job, the best
+    of their scores plus :data:`EXPLORE_BONUS`; the mean main effect of the knob's values
     (:meth:`Priors.neutral`); else 0. With no evidence at all every candidate scores 0 and the
     generator's own order stands.
     """
     if not cand.params:
         return 0.0
     past = priors.config_score(cand, vocabulary) if priors.configs else None
+    here = job_estimate(cand.params, evaluated, best_log, past.rel if past else None) if evaluated else None
     score = 0.0
     for key, value in cand.params.items():
+        if here is not None and key in here[1]:
+            score += here[0]
+            continue
         name = f"{cand.generator}:{key}={value}"
         logs = job.get(name)
         if logs:

@@ -305,6 +305,7 @@ class _Search:
         self.family_hits: list[str] = []
         self.priors = Priors()
         self.job_knobs: dict[str, list[float | None]] = {}  # "gen:knob=value" -> log speedups (None: failed)
+        self.evaluated: dict[str, list[tuple[dict, float | None]]] = {}  # generator -> (params, log speedup or None)
         self.vocabulary: dict[str, frozenset[str]] = {}  # generator -> every knob it proposed
         self.best_speedup = 1.0  # the best that counted as a gain (> 1% over the previous one)
         self.best_seen = 1.0  # the best verified speedup so far
@@ -359,7 +360,8 @@ class _Search:
         return queue.pop(pick)
 
     def _score(self, cand: Candidate, best_log: float) -> float:
-        return candidate_score(cand, self.priors, self.job_knobs, best_log, self.vocabulary.get(cand.generator))
+        return candidate_score(cand, self.priors, self.job_knobs, best_log, self.vocabulary.get(cand.generator),
+                               self.evaluated.get(cand.generator))
 
     def favourites(self, n: int) -> list[Candidate]:
         """What :meth:`next` would most likely pick soon, without picking: the best-scoring proposal of
@@ -396,6 +398,8 @@ class _Search:
         verified = isinstance(result, Measured) and result.speedup > 0
         for key, value in cand.params.items():
             self.job_knobs.setdefault(f"{cand.generator}:{key}={value}", []).append(math.log(result.speedup) if verified else None)
+        if cand.params:
+            self.evaluated.setdefault(cand.generator, []).append((dict(cand.params), math.log(result.speedup) if verified else None))
         if verified:
             self.best_seen = max(self.best_seen, result.speedup)
         if isinstance(result, Measured) and result.speedup > self.best_speedup * PLATEAU_GAIN:

@@ -15,7 +15,9 @@ from ptxfactory.protocol import GpuFacts, Measured, Rejected, SizeTiming
 from ptxfactory.search.lessons import LessonStore
 from ptxfactory.search.policy import ArmState, Thompson, Ucb1, make_policy
 from ptxfactory.search.lessons import main_effects
-from ptxfactory.search.priors import EXPLORE_BONUS, ArmPrior, PastConfig, Priors, candidate_score, generator_kind
+from ptxfactory.search.priors import (
+    EXPLORE_BONUS, FAILED, ArmPrior, PastConfig, Priors, candidate_score, generator_kind, job_estimate,
+)
 from ptxfactory.search.strategy import optimise
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rmsnorm" / "rmsnorm.cu"
@@ -174,6 +176,63 @@ def test_a_family_never_run_borrows_its_siblings_configurations():
     assert candidate_score(good, priors, {}, vocabulary=softmax) > candidate_score(bad, priors, {}, vocabulary=softmax)
     assert priors.config_score(good, softmax).knobs == {"block", "rows_per_block", "vecs", "hint"}
     assert priors.sibling("transpose", frozenset({"tile", "rows", "block", "pad", "vec"})) is None
+
+
+def test_this_jobs_nearest_configurations_decide_and_a_failure_weighs_on_its_neighbours():
+    best, slow = {"a": 0, "b": 0, "c": 0}, {"a": 1, "b": 1, "c": 0}
+    evaluated = [(best, math.log(2.0)), (slow, math.log(1.0))]
+    near_best, _ = job_estimate({"a": 0, "b": 0, "c": 1}, evaluated, math.log(2.0), prior=None)
+    near_slow, _ = job_estimate({"a": 1, "b": 1, "c": 1}, evaluated, math.log(2.0), prior=None)
+    assert near_slow < near_best < 0.0
+    assert near_best > -0.2 and near_slow < -0.5
+    # a failure counts as FAILED for its neighbours; the prior pulls an estimate only a little
+    broken, knobs = job_estimate({"a": 0, "b": 1, "c": 1}, [({"a": 0, "b": 1, "c": 0}, None)], 0.0, prior=0.0)
+    assert knobs == {"a", "b", "c"} and FAILED < broken < 0.8 * FAILED
+    assert job_estimate({"x": 1}, evaluated, 0.0, prior=None) is None  # no knob in common
+
+
+class CubeFamily:
+    """Three binary knobs, one candidate per corner, in natural order."""
+
+    name = "cube"
+
+    def propose(self, ctx):
+        return [ctx.original.model_copy(update={
+            "source": ctx.original.source + f'\nextern "C" __global__ void ptxf_cube_{a}{b}{c}() {{}}\n',
+            "generator": "cube", "description": f"cube {a}{b}{c}", "params": {"a": a, "b": b, "c": c},
+            "parent": ctx.original.key,
+        }) for a, b, c in product((0, 1), repeat=3)]
+
+
+class CubeDevice(RecordedDevice):
+    """A landscape where the best corner (1, 0, 0) is one step from the first and the opposite corner is worst."""
+
+    SPEEDUP = {(0, 0, 0): 2.0, (1, 0, 0): 3.0, (0, 1, 0): 1.8, (0, 0, 1): 1.9, (1, 1, 0): 2.5, (1, 0, 1): 2.6,
+               (0, 1, 1): 1.2, (1, 1, 1): 1.1}
+
+    async def evaluate(self, spec, baseline, candidate, plan):
+        cand = candidate.candidate
+        if cand.key == baseline.candidate.key:
+            return await super().evaluate(spec, baseline, candidate, plan)
+        t = 100.0 / self.SPEEDUP[(cand.params["a"], cand.params["b"], cand.params["c"])]
+        timing = SizeTiming(size={"M": 1, "N": 1}, median_us=t, p20_us=t, p80_us=t, baseline_median_us=100.0,
+                            bytes_moved=1, gbps=1.0, pct_of_copy=1.0, floor_us=0.0)
+        return Measured(candidate_key=cand.key, resources=candidate.resources, timings=[timing],
+                        speedup=100.0 / t, verified_sizes=[])
+
+
+async def test_the_search_moves_one_knob_at_a_time_from_the_best(monkeypatch):
+    """After the first corner, the next candidates are its neighbours (one knob changed, in the family's order),
+    not the corner that changes every knob at once; then the new best's neighbours; the far corner last."""
+    import ptxfactory.search.strategy as strategy
+
+    monkeypatch.setattr(strategy, "load_generator", lambda name: CubeFamily())
+    summary = await optimise(EXAMPLE, "rmsnorm", backend=CubeDevice(), generators=("cube",), patience=None, use_lessons=False)
+    corners = [tuple(r.candidate.params.values()) for r in summary.rows[1:]]
+    assert corners[:4] == [(0, 0, 0), (0, 0, 1), (0, 1, 0), (1, 0, 0)], corners
+    assert set(corners[4:6]) == {(1, 1, 0), (1, 0, 1)}, corners
+    assert corners[-1] == (1, 1, 1) or corners[-2] == (1, 1, 1), corners
+    assert summary.row(summary.best_key).candidate.params == {"a": 1, "b": 0, "c": 0}
 
 
 # --- the job on recorded data ---------------------------------------------------------------------
