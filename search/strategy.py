@@ -228,9 +228,8 @@ async def optimise(
         busy_workers += sum(1 for f in speculative.values() if not f.done())
         if backend is None or busy_workers >= pool.parallel:
             return
-        for cand in search.favourites(pool.parallel - busy_workers):
-            if cand.key not in speculative and cand.key not in known:
-                speculative[cand.key] = asyncio.ensure_future(pool.prepare(cand, spec))
+        for cand in search.favourites(pool.parallel - busy_workers, exclude=speculative.keys() | known.keys()):
+            speculative[cand.key] = asyncio.ensure_future(pool.prepare(cand, spec))
 
     try:
         while inflight:
@@ -363,16 +362,23 @@ class _Search:
         return candidate_score(cand, self.priors, self.job_knobs, best_log, self.vocabulary.get(cand.generator),
                                self.evaluated.get(cand.generator))
 
-    def favourites(self, n: int) -> list[Candidate]:
-        """What :meth:`next` would most likely pick soon, without picking: the best-scoring proposal of
-        each arm, arms by their posterior mean, at most ``n`` (compiled speculatively while the GPU works)."""
+    def favourites(self, n: int, exclude: set[str] | frozenset[str] = frozenset()) -> list[Candidate]:
+        """What :meth:`next` would most likely pick soon, without picking, at most ``n``, none whose key is in
+        ``exclude`` (already compiling): round by round, each arm's next-best proposal, arms by their
+        posterior mean, so idle workers always have the likeliest next candidates to compile."""
         best_log = math.log(self.best_seen)
         arms = sorted((a for name, a in self.arms.items() if self.queues[name]), key=lambda a: -a.mean)
-        out = []
-        for arm in arms[:n]:
+        ranked = []
+        for arm in arms:
             queue = self.queues[arm.name]
             scores = [self._score(c, best_log) for c in queue]
-            out.append(queue[max(range(len(queue)), key=lambda i: (scores[i], -i))])
+            order = sorted(range(len(queue)), key=lambda i: (-scores[i], i))
+            ranked.append([queue[i] for i in order if queue[i].key not in exclude])
+        out: list[Candidate] = []
+        for depth in range(max((len(r) for r in ranked), default=0)):
+            for proposals in ranked:
+                if depth < len(proposals) and len(out) < n:
+                    out.append(proposals[depth])
         return out
 
     def duplicate(self, cand: Candidate) -> None:

@@ -345,3 +345,19 @@ async def test_a_failure_on_another_kernel_class_is_not_a_lesson_about_speed(tmp
 async def test_kernel_class_names_the_family_and_the_signature(knob_generators):
     summary = await optimise(EXAMPLE, "rmsnorm", backend=None, generators=("knobs",))
     assert summary.kernel_class == "knobs/in2d,in1d,out2d,i32,i32,f32"
+
+
+def test_idle_workers_compile_the_next_likeliest_candidates_not_the_ones_already_compiling():
+    """favourites(): round by round each arm's next-best proposal (arms by their mean), skipping those in flight."""
+    from ptxfactory.search.strategy import _Search
+
+    search = _Search(spec=None, original=_cand({}, "original"), gens={"fam": None, "tune": None}, chooser=None, max_candidates=64)
+    fam = [_cand({"block": b}, "fam").model_copy(update={"source": f"fam{b}"}) for b in (64, 128, 256)]
+    tune = [_cand({"option": o}, "tune").model_copy(update={"source": o}) for o in ("-maxrregcount=64", "-maxrregcount=128")]
+    search.queues = {"fam": list(fam), "tune": list(tune)}
+    search.arms["fam"].rewards.append(0.5)  # the family has done better: its proposals come first each round
+    search.job_knobs = {"fam:block=256": [0.0], "fam:block=128": [-0.4], "fam:block=64": [-0.8]}
+    picks = search.favourites(4)
+    assert [c.source for c in picks] == ["fam256", "-maxrregcount=64", "fam128", "-maxrregcount=128"]
+    picks = search.favourites(2, exclude={fam[2].key, tune[0].key})
+    assert [c.source for c in picks] == ["fam128", "-maxrregcount=128"]
