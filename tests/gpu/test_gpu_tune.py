@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -11,19 +12,7 @@ from ptxfactory.search.strategy import optimise
 
 pytestmark = pytest.mark.gpu
 
-KERNEL = """
-template <int UNROLL, int SCALE>
-__global__ void scale(const float* x, float* y, int n)
-{
-    int stride = gridDim.x * blockDim.x;
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    for (; i + (UNROLL - 1) * stride < n; i += UNROLL * stride) {
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) y[i + u * stride] = SCALE * x[i + u * stride];
-    }
-    for (; i < n; i += stride) y[i] = SCALE * x[i];
-}
-"""
+KERNEL = (Path(__file__).resolve().parents[1] / "kernels" / "scale_template.cu").read_text()
 SPEC = """[kernel.scale]
 args = [
   { name = "x", role = "in", dtype = "f32", shape = ["N"] },

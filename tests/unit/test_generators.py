@@ -372,19 +372,7 @@ def test_the_apply_edit_states_a_changed_launch_and_compile_options():
     assert "Launch it with grid=(M) block=(128)" in replacement(both, base) and "Compile with -maxrregcount=64." in replacement(both, base)
 
 
-TEMPLATE_KERNEL = """
-template <int UNROLL, int SCALE>
-__global__ void scale(const float* x, float* y, int n)
-{
-    int stride = gridDim.x * blockDim.x;
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    for (; i + (UNROLL - 1) * stride < n; i += UNROLL * stride) {
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) y[i + u * stride] = SCALE * x[i + u * stride];
-    }
-    for (; i < n; i += stride) y[i] = SCALE * x[i];
-}
-"""
+TEMPLATE_KERNEL = (Path(__file__).resolve().parents[1] / "kernels" / "scale_template.cu").read_text()
 TEMPLATE_SPEC = MACRO_SPEC.replace("tune = { defines = { UNROLL = [1, 2, 4] } }", "tune = { template = { UNROLL = [1, 2, 4], SCALE = [2] } }")
 
 
