@@ -26,6 +26,7 @@ pseudo-observations; a family with no record on this class counts as never tried
 """
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -106,7 +107,7 @@ class Priors:
         nearest sibling (:meth:`sibling`, by ``vocabulary``: every knob the generator proposes, so that
         all its candidates are scored from the same past). None when neither has a past."""
         vocabulary = vocabulary if vocabulary is not None else frozenset(cand.params)
-        memo = ("config", cand.generator, tuple(sorted(cand.params.items())), vocabulary)
+        memo = ("config", cand.generator, json.dumps(cand.params, sort_keys=True, default=str), vocabulary)
         if memo not in self._memo:
             source = cand.generator if cand.generator in self.configs else self.sibling(cand.generator, vocabulary)
             self._memo[memo] = self._regress(cand.params, self.configs[source]) if source else None
