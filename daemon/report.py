@@ -133,17 +133,23 @@ def result_line(summary: JobSummary) -> str:
 
 
 def launch_needed(summary: JobSummary) -> list[str]:
-    """What the host code must do to use the best candidate: its launch, and compile options if any."""
+    """What the host code must do to use the best candidate: its launch, the template instantiation it launches,
+    and compile options if any."""
     best, base = summary.row(summary.best_key), summary.row(summary.baseline_key)
     if best is None:
         return []
     launch = best.candidate.launch
+    other_instance = base is not None and best.candidate.template_args != base.candidate.template_args
     if base is not None and launch == base.candidate.launch:
-        lines = [f"- Same launch as the original: `{launch.describe()}` (drop-in replacement)."]
+        lines = [f"- Same grid and block as the original: `{launch.describe()}`"
+                 + ("." if other_instance else " (drop-in replacement).")]
     else:
         lines = [f"- Launch it with `{launch.describe()}`"
                  + (f" instead of `{base.candidate.launch.describe()}`" if base else "")
                  + ": change the launch site (grid/block are expressions over the spec's size symbols)."]
+    if other_instance:
+        lines.append(f"- Launch the instantiation `{best.candidate.name_expression}` instead of "
+                     f"`{base.candidate.name_expression}`: change the template arguments at the launch site.")
     if best.candidate.options:
         lines.append(f"- Compile with `{' '.join(best.candidate.options)}`.")
     return lines

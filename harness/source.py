@@ -108,12 +108,18 @@ def _param(node: ts.Node) -> Param:
 
 
 def _template_params(node: ts.Node) -> tuple[str, ...]:
-    """The names in a ``template_declaration``'s parameter list (``template <int TILE, typename T>``: TILE, T)."""
+    """The names in a ``template_declaration``'s parameter list (``template <int TILE, Layout L, typename T>``:
+    TILE, L, T): a value parameter's declarator, a type parameter's own name; ``?`` where there is none."""
     plist = node.child_by_field_name("parameters")
     names = []
     for p in plist.named_children if plist is not None else ():
-        ident = [c for c in p.named_children if c.type in ("identifier", "type_identifier")]
-        names.append(ident[0].text.decode() if ident else "?")
+        name = p.child_by_field_name("declarator") or p.child_by_field_name("name")
+        if name is None:  # typename T / class T: the type_identifier is a plain child
+            name = next((c for c in p.named_children if c.type == "type_identifier"), None)
+        while name is not None and name.type not in ("identifier", "type_identifier"):  # int... Ns, T&&
+            name = next((c for c in name.named_children if c.type in ("identifier", "type_identifier")), None) or (
+                name.named_children[0] if name.named_children else None)
+        names.append(name.text.decode() if name is not None else "?")
     return tuple(names)
 
 

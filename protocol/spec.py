@@ -191,17 +191,31 @@ class TuneSpec(_Model):
     @field_validator("defines", "template", mode="before")
     @classmethod
     def _knobs(cls, v):
-        if not isinstance(v, dict) or not all(isinstance(x, list) for x in v.values()):
+        if not isinstance(v, dict):
             raise ValueError("a table of names to lists of values, e.g. { TILE = [16, 32] }")
+        out = {}
         for name, values in v.items():
             if not re.fullmatch(r"[A-Za-z_]\w*", name):
                 raise ValueError(f"{name!r} is not a C identifier")
+            if not isinstance(values, list):
+                raise ValueError(f"{name}: give a list of values, e.g. {name} = [{values!r}]")
             if not 1 <= len(values) <= 16:
                 raise ValueError(f"{name}: give 1 to 16 values, got {len(values)}")
+            values = [str(x).lower() if isinstance(x, bool) else x for x in values]  # C++ spells them true/false
             for value in values:
-                if isinstance(value, bool) or not re.fullmatch(r"[\w.+-]+", str(value)):
+                if not re.fullmatch(r"[\w.+-]+", str(value)):
                     raise ValueError(f"{name}: value {value!r} is not an integer or a plain token")
-        return v
+            if len({str(x) for x in values}) != len(values):
+                raise ValueError(f"{name}: a value is listed twice in {values}")
+            out[name] = values
+        return out
+
+    @model_validator(mode="after")
+    def _disjoint(self):
+        both = sorted(set(self.defines) & set(self.template))
+        if both:
+            raise ValueError(f"{', '.join(both)}: a knob is either a macro (defines) or a template parameter, not both")
+        return self
 
 
 class KernelSpec(_Model):

@@ -57,10 +57,13 @@ def original_candidate(spec: KernelSpec, source: str) -> Candidate:
     """The user's kernel as a candidate, with the spec's launch (a template instantiated with the first value of
     each ``tune.template`` knob). Raises ``KeyError`` when the kernel is missing."""
     kdef = find_kernel(source, spec.name)
+    template_args = [values[0] for values in spec.tune.template.values()]
+    instance = f" ({spec.name}<{', '.join(map(str, template_args))}>)" if template_args else ""
     return Candidate(
-        kernel_name=spec.name, source=source, kernel_text=kdef.text, generator="original", description="original kernel",
+        kernel_name=spec.name, source=source, kernel_text=kdef.text, generator="original",
+        description=f"original kernel{instance}",
         launch=LaunchConfig(grid=spec.launch.grid, block=spec.launch.block, shared_mem=spec.launch.shared_mem),
-        template_args=[values[0] for values in spec.tune.template.values()],
+        template_args=template_args,
     )
 
 

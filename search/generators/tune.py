@@ -35,7 +35,7 @@ class TuneGenerator:
         fast_ok = ctx.spec.check.fast_math
         variants: list[tuple[list[str], LaunchConfig, str, dict]] = []
         out, keys = [], {parent.key}
-        for cand in self._template_variants(parent, ctx.spec.tune.template):
+        for cand in self._template_variants(parent, ctx.spec):
             if cand.key not in keys:
                 keys.add(cand.key)
                 out.append(cand)
@@ -45,7 +45,7 @@ class TuneGenerator:
             for value in values:
                 if str(value) != current:
                     options = [o for o in parent.options if not o.startswith(flag)] + [f"{flag}{value}"]
-                    params = {**{k: v for k, v in parent.params.items() if k in ctx.spec.tune.defines}, name: value}
+                    params = {**_knob_state(parent, ctx.spec), name: value}
                     variants.append((options, parent.launch, f"tune {flag}{value}", params))
         for opt in ("--extra-device-vectorization", "-maxrregcount=64", "-maxrregcount=128") + (("--use_fast_math",) if fast_ok else ()):
             base = [o for o in parent.options if not (_REGCAP.match(opt) and _REGCAP.match(o))]
@@ -80,8 +80,9 @@ class TuneGenerator:
                 out.append(cand)
         return out
 
-    def _template_variants(self, parent: Candidate, knobs: dict[str, list]) -> list[Candidate]:
+    def _template_variants(self, parent: Candidate, ctx_spec) -> list[Candidate]:
         """The parent's instantiation with one template parameter changed to each of its other values."""
+        knobs = ctx_spec.tune.template
         if not knobs or len(parent.template_args) != len(knobs):
             return []
         current = dict(zip(knobs, parent.template_args))
@@ -94,9 +95,18 @@ class TuneGenerator:
                 out.append(parent.model_copy(update={
                     "template_args": args, "generator": self.name, "parent": parent.key,
                     "description": f"tune {name}={value} (template: {parent.kernel_name}<{', '.join(map(str, args))}>)",
-                    "params": {**{k: v for k, v in parent.params.items() if k in knobs}, name: value},
+                    "params": {**_knob_state(parent, ctx_spec), name: value},
                 }))
         return out
+
+
+def _knob_state(parent: Candidate, spec) -> dict:
+    """The parent's values of the spec's own knobs: the macros it sets and every template argument, so that a
+    child records the whole setting it was compiled with (two children differing in a knob never look alike)."""
+    state = {k: v for k, v in parent.params.items() if k in spec.tune.defines}
+    if len(parent.template_args) == len(spec.tune.template):
+        state.update(zip(spec.tune.template, parent.template_args))
+    return state
 
 
 def _int_literal(v) -> int | None:

@@ -28,7 +28,8 @@ tune = { template = { UNROLL = [1, 2, 4, 8], SCALE = [2, 3] } }
 
 def test_template_instantiations_are_verified_one_by_one(tmp_path):
     """UNROLL changes how the loop runs (every value verified); SCALE = 3 computes another function and is
-    rejected by the correctness check, although it compiles and runs."""
+    rejected by the correctness check, although it compiles and runs. The transform passes keep the
+    instantiation and verify too."""
     src = tmp_path / "scale.cu"
     src.write_text(KERNEL)
     (tmp_path / "scale.cu.toml").write_text(SPEC)
@@ -36,12 +37,14 @@ def test_template_instantiations_are_verified_one_by_one(tmp_path):
     async def go():
         backend = GpuBackend()
         try:
-            return await optimise(src, "scale", backend=backend, generators=("tune",), patience=None, max_candidates=16)
+            return await optimise(src, "scale", backend=backend, generators=("tune", "transform"), patience=None, max_candidates=32)
         finally:
             await backend.close()
 
     summary = asyncio.run(go())
     rows = {tuple(r.candidate.template_args): r for r in summary.rows if r.candidate.generator in ("tune", "original")}
+    passes = [r for r in summary.rows if r.candidate.generator == "transform"]
+    assert passes and all(isinstance(r.result, Measured) for r in passes), [(r.candidate.description, r.result) for r in passes]
     for unroll in (1, 2, 4, 8):
         assert isinstance(rows[(unroll, 2)].result, Measured), (unroll, rows[(unroll, 2)].result)
     wrong = rows[(1, 3)].result

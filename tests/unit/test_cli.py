@@ -95,7 +95,7 @@ def test_simulated_faster_candidate_exits_0_and_writes_best_cu(example_copy, fak
     assert (out / "best.cu").read_text().startswith("typedef uint4 vec16_t;")
     md = (out / "report.md").read_text()
     assert "## Best: #1" in md and "Simulated device (tests only)" in md
-    assert "Same launch as the original" in md
+    assert "Same grid and block as the original" in md and "(drop-in replacement)" in md
     assert "M=32768 N=1024" in md and "% of copy" in md
 
 

@@ -399,10 +399,11 @@ def test_tune_sets_the_kernels_template_parameters_one_at_a_time():
     spec = parse_spec(TEMPLATE_SPEC).kernels["scale"]
     original = original_candidate(spec, TEMPLATE_KERNEL)
     assert original.template_args == [1, 2] and original.name_expression == "scale<1, 2>"
+    assert original.description == "original kernel (scale<1, 2>)"
     ctx = GenContext(spec=spec, source=TEMPLATE_KERNEL, kernel=find_kernel(TEMPLATE_KERNEL, "scale"), original=original)
     cands = [c for c in TuneGenerator().propose(ctx) if "UNROLL" in c.params]
     assert [c.template_args for c in cands] == [[2, 2], [4, 2]]
-    assert [c.params for c in cands] == [{"UNROLL": 2}, {"UNROLL": 4}]
+    assert [c.params for c in cands] == [{"UNROLL": 2, "SCALE": 2}, {"UNROLL": 4, "SCALE": 2}]  # the whole instantiation
     assert cands[0].description == "tune UNROLL=2 (template: scale<2, 2>)" and cands[0].options == []
     assert len({original.key, *(c.key for c in cands)}) == 3
     compiled = [compile_candidate(c, spec.arch) for c in (original, *cands)]
@@ -418,6 +419,8 @@ def test_a_template_kernel_and_its_spec_must_agree():
 
     kdef = find_kernel(TEMPLATE_KERNEL, "scale")
     assert kdef.template_params == ("UNROLL", "SCALE")
+    names = find_kernel("template <Layout L, typename T, int... Ns> __global__ void k(float* x) {}", "k").template_params
+    assert names == ("L", "T", "Ns")  # a value parameter of a user type, a type parameter, a pack
     no_knobs = parse_spec(MACRO_SPEC.replace("tune = { defines = { UNROLL = [1, 2, 4] } }", "")).kernels["scale"]
     with pytest.raises(SignatureMismatch, match=r"is a template of <UNROLL, SCALE>: tune.template must give values for each"):
         check_signature(no_knobs, kdef)
@@ -430,17 +433,54 @@ def test_a_template_kernel_and_its_spec_must_agree():
 
 
 async def test_a_template_kernel_runs_through_the_job_compile_only(tmp_path):
-    """Without a GPU every instantiation compiles and reports its resources; the report's Apply edit says
-    which instantiation to launch."""
+    """Without a GPU every instantiation compiles and reports its resources, and so do the transform passes on
+    the template (same instantiation); the Apply edit says which instantiation to launch."""
     from ptxfactory.daemon.lsp.code_actions import replacement
     from ptxfactory.search.strategy import optimise
 
     src = tmp_path / "scale.cu"
     src.write_text(TEMPLATE_KERNEL)
     (tmp_path / "scale.cu.toml").write_text(TEMPLATE_SPEC)
-    summary = await optimise(src, "scale", backend=None, generators=("tune",))
-    by_args = {tuple(r.candidate.template_args): r for r in summary.rows}
+    summary = await optimise(src, "scale", backend=None, generators=("tune", "transform"))
+    passes = [r for r in summary.rows if r.candidate.generator == "transform"]
+    assert passes and all(r.candidate.template_args == [1, 2] and r.result.outcome == "not_run" for r in passes)
+    assert any("__restrict__" in r.candidate.kernel_text for r in passes)
+    by_args = {tuple(r.candidate.template_args): r for r in summary.rows if r.candidate.generator != "transform"}
     assert {(1, 2), (2, 2), (4, 2)} <= set(by_args)
     assert all(r.result.outcome == "not_run" and r.result.resources is not None for r in by_args.values())
     edit = replacement(by_args[(4, 2)], summary.row(summary.baseline_key))
     assert "Instantiate it as scale<4, 2> (the original used scale<1, 2>)." in edit
+
+
+def test_a_tune_child_records_every_knob_of_its_parent():
+    """Macro and template knobs together: a child changes one and keeps the others in its params, so two
+    children compiled differently never record the same setting (the lesson store and the search tell them apart)."""
+    from ptxfactory.protocol import parse_spec
+    from ptxfactory.search.strategy import original_candidate
+
+    spec = parse_spec(TEMPLATE_SPEC.replace("tune = { template", "tune = { defines = { PAD = [0, 1] }, template")).kernels["scale"]
+    original = original_candidate(spec, TEMPLATE_KERNEL)
+    ctx = GenContext(spec=spec, source=TEMPLATE_KERNEL, kernel=find_kernel(TEMPLATE_KERNEL, "scale"), original=original)
+    unroll4 = next(c for c in TuneGenerator().propose(ctx) if c.params.get("UNROLL") == 4)
+    child = GenContext(spec=spec, source=TEMPLATE_KERNEL, kernel=ctx.kernel, original=unroll4)
+    pad = next(c for c in TuneGenerator().propose(child) if c.params.get("PAD") == 1)
+    assert pad.params == {"PAD": 1, "UNROLL": 4, "SCALE": 2} and pad.template_args == [4, 2] and pad.options == ["-DPAD=1"]
+    back = GenContext(spec=spec, source=TEMPLATE_KERNEL, kernel=ctx.kernel, original=pad)
+    assert next(c for c in TuneGenerator().propose(back) if c.template_args == [2, 2]).params == {"PAD": 1, "UNROLL": 2, "SCALE": 2}
+
+
+def test_the_report_says_which_instantiation_to_launch():
+    from ptxfactory.daemon.report import launch_needed
+    from ptxfactory.protocol import CandidateRow, JobSummary, Measured, parse_spec
+    from ptxfactory.search.strategy import original_candidate
+
+    spec = parse_spec(TEMPLATE_SPEC).kernels["scale"]
+    base = original_candidate(spec, TEMPLATE_KERNEL)
+    best = base.model_copy(update={"template_args": [4, 2], "generator": "tune"})
+    rows = [CandidateRow(candidate=c, result=Measured(candidate_key=c.key, timings=[], speedup=s, verified_sizes=[]))
+            for c, s in ((base, 1.0), (best, 1.5))]
+    summary = JobSummary(job_id="j", source_path="scale.cu", kernel="scale", state="finished", rows=rows,
+                         baseline_key=base.key, best_key=best.key, message="")
+    lines = launch_needed(summary)
+    assert "drop-in" not in " ".join(lines)
+    assert "- Launch the instantiation `scale<4, 2>` instead of `scale<1, 2>`: change the template arguments at the launch site." in lines

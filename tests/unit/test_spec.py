@@ -307,7 +307,9 @@ def test_tune_defines_parse_and_default_to_none():
     ('{ "2BAD" = [1] }', "is not a C identifier"),
     ("{ UNROLL = [] }", "give 1 to 16 values"),
     ('{ UNROLL = ["1; rm -rf"] }', "is not an integer or a plain token"),
-    ("{ UNROLL = [true] }", "is not an integer or a plain token"),
+    ("{ UNROLL = [[1]] }", "is not an integer or a plain token"),
+    ("{ UNROLL = 4 }", "UNROLL: give a list of values, e.g. UNROLL = [4]"),
+    ("{ UNROLL = [2, 4, 2] }", "UNROLL: a value is listed twice"),
 ])
 def test_bad_tune_defines_name_the_key_and_line(defines, fragment):
     text = SPEC_TEXT + f"\n[kernel.rmsnorm.tune]\ndefines = {defines}\n"
@@ -317,9 +319,12 @@ def test_bad_tune_defines_name_the_key_and_line(defines, fragment):
 
 
 def test_tune_template_knobs_parse_in_order_and_are_checked_like_defines():
-    text = SPEC_TEXT + '\n[kernel.rmsnorm.tune]\ntemplate = { VEC = [8, 4], TILE = [32, 64] }\n'
+    text = SPEC_TEXT + '\n[kernel.rmsnorm.tune]\ntemplate = { VEC = [8, 4], TILE = [32, 64], FAST = [false, true] }\n'
     spec = parse_spec(text, PATH).kernels["rmsnorm"]
-    assert list(spec.tune.template.items()) == [("VEC", [8, 4]), ("TILE", [32, 64])]
+    assert list(spec.tune.template.items()) == [("VEC", [8, 4]), ("TILE", [32, 64]), ("FAST", ["false", "true"])]
+    both = SPEC_TEXT + '\n[kernel.rmsnorm.tune]\ndefines = { TILE = [1] }\ntemplate = { TILE = [32] }\n'
+    err = spec_error(both)
+    assert err.key.startswith("kernel.rmsnorm.tune") and "TILE: a knob is either a macro (defines) or a template parameter" in err.message
     bad = SPEC_TEXT + '\n[kernel.rmsnorm.tune]\ntemplate = { TILE = ["32>"] }\n'
     err = spec_error(bad)
     assert err.key.startswith("kernel.rmsnorm.tune.template") and "is not an integer or a plain token" in err.message

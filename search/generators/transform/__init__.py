@@ -28,7 +28,8 @@ when its precondition holds on the text so far), one chain per combination of gr
 ...}``, plus ``hint`` for a cache-hint pass, ``unroll`` for the unroll pass and ``vec: 16`` (bytes
 per access) for ``vectorize``) and in ``description`` (``transform restrict+ldg+shuffle_reduce``).
 
-The generator returns ``[]`` for a templated kernel or one whose signature differs from the spec.
+The generator returns ``[]`` for a kernel whose signature differs from the spec; a kernel template keeps its
+instantiation (``template_args``).
 Passes that keep the launch also apply under ``launch.policy = "fixed"`` (the kernel stays a
 drop-in for the same launch); ``grid_stride`` and ``vectorize`` need ``"free"``.
 """
@@ -70,8 +71,6 @@ class TransformGenerator:
     name = "transform"
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
-        if ctx.kernel.text.lstrip().startswith("template"):
-            return []
         try:
             check_signature(ctx.spec, ctx.kernel)
         except SignatureMismatch:
