@@ -9,7 +9,7 @@ class Lesson(BaseModel):
 
     ``tried`` experiments used the knob on ``kernels`` distinct kernels; ``verified`` passed every
     check, ``faster`` of those beat the original; ``median_speedup`` is over the verified ones
-    (None when none was); ``broke`` failed verification or crashed, most often on ``top_failure``.
+    (None when none was); ``broke`` did not compile, failed verification, crashed or hung, most often on ``top_failure``.
     ``score`` is the prior a generator sees: mean log speedup, a failure counting as log(0.5).
     """
 

@@ -128,7 +128,8 @@ class LessonStore:
         out = []
         for (kclass, march, knob), rows in groups.items():
             speedups = sorted(sp for _, outcome, _, sp in rows if outcome == "measured" and sp)
-            failures = [(check or outcome) for _, outcome, check, _ in rows if outcome in ("rejected", "crashed", "timed_out")]
+            failures = [(check or outcome) for _, outcome, check, _ in rows
+                        if outcome in ("rejected", "crashed", "timed_out", "compile_failed")]
             logs = [math.log(sp) for sp in speedups] + [math.log(0.5)] * len(failures)
             out.append(Lesson(
                 kernel_class=kclass, arch=march, knob=knob, tried=len(rows), kernels=len({r[0] for r in rows}),

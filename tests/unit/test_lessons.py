@@ -140,6 +140,8 @@ async def test_lessons_distil_evidence_per_knob(tmp_path):
         await store.record(job_id="j2", kernel_fingerprint="e" * 16, kernel_class="rowwise_norm", arch="sm_90a",
                            candidate=b, result=measured(b, 3.0), gpu=GPU)
         await record(store, c, Rejected(candidate_key=c.key, check="correctness", reason="x"))
+        typo = cand(description="typo", vecs=16)
+        await record(store, typo, CompileFailed(candidate_key=typo.key, log="k.cu(3): error: expected a ;"))
         await record(store, cand(description="other arch", vecs=4), measured(a, 9.0), arch="sm_80")
         lessons = {lesson.knob: lesson for lesson in await store.lessons("rowwise_norm", "sm_90a")}
     finally:
@@ -150,3 +152,5 @@ async def test_lessons_distil_evidence_per_knob(tmp_path):
     v8 = lessons["rowwise:vecs=8"]
     assert (v8.verified, v8.broke, v8.top_failure, v8.median_speedup) == (0, 1, "correctness", None)
     assert v8.score < 0 < v4.score
+    v16 = lessons["rowwise:vecs=16"]  # a candidate that does not compile broke too
+    assert (v16.tried, v16.verified, v16.broke, v16.top_failure) == (1, 0, 1, "compile_failed")
