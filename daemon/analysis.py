@@ -57,12 +57,20 @@ class FileAnalysis:
 _MESSAGE = re.compile(r"^[^\n()]*\((\d+)\): (catastrophic error|error|warning)[^:]*: (.*)$", re.M)
 
 
+_INSTANCE = re.compile(r"detected during instantiation of .*?\[with ([^\]]*)\]")
+
+
 def compile_messages(log_text: str) -> tuple[CompileMessage, ...]:
-    """NVRTC's ``file(LINE): error: text`` lines, as 0-based lines."""
+    """NVRTC's ``file(LINE): error: text`` lines, as 0-based lines; an error inside a kernel template says
+    for which template arguments (``... (with ITEMS=0, BLOCK=256)``)."""
     out = []
-    for m in _MESSAGE.finditer(log_text):
+    found = list(_MESSAGE.finditer(log_text))
+    for i, m in enumerate(found):
         severity = "warning" if m.group(2) == "warning" else "error"
-        out.append(CompileMessage(line=max(int(m.group(1)) - 1, 0), severity=severity, text=m.group(3).strip()))
+        context = log_text[m.end():found[i + 1].start() if i + 1 < len(found) else len(log_text)]
+        instance = _INSTANCE.search(context)
+        text = m.group(3).strip() + (f" (with {instance.group(1).strip()})" if instance else "")
+        out.append(CompileMessage(line=max(int(m.group(1)) - 1, 0), severity=severity, text=text))
     return tuple(dict.fromkeys(out))
 
 

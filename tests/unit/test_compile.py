@@ -116,3 +116,16 @@ def test_parse_ptxas_report_with_spills_picks_the_right_entry():
 
 def test_parse_ptxas_report_without_the_entry():
     assert parse_ptxas_report(SAMPLE_LOG, "missing") is None
+
+
+def test_an_error_inside_a_kernel_template_names_its_template_arguments():
+    """The editor's diagnostic for a template instantiated with a value that cannot compile says which one."""
+    from ptxfactory.daemon.analysis import compile_messages
+
+    src = "template <int ITEMS, int BLOCK>\n__global__ void k(float* x)\n{\n    __shared__ float s[ITEMS];\n    x[0] = s[0];\n}\n"
+    cand = Candidate(kernel_name="k", source=src, kernel_text=src, launch=LaunchConfig(grid=[1], block=[1]), template_args=[0, 256])
+    failed = compile_candidate(cand, "sm_90a")
+    assert isinstance(failed, CompileFailed)
+    (message,) = compile_messages(failed.log)
+    assert message.line == 3 and message.severity == "error"
+    assert message.text == "the size of an array must be greater than zero (with ITEMS=0, BLOCK=256)"
