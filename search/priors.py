@@ -114,7 +114,7 @@ class Priors:
         return self._memo[memo]
 
     def sibling(self, generator: str, vocabulary: frozenset[str]) -> str | None:
-        """The other generator whose past configurations have the knobs most like ``vocabulary`` (Jaccard
+        """The other family whose past configurations have the knobs most like ``vocabulary`` (Jaccard
         similarity of the two knob sets, function knobs aside; at least two shared and a similarity of
         :data:`SIBLING_SIMILARITY`): a family with the same tuning structure (the softmax and the row-wise
         normalisation both have block, rows per block, vectors per thread and a load hint), whose best
@@ -123,7 +123,8 @@ class Priors:
         if memo not in self._memo:
             wanted = vocabulary - FUNCTION_KNOBS
             best, best_sim = None, SIBLING_SIMILARITY
-            for other, configs in sorted(self.configs.items()):
+            families = {g: c for g, c in self.configs.items() if generator_kind(g) == "family"}
+            for other, configs in sorted(families.items()):
                 theirs = {k for c in configs for k in c.params} - FUNCTION_KNOBS
                 shared = len(wanted & theirs)
                 sim = shared / len(wanted | theirs) if wanted | theirs else 0.0

@@ -176,6 +176,9 @@ def test_a_family_never_run_borrows_its_siblings_configurations():
     assert candidate_score(good, priors, {}, vocabulary=softmax) > candidate_score(bad, priors, {}, vocabulary=softmax)
     assert priors.config_score(good, softmax).knobs == {"block", "rows_per_block", "vecs", "hint"}
     assert priors.sibling("transpose", frozenset({"tile", "rows", "block", "pad", "vec"})) is None
+    # tune and transform are no family: their knobs (a block, a macro) never make them a sibling
+    tune = Priors(configs={"tune": (PastConfig({"block": 256, "TILE": 32}, False, 0.0),)})
+    assert tune.sibling("newfamily", frozenset({"block", "TILE", "vec"})) is None
 
 
 def test_this_jobs_nearest_configurations_decide_and_a_failure_weighs_on_its_neighbours():
