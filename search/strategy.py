@@ -125,8 +125,9 @@ async def optimise(
     ``"thompson"``, :mod:`.policy`). Families, ``transform`` and ``tune`` propose from the original;
     whenever a verified candidate becomes the best (by more than 1%), ``transform`` and ``tune``
     propose from it too: the archive's best is the next parent. The bandit picks the arm, and within
-    the arm the proposal whose knob values scored best so far in this job, else in past jobs
-    (:mod:`.priors`, read from ``store`` unless ``use_lessons`` is false). The next candidates compile
+    the arm the proposal nearest to the configurations that scored best in this job, else in past
+    jobs (:func:`.priors.candidate_score`; lessons read from ``store`` unless ``use_lessons`` is
+    false). The next candidates compile
     and are statically checked in ``pool`` (CPU processes) while the current one is on the GPU.
     The job stops when the proposals run out, after ``max_candidates`` candidates (the original
     included), after ``max_seconds`` of wall time, or when ``patience`` candidates in a row have not
