@@ -45,6 +45,7 @@ class KernelAnalysis:
     mismatch: str | None = None
     threads_per_block: int | None = None
     dynamic_smem: int = 0
+    instance: str | None = None  # a kernel template: the instantiation compiled (``scale<4, 256>``)
 
 
 @dataclass
@@ -113,14 +114,17 @@ def analyse_now(path: Path, text: str) -> FileAnalysis:
         except ValueError as exc:
             result.kernels[kdef.name] = KernelAnalysis(**common, mismatch=f"{spec_path.name} does not match the kernel: {exc}")
             continue
-        compiled = shared_pool().prepare_blocking(original_candidate(spec, text), spec, static=False).compiled
+        original = original_candidate(spec, text)
+        instance = original.name_expression if original.template_args else None
+        compiled = shared_pool().prepare_blocking(original, spec, static=False).compiled
         if not isinstance(compiled, CompileFailed):
             result.kernels[kdef.name] = KernelAnalysis(
                 **common, resources=compiled.resources, messages=tuple(m for m in compile_messages(compiled.log) if m.severity == "warning"),
-                threads_per_block=threads, dynamic_smem=smem)
+                threads_per_block=threads, dynamic_smem=smem, instance=instance)
         else:
             messages = compile_messages(compiled.log) or (CompileMessage(line=kdef.name_line, severity="error", text=compiled.log.strip()[:500]),)
-            result.kernels[kdef.name] = KernelAnalysis(**common, messages=messages, failed=True, threads_per_block=threads, dynamic_smem=smem)
+            result.kernels[kdef.name] = KernelAnalysis(**common, messages=messages, failed=True, threads_per_block=threads,
+                                                       dynamic_smem=smem, instance=instance)
     return result
 
 

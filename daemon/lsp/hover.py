@@ -73,10 +73,12 @@ def resource_lines(k: KernelAnalysis | None, compiling: bool) -> list[str]:
         return [f"- {k.mismatch}"]
     if k.failed:
         first = k.messages[0] if k.messages else None
-        return [f"- does not compile ({k.arch})" + (f": line {first.line + 1}: {first.text}" if first else "")]
+        return [f"- does not compile ({k.arch}" + (f", {k.instance}" if k.instance else "") + ")"
+                + (f": line {first.line + 1}: {first.text}" if first else "")]
     r = k.resources
+    instance = [f"- instantiation: `{k.instance}` (the first value of each `tune.template` knob)"] if k.instance else []
     if r is None:
-        return [f"- compiled for {k.arch}; no ptxas report (resources unknown)"]
+        return instance + [f"- compiled for {k.arch}; no ptxas report (resources unknown)"]
     spills = (f"**{r.spill_stores} B spill stores, {r.spill_loads} B spill loads** per thread"
               if r.spill_stores or r.spill_loads else "no spills")
     out = [
@@ -87,7 +89,7 @@ def resource_lines(k: KernelAnalysis | None, compiling: bool) -> list[str]:
     if k.threads_per_block:
         occ = occupancy(k.arch, k.threads_per_block, r.registers, r.shared_bytes + k.dynamic_smem)
         out.append(f"- occupancy ({k.arch}, theoretical): {occ.describe(k.threads_per_block)}")
-    return out
+    return instance + out
 
 
 def best_lines(job: JobRecord | None) -> list[str]:

@@ -107,6 +107,16 @@ async def test_hover_and_diagnostics(start_daemon, tmp_path: Path):
         assert "spill stores" in shown and "- registers: 32 per thread" in shown
         assert "occupancy (sm_90a, theoretical): 100% (2 block(s) of 1024 threads" in shown
 
+        # A kernel template: hover names the instantiation its resources are of.
+        template_text = (Path(__file__).resolve().parents[1] / "kernels" / "scale_template.cu").read_text()
+        template = _kernel_file(tmp_path / "template", "scale", template_text,
+                                HEAVY_SPEC.replace("heavy", "scale").replace('block = [1024] }', 'block = [1024] }\n'
+                                                                            'tune = { template = { UNROLL = [4, 1], SCALE = [2] } }'))
+        template_uri = open_document(client, template)
+        assert await _wait_published(client, template_uri) == []
+        shown = (await hover(client, template_uri, line_of(template_text, "__global__ void scale"))).contents.value
+        assert "- instantiation: `scale<4, 2>`" in shown and "- registers: " in shown
+
         # A malformed spec: an error on the spec file, at its line.
         open_document(client, broken_spec)
         spec_uri = broken_spec.with_name("rmsnorm.cu.toml").as_uri()
