@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from ptxfactory.harness.source import KernelDef, SignatureMismatch, check_signature, replace_kernel
-from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
+from ptxfactory.protocol import ArgSpec, Candidate, KernelSpec, LaunchConfig
 
 
 @dataclass(frozen=True)
@@ -78,3 +78,23 @@ def family_candidate(ctx: GenContext, generator: str, kernel_text: str, grid: st
         params=params,
         parent=ctx.original.key,
     )
+
+
+SIZE_DTYPES = ("i32", "i64", "u32")  # what a family accepts for a size argument (M, N)
+
+
+def size_args(scalars: list[ArgSpec], *symbols: str) -> tuple[ArgSpec, ...] | None:
+    """For each size symbol, the one scalar argument whose value is that symbol (``int M`` passing ``M``),
+    in the order given; None when a symbol has none, several, or one that is not an integer."""
+    out = []
+    for sym in symbols:
+        found = [a for a in scalars if isinstance(a.value, str) and a.value.strip() == sym]
+        if len(found) != 1 or found[0].dtype.value not in SIZE_DTYPES:
+            return None
+        out.append(found[0])
+    return tuple(out)
+
+
+def shape_dims(shape) -> tuple:
+    """A buffer's shape with each symbolic dimension stripped of spaces (numbers kept as they are)."""
+    return tuple(d.strip() if isinstance(d, str) else d for d in shape or [])

@@ -31,12 +31,11 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import GenContext, family_candidate, family_candidates
+from ..base import GenContext, family_candidate, family_candidates, shape_dims, size_args
 from .cuda_text import load_template, floats_to_word, word_to_floats
 
 _TEMPLATE = Path(__file__).with_name("elementwise.cu")
 _FLOATS = ("bf16", "f16", "f32")
-_INTS = ("i32", "i64", "u32")
 _CTYPE = {"bf16": "__nv_bfloat16", "f16": "__half", "f32": "float"}
 _ITEMSIZE = {"bf16": 2, "f16": 2, "f32": 4}
 _VT = {4: "unsigned", 8: "uint2", 16: "uint4"}
@@ -123,32 +122,26 @@ def match_spec(spec: KernelSpec) -> ElementwiseMatch | None:
         return None
     y = outs[0]
     r_sym, c_sym = (d.strip() for d in y.shape)
-    xs = [a for a in ins if list(_dims(a.shape)) == [r_sym, c_sym]]
+    xs = [a for a in ins if list(shape_dims(a.shape)) == [r_sym, c_sym]]
     if len(xs) != 1 or xs[0].dtype != y.dtype or y.dtype.value not in _FLOATS:
         return None
     x = xs[0]
     bs = [a for a in ins if a is not x]
-    if len(bs) > 1 or any(list(_dims(a.shape)) != [c_sym] or a.dtype.value not in _FLOATS for a in bs):
+    if len(bs) > 1 or any(list(shape_dims(a.shape)) != [c_sym] or a.dtype.value not in _FLOATS for a in bs):
         return None
     b = bs[0] if bs else None
-    r_args = [a for a in scalars if isinstance(a.value, str) and a.value.strip() == r_sym]
-    c_args = [a for a in scalars if isinstance(a.value, str) and a.value.strip() == c_sym]
-    if len(scalars) != 2 or len(r_args) != 1 or len(c_args) != 1:
+    sizes = size_args(scalars, r_sym, c_sym)
+    if len(scalars) != 2 or sizes is None:
         return None
-    if r_args[0].dtype.value not in _INTS or c_args[0].dtype.value not in _INTS:
-        return None
+    r_arg, c_arg = sizes
     return ElementwiseMatch(
-        x=x.name, b=b.name if b else None, y=y.name, r_arg=r_args[0].name, c_arg=c_args[0].name,
+        x=x.name, b=b.name if b else None, y=y.name, r_arg=r_arg.name, c_arg=c_arg.name,
         r_sym=r_sym, c_sym=c_sym, dtype=x.dtype.value, b_dtype=b.dtype.value if b else None,
     )
 
 
-def _dims(shape) -> tuple:
-    return tuple(d.strip() if isinstance(d, str) else d for d in shape or [])
-
-
 def _is_2d(shape, syms: set[str]) -> bool:
-    d = _dims(shape)
+    d = shape_dims(shape)
     return len(d) == 2 and all(isinstance(s, str) and s in syms for s in d) and d[0] != d[1]
 
 

@@ -35,12 +35,11 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import GenContext, family_candidate, family_candidates
+from ..base import GenContext, family_candidate, family_candidates, size_args
 from .cuda_text import load_template, word_to_floats
 
 _TEMPLATE = Path(__file__).with_name("rowreduce.cu")
 _FLOATS = ("bf16", "f16", "f32")
-_INTS = ("i32", "i64", "u32")
 _CTYPE = {"bf16": "__nv_bfloat16", "f16": "__half", "f32": "float"}
 _ITEMSIZE = {"bf16": 2, "f16": 2, "f32": 4}
 _VEC_TYPE = {4: "unsigned", 8: "uint2", 16: "uint4"}
@@ -148,15 +147,13 @@ def match_spec(spec: KernelSpec) -> RowReduceMatch | None:
     if vs and (_dims(vs[0].shape, syms) != (k_sym,) or vs[0].dtype.value not in _FLOATS):
         return None
     v = vs[0] if vs else None
-    r_args = [s for s in scalars if isinstance(s.value, str) and s.value.strip() == r_sym]
-    k_args = [s for s in scalars if isinstance(s.value, str) and s.value.strip() == k_sym]
-    if len(scalars) != 2 or len(r_args) != 1 or len(k_args) != 1:
+    sizes = size_args(scalars, r_sym, k_sym)
+    if len(scalars) != 2 or sizes is None:
         return None
-    if r_args[0].dtype.value not in _INTS or k_args[0].dtype.value not in _INTS:
-        return None
+    r_arg, k_arg = sizes
     return RowReduceMatch(
-        a=a.name, v=v.name if v else None, y=y.name, r_arg=r_args[0].name, k_arg=k_args[0].name, r_sym=r_sym, k_sym=k_sym,
-        a_dtype=a.dtype.value, v_dtype=v.dtype.value if v else None, y_dtype=y.dtype.value, k_dtype=k_args[0].dtype.value,
+        a=a.name, v=v.name if v else None, y=y.name, r_arg=r_arg.name, k_arg=k_arg.name, r_sym=r_sym, k_sym=k_sym,
+        a_dtype=a.dtype.value, v_dtype=v.dtype.value if v else None, y_dtype=y.dtype.value, k_dtype=k_arg.dtype.value,
     )
 
 

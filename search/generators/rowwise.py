@@ -30,12 +30,11 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import GenContext, family_candidate, family_candidates
+from ..base import GenContext, family_candidate, family_candidates, size_args
 from .cuda_text import load_template, floats_to_word, word_to_floats
 
 _TEMPLATE = Path(__file__).with_name("rowwise.cu")
 _FLOATS = ("bf16", "f16", "f32")
-_INTS = ("i32", "i64", "u32")
 _CTYPE = {"bf16": "__nv_bfloat16", "f16": "__half", "f32": "float"}
 _ITEMSIZE = {"bf16": 2, "f16": 2, "f32": 4}
 
@@ -147,16 +146,14 @@ def match_spec(spec: KernelSpec) -> RowwiseMatch | None:
         return None
     w = ws[0] if ws else None
     b = ws[1] if len(ws) > 1 else None
-    r_args = [a for a in scalars if isinstance(a.value, str) and a.value.strip() == r_sym]
-    c_args = [a for a in scalars if isinstance(a.value, str) and a.value.strip() == c_sym]
+    sizes = size_args(scalars, r_sym, c_sym)
     eps = [a for a in scalars if a.dtype.value in ("f32", "f64") and isinstance(a.value, (int, float))]
-    if len(r_args) != 1 or len(c_args) != 1 or len(eps) != 1 or len(scalars) != 3:
+    if sizes is None or len(eps) != 1 or len(scalars) != 3:
         return None
-    if r_args[0].dtype.value not in _INTS or c_args[0].dtype.value not in _INTS:
-        return None
+    r_arg, c_arg = sizes
     return RowwiseMatch(
-        x=x.name, w=w.name if w else None, y=y.name, r_arg=r_args[0].name, c_arg=c_args[0].name, eps_arg=eps[0].name,
-        r_sym=r_sym, c_sym=c_sym, dtype=x.dtype.value, w_dtype=w.dtype.value if w else None, c_dtype=c_args[0].dtype.value,
+        x=x.name, w=w.name if w else None, y=y.name, r_arg=r_arg.name, c_arg=c_arg.name, eps_arg=eps[0].name,
+        r_sym=r_sym, c_sym=c_sym, dtype=x.dtype.value, w_dtype=w.dtype.value if w else None, c_dtype=c_arg.dtype.value,
         b=b.name if b else None, b_dtype=b.dtype.value if b else None,
     )
 

@@ -26,9 +26,9 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import GenContext, family_candidate, family_candidates
+from ..base import GenContext, family_candidate, family_candidates, size_args
 from .cuda_text import load_template, floats_to_word, word_to_floats
-from .rowwise import _CTYPE, _FLOATS, _INTS, _ITEMSIZE, _is_2d, grid_expr
+from .rowwise import _CTYPE, _FLOATS, _ITEMSIZE, _is_2d, grid_expr
 
 _TEMPLATE = Path(__file__).with_name("softmax.cu")
 LOG2E = "1.4426950408889634f"  # log2(e): exp(d) = exp2(d * log2(e))
@@ -152,15 +152,13 @@ def match_spec(spec: KernelSpec) -> SoftmaxMatch | None:
     r_sym, c_sym = (d.strip() for d in x.shape)
     if x.dtype.value not in _FLOATS or y.dtype != x.dtype or [str(d).strip() for d in y.shape] != [r_sym, c_sym]:
         return None
-    r_args = [a for a in scalars if isinstance(a.value, str) and a.value.strip() == r_sym]
-    c_args = [a for a in scalars if isinstance(a.value, str) and a.value.strip() == c_sym]
-    if len(r_args) != 1 or len(c_args) != 1:
+    sizes = size_args(scalars, r_sym, c_sym)
+    if sizes is None:
         return None
-    if r_args[0].dtype.value not in _INTS or c_args[0].dtype.value not in _INTS:
-        return None
+    r_arg, c_arg = sizes
     return SoftmaxMatch(
-        x=x.name, y=y.name, r_arg=r_args[0].name, c_arg=c_args[0].name, r_sym=r_sym, c_sym=c_sym,
-        dtype=x.dtype.value, c_dtype=c_args[0].dtype.value,
+        x=x.name, y=y.name, r_arg=r_arg.name, c_arg=c_arg.name, r_sym=r_sym, c_sym=c_sym,
+        dtype=x.dtype.value, c_dtype=c_arg.dtype.value,
     )
 
 

@@ -30,10 +30,9 @@ from dataclasses import dataclass
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import GenContext, family_candidate, family_candidates
+from ..base import GenContext, family_candidate, family_candidates, shape_dims, size_args
 
 _DTYPES = ("bf16", "f16", "f32")
-_INTS = ("i32", "i64", "u32")
 _ITEMSIZE = {"bf16": 2, "f16": 2, "f32": 4}
 _RAW = {2: "unsigned short", 4: "unsigned"}
 _VT = {4: "unsigned", 8: "uint2", 16: "uint4"}
@@ -106,24 +105,17 @@ def match_spec(spec: KernelSpec) -> TransposeMatch | None:
     if len(ins) != 1 or len(outs) != 1:
         return None
     x, y = ins[0], outs[0]
-    xd, yd = _dims(x.shape), _dims(y.shape)
+    xd, yd = shape_dims(x.shape), shape_dims(y.shape)
     if len(xd) != 2 or not all(isinstance(d, str) and d in syms for d in xd) or xd[0] == xd[1]:
         return None
     r_sym, c_sym = xd
     if yd != (c_sym, r_sym) or x.dtype != y.dtype or x.dtype.value not in _DTYPES:
         return None
-    r_args = [a for a in scalars if isinstance(a.value, str) and a.value.strip() == r_sym]
-    c_args = [a for a in scalars if isinstance(a.value, str) and a.value.strip() == c_sym]
-    if len(r_args) != 1 or len(c_args) != 1:
+    sizes = size_args(scalars, r_sym, c_sym)
+    if sizes is None:
         return None
-    if r_args[0].dtype.value not in _INTS or c_args[0].dtype.value not in _INTS:
-        return None
-    return TransposeMatch(x=x.name, y=y.name, r_arg=r_args[0].name, c_arg=c_args[0].name,
-                          r_sym=r_sym, c_sym=c_sym, dtype=x.dtype.value)
-
-
-def _dims(shape) -> tuple:
-    return tuple(d.strip() if isinstance(d, str) else d for d in shape or [])
+    r_arg, c_arg = sizes
+    return TransposeMatch(x=x.name, y=y.name, r_arg=r_arg.name, c_arg=c_arg.name, r_sym=r_sym, c_sym=c_sym, dtype=x.dtype.value)
 
 
 def tuning_space(dtype: str) -> list[TransposeConfig]:
