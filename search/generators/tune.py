@@ -80,9 +80,9 @@ class TuneGenerator:
                 out.append(cand)
         return out
 
-    def _template_variants(self, parent: Candidate, ctx_spec) -> list[Candidate]:
+    def _template_variants(self, parent: Candidate, spec) -> list[Candidate]:
         """The parent's instantiation with one template parameter changed to each of its other values."""
-        knobs = ctx_spec.tune.template
+        knobs = spec.tune.template
         if not knobs or len(parent.template_args) != len(knobs):
             return []
         current = dict(zip(knobs, parent.template_args))
@@ -95,7 +95,7 @@ class TuneGenerator:
                 out.append(parent.model_copy(update={
                     "template_args": args, "generator": self.name, "parent": parent.key,
                     "description": f"tune {name}={value} (template: {parent.kernel_name}<{', '.join(map(str, args))}>)",
-                    "params": {**_knob_state(parent, ctx_spec), name: value},
+                    "params": {**_knob_state(parent, spec), name: value},
                 }))
         return out
 
