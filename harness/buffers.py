@@ -90,36 +90,61 @@ def as_float32(buf: cp.ndarray, dtype: str) -> cp.ndarray:
     return buf.astype(cp.float32)
 
 
-def random_values(arg: ArgSpec, n: int, rng: cp.random.Generator, variant: int, shape: tuple[int, ...]) -> cp.ndarray:
-    """``n`` values of ``arg``'s distribution as float32 (or integers), under stress ``variant``."""
+def random_values(arg: ArgSpec, n: int, rng: cp.random.Generator, variant: int, shape: tuple[int, ...],
+                  size: dict[str, int] | None = None) -> cp.ndarray:
+    """``n`` values of ``arg``'s distribution at ``size`` (its bounds are expressions over the size symbols),
+    under stress ``variant``: float64 for f64 buffers, float32 for the other float types, and int64 for
+    integer buffers, drawn exactly (never through a float, so values above 2**24 are what they say)."""
     name, override, scale, special_rows = VARIANTS[variant % len(VARIANTS)]
-    kind, a, b = arg.distribution()
-    if override is not None and arg.dtype.is_float and kind in ("normal", "uniform"):
+    kind, a, b = arg.distribution(size)
+    if not arg.dtype.is_float:
+        return integer_values(kind, a, b, n, rng, arg.dtype.value)
+    ftype = cp.float64 if arg.dtype.value == "f64" else cp.float32
+    if override is not None and kind in ("normal", "uniform"):
         kind, a, b = override
     if kind == "normal":
-        v = rng.standard_normal(n, dtype=cp.float32) * cp.float32(b) + cp.float32(a)
+        v = rng.standard_normal(n, dtype=ftype) * ftype(b) + ftype(a)
     elif kind == "uniform":
-        v = rng.random(n, dtype=cp.float32) * cp.float32(b - a) + cp.float32(a)
+        v = rng.random(n, dtype=ftype) * ftype(b - a) + ftype(a)
     elif kind == "randint":
-        v = rng.integers(int(a), int(b), size=n).astype(cp.float32)
+        v = rng.integers(int(a), int(b), size=n, dtype=np.int64).astype(ftype)
     elif kind == "ones":
-        v = cp.ones(n, dtype=cp.float32)
+        v = cp.ones(n, dtype=ftype)
     else:
-        v = cp.zeros(n, dtype=cp.float32)
-    if arg.dtype.is_float and kind in ("normal", "uniform") and scale != 1.0:
-        v *= cp.float32(scale)
-    if special_rows and len(shape) >= 2 and arg.dtype.is_float and kind in ("normal", "uniform"):
+        v = cp.zeros(n, dtype=ftype)
+    if kind in ("normal", "uniform") and scale != 1.0:
+        v *= ftype(scale)
+    if special_rows and len(shape) >= 2 and kind in ("normal", "uniform"):
         rows = v.reshape(shape[0], -1)
         rows[0] = 0  # all zeros
         if shape[0] > 1:
-            rows[1] = cp.float32(0.5)  # constant
+            rows[1] = ftype(0.5)  # constant
     return v
 
 
+def integer_values(kind: str, a, b, n: int, rng: cp.random.Generator, dtype: str) -> cp.ndarray:
+    """``n`` int64 values for an integer buffer of spec dtype ``dtype``: ``randint`` exactly in [a, b),
+    ``normal``/``uniform`` rounded to the nearest integer, all clipped to the dtype's range."""
+    info = np.iinfo(STORAGE[dtype])
+    if kind == "randint":  # exclusive upper bound; the dtype's largest value itself is never drawn
+        lo, hi = max(int(a), int(info.min)), min(int(b), int(info.max))
+        return rng.integers(lo, max(hi, lo + 1), size=n, dtype=np.int64)
+    if kind == "normal":
+        v = cp.rint(rng.standard_normal(n, dtype=cp.float64) * b + a)
+    elif kind == "uniform":
+        v = cp.floor(rng.random(n, dtype=cp.float64) * (b - a) + a)
+    elif kind == "ones":
+        return cp.ones(n, dtype=np.int64)
+    else:
+        return cp.zeros(n, dtype=np.int64)
+    lo, hi = max(float(info.min), -2.0**62), min(float(info.max), 2.0**62)
+    return cp.clip(v, lo, hi).astype(np.int64)
+
+
 def write_values(dst: cp.ndarray, values: cp.ndarray, dtype: str) -> None:
-    """Store float32/integer ``values`` into a buffer of spec dtype ``dtype``."""
+    """Store float/integer ``values`` into a buffer of spec dtype ``dtype`` (integers exactly, in their dtype)."""
     if dtype == "bf16":
-        dst[...] = to_bf16_bits(values)
+        dst[...] = to_bf16_bits(values.astype(cp.float32))
     else:
         dst[...] = values.astype(dst.dtype)
 
@@ -142,6 +167,6 @@ def make_inputs(spec: KernelSpec, size: dict[str, int], seed: int, variant: int)
             shape = shape_of(arg, size)
             n = int(np.prod(shape))
             buf = cp.empty(n, dtype=STORAGE[arg.dtype.value])
-            write_values(buf, random_values(arg, n, rng, variant, shape), arg.dtype.value)
+            write_values(buf, random_values(arg, n, rng, variant, shape, size), arg.dtype.value)
             out[arg.name] = buf
     return out

@@ -25,6 +25,20 @@ def measure_copy_gbps(nbytes: int = COPY_BYTES, reps: int = 10) -> float:
     return 2 * nbytes / (float(np.median(times)) * 1e6)
 
 
+# fp32 lanes (FMA units) per SM by compute capability (CUDA C++ Programming Guide, "Arithmetic Instructions").
+FP32_LANES = {(7, 0): 64, (7, 5): 64, (8, 0): 64}
+FP32_LANES_DEFAULT = 128  # sm_86, sm_89, sm_90, sm_100, sm_120
+
+
+def peak_fp32_tflops(cc: str, sm_count: int, max_sm_khz: int) -> float:
+    """The fp32 FMA peak in 1e12 FLOP/s: SMs x fp32 lanes per SM x 2 FLOP x the max SM clock (``max_sm_khz``, kHz).
+
+    ``cc`` is the compute capability as CuPy spells it (``"90"``)."""
+    major, minor = int(cc[:-1]), int(cc[-1])
+    lanes = FP32_LANES.get((major, minor), FP32_LANES_DEFAULT)
+    return sm_count * lanes * 2 * max_sm_khz * 1e3 / 1e12
+
+
 def read_facts() -> GpuFacts:
     """Facts of the current device. Peak bandwidth = bus width (bits) / 8 x max memory clock x 2 (DDR)."""
     dev = cp.cuda.Device()
@@ -50,5 +64,6 @@ def read_facts() -> GpuFacts:
     copy = measure_copy_gbps()
     return GpuFacts(
         name=name, arch=f"sm_{cc}", sm_count=attrs["MultiProcessorCount"], l2_bytes=attrs["L2CacheSize"],
-        copy_gbps=copy, peak_gbps=max(peak, copy * 1.05), driver=driver, clocks_mhz=clocks, temperature_c=temp,
+        copy_gbps=copy, peak_gbps=max(peak, copy * 1.05), driver=driver,
+        peak_tflops=peak_fp32_tflops(cc, attrs["MultiProcessorCount"], attrs["ClockRate"]), clocks_mhz=clocks, temperature_c=temp,
     )

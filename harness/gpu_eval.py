@@ -17,6 +17,7 @@ from cupy.cuda import driver
 
 from ptxfactory.protocol import GpuFacts, KernelSpec, LaunchConfig, Measured, Rejected, Resources, SizeTiming
 from ptxfactory.protocol.expr import ExprError, evaluate
+from ptxfactory.protocol.result import FLOOR_FLOPS_FACTOR
 
 from . import buffers as B
 from .plan import EvalPlan
@@ -314,17 +315,21 @@ class Evaluator:
                 if problem:
                     return Rejected(candidate_key=key, check="post_timing", reason=problem, resources=cand.resources,
                                     wall_s=time.perf_counter() - t0)
-                nbytes = spec.bytes_moved(size)
+                nbytes = spec.bytes_moved_at(size)
                 med = float(np.median(ct))
-                floor_us = spec.floor_us(size, facts.peak_gbps)
+                flops = spec.flops_at(size)
+                floor_us = spec.floor_us(size, facts.peak_gbps, facts.peak_tflops * FLOOR_FLOPS_FACTOR)
                 if med < floor_us:
                     return Rejected(candidate_key=key, check="impossible_time", resources=cand.resources,
-                                    reason=f"{med:.2f} µs at {size} is under the {floor_us:.2f} µs floor of {nbytes} bytes at {facts.peak_gbps:.0f} GB/s")
+                                    reason=f"{med:.2f} µs at {size} is under the {floor_us:.2f} µs floor of {nbytes} bytes at "
+                                           f"{facts.peak_gbps:.0f} GB/s and {flops} FLOP at {facts.peak_tflops * FLOOR_FLOPS_FACTOR:.0f} TFLOP/s")
                 gbps = nbytes / (med * 1e3)
+                tflops = flops / (med * 1e6)
                 timings.append(SizeTiming(
                     size=size, median_us=med, p20_us=float(np.percentile(ct, 20)), p80_us=float(np.percentile(ct, 80)),
                     baseline_median_us=float(np.median(bt)), bytes_moved=nbytes, gbps=gbps,
-                    pct_of_copy=100 * gbps / facts.copy_gbps, floor_us=floor_us,
+                    pct_of_copy=100 * gbps / facts.copy_gbps, floor_us=floor_us, flops=flops, tflops=tflops,
+                    pct_of_peak_flops=100 * tflops / facts.peak_tflops if facts.peak_tflops else 0.0,
                 ))
         except cp.cuda.driver.CUDADriverError as exc:
             if is_sticky(exc):

@@ -49,7 +49,7 @@ class SimulatedDevice:
         self.evaluated.append(candidate.candidate.key)
         timings = []
         for size in plan.bench_sizes:
-            nbytes = spec.bytes_moved(size)
+            nbytes = spec.bytes_moved_at(size)
             t_base = nbytes / (_COPY_GBPS * 1e3 * self._efficiency(baseline))
             t = nbytes / (_COPY_GBPS * 1e3 * self._efficiency(candidate))
             gbps = nbytes / (t * 1e3)

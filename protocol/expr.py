@@ -2,10 +2,16 @@
 
 Only integer literals, symbol names, ``+ - * // % **``, unary minus, parentheses and the functions
 ``min``, ``max`` and ``cdiv`` (ceiling division) are allowed; anything else raises :class:`ExprError`.
+Constraints (:func:`holds`) add comparisons (``== != < <= > >=``) and ``and``/``or``/``not``.
+
+Every evaluation is bounded: an expression has at most :data:`MAX_LENGTH` characters and
+:data:`MAX_DEPTH` levels of nesting, and every intermediate value stays within ``±2**MAX_BITS``
+(larger values raise :class:`ExprError`), so no spec can make an evaluation slow or unbounded.
 """
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Mapping
 
 _FUNCS = {
@@ -16,6 +22,9 @@ _FUNCS = {
 
 
 MAX_EXPONENT = 64  # ``2 ** 64`` at most: a spec's sizes never need more, and a huge power would hang the parser
+MAX_BITS = 80  # every intermediate value within ±2**80: sizes, bytes and FLOP counts need far less
+MAX_LENGTH = 1000  # characters in one expression
+MAX_DEPTH = 50  # nesting levels (parentheses, operators, calls) in one expression
 
 
 class ExprError(ValueError):
@@ -26,11 +35,47 @@ def _parse(expr: str | int | float) -> ast.AST:
     if isinstance(expr, bool):
         raise ExprError(f"expected an integer expression, got {expr!r}")
     if isinstance(expr, (int, float)):
+        _bounded(expr, expr)
         return ast.Constant(expr)
+    text = str(expr)
+    if len(text) > MAX_LENGTH:
+        raise ExprError(f"expression of {len(text)} characters is too long (at most {MAX_LENGTH}): {text[:40]!r}...")
+    # Nesting is measured on the text before Python's parser sees it: ~1000 nested levels overflow its stack.
+    depth = level = 0
+    for ch in text:
+        level += ch == "("
+        level -= ch == ")"
+        depth = max(depth, level)
+    unary = max((len(m) for m in re.findall(r"(?:[-+~]\s*){2,}", text)), default=0)
+    if depth > MAX_DEPTH or unary > MAX_DEPTH:
+        raise ExprError(f"expression nested too deeply (at most {MAX_DEPTH} levels): {text[:40]!r}...")
     try:
-        return ast.parse(str(expr), mode="eval").body
-    except SyntaxError as exc:
-        raise ExprError(f"cannot parse expression {expr!r}: {exc.msg}") from None
+        tree = ast.parse(text, mode="eval").body
+    except (SyntaxError, RecursionError, MemoryError, ValueError) as exc:
+        raise ExprError(f"cannot parse expression {text[:80]!r}: {getattr(exc, 'msg', exc)}") from None
+    if _depth(tree) > MAX_DEPTH:
+        raise ExprError(f"expression nested too deeply (at most {MAX_DEPTH} levels): {text[:40]!r}...")
+    return tree
+
+
+def _depth(node: ast.AST) -> int:
+    """Nesting depth of an AST, iteratively (no recursion on user input)."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        n, d = stack.pop()
+        deepest = max(deepest, d)
+        if d <= MAX_DEPTH:
+            stack.extend((c, d + 1) for c in ast.iter_child_nodes(n))
+    return deepest
+
+
+def _bounded(value, src):
+    """``value`` when it lies within ±2**MAX_BITS (a finite number), else ExprError."""
+    if isinstance(value, float) and value != value:
+        raise ExprError(f"{src!r} is not a number")
+    if abs(value) > 2**MAX_BITS:
+        raise ExprError(f"value out of range in {src!r} (|value| > 2**{MAX_BITS})")
+    return value
 
 
 def symbols_in(expr: str | int | float) -> set[str]:
@@ -57,7 +102,31 @@ def evaluate(expr: str | int | float, symbols: Mapping[str, int | float]) -> int
     return _eval(_parse(expr), symbols, expr)
 
 
-def _eval(node: ast.AST, env: Mapping[str, int | float], src) -> int | float:
+def holds(constraint: str, symbols: Mapping[str, int | float]) -> bool:
+    """Whether a constraint such as ``"N % 8 == 0"`` or ``"D <= 8192 and M >= 1"`` holds at ``symbols``.
+
+    Comparisons (``== != < <= > >=``, chained too), ``and``, ``or`` and ``not`` over integer expressions.
+
+    Raises:
+        ExprError: as :func:`evaluate`, or when the expression is not a comparison/boolean.
+    """
+    tree = _parse(constraint)
+    if not isinstance(tree, (ast.Compare, ast.BoolOp)) and not (isinstance(tree, ast.UnaryOp) and isinstance(tree.op, ast.Not)):
+        raise ExprError(f"{constraint!r} is not a condition: write a comparison such as 'N % 8 == 0' or 'D <= 8192'")
+    return bool(_eval(tree, symbols, constraint, True))
+
+
+_COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+            ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
+
+
+def _eval(node: ast.AST, env: Mapping[str, int | float], src, cond: bool = False) -> int | float:
+    if not cond and isinstance(node, (ast.Compare, ast.BoolOp)) or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and not cond):
+        raise ExprError(f"{ast.unparse(node)!r} is not allowed in {src!r}: a size expression has no comparisons (those belong in 'constraints')")
+    return _bounded(_eval_node(node, env, src, cond), src)
+
+
+def _eval_node(node: ast.AST, env: Mapping[str, int | float], src, cond: bool) -> int | float:
     match node:
         case ast.Constant(value=v) if isinstance(v, (int, float)) and not isinstance(v, bool):
             return v
@@ -66,11 +135,11 @@ def _eval(node: ast.AST, env: Mapping[str, int | float], src) -> int | float:
                 raise ExprError(f"unknown symbol {name!r} in {src!r} (known: {', '.join(sorted(env)) or 'none'})")
             return env[name]
         case ast.UnaryOp(op=ast.USub(), operand=x):
-            return -_eval(x, env, src)
+            return -_eval(x, env, src, cond)
         case ast.UnaryOp(op=ast.UAdd(), operand=x):
-            return _eval(x, env, src)
+            return _eval(x, env, src, cond)
         case ast.BinOp(left=a, op=op, right=b):
-            x, y = _eval(a, env, src), _eval(b, env, src)
+            x, y = _eval(a, env, src, cond), _eval(b, env, src, cond)
             if isinstance(op, ast.Add):
                 return x + y
             if isinstance(op, ast.Sub):
@@ -90,11 +159,30 @@ def _eval(node: ast.AST, env: Mapping[str, int | float], src) -> int | float:
             if isinstance(op, ast.Div):
                 raise ExprError(f"'/' is not allowed in {src!r}: sizes are integers, use '//' (floor) or cdiv(a, b) (ceiling)")
         case ast.Call(func=ast.Name(id=fname), args=args, keywords=[]) if fname in _FUNCS:
-            values = [_eval(a, env, src) for a in args]
+            values = [_eval(a, env, src, cond) for a in args]
             arity = 2 if fname == "cdiv" else None
             if (arity and len(values) != arity) or not values:
                 raise ExprError(f"{fname}() takes {arity or 'at least 1'} argument(s), got {len(values)} in {src!r}")
+            if fname == "cdiv" and values[1] == 0:
+                raise ExprError(f"division by zero in {src!r}")
             return _FUNCS[fname](*values)
+        case ast.Compare(left=left, ops=ops, comparators=rights):
+            x = _eval(left, env, src, cond)
+            for op, right in zip(ops, rights):
+                y = _eval(right, env, src, cond)
+                if type(op) not in _COMPARE:
+                    break
+                if not _COMPARE[type(op)](x, y):
+                    return 0
+                x = y
+            else:
+                return 1
+        case ast.BoolOp(op=ast.And(), values=values):
+            return int(all(_eval(v, env, src, cond) for v in values))
+        case ast.BoolOp(op=ast.Or(), values=values):
+            return int(any(_eval(v, env, src, cond) for v in values))
+        case ast.UnaryOp(op=ast.Not(), operand=x):
+            return int(not _eval(x, env, src, cond))
         case ast.Call(func=func):
             fname = func.id if isinstance(func, ast.Name) else ast.unparse(func)
             raise ExprError(f"function {fname}() is not allowed in {src!r} (only {', '.join(_FUNCS)})")

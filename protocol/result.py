@@ -25,6 +25,12 @@ class Resources(BaseModel):
         return s
 
 
+# The impossible-time floor divides a spec's flops by this multiple of the fp32 peak: above every tensor-core
+# rate of today's GPUs (an H200's dense fp8 rate is about 30x its fp32 rate), so a kernel that counts its
+# tensor-core FLOP is never refused, and one that claims more than any unit can do is.
+FLOOR_FLOPS_FACTOR = 32
+
+
 class SizeTiming(BaseModel):
     """Timing of one benchmark size: medians in µs, bandwidth in GB/s (1e9 bytes/s)."""
 
@@ -38,7 +44,10 @@ class SizeTiming(BaseModel):
     bytes_moved: int
     gbps: float = Field(description="bytes_moved / median time")
     pct_of_copy: float = Field(description="gbps / measured device-to-device copy bandwidth, percent")
-    floor_us: float = Field(description="bytes_moved / peak memory bandwidth")
+    floor_us: float = Field(description="max(bytes_moved / peak memory bandwidth, flops / (FLOOR_FLOPS_FACTOR x peak FLOP rate))")
+    flops: int = Field(default=0, description="the spec's flops at this size (0: not stated)")
+    tflops: float = Field(default=0.0, description="flops / median time, 1e12 FLOP/s")
+    pct_of_peak_flops: float = Field(default=0.0, description="tflops / the GPU's fp32 peak FLOP rate, percent")
 
     @property
     def speedup(self) -> float:
@@ -122,6 +131,7 @@ class GpuFacts(BaseModel):
     l2_bytes: int
     copy_gbps: float = Field(description="measured device-to-device copy, bytes read + written per second / 1e9")
     peak_gbps: float = Field(description="theoretical memory bandwidth from NVML (bus width x memory clock x 2)")
+    peak_tflops: float = Field(default=0.0, description="fp32 FMA peak: SMs x fp32 lanes per SM x 2 x max SM clock, 1e12 FLOP/s (0: unknown)")
     driver: str = ""
     clocks_mhz: dict[str, int] = Field(default_factory=dict)
     temperature_c: int | None = None

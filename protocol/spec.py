@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .expr import ExprError, evaluate, symbols_in
+from .expr import ExprError, evaluate, holds, symbols_in
 
 
 class Dtype(str, Enum):
@@ -58,7 +58,37 @@ _C_TYPES = {
     "u32": ("unsigned", "unsigned int", "uint32_t"),
 }
 
-_INIT_RE = re.compile(r"^(normal|uniform|zeros|ones|randint)(?:\(\s*([-+\d.eE]+)\s*,\s*([-+\d.eE]+)\s*\))?$")
+_INIT_KINDS = ("normal", "uniform", "zeros", "ones", "randint")
+_INIT_DEFAULTS = {"normal": (0.0, 1.0), "uniform": (-1.0, 1.0), "randint": (0, 100)}
+_INIT_HELP = "use normal, normal(mean, std), uniform(lo, hi), zeros, ones or randint(lo, hi) (bounds: numbers or size expressions)"
+
+
+def parse_init(init: str) -> tuple[str, tuple[str, str] | None]:
+    """Split an ``init`` string into its distribution and its two bound expressions (None: the defaults).
+
+    ``"randint(0, V)"`` -> ``("randint", ("0", "V"))``; ``"normal"`` -> ``("normal", None)``.
+
+    Raises:
+        ValueError: an unknown distribution, a wrong number of bounds, or bounds on zeros/ones.
+    """
+    text = init.strip()
+    m = re.fullmatch(r"([a-z]+)\s*(?:\((.*)\))?", text, re.S)
+    if not m or m.group(1) not in _INIT_KINDS:
+        raise ValueError(f"unknown init {init!r}: {_INIT_HELP}")
+    kind, inner = m.group(1), m.group(2)
+    if inner is None:
+        return kind, None
+    depth, parts, start = 0, [], 0
+    for i, ch in enumerate(inner):  # split at top-level commas: "randint(0, max(V, 2))"
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            parts.append(inner[start:i])
+            start = i + 1
+    parts.append(inner[start:])
+    parts = [p.strip() for p in parts]
+    if kind in ("zeros", "ones") or len(parts) != 2 or not all(parts):
+        raise ValueError(f"init {init!r}: {kind} takes {'no bounds' if kind in ('zeros', 'ones') else 'two bounds'}; {_INIT_HELP}")
+    return kind, (parts[0], parts[1])
 
 
 class _Model(BaseModel):
@@ -70,7 +100,10 @@ class ArgSpec(_Model):
 
     A buffer (``role`` in/out/inout) has a ``dtype``, a ``shape`` (expressions over size symbols)
     and for inputs an ``init`` distribution: ``normal``, ``normal(mean, std)``, ``uniform(lo, hi)``,
-    ``zeros``, ``ones`` or ``randint(lo, hi)``. A scalar (``role = "scalar"``) has a ``dtype`` and a
+    ``zeros``, ``ones`` or ``randint(lo, hi)`` (integers ``lo <= v < hi``, generated exactly in the
+    buffer's dtype); the bounds are numbers or expressions over the size symbols (``randint(0, V)``).
+    ``align`` (bytes, a power of two) says the caller guarantees that alignment of the buffer's
+    address; candidates may rely on it. A scalar (``role = "scalar"``) has a ``dtype`` and a
     ``value``: a number or an expression over size symbols.
     """
 
@@ -80,6 +113,7 @@ class ArgSpec(_Model):
     shape: list[str | int] | None = None
     init: str | None = None
     value: str | int | float | None = None
+    align: int | None = Field(default=None, ge=1, le=4096)
 
     @model_validator(mode="after")
     def _role_fields(self) -> "ArgSpec":
@@ -93,27 +127,44 @@ class ArgSpec(_Model):
                 raise ValueError(f"buffer argument {self.name!r} needs a 'shape'")
             if self.value is not None:
                 raise ValueError(f"buffer argument {self.name!r} takes no 'value'")
+        if self.align is not None:
+            if self.role == "scalar":
+                raise ValueError(f"scalar argument {self.name!r} takes no 'align'")
+            if self.align & (self.align - 1) or self.align < self.dtype.itemsize:
+                raise ValueError(f"align = {self.align}: a power of two of at least the element size ({self.dtype.itemsize} bytes)")
         return self
 
     @field_validator("init")
     @classmethod
     def _init_known(cls, v: str | None) -> str | None:
-        if v is not None and not _INIT_RE.match(v.replace(" ", "")):
-            raise ValueError(f"unknown init {v!r}: use normal, normal(mean, std), uniform(lo, hi), zeros, ones or randint(lo, hi)")
+        if v is not None:
+            parse_init(v)
         return v
 
     @property
     def is_buffer(self) -> bool:
         return self.role != "scalar"
 
-    def distribution(self) -> tuple[str, float, float]:
-        """(kind, a, b) of the input distribution; defaults to normal(0, 1)."""
-        m = _INIT_RE.match((self.init or "normal").replace(" ", ""))
-        assert m is not None
-        kind, a, b = m.group(1), m.group(2), m.group(3)
-        defaults = {"normal": (0.0, 1.0), "uniform": (-1.0, 1.0), "randint": (0.0, 100.0)}
-        da, db = defaults.get(kind, (0.0, 0.0))
-        return kind, float(a) if a else da, float(b) if b else db
+    def distribution(self, size: dict[str, int] | None = None) -> tuple[str, float | int, float | int]:
+        """(kind, a, b) of the input distribution at ``size`` (bounds evaluated there); defaults to normal(0, 1).
+
+        ``randint`` bounds are integers (``a <= v < b``); ``normal`` gives (mean, std), ``uniform`` (lo, hi).
+
+        Raises:
+            ExprError: a bound names a symbol ``size`` lacks, or cannot be evaluated.
+        """
+        kind, bounds = parse_init(self.init or "normal")
+        if bounds is None:
+            a, b = _INIT_DEFAULTS.get(kind, (0, 0))
+        else:
+            a, b = (evaluate(x, size or {}) for x in bounds)
+        if kind == "randint":
+            return kind, int(a), int(b)
+        return kind, float(a), float(b)
+
+    def init_exprs(self) -> list[str]:
+        """The bound expressions of ``init`` (empty for the defaults)."""
+        return list(parse_init(self.init)[1] or ()) if self.init else []
 
     def numel(self, size: dict[str, int]) -> int:
         """Number of elements of a buffer at the given sizes."""
@@ -122,6 +173,10 @@ class ArgSpec(_Model):
             n *= int(evaluate(dim, size))
         return n
 
+
+# The largest buffer a spec may ask for at a listed size, unless check.max_buffer_bytes says otherwise:
+# more than any GPU of today holds, and a bound on what a held-out size or a typo can make the worker allocate.
+MAX_BUFFER_BYTES = 1 << 36  # 64 GiB
 
 # CUDA C++ Programming Guide, "Technical Specifications per Compute Capability" (every arch since sm_30).
 MAX_THREADS_PER_BLOCK = 1024
@@ -164,6 +219,7 @@ class CheckSpec(_Model):
     seeds: int = Field(default=3, ge=1, le=32)
     fast_math: bool = False
     max_heldout_elements: int = Field(default=1 << 22, ge=1)
+    max_buffer_bytes: int = Field(default=MAX_BUFFER_BYTES, ge=1)
 
 
 class BenchSpec(_Model):
@@ -219,7 +275,18 @@ class TuneSpec(_Model):
 
 
 class KernelSpec(_Model):
-    """The full description of one ``__global__`` kernel to optimise."""
+    """The full description of one ``__global__`` kernel to optimise.
+
+    Beside the arguments, the launch, the check and the bench tables:
+
+    - ``values``: size symbols that are per-size values, not dimensions (``values = ["p"]`` with
+      ``sizes = [{ n = 1000003, p = 3 }]``): held-out sizes take them from a listed size, never draw them.
+    - ``constraints``: conditions over the size symbols (``["N % 8 == 0", "D <= 8192"]``) that hold at
+      every listed and held-out size; candidates may rely on them. A listed size that breaks one is an error.
+    - ``bytes_moved`` / ``flops``: expressions for the fewest bytes a correct kernel moves through device
+      memory and the arithmetic it must do, per launch. Default: every buffer once per role; 0 FLOP.
+      They drive GB/s, % of copy bandwidth, % of peak FLOP rate and the impossible-time floor.
+    """
 
     name: str
     arch: str = "sm_90a"
@@ -228,6 +295,10 @@ class KernelSpec(_Model):
     check: CheckSpec
     bench: BenchSpec
     tune: TuneSpec = Field(default_factory=TuneSpec)
+    values: list[str] = Field(default_factory=list)
+    constraints: list[str] = Field(default_factory=list, max_length=64)
+    bytes_moved: str | int | None = None
+    flops: str | int | None = None
 
     @field_validator("arch")
     @classmethod
@@ -255,16 +326,40 @@ class KernelSpec(_Model):
         exprs += [("launch.grid", g) for g in self.launch.grid]
         exprs += [("launch.block", b) for b in self.launch.block]
         exprs.append(("launch.shared_mem", self.launch.shared_mem))
+        for i, a in enumerate(self.args):
+            exprs += [(f"args[{i}].init", b) for b in a.init_exprs()]
+        exprs += [(f"constraints[{i}]", c) for i, c in enumerate(self.constraints)]
+        exprs += [(key, e) for key, e in (("bytes_moved", self.bytes_moved), ("flops", self.flops)) if e is not None]
+        listed = self.check.sizes + self.bench.sizes
         for where, e in exprs:
             try:
                 unknown = symbols_in(e) - known
                 if not unknown:
-                    for size in self.check.sizes + self.bench.sizes:
-                        _check_launch_value(where, evaluate(e, size), size)
+                    for size in listed:
+                        if where.startswith("constraints"):
+                            if not holds(e, size):
+                                raise ValueError(f"{where}: {e!r} does not hold at the listed size {size}")
+                        else:
+                            _check_launch_value(where, evaluate(e, size), size)
             except ExprError as exc:
                 raise ValueError(f"{where}: {exc}") from None
             if unknown:
                 raise ValueError(f"{where}: unknown size symbol(s) {', '.join(sorted(unknown))} (sizes define {', '.join(sorted(known))})")
+        for i, v in enumerate(self.values):
+            if v not in known:
+                raise ValueError(f"values[{i}]: {v!r} is not a size symbol (sizes define {', '.join(sorted(known))})")
+        for i, a in enumerate(self.args):
+            if not a.is_buffer:
+                continue
+            for size in listed:
+                nbytes = a.numel(size) * a.dtype.itemsize
+                if nbytes > self.check.max_buffer_bytes:
+                    raise ValueError(f"args[{i}].shape: {a.name} takes {nbytes} bytes at {size}, over the limit of "
+                                     f"{self.check.max_buffer_bytes} (check.max_buffer_bytes)")
+                if a.init_exprs():
+                    kind, lo, hi = a.distribution(size)
+                    if kind in ("randint", "uniform") and not lo < hi:
+                        raise ValueError(f"args[{i}].init: {a.init!r} is empty at {size} ({lo} >= {hi})")
         for size in self.check.sizes + self.bench.sizes:
             threads = 1
             for b in self.launch.block:
@@ -281,11 +376,27 @@ class KernelSpec(_Model):
         """Size symbols, e.g. ``["M", "N"]``."""
         return list(self.check.sizes[0])
 
-    def bytes_moved(self, size: dict[str, int]) -> int:
-        """Fewest bytes a correct kernel moves through device memory at ``size``.
+    @property
+    def dims(self) -> list[str]:
+        """Size symbols that are dimensions (drawn for held-out sizes): :attr:`symbols` less ``values``."""
+        return [s for s in self.symbols if s not in self.values]
 
-        Each ``in`` buffer read once, each ``out`` buffer written once, each ``inout`` both.
+    def satisfies(self, size: dict[str, int]) -> bool:
+        """Whether every ``constraints`` entry holds at ``size`` (False when one cannot be evaluated there)."""
+        try:
+            return all(holds(c, size) for c in self.constraints)
+        except ExprError:
+            return False
+
+    def bytes_moved_at(self, size: dict[str, int]) -> int:
+        """Fewest bytes a correct kernel moves through device memory at ``size``: the spec's ``bytes_moved``
+        expression, else each ``in`` buffer read once, each ``out`` buffer written once, each ``inout`` both.
+
+        Raises:
+            ExprError: the expression cannot be evaluated at ``size``.
         """
+        if self.bytes_moved is not None:
+            return int(evaluate(self.bytes_moved, size))
         total = 0
         for a in self.args:
             if a.is_buffer:
@@ -293,14 +404,21 @@ class KernelSpec(_Model):
                 total += 2 * nbytes if a.role == "inout" else nbytes
         return total
 
+    def flops_at(self, size: dict[str, int]) -> int:
+        """Floating-point operations a correct kernel must do at ``size`` (the spec's ``flops``; 0 when not given)."""
+        return int(evaluate(self.flops, size)) if self.flops is not None else 0
 
-    def floor_us(self, size: dict[str, int], peak_gbps: float) -> float:
-        """The fastest any correct kernel can run at ``size``: :meth:`bytes_moved` / peak bandwidth, in µs.
+    def floor_us(self, size: dict[str, int], peak_gbps: float, peak_tflops: float = 0.0) -> float:
+        """The fastest any correct kernel can run at ``size``, in µs:
+        max(:meth:`bytes_moved_at` / peak bandwidth, :meth:`flops_at` / peak FLOP rate).
 
-        ``peak_gbps`` is in GB/s (1e9 bytes/s); a measured time under this floor is impossible
-        (GPU MODE PR #159's physics floor, without its 1e-3 slack).
+        ``peak_gbps`` is in GB/s (1e9 bytes/s), ``peak_tflops`` in 1e12 FLOP/s (0: no FLOP term); a measured
+        time under this floor is impossible (GPU MODE PR #159's physics floor, without its 1e-3 slack).
         """
-        return self.bytes_moved(size) / (peak_gbps * 1e3)
+        floor = self.bytes_moved_at(size) / (peak_gbps * 1e3)
+        if peak_tflops > 0:
+            floor = max(floor, self.flops_at(size) / (peak_tflops * 1e6))
+        return floor
 
 
 class SpecFile(_Model):

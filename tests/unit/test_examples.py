@@ -96,7 +96,7 @@ def test_bench_sizes_are_memory_bound_and_fit_one_gpu(cu: Path, name: str):
     spec = _spec(cu, name)
     assert 2 <= len(spec.bench.sizes) <= 4
     for size in spec.bench.sizes:
-        nbytes = spec.bytes_moved(size)
+        nbytes = spec.bytes_moved_at(size)
         assert MIN_BENCH_BYTES <= nbytes <= MAX_BENCH_BYTES, f"{size}: {nbytes / 2**20:.0f} MiB"
 
 

@@ -51,7 +51,7 @@ def test_example_spec_parses_with_every_key():
     assert spec.bench.metric == "geomean_time" and len(spec.bench.sizes) == 4
     assert spec.symbols == ["M", "N"]
     # x and w read once, y written once: 2 * M*N*2 bytes + N*2 bytes
-    assert spec.bytes_moved({"M": 4, "N": 8}) == 2 * 4 * 8 * 2 + 8 * 2
+    assert spec.bytes_moved_at({"M": 4, "N": 8}) == 2 * 4 * 8 * 2 + 8 * 2
 
 
 def test_spec_path_is_the_source_path_plus_toml():
@@ -87,7 +87,7 @@ ERRORS = [
     ("negative_tolerance", "rtol = 1e-2", "rtol = -1e-2", "rtol", "kernel.rmsnorm.check.rtol", "greater than or equal to 0"),
     ("bad_arch", 'arch = "sm_90a"', 'arch = "hopper"', "hopper", "kernel.rmsnorm.arch", "sm_90"),
     ("bad_init", 'init = "normal(1.0, 0.1)"', 'init = "gaussian"', "gaussian", "kernel.rmsnorm.args[1].init", "unknown init 'gaussian'"),
-    ("bad_init_params", 'init = "normal(1.0, 0.1)"', 'init = "normal(1.0)"', "normal(1.0)", "kernel.rmsnorm.args[1].init", "unknown init"),
+    ("bad_init_params", 'init = "normal(1.0, 0.1)"', 'init = "normal(1.0)"', "normal(1.0)", "kernel.rmsnorm.args[1].init", "takes two bounds"),
     ("too_many_block_dims", "block = [256]", "block = [8, 8, 4, 1]", "block = [8", "kernel.rmsnorm.launch.block", "at most 3"),
     ("bad_policy", 'policy = "free"', 'policy = "loose"', "loose", "kernel.rmsnorm.launch.policy", "'fixed'"),
 ]
