@@ -7,7 +7,7 @@ import re
 from pydantic import BaseModel, ConfigDict, Field
 
 from ptxfactory.protocol import KernelSpec
-from ptxfactory.protocol.expr import ExprError
+from ptxfactory.protocol.expr import ExprError, symbols_in
 
 
 class EvalPlan(BaseModel):
@@ -126,9 +126,13 @@ def _aligned(spec: KernelSpec, size: dict[str, int]) -> dict[str, int]:
 
 
 def _elements(spec: KernelSpec, size: dict[str, int]) -> int | None:
-    """Elements of the largest buffer at ``size``; None when a shape cannot be evaluated there."""
+    """Elements of the largest buffer at ``size`` whose shape depends on a dimension (a buffer of constant
+    shape is the same at every size, and no held-out size could shrink it); None when a shape cannot be
+    evaluated there."""
+    dims = set(spec.dims)
     try:
-        return max((a.numel(size) for a in spec.args if a.is_buffer), default=0)
+        return max((a.numel(size) for a in spec.args if a.is_buffer
+                    and any(symbols_in(d) & dims for d in a.shape or [])), default=0)
     except ExprError:
         return None
 

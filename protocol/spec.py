@@ -187,8 +187,8 @@ def _check_launch_value(where: str, value: int, size: dict[str, int]) -> None:
     """Raises ValueError when a launch expression's value cannot be launched at ``size``."""
     if where in ("launch.grid", "launch.block") and value < 1:
         raise ValueError(f"{where}: {value} at {size}: every grid and block dimension must be at least 1")
-    if where == "launch.shared_mem" and value < 0:
-        raise ValueError(f"{where}: {value} bytes at {size}: must be at least 0")
+    if where in ("launch.shared_mem", "bytes_moved", "flops") and value < 0:
+        raise ValueError(f"{where}: {value} at {size}: must be at least 0")
 
 
 class LaunchSpec(_Model):
@@ -508,18 +508,14 @@ def _undot(key: str) -> tuple:
 
 
 def _locate(text: str, loc: tuple) -> int | None:
-    """Best-effort line number (1-based) of a key path in TOML text: follows headers, keys and list items."""
+    """Best-effort line number (1-based) of a key path in TOML text: follows headers, keys and list items
+    (tables or plain values such as strings)."""
     pos, found = 0, None
     for part in loc:
         if isinstance(part, int):
-            idx = pos
-            for _ in range(part + 1):
-                nxt = text.find("{", idx)
-                if nxt < 0:
-                    break
-                idx = nxt + 1
-            else:
-                pos, found = idx - 1, idx - 1
+            item = _list_item(text, pos, part)
+            if item is not None:
+                pos = found = item
             continue
         pat = re.compile(r"(?:^|[\s\[.{,])" + re.escape(str(part)) + r"\s*(?:=|\]|\.)", re.M)
         m = pat.search(text, pos)
@@ -527,3 +523,40 @@ def _locate(text: str, loc: tuple) -> int | None:
             continue
         pos, found = m.end() - 1, m.start() + (1 if text[m.start()] in " \t\n[.{," else 0)
     return text.count("\n", 0, found) + 1 if found is not None else None
+
+
+def _list_item(text: str, pos: int, index: int) -> int | None:
+    """Offset of item ``index`` of the first TOML array at or after ``pos`` (strings and comments skipped)."""
+    start = text.find("[", pos)
+    if start < 0:
+        return None
+    depth, i, count, expect = 0, start, -1, False
+    while i < len(text):
+        ch = text[i]
+        if ch == "#":
+            i = text.find("\n", i)
+            if i < 0:
+                return None
+            continue
+        if expect and not ch.isspace() and ch not in ",]":
+            count += 1
+            if count == index:
+                return i
+            expect = False
+        if ch in "\"'":
+            end = i + 1
+            while end < len(text) and text[end] != ch:
+                end += 2 if text[end] == "\\" and ch == '"' else 1
+            i = end + 1
+            continue
+        if ch in "[{":
+            depth += 1
+            expect = depth == 1
+        elif ch in "]}":
+            depth -= 1
+            if depth == 0:
+                return None
+        elif ch == "," and depth == 1:
+            expect = True
+        i += 1
+    return None
