@@ -4,9 +4,10 @@ editor's stdio bridge to it), ``jobs``/``watch``/``cancel``/``report``/``submit`
 :func:`build_app` builds the typer app; :func:`main` runs it on ``argv`` and returns the exit code.
 Exit codes of ``optimise`` (also in ``--help`` and README.md):
 
-- 0: a verified candidate faster than the original was found (``best.cu`` written);
+- 0: a verified candidate significantly faster than the original was found (``best.cu`` written); never
+  with ``--backend simulated``, which verifies nothing;
 - 1: bad input: spec error, unknown kernel, signature mismatch, original does not compile, bad option;
-- 2: candidates ran on the GPU but none was both verified and faster;
+- 2: candidates ran but none was both verified and significantly faster (or the backend was simulated);
 - 3: no NVIDIA GPU: every candidate was compiled (resources in the table), nothing was run;
 - 130: interrupted (Ctrl-C); the partial report is written.
 """
@@ -39,11 +40,12 @@ EXIT_FASTER, EXIT_BAD_INPUT, EXIT_NOT_FASTER, EXIT_NO_GPU, EXIT_INTERRUPTED = 0,
 EXIT_CODES_HELP = """\
 Exit codes:
 
-* 0: a verified candidate faster than the original was found (best.cu written)
+* 0: a verified candidate significantly faster than the original was found (best.cu written; never with
+  --backend simulated)
 
 * 1: bad input (spec error, unknown kernel, signature mismatch, original does not compile, bad option)
 
-* 2: candidates ran on the GPU but none was both verified and faster
+* 2: candidates ran but none was both verified and significantly faster (or the backend was simulated)
 
 * 3: no NVIDIA GPU: every candidate was compiled (resources shown), nothing was run
 
@@ -104,7 +106,10 @@ def exit_code(summary: JobSummary) -> int:
         return EXIT_NO_GPU
     if summary.state == "cancelled":
         return EXIT_INTERRUPTED
-    return EXIT_FASTER if summary.best_key else EXIT_NOT_FASTER
+    best = summary.row(summary.best_key)
+    if best is None or getattr(best.result, "simulated", False):  # a simulated backend verifies nothing
+        return EXIT_NOT_FASTER
+    return EXIT_FASTER
 
 
 def candidate_table(summary: JobSummary) -> Table:
@@ -251,9 +256,9 @@ def _final_lines(summary: JobSummary, out_dir: Path) -> list[Text]:
     where = _shown(out_dir)
     style = {EXIT_FASTER: "bold green", EXIT_NOT_FASTER: "yellow", EXIT_NO_GPU: "yellow", EXIT_INTERRUPTED: "yellow"}[code]
     lines = [Text(report.result_line(summary), style=style)]
+    if summary.gpu is not None and summary.gpu.simulated:
+        lines.append(Text("simulated device: nothing ran on a GPU and nothing was verified (tests only): no best.cu", style="yellow"))
     if code == EXIT_FASTER:
-        if summary.gpu is not None and summary.gpu.simulated:
-            lines.append(Text("simulated device: nothing ran on a GPU and nothing was verified (tests only)", style="yellow"))
         lines.append(Text(f"wrote {where}/best.cu, report.md, report.json"))
     else:
         lines.append(Text(f"{'partial report' if code == EXIT_INTERRUPTED else 'report'}: {where}/report.md"))

@@ -293,7 +293,7 @@ def write_outputs(summary: JobSummary, out_dir: Path) -> list[Path]:
     written = []
     best = summary.row(summary.best_key)
     best_path = out_dir / "best.cu"
-    if best is not None:
+    if best is not None and not getattr(best.result, "simulated", False):  # a simulated result verified nothing
         best_path.write_text(best.candidate.source)
         written.append(best_path)
     else:

@@ -21,6 +21,7 @@ from ptxfactory.protocol.result import FLOOR_FLOPS_FACTOR
 
 from . import buffers as B
 from .plan import EvalPlan
+from .stats import speedup_interval
 
 _ATTR_MAX_THREADS, _ATTR_SHARED, _ATTR_LOCAL, _ATTR_REGS = 0, 1, 3, 4
 _ATTR_MAX_DYN_SHARED = 8
@@ -137,14 +138,20 @@ class Evaluator:
     MAX_LOADED = 64  # modules kept loaded; a long-running daemon must not grow without bound
 
     def load(self, cubin: bytes, lowered_name: str, launch: LaunchConfig, key: str) -> LoadedKernel:
-        """The loaded kernel for ``key`` (cached; the oldest modules are unloaded past :attr:`MAX_LOADED`)."""
-        if key in self._loaded:
-            self._loaded[key] = self._loaded.pop(key)  # most recently used last
+        """The loaded kernel of this exact ``cubin`` (cached by the SHA-256 of its bytes, the lowered name and
+        the launch, never by the candidate's source ``key``: the same source compiled for another arch or with
+        other options is another artifact, and the benchmarked artifact is always the candidate's own cubin;
+        the oldest modules are unloaded past :attr:`MAX_LOADED`)."""
+        import hashlib
+
+        digest = hashlib.sha256(cubin).hexdigest() + "|" + lowered_name + "|" + launch.model_dump_json()
+        if digest in self._loaded:
+            self._loaded[digest] = self._loaded.pop(digest)  # most recently used last
         else:
             while len(self._loaded) >= self.MAX_LOADED:
                 self._loaded.pop(next(iter(self._loaded)))
-            self._loaded[key] = LoadedKernel(cubin, lowered_name, launch)
-        return self._loaded[key]
+            self._loaded[digest] = LoadedKernel(cubin, lowered_name, launch)
+        return self._loaded[digest]
 
     # -- one launch on fresh guarded buffers ---------------------------------------------------
     def run_once(self, spec: KernelSpec, kernel: LoadedKernel, size: dict[str, int], inputs: dict[str, cp.ndarray]):
@@ -305,13 +312,14 @@ class Evaluator:
             if rejected is not None:
                 return rejected.model_copy(update={"resources": cand.resources, "wall_s": verify_s, "verify_s": verify_s})
             facts = self.facts()
-            timings = []
+            timings, samples = [], []
             for size in plan.bench_sizes:
                 try:
                     cand.dims(size)
                 except LaunchRejected as exc:
                     return Rejected(candidate_key=key, check="launch", reason=f"bench size {size}: {exc}", resources=cand.resources)
                 ct, bt, problem = self.time_size(spec, base, cand, size, plan)
+                samples.append((ct, bt))
                 if problem:
                     return Rejected(candidate_key=key, check="post_timing", reason=problem, resources=cand.resources,
                                     wall_s=time.perf_counter() - t0)
@@ -340,5 +348,6 @@ class Evaluator:
                 raise CandidateCrash(str(exc)) from None
             return Rejected(candidate_key=key, check="launch", reason=str(exc), resources=cand.resources)
         speedup = math.exp(sum(math.log(t.baseline_median_us / t.median_us) for t in timings) / len(timings))
-        return Measured(candidate_key=key, resources=cand.resources, timings=timings, speedup=speedup,
+        lo, hi = speedup_interval(samples)
+        return Measured(candidate_key=key, resources=cand.resources, timings=timings, speedup=speedup, speedup_lo=lo, speedup_hi=hi,
                         verified_sizes=plan.verify_sizes + plan.heldout_sizes, wall_s=time.perf_counter() - t0, verify_s=verify_s)

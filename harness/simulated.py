@@ -60,7 +60,7 @@ class SimulatedDevice:
         speedup = math.exp(sum(math.log(t.speedup) for t in timings) / len(timings))
         return Measured(
             candidate_key=candidate.candidate.key, resources=candidate.resources, timings=timings,
-            speedup=speedup, verified_sizes=[], simulated=True,
+            speedup=speedup, speedup_lo=speedup * 0.99, speedup_hi=speedup * 1.01, verified_sizes=[], simulated=True,
         )
 
     async def close(self) -> None:

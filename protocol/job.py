@@ -67,11 +67,21 @@ class JobSummary(BaseModel):
     gpu_busy_s: float | None = Field(None, description="seconds the GPU worker spent evaluating (None without a GPU)")
     stop_reason: str | None = Field(None, description="why the search stopped: budget, wall time, plateau, proposals exhausted")
     duplicates: int = Field(0, description="candidates dropped after compiling: the same machine code and launch as one evaluated")
+    best_retimed: Measured | None = Field(None, description="the best candidate verified and timed again on a fresh plan "
+                                          "(new seeds, held-out sizes and inputs) before it was reported: the speedup to quote")
 
     def row(self, key: str | None) -> CandidateRow | None:
         return next((r for r in self.rows if r.key == key), None) if key else None
 
+    @property
+    def noise_hi(self) -> float | None:
+        """The upper end of the 95% interval of the original timed against itself (its own row, A/A), or None."""
+        base = self.row(self.baseline_key)
+        return base.result.speedup_hi if base is not None and isinstance(base.result, Measured) else None
+
     def faster(self) -> list[CandidateRow]:
-        """Verified candidates faster than the original (speedup > 1), best first."""
-        rows = [r for r in self.rows if isinstance(r.result, Measured) and r.key != self.baseline_key and r.result.speedup > 1.0]
+        """Verified candidates significantly faster than the original (:meth:`Measured.significant` against
+        this job's A/A spread), best first."""
+        noise = self.noise_hi
+        rows = [r for r in self.rows if isinstance(r.result, Measured) and r.key != self.baseline_key and r.result.significant(noise)]
         return sorted(rows, key=lambda r: -r.result.speedup)

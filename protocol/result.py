@@ -31,6 +31,10 @@ class Resources(BaseModel):
 FLOOR_FLOPS_FACTOR = 32
 
 
+# The smallest speedup ever reported as a win: below 1%, run-to-run drift between jobs exceeds the gain.
+MIN_GAIN = 1.01
+
+
 class SizeTiming(BaseModel):
     """Timing of one benchmark size: medians in µs, bandwidth in GB/s (1e9 bytes/s)."""
 
@@ -100,8 +104,18 @@ class Measured(_Result):
     outcome: Literal["measured"] = "measured"
     timings: list[SizeTiming]
     speedup: float
+    speedup_lo: float | None = Field(default=None, description="lower end of the 95% bootstrap interval of speedup (None: not measured)")
+    speedup_hi: float | None = Field(default=None, description="upper end of the 95% bootstrap interval of speedup")
     verified_sizes: list[dict[str, int]] = Field(default_factory=list)
     simulated: bool = Field(default=False, description="true when produced by a SimulatedDevice (tests), not a GPU")
+
+    def significant(self, noise_hi: float | None = None) -> bool:
+        """Whether this speedup is a win, not noise: its 95% interval lies above 1.0, it is at least
+        :data:`MIN_GAIN`, and it clears ``noise_hi``, the upper end of the interval of the original timed against itself (A/A) in the same job.
+        A result without an interval is never significant."""
+        if self.speedup_lo is None:
+            return False
+        return self.speedup_lo > 1.0 and self.speedup >= MIN_GAIN and (noise_hi is None or self.speedup > noise_hi)
 
     @property
     def geomean_us(self) -> float:

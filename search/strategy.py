@@ -265,10 +265,14 @@ async def optimise(
             fut.cancel()
 
     best = _best(rows, original.key)
+    retimed = None
+    if best is not None and backend is not None and state == "finished":
+        best, retimed = await _confirm(best, rows, original.key, backend, spec, baseline, pool, busy)
     summary = JobSummary(
         job_id=job_id, source_path=str(source_path), kernel=kernel, state=state, gpu=facts, rows=rows,
         baseline_key=original.key, best_key=best.candidate.key if best else None,
-        message=_summary_message(state, best, search.stop_reason), kernel_class=kernel_class, wall_s=round(time.monotonic() - started, 3),
+        message=_summary_message(state, best, search.stop_reason, retimed), best_retimed=retimed,
+        kernel_class=kernel_class, wall_s=round(time.monotonic() - started, 3),
         gpu_busy_s=round(busy.seconds, 3) if backend is not None else None, duplicates=search.duplicates,
         stop_reason="cancelled" if state == "cancelled" else (search.stop_reason or "every proposal evaluated"),
     )
@@ -466,15 +470,40 @@ async def _evaluate(backend: EvaluationBackend, spec: KernelSpec, baseline: Comp
     return again
 
 
+def _noise_hi(rows: list[CandidateRow], baseline_key: str) -> float | None:
+    """The upper end of the interval of the original timed against itself (its own row: the job's A/A run)."""
+    base = next((r for r in rows if r.candidate.key == baseline_key and isinstance(r.result, Measured)), None)
+    return base.result.speedup_hi if base is not None else None
+
+
 def _best(rows: list[CandidateRow], baseline_key: str) -> CandidateRow | None:
-    """The fastest verified candidate faster than the original; among those within 1% of it (run-to-run
-    noise) the first evaluated, which is the simpler one: a family's kernel rather than its
+    """The fastest verified candidate significantly faster than the original (its 95% interval above 1.0,
+    its speedup above the A/A spread of the original against itself); among those within 1% of it
+    (run-to-run noise) the first evaluated, which is the simpler one: a family's kernel rather than its
     ``-maxrregcount`` child that only measured a hair faster."""
-    faster = [r for r in rows if isinstance(r.result, Measured) and r.candidate.key != baseline_key and r.result.speedup > 1.0]
+    noise = _noise_hi(rows, baseline_key)
+    faster = [r for r in rows if isinstance(r.result, Measured) and r.candidate.key != baseline_key and r.result.significant(noise)]
     if not faster:
         return None
     top = max(r.result.speedup for r in faster)
     return next(r for r in faster if r.result.speedup * PLATEAU_GAIN >= top)
+
+
+async def _confirm(best: CandidateRow, rows: list[CandidateRow], baseline_key: str, backend: EvaluationBackend,
+                   spec: KernelSpec, baseline: Compiled, pool, busy) -> tuple[CandidateRow | None, Measured | None]:
+    """The best candidate verified and timed once more on a fresh plan (new seeds, held-out sizes and inputs)
+    before it is reported, so the quoted speedup is not the measurement that selected it (the winner's curse).
+
+    Returns (the best, its re-timed result); (None, result) when the new measurement is no longer a
+    significant win or the candidate now fails (then nothing is reported as faster)."""
+    prepared = await pool.prepare(best.candidate, spec)
+    if isinstance(prepared.compiled, CompileFailed):
+        return None, None
+    with busy:
+        again = await backend.evaluate(spec, baseline, prepared.compiled, make_plan(spec))
+    if not isinstance(again, Measured):
+        return None, None
+    return (best if again.significant(_noise_hi(rows, baseline_key)) else None), again
 
 
 def _row_message(row: CandidateRow) -> str:
@@ -483,12 +512,18 @@ def _row_message(row: CandidateRow) -> str:
     return f"{row.candidate.description}: {row.reason}"
 
 
-def _summary_message(state: str, best: CandidateRow | None, stop: str | None = None) -> str:
+def _summary_message(state: str, best: CandidateRow | None, stop: str | None = None, retimed: Measured | None = None) -> str:
     if state == "compile_only":
         return "compiled every candidate; nothing was run (no NVIDIA GPU)"
     if state == "cancelled":
         return "cancelled"
     if best is None:
-        return "no verified candidate was faster than the original" + (f" (search stopped: {stop})" if stop else "")
+        if retimed is not None:
+            return (f"no significant change: the fastest candidate re-timed on fresh inputs at {retimed.speedup:.2f}x "
+                    f"[{retimed.speedup_lo:.2f}-{retimed.speedup_hi:.2f}], inside the noise")
+        return "no verified candidate was significantly faster than the original" + (f" (search stopped: {stop})" if stop else "")
     how = "simulated, NOT verified" if best.result.simulated else "verified"
-    return f"best: {best.candidate.description}, {best.result.speedup:.2f}x faster ({how})"
+    quoted = retimed if retimed is not None else best.result
+    interval = f" [{quoted.speedup_lo:.2f}-{quoted.speedup_hi:.2f}]" if quoted.speedup_lo is not None else ""
+    again = ", re-timed on fresh inputs" if retimed is not None else ""
+    return f"best: {best.candidate.description}, {quoted.speedup:.2f}x{interval} faster ({how}{again})"
