@@ -137,7 +137,7 @@ def candidate_table(summary: JobSummary) -> Table:
             *(Text(report.timing_text(t, sep="\n")) for t in v.timings),
         ]
         if sizes:
-            cells.append(Text(report.speedup_text(v.speedup)))
+            cells.append(Text(report.speedup_text(v.speedup, v.interval, None if v.is_baseline else v.significant)))
         table.add_row(*cells, style="bold" if v.is_best else None)
     return table
 

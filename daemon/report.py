@@ -35,6 +35,8 @@ class RowView:
     speedup: float | None
     is_best: bool
     is_baseline: bool
+    interval: tuple[float, float] | None = None
+    significant: bool = False
 
 
 def size_label(size: dict[str, int]) -> str:
@@ -77,8 +79,13 @@ def timing_text(t: SizeTiming | None, sep: str = ", ") -> str:
     return f"{us(t.median_us)} µs{sep}{t.gbps:.0f} GB/s{sep}{t.pct_of_copy:.0f}% of copy"
 
 
-def speedup_text(speedup: float | None) -> str:
-    return f"{speedup:.2f}x" if speedup is not None else "—"
+def speedup_text(speedup: float | None, interval: tuple[float, float] | None = None, significant: bool | None = None) -> str:
+    """``1.84x``, with its 95% interval (``1.84x [1.80-1.88]``) and ``no significant change`` when it does not
+    clear the job's margin (``significant`` False); ``—`` for no speedup."""
+    if speedup is None:
+        return "—"
+    text = f"{speedup:.2f}x" + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
+    return text + (" no significant change" if significant is False and speedup > 1.0 else "")
 
 
 def row_views(summary: JobSummary) -> list[RowView]:
@@ -93,10 +100,13 @@ def row_views(summary: JobSummary) -> list[RowView]:
             by_size = {json.dumps(t.size, sort_keys=True): t for t in row.result.timings}
             timings = [by_size.get(json.dumps(s, sort_keys=True)) for s in sizes]
             speedup = row.result.speedup
+        measured = row.result if isinstance(row.result, Measured) else None
         out.append(RowView(
             number=i, generator=row.candidate.generator, change=row.candidate.description, status=status,
             verdict=text, resources=resources_text(row), timings=timings, speedup=speedup,
             is_best=row.key == summary.best_key, is_baseline=row.key == summary.baseline_key,
+            interval=(measured.speedup_lo, measured.speedup_hi) if measured and measured.speedup_lo is not None else None,
+            significant=bool(measured and row.key != summary.baseline_key and measured.significant(summary.noise_hi)),
         ))
     return out
 
@@ -184,7 +194,7 @@ def markdown_table(summary: JobSummary) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for v in row_views(summary):
         num = f"**{v.number}** ★" if v.is_best else str(v.number)
-        cells = [num, v.generator, v.change, v.verdict, v.resources] + [timing_text(t) for t in v.timings] + [speedup_text(v.speedup)]
+        cells = [num, v.generator, v.change, v.verdict, v.resources] + [timing_text(t) for t in v.timings] + [speedup_text(v.speedup, v.interval, None if v.is_baseline else v.significant)]
         lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
     return "\n".join(lines)
 
