@@ -1,0 +1,780 @@
+"""Scaffold a spec for a kernel that has none: ``ptxfactory init`` and the editor's "Create spec for NAME".
+
+Everything is read from the CUDA source with tree-sitter-cuda (kernels found by :mod:`.source`):
+
+- **roles**: a ``const T*`` is ``in``; a ``T*`` the body only writes (``p[i] = ...``) is ``out``, one it
+  also reads (``p[i] += ...``, ``v = p[i]``, ``atomicAdd(&p[i], ...)``) is ``inout``, one it only reads
+  is ``in``; a pointer the body passes on or aliases gets a TODO;
+- **dtypes** from the C types (``float`` -> f32, ``__nv_bfloat16`` -> bf16, ``int`` -> i32, ``int64_t`` -> i64,
+  a template type parameter -> the type it is instantiated with);
+- **size symbols**: integer scalars named like sizes (``n``, ``N``, ``M``, ``rows``, ``cols``, ``len``,
+  ``num_*``, ``*_size`` ...); other scalars get a placeholder value and a TODO;
+- **launch** from the ``NAME<<<grid, block, shared>>>`` in the file nearest the kernel, its host variables
+  followed back to their definitions (``int blocks = (n + 255) / 256``, ``dim3 block(256)``, ``#define``) and
+  to the size symbols they are passed as (``k<<<...>>>(x, y, n)`` with parameter ``N``: ``n`` is ``N``);
+  else one thread per element, 256 per block, with a TODO.
+
+What cannot be read from a signature (each buffer's shape, the sizes, the tolerances) gets a placeholder
+that loads and a ``# TODO`` comment, so the spec runs as written and says what to check. Every scaffold is
+validated with :func:`ptxfactory.protocol.spec.parse_spec` before it is returned.
+
+:func:`plan_spec` says what to write (a new ``FILE.toml``, or tables appended to an existing one that
+lacks them; an existing table is never touched); :func:`write_spec` writes it without ever overwriting.
+"""
+from __future__ import annotations
+
+import json
+import keyword
+import re
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import tree_sitter as ts
+import tree_sitter_cuda
+
+from ptxfactory.protocol.expr import ExprError, evaluate, symbols_in
+from ptxfactory.protocol.spec import Dtype, SpecError, parse_spec, spec_path_for
+
+from .source import KernelDef, find_kernel, find_kernels
+
+
+class ScaffoldError(ValueError):
+    """A spec cannot be scaffolded: no such kernel, the kernel already has a table, or the existing
+    spec file is not TOML. The message says what to do."""
+
+
+@dataclass(frozen=True)
+class Scaffold:
+    """One kernel's scaffolded tables.
+
+    ``table``: TOML text of ``[kernel.NAME]`` and its ``check``/``bench`` (and ``tune``) tables;
+    ``todos``: (line within ``table``, 1-based, message) of each TODO comment;
+    ``launch_from``: ``"FILE:LINE"`` of the ``<<<...>>>`` the launch was read from, None when guessed.
+    """
+
+    kernel: str
+    table: str
+    todos: tuple[tuple[int, str], ...]
+    launch_from: str | None = None
+
+
+@dataclass(frozen=True)
+class SpecAddition:
+    """What :func:`write_spec` writes: ``text`` as a new file (``create``) or appended to the existing one.
+
+    ``todos`` are (line in the file once written, 1-based, message).
+    """
+
+    path: Path
+    text: str
+    create: bool
+    kernels: tuple[str, ...]
+    todos: tuple[tuple[int, str], ...] = field(default=())
+
+
+# --- C types ------------------------------------------------------------------------------------------
+
+_DTYPE_OF = {c: d for d in Dtype for c in d.c_types}
+_DTYPE_OF.update({"long int": Dtype.i64, "signed long long": Dtype.i64, "unsigned int32_t": Dtype.u32})
+# C types with no spec dtype of their own: the nearest one, with a TODO (the signature check will name them).
+_NEAREST = {"size_t": Dtype.i64, "ptrdiff_t": Dtype.i64, "unsigned long": Dtype.i64, "unsigned long long": Dtype.i64,
+            "uint64_t": Dtype.i64, "short": Dtype.i32, "unsigned short": Dtype.u32, "bool": Dtype.u8,
+            "float2": Dtype.f32, "float4": Dtype.f32, "__half2": Dtype.f16, "half2": Dtype.f16,
+            "__nv_bfloat162": Dtype.bf16}
+_SIZEOF = {c: d.itemsize for c, d in _DTYPE_OF.items()} | {"size_t": 8, "float2": 8, "float4": 16, "double2": 16,
+                                                           "__half2": 4, "__nv_bfloat162": 4, "int4": 16, "int2": 8}
+_INT_DTYPES = (Dtype.i8, Dtype.i32, Dtype.i64, Dtype.u8, Dtype.u32)
+
+_SIZE_NAME = re.compile(
+    r"[A-Za-z]|[A-Z][0-9]?"
+    r"|(?i:rows?|cols?|columns?|len|length|size|count|numel|nelem|nelems|width|height|depth|dim|dims|batch|"
+    r"seq_?len|hidden|hidden_?size|heads?|vocab|channels?|features?|tokens?|elements?|total|nnz|items?)"
+    r"|(?:num|n|len|total)_?[A-Z_a-z]\w*"
+    r"|\w*(?:_size|_len|_length|_dim|_count|_rows|_cols|_elems|Size|Len|Length|Dim|Count|Rows|Cols)"
+)
+_NOT_SIZES = {"i", "j", "x", "y", "z", "a", "b", "c", "s", "t", "p", "q", "r", "u", "v", "w", "e", "f", "g", "h", "o"}
+
+
+def is_size_name(name: str) -> bool:
+    """Whether an integer parameter called ``name`` reads as a size (``n``, ``N``, ``rows``, ``num_tokens``, ``hidden_size``)."""
+    if keyword.iskeyword(name) or name in ("min", "max", "cdiv") or name in _NOT_SIZES:
+        return False
+    return bool(_SIZE_NAME.fullmatch(name))
+
+
+# --- tree-sitter helpers ------------------------------------------------------------------------------
+
+@lru_cache(maxsize=1)
+def _parser() -> ts.Parser:
+    return ts.Parser(ts.Language(tree_sitter_cuda.language()))
+
+
+def _text(node: ts.Node) -> str:
+    return node.text.decode()
+
+
+def _walk(node: ts.Node):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
+
+
+def _kernel_node(root: ts.Node, kernel: KernelDef) -> ts.Node | None:
+    """The kernel's ``function_definition`` inside its byte range."""
+    for n in _walk(root):
+        if n.type == "function_definition" and kernel.start_byte <= n.start_byte and n.end_byte <= kernel.end_byte:
+            return n
+    return None
+
+
+# --- roles from the body ------------------------------------------------------------------------------
+
+_COMPARE = {"==", "!=", "<", "<=", ">", ">=", "&&", "||"}
+
+
+def _uses(body: ts.Node | None, name: str) -> tuple[list[int], list[int], list[tuple[int, str]]]:
+    """(lines read, lines written, [(line, what)] uses the scaffolder cannot follow) of pointer ``name`` in ``body``."""
+    reads: list[int] = []
+    writes: list[int] = []
+    unknown: list[tuple[int, str]] = []
+    if body is None:
+        return reads, writes, unknown
+    for n in _walk(body):
+        if n.type != "identifier" or _text(n) != name:
+            continue
+        line = n.start_point[0] + 1
+        parent = n.parent
+        access = None
+        if parent.type == "subscript_expression" and parent.child_by_field_name("argument") == n:
+            access = parent
+        elif parent.type == "pointer_expression" and _text(parent.child_by_field_name("operator")) == "*":
+            access = parent
+        elif parent.type == "field_expression" and parent.child_by_field_name("argument") == n:
+            access = parent  # p->x
+        elif parent.type == "binary_expression" and _text(parent.child_by_field_name("operator")) in _COMPARE:
+            continue  # compares the pointer, not the data
+        elif parent.type == "binary_expression" and _text(parent.child_by_field_name("operator")) in "+-":
+            up = parent.parent
+            if up is not None and up.type == "parenthesized_expression" and up.parent is not None \
+                    and up.parent.type == "pointer_expression" and _text(up.parent.child_by_field_name("operator")) == "*":
+                access = up.parent  # *(p + i)
+        if access is None:
+            what = "passed on" if parent.type == "argument_list" else "aliased" if parent.type in ("init_declarator", "assignment_expression", "binary_expression", "cast_expression") else "used"
+            unknown.append((line, what))
+            continue
+        while access.parent is not None and access.parent.type == "field_expression" and access.parent.child_by_field_name("argument") == access:
+            access = access.parent  # p[i].x
+        up = access.parent
+        if up is not None and up.type == "assignment_expression" and up.child_by_field_name("left") == access:
+            (writes if _text(up.child_by_field_name("operator")) == "=" else reads).append(line)
+            if _text(up.child_by_field_name("operator")) != "=":
+                writes.append(line)
+        elif up is not None and up.type == "update_expression":
+            reads.append(line)
+            writes.append(line)
+        elif up is not None and up.type == "pointer_expression" and _text(up.child_by_field_name("operator")) == "&":
+            unknown.append((line, "address taken"))  # atomicAdd(&p[i], v), a helper's pointer
+        else:
+            reads.append(line)
+    return reads, writes, unknown
+
+
+# --- host expressions to spec expressions --------------------------------------------------------------
+
+class _Untranslatable(Exception):
+    pass
+
+
+_CDIV_NAMES = {"cdiv", "ceil_div", "ceildiv", "div_up", "divup", "DIV_UP", "CEIL_DIV", "CDIV", "DIVUP", "div_round_up",
+               "DIV_ROUND_UP", "ceilDiv", "divUp", "cuda::ceil_div"}
+
+
+class _Host:
+    """Translates the host-side expressions of one launch into spec expressions over the size symbols."""
+
+    def __init__(self, root: ts.Node, scope: ts.Node, symbols: dict[str, str], types: dict[str, str]):
+        self.root, self.scope, self.symbols, self.types = root, scope, symbols, types
+        self.defines = {}
+        for n in _walk(root):
+            if n.type == "preproc_def" and n.child_by_field_name("value") is not None:
+                self.defines[_text(n.child_by_field_name("name"))] = n.child_by_field_name("value")
+
+    def definition(self, name: str, before: int) -> ts.Node | None:
+        """The last declaration of ``name`` before byte ``before`` in the enclosing function, else in the file:
+        its initializer (an expression, an argument list, an initializer list)."""
+        best = None
+        for where in (self.scope, self.root):
+            for n in _walk(where):
+                if n.start_byte >= before:
+                    continue
+                if n.type == "init_declarator" and _text(n.child_by_field_name("declarator")) == name:
+                    best = n.child_by_field_name("value")
+                elif n.type == "function_declarator" and n.parent is not None and n.parent.type == "declaration" \
+                        and _text(n.child_by_field_name("declarator")) == name:
+                    best = n.child_by_field_name("parameters")  # dim3 block(threads): C++'s most vexing parse
+            if best is not None:
+                return best
+        return None
+
+    def dims(self, node: ts.Node, depth: int = 0) -> list[str]:
+        """A grid or block argument as 1-3 spec expressions."""
+        node = self._unwrap(node)
+        if node.type == "call_expression" and _text(node.child_by_field_name("function")) == "dim3":
+            return self._list(node.child_by_field_name("arguments"), depth)
+        if node.type in ("initializer_list", "argument_list", "parameter_list"):
+            return self._list(node, depth)
+        if node.type == "identifier" and _text(node) not in self.symbols and depth < 8:
+            init = self.definition(_text(node), node.start_byte)
+            if init is not None and init.type in ("initializer_list", "argument_list", "parameter_list") or (
+                    init is not None and init.type == "call_expression" and _text(init.child_by_field_name("function")) == "dim3"):
+                return self.dims(init, depth + 1)
+        return [self.expr(node, depth)]
+
+    def _list(self, node: ts.Node, depth: int) -> list[str]:
+        items = [c for c in node.named_children if c.type != "comment"]
+        if not 1 <= len(items) <= 3:
+            raise _Untranslatable(_text(node))
+        out = [self.expr(c.child_by_field_name("type") if c.type == "parameter_declaration" else c, depth) for c in items]
+        while len(out) > 1 and out[-1] == "1":
+            out.pop()
+        return out
+
+    @staticmethod
+    def _unwrap(node: ts.Node) -> ts.Node:
+        while node.type in ("parenthesized_expression",) and node.named_child_count == 1:
+            node = node.named_children[0]
+        return node
+
+    def expr(self, node: ts.Node, depth: int = 0) -> str:
+        """One integer expression; raises _Untranslatable for anything the spec language cannot say."""
+        if depth > 8:
+            raise _Untranslatable(_text(node))
+        t = node.type
+        if t in ("number_literal",):
+            text = _text(node).rstrip("uUlL")
+            try:
+                return str(int(text, 0))
+            except ValueError:
+                raise _Untranslatable(_text(node)) from None
+        if t in ("identifier", "type_identifier"):
+            name = _text(node)
+            if name in self.symbols:
+                return self.symbols[name]
+            init = self.definition(name, node.start_byte)
+            if init is None and name in self.defines:
+                init = self._parse_text(_text(self.defines[name]))
+            if init is None or init.type in ("initializer_list", "argument_list", "parameter_list"):
+                raise _Untranslatable(name)
+            return self._paren(self.expr(init, depth + 1))
+        if t == "parenthesized_expression" and node.named_child_count == 1:
+            return f"({self.expr(node.named_children[0], depth)})"
+        if t == "binary_expression":
+            op = _text(node.child_by_field_name("operator"))
+            ops = {"+": "+", "-": "-", "*": "*", "/": "//", "%": "%"}
+            if op not in ops:
+                raise _Untranslatable(_text(node))
+            return f"{self.expr(node.child_by_field_name('left'), depth)} {ops[op]} {self.expr(node.child_by_field_name('right'), depth)}"
+        if t == "unary_expression" and _text(node.child_by_field_name("operator")) in "+-":
+            return f"{_text(node.child_by_field_name('operator'))}{self.expr(node.child_by_field_name('argument'), depth)}"
+        if t == "cast_expression":
+            return self.expr(node.child_by_field_name("value"), depth)
+        if t == "sizeof_expression":
+            ty = node.child_by_field_name("type")
+            name = " ".join(_text(ty).split()) if ty is not None else ""
+            name = self.types.get(name, name)
+            if name in _SIZEOF:
+                return str(_SIZEOF[name])
+            raise _Untranslatable(_text(node))
+        if t == "call_expression":
+            fname = _text(node.child_by_field_name("function"))
+            args = [c for c in node.child_by_field_name("arguments").named_children if c.type != "comment"]
+            short = fname.split("::")[-1]
+            if (fname in _CDIV_NAMES or short in _CDIV_NAMES) and len(args) == 2:
+                return f"cdiv({self.expr(args[0], depth)}, {self.expr(args[1], depth)})"
+            if short in ("min", "max", "fmin", "fmax", "umin", "umax") and len(args) >= 2:
+                f = "min" if "min" in short else "max"
+                return f"{f}({', '.join(self.expr(a, depth) for a in args)})"
+            if fname in ("static_cast", "int") and len(args) == 1:
+                return self.expr(args[0], depth)
+            if node.child_by_field_name("function").type == "template_function" and \
+                    _text(node.child_by_field_name("function").child_by_field_name("name")) in ("static_cast",) and len(args) == 1:
+                return self.expr(args[0], depth)
+        raise _Untranslatable(_text(node))
+
+    @staticmethod
+    def _paren(text: str) -> str:
+        return text if re.fullmatch(r"[\w.]+|\(.*\)", text) else f"({text})"
+
+    @staticmethod
+    def _parse_text(text: str) -> ts.Node | None:
+        tree = _parser().parse(f"int __ptx_scaffold = {text};".encode())
+        for n in _walk(tree.root_node):
+            if n.type == "init_declarator":
+                return n.child_by_field_name("value")
+        return None
+
+
+def _tidy(expr: str) -> str:
+    """``(n + 256 - 1) // 256`` -> ``cdiv(n, 256)``; redundant outer parentheses dropped."""
+    while expr.startswith("(") and expr.endswith(")") and _balanced(expr[1:-1]):
+        expr = expr[1:-1]
+    m = re.fullmatch(r"\(?\((\w+) \+ (\d+)\) // (\d+)\)?", expr) or re.fullmatch(r"\((\w+) \+ (\d+)\) // (\d+)", expr)
+    if m and int(m.group(2)) == int(m.group(3)) - 1:
+        return f"cdiv({m.group(1)}, {m.group(3)})"
+    m = re.fullmatch(r"\((\w+) \+ (\d+) - 1\) // (\d+)", expr)
+    if m and m.group(2) == m.group(3):
+        return f"cdiv({m.group(1)}, {m.group(3)})"
+    return expr
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for ch in text:
+        depth += (ch == "(") - (ch == ")")
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+# --- the scaffold --------------------------------------------------------------------------------------
+
+@dataclass
+class _Launch:
+    grid: list[str | int]
+    block: list[str | int]
+    shared_mem: str | int = 0
+    comment: str = ""
+    todo: str | None = None
+    where: str | None = None
+    template_args: list[str] | None = None
+
+
+def _num(expr: str) -> str | int:
+    """An integer for a constant expression (``128 * 4`` -> 512), else the expression."""
+    try:
+        if not symbols_in(expr):
+            value = evaluate(expr, {})
+            if isinstance(value, int):
+                return value
+    except ExprError:
+        pass
+    return expr
+
+
+def _default_launch(symbols: list[str], why: str) -> _Launch:
+    total = " * ".join(symbols)
+    return _Launch(grid=[f"cdiv({total}, 256)"], block=[256], todo=f"launch: {why}; guessed one thread per element, 256 per block")
+
+
+def _find_launch(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, symbols: dict[str, str],
+                 types: dict[str, str], source_name: str) -> _Launch | None:
+    """The ``NAME<<<...>>>`` nearest the kernel's definition, translated; None when the file has none."""
+    calls = []
+    for n in _walk(root):
+        if n.type != "call_expression" or not any(c.type == "kernel_call_syntax" for c in n.children):
+            continue
+        fn = n.child_by_field_name("function")
+        name_node = fn.child_by_field_name("name") if fn.type == "template_function" else fn
+        if name_node is not None and _text(name_node) == kernel.name:
+            calls.append(n)
+    if not calls:
+        return None
+    call = min(calls, key=lambda c: min(abs(c.start_byte - kernel_node.start_byte), abs(c.start_byte - kernel_node.end_byte)))
+    where = f"{source_name}:{call.start_point[0] + 1}"
+    scope = call
+    while scope.parent is not None and scope.type != "function_definition":
+        scope = scope.parent
+    # the host's names for the kernel's size parameters: k<<<...>>>(x, y, n) with parameter N -> n is N
+    host_symbols = dict(symbols)
+    args = [c for c in call.child_by_field_name("arguments").named_children if c.type != "comment"]
+    for param, arg in zip(kernel.params, args):
+        if param.name in symbols and arg.type == "identifier":
+            host_symbols[_text(arg)] = symbols[param.name]
+    host = _Host(root, scope, host_symbols, types)
+    config = [c for c in next(c for c in call.children if c.type == "kernel_call_syntax").named_children if c.type != "comment"]
+    launch_text = _text(call).split(">>>")[0] + ">>>"
+    template_args = None
+    fn = call.child_by_field_name("function")
+    if fn.type == "template_function":
+        template_args = []
+        for a in fn.child_by_field_name("arguments").named_children:
+            text = " ".join(_text(a).split())
+            if a.type != "type_descriptor":
+                try:
+                    text = _tidy(host.expr(a))
+                except _Untranslatable:
+                    pass
+            template_args.append(text)
+    try:
+        if len(config) < 2:
+            raise _Untranslatable(launch_text)
+        grid = [_num(_tidy(e)) for e in host.dims(config[0])]
+        block = [_num(_tidy(e)) for e in host.dims(config[1])]
+    except _Untranslatable as exc:
+        launch = _default_launch(list(dict.fromkeys(symbols.values())),
+                                 f"{launch_text} at {where}: cannot follow {str(exc)!r} back to the size symbols")
+        launch.template_args = template_args
+        return launch
+    launch = _Launch(grid=grid, block=block, comment=f"from {' '.join(launch_text.split())} at {where}", where=where,
+                     template_args=template_args)
+    if len(config) >= 3:
+        try:
+            launch.shared_mem = _num(_tidy(host.expr(config[2])))
+        except _Untranslatable:
+            launch.todo = f"launch.shared_mem: cannot follow {_text(config[2])!r} back to the size symbols; give the dynamic shared memory in bytes"
+    return launch
+
+
+def _template(root: ts.Node, kernel_node: ts.Node) -> list[tuple[str, str, str | None]]:
+    """(name, kind: "type" | "value", default text or None) of the kernel's template parameters."""
+    decl = kernel_node.parent
+    while decl is not None and decl.type != "template_declaration":
+        decl = decl.parent
+    if decl is None:
+        return []
+    out = []
+    for p in decl.child_by_field_name("parameters").named_children:
+        kind = "type" if "type_parameter" in p.type else "value"
+        name = p.child_by_field_name("name") or p.child_by_field_name("declarator")
+        if name is None:
+            name = next((c for c in p.named_children if c.type in ("type_identifier", "identifier")), None)
+        default = p.child_by_field_name("default_type") or p.child_by_field_name("default_value")
+        ptype = p.child_by_field_name("type")
+        if kind == "value" and ptype is not None and _text(ptype) == "bool" and default is None:
+            default_text = "false"
+        else:
+            default_text = " ".join(_text(default).split()) if default is not None else None
+        out.append((_text(name) if name is not None else "?", kind, default_text))
+    return out
+
+
+_TOKEN = re.compile(r"[\w.+-]+")
+
+
+def _placeholder_sizes(symbols: list[str]) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
+    """Check and bench sizes: every symbol the same value, the product about 1e3 and 6.5e4 elements (odd values,
+    so tails are exercised) for the check, 2**24 for the bench."""
+    k = len(symbols)
+
+    def each(total: float, odd: bool) -> int:
+        v = max(2, round(total ** (1 / k)))
+        return v + 1 if odd and v % 2 == 0 else v
+
+    check = [{s: each(1000, True) for s in symbols}, {s: each(65536, True) for s in symbols}]
+    bench = [{s: 1 << round(24 / k) for s in symbols}]
+    return check, bench
+
+
+def _toml(value) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> Scaffold:
+    """Scaffold the ``[kernel.NAME]`` tables of ``kernel`` from ``source`` (CUDA C++ text).
+
+    ``source_name`` only appears in comments (``from k<<<...>>> at rmsnorm.cu:42``).
+
+    Raises:
+        ScaffoldError: ``source`` has no ``__global__`` function called ``kernel``.
+    """
+    try:
+        kdef = find_kernel(source, kernel)
+    except KeyError as exc:
+        raise ScaffoldError(exc.args[0]) from None
+    root = _parser().parse(source.encode()).root_node
+    knode = _kernel_node(root, kdef)
+    body = knode.child_by_field_name("body") if knode is not None else None
+    todos: list[str] = []
+    lines: list[str] = []
+
+    # template parameters first: a parameter of type T gets T's dtype
+    template = _template(root, knode) if knode is not None else []
+    types: dict[str, str] = {}
+
+    # size symbols: integer scalars named like sizes
+    symbols: dict[str, str] = {}
+    for p in kdef.params:
+        dtype = _DTYPE_OF.get(p.type) or _NEAREST.get(p.type)
+        if not p.is_pointer and dtype in _INT_DTYPES and is_size_name(p.name):
+            symbols[p.name] = p.name
+    synthetic = not symbols
+    symbol_list = list(symbols.values()) or ["N"]
+
+    launch = _find_launch(root, kdef, knode, symbols, types, source_name) if knode is not None else None
+    template_values: dict[str, str] = {}
+    call_args = launch.template_args if launch is not None and launch.template_args else []
+    template_notes = []
+    for i, (name, kind, default) in enumerate(template):
+        value = call_args[i] if i < len(call_args) and _TOKEN.fullmatch(call_args[i]) else default
+        source_of = "the launch" if i < len(call_args) and value == call_args[i] else "its default" if value == default and value else None
+        if value is None or not _TOKEN.fullmatch(value):
+            value = "float" if kind == "type" else ("256" if re.search(r"(?i)block|thread", name) else "1")
+            source_of = None
+        template_values[name] = value
+        template_notes.append(f"{name} from {source_of}" if source_of else f"{name} = {value} is a placeholder")
+    types = dict(template_values)
+    if launch is not None and types:
+        # sizeof(T) in the launch: read it again now that T is known
+        launch = _find_launch(root, kdef, knode, symbols, types, source_name)
+    if launch is None:
+        launch = _default_launch(symbol_list, f"no {kernel}<<<...>>> in this file")
+
+    check_sizes, bench_sizes = _placeholder_sizes(symbol_list)
+    out_dtypes: list[Dtype] = []
+    arg_lines: list[tuple[str, str | None]] = []
+    for p in kdef.params:
+        ctype = types.get(p.type, p.type)
+        dtype = _DTYPE_OF.get(ctype)
+        notes: list[str] = []
+        todo: list[str] = []
+        if dtype is None:
+            dtype = _NEAREST.get(ctype) or (Dtype.bf16 if "bfloat" in ctype else Dtype.f16 if "half" in ctype else
+                                           Dtype.f32 if "float" in ctype else Dtype.i64 if "64" in ctype else Dtype.i32)
+            todo.append(f"dtype: {p.type} has no spec dtype; {dtype.value} is the nearest")
+        elif ctype != p.type:
+            notes.append(f"{p.type} = {ctype}")
+        entry: dict = {"name": p.name}
+        if p.is_pointer:
+            if p.is_const:
+                role = "in"
+                notes.append(f"const {p.type}*")
+            else:
+                reads, writes, unknown = _uses(body, p.name)
+                if unknown:
+                    line, what = unknown[0]
+                    role = "inout" if reads or writes or what == "address taken" else "out"
+                    todo.append(f"role: {what} at {source_name}:{line}; {role} is a guess")
+                elif reads and writes:
+                    role = "inout"
+                    notes.append(f"{p.type}*: read ({source_name}:{reads[0]}) and written ({source_name}:{writes[0]})")
+                elif writes:
+                    role = "out"
+                    notes.append(f"{p.type}*: written, never read")
+                elif reads:
+                    role = "in"
+                    notes.append(f"{p.type}*: only read (it could be const)")
+                else:
+                    role = "out"
+                    todo.append("role: the kernel never uses it")
+            entry |= {"role": role, "dtype": dtype.value, "shape": list(symbol_list)}
+            todo.insert(0, "shape (a guess: every size symbol)")
+            if role in ("in", "inout"):
+                if dtype in _INT_DTYPES:
+                    hi = symbol_list[0] if re.search(r"(?i)idx|index|indices|ids?$|token|label|offset", p.name) else 100
+                    entry["init"] = f"randint(0, {hi})"
+                    todo.append(f"init: legal values of {p.name}")
+                else:
+                    entry["init"] = "normal"
+            else:
+                out_dtypes.append(dtype)
+        else:
+            entry |= {"role": "scalar", "dtype": dtype.value}
+            if p.name in symbols:
+                entry["value"] = symbols[p.name]
+                notes.append("size symbol")
+            elif dtype.is_float:
+                entry["value"] = 1e-5 if "eps" in p.name.lower() else 1.0
+                todo.append(f"value of {p.name}")
+            else:
+                entry["value"] = 1
+                todo.append(f"value of {p.name} (a number, or an expression over {', '.join(symbol_list)})")
+        comment = "; ".join(([f"TODO {'; '.join(todo)}"] if todo else []) + notes)
+        arg_lines.append((f"  {_toml(entry)},", comment or None))
+
+    tol = 1e-2 if any(d in (Dtype.bf16, Dtype.f16) for d in out_dtypes) else 0 if out_dtypes and all(
+        d in _INT_DTYPES for d in out_dtypes) else 1e-8 if out_dtypes and all(d == Dtype.f64 for d in out_dtypes) else 1e-3
+
+    def build(launch: _Launch) -> tuple[str, list[tuple[int, str]]]:
+        out: list[tuple[str, str | None]] = []
+        out.append((f"[kernel.{kernel}]", None))
+        out.append(('arch = "sm_90a"', "the GPU's arch (sm_90a: H100, H200)"))
+        out.append(("args = [", "signature order; checked against the source"))
+        out += arg_lines
+        out.append(("]", None))
+        if synthetic:
+            out.append(("", "TODO sizes: the kernel takes no size argument; N is a placeholder for its buffers' length"))
+        if launch.todo:
+            out.append(("", f"TODO {launch.todo}"))
+        elif launch.comment:
+            out.append(("", f"the original launch, {launch.comment}"))
+        out.append(("", '"free" lets candidates choose their own launch (the report says which); "fixed" keeps this one'))
+        lt = {"grid": launch.grid, "block": launch.block, "shared_mem": launch.shared_mem, "policy": "free"}
+        out.append((f"launch = {_toml(lt)}", None))
+        out.append(("", None))
+        out.append((f"[kernel.{kernel}.check]", None))
+        out.append(('reference = "kernel"', "the original source is the oracle"))
+        out.append((f"rtol = {tol}", "TODO tolerances: how far a candidate may differ from the original"))
+        out.append((f"atol = {tol}", None))
+        out.append(("seeds = 3", None))
+        out.append(("", "TODO sizes: placeholders; list the sizes the kernel must be correct at (odd ones, tails, one row)"))
+        out.append((f"sizes = {_toml(check_sizes)}", None))
+        out.append(("", None))
+        out.append((f"[kernel.{kernel}.bench]", None))
+        out.append(('metric = "geomean_time"', None))
+        out.append(("", "TODO sizes: placeholders; list the sizes you want faster"))
+        out.append((f"sizes = {_toml(bench_sizes)}", None))
+        if template:
+            out.append(("", None))
+            out.append((f"[kernel.{kernel}.tune]", None))
+            out.append(("", f"TODO template: the instantiations to try, the first is the original's ({'; '.join(template_notes)})"))
+            out.append((f"template = {_toml({n: [_num(v)] for n, v in template_values.items()})}", None))
+        text_lines, todo_lines = [], []
+        for i, (code, comment) in enumerate(out, 1):
+            if comment is None:
+                text_lines.append(code)
+            elif not code:
+                text_lines.append(f"# {comment}")
+            else:
+                text_lines.append(f"{code}  # {comment}")
+            if comment and "TODO" in comment:
+                todo_lines.append((i, comment[comment.index("TODO"):]))
+        return "\n".join(text_lines) + "\n", todo_lines
+
+    table, todo_lines = build(launch)
+    try:
+        parse_spec(table, f"{source_name}.toml")
+    except SpecError as exc:
+        if launch.where is None:
+            raise ScaffoldError(f"cannot scaffold a spec for {kernel!r} (please report it): {exc}") from None
+        fallback = _default_launch(symbol_list, f"{launch.comment.removeprefix('from ')} does not fit the placeholder sizes ({exc.message})")
+        table, todo_lines = build(fallback)
+        launch = fallback
+        try:
+            parse_spec(table, f"{source_name}.toml")
+        except SpecError as exc2:
+            raise ScaffoldError(f"cannot scaffold a spec for {kernel!r} (please report it): {exc2}") from None
+    return Scaffold(kernel=kernel, table=table, todos=tuple(todo_lines), launch_from=launch.where)
+
+
+def _header(source_name: str) -> str:
+    return (f"# Spec for {source_name}, scaffolded by `ptxfactory init` from the kernel's signature. See README.md,\n"
+            "# \"The spec format\". It loads and runs as written; every TODO marks a guess to check (shapes, sizes,\n"
+            "# tolerances cannot be read from a signature).\n")
+
+
+def described_in(text: str) -> set[str]:
+    """The kernels an existing spec text has tables for.
+
+    Raises:
+        ScaffoldError: the text is not TOML (the message gives the line).
+    """
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScaffoldError(f"not valid TOML ({exc}): fix it first; nothing was written") from None
+    tables = raw.get("kernel")
+    return set(tables) if isinstance(tables, dict) else set()
+
+
+def plan_spec(source: str, source_path: str | Path, kernels: Sequence[str] | None = None,
+              existing: str | None = None) -> SpecAddition:
+    """What to write for ``kernels`` (default: every kernel of ``source`` the spec lacks).
+
+    ``existing``: the current text of ``FILE.toml`` (None: there is none). With none, the addition creates
+    the file; with one, it appends the new tables after what is there, which it never changes.
+
+    Raises:
+        ScaffoldError: a kernel is not in ``source``, every requested kernel already has a table, or
+            ``existing`` is not TOML. Messages name the spec file.
+    """
+    path = spec_path_for(source_path)
+    name = Path(source_path).name
+    have: set[str] = set()
+    if existing is not None:
+        try:
+            have = described_in(existing)
+        except ScaffoldError as exc:
+            raise ScaffoldError(f"{path.name}: {exc}") from None
+    if kernels:
+        wanted = list(dict.fromkeys(kernels))
+        already = [k for k in wanted if k in have]
+        if already:
+            raise ScaffoldError(f"{path.name} already has [kernel.{already[0]}]: nothing was written (edit that table, "
+                                "or delete it to scaffold it again)")
+    else:
+        found = [k.name for k in find_kernels(source)]
+        if not found:
+            raise ScaffoldError(f"{name} has no __global__ kernel")
+        wanted = [k for k in found if k not in have]
+        if not wanted:
+            raise ScaffoldError(f"{path.name} already describes every kernel of {name} ({', '.join(found)}): nothing was written")
+    scaffolds = [scaffold_kernel(source, k, name) for k in wanted]
+    if existing is None:
+        text, offset = _header(name), _header(name).count("\n")
+    else:
+        text = "" if not existing or existing.endswith("\n") else "\n"
+        text += "\n"
+        offset = (existing + text).count("\n")
+    todos = []
+    for i, s in enumerate(scaffolds):
+        if i:
+            text += "\n"
+            offset += 1
+        todos += [(offset + line, msg) for line, msg in s.todos]
+        text += s.table
+        offset += s.table.count("\n")
+    whole = text if existing is None else existing + text
+    described_in(whole)  # the result is TOML (a bug if not)
+    return SpecAddition(path=path, text=text, create=existing is None, kernels=tuple(wanted), todos=tuple(todos))
+
+
+def read_spec_text(path: str | Path) -> str | None:
+    """The text of a spec file, None when there is none.
+
+    Raises:
+        ScaffoldError: it exists but cannot be read.
+    """
+    try:
+        return Path(path).read_text()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScaffoldError(f"{path}: cannot read it ({exc}): nothing was written") from None
+
+
+def write_spec(addition: SpecAddition) -> None:
+    """Create the spec file (exclusively: never over a file that appeared meanwhile) or append to it.
+
+    Raises:
+        ScaffoldError: the file to create exists by now; OSError for other file system errors.
+    """
+    if addition.create:
+        try:
+            with open(addition.path, "x") as f:
+                f.write(addition.text)
+        except FileExistsError:
+            raise ScaffoldError(f"{addition.path} appeared meanwhile: nothing was written; run init again") from None
+    else:
+        with open(addition.path, "a") as f:
+            f.write(addition.text)
+
+
+def init_spec(source_path: str | Path, kernels: Sequence[str] | None = None) -> SpecAddition:
+    """``ptxfactory init``: scaffold ``FILE.toml`` beside ``source_path`` for ``kernels`` (default: every kernel
+    of the file that the spec lacks) and write it; returns what was written.
+
+    Raises:
+        ScaffoldError: the source cannot be read, a kernel is missing or already described, or the existing
+            spec is not TOML; nothing is written then.
+    """
+    source_path = Path(source_path)
+    try:
+        source = source_path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScaffoldError(f"cannot read {source_path}: {getattr(exc, 'strerror', None) or exc}") from None
+    addition = plan_spec(source, source_path, kernels, read_spec_text(spec_path_for(source_path)))
+    write_spec(addition)
+    return addition

@@ -1,0 +1,294 @@
+"""``harness/scaffold.py``: a spec scaffolded from a kernel's signature (roles, dtypes, size symbols, the launch)
+loads as written, marks its guesses TODO, and is appended to an existing spec without touching it."""
+from __future__ import annotations
+
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from ptxfactory.harness.scaffold import (
+    ScaffoldError, init_spec, is_size_name, plan_spec, scaffold_kernel, write_spec,
+)
+from ptxfactory.harness.source import check_signature, find_kernel, find_kernels
+from ptxfactory.protocol import load_spec, parse_spec, spec_path_for
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def scaffold(source: str, kernel: str):
+    """The scaffold's tables parsed (they must load) and the raw scaffold."""
+    s = scaffold_kernel(source, kernel, "k.cu")
+    spec = parse_spec(s.table, "k.cu.toml").kernels[kernel]
+    return spec, s
+
+
+def args(spec) -> dict:
+    return {a.name: a for a in spec.args}
+
+
+def line_comment(s, needle: str) -> str:
+    return next(line for line in s.table.splitlines() if f"name = {needle}" in line)
+
+
+# --- roles and dtypes --------------------------------------------------------------------------------
+
+ROLES = """
+#include <cuda_bf16.h>
+__global__ void k(const __nv_bfloat16* __restrict__ x, __nv_bfloat16* y, float* acc, float* state,
+                  float* lut, float* unused, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    y[i] = x[i];
+    state[i] += 1.0f;
+    *(lut + i) = lut[0] * 2.0f;
+    atomicAdd(&acc[0], 1.0f);
+}
+"""
+
+
+def test_roles_from_const_and_from_how_the_body_uses_each_pointer():
+    spec, s = scaffold(ROLES, "k")
+    a = args(spec)
+    assert a["x"].role == "in" and a["x"].dtype.value == "bf16" and a["x"].init == "normal"
+    assert a["y"].role == "out" and a["y"].dtype.value == "bf16" and a["y"].init is None
+    assert a["state"].role == "inout"  # +=: read and written
+    assert a["lut"].role == "inout"  # *(lut + i) = ... and lut[0]
+    assert a["acc"].role == "inout" and "TODO" in line_comment(s, '"acc"') and "address taken" in line_comment(s, '"acc"')
+    assert a["unused"].role == "out" and "never uses it" in line_comment(s, '"unused"')
+    assert "TODO" not in line_comment(s, '"y"').split("; ", 1)[1]  # only the shape is a guess there
+    check_signature(spec, find_kernel(ROLES, "k"))  # what the scaffold says, the signature check accepts
+
+
+def test_a_pointer_only_read_is_in_and_one_passed_on_is_a_todo():
+    src = """__device__ void helper(float* p, int i) { p[i] = 0; }
+    __global__ void k(float* table, float* out, float* scratch, int N) {
+        int i = threadIdx.x;
+        out[i] = table[i];
+        helper(scratch, i);
+    }"""
+    spec, s = scaffold(src, "k")
+    a = args(spec)
+    assert a["table"].role == "in" and "could be const" in line_comment(s, '"table"')
+    assert a["out"].role == "out"
+    assert a["scratch"].role == "out" and "passed on at k.cu:5" in line_comment(s, '"scratch"')
+
+
+@pytest.mark.parametrize("ctype, dtype", [
+    ("float", "f32"), ("double", "f64"), ("__nv_bfloat16", "bf16"), ("__half", "f16"), ("half", "f16"),
+    ("int", "i32"), ("int64_t", "i64"), ("long long", "i64"), ("uint8_t", "u8"), ("unsigned int", "u32"), ("int8_t", "i8"),
+])
+def test_dtypes_from_c_types(ctype, dtype):
+    src = f"__global__ void k(const {ctype}* x, {ctype}* y, int n) {{ y[0] = x[0]; }}"
+    spec, _ = scaffold(src, "k")
+    assert args(spec)["x"].dtype.value == dtype and args(spec)["y"].dtype.value == dtype
+    check_signature(spec, find_kernel(src, "k"))
+
+
+def test_a_type_without_a_dtype_gets_the_nearest_and_a_todo():
+    spec, s = scaffold("__global__ void k(float* y, size_t n) { y[0] = 1; }", "k")
+    assert args(spec)["n"].dtype.value == "i64" and args(spec)["n"].value == "n"
+    assert "TODO dtype: size_t has no spec dtype" in line_comment(s, '"n"')
+
+
+def test_integer_inputs_get_randint_and_index_buffers_range_over_a_size():
+    src = "__global__ void k(const int* idx, const int* counts, float* y, int T) { y[0] = idx[0] + counts[0]; }"
+    spec, _ = scaffold(src, "k")
+    assert args(spec)["idx"].init == "randint(0, T)"
+    assert args(spec)["counts"].init == "randint(0, 100)"
+
+
+# --- scalars and sizes -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["n", "N", "M", "K", "D", "rows", "cols", "len", "size", "num_tokens", "nElems",
+                                  "hidden_size", "seq_len", "batch", "n_heads", "vocab"])
+def test_size_names(name):
+    assert is_size_name(name)
+
+
+@pytest.mark.parametrize("name", ["i", "x", "stride", "alpha", "eps", "seed", "offset", "ld", "max", "lambda"])
+def test_not_size_names(name):
+    assert not is_size_name(name)
+
+
+def test_integer_size_scalars_become_size_symbols_and_other_scalars_todo_values():
+    src = """__global__ void k(const float* x, float* y, int rows, int64_t cols, int stride, float alpha,
+                               float eps, float n) { y[0] = x[0]; }"""
+    spec, s = scaffold(src, "k")
+    a = args(spec)
+    assert spec.symbols == ["rows", "cols"]
+    assert a["rows"].value == "rows" and a["cols"].value == "cols" and a["cols"].dtype.value == "i64"
+    assert a["x"].shape == ["rows", "cols"] and "TODO shape" in line_comment(s, '"x"')
+    assert a["stride"].value == 1 and "TODO value of stride" in line_comment(s, '"stride"')
+    assert a["alpha"].value == 1.0 and a["eps"].value == 1e-5 and a["n"].value == 1.0  # a float is never a size
+    assert "TODO sizes: placeholders" in s.table
+    # placeholder sizes: odd check sizes, a bench size of 2**24 elements
+    assert all(v % 2 for size in spec.check.sizes for v in size.values())
+    assert spec.bench.sizes == [{"rows": 4096, "cols": 4096}]
+
+
+def test_a_kernel_without_size_arguments_gets_a_placeholder_symbol():
+    spec, s = scaffold("__global__ void k(float* y) { y[threadIdx.x] = 0; }", "k")
+    assert spec.symbols == ["N"] and args(spec)["y"].shape == ["N"]
+    assert "no size argument" in s.table
+
+
+def test_three_symbols_keep_the_buffers_small():
+    spec, _ = scaffold("__global__ void k(const float* a, float* b, int B, int H, int D) { b[0] = a[0]; }", "k")
+    assert spec.bench.sizes == [{"B": 256, "H": 256, "D": 256}]
+    assert max(args(spec)["a"].numel(s) for s in spec.check.sizes) < 100_000
+
+
+# --- the launch --------------------------------------------------------------------------------------
+
+LAUNCH = """
+#define THREADS 128
+__global__ void scale(const float* x, float* y, int n, float alpha) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = alpha * x[i];
+}
+__global__ void rows(const float* x, float* y, int M, int N) { y[blockIdx.x] = x[0]; }
+
+void run(const float* x, float* y, int len, int m, int cols) {
+    const int threads = THREADS;
+    int blocks = (len + threads - 1) / threads;
+    dim3 grid(blocks, 1), block(threads);
+    scale<<<grid, block, threads * sizeof(float)>>>(x, y, len, 2.0f);
+    rows<<<dim3(m), dim3(256, 1, 1)>>>(x, y, m, cols);
+}
+"""
+
+
+def test_the_launch_is_read_from_the_file_and_mapped_back_to_the_size_symbols():
+    spec, s = scaffold(LAUNCH, "scale")
+    assert spec.launch.grid == ["cdiv(n, 128)"] and spec.launch.block == [128] and spec.launch.shared_mem == 512
+    assert s.launch_from == "k.cu:13" and "from scale<<<grid, block, threads * sizeof(float)>>> at k.cu:13" in s.table
+    spec, s = scaffold(LAUNCH, "rows")
+    assert spec.launch.grid == ["M"] and spec.launch.block == [256] and s.launch_from == "k.cu:14"
+    assert "TODO launch" not in s.table
+
+
+def test_no_launch_in_the_file_gives_a_todo_default():
+    spec, s = scaffold("__global__ void k(const float* x, float* y, int M, int N) { y[0] = x[0]; }", "k")
+    assert spec.launch.grid == ["cdiv(M * N, 256)"] and spec.launch.block == [256] and spec.launch.policy == "free"
+    assert "TODO launch: no k<<<...>>> in this file" in s.table and s.launch_from is None
+
+
+def test_a_launch_that_cannot_be_followed_gives_the_default_and_says_why():
+    src = """__global__ void k(float* y, int n) { y[0] = 1; }
+    void run(float* y, int n) { k<<<grid_for(n), 256>>>(y, n); }"""
+    spec, s = scaffold(src, "k")
+    assert spec.launch.grid == ["cdiv(n, 256)"]
+    assert "TODO launch: k<<<grid_for(n), 256>>> at k.cu:2: cannot follow 'grid_for(n)'" in s.table
+
+
+def test_a_launch_that_does_not_fit_the_placeholder_sizes_falls_back():
+    src = """__global__ void k(float* y, int M, int D) { y[0] = 1; }
+    void run(float* y, int M, int D) { k<<<M, D>>>(y, M, D); }"""
+    spec, s = scaffold(src, "k")  # block = [D] is over 1024 threads at the bench size D = 4096
+    assert spec.launch.block == [256] and "does not fit the placeholder sizes" in s.table
+
+
+def test_the_nearest_launch_is_used():
+    src = """__global__ void k(float* y, int n) { y[0] = 1; }
+    void near(float* y, int n) { k<<<n, 64>>>(y, n); }
+    void far(float* y, int n) { int pad = 0; k<<<n, 32>>>(y, n); }"""
+    spec, _ = scaffold(src, "k")
+    assert spec.launch.block == [64]
+
+
+# --- templates ---------------------------------------------------------------------------------------
+
+def test_a_template_kernel_gets_a_tune_template_todo_from_the_launch_or_the_defaults():
+    src = """#include <cuda_bf16.h>
+    template <typename T, int VEC = 4, int BLOCK_THREADS>
+    __global__ void k(const T* x, T* y, int n) { y[0] = x[0]; }
+    void run(const __nv_bfloat16* x, __nv_bfloat16* y, int n) { k<__nv_bfloat16, 8, 128><<<n, 128>>>(x, y, n); }"""
+    spec, s = scaffold(src, "k")
+    assert spec.tune.template == {"T": ["__nv_bfloat16"], "VEC": [8], "BLOCK_THREADS": [128]}
+    assert args(spec)["x"].dtype.value == "bf16" and "T = __nv_bfloat16" in line_comment(s, '"x"')
+    assert "TODO template" in s.table
+
+    no_launch = src.split("void run")[0]
+    spec, s = scaffold(no_launch, "k")
+    assert spec.tune.template == {"T": ["float"], "VEC": [4], "BLOCK_THREADS": [256]}
+    assert "T = float is a placeholder" in s.table and "VEC from its default" in s.table
+    assert args(spec)["x"].dtype.value == "f32"
+
+
+# --- whole files -------------------------------------------------------------------------------------
+
+def test_todo_lines_point_at_todo_comments(tmp_path: Path):
+    src = tmp_path / "k.cu"
+    src.write_text(LAUNCH)
+    added = plan_spec(LAUNCH, src, None, None)
+    lines = added.text.splitlines()
+    assert added.create and added.kernels == ("scale", "rows")
+    assert added.todos and all("TODO" in lines[n - 1] and m in lines[n - 1] for n, m in added.todos)
+    assert set(parse_spec(added.text).kernels) == {"scale", "rows"}
+
+
+def test_a_new_table_is_appended_and_the_existing_text_is_untouched(tmp_path: Path):
+    src = tmp_path / "k.cu"
+    src.write_text(LAUNCH)
+    existing = scaffold_kernel(LAUNCH, "scale", "k.cu").table.replace("rtol = 0.001", "rtol = 0.5") + "# my note"  # no final newline
+    spec_path_for(src).write_text(existing)
+    added = init_spec(src)
+    assert not added.create and added.kernels == ("rows",)
+    text = spec_path_for(src).read_text()
+    assert text.startswith(existing + "\n") and "# my note" in text
+    loaded = load_spec(spec_path_for(src))
+    assert set(loaded.kernels) == {"scale", "rows"} and loaded.kernels["scale"].check.rtol == 0.5
+    lines = text.splitlines()
+    assert all("TODO" in lines[n - 1] for n, _ in added.todos)
+
+
+def test_an_existing_table_is_refused_and_nothing_is_written(tmp_path: Path):
+    src = tmp_path / "k.cu"
+    src.write_text(LAUNCH)
+    spec_path_for(src).write_text("[kernel.scale]\nwhatever = 1\n")
+    with pytest.raises(ScaffoldError, match=r"k.cu.toml already has \[kernel.scale\]: nothing was written"):
+        init_spec(src, ["scale"])
+    spec_path_for(src).write_text("[kernel.scale]\n[kernel.rows]\n")
+    with pytest.raises(ScaffoldError, match="already describes every kernel of k.cu"):
+        init_spec(src)
+    assert spec_path_for(src).read_text() == "[kernel.scale]\n[kernel.rows]\n"
+
+
+def test_a_spec_that_is_not_toml_is_refused(tmp_path: Path):
+    src = tmp_path / "k.cu"
+    src.write_text(LAUNCH)
+    spec_path_for(src).write_text("[kernel.scale\n")
+    with pytest.raises(ScaffoldError, match="k.cu.toml: not valid TOML"):
+        init_spec(src, ["rows"])
+    assert spec_path_for(src).read_text() == "[kernel.scale\n"
+
+
+def test_unknown_kernel_and_a_file_that_appeared_meanwhile(tmp_path: Path):
+    src = tmp_path / "k.cu"
+    src.write_text(LAUNCH)
+    with pytest.raises(ScaffoldError, match=r"no __global__ kernel named 'nope' \(found: scale, rows\)"):
+        init_spec(src, ["nope"])
+    added = plan_spec(LAUNCH, src, ["scale"], None)
+    spec_path_for(src).write_text("# mine\n")
+    with pytest.raises(ScaffoldError, match="appeared meanwhile"):
+        write_spec(added)
+    assert spec_path_for(src).read_text() == "# mine\n"
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.iterdir() if list(p.glob("*.cu"))))
+def test_every_example_kernel_scaffolds_a_spec_that_loads_and_matches_its_signature(example: str, tmp_path: Path):
+    """The user's check: ``ptxfactory init`` on each example's source alone (a copy without its spec)."""
+    for cu in (EXAMPLES / example).glob("*.cu"):
+        shutil.copy(cu, tmp_path / cu.name)
+        added = init_spec(tmp_path / cu.name)
+        spec = load_spec(added.path)
+        source = cu.read_text()
+        assert set(spec.kernels) == {k.name for k in find_kernels(source)}
+        mine = tomllib.loads((cu.parent / (cu.name + ".toml")).read_text())["kernel"]
+        for name, k in spec.kernels.items():
+            check_signature(k, find_kernel(source, name))
+            # the roles and dtypes the example's author wrote
+            assert [(a.name, a.role, a.dtype.value) for a in k.args] == [
+                (a["name"], a["role"], a["dtype"]) for a in mine[name]["args"]]
