@@ -299,7 +299,11 @@ def optimise_command(
         _error(stderr, exc)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     out_dir = out if out is not None else file.parent / "ptxfactory-out" / kernel
-    write_outputs(summary, out_dir)
+    try:  # only into real folders: ptxfactory-out/KERNEL (or --out itself) must not be a symbolic link
+        write_outputs(summary, out_dir, None if out is not None else file.parent)
+    except OSError as exc:
+        _error(stderr, exc)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     if as_json:
         sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
     else:
@@ -323,8 +327,9 @@ def serve_command(
     stdio: Annotated[bool, typer.Option("--stdio", help="one session on stdin/stdout with an in-process engine (the editor starts this process)")] = False,
     socket: Annotated[Path | None, typer.Option("--socket", help=SOCKET_HELP, show_default=False)] = None,
     tcp: Annotated[int | None, typer.Option("--tcp", metavar="PORT", help="also listen on this TCP port (0: any free port; it is logged)", show_default=False)] = None,
-    host: Annotated[str, typer.Option("--host", help="address of the TCP listener; anything but loopback needs --token")] = "127.0.0.1",
-    token: Annotated[str | None, typer.Option("--token", help="clients must send it in initializationOptions.token (required beyond loopback)", show_default=False)] = None,
+    host: Annotated[str, typer.Option("--host", help="address of the TCP listener (prefer loopback and an SSH tunnel)")] = "127.0.0.1",
+    token_file: Annotated[Path | None, typer.Option("--token-file", help="TCP clients must send the token in this file (yours, mode 0600) as initializationOptions.token; default: $PTXFACTORY_TOKEN, else a new random token; either way it is written to <socket>.token (0600) for your clients", show_default=False)] = None,
+    token: Annotated[str | None, typer.Option("--token", hidden=True, help="deprecated: every user sees it in ps; use --token-file or $PTXFACTORY_TOKEN", show_default=False)] = None,
     backend: Annotated[BackendChoice, typer.Option(help=BACKEND_HELP)] = BackendChoice.auto,
     store: Annotated[Path | None, typer.Option(help=STORE_HELP, show_default=False)] = None,
     jobs: Annotated[Path | None, typer.Option("--jobs", help=JOBS_HELP, show_default=False)] = None,
@@ -332,26 +337,30 @@ def serve_command(
 ) -> None:
     """Run the daemon: the GPU worker, the job queue and the stores, for every editor and CLI on this host.
 
-    Listens on a unix socket (owner-only) and, with --tcp, on a loopback TCP port. Editors run
-    `ptxfactory lsp` (a stdio bridge to this daemon), or connect to the TCP port directly.
+    Listens on a unix socket (owner-only) and, with --tcp, on a loopback TCP port that serves only
+    clients sending the daemon's token (see --token-file). Editors run `ptxfactory lsp` (a stdio
+    bridge to this daemon), or connect to the TCP port directly.
     With --stdio: the language server for one editor on stdin/stdout instead (no daemon).
     """
     if stdio:
-        if socket is not None or tcp is not None or token is not None or jobs is not None:
-            _error(Console(stderr=True), RuntimeError("--stdio takes no --socket, --tcp, --token or --jobs"))
+        if socket is not None or tcp is not None or token is not None or token_file is not None or jobs is not None:
+            _error(Console(stderr=True), RuntimeError("--stdio takes no --socket, --tcp, --token-file or --jobs"))
             raise typer.Exit(EXIT_BAD_INPUT)
         from ptxfactory.daemon.lsp.server import serve_stdio
 
         serve_stdio(backend_name=backend.value, store_path=str(store) if store else None)
         return
     from .engine import StoreBusy
-    from .paths import UnsafePath
+    from .paths import TokenError, UnsafePath
     from .serve import AlreadyRunning, serve_daemon
 
+    if token is not None:
+        Console(stderr=True).print(Text("warning: --token is visible to every user of this host (ps); "
+                                        "use --token-file FILE (mode 0600) or $PTXFACTORY_TOKEN", style="yellow"), soft_wrap=True)
     try:
-        serve_daemon(_socket(socket), tcp_port=tcp, host=host, token=token, backend_name=backend.value,
+        serve_daemon(_socket(socket), tcp_port=tcp, host=host, token=token, token_file=token_file, backend_name=backend.value,
                      store_path=store, jobs_path=jobs, max_candidates=max_candidates)
-    except (AlreadyRunning, StoreBusy, UnsafePath, ValueError, OSError) as exc:
+    except (AlreadyRunning, StoreBusy, UnsafePath, TokenError, ValueError, OSError) as exc:
         _error(Console(stderr=True), exc)
         raise typer.Exit(EXIT_BAD_INPUT) from None
 
@@ -576,7 +585,7 @@ def lessons_command(
 
 
 def build_app() -> typer.Typer:
-    """The ``ptxfactory`` typer app: ``optimise``, ``serve``, ``lsp``, ``jobs``, ``watch``, ``cancel``, ``report``, ``submit``, ``lessons``."""
+    """The ``ptxfactory`` typer app: ``optimise``, ``serve``, ``lsp``, ``jobs``, ``watch``, ``cancel``, ``report``, ``submit``, ``lessons``, ``init``."""
     app = typer.Typer(
         cls=_Group, name="ptxfactory", no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
         help="Generate, verify, time and learn faster rewrites of CUDA kernels.",

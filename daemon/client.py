@@ -37,6 +37,12 @@ class DaemonClient:
     @classmethod
     async def connect(cls, socket_path: Path | None = None, *, host: str | None = None, port: int | None = None,
                       token: str | None = None, timeout: float = 10.0, capabilities: dict | None = None) -> "DaemonClient":
+        """Connect to the daemon's unix socket, or to ``host:port`` over TCP, and ``initialize``.
+
+        Over TCP without ``token`` the token is read from ``$PTXFACTORY_TOKEN`` or ``<socket_path>.token``
+        (default socket), as the daemon wrote it. Raises NoDaemon (nothing answers within ``timeout`` s),
+        DaemonError (refused, e.g. a wrong token), ConnectionError.
+        """
         try:
             if port is not None:
                 reader, writer = await asyncio.wait_for(asyncio.open_connection(host or "127.0.0.1", port, limit=1 << 20), timeout)
@@ -45,6 +51,10 @@ class DaemonClient:
         except (OSError, asyncio.TimeoutError) as exc:
             where = f"{host or '127.0.0.1'}:{port}" if port is not None else str(socket_path)
             raise NoDaemon(f"no ptxfactory daemon answers on {where} ({exc}); start one with `ptxfactory serve`") from None
+        if port is not None and token is None:  # TCP needs the daemon's token: this user's copy beside the socket
+            from .paths import client_token
+
+            token = client_token(socket_path)
         client = cls(reader, writer)
         try:
             await asyncio.wait_for(client.request("initialize", {

@@ -64,7 +64,9 @@ class Engine:
         from .backends import make_backend
 
         jobs_path = Path(jobs_path) if jobs_path else default_jobs_path(store_path)
-        jobs_path.parent.mkdir(parents=True, exist_ok=True)
+        if not jobs_path.parent.exists():
+            jobs_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(jobs_path.parent, 0o700)
         lock_fd = lock_file(jobs_path.with_name(jobs_path.name + ".lock"))
         if lock_fd is None:
             if not private_fallback:

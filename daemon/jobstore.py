@@ -16,6 +16,7 @@ from pathlib import Path
 import aiosqlite
 
 from ptxfactory.protocol import CandidateRow, JobSummary
+from ptxfactory.search.lessons import private_db_file
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -88,7 +89,7 @@ class JobStore:
         if read_only:
             db = await aiosqlite.connect(f"file:{path}?mode=ro", uri=True)
             return cls(db, path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_db_file(path)  # 0600 (and its -wal/-shm), a new folder 0700: it holds people's sources
         db = await aiosqlite.connect(path)
         await db.execute("PRAGMA journal_mode=WAL")
         await db.execute("PRAGMA synchronous=NORMAL")  # WAL: a killed process loses nothing committed

@@ -5,8 +5,9 @@ serves one client), fed by :func:`~ptxfactory.daemon.lsp.transport.run_session`.
 ends (``exit``, a dropped connection, garbage on the wire) is detached from the engine and its
 connection closed; the listener, the engine and the other sessions carry on.
 
-TCP binds to loopback unless told otherwise, and a non-loopback address needs a token, which
-every client must present in ``initializationOptions.token``.
+TCP binds to loopback unless told otherwise and always needs a token (loopback too: every local
+user can reach a loopback port), which every TCP client must present in ``initializationOptions.token``.
+The unix socket needs none: its folder (0700) and mode (0600) keep other users out.
 """
 from __future__ import annotations
 
@@ -84,9 +85,10 @@ class Listener:
         return path
 
     async def start_tcp(self, host: str, port: int, token: str | None) -> int:
-        """Listen on ``host:port`` (port 0: any free one); returns the port. Non-loopback hosts need a token."""
-        if not is_loopback(host) and not token:
-            raise ValueError(f"--host {host} is not a loopback address: a --token is required (clients send it in initializationOptions.token)")
+        """Listen on ``host:port`` (port 0: any free one); returns the port. Every TCP client must send ``token``
+        (``initializationOptions.token``); raises ValueError without one, loopback included."""
+        if not token:
+            raise ValueError("a TCP listener needs a token (clients send it in initializationOptions.token)")
         server = await asyncio.start_server(lambda r, w: self._serve(r, w, token), host=host, port=port, limit=HEADER_LIMIT)
         self._servers.append(server)
         return server.sockets[0].getsockname()[1]

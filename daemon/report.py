@@ -1,12 +1,17 @@
 """What a finished job looks like to a person: table rows, ``report.md``, the lesson listing.
 
-Pure functions of a :class:`~ptxfactory.protocol.JobSummary` (or of lesson-store rows); no I/O.
+Pure functions of a :class:`~ptxfactory.protocol.JobSummary` (or of lesson-store rows), except
+:func:`write_outputs`, which writes the report folder (only into real folders: no symbolic links).
 The CLI renders :func:`row_views` as a rich table and writes :func:`render_markdown` to
 ``report.md``. Candidate numbers are positions in ``summary.rows``: the original is ``#0``.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
+import secrets
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
@@ -297,17 +302,85 @@ def lesson_groups(experiments: list[dict]) -> list[LessonGroup]:
     return sorted(groups.values(), key=lambda g: (-g.total, g.generator))
 
 
-def write_outputs(summary: JobSummary, out_dir: Path) -> list[Path]:
-    """Write ``best.cu`` (when a faster verified candidate exists; a stale one is removed), ``report.md``, ``report.json``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+class UnsafeOutput(OSError):
+    """The report folder's path goes through a symbolic link, or a name in it is not a plain folder name."""
+
+
+def open_output_dir(out_dir: Path, base: Path | None = None) -> int:
+    """Open ``out_dir`` as a directory descriptor, creating the missing folders below ``base`` (0700).
+
+    ``base`` (default: ``out_dir``'s parent) is where the caller's trust ends: it must exist, and
+    every component of ``out_dir`` below it must be a real folder, never a symbolic link (each is
+    opened with ``O_NOFOLLOW`` relative to its parent's descriptor, so a link swapped in meanwhile is
+    refused too). The caller closes the descriptor. Raises UnsafeOutput (a link, ``..``, or
+    ``out_dir`` not under ``base``) or OSError.
+    """
+    out_dir = Path(os.path.abspath(out_dir))
+    base = Path(os.path.abspath(base)) if base is not None else out_dir.parent
+    try:
+        parts = out_dir.relative_to(base).parts
+    except ValueError:
+        raise UnsafeOutput(f"{out_dir} is not inside {base}") from None
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+    fd = os.open(base, flags)
+    try:
+        for name in parts:
+            if name in ("", ".", "..") or "/" in name:
+                raise UnsafeOutput(f"{out_dir}: {name!r} is not a folder name")
+            try:
+                os.mkdir(name, 0o700, dir_fd=fd)
+            except FileExistsError:
+                pass
+            try:
+                child = os.open(name, flags | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise UnsafeOutput(f"refusing to write into {out_dir}: {base.joinpath(*parts[:parts.index(name) + 1])} "
+                                       "is a symbolic link or not a folder") from None
+                raise
+            os.close(fd)
+            fd = child
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _write_in(dir_fd: int, name: str, text: str) -> None:
+    """Write ``name`` in the folder ``dir_fd``: a fresh file (``O_EXCL|O_NOFOLLOW``, 0600) renamed over the old
+    one, so a symbolic link planted at ``name`` is replaced, never followed."""
+    tmp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+
+
+def write_outputs(summary: JobSummary, out_dir: Path, base: Path | None = None) -> list[Path]:
+    """Write ``best.cu`` (when a faster verified candidate exists; a stale one is removed), ``report.md``, ``report.json``.
+
+    Only into a real folder: the folders of ``out_dir`` below ``base`` (default: its parent) are
+    created 0700 and must not be symbolic links; files are created 0600 and never written through a
+    link (see :func:`open_output_dir`). Raises UnsafeOutput or OSError.
+    """
+    dir_fd = open_output_dir(out_dir, base)
     written = []
-    best = summary.row(summary.best_key)
-    best_path = out_dir / "best.cu"
-    if best is not None and not getattr(best.result, "simulated", False):  # a simulated result verified nothing
-        best_path.write_text(best.candidate.source)
-        written.append(best_path)
-    else:
-        best_path.unlink(missing_ok=True)
-    (out_dir / "report.md").write_text(render_markdown(summary))
-    (out_dir / "report.json").write_text(summary.model_dump_json(indent=2))
+    try:
+        best = summary.row(summary.best_key)
+        best_path = out_dir / "best.cu"
+        if best is not None and not getattr(best.result, "simulated", False):  # a simulated result verified nothing
+            _write_in(dir_fd, "best.cu", best.candidate.source)
+            written.append(best_path)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink("best.cu", dir_fd=dir_fd)
+        _write_in(dir_fd, "report.md", render_markdown(summary))
+        _write_in(dir_fd, "report.json", summary.model_dump_json(indent=2))
+    finally:
+        os.close(dir_fd)
     return written + [out_dir / "report.md", out_dir / "report.json"]

@@ -1,7 +1,9 @@
 """``ptxfactory serve``: the long-running daemon on uvloop.
 
 One engine (backend, lesson store, job store, job queue), a unix-socket listener (owner-only) and,
-when asked, a TCP listener. It holds ``<socket>.lock`` so that one daemon serves a socket, and the
+when asked, a TCP listener, which serves only clients that send the daemon's token (loopback
+included): ``--token-file``, ``$PTXFACTORY_TOKEN`` or a new random one, written 0600 to
+``<socket>.token`` for this user's clients and removed when the daemon stops. It holds ``<socket>.lock`` so that one daemon serves a socket, and the
 job store's lock so that one engine runs its jobs. SIGTERM/SIGINT stop it cleanly; a job that was
 running stays ``running`` in the store and resumes on the next start (so does one after ``kill -9``).
 """
@@ -14,7 +16,7 @@ import os
 import signal
 from pathlib import Path
 
-from .paths import lock_file, lock_holder, private_dir
+from .paths import choose_token, lock_file, lock_holder, private_dir, token_path, write_private
 
 log = logging.getLogger(__name__)
 
@@ -25,21 +27,26 @@ class AlreadyRunning(RuntimeError):
 
 async def run_daemon(
     socket_path: Path, *, tcp_port: int | None = None, host: str = "127.0.0.1", token: str | None = None,
-    backend_name: str = "auto", store_path: str | Path | None = None, jobs_path: str | Path | None = None,
+    token_file: Path | None = None, backend_name: str = "auto", store_path: str | Path | None = None, jobs_path: str | Path | None = None,
     max_candidates: int = 64, stop: asyncio.Event | None = None,
 ) -> None:
+    """Serve until ``stop`` is set (or SIGTERM/SIGINT). With ``tcp_port``, TCP clients must present the token
+    (:func:`~ptxfactory.daemon.paths.choose_token`: ``token_file``, ``token``, ``$PTXFACTORY_TOKEN`` or a new one),
+    which is written to ``<socket>.token`` (0600) while the daemon runs. Raises AlreadyRunning, StoreBusy,
+    TokenError, UnsafePath, OSError."""
     from .engine import Engine
-    from .listener import Listener, is_loopback
+    from .listener import Listener
     from .lsp.server import warm_up
 
-    if tcp_port is not None and not is_loopback(host) and not token:
-        raise ValueError(f"--host {host} is not a loopback address: a --token is required")
+    tcp_token = token_source = None
+    if tcp_port is not None:
+        tcp_token, token_source = choose_token(token_file, token)
     private_dir(socket_path.parent)
     lock_path = socket_path.with_name(socket_path.name + ".lock")
     lock_fd = lock_file(lock_path)
     if lock_fd is None:
         raise AlreadyRunning(f"a ptxfactory daemon (pid {lock_holder(lock_path)}) already serves {socket_path}")
-    engine = listener = None
+    engine = listener = token_written = None
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     try:
@@ -51,8 +58,9 @@ async def run_daemon(
         await listener.start_unix(socket_path)
         where = [f"unix {socket_path}"]
         if tcp_port is not None:
-            port = await listener.start_tcp(host, tcp_port, token)
-            where.append(f"tcp {host}:{port}" + (" (token required)" if token else ""))
+            token_written = write_private(token_path(socket_path), tcp_token + "\n")
+            port = await listener.start_tcp(host, tcp_port, tcp_token)
+            where.append(f"tcp {host}:{port} (token required: {token_source}, in {token_written})")
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         backend = type(engine.backend).__name__ if engine.backend else "none (compile only)"
@@ -67,11 +75,13 @@ async def run_daemon(
             await listener.close()
         if engine is not None:
             await engine.close()
+        if token_written is not None:
+            token_written.unlink(missing_ok=True)
         os.close(lock_fd)
 
 
 def serve_daemon(socket_path: Path, **kwargs) -> None:
-    """Run the daemon until SIGTERM/SIGINT, on uvloop. Raises AlreadyRunning, StoreBusy, ValueError, UnsafePath."""
+    """Run the daemon until SIGTERM/SIGINT, on uvloop. Raises AlreadyRunning, StoreBusy, TokenError, ValueError, UnsafePath."""
     import uvloop
 
     from .lsp.server import configure_logging

@@ -56,6 +56,45 @@ def default_path() -> Path:
     return Path(base) / "ptxfactory" / "lessons.sqlite"
 
 
+def private_db_file(path: Path) -> Path:
+    """Make ``path`` (an SQLite store holding people's sources) owner-only before SQLite opens it.
+
+    A missing folder is created 0700 (with its missing parents); the default data folder
+    (``.../ptxfactory``) is tightened to 0700 when it exists; the store file is created 0600 (exclusive,
+    never through a symbolic link), and an existing store and its ``-wal``/``-shm`` files are made 0600
+    (SQLite creates ``-wal``/``-shm`` with the store file's mode). Other existing folders (a
+    ``PTXFACTORY_HOME`` you chose) are left as they are. ``:memory:`` is left alone.
+
+    Raises OSError (e.g. ``ELOOP``: the store path is a symbolic link).
+    """
+    if str(path) == ":memory:":
+        return path
+    folder = path.parent
+    if not folder.exists():
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(folder, 0o700)
+    elif folder.name == "ptxfactory" and folder.resolve() == default_path().parent.resolve() and folder.stat().st_uid == os.getuid():
+        os.chmod(folder, 0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    for extra in ("-wal", "-shm"):
+        side = path.with_name(path.name + extra)
+        try:
+            fd = os.open(side, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        try:
+            if os.fstat(fd).st_mode & 0o077:
+                os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
+    return path
+
+
 class LessonStore:
     """Experiments in SQLite. Open with ``await LessonStore.open(path)``; close with ``await store.close()``."""
 
@@ -66,7 +105,7 @@ class LessonStore:
     async def open(cls, path: str | Path | None = None) -> "LessonStore":
         """Open (creating) the store at ``path`` (default :func:`default_path`), in WAL mode."""
         path = Path(path) if path else default_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_db_file(path)
         db = await aiosqlite.connect(path)
         await db.execute("PRAGMA journal_mode=WAL")
         await db.executescript(SCHEMA)

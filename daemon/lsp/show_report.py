@@ -30,10 +30,12 @@ def register(server: PtxServer) -> None:
 
 
 def write_report(summary: JobSummary, source: Path, fallback: Path) -> Path:
-    """Write the report folder; returns the path of ``report.md``."""
-    for folder in (source.parent / "ptxfactory-out" / summary.kernel, fallback):
+    """Write the report folder; returns the path of ``report.md``. Only into real folders: ``ptxfactory-out``
+    and ``<kernel>`` beside the source must not be symbolic links (``fallback``'s folders below the lesson
+    store's neither). Raises OSError when neither folder can be written."""
+    for folder, base in ((source.parent / "ptxfactory-out" / summary.kernel, source.parent), (fallback, fallback.parent.parent)):
         try:
-            write_outputs(summary, folder)
+            write_outputs(summary, folder, base)
             return folder / "report.md"
         except OSError as exc:
             log.warning("cannot write the report to %s (%s)", folder, exc)

@@ -25,6 +25,7 @@ from pytest_lsp import LanguageClient, client_capabilities, make_test_lsp_client
 
 from ptxfactory.protocol.lsp import PROGRESS_NOTIFICATION
 from ptxfactory.daemon.listener import socket_answers
+from ptxfactory.daemon.paths import read_token, token_path
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "rmsnorm"
@@ -44,6 +45,7 @@ class Daemon:
         self.env = env or {}
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
+        self.token: str | None = None  # the TCP token the daemon wrote beside its socket (tcp=True)
         self.log_path: Path | None = None
         self.starts = 0
 
@@ -64,6 +66,8 @@ class Daemon:
             if self.proc.poll() is not None:
                 raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.log()}")
             if socket_answers(self.socket) and (not self.tcp or self.find_port()):
+                if self.tcp:
+                    self.token = read_token(token_path(self.socket))
                 return self
             time.sleep(0.05)
         self.stop()

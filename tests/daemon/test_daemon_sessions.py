@@ -23,7 +23,7 @@ async def test_two_editors_share_jobs_and_one_leaving_ends_only_its_session(star
     text = source.read_text()
     line = line_of(text, "float sum = 0.0f;")
     vscode = await unix_client(daemon.socket, "visual-studio-code", tmp_path)
-    neovim = await tcp_client(daemon.port, "neovim", tmp_path)  # Neovim's vim.lsp.rpc.connect(host, port)
+    neovim = await tcp_client(daemon.port, "neovim", tmp_path, token=daemon.token)  # Neovim's vim.lsp.rpc.connect(host, port)
     try:
         uri_a, uri_b = open_document(vscode, source), open_document(neovim, source)
 
