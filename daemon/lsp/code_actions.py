@@ -1,4 +1,5 @@
-"""``textDocument/codeAction``: "Apply candidate N" for each verified candidate faster than the original.
+"""``textDocument/codeAction``: "Apply candidate N" for each verified candidate faster than the original
+(and, on a kernel the spec does not describe, "Create spec for NAME": see :mod:`.create_spec`).
 
 Offered at a range inside a kernel whose latest job (the engine's, whichever session started
 it; while it runs, the candidates so far) has results, best first (the best one preferred). The edit replaces the kernel's whole definition, located in the document's current
@@ -17,6 +18,7 @@ from ptxfactory.protocol.lsp import CODE_ACTION_KIND
 from ptxfactory.search.strategy import kernel_fingerprint
 
 from ..jobs import path_key
+from .create_spec import create_spec_actions
 from .session import PtxServer
 from .text import EOL, cuda_path, kernel_at
 
@@ -37,6 +39,9 @@ async def code_action(ls: PtxServer, params: types.CodeActionParams) -> list[typ
     if found is None:
         return None
     kernel, kernel_range = found
+    create = create_spec_actions(ls, uri, doc.source, kernel.name)
+    if create is not None:  # the spec does not describe this kernel: "Create spec for NAME" (create_spec.py)
+        return create
     job = await ls.engine.latest(path_key(uri), kernel.name)
     if job is None or not job.rows:
         return None
