@@ -1,5 +1,6 @@
 """The ``ptxfactory`` command line: ``optimise`` (the main job, headless), ``serve`` (the daemon), ``lsp`` (an
-editor's stdio bridge to it), ``jobs``/``watch``/``cancel``/``report``/``submit`` (the daemon's jobs), ``lessons``.
+editor's stdio bridge to it), ``jobs``/``watch``/``cancel``/``report``/``submit`` (the daemon's jobs), ``lessons``,
+``init`` (a spec scaffolded for a kernel that has none).
 
 :func:`build_app` builds the typer app; :func:`main` runs it on ``argv`` and returns the exit code.
 Exit codes of ``optimise`` (also in ``--help`` and README.md):
@@ -584,6 +585,30 @@ def lessons_command(
         console.print(distilled)
 
 
+def init_command(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="CUDA source file; the spec is written to FILE.toml beside it", show_default=False)],
+    kernel: Annotated[list[str] | None, typer.Option("--kernel", "-k", help="the __global__ function to describe (repeatable; default: every kernel the spec lacks)", show_default=False)] = None,
+) -> None:
+    """Write a spec for a kernel that has none, from its signature: roles, dtypes, size symbols, the launch.
+
+    FILE.toml is created; when it exists, the new [kernel.NAME] tables are appended and nothing in it
+    changes (a kernel it already describes is refused). Every guess is marked TODO. Exit code 1: bad input.
+    """
+    from ptxfactory.harness.scaffold import ScaffoldError, init_spec
+
+    console = _console()
+    try:
+        added = init_spec(file, kernel or None)
+    except ScaffoldError as exc:
+        _error(_console(stderr=True), exc)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    verb = "wrote" if added.create else "appended to"
+    tables = ", ".join(f"[kernel.{k}]" for k in added.kernels)
+    console.print(Text(f"{verb} {_shown(added.path)}: {tables}; {len(added.todos)} TODOs to check:", style="bold green"), soft_wrap=True)
+    for line, message in added.todos:
+        console.print(Text(f"{_shown(added.path)}:{line}: {message}"), soft_wrap=True)
+
+
 def build_app() -> typer.Typer:
     """The ``ptxfactory`` typer app: ``optimise``, ``serve``, ``lsp``, ``jobs``, ``watch``, ``cancel``, ``report``, ``submit``, ``lessons``, ``init``."""
     app = typer.Typer(
@@ -599,6 +624,7 @@ def build_app() -> typer.Typer:
     app.command("report")(report_command)
     app.command("submit", epilog=EXIT_CODES_HELP)(submit_command)
     app.command("lessons")(lessons_command)
+    app.command("init")(init_command)
     return app
 
 
