@@ -6,6 +6,12 @@ queue, and runs one job at a time on the backend. Sessions subscribe to it
 each candidate), ``ended``. On :meth:`Engine.start` jobs a previous daemon left queued or running
 are queued again; a running one resumes with its stored rows as ``known``, so no candidate
 measured before a restart (or a ``kill -9``) is evaluated again.
+
+A job is not resumed forever: one that fails at start (its stored rows unreadable, its spec or
+source refused, planning over its deadline) is marked ``failed`` with the reason, and one the
+daemon was started on :data:`MAX_STALLED_STARTS` times without storing a row in between (a daemon
+that dies or hangs on it and is restarted) is marked ``failed`` instead of being started again.
+Either way the daemon serves.
 """
 from __future__ import annotations
 
@@ -29,6 +35,8 @@ from .paths import default_jobs_path, lock_file
 log = logging.getLogger(__name__)
 
 Subscriber = Callable[[JobRecord, str], None]
+
+MAX_STALLED_STARTS = 3  # starts of a job without a new stored row before it is no longer resumed
 
 
 class StoreBusy(RuntimeError):
@@ -96,7 +104,17 @@ class Engine:
         if resume:
             for stored in await self.jobs.unfinished():
                 job = self._record(stored)
-                job.rows = await self.jobs.rows(job.job_id)
+                try:
+                    stalled = await self.jobs.stalled_starts(job.job_id)
+                    if stalled >= MAX_STALLED_STARTS:
+                        await self._fail_at_start(job, f"the daemon was started on this job {stalled} times without it "
+                                                       "evaluating a candidate (it stopped or hung each time): not resumed again")
+                        continue
+                    job.rows = await self.jobs.rows(job.job_id)
+                except Exception as exc:  # rows this version cannot read, a store error: fail this job, serve the rest
+                    log.exception("cannot resume job %s", job.job_id)
+                    await self._fail_at_start(job, f"cannot resume after a restart: {type(exc).__name__}: {exc}")
+                    continue
                 job.resumed = True
                 job.done = len(job.rows)
                 job.state, job.message = "queued", f"resuming after a restart ({len(job.rows)} candidates kept)"
@@ -104,6 +122,17 @@ class Engine:
                 self._remember(job)
                 self._queue.put_nowait(job)
         self._runner = asyncio.create_task(self._run_queue(), name="ptxfactory job runner")
+
+    async def _fail_at_start(self, job: JobRecord, reason: str) -> None:
+        """Mark a job that cannot start ``failed`` with ``reason`` (stored; best effort when the store fails too)."""
+        log.warning("job %s (%s in %s) failed at start: %s", job.job_id, job.kernel, job.path, reason)
+        job.state, job.error, job.message = "failed", reason, f"failed: {reason}"
+        self._remember(job)
+        try:
+            await self.jobs.set_state(job.job_id, "failed", error=reason, message=job.message)
+        except Exception:
+            log.exception("cannot store the failure of job %s", job.job_id)
+        self._end(job)
 
     async def close(self) -> None:
         """Stop the runner (a running job stays ``running`` in the store, to resume next time) and close everything."""
@@ -214,6 +243,12 @@ class Engine:
             self.current = job
             try:
                 await self.run_job(job)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the store failed under the job: end it, keep the runner (and the daemon) going
+                log.exception("job %s broke the runner", job.job_id)
+                if not job.final:
+                    await self._fail_at_start(job, f"{type(exc).__name__}: {exc}")
             finally:
                 self.current = None
 
@@ -225,6 +260,7 @@ class Engine:
 
         job.state, job.message = "running", ("resuming" if job.resumed else "starting")
         await self.jobs.set_state(job.job_id, "running", message=job.message)
+        await self.jobs.count_start(job.job_id)  # reset by the next stored row
         self._emit(job, "started")
         known = {row.key: row.result for row in job.rows}
         seq = len(job.rows)
@@ -250,7 +286,7 @@ class Engine:
             log.info("job %s interrupted (engine closing); it resumes on the next start", job.job_id)
             raise
         except (SpecError, JobError) as exc:
-            job.state, job.error = "failed", str(exc)
+            job.state, job.error = "failed", clip_error(str(exc))
             job.message = job.error.splitlines()[0]
         except Exception as exc:
             log.exception("job %s (%s in %s) failed", job.job_id, job.kernel, job.path)
@@ -298,6 +334,17 @@ class Engine:
         if job.final:
             job.ended.set()
         return job
+
+
+ERROR_LINES = 40
+
+
+def clip_error(text: str, lines: int = ERROR_LINES, chars: int = 8000) -> str:
+    """A job's error as stored and shown: its first ``lines`` lines and at most ``chars`` characters (a compiler log
+    can quote whatever a document made it read; the start says what went wrong)."""
+    kept = text.splitlines()
+    out = "\n".join(kept[:lines])[:chars]
+    return out + ("\n…" if len(kept) > lines or len(out) < len("\n".join(kept[:lines])) else "")
 
 
 def _stored_info(s: StoredJob) -> JobInfo:

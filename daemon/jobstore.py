@@ -35,7 +35,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     message TEXT NOT NULL DEFAULT '',
     best_speedup REAL,
     best_candidate TEXT,
-    simulated INTEGER NOT NULL DEFAULT 0
+    simulated INTEGER NOT NULL DEFAULT 0,
+    stalled_starts INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_doc ON jobs (path, kernel, created);
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state);
@@ -94,6 +95,10 @@ class JobStore:
         await db.execute("PRAGMA journal_mode=WAL")
         await db.execute("PRAGMA synchronous=NORMAL")  # WAL: a killed process loses nothing committed
         await db.executescript(SCHEMA)
+        async with db.execute("PRAGMA table_info(jobs)") as cur:
+            columns = {row[1] for row in await cur.fetchall()}
+        if "stalled_starts" not in columns:  # stores made before it
+            await db.execute("ALTER TABLE jobs ADD COLUMN stalled_starts INTEGER NOT NULL DEFAULT 0")
         await db.commit()
         return cls(db, path)
 
@@ -133,8 +138,21 @@ class JobStore:
             "INSERT INTO job_rows (job_id, seq, candidate_key, candidate_json, result_json, created) VALUES (?,?,?,?,?,?)",
             (job_id, seq, row.key, row.candidate.model_dump_json(), row.result.model_dump_json(), now),
         )
-        await self._db.execute("UPDATE jobs SET updated = ?, done = done + 1 WHERE id = ?", (now, job_id))
+        await self._db.execute("UPDATE jobs SET updated = ?, done = done + 1, stalled_starts = 0 WHERE id = ?", (now, job_id))
         await self._db.commit()
+
+    async def count_start(self, job_id: str) -> int:
+        """Count one more start of a job since its last stored row; returns the count (1 on a first start).
+        A daemon that keeps dying while it starts a job sees the count grow (see ``Engine.start``)."""
+        await self._db.execute("UPDATE jobs SET stalled_starts = stalled_starts + 1 WHERE id = ?", (job_id,))
+        await self._db.commit()
+        return await self.stalled_starts(job_id)
+
+    async def stalled_starts(self, job_id: str) -> int:
+        """How many times the job was started since its last stored row (0 for a job never started)."""
+        async with self._db.execute("SELECT stalled_starts FROM jobs WHERE id = ?", (job_id,)) as cur:
+            found = await cur.fetchone()
+        return int(found[0]) if found else 0
 
     async def rows(self, job_id: str) -> list[CandidateRow]:
         async with self._db.execute(

@@ -73,6 +73,26 @@ def kernel_fingerprint(kernel_text: str) -> str:
     return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()[:16]
 
 
+OFF_LOOP_TIMEOUT_S = 60.0  # spec-derived work (parsing, checks, the plan) that takes longer is refused
+
+
+async def off_loop(fn: Callable, *args, what: str, timeout_s: float | None = None):
+    """``fn(*args)`` on a worker thread, so user-derived work never blocks the event loop (the daemon's LSP).
+
+    Raises what ``fn`` raises, or JobError when it takes more than ``timeout_s`` seconds (default
+    :data:`OFF_LOOP_TIMEOUT_S`); the thread is then abandoned (it cannot be interrupted), the job fails.
+    """
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(fn, *args), timeout_s or OFF_LOOP_TIMEOUT_S)
+    except TimeoutError:
+        raise JobError(f"{what} took more than {timeout_s or OFF_LOOP_TIMEOUT_S:.0f} s: refused") from None
+
+
+def _load_original(source_path: str | Path, kernel: str, source_text: str | None) -> tuple[KernelSpec, str, Candidate]:
+    spec, source = load_job(source_path, kernel, source_text)
+    return spec, source, original_candidate(spec, source)
+
+
 def load_job(source_path: str | Path, kernel: str, source_text: str | None = None) -> tuple[KernelSpec, str]:
     """Read the source (or use ``source_text``, e.g. an editor buffer) and its spec; check the signature.
 
@@ -146,8 +166,8 @@ async def optimise(
         KeyError: an unknown generator or policy name.
     """
     job_id = job_id or uuid.uuid4().hex[:12]
-    spec, source = load_job(source_path, kernel, source_text)
-    original = original_candidate(spec, source)
+    # the spec and the source are user input: parsed, checked and planned off the event loop, with a deadline
+    spec, source, original = await off_loop(_load_original, source_path, kernel, source_text, what="reading the spec and the kernel")
     notify = on_progress or (lambda p: None)
     pool = pool or shared_pool()
     gens = {name: load_generator(name) for name in generators}
@@ -162,7 +182,7 @@ async def optimise(
     baseline = first.compiled
 
     facts = await backend.facts() if backend else None
-    plan = make_plan(spec)
+    plan = await off_loop(make_plan, spec, what="planning the sizes to verify")
     search = _Search(spec, original, gens, chooser, max_candidates)
     await search.expand(original, list(gens))
     kernel_class = search.kernel_class()
@@ -461,7 +481,7 @@ async def _evaluate(backend: EvaluationBackend, spec: KernelSpec, baseline: Comp
     best_so_far = max((r.result.speedup for r in rows if isinstance(r.result, Measured)), default=1.0)
     if result.speedup <= REVERIFY_FACTOR * max(best_so_far, 1.0):
         return result
-    again = await backend.evaluate(spec, baseline, compiled, make_plan(spec))
+    again = await backend.evaluate(spec, baseline, compiled, await off_loop(make_plan, spec, what="planning the sizes to verify"))
     if isinstance(again, Measured):
         return result
     if isinstance(again, Rejected):
@@ -500,7 +520,7 @@ async def _confirm(best: CandidateRow, rows: list[CandidateRow], baseline_key: s
     if isinstance(prepared.compiled, CompileFailed):
         return None, None
     with busy:
-        again = await backend.evaluate(spec, baseline, prepared.compiled, make_plan(spec))
+        again = await backend.evaluate(spec, baseline, prepared.compiled, await off_loop(make_plan, spec, what="planning the sizes to verify"))
     if not isinstance(again, Measured):
         return None, None
     return (best if again.significant(_noise_hi(rows, baseline_key)) else None), again

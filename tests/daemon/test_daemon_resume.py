@@ -72,3 +72,64 @@ async def test_kill9_mid_job_then_restart_resumes_without_re_evaluating(start_da
 
     cli = run_cli("jobs", "--socket", daemon.socket, "--json")
     assert cli.returncode == 0 and job_id in cli.stdout
+
+
+def _set_stalled(jobs_db: Path, job_id: str, n: int) -> None:
+    import sqlite3
+
+    con = sqlite3.connect(jobs_db, timeout=5)
+    try:
+        con.execute("UPDATE jobs SET stalled_starts = ? WHERE id = ?", (n, job_id))
+        con.commit()
+    finally:
+        con.close()
+
+
+async def test_restart_on_a_job_that_fails_at_start_marks_it_failed_and_serves(start_daemon, tmp_path: Path, ptxfactory_home: Path):
+    """The job's spec became unusable while the daemon was down: the restarted daemon marks the job failed with the
+    reason (once), answers its clients, and the next restart does not try it again."""
+    daemon = start_daemon(delay=0.3, max_candidates=CANDIDATES)
+    jobs_db = ptxfactory_home / "jobs.sqlite"
+    source = copy_example(tmp_path / "src")
+    editor = await unix_client(daemon.socket, "visual-studio-code", tmp_path)
+    try:
+        job_id = (await execute(editor, "ptxfactory.optimise", {"uri": open_document(editor, source), "kernel": "rmsnorm"}))["job_id"]
+        await until(lambda: len(stored_rows(jobs_db, job_id)) >= 2, what="two stored rows")
+        daemon.kill9()
+    finally:
+        await close(editor, polite=False)
+    source.with_name("rmsnorm.cu.toml").write_text("[kernel.rmsnorm\nthis is not toml\n")
+
+    daemon.start()
+    await until(lambda: stored_state(jobs_db, job_id) == "failed", what="the job to be marked failed")
+    editor = await unix_client(daemon.socket, "neovim", tmp_path)
+    try:
+        listed = (await execute(editor, "ptxfactory.jobs", {}))["jobs"]
+        assert [(j["job_id"], j["state"]) for j in listed] == [(job_id, "failed")]
+        assert "rmsnorm.cu.toml" in listed[0]["error"]
+    finally:
+        await close(editor)
+    daemon.stop()
+    daemon.start()
+    assert f"resuming job {job_id}" not in daemon.log()
+    assert stored_state(jobs_db, job_id) == "failed"
+
+
+async def test_a_job_the_daemon_keeps_dying_on_is_not_resumed_forever(start_daemon, tmp_path: Path, ptxfactory_home: Path):
+    """A job started MAX_STALLED_STARTS times without a new row in between (the daemon died each time) is failed."""
+    from ptxfactory.daemon.engine import MAX_STALLED_STARTS
+
+    daemon = start_daemon(delay=0.3, max_candidates=CANDIDATES)
+    jobs_db = ptxfactory_home / "jobs.sqlite"
+    source = copy_example(tmp_path / "src")
+    editor = await unix_client(daemon.socket, "visual-studio-code", tmp_path)
+    try:
+        job_id = (await execute(editor, "ptxfactory.optimise", {"uri": open_document(editor, source), "kernel": "rmsnorm"}))["job_id"]
+        await until(lambda: len(stored_rows(jobs_db, job_id)) >= 1, what="a stored row")
+        daemon.kill9()
+    finally:
+        await close(editor, polite=False)
+    _set_stalled(jobs_db, job_id, MAX_STALLED_STARTS)  # as after that many starts that each died before a row
+    daemon.start()
+    await until(lambda: stored_state(jobs_db, job_id) == "failed", what="the job to be marked failed")
+    assert "not resumed again" in run_cli("jobs", "--socket", daemon.socket, "--json").stdout

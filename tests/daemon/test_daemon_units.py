@@ -90,3 +90,33 @@ async def test_job_store_round_trip(tmp_path):
         assert [j.id for j in await ro.list(active=True)] == []
     finally:
         await ro.close()
+
+
+async def test_spec_work_runs_off_the_loop_and_has_a_deadline(tmp_path, monkeypatch, example_copy):
+    """A plan that never finishes fails the job (JobError, stored as failed) while the event loop keeps running."""
+    import asyncio
+    import time
+
+    import ptxfactory.search.strategy as strategy
+    from ptxfactory.daemon.engine import Engine
+
+    def stuck_plan(spec, secret=None):
+        time.sleep(1.5)
+        raise AssertionError("should have been abandoned")
+
+    monkeypatch.setattr(strategy, "make_plan", stuck_plan)
+    monkeypatch.setattr(strategy, "OFF_LOOP_TIMEOUT_S", 0.3)
+    monkeypatch.setenv("PTXFACTORY_COMPILE_WORKERS", "0")
+    engine = await Engine.open("simulated", tmp_path / "lessons.sqlite", tmp_path / "jobs.sqlite")
+    try:
+        await engine.start()
+        job, _ = await engine.submit(example_copy, example_copy.as_uri(), "rmsnorm", None)
+        ticks = 0
+        while not job.ended.is_set():
+            await asyncio.sleep(0.01)
+            ticks += 1
+        assert job.state == "failed" and "planning the sizes to verify took more than" in job.error
+        assert ticks > 10  # the loop ran meanwhile
+        assert (await engine.jobs.get(job.job_id)).state == "failed"
+    finally:
+        await engine.close()
