@@ -320,15 +320,18 @@ class _Host:
 
 
 def _tidy(expr: str) -> str:
-    """``(n + 256 - 1) // 256`` -> ``cdiv(n, 256)``; redundant outer parentheses dropped."""
+    """``(n + 256 - 1) // 256`` and ``(n + 255) // 256`` -> ``cdiv(n, 256)`` (anywhere in ``expr``); redundant
+    outer parentheses dropped."""
+    def ceil(m: re.Match) -> str:
+        name, add, div = m.group(1), int(m.group(2)), int(m.group(4))
+        minus = int(m.group(3) or 0)
+        return f"cdiv({name}, {div})" if add - minus == div - 1 else m.group(0)
+
+    pattern = r"\((\w+) \+ (\d+)(?: - (\d+))?\) // (\d+)\b"
+    expr = re.sub(r"\(" + pattern + r"\)", ceil, expr)
+    expr = re.sub(pattern, ceil, expr)
     while expr.startswith("(") and expr.endswith(")") and _balanced(expr[1:-1]):
         expr = expr[1:-1]
-    m = re.fullmatch(r"\(?\((\w+) \+ (\d+)\) // (\d+)\)?", expr) or re.fullmatch(r"\((\w+) \+ (\d+)\) // (\d+)", expr)
-    if m and int(m.group(2)) == int(m.group(3)) - 1:
-        return f"cdiv({m.group(1)}, {m.group(3)})"
-    m = re.fullmatch(r"\((\w+) \+ (\d+) - 1\) // (\d+)", expr)
-    if m and m.group(2) == m.group(3):
-        return f"cdiv({m.group(1)}, {m.group(3)})"
     return expr
 
 
@@ -351,7 +354,7 @@ class _Launch:
     comment: str = ""
     todo: str | None = None
     where: str | None = None
-    template_args: list[str] | None = None
+    template_args: list[str | None] | None = None
 
 
 def _num(expr: str) -> str | int:
@@ -366,13 +369,20 @@ def _num(expr: str) -> str | int:
     return expr
 
 
-def _default_launch(symbols: list[str], why: str) -> _Launch:
+def _default_launch(symbols: list[str], why: str, two_d: bool = False) -> _Launch:
+    """One thread per element: 256 per block, or, for a kernel that indexes with ``threadIdx.y``/``blockIdx.y``
+    (``two_d``) and has two or more size symbols, 32 x 8 blocks with x over the last symbol, y over the first."""
+    if two_d and len(symbols) >= 2:
+        first, last = symbols[0], symbols[-1]
+        return _Launch(grid=[f"cdiv({last}, 32)", f"cdiv({first}, 8)"], block=[32, 8],
+                       todo=f"launch: {why}; the kernel uses threadIdx.y/blockIdx.y: guessed one thread per element, "
+                            f"32 x 8 blocks, x over {last}, y over {first}")
     total = " * ".join(symbols)
     return _Launch(grid=[f"cdiv({total}, 256)"], block=[256], todo=f"launch: {why}; guessed one thread per element, 256 per block")
 
 
 def _find_launch(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, symbols: dict[str, str],
-                 types: dict[str, str], source_name: str) -> _Launch | None:
+                 types: dict[str, str], source_name: str, two_d: bool = False) -> _Launch | None:
     """The ``NAME<<<...>>>`` nearest the kernel's definition, translated; None when the file has none."""
     calls = []
     for n in _walk(root):
@@ -401,15 +411,17 @@ def _find_launch(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, symbols
     template_args = None
     fn = call.child_by_field_name("function")
     if fn.type == "template_function":
-        template_args = []
+        template_args = []  # only what is known here: a C type with a dtype, an integer, true/false; else None
         for a in fn.child_by_field_name("arguments").named_children:
             text = " ".join(_text(a).split())
-            if a.type != "type_descriptor":
-                try:
-                    text = _tidy(host.expr(a))
-                except _Untranslatable:
-                    pass
-            template_args.append(text)
+            if text in _SIZEOF or text in ("true", "false"):
+                template_args.append(text)
+                continue
+            try:
+                value = _num(_tidy(host.expr(a.named_children[0] if a.type == "type_descriptor" and a.named_child_count == 1 else a)))
+            except _Untranslatable:
+                value = None
+            template_args.append(str(value) if isinstance(value, int) else None)
     try:
         if len(config) < 2:
             raise _Untranslatable(launch_text)
@@ -417,7 +429,7 @@ def _find_launch(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, symbols
         block = [_num(_tidy(e)) for e in host.dims(config[1])]
     except _Untranslatable as exc:
         launch = _default_launch(list(dict.fromkeys(symbols.values())),
-                                 f"{launch_text} at {where}: cannot follow {str(exc)!r} back to the size symbols")
+                                 f"{launch_text} at {where}: cannot follow {str(exc)!r} back to the size symbols", two_d)
         launch.template_args = template_args
         return launch
     launch = _Launch(grid=grid, block=block, comment=f"from {' '.join(launch_text.split())} at {where}", where=where,
@@ -513,13 +525,15 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
     synthetic = not symbols
     symbol_list = list(symbols.values()) or ["N"]
 
-    launch = _find_launch(root, kdef, knode, symbols, types, source_name) if knode is not None else None
+    two_d = body is not None and bool(re.search(r"\b(?:threadIdx|blockIdx)\s*\.\s*y\b", _text(body)))
+    launch = _find_launch(root, kdef, knode, symbols, types, source_name, two_d) if knode is not None else None
     template_values: dict[str, str] = {}
     call_args = launch.template_args if launch is not None and launch.template_args else []
     template_notes = []
     for i, (name, kind, default) in enumerate(template):
-        value = call_args[i] if i < len(call_args) and _TOKEN.fullmatch(call_args[i]) else default
-        source_of = "the launch" if i < len(call_args) and value == call_args[i] else "its default" if value == default and value else None
+        from_call = call_args[i] if i < len(call_args) else None
+        value = from_call if from_call is not None and _TOKEN.fullmatch(from_call) else default
+        source_of = "the launch" if from_call is not None and value == from_call else "its default" if value == default and value else None
         if value is None or not _TOKEN.fullmatch(value):
             value = "float" if kind == "type" else ("256" if re.search(r"(?i)block|thread", name) else "1")
             source_of = None
@@ -528,9 +542,9 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
     types = dict(template_values)
     if launch is not None and types:
         # sizeof(T) in the launch: read it again now that T is known
-        launch = _find_launch(root, kdef, knode, symbols, types, source_name)
+        launch = _find_launch(root, kdef, knode, symbols, types, source_name, two_d)
     if launch is None:
-        launch = _default_launch(symbol_list, f"no {kernel}<<<...>>> in this file")
+        launch = _default_launch(symbol_list, f"no {kernel}<<<...>>> in this file", two_d)
 
     check_sizes, bench_sizes = _placeholder_sizes(symbol_list)
     out_dtypes: list[Dtype] = []
@@ -649,7 +663,7 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
     except SpecError as exc:
         if launch.where is None:
             raise ScaffoldError(f"cannot scaffold a spec for {kernel!r} (please report it): {exc}") from None
-        fallback = _default_launch(symbol_list, f"{launch.comment.removeprefix('from ')} does not fit the placeholder sizes ({exc.message})")
+        fallback = _default_launch(symbol_list, f"{launch.comment.removeprefix('from ')} does not fit the placeholder sizes ({exc.message})", two_d)
         table, todo_lines = build(fallback)
         launch = fallback
         try:

@@ -292,3 +292,36 @@ def test_every_example_kernel_scaffolds_a_spec_that_loads_and_matches_its_signat
             # the roles and dtypes the example's author wrote
             assert [(a.name, a.role, a.dtype.value) for a in k.args] == [
                 (a["name"], a["role"], a["dtype"]) for a in mine[name]["args"]]
+
+
+def test_a_kernel_indexing_with_y_gets_a_2d_default_launch():
+    src = """__global__ void t(const float* x, float* y, int M, int N) {
+        int col = blockIdx.x * blockDim.x + threadIdx.x, row = blockIdx.y * blockDim.y + threadIdx.y;
+        if (row < M && col < N) y[col * M + row] = x[row * N + col];
+    }"""
+    spec, s = scaffold(src, "t")
+    assert spec.launch.grid == ["cdiv(N, 32)", "cdiv(M, 8)"] and spec.launch.block == [32, 8]
+    assert "threadIdx.y/blockIdx.y" in s.table and "TODO launch" in s.table
+
+
+def test_a_2d_launch_through_dim3_and_constexpr_and_a_host_template_argument_left_alone():
+    src = """constexpr int TILE = 16;
+    extern "C" __global__ void mm(const float* A, const float* B, float* C, int M, int N, int K) { C[0] = A[0] * B[0]; }
+    template <typename T>
+    __global__ void relu(const T* x, T* y, int64_t numel) { y[0] = x[0]; }
+    template <typename T>
+    void launch_relu(const T* x, T* y, int64_t n, cudaStream_t stream) {
+        int threads = 256;
+        int blocks = std::min((int)((n + threads - 1) / threads), 1024);
+        relu<T><<<blocks, threads, 0, stream>>>(x, y, n);
+    }
+    void host(const float* a, const float* b, float* c, int m, int n, int k) {
+        dim3 grid((n + TILE - 1) / TILE, (m + TILE - 1) / TILE);
+        dim3 block(TILE, TILE);
+        mm<<<grid, block>>>(a, b, c, m, n, k);
+    }"""
+    spec, _ = scaffold(src, "mm")
+    assert spec.launch.grid == ["cdiv(N, 16)", "cdiv(M, 16)"] and spec.launch.block == [16, 16]
+    spec, s = scaffold(src, "relu")
+    assert spec.launch.grid == ["min(cdiv(numel, 256), 1024)"] and spec.launch.block == [256]
+    assert spec.tune.template == {"T": ["float"]} and "T = float is a placeholder" in s.table  # not the host's "T"
