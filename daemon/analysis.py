@@ -55,23 +55,30 @@ class FileAnalysis:
     kernels: dict[str, KernelAnalysis] = field(default_factory=dict)
 
 
-_MESSAGE = re.compile(r"^[^\n()]*\((\d+)\): (catastrophic error|error|warning)[^:]*: (.*)$", re.M)
+_MESSAGE = re.compile(r"^([^\n()]*)\((\d+)\): (catastrophic error|error|warning)[^:]*: (.*)$", re.M)
 
 
 _INSTANCE = re.compile(r"detected during instantiation of .*?\[with ([^\]]*)\]")
 
 
-def compile_messages(log_text: str) -> tuple[CompileMessage, ...]:
-    """NVRTC's ``file(LINE): error: text`` lines, as 0-based lines; an error inside a kernel template says
-    for which template arguments (``... (with ITEMS=0, BLOCK=256)``)."""
+def compile_messages(log_text: str, source_name: str | None = None, other_line: int = 0) -> tuple[CompileMessage, ...]:
+    """The compiler's ``file(LINE): error: text`` lines (NVRTC's, nvcc's, and the ``KERNEL.cu(LINE): error: ptxas: ...``
+    lines that :func:`~ptxfactory.harness.compile.map_ptxas_errors` puts at an inline-PTX ``asm`` statement), as
+    0-based lines; an error inside a kernel template says for which template arguments (``... (with ITEMS=0,
+    BLOCK=256)``). With ``source_name`` (``KERNEL.cu``), a message from another file (a header) is put at
+    ``other_line`` (0-based), its text prefixed with that file and line."""
     out = []
     found = list(_MESSAGE.finditer(log_text))
     for i, m in enumerate(found):
-        severity = "warning" if m.group(2) == "warning" else "error"
+        severity = "warning" if m.group(3) == "warning" else "error"
         context = log_text[m.end():found[i + 1].start() if i + 1 < len(found) else len(log_text)]
         instance = _INSTANCE.search(context)
-        text = m.group(3).strip() + (f" (with {instance.group(1).strip()})" if instance else "")
-        out.append(CompileMessage(line=max(int(m.group(1)) - 1, 0), severity=severity, text=text))
+        text = m.group(4).strip() + (f" (with {instance.group(1).strip()})" if instance else "")
+        line = max(int(m.group(2)) - 1, 0)
+        where = m.group(1).strip()
+        if source_name is not None and where and Path(where).name != source_name:
+            text, line = f"{where}({m.group(2)}): {text}", other_line
+        out.append(CompileMessage(line=line, severity=severity, text=text))
     return tuple(dict.fromkeys(out))
 
 
@@ -119,10 +126,12 @@ def analyse_now(path: Path, text: str) -> FileAnalysis:
         compiled = shared_pool().prepare_blocking(original, spec, static=False).compiled
         if not isinstance(compiled, CompileFailed):
             result.kernels[kdef.name] = KernelAnalysis(
-                **common, resources=compiled.resources, messages=tuple(m for m in compile_messages(compiled.log) if m.severity == "warning"),
+                **common, resources=compiled.resources, messages=tuple(m for m in compile_messages(compiled.log, f"{kdef.name}.cu", kdef.name_line)
+                                                                       if m.severity == "warning"),
                 threads_per_block=threads, dynamic_smem=smem, instance=instance)
         else:
-            messages = compile_messages(compiled.log) or (CompileMessage(line=kdef.name_line, severity="error", text=compiled.log.strip()[:500]),)
+            messages = compile_messages(compiled.log, f"{kdef.name}.cu", kdef.name_line) or (
+                CompileMessage(line=kdef.name_line, severity="error", text=compiled.log.strip()[:500]),)
             result.kernels[kdef.name] = KernelAnalysis(**common, messages=messages, failed=True, threads_per_block=threads,
                                                        dynamic_smem=smem, instance=instance)
     return result

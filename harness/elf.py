@@ -50,3 +50,9 @@ def mutable_global_bytes(cubin: bytes) -> int:
     written through ``const_cast``, variable templates); ``__constant__`` data does not.
     """
     return sum(size for name, size in sections(cubin).items() if name.startswith(".nv.global"))
+
+
+def entry_names(cubin: bytes) -> list[str]:
+    """The (lowered) names of the kernels in a cubin: every ``.nv.info.NAME`` section, which ptxas writes
+    for entry functions only. Raises ``ValueError`` for data that is not a little-endian ELF64 file."""
+    return [name.removeprefix(".nv.info.") for name, _kind, _offset, _size in _headers(cubin) if name.startswith(".nv.info.")]

@@ -204,6 +204,11 @@ async def optimise(
 
     async def outcome(cand: Candidate, prepared: Prepared) -> EvalResult:
         """Cheapest refusal first: compile error, static checks (not for the original), then the GPU."""
+        result = await _outcome(cand, prepared)
+        compiler = getattr(prepared.compiled, "compiler", "nvrtc")
+        return result if result.compiler == compiler else result.model_copy(update={"compiler": compiler})
+
+    async def _outcome(cand: Candidate, prepared: Prepared) -> EvalResult:
         compiled = prepared.compiled
         if isinstance(compiled, CompileFailed):
             return compiled

@@ -1,0 +1,4 @@
+// ptxfactory's shim for NVRTC, which has no C++ standard library: <limits.h> from libcu++ (cuda/std/climits).
+// Given to NVRTC only (after the toolkit's own include folders); nvcc uses the host compiler's.
+#pragma once
+#include <cuda/std/climits>

@@ -1,0 +1,4 @@
+// ptxfactory's shim for NVRTC, which has no C++ standard library: <stdint.h> from libcu++ (cuda/std/cstdint).
+// Given to NVRTC only (after the toolkit's own include folders); nvcc uses the host compiler's.
+#pragma once
+#include <cuda/std/cstdint>

@@ -1,0 +1,152 @@
+"""What real kernels include: the toolkit's and CCCL's headers for NVRTC, the standard-header shims, the nvcc
+fallback (same arch, a cubin, the ptxas report, recorded as the compiler), and ptxas errors mapped to the
+``asm`` statement of inline PTX, in the log and in the editor's diagnostics."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ptxfactory.harness.compile import Compiled, compile_candidate, map_ptxas_errors
+from ptxfactory.harness.cuda_paths import SHIM_DIR, cuda_include_dirs, nvrtc_include_dirs
+from ptxfactory.protocol import Candidate, CompileFailed, LaunchConfig
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(), reason="no nvcc")
+
+BODY = """
+__global__ void k(const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i];
+}
+"""
+
+
+def cand(source: str, name: str = "k", template_args: list | None = None) -> Candidate:
+    return Candidate(kernel_name=name, source=source, kernel_text=source, launch=LaunchConfig(grid=[1], block=[32]),
+                     template_args=template_args or [])
+
+
+def test_include_dirs_hold_the_toolkit_and_cccl():
+    dirs = [Path(d) for d in cuda_include_dirs()]
+    assert any((d / "cuda_bf16.h").exists() for d in dirs)
+    assert any((d / "cuda" / "std" / "version").exists() for d in dirs), dirs  # include/cccl (CUDA 13) or the wheel's
+    assert nvrtc_include_dirs()[-1] == str(SHIM_DIR)  # the shims last: a toolkit's own headers win
+
+
+@pytest.mark.parametrize("include,use", [
+    ("<cstdint>", "std::int32_t a = n; uint32_t b = (uint32_t)a; std::uint64_t c = b;"),
+    ("<stdint.h>", "int32_t a = n; uint64_t c = (uint64_t)a + UINT32_MAX;"),
+    ("<cuda/std/cstdint>", "cuda::std::int32_t a = n;"),
+    ("<cuda/std/limits>", "float a = cuda::std::numeric_limits<float>::max();"),
+    ("<cuda/std/type_traits>", "static_assert(cuda::std::is_same_v<float, float>);"),
+    ("<cuda_fp16.h>", "__half a = __float2half(1.0f);"),
+    ("<cuda_bf16.h>", "__nv_bfloat16 a = __float2bfloat16(1.0f);"),
+    ("<cstddef>", "std::size_t a = n; ptrdiff_t b = a;"),
+    ("<climits>", "int a = INT_MAX;"),
+])
+def test_headers_compile_with_nvrtc(include, use):
+    src = f"#include {include}\n" + BODY.replace("if (i < n)", "{ " + use + " }\n    if (i < n)")
+    out = compile_candidate(cand(src), "sm_90a", compiler="nvrtc")
+    assert isinstance(out, Compiled), out.log
+    assert out.compiler == "nvrtc" and out.resources is not None and out.resources.registers > 0
+
+
+@needs_nvcc
+def test_what_nvrtc_cannot_compile_goes_through_nvcc():
+    """``<type_traits>`` (the host compiler's) is not NVRTC's: nvcc builds the same arch's cubin, with the ptxas report."""
+    src = "#include <type_traits>\n" + BODY.replace("{\n    int i", "{\n    static_assert(std::is_same_v<decltype(n), int>);\n    int i")
+    assert isinstance(compile_candidate(cand(src), "sm_90a", compiler="nvrtc"), CompileFailed)
+    out = compile_candidate(cand(src), "sm_90a")
+    assert isinstance(out, Compiled), out.log
+    assert out.compiler == "nvcc"
+    assert out.cubin[:4] == b"\x7fELF"
+    assert out.lowered_name == "_Z1kPKfPfi"
+    assert out.resources is not None and out.resources.registers > 0
+    assert "Compiling entry function '_Z1kPKfPfi' for 'sm_90a'" in out.log
+
+
+@needs_nvcc
+def test_nvcc_instantiates_a_kernel_template_and_finds_its_name():
+    src = "#include <type_traits>\ntemplate <typename T, int VEC>\n" + BODY.replace("const float*", "const T*").replace("float* y", "T* y") \
+        .replace("2.0f *", "(T)VEC *").replace("{\n    int i", "{\n    static_assert(std::is_floating_point_v<T>);\n    int i")
+    for targs, lowered in ((["float", 4], "_Z1kIfLi4EEvPKT_PS0_i"), (["double", 2], "_Z1kIdLi2EEvPKT_PS0_i")):
+        out = compile_candidate(cand(src, template_args=targs), "sm_90a")
+        assert isinstance(out, Compiled) and out.compiler == "nvcc", getattr(out, "log", "")
+        assert out.lowered_name == lowered and out.resources is not None
+
+
+@needs_nvcc
+def test_a_source_neither_compiles_fails_with_nvccs_log_and_nvrtcs_reason():
+    src = "#include <type_traits>\n" + BODY.replace("2.0f * x[i]", "2.0f * x[j]")
+    out = compile_candidate(cand(src), "sm_90a")
+    assert isinstance(out, CompileFailed) and out.compiler == "nvcc"
+    assert 'k.cu(6): error: identifier "j" is undefined' in out.log, out.log
+    assert "/tmp" not in out.log  # nvcc's temporary folder is not shown
+    assert 'cannot open source file "type_traits"' in out.log  # why nvcc was asked
+
+
+ASM = """extern "C" __global__ void k(float* x, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = x[i];
+    float r;
+    asm("add.f32 %0, %1, %2;" : "=f"(r) : "f"(v), "l"((long long)n));
+    x[i] = r;
+}
+"""
+
+
+@pytest.mark.parametrize("compiler", ["nvrtc", pytest.param("nvcc", marks=needs_nvcc)])
+def test_a_ptxas_error_is_verbatim_and_mapped_to_the_asm_line(compiler):
+    """An inline-PTX operand of the wrong kind (a 64-bit register to add.f32): the front end passes, ptxas refuses.
+    The log keeps ptxas's message (it used to arrive as an empty log) and names the asm statement's line."""
+    out = compile_candidate(cand(ASM), "sm_90a", compiler=compiler)
+    assert isinstance(out, CompileFailed)
+    assert "\0" not in out.log
+    first = out.log.splitlines()[0]
+    assert first.startswith("k.cu(6): error: ptxas: Arguments mismatch for instruction 'add'"), out.log
+    assert "add.f32" in first  # the PTX instruction ptxas refused
+    assert "ptxas" in out.log and "; error   : Arguments mismatch for instruction 'add'" in out.log  # verbatim
+
+
+def test_the_table_reason_carries_the_ptxas_message():
+    from ptxfactory.protocol.job import CandidateRow
+
+    c = cand(ASM)
+    row = CandidateRow(candidate=c, result=compile_candidate(c, "sm_90a"))
+    assert row.reason.startswith("compile failed: k.cu(6): error: ptxas: Arguments mismatch for instruction 'add'")
+
+
+def test_map_ptxas_errors_follows_loc_directives():
+    ptx = '\n'.join(['.entry k(', '{', '\t.loc\t1 3 5', '\tmov.u32 %r1, 0;', '\t.loc\t2 9 1', '\tfoo;', '\t.loc\t1 12 5, function_name $L1, inlined_at 1 20 3',
+                     '\tadd.f32 %f1, %f2, %rd1;', '}', '\t.file\t1 "/tmp/x/k.cu"', '\t.file\t2 "/usr/include/h.h"'])
+    log = ("ptxas application ptx input, line 8; error   : Arguments mismatch for instruction 'add'\n"
+           "ptxas application ptx input, line 6; error   : Unknown instruction 'foo'\nptxas fatal   : Ptx assembly aborted due to errors")
+    out = map_ptxas_errors(log, ptx, "k.cu").splitlines()
+    assert out[0] == "k.cu(12): error: ptxas: Arguments mismatch for instruction 'add' (PTX line 8: add.f32 %f1, %f2, %rd1;)"
+    assert out[1].startswith("ptxas error: Unknown instruction 'foo'") and "h.h line 9" in out[1]
+    assert out[2:] == log.splitlines()
+
+
+def test_the_editor_shows_the_ptxas_error_at_the_asm_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("PTXFACTORY_COMPILE_WORKERS", "0")
+    from ptxfactory.daemon.analysis import analyse_now
+    from ptxfactory.harness import compile_pool
+
+    monkeypatch.setattr(compile_pool, "_SHARED", compile_pool.CompilePool(workers=0))
+    cu = tmp_path / "k.cu"
+    cu.write_text(ASM)
+    (tmp_path / "k.cu.toml").write_text(
+        '[kernel.k]\narch = "sm_90a"\nargs = [\n  { name = "x", role = "inout", dtype = "f32", shape = ["N"] },\n'
+        '  { name = "n", role = "scalar", dtype = "i32", value = "N" },\n]\n'
+        'launch = { grid = ["cdiv(N, 256)"], block = [256] }\n[kernel.k.check]\nsizes = [{ N = 1000 }]\n'
+        '[kernel.k.bench]\nsizes = [{ N = 1048576 }]\n')
+    analysis = analyse_now(cu, ASM)
+    assert analysis.spec_error is None, analysis.spec_error
+    k = analysis.kernels["k"]
+    assert k.failed and k.mismatch is None
+    (msg,) = [m for m in k.messages if m.severity == "error"]
+    assert msg.line == 5  # 0-based: the asm statement
+    assert msg.text.startswith("ptxas: Arguments mismatch for instruction 'add'")
