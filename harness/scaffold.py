@@ -126,10 +126,22 @@ def _walk(node: ts.Node):
 
 def _kernel_node(root: ts.Node, kernel: KernelDef) -> ts.Node | None:
     """The kernel's ``function_definition`` inside its byte range."""
-    for n in _walk(root):
+    outer = root.descendant_for_byte_range(kernel.start_byte, kernel.end_byte) or root
+    for n in _walk(outer):
         if n.type == "function_definition" and kernel.start_byte <= n.start_byte and n.end_byte <= kernel.end_byte:
             return n
     return None
+
+
+def _top_level(root: ts.Node):
+    """The file's top-level nodes, looking inside preprocessor conditionals, namespaces and ``extern "C"`` blocks."""
+    stack = list(reversed(root.children))
+    while stack:
+        n = stack.pop()
+        yield n
+        if n.type.startswith("preproc_if") or n.type in ("preproc_else", "preproc_elif", "namespace_definition",
+                                                         "declaration_list", "linkage_specification"):
+            stack.extend(reversed(n.children))
 
 
 # --- roles from the body ------------------------------------------------------------------------------
@@ -200,7 +212,7 @@ class _Host:
     def __init__(self, root: ts.Node, scope: ts.Node, symbols: dict[str, str], types: dict[str, str]):
         self.root, self.scope, self.symbols, self.types = root, scope, symbols, types
         self.defines = {}
-        for n in _walk(root):
+        for n in _top_level(root):
             if n.type == "preproc_def" and n.child_by_field_name("value") is not None:
                 self.defines[_text(n.child_by_field_name("name"))] = n.child_by_field_name("value")
 
@@ -208,8 +220,8 @@ class _Host:
         """The last declaration of ``name`` before byte ``before`` in the enclosing function, else in the file:
         its initializer (an expression, an argument list, an initializer list)."""
         best = None
-        for where in (self.scope, self.root):
-            for n in _walk(where):
+        for nodes in (_walk(self.scope), (d for t in _top_level(self.root) if t.type == "declaration" for d in _walk(t))):
+            for n in nodes:
                 if n.start_byte >= before:
                     continue
                 if n.type == "init_declarator" and _text(n.child_by_field_name("declarator")) == name:
@@ -385,8 +397,11 @@ def _find_launch(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, symbols
                  types: dict[str, str], source_name: str, two_d: bool = False) -> _Launch | None:
     """The ``NAME<<<...>>>`` nearest the kernel's definition, translated; None when the file has none."""
     calls = []
-    for n in _walk(root):
-        if n.type != "call_expression" or not any(c.type == "kernel_call_syntax" for c in n.children):
+    for m in re.finditer(rb"<<<", root.text):  # the launches, without walking the whole tree
+        n = root.descendant_for_byte_range(root.start_byte + m.start(), root.start_byte + m.end())
+        while n is not None and n.type != "call_expression":
+            n = n.parent
+        if n is None or not any(c.type == "kernel_call_syntax" for c in n.children):
             continue
         fn = n.child_by_field_name("function")
         name_node = fn.child_by_field_name("name") if fn.type == "template_function" else fn

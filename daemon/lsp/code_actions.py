@@ -39,7 +39,7 @@ async def code_action(ls: PtxServer, params: types.CodeActionParams) -> list[typ
     if found is None:
         return None
     kernel, kernel_range = found
-    create = create_spec_actions(ls, uri, doc.source, kernel.name)
+    create = await create_spec_actions(ls, uri, doc.source, kernel.name)
     if create is not None:  # the spec does not describe this kernel: "Create spec for NAME" (create_spec.py)
         return create
     job = await ls.engine.latest(path_key(uri), kernel.name)
