@@ -8,7 +8,8 @@ arenas) stays out of the long-running daemon's resident set.
 One pool per process, shared by every job (:func:`shared_pool`); its workers are started with
 ``spawn`` (never ``fork``: the daemon runs an event loop and threads). ``PTXFACTORY_COMPILE_WORKERS``
 sets the number of workers (default ``min(4, CPUs)``); ``0`` compiles on a thread of this process
-instead (no new processes: what the tests of the daemon use on small machines).
+instead (no new processes: what the tests of the daemon use on small machines). Workers die with
+the process that started them, ``kill -9`` included (:mod:`.lifeline`).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from ptxfactory.protocol import Candidate, CompileFailed, KernelSpec
 
 from .compile import Compiled, compile_candidate
 from .elf import code_digest
+from .lifeline import die_with_parent
 
 log = logging.getLogger(__name__)
 from .static_checks import StaticFinding, static_check
@@ -86,7 +88,9 @@ class CompilePool:
                 if self.workers == 0:
                     self._executor = ThreadPoolExecutor(1, thread_name_prefix="ptxfactory-compile")
                 else:
-                    self._executor = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+                    # each worker dies with this process, even after a kill -9 (harness/lifeline.py)
+                    self._executor = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
+                                                         initializer=die_with_parent, initargs=(os.getpid(),))
             return self._executor
 
     async def prepare(self, candidate: Candidate, spec: KernelSpec, static: bool = True) -> Prepared:

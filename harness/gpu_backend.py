@@ -39,7 +39,7 @@ class GpuWorker:
         env_before = os.environ.get("CUDA_VISIBLE_DEVICES")
         os.environ["CUDA_VISIBLE_DEVICES"] = str(self.device) if env_before is None else env_before
         try:
-            self._proc = ctx.Process(target=worker_main, args=(child,), daemon=True, name=f"ptxfactory-gpu{self.device}")
+            self._proc = ctx.Process(target=worker_main, args=(child, os.getpid()), daemon=True, name=f"ptxfactory-gpu{self.device}")
             self._proc.start()
         finally:
             if env_before is None:

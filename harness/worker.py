@@ -12,8 +12,13 @@ import traceback
 from multiprocessing.connection import Connection
 
 
-def worker_main(conn: Connection) -> None:
-    """Serve requests until the pipe closes. Exits with status 70 after a sticky CUDA error."""
+def worker_main(conn: Connection, parent_pid: int | None = None) -> None:
+    """Serve requests until the pipe closes. Exits with status 70 after a sticky CUDA error; ends at once when
+    ``parent_pid`` (the process that started it) ends (:func:`~.lifeline.die_with_parent`)."""
+    if parent_pid is not None:
+        from .lifeline import die_with_parent
+
+        die_with_parent(parent_pid)
     from ptxfactory.protocol import KernelSpec, LaunchConfig
 
     from .gpu_eval import CandidateCrash, Evaluator, is_sticky

@@ -7,6 +7,7 @@ validate still names its tables, so the lens stays and the command reports the e
 """
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
@@ -34,7 +35,7 @@ async def code_lens(ls: PtxServer, params: types.CodeLensParams) -> list[types.C
     path = cuda_path(uri)
     if path is None:
         return None
-    described = described_kernels(spec_path_for(path))
+    described = await described_kernels_off_loop(spec_path_for(path))
     if not described:
         return []
     text = ls.workspace.get_text_document(uri).source
@@ -56,6 +57,27 @@ async def code_lens(ls: PtxServer, params: types.CodeLensParams) -> list[types.C
                     command=types.Command(title=label, command=REPORT, arguments=[ReportArgs(job_id=job.job_id).model_dump(exclude_defaults=True)]),
                 ))
     return lenses
+
+
+_DESCRIBED: dict[Path, tuple[tuple[int, int, int], frozenset[str]]] = {}
+
+
+async def described_kernels_off_loop(spec_path: Path) -> frozenset[str]:
+    """:func:`described_kernels`, parsed on a worker thread (a spec is user input: never parsed on the event loop)
+    and cached by the file's (inode, size, mtime); empty when there is no spec file."""
+    try:
+        st = spec_path.stat()
+    except OSError:
+        return frozenset()
+    stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+    cached = _DESCRIBED.get(spec_path)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    names = frozenset(await asyncio.to_thread(described_kernels, spec_path))
+    if len(_DESCRIBED) > 256:
+        _DESCRIBED.clear()
+    _DESCRIBED[spec_path] = (stamp, names)
+    return names
 
 
 def described_kernels(spec_path: Path) -> set[str]:

@@ -19,7 +19,7 @@ from ptxfactory.search.strategy import kernel_fingerprint
 from ..analysis import KernelAnalysis
 from ..jobs import JobRecord, path_key
 from ..occupancy import occupancy
-from .code_lens import described_kernels
+from .code_lens import described_kernels_off_loop
 from .session import PtxServer
 from .text import cuda_path, position_at
 
@@ -42,7 +42,7 @@ async def hover(ls: PtxServer, params: types.HoverParams) -> types.Hover | None:
     text = ls.workspace.get_text_document(uri).source
     line = params.position.line
     kernel = next((k for k in find_kernels(text) if header_lines(k)[0] <= line <= header_lines(k)[1]), None)
-    if kernel is None or kernel.name not in described_kernels(spec_path_for(path)):
+    if kernel is None or kernel.name not in await described_kernels_off_loop(spec_path_for(path)):
         return None
     analysis = ls.engine.analysis
     fingerprint = kernel_fingerprint(kernel.text)
