@@ -98,7 +98,7 @@ def analyse_now(path: Path, text: str) -> FileAnalysis:
     """Compile every spec'd kernel found in ``text`` (blocking: run it on a thread). NVRTC runs in the
     compile pool's processes, never in the daemon: its memory stays out of the daemon's resident set."""
     from ptxfactory.harness.compile_pool import shared_pool
-    from ptxfactory.harness.source import check_signature, find_kernels
+    from ptxfactory.harness.source import check_signature, find_kernels, spec_location
     from ptxfactory.search.strategy import kernel_fingerprint, original_candidate
 
     spec_path = spec_path_for(path)
@@ -119,7 +119,8 @@ def analyse_now(path: Path, text: str) -> FileAnalysis:
         try:
             check_signature(spec, kdef)
         except ValueError as exc:
-            result.kernels[kdef.name] = KernelAnalysis(**common, mismatch=f"{spec_path.name} does not match the kernel: {exc}")
+            where = spec_location(spec_path, kdef.name, getattr(exc, "key", "")).replace(str(spec_path), spec_path.name, 1)
+            result.kernels[kdef.name] = KernelAnalysis(**common, mismatch=f"{where}: does not match the kernel: {exc}")
             continue
         original = original_candidate(spec, text)
         instance = original.name_expression if original.template_args else None

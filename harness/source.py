@@ -1,8 +1,10 @@
 """Find ``__global__`` kernels in CUDA source with tree-sitter-cuda, and check them against a spec."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 import tree_sitter as ts
 import tree_sitter_cuda
@@ -33,10 +35,17 @@ class KernelDef:
     name_line: int
     text: str
     template_params: tuple[str, ...] = ()  # a kernel template's parameter names, in order
+    template_types: tuple[str, ...] = ()  # which of them are type parameters (``typename T``, ``class U``)
 
 
 class SignatureMismatch(ValueError):
-    """The spec's arguments do not match the kernel's parameters; the message names the argument."""
+    """The spec's arguments do not match the kernel's parameters; the message names the argument.
+
+    ``key``: the spec key to fix, relative to ``kernel.NAME`` (``args[0].dtype``, ``tune.template.T``), or ''."""
+
+    def __init__(self, message: str, key: str = ""):
+        super().__init__(message)
+        self.key = key
 
 
 @lru_cache(maxsize=1)
@@ -55,10 +64,12 @@ def find_kernels(source: str) -> list[KernelDef]:
         if node.type == "function_definition" and any(c.type == "__global__" for c in node.children):
             outer = node
             template: tuple[str, ...] = ()
+            types: tuple[str, ...] = ()
             while outer.parent is not None and outer.parent.type in ("linkage_specification", "template_declaration"):
                 outer = outer.parent
                 if outer.type == "template_declaration":
                     template = _template_params(outer)
+                    types = _template_types(outer)
             decl = node.child_by_field_name("declarator")
             while decl is not None and decl.type != "function_declarator":
                 decl = decl.child_by_field_name("declarator")
@@ -77,6 +88,7 @@ def find_kernels(source: str) -> list[KernelDef]:
                     name_line=name_node.start_point[0],
                     text=data[outer.start_byte : outer.end_byte].decode(),
                     template_params=template,
+                    template_types=types,
                 )
             )
             continue
@@ -123,37 +135,70 @@ def _template_params(node: ts.Node) -> tuple[str, ...]:
     return tuple(names)
 
 
+_TYPE_PARAMETERS = ("type_parameter_declaration", "optional_type_parameter_declaration", "variadic_type_parameter_declaration")
+
+
+def _template_types(node: ts.Node) -> tuple[str, ...]:
+    """The type parameters (``typename T``, ``class U = float``) of a ``template_declaration``, by name."""
+    plist = node.child_by_field_name("parameters")
+    return tuple(next((c.text.decode() for c in p.named_children if c.type == "type_identifier"), "?")
+                 for p in (plist.named_children if plist is not None else ()) if p.type in _TYPE_PARAMETERS)
+
+
+def _plain_type(type_text: str) -> str:
+    """A parameter's type as the dtypes spell it: ``std::int32_t`` and ``cuda::std::uint32_t`` are ``int32_t``."""
+    for prefix in ("::", "cuda::std::", "std::"):
+        type_text = type_text.removeprefix(prefix)
+    return type_text
+
+
 def check_signature(spec: KernelSpec, kernel: KernelDef) -> None:
     """Check the spec's ``args`` against the kernel's parameters: count, order, names, pointer vs scalar, dtype;
     and a kernel template's parameters against the spec's ``tune.template`` knobs (all of them, in order).
 
+    A parameter whose type is a template type parameter (``const T* x`` in ``template <typename T, int VEC>``)
+    is checked as instantiated: with every value ``tune.template`` gives ``T`` (``T = ["float"]``), since
+    the ``tune`` generator may compile any of them.
+
     Raises:
-        SignatureMismatch: naming the first argument (or template parameter) that differs.
+        SignatureMismatch: naming the first argument (or template parameter) that differs, with the spec
+            key to fix (``args[0].dtype``, or ``tune.template.T`` when a type parameter's value is the cause).
     """
     knobs = tuple(spec.tune.template)
     if knobs != kernel.template_params:
         if not kernel.template_params:
-            raise SignatureMismatch(f"tune.template sets {', '.join(knobs)} but kernel {kernel.name!r} is not a template")
+            raise SignatureMismatch(f"tune.template sets {', '.join(knobs)} but kernel {kernel.name!r} is not a template", key="tune.template")
         raise SignatureMismatch(
             f"kernel {kernel.name!r} is a template of <{', '.join(kernel.template_params)}>: "
-            f"tune.template must give values for each, in that order (it gives: {', '.join(knobs) or 'none'})"
+            f"tune.template must give values for each, in that order (it gives: {', '.join(knobs) or 'none'})",
+            key="tune.template" if knobs else "tune",
         )
     params = kernel.params
     if len(params) != len(spec.args):
         raise SignatureMismatch(
             f"kernel {kernel.name!r} has {len(params)} parameters ({', '.join(p.name for p in params)}) "
-            f"but the spec lists {len(spec.args)} args ({', '.join(a.name for a in spec.args)})"
+            f"but the spec lists {len(spec.args)} args ({', '.join(a.name for a in spec.args)})",
+            key="args",
         )
     for i, (arg, p) in enumerate(zip(spec.args, params)):
         where = f"args[{i}] ({arg.name!r})"
         if arg.name != p.name:
-            raise SignatureMismatch(f"{where}: the kernel's parameter {i} is named {p.name!r}")
+            raise SignatureMismatch(f"{where}: the kernel's parameter {i} is named {p.name!r}", key=f"args[{i}].name")
         if arg.is_buffer and not p.is_pointer:
-            raise SignatureMismatch(f"{where}: role {arg.role!r} needs a pointer, the kernel takes {p.type} {p.name}")
+            raise SignatureMismatch(f"{where}: role {arg.role!r} needs a pointer, the kernel takes {p.type} {p.name}", key=f"args[{i}].role")
         if not arg.is_buffer and p.is_pointer:
-            raise SignatureMismatch(f"{where}: role 'scalar' but the kernel takes a pointer {p.type}* {p.name}")
-        if p.type not in arg.dtype.c_types:
-            raise SignatureMismatch(f"{where}: dtype {arg.dtype.value} expects {' or '.join(arg.dtype.c_types)}, the kernel declares {p.type}")
+            raise SignatureMismatch(f"{where}: role 'scalar' but the kernel takes a pointer {p.type}* {p.name}", key=f"args[{i}].role")
+        declared = _plain_type(p.type)
+        if declared in kernel.template_types:
+            for value in spec.tune.template.get(declared, []):
+                if _plain_type(str(value)) not in arg.dtype.c_types:
+                    raise SignatureMismatch(
+                        f"{where}: dtype {arg.dtype.value} expects {' or '.join(arg.dtype.c_types)}, the kernel declares "
+                        f"{p.type}{'*' if p.is_pointer else ''} {p.name} and tune.template gives {declared} = {value!r}",
+                        key=f"tune.template.{declared}")
+        elif declared not in arg.dtype.c_types:
+            raise SignatureMismatch(f"{where}: dtype {arg.dtype.value} expects {' or '.join(arg.dtype.c_types)}, the kernel declares {p.type}",
+                                    key=f"args[{i}].dtype")
         if arg.role == "in" and not p.is_const:
             pass  # allowed: many real kernels omit const on inputs
 
@@ -162,3 +207,20 @@ def replace_kernel(source: str, kernel: KernelDef, new_text: str) -> str:
     """``source`` with the kernel's definition (bytes ``start_byte:end_byte``) replaced by ``new_text``."""
     data = source.encode()
     return (data[: kernel.start_byte] + new_text.encode() + data[kernel.end_byte :]).decode()
+
+
+def spec_location(spec_path: str | Path, kernel_name: str, key: str) -> str:
+    """``FILE:LINE: kernel.NAME.KEY`` for a key of a kernel's table in a spec file (``args[0].dtype``,
+    ``tune.template.T``), the line found in the file's text (``FILE: kernel.NAME.KEY`` when it is not found
+    or the file cannot be read), for errors that are only found once the kernel is known (a signature mismatch)."""
+    from ptxfactory.protocol.spec import _locate  # the spec loader's own key finder
+
+    parts: list[str | int] = ["kernel", kernel_name]
+    for m in re.finditer(r"([A-Za-z_]\w*)|\[(\d+)\]", key):
+        parts.append(m.group(1) if m.group(1) else int(m.group(2)))
+    try:
+        line = _locate(Path(spec_path).read_text(), tuple(parts))
+    except OSError:
+        line = None
+    dotted = f"kernel.{kernel_name}.{key}" if key else f"kernel.{kernel_name}"
+    return f"{spec_path}:{line}: {dotted}" if line else f"{spec_path}: {dotted}"

@@ -22,7 +22,7 @@ from ptxfactory.harness.backend import EvaluationBackend
 from ptxfactory.harness.compile import Compiled
 from ptxfactory.harness.compile_pool import CompilePool, Prepared, shared_pool
 from ptxfactory.harness.plan import make_plan
-from ptxfactory.harness.source import check_signature, find_kernel
+from ptxfactory.harness.source import check_signature, find_kernel, spec_location
 from ptxfactory.protocol import (
     Candidate, CandidateRow, CompileFailed, EvalResult, JobSummary, KernelSpec, LaunchConfig, Measured, NotRun, Rejected, load_spec,
     spec_path_for,
@@ -115,7 +115,8 @@ def load_job(source_path: str | Path, kernel: str, source_text: str | None = Non
     except KeyError as exc:
         raise JobError(f"{path}: {exc.args[0]}") from None
     except ValueError as exc:
-        raise JobError(f"{path}: {spec_file.path} does not match the kernel: {exc}") from None
+        where = spec_location(spec_file.path, kernel, getattr(exc, "key", ""))
+        raise JobError(f"{path}: {where}: does not match the kernel: {exc}") from None
     return spec, source_text
 
 
