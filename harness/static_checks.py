@@ -93,9 +93,84 @@ def _walk(node: ts.Node):
         yield from _walk(c)
 
 
+_WRAPPERS = ("translation_unit", "linkage_specification", "declaration_list", "namespace_definition",
+             "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "preproc_elifdef")
+
+
+def _declared_names(node: ts.Node) -> set[str]:
+    """The names a namespace-scope item declares: a function's (``k``, ``ns::f``: ``f``), a macro's, a variable's,
+    a struct's or typedef's; empty for items that declare nothing by name (``#include``, ``static_assert``)."""
+    if node.type == "template_declaration":
+        return set().union(*(_declared_names(c) for c in node.named_children if c.type != "template_parameter_list"))
+    if node.type in ("preproc_def", "preproc_function_def"):
+        name = node.child_by_field_name("name")
+        return {name.text.decode()} if name is not None else set()
+    if node.type in ("struct_specifier", "class_specifier", "union_specifier", "enum_specifier"):
+        name = node.child_by_field_name("name")
+        return {name.text.decode()} if name is not None else set()
+    names = set()
+    if node.type in ("function_definition", "declaration", "type_definition", "field_declaration"):
+        targets = [c for c in node.children if c.type not in ("compound_statement", "field_declaration_list", "initializer_list")]
+        for c in targets:
+            if c.type in ("struct_specifier", "class_specifier", "union_specifier", "enum_specifier"):
+                names |= _declared_names(c)
+                continue
+            if c == node.child_by_field_name("type"):
+                continue
+            for d in _walk(c):
+                if d.type in ("parameter_list", "argument_list", "compound_statement", "template_argument_list", "initializer_list"):
+                    break
+                if d.type in ("identifier", "type_identifier", "field_identifier", "operator_name", "destructor_name"):
+                    names.add(d.text.decode())
+                    break
+    return names
+
+
+def _items(node: ts.Node):
+    """Namespace-scope items in file order, looking inside ``extern "C" {}``, namespaces and ``#if`` blocks."""
+    for c in node.children:
+        if c.type in _WRAPPERS:
+            yield from _items(c)
+        elif c.is_named:
+            yield c
+
+
+def scoped_source(source: str, kernel_name: str) -> str:
+    """``source`` with what the kernel ``kernel_name`` cannot reach blanked out (spaces; newlines and so line
+    numbers kept): other kernels, host functions, device functions, variables, macros and types that nothing
+    reachable names. Reachable: the kernel's definition, then every function, macro, variable or type whose
+    name appears in reachable text (its callees, the macros it expands, the globals it touches, a kernel it
+    launches), to a fixed point; items that declare no name (``#include``, ``static_assert``) stay. The whole
+    source when no kernel of that name is defined."""
+    data = source.encode()
+    items = [(n, _declared_names(n)) for n in _items(_parser().parse(data).root_node)]
+    kernel = [i for i, (n, names) in enumerate(items) if kernel_name in names
+              and any(d.type == "__global__" for d in _walk(n) if d.type in ("__global__", "compound_statement"))]
+    if not kernel:
+        return source
+    keep = {i for i, (_n, names) in enumerate(items) if not names} | set(kernel)
+    seen: set[str] = set()
+    frontier = list(keep)
+    while frontier:
+        words = set()
+        for i in frontier:
+            node = items[i][0]
+            words |= set(re.findall(r"[A-Za-z_]\w*", data[node.start_byte:node.end_byte].decode(errors="replace")))
+        words -= seen
+        seen |= words
+        frontier = [i for i, (_n, names) in enumerate(items) if i not in keep and names & words]
+        keep.update(frontier)
+    out = bytearray(data)
+    for i, (node, _names) in enumerate(items):
+        if i not in keep:
+            out[node.start_byte:node.end_byte] = re.sub(rb"[^\n]", b" ", data[node.start_byte:node.end_byte])
+    return out.decode(errors="replace")
+
+
 def check_source(candidate: Candidate) -> StaticFinding | None:
-    """Source-level refusals for a candidate's whole translation unit, or None."""
-    code = strip_comments(candidate.source)
+    """Source-level refusals for what the candidate's kernel can reach (:func:`scoped_source`: the kernel, the
+    device functions it calls, the globals and macros it uses; not other kernels of the same file), or None."""
+    code = strip_comments(scoped_source(candidate.source, candidate.kernel_name))
     globals_ = mutable_device_globals(code)
     if globals_:
         return StaticFinding("static_source", f"mutable __device__ global(s) {', '.join(globals_)}: state that survives between launches")
@@ -137,23 +212,69 @@ def check_launch(candidate: Candidate, spec: KernelSpec, resources: Resources | 
 _PTX_GLOBAL = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?\.global\s+(?:\.\w+\s+|\d+\s+)*([A-Za-z_$][\w$]*)", re.M)
 
 
-def written_globals(ptx: str) -> list[str]:
-    """``.global`` variables of a PTX module that are stored to, or whose address is taken (and so may be).
+def written_globals(ptx: str, code: str | None = None) -> list[str]:
+    """``.global`` variables of a PTX module that are stored to, or whose address is taken (and so may be), in
+    ``code`` (some of the module's functions, see :func:`kernel_ptx`; default: the whole module).
 
     ``constexpr``/``const`` namespace-scope values also become ``.global`` data, but their reads
     are folded or plain loads; a ``st``/``atom``/``red`` on one, or a ``mov``/``cvta`` of its
     address, is what persistent state looks like.
     """
+    code = ptx if code is None else code
     out = []
     for name in _PTX_GLOBAL.findall(ptx):
         n = re.escape(name)
-        if re.search(rf"\b(?:st|atom|red)\.[\w.]*\s*\[\s*{n}\b", ptx) or re.search(rf"\b(?:mov|cvta)[\w.]*\s+%\w+\s*,\s*{n}\b", ptx):
+        if re.search(rf"\b(?:st|atom|red)\.[\w.]*\s*\[\s*{n}\b", code) or re.search(rf"\b(?:mov|cvta)[\w.]*\s+%\w+\s*,\s*{n}\b", code):
             out.append(name)
     return out
 
 
+_PTX_FUNCTION = re.compile(r"^[ \t]*(?:\.(?:visible|weak|extern)\s+)*\.(entry|func)\s+(?:\([^)]*\)\s*)?([A-Za-z_$][\w$]*)", re.M)
+
+
+def ptx_functions(ptx: str) -> dict[str, tuple[str, str]]:
+    """A PTX module's functions: name -> (``entry`` or ``func``, its text from the header to the closing brace).
+    A declaration without a body (``.extern .func f(...);``) is left out."""
+    out: dict[str, tuple[str, str]] = {}
+    for m in _PTX_FUNCTION.finditer(ptx):
+        brace, semi = ptx.find("{", m.end()), ptx.find(";", m.end())
+        if brace < 0 or 0 <= semi < brace:
+            continue  # a prototype
+        depth, i = 0, brace
+        while i < len(ptx):
+            if ptx[i] == "{":
+                depth += 1
+            elif ptx[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            i += 1
+        out[m.group(2)] = (m.group(1), ptx[m.start():i + 1])
+    return out
+
+
+def kernel_ptx(ptx: str, kernel_name: str) -> str:
+    """The PTX the kernel ``kernel_name`` runs: its entries (``kernel_name`` itself, or its C++ manglings in the
+    global namespace, every instantiation of a template) and every function they call, transitively. The whole
+    module when no entry matches."""
+    funcs = ptx_functions(ptx)
+    prefix = f"_Z{len(kernel_name)}{kernel_name}"
+    todo = [n for n, (kind, _t) in funcs.items() if kind == "entry" and (n == kernel_name or n.startswith(prefix))]
+    if not todo:
+        return ptx
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        todo += [w for w in set(re.findall(r"[A-Za-z_$][\w$]*", funcs[name][1])) if w in funcs and w not in seen]
+    return "\n".join(text for n, (_k, text) in funcs.items() if n in seen)
+
+
 def check_binary(candidate: Candidate, cubin: bytes | None, arch: str) -> StaticFinding | None:
-    """Writable device globals in the compiled code, however the source spelled them (macros, const_cast, templates)."""
+    """Writable device globals in the compiled code, however the source spelled them (macros, const_cast, templates),
+    written by the candidate's kernel or a function it calls (:func:`kernel_ptx`; not by other kernels of the file)."""
     if not cubin:
         return None
     try:
@@ -162,7 +283,7 @@ def check_binary(candidate: Candidate, cubin: bytes | None, arch: str) -> Static
         ptx = compile_ptx(candidate, arch)
     except Exception:  # not an ELF cubin, or PTX generation failed: the source check stands alone
         return None
-    names = written_globals(ptx)
+    names = written_globals(ptx, kernel_ptx(ptx, candidate.kernel_name))
     if names:
         return StaticFinding("static_source", f"writes device global(s) {', '.join(names)}: state that survives between launches")
     return None
