@@ -60,11 +60,44 @@ def verdict(row: CandidateRow, summary: JobSummary) -> tuple[Status, str]:
     """(status, text) of the "verified" column: ``yes``, ``simulated``, ``compiled, not run`` or ``no: <why>``."""
     r = row.result
     if isinstance(r, Measured):
-        return ("simulated", "simulated (not verified)") if r.simulated else ("verified", "yes")
+        accuracy = ref_error_text(r)
+        return ("simulated", "simulated (not verified)") if r.simulated else ("verified", "yes" + (f"; {accuracy}" if accuracy else ""))
     if r.outcome == "not_run":
         # In a compile-only job every row has the same reason; the CLI says it once.
         return "not_run", "compiled, not run" if summary.state == "compile_only" else row.reason
     return "failed", "no: " + row.reason
+
+
+def ref_error_text(result: Measured) -> str:
+    """``"max |err| vs reference 7.6e-02 (original 5.3)"``: the largest error against the spec's Python reference
+    over the verified sizes, of this candidate and of the original on the same inputs; ``""`` without one."""
+    if not result.ref_errors:
+        return ""
+    worst = max(e.candidate_max_abs for e in result.ref_errors)
+    original = max(e.original_max_abs for e in result.ref_errors)
+    return f"max |err| vs reference {worst:.2g} (original {original:.2g})"
+
+
+def accuracy_lines(summary: JobSummary) -> list[str]:
+    """``report.md``'s accuracy section: per verified size and output, the error against the Python reference of
+    the best candidate (else the original) beside the original's; empty when the original is the oracle."""
+    row = summary.row(summary.best_key)
+    if row is None or not isinstance(row.result, Measured) or not row.result.ref_errors:
+        row = summary.row(summary.baseline_key)
+    if row is None or not isinstance(row.result, Measured) or not row.result.ref_errors:
+        return []
+    n = number_of(summary, row.key)
+    who = "the original" if row.key == summary.baseline_key else f"#{n}"
+    whose = "of the original kernel" if row.key == summary.baseline_key else f"of {who} and of the original kernel on the same inputs"
+    out = ["## Accuracy against the Python reference", "",
+           f"Max |error| against the spec's Python reference at each verified size (the largest over its seeds), {whose}. "
+           "A candidate passes within rtol/atol, or when it is no less accurate than the original (at most 2x its error "
+           "+ 4 ulp).", "",
+           f"| size | output | {who} | original | within rtol/atol |", "|---|---|---|---|---|"]
+    for e in row.result.ref_errors:
+        size = size_label(e.size) + (" (held-out)" if e.heldout else "")
+        out.append(f"| {size} | {e.output} | {e.candidate_max_abs:.3g} | {e.original_max_abs:.3g} | {'yes' if e.within_tol else 'no'} |")
+    return out + [""]
 
 
 def resources_text(row: CandidateRow) -> str:
@@ -251,6 +284,7 @@ def render_markdown(summary: JobSummary, now: datetime | None = None) -> str:
         if r.verified_sizes:
             out.append("- verified at: " + "; ".join(size_label(s) for s in r.verified_sizes))
         out += ["- full source: `best.cu` (the whole translation unit)", "", "### Launch", "", *launch_needed(summary), ""]
+    out += accuracy_lines(summary)
     out += ["## Candidates", "", markdown_table(summary), ""]
     if summary.state != "compile_only":
         failed = [(i, row) for i, row in enumerate(summary.rows) if not isinstance(row.result, Measured)]

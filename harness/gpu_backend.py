@@ -91,8 +91,29 @@ class GpuBackend:
             self._facts = GpuFacts.model_validate(answer["ok"])
         return self._facts
 
+    async def prepare_reference(self, spec: KernelSpec, plan: EvalPlan) -> None:
+        """Have the worker compute (and cache) the Python reference's outputs for every verification size and
+        seed of ``plan``, with a deadline of its own (each call may take ``timeout_s``), so a slow reference is
+        never mistaken for a hanging candidate. Raises ReferenceFailed (the job's error), WorkerError."""
+        ref = plan.reference
+        pairs = (len(plan.verify_sizes) + len(plan.heldout_sizes)) * len(plan.seeds)
+        deadline = 120.0 + pairs * (ref.timeout_s + 10.0)
+        request = {"op": "reference", "spec": spec.model_dump(mode="json"), "plan": plan.model_dump()}
+        answer = await self._call(request, deadline)
+        if "ok" in answer:
+            return
+        if "reference_failed" in answer:
+            raise ref.failed(answer["reference_failed"])
+        if "timed_out" in answer:
+            raise ref.failed(f"computing its outputs at {pairs} sizes x seeds took more than {deadline:.0f} s (stopped)")
+        raise WorkerError(f"computing the Python reference's outputs failed: {answer.get('crashed') or answer.get('error') or answer}")
+
     async def evaluate(self, spec: KernelSpec, baseline: Compiled, candidate: Compiled, plan: EvalPlan) -> EvalResult:
+        """Verify and time ``candidate`` in the worker (see :class:`~.backend.EvaluationBackend`); with a Python
+        reference, its outputs are computed first (:meth:`prepare_reference`). Raises ReferenceFailed."""
         key = candidate.candidate.key
+        if plan.reference is not None:
+            await self.prepare_reference(spec, plan)
         request = {
             "op": "evaluate", "spec": spec.model_dump(mode="json"), "plan": plan.model_dump(),
             "baseline": _payload(baseline), "candidate": _payload(candidate),
@@ -107,6 +128,8 @@ class GpuBackend:
             return TimedOut(candidate_key=key, seconds=answer["timed_out"], resources=candidate.resources, wall_s=time.perf_counter() - t0)
         if "crashed" in answer:
             return Crashed(candidate_key=key, reason=answer["crashed"], resources=candidate.resources, wall_s=time.perf_counter() - t0)
+        if "reference_failed" in answer and plan.reference is not None:
+            raise plan.reference.failed(answer["reference_failed"])
         raise WorkerError(answer.get("error", str(answer)))
 
     async def close(self) -> None:

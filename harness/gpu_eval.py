@@ -20,6 +20,7 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 from ptxfactory.protocol.result import FLOOR_FLOPS_FACTOR
 
 from . import buffers as B
+from . import reference as R
 from .plan import EvalPlan
 from .stats import speedup_interval
 
@@ -125,6 +126,8 @@ class Evaluator:
         self._facts: GpuFacts | None = None
         self._reference_cache: dict[tuple, dict[str, np.ndarray]] = {}
         self._loaded: dict[str, LoadedKernel] = {}
+        self._python: R.ReferenceProcess | None = None  # the child process running the spec's Python reference
+        self._python_cache: dict[tuple, dict[str, np.ndarray]] = {}
 
     # -- facts ---------------------------------------------------------------------------------
     def facts(self) -> GpuFacts:
@@ -192,9 +195,50 @@ class Evaluator:
             self._reference_cache[key] = outs
         return self._reference_cache[key]
 
+    # -- the spec's Python reference (check.reference = "python:...") ---------------------------
+    PYTHON_CACHE_BYTES = 2 << 30  # reference outputs kept on the host, oldest dropped first
+
+    def python_reference(self, spec: KernelSpec, ref: R.PythonReference, size: dict[str, int], seed: int, variant: int,
+                         inputs: dict[str, cp.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """The Python reference's outputs (host ``float64``/``int64`` arrays of each output's shape, by name) on the
+        inputs of ``(size, seed, variant)`` (``inputs``, else generated again: the generation is deterministic),
+        computed in a child process (:class:`.reference.ReferenceProcess`) and cached. Raises ReferenceFailed."""
+        ident = (ref.model_dump_json(), spec.model_dump_json())
+        key = (hash(ident), tuple(sorted(size.items())), seed, variant)
+        if key not in self._python_cache:
+            if self._python is None or (self._python.ref, self._python.spec) != (ref, spec):
+                if self._python is not None:
+                    self._python.close()
+                self._python = R.ReferenceProcess(ref, spec)
+            if inputs is None:
+                inputs = B.make_inputs(spec, size, seed, variant)
+            outs = self._python.outputs(size, {name: buf.get() for name, buf in inputs.items()})
+            while self._python_cache and sum(a.nbytes for o in self._python_cache.values() for a in o.values()) \
+                    + sum(a.nbytes for a in outs.values()) > self.PYTHON_CACHE_BYTES:
+                self._python_cache.pop(next(iter(self._python_cache)))
+            self._python_cache[key] = outs
+        return self._python_cache[key]
+
+    def prepare_reference(self, spec: KernelSpec, plan: EvalPlan) -> int:
+        """Compute (and cache) the Python reference's outputs at every verification size and seed of ``plan``
+        (the worker's ``reference`` request, sent before ``evaluate`` with a deadline of its own). Returns how
+        many (size, seed) pairs there are. Raises ReferenceFailed."""
+        pairs = 0
+        for size in plan.verify_sizes + plan.heldout_sizes:
+            for i, seed in enumerate(plan.seeds):
+                self.python_reference(spec, plan.reference, size, seed, i % len(B.VARIANTS))
+                pairs += 1
+        return pairs
+
     # -- verification --------------------------------------------------------------------------
-    def verify(self, spec: KernelSpec, base: LoadedKernel, base_key: str, cand: LoadedKernel, plan: EvalPlan, key: str) -> Rejected | None:
-        """Run every verification size x seed; the first failure becomes a :class:`Rejected`."""
+    def verify(self, spec: KernelSpec, base: LoadedKernel, base_key: str, cand: LoadedKernel, plan: EvalPlan, key: str,
+               errors: list | None = None) -> Rejected | None:
+        """Run every verification size x seed; the first failure becomes a :class:`Rejected`.
+
+        With a Python reference (``plan.reference``) every output is judged against it, and so is the original's
+        (:func:`.reference.judge`: within tolerance, or no less accurate than the original); each judgement's
+        errors are appended to ``errors`` (:class:`.reference.ErrorRecord`). Otherwise the original is the oracle.
+        """
         sizes = [(s, False) for s in plan.verify_sizes] + [(s, True) for s in plan.heldout_sizes]
         for size, heldout in sizes:
             label = f"{'held-out ' if heldout else ''}size {size}"
@@ -219,7 +263,21 @@ class Evaluator:
                     return Rejected(candidate_key=key, check=check, reason=f"{where}: {problem}",
                                     detail={"size": size, "seed_index": i, "heldout": heldout})
                 for arg in spec.args:
-                    if arg.role in ("out", "inout"):
+                    if arg.role in ("out", "inout") and plan.reference is not None:
+                        truth = self.python_reference(spec, plan.reference, size, seed, variant, inputs)[arg.name]
+                        dtype = arg.dtype.value
+                        j = R.judge(R.values(got[arg.name], dtype), R.values(want[arg.name], dtype), truth, dtype,
+                                    plan.rtol, plan.atol, B.unwritten(got[arg.name], dtype))
+                        if errors is not None:
+                            errors.append(R.ErrorRecord(size, arg.name, heldout, j.candidate_err, j.original_err, j.within_tol))
+                        if not j.ok:
+                            return Rejected(candidate_key=key, check="correctness",
+                                            reason=f"{where}: {R.describe(j, arg.name, B.shape_of(arg, size))}",
+                                            detail={"size": size, "seed_index": i, "variant": B.VARIANTS[variant][0],
+                                                    "heldout": heldout, "reference": plan.reference.target, "wrong": j.wrong,
+                                                    "candidate_max_abs": j.candidate_err, "original_max_abs": j.original_err,
+                                                    "bound": j.bound})
+                    elif arg.role in ("out", "inout"):
                         bad = _compare(cp.asarray(got[arg.name]), cp.asarray(want[arg.name]), arg.dtype.value,
                                        plan.rtol, plan.atol, B.shape_of(arg, size))
                         if bad:
@@ -298,6 +356,15 @@ class Evaluator:
             if arg.role in ("out", "inout"):
                 bad = _compare(sets[last]["cand"][1][arg.name], sets[last]["base"][1][arg.name], arg.dtype.value,
                                plan.rtol, plan.atol, B.shape_of(arg, size))
+                if bad and plan.reference is not None and arg.role == "out":
+                    # the candidate may disagree with a less accurate original: judge it against the reference on
+                    # the same inputs (timing set ``last``: seed 1000 + last, variant 0, as generated above)
+                    dtype = arg.dtype.value
+                    cand_out, base_out = sets[last]["cand"][1][arg.name].get(), sets[last]["base"][1][arg.name].get()
+                    truth = self.python_reference(spec, plan.reference, size, 1000 + last, 0)[arg.name]
+                    j = R.judge(R.values(cand_out, dtype), R.values(base_out, dtype), truth, dtype, plan.rtol, plan.atol,
+                                B.unwritten(cand_out, dtype))
+                    bad = None if j.ok else (R.describe(j, arg.name, B.shape_of(arg, size)), {})
                 if bad:
                     problem = f"output {arg.name!r} of the last timed launch at {size}: {bad[0]}"
                     break
@@ -307,7 +374,8 @@ class Evaluator:
         """Verify then time; returns Measured or Rejected. Raises :class:`CandidateCrash` on a sticky CUDA error."""
         t0 = time.perf_counter()
         try:
-            rejected = self.verify(spec, base, base_key, cand, plan, key)
+            errors: list[R.ErrorRecord] = []
+            rejected = self.verify(spec, base, base_key, cand, plan, key, errors)
             verify_s = time.perf_counter() - t0
             if rejected is not None:
                 return rejected.model_copy(update={"resources": cand.resources, "wall_s": verify_s, "verify_s": verify_s})
@@ -350,4 +418,5 @@ class Evaluator:
         speedup = math.exp(sum(math.log(t.baseline_median_us / t.median_us) for t in timings) / len(timings))
         lo, hi = speedup_interval(samples)
         return Measured(candidate_key=key, resources=cand.resources, timings=timings, speedup=speedup, speedup_lo=lo, speedup_hi=hi,
-                        verified_sizes=plan.verify_sizes + plan.heldout_sizes, wall_s=time.perf_counter() - t0, verify_s=verify_s)
+                        verified_sizes=plan.verify_sizes + plan.heldout_sizes, wall_s=time.perf_counter() - t0, verify_s=verify_s,
+                        ref_errors=R.summarise(errors))

@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from ptxfactory.protocol import KernelSpec
 from ptxfactory.protocol.expr import ExprError, symbols_in
 
+from .reference import PythonReference
+
 
 class EvalPlan(BaseModel):
     """The evaluation of a candidate against the baseline; built by :func:`make_plan`, sent to the worker."""
@@ -24,6 +26,7 @@ class EvalPlan(BaseModel):
     timing_reps: int = Field(default=40, ge=3)
     warmup: int = Field(default=3, ge=1)
     timeout_s: float = 120.0
+    reference: PythonReference | None = None  # the spec's Python reference, resolved (None: the original is the oracle)
 
 
 MAX_TRIES = 64  # random draws per held-out size when a constraint rejects the first one: bounded, never a loop
@@ -137,8 +140,9 @@ def _elements(spec: KernelSpec, size: dict[str, int]) -> int | None:
         return None
 
 
-def make_plan(spec: KernelSpec, secret: int | None = None) -> EvalPlan:
-    """The plan for every candidate of a job: the spec's check and bench sizes plus held-out sizes and fresh seeds."""
+def make_plan(spec: KernelSpec, secret: int | None = None, reference: PythonReference | None = None) -> EvalPlan:
+    """The plan for every candidate of a job: the spec's check and bench sizes plus held-out sizes and fresh seeds;
+    ``reference``: the spec's Python reference resolved at job start (:func:`.reference.python_reference`)."""
     secret = secret if secret is not None else random.SystemRandom().randrange(1 << 30)
     rng = random.Random(secret ^ 0x5EED)
     return EvalPlan(
@@ -148,4 +152,5 @@ def make_plan(spec: KernelSpec, secret: int | None = None) -> EvalPlan:
         seeds=[rng.randrange(1 << 31) for _ in range(max(spec.check.seeds, 4))],  # >= one per stress variant
         rtol=spec.check.rtol,
         atol=spec.check.atol,
+        reference=reference,
     )

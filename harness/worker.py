@@ -1,9 +1,12 @@
 """The evaluation worker: a child process that owns the GPU and answers requests over a pipe.
 
-Requests are dicts: ``{"op": "facts"}`` or ``{"op": "evaluate", "spec", "baseline", "candidate", "plan"}``
-where baseline/candidate are ``{"key", "cubin", "lowered_name", "launch"}``. Answers are
-``{"ok": <result dict>}`` or ``{"crashed": reason}`` (after which the worker exits: its CUDA
-context is unusable). Candidate kernels run only here, never in the daemon.
+Requests are dicts: ``{"op": "facts"}``, ``{"op": "evaluate", "spec", "baseline", "candidate", "plan"}``
+where baseline/candidate are ``{"key", "cubin", "lowered_name", "launch"}``, or ``{"op": "reference", "spec",
+"plan"}`` (compute and cache the spec's Python reference outputs for the plan). Answers are
+``{"ok": <result dict>}``, ``{"reference_failed": message}`` (the Python reference failed: the job's
+error, not the candidate's) or ``{"crashed": reason}`` (after which the worker exits: its CUDA
+context is unusable). Candidate kernels run only here, never in the daemon; the Python reference runs
+in a child process of this worker (:mod:`.reference`).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ def worker_main(conn: Connection, parent_pid: int | None = None) -> None:
 
     from .gpu_eval import CandidateCrash, Evaluator, is_sticky
     from .plan import EvalPlan
+    from .reference import ReferenceFailed
 
     ev = Evaluator()
     while True:
@@ -33,6 +37,10 @@ def worker_main(conn: Connection, parent_pid: int | None = None) -> None:
         try:
             if req["op"] == "facts":
                 conn.send({"ok": ev.facts().model_dump()})
+            elif req["op"] == "reference":
+                spec = KernelSpec.model_validate(req["spec"])
+                plan = EvalPlan.model_validate(req["plan"])
+                conn.send({"ok": {"pairs": ev.prepare_reference(spec, plan)}})
             elif req["op"] == "evaluate":
                 spec = KernelSpec.model_validate(req["spec"])
                 plan = EvalPlan.model_validate(req["plan"])
@@ -47,6 +55,8 @@ def worker_main(conn: Connection, parent_pid: int | None = None) -> None:
                 conn.send({"ok": result.model_dump()})
             else:
                 conn.send({"error": f"unknown op {req.get('op')!r}"})
+        except ReferenceFailed as exc:
+            conn.send({"reference_failed": exc.message})
         except CandidateCrash as exc:
             conn.send({"crashed": str(exc)})
             os._exit(70)

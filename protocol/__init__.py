@@ -12,6 +12,7 @@ from .result import (
     GpuFacts,
     Measured,
     NotRun,
+    RefError,
     Rejected,
     Resources,
     SizeTiming,

@@ -58,6 +58,21 @@ class SizeTiming(BaseModel):
         return self.baseline_median_us / self.median_us
 
 
+class RefError(BaseModel):
+    """Error against the spec's Python reference (``check.reference = "python:..."``) at one verified size and
+    output: the largest over that size's seeds, of the candidate and of the original kernel on the same inputs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    size: dict[str, int]
+    output: str
+    heldout: bool = False
+    candidate_max_abs: float = Field(description="max |candidate - reference| over elements where both are finite")
+    original_max_abs: float = Field(description="max |original - reference| over elements where both are finite")
+    within_tol: bool = Field(description="the candidate was within rtol/atol of the reference at every seed; False: it "
+                                         "passed as no less accurate than the original (harness/reference.py: judge)")
+
+
 class _Result(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -109,6 +124,8 @@ class Measured(_Result):
     speedup_lo: float | None = Field(default=None, description="lower end of the 95% bootstrap interval of speedup (None: not measured)")
     speedup_hi: float | None = Field(default=None, description="upper end of the 95% bootstrap interval of speedup")
     verified_sizes: list[dict[str, int]] = Field(default_factory=list)
+    ref_errors: list[RefError] = Field(default_factory=list, description="errors against the Python reference per verified "
+                                       "size and output (empty when the original kernel is the oracle)")
     simulated: bool = Field(default=False, description="true when produced by a SimulatedDevice (tests), not a GPU")
 
     def significant(self, noise_hi: float | None = None) -> bool:

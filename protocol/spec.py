@@ -204,15 +204,47 @@ class LaunchSpec(_Model):
     policy: Literal["fixed", "free"] = "fixed"
 
 
+_REFERENCE_HELP = 'use "kernel" (the original kernel is the oracle), "python:FILE.py:FUNC" (a file beside the spec) or "python:package.module:FUNC"'
+
+
+def parse_reference(text: str) -> tuple[str, str] | None:
+    """Split ``check.reference``: None for ``"kernel"``, else ``(location, function)``, where location is a
+    ``.py`` file (relative to the spec's folder, or absolute) or a dotted module name.
+
+    ``"python:ref.py:rowsum"`` -> ``("ref.py", "rowsum")``; ``"python:mypkg.refs:rowsum"`` -> ``("mypkg.refs", "rowsum")``.
+
+    Raises:
+        ValueError: anything else (no ``python:`` prefix, no function, a function that is not an identifier,
+        a location that is neither a ``.py`` path nor a dotted module name).
+    """
+    if text == "kernel":
+        return None
+    if not isinstance(text, str) or not text.startswith("python:"):
+        raise ValueError(f"unknown reference {text!r}: {_REFERENCE_HELP}")
+    location, sep, func = text[len("python:"):].rpartition(":")
+    location = location.strip()
+    if not sep or not location or not re.fullmatch(r"[A-Za-z_]\w*", func.strip()):
+        raise ValueError(f"reference {text!r}: give the function after the last ':', e.g. \"python:ref.py:rowsum\"; {_REFERENCE_HELP}")
+    if not location.endswith(".py") and not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", location):
+        raise ValueError(f"reference {text!r}: {location!r} is neither a .py file nor a dotted module name; {_REFERENCE_HELP}")
+    return location, func.strip()
+
+
 class CheckSpec(_Model):
     """Correctness requirements.
 
     ``reference = "kernel"`` uses the original source as the oracle. Element ``i`` passes when
     ``|out - ref| <= atol + rtol * |ref|``. ``sizes`` must all pass; ``seeds`` random seeds per size.
     ``fast_math`` says whether candidates may compile with ``--use_fast_math``.
+
+    ``reference = "python:ref.py:func"`` (a file relative to the spec's folder) or
+    ``"python:package.module:func"`` names a NumPy function as the oracle instead (see
+    ``harness/reference.py`` for its calling convention and the acceptance rule); it computes in
+    ``reference_dtype`` (``"f64"`` by default, or ``"f32"``). :func:`parse_reference` splits it.
     """
 
-    reference: Literal["kernel"] = "kernel"
+    reference: str = "kernel"
+    reference_dtype: Literal["f64", "f32"] = "f64"
     rtol: float = Field(default=1e-2, ge=0)
     atol: float = Field(default=1e-2, ge=0)
     sizes: list[dict[str, int]] = Field(min_length=1)
@@ -220,6 +252,12 @@ class CheckSpec(_Model):
     fast_math: bool = False
     max_heldout_elements: int = Field(default=1 << 22, ge=1)
     max_buffer_bytes: int = Field(default=MAX_BUFFER_BYTES, ge=1)
+
+    @field_validator("reference")
+    @classmethod
+    def _reference(cls, v: str) -> str:
+        parse_reference(v)
+        return v
 
 
 class BenchSpec(_Model):

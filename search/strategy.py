@@ -22,6 +22,7 @@ from ptxfactory.harness.backend import EvaluationBackend
 from ptxfactory.harness.compile import Compiled
 from ptxfactory.harness.compile_pool import CompilePool, Prepared, shared_pool
 from ptxfactory.harness.plan import make_plan
+from ptxfactory.harness.reference import PythonReference, python_reference, validate_reference
 from ptxfactory.harness.source import check_signature, find_kernel, spec_location
 from ptxfactory.protocol import (
     Candidate, CandidateRow, CompileFailed, EvalResult, JobSummary, KernelSpec, LaunchConfig, Measured, NotRun, Rejected, load_spec,
@@ -170,6 +171,7 @@ async def optimise(
     # the spec and the source are user input: parsed, checked and planned off the event loop, with a deadline
     spec, source, original = await off_loop(_load_original, source_path, kernel, source_text, what="reading the spec and the kernel")
     notify = on_progress or (lambda p: None)
+    reference = await check_reference(spec, source_path, notify)
     pool = pool or shared_pool()
     gens = {name: load_generator(name) for name in generators}
     fingerprint = kernel_fingerprint(original.kernel_text)
@@ -183,7 +185,7 @@ async def optimise(
     baseline = first.compiled
 
     facts = await backend.facts() if backend else None
-    plan = await off_loop(make_plan, spec, what="planning the sizes to verify")
+    plan = await off_loop(make_plan, spec, None, reference, what="planning the sizes to verify")
     search = _Search(spec, original, gens, chooser, max_candidates)
     await search.expand(original, list(gens))
     kernel_class = search.kernel_class()
@@ -293,7 +295,7 @@ async def optimise(
     best = _best(rows, original.key)
     retimed = None
     if best is not None and backend is not None and state == "finished":
-        best, retimed = await _confirm(best, rows, original.key, backend, spec, baseline, pool, busy)
+        best, retimed = await _confirm(best, rows, original.key, backend, spec, baseline, pool, busy, reference)
     summary = JobSummary(
         job_id=job_id, source_path=str(source_path), kernel=kernel, state=state, gpu=facts, rows=rows,
         baseline_key=original.key, best_key=best.candidate.key if best else None,
@@ -305,6 +307,23 @@ async def optimise(
     # a cancelled job ends short of what it would have done; a finished one at 100%
     notify(Progress(len(rows), search.total_estimate(len(rows)) if state == "cancelled" else len(rows), summary.message))
     return summary
+
+
+async def check_reference(spec: KernelSpec, source_path: str | Path, notify: Callable[[Progress], None]) -> PythonReference | None:
+    """The spec's Python reference (``check.reference = "python:..."``) resolved beside the spec and called once
+    at the smallest check size, in a child process (waited for on a thread, never on the event loop), before
+    any GPU work; None when the original kernel is the oracle.
+
+    Raises:
+        ReferenceFailed (a SpecError: file, line, ``kernel.NAME.check.reference``): missing, cannot be loaded,
+        raises, returns the wrong outputs, or takes over 30 s.
+    """
+    reference = await off_loop(python_reference, spec, spec_path_for(source_path), what="reading the Python reference")
+    if reference is not None:
+        notify(Progress(0, 1, f"checking the Python reference {reference.target}"))
+        await off_loop(validate_reference, spec, reference, what=f"checking the Python reference {reference.target}",
+                       timeout_s=reference.timeout_s + 60)
+    return reference
 
 
 class _Busy:
@@ -487,7 +506,8 @@ async def _evaluate(backend: EvaluationBackend, spec: KernelSpec, baseline: Comp
     best_so_far = max((r.result.speedup for r in rows if isinstance(r.result, Measured)), default=1.0)
     if result.speedup <= REVERIFY_FACTOR * max(best_so_far, 1.0):
         return result
-    again = await backend.evaluate(spec, baseline, compiled, await off_loop(make_plan, spec, what="planning the sizes to verify"))
+    again = await backend.evaluate(spec, baseline, compiled,
+                                   await off_loop(make_plan, spec, None, plan.reference, what="planning the sizes to verify"))
     if isinstance(again, Measured):
         return result
     if isinstance(again, Rejected):
@@ -516,7 +536,8 @@ def _best(rows: list[CandidateRow], baseline_key: str) -> CandidateRow | None:
 
 
 async def _confirm(best: CandidateRow, rows: list[CandidateRow], baseline_key: str, backend: EvaluationBackend,
-                   spec: KernelSpec, baseline: Compiled, pool, busy) -> tuple[CandidateRow | None, Measured | None]:
+                   spec: KernelSpec, baseline: Compiled, pool, busy,
+                   reference: PythonReference | None = None) -> tuple[CandidateRow | None, Measured | None]:
     """The best candidate verified and timed once more on a fresh plan (new seeds, held-out sizes and inputs)
     before it is reported, so the quoted speedup is not the measurement that selected it (the winner's curse).
 
@@ -526,7 +547,8 @@ async def _confirm(best: CandidateRow, rows: list[CandidateRow], baseline_key: s
     if isinstance(prepared.compiled, CompileFailed):
         return None, None
     with busy:
-        again = await backend.evaluate(spec, baseline, prepared.compiled, await off_loop(make_plan, spec, what="planning the sizes to verify"))
+        again = await backend.evaluate(spec, baseline, prepared.compiled,
+                                       await off_loop(make_plan, spec, None, reference, what="planning the sizes to verify"))
     if not isinstance(again, Measured):
         return None, None
     return (best if again.significant(_noise_hi(rows, baseline_key)) else None), again
