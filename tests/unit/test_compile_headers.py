@@ -150,3 +150,21 @@ def test_the_editor_shows_the_ptxas_error_at_the_asm_line(tmp_path, monkeypatch)
     (msg,) = [m for m in k.messages if m.severity == "error"]
     assert msg.line == 5  # 0-based: the asm statement
     assert msg.text.startswith("ptxas: Arguments mismatch for instruction 'add'")
+
+
+def test_the_cstdint_and_typename_examples_compile_with_nvrtc():
+    """examples/dequant_int8 includes <cstdint>; examples/scale_bias is a template on its element type. Both
+    compile with NVRTC (no nvcc on the GPU machine is needed for them)."""
+    from ptxfactory.harness.source import find_kernel
+    from ptxfactory.protocol import load_spec, spec_path_for
+    from ptxfactory.search.strategy import original_candidate
+
+    root = Path(__file__).resolve().parents[2] / "examples"
+    for name, marker in (("dequant_int8", "#include <cstdint>"), ("scale_bias", "template <typename T>")):
+        cu = root / name / f"{name}.cu"
+        text = cu.read_text()
+        assert marker in text
+        spec = load_spec(spec_path_for(cu)).kernels[name]
+        out = compile_candidate(original_candidate(spec, text), spec.arch, compiler="nvrtc")
+        assert isinstance(out, Compiled) and out.compiler == "nvrtc", getattr(out, "log", "")
+    assert find_kernel((root / "scale_bias" / "scale_bias.cu").read_text(), "scale_bias").template_types == ("T",)

@@ -23,7 +23,8 @@ from ptxfactory.search.strategy import optimise, original_candidate
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 # the naive kernels the issue asks for, beside the first example
-REQUIRED = {"rmsnorm", "softmax", "layernorm", "rowsum", "transpose", "bias_gelu", "gemv", "rowsum_seq"}
+REQUIRED = {"rmsnorm", "softmax", "layernorm", "rowsum", "transpose", "bias_gelu", "gemv", "rowsum_seq",
+            "dequant_int8", "scale_bias"}  # <cstdint> and a template on its element type
 MIN_BENCH_BYTES = 64 * 2**20  # below this an H200 is launch-bound, not memory-bound
 # 2 GiB (plus rmsnorm's 32 KiB weight vector at 32768 x 16384 bf16); the newer examples stay under 1 GiB
 MAX_BENCH_BYTES = 2 * 2**30 + 2**20
