@@ -68,6 +68,21 @@ def test_what_nvrtc_cannot_compile_goes_through_nvcc():
 
 
 @needs_nvcc
+def test_a_file_with_host_code_compiles_through_nvcc_and_passes_the_static_checks():
+    """A real file: the kernel, a launcher and a main with <cstdio>/<vector>, printf and the CUDA runtime. NVRTC
+    refuses host code; nvcc builds the kernel's cubin, and the static checks look at the kernel only."""
+    from ptxfactory.harness.static_checks import check_binary, check_source
+
+    src = ("#include <cstdio>\n#include <vector>\n" + BODY +
+           "void launch(const float* x, float* y, int n) { k<<<(n + 255) / 256, 256>>>(x, y, n); }\n"
+           "int main() { std::vector<float> h(32); float *d; cudaMalloc(&d, 256); launch(d, d + 32, 32);\n"
+           "  cudaDeviceSynchronize(); printf(\"%f\\n\", h[0]); return 0; }\n")
+    out = compile_candidate(cand(src), "sm_90a")
+    assert isinstance(out, Compiled) and out.compiler == "nvcc", getattr(out, "log", "")
+    assert check_source(cand(src)) is None and check_binary(cand(src), out.cubin, "sm_90a") is None
+
+
+@needs_nvcc
 def test_nvcc_instantiates_a_kernel_template_and_finds_its_name():
     src = "#include <type_traits>\ntemplate <typename T, int VEC>\n" + BODY.replace("const float*", "const T*").replace("float* y", "T* y") \
         .replace("2.0f *", "(T)VEC *").replace("{\n    int i", "{\n    static_assert(std::is_floating_point_v<T>);\n    int i")
@@ -130,6 +145,28 @@ def test_map_ptxas_errors_follows_loc_directives():
     assert out[2:] == log.splitlines()
 
 
+SPEC_INOUT = ('[kernel.k]\narch = "sm_90a"\nargs = [\n  { name = "x", role = "inout", dtype = "f32", shape = ["N"] },\n'
+              '  { name = "n", role = "scalar", dtype = "i32", value = "N" },\n]\n'
+              'launch = { grid = ["cdiv(N, 256)"], block = [256], policy = "free" }\n[kernel.k.check]\nsizes = [{ N = 1000 }]\n'
+              '[kernel.k.bench]\nsizes = [{ N = 1048576 }]\n')
+
+
+@needs_nvcc
+async def test_the_job_records_which_compiler_built_each_candidate(tmp_path):
+    from ptxfactory.search.strategy import optimise
+
+    src = ASM.replace('asm("add.f32 %0, %1, %2;" : "=f"(r) : "f"(v), "l"((long long)n));', "r = v + (float)n;")
+    cu = tmp_path / "k.cu"
+    cu.write_text(src + "void launch(float* x, int n) { k<<<(n + 255) / 256, 256>>>(x, n); }\n")  # host code: nvcc
+    (tmp_path / "k.cu.toml").write_text(SPEC_INOUT)
+    summary = await optimise(cu, "k", backend=None, generators=("tune",))
+    assert summary.state == "compile_only" and len(summary.rows) > 1
+    assert all(r.result.compiler == "nvcc" and r.result.outcome == "not_run" for r in summary.rows), [r.reason for r in summary.rows]
+    cu.write_text(src)
+    summary = await optimise(cu, "k", backend=None, generators=("tune",))
+    assert all(r.result.compiler == "nvrtc" for r in summary.rows)
+
+
 def test_the_editor_shows_the_ptxas_error_at_the_asm_line(tmp_path, monkeypatch):
     monkeypatch.setenv("PTXFACTORY_COMPILE_WORKERS", "0")
     from ptxfactory.daemon.analysis import analyse_now
@@ -138,11 +175,7 @@ def test_the_editor_shows_the_ptxas_error_at_the_asm_line(tmp_path, monkeypatch)
     monkeypatch.setattr(compile_pool, "_SHARED", compile_pool.CompilePool(workers=0))
     cu = tmp_path / "k.cu"
     cu.write_text(ASM)
-    (tmp_path / "k.cu.toml").write_text(
-        '[kernel.k]\narch = "sm_90a"\nargs = [\n  { name = "x", role = "inout", dtype = "f32", shape = ["N"] },\n'
-        '  { name = "n", role = "scalar", dtype = "i32", value = "N" },\n]\n'
-        'launch = { grid = ["cdiv(N, 256)"], block = [256] }\n[kernel.k.check]\nsizes = [{ N = 1000 }]\n'
-        '[kernel.k.bench]\nsizes = [{ N = 1048576 }]\n')
+    (tmp_path / "k.cu.toml").write_text(SPEC_INOUT)
     analysis = analyse_now(cu, ASM)
     assert analysis.spec_error is None, analysis.spec_error
     k = analysis.kernels["k"]
