@@ -183,6 +183,11 @@ def test_the_editor_shows_the_ptxas_error_at_the_asm_line(tmp_path, monkeypatch)
     (msg,) = [m for m in k.messages if m.severity == "error"]
     assert msg.line == 5  # 0-based: the asm statement
     assert msg.text.startswith("ptxas: Arguments mismatch for instruction 'add'")
+    from ptxfactory.daemon.lsp.diagnostics import diagnostics
+
+    (diag,) = [d for d in diagnostics(analysis, ASM) if d.severity == 1]
+    assert diag.range.start.line == 5 and diag.range.end.character == len(ASM.splitlines()[5])
+    assert diag.message.startswith("ptxas: Arguments mismatch for instruction 'add' (PTX line ")
 
 
 def test_the_cstdint_and_typename_examples_compile_with_nvrtc():
