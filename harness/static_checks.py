@@ -140,7 +140,8 @@ def scoped_source(source: str, kernel_name: str) -> str:
     numbers kept): other kernels, host functions, device functions, variables, macros and types that nothing
     reachable names. Reachable: the kernel's definition, then every function, macro, variable or type whose
     name appears in reachable text (its callees, the macros it expands, the globals it touches, a kernel it
-    launches), to a fixed point; items that declare no name (``#include``, ``static_assert``) stay. The whole
+    launches), to a fixed point; items that declare no name (``#include``, ``static_assert``) and operator
+    overloads stay. The whole
     source when no kernel of that name is defined."""
     data = source.encode()
     items = [(n, _declared_names(n)) for n in _items(_parser().parse(data).root_node)]
@@ -148,7 +149,8 @@ def scoped_source(source: str, kernel_name: str) -> str:
               and any(d.type == "__global__" for d in _walk(n) if d.type in ("__global__", "compound_statement"))]
     if not kernel:
         return source
-    keep = {i for i, (_n, names) in enumerate(items) if not names} | set(kernel)
+    # what declares no name, and operators (called as ``a + b``, never by name), are always kept
+    keep = {i for i, (_n, names) in enumerate(items) if not names or any(n.startswith("operator") for n in names)} | set(kernel)
     seen: set[str] = set()
     frontier = list(keep)
     while frontier:

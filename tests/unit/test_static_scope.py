@@ -54,6 +54,8 @@ def test_host_code_that_launches_the_kernel_is_not_the_kernel():
     ("#define TWICE(v) (clock() ? 2.0f * (v) : 0.0f)\n__device__ float twice(float v) { return TWICE(v); }", "clock"),
     ("__device__ int calls;\n__device__ float deeper(float v) { calls++; return v; }\n"
      "__device__ float twice(float v) { return 2.0f * deeper(v); }", "mutable __device__ global"),
+    ("struct F { float v; };\n__device__ F operator*(float a, F b) { printf(\"!\"); return F{a * b.v}; }\n"
+     "__device__ float twice(float v) { return (2.0f * F{v}).v; }", "printf"),  # an operator is called without its name
 ])
 def test_what_the_kernel_calls_is_still_checked(helper, why):
     src = HONEST.replace("__device__ __forceinline__ float twice(float v) { return 2.0f * v; }", helper)
