@@ -263,7 +263,12 @@ def call_reference(fn, spec: KernelSpec, size: dict[str, int], inputs: dict[str,
     try:
         result = fn(*positional, **_accepted(fn, kwargs, len(positional)))
     except BaseException as exc:  # user code: SystemExit and KeyboardInterrupt included
-        raise ReferenceProblem(f"raised {_exception_text(exc)}") from None
+        text = f"raised {_exception_text(exc)}"
+        if isinstance(exc, TypeError) and len(traceback.extract_tb(exc.__traceback__)) == 1:  # the call itself failed
+            buffers = ", ".join(a.name for a in spec.args if a.is_buffer)
+            text += (f"; it is called as {getattr(fn, '__name__', 'f')}({buffers}, *, {', '.join(kwargs)}): every buffer "
+                     "positionally in the spec's order, size symbols and scalars by keyword")
+        raise ReferenceProblem(text) from None
     return collect_outputs(spec, size, result, filled)
 
 

@@ -270,6 +270,20 @@ def test_wrong_outputs_and_exceptions_say_what_is_wrong(rowsum_dir: Path, fn, me
         call_reference(fn, spec, {"M": 3, "N": 7}, host_inputs(spec, {"M": 3, "N": 7}))
 
 
+def test_a_function_that_does_not_take_the_buffers_is_told_the_calling_convention(rowsum_dir: Path):
+    spec, _ = _spec(rowsum_dir)
+
+    def rowsum(x, *, M, N):
+        return x.sum(axis=1)
+
+    with pytest.raises(ReferenceProblem) as err:
+        call_reference(rowsum, spec, {"M": 3, "N": 7}, host_inputs(spec, {"M": 3, "N": 7}))
+    assert str(err.value) == ("raised TypeError: test_a_function_that_does_not_take_the_buffers_is_told_the_calling_convention."
+                              "<locals>.rowsum() takes 1 positional argument but 2 positional arguments (and 2 keyword-only arguments) were "
+                              "given; it is called as rowsum(x, s, *, M, N): "
+                              "every buffer positionally in the spec's order, size symbols and scalars by keyword")
+
+
 def test_several_outputs_need_a_tuple_a_dict_or_filling():
     text = textwrap.dedent("""
         [kernel.two]
