@@ -92,7 +92,7 @@ _SIZE_NAME = re.compile(
     r"[A-Za-z]|[A-Z][0-9]?"
     r"|(?i:rows?|cols?|columns?|len|length|size|count|numel|nelem|nelems|width|height|depth|dim|dims|batch|"
     r"seq_?len|hidden|hidden_?size|heads?|vocab|channels?|features?|tokens?|elements?|total|nnz|items?)"
-    r"|(?:num|n|len|total)_?[A-Z_a-z]\w*"
+    r"|(?:num_?|n_|len_|total_)\w+|(?:n|len|total)[A-Z]\w*"
     r"|\w*(?:_size|_len|_length|_dim|_count|_rows|_cols|_elems|Size|Len|Length|Dim|Count|Rows|Cols)"
 )
 _NOT_SIZES = {"i", "j", "x", "y", "z", "a", "b", "c", "s", "t", "p", "q", "r", "u", "v", "w", "e", "f", "g", "h", "o"}

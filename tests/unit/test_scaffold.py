@@ -102,12 +102,13 @@ def test_integer_inputs_get_randint_and_index_buffers_range_over_a_size():
 # --- scalars and sizes -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["n", "N", "M", "K", "D", "rows", "cols", "len", "size", "num_tokens", "nElems",
-                                  "hidden_size", "seq_len", "batch", "n_heads", "vocab"])
+                                  "hidden_size", "seq_len", "batch", "n_heads", "vocab", "nTokens", "numRows", "total_len"])
 def test_size_names(name):
     assert is_size_name(name)
 
 
-@pytest.mark.parametrize("name", ["i", "x", "stride", "alpha", "eps", "seed", "offset", "ld", "max", "lambda"])
+@pytest.mark.parametrize("name", ["i", "x", "stride", "alpha", "eps", "seed", "offset", "ld", "max", "lambda", "nothing",
+                                  "normalize", "lengthy_flag"])
 def test_not_size_names(name):
     assert not is_size_name(name)
 
@@ -288,10 +289,13 @@ def test_every_example_kernel_scaffolds_a_spec_that_loads_and_matches_its_signat
         assert set(spec.kernels) == {k.name for k in find_kernels(source)}
         mine = tomllib.loads((cu.parent / (cu.name + ".toml")).read_text())["kernel"]
         for name, k in spec.kernels.items():
-            check_signature(k, find_kernel(source, name))
-            # the roles and dtypes the example's author wrote
-            assert [(a.name, a.role, a.dtype.value) for a in k.args] == [
-                (a["name"], a["role"], a["dtype"]) for a in mine[name]["args"]]
+            kernel = find_kernel(source, name)
+            check_signature(k, kernel)
+            # the roles the example's author wrote, and the dtypes, but for a template's type parameters
+            # (T = float is a placeholder the user replaces)
+            typed = {p.name for p in kernel.params if p.type not in kernel.template_params}
+            assert [(a.name, a.role, a.dtype.value if a.name in typed else None) for a in k.args] == [
+                (a["name"], a["role"], a["dtype"] if a["name"] in typed else None) for a in mine[name]["args"]]
 
 
 def test_a_kernel_indexing_with_y_gets_a_2d_default_launch():
