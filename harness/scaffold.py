@@ -602,8 +602,10 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
             todo.insert(0, "shape (a guess: every size symbol)")
             if role in ("in", "inout"):
                 if dtype in _INT_DTYPES:
-                    hi = symbol_list[0] if re.search(r"(?i)idx|index|indices|ids?$|token|label|offset", p.name) else 100
-                    entry["init"] = f"randint(0, {hi})"
+                    if re.search(r"(?i)idx|index|indices|ids?$|token|label|offset", p.name):
+                        entry["init"] = f"randint(0, {symbol_list[0]})"
+                    else:  # every value of a byte, else small non-negative integers
+                        entry["init"] = {Dtype.i8: "randint(-128, 128)", Dtype.u8: "randint(0, 256)"}.get(dtype, "randint(0, 100)")
                     todo.append(f"init: legal values of {p.name}")
                 else:
                     entry["init"] = "normal"

@@ -93,10 +93,12 @@ def test_a_type_without_a_dtype_gets_the_nearest_and_a_todo():
 
 
 def test_integer_inputs_get_randint_and_index_buffers_range_over_a_size():
-    src = "__global__ void k(const int* idx, const int* counts, float* y, int T) { y[0] = idx[0] + counts[0]; }"
+    src = """__global__ void k(const int* idx, const int* counts, const int8_t* q, const uint8_t* b, float* y, int T) {
+        y[0] = idx[0] + counts[0] + q[0] + b[0]; }"""
     spec, _ = scaffold(src, "k")
     assert args(spec)["idx"].init == "randint(0, T)"
     assert args(spec)["counts"].init == "randint(0, 100)"
+    assert args(spec)["q"].init == "randint(-128, 128)" and args(spec)["b"].init == "randint(0, 256)"
 
 
 # --- scalars and sizes -------------------------------------------------------------------------------
