@@ -149,8 +149,9 @@ def _top_level(root: ts.Node):
 _COMPARE = {"==", "!=", "<", "<=", ">", ">=", "&&", "||"}
 
 
-def _uses(body: ts.Node | None, name: str) -> tuple[list[int], list[int], list[tuple[int, str]]]:
-    """(lines read, lines written, [(line, what)] uses the scaffolder cannot follow) of pointer ``name`` in ``body``."""
+def _uses(body: ts.Node | None, name: str, depth: int = 0) -> tuple[list[int], list[int], list[tuple[int, str]]]:
+    """(lines read, lines written, [(line, what)] uses the scaffolder cannot follow) of pointer ``name`` in ``body``;
+    through local aliases too (``float* row = y + r * N;``: the uses of ``row``), three deep."""
     reads: list[int] = []
     writes: list[int] = []
     unknown: list[tuple[int, str]] = []
@@ -161,6 +162,9 @@ def _uses(body: ts.Node | None, name: str) -> tuple[list[int], list[int], list[t
             continue
         line = n.start_point[0] + 1
         parent = n.parent
+        if parent.type in ("pointer_declarator", "array_declarator", "reference_declarator", "declaration") or (
+                parent.type == "init_declarator" and parent.child_by_field_name("declarator") == n):
+            continue  # the name being declared (an alias's own declaration), not a use
         access = None
         if parent.type == "subscript_expression" and parent.child_by_field_name("argument") == n:
             access = parent
@@ -175,6 +179,18 @@ def _uses(body: ts.Node | None, name: str) -> tuple[list[int], list[int], list[t
             if up is not None and up.type == "parenthesized_expression" and up.parent is not None \
                     and up.parent.type == "pointer_expression" and _text(up.parent.child_by_field_name("operator")) == "*":
                 access = up.parent  # *(p + i)
+        holder = parent.parent if parent.type == "binary_expression" else parent
+        if access is None and depth < 3 and holder is not None and holder.type == "init_declarator" \
+                and holder.child_by_field_name("value") in (n, parent):
+            alias = holder.child_by_field_name("declarator")
+            while alias is not None and alias.type == "pointer_declarator":
+                alias = alias.child_by_field_name("declarator")
+            if alias is not None and alias.type == "identifier":
+                r, w, u = _uses(body, _text(alias), depth + 1)
+                reads += r
+                writes += w
+                unknown += u
+                continue
         if access is None:
             what = "passed on" if parent.type == "argument_list" else "aliased" if parent.type in ("init_declarator", "assignment_expression", "binary_expression", "cast_expression") else "used"
             unknown.append((line, what))

@@ -331,3 +331,17 @@ def test_a_2d_launch_through_dim3_and_constexpr_and_a_host_template_argument_lef
     spec, s = scaffold(src, "relu")
     assert spec.launch.grid == ["min(cdiv(numel, 256), 1024)"] and spec.launch.block == [256]
     assert spec.tune.template == {"T": ["float"]} and "T = float is a placeholder" in s.table  # not the host's "T"
+
+
+def test_roles_follow_local_aliases():
+    src = """__global__ void k(float* x, float* y, float* z, int M, int N) {
+        int r = blockIdx.x;
+        const float* xr = x + r * N;
+        float* yr = y + (size_t)r * N;
+        float* zr = z;
+        float* zz = zr + 1;
+        for (int i = threadIdx.x; i < N; i += blockDim.x) { yr[i] = xr[i]; zz[i] += 1.0f; }
+    }"""
+    spec, s = scaffold(src, "k")
+    assert [a.role for a in spec.args[:3]] == ["in", "out", "inout"]
+    assert "could be const" in line_comment(s, '"x"') and "TODO role" not in s.table
