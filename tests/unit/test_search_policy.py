@@ -221,7 +221,7 @@ class CubeDevice(RecordedDevice):
         timing = SizeTiming(size={"M": 1, "N": 1}, median_us=t, p20_us=t, p80_us=t, baseline_median_us=100.0,
                             bytes_moved=1, gbps=1.0, pct_of_copy=1.0, floor_us=0.0)
         return Measured(candidate_key=cand.key, resources=candidate.resources, timings=[timing],
-                        speedup=100.0 / t, verified_sizes=[])
+                        speedup=100.0 / t, speedup_lo=0.99 * 100.0 / t, speedup_hi=1.01 * 100.0 / t, verified_sizes=[])
 
 
 async def test_the_search_moves_one_knob_at_a_time_from_the_best(monkeypatch):

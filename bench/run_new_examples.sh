@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# One GPU-machine call: the GPU test tier, then the main job (headless CLI, empty lesson store) on each
+# example named in $EXAMPLES (default: the examples this round added). Results under $OUT.
+# Usage (from the repo root, on the device, with .whl carried): bash bench/run_new_examples.sh
+set -uo pipefail
+source .ci/device-setup.sh || { echo "setup failed"; exit 1; }
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
+export PTXFACTORY_HOME=/tmp/ptxf-home
+if [ -z "${SKIP_TESTS:-}" ]; then
+  timeout ${TEST_TIMEOUT:-300} python3 -m pytest -m gpu -q -p no:cacheprovider -rfEx ${PYTEST_ARGS:-} 2>&1 | tail -80 > "$OUT/pytest-gpu.txt"
+  tail -25 "$OUT/pytest-gpu.txt"
+fi
+for ex in ${EXAMPLES:-embedding rowsum_seq dequant_int8 scale_bias}; do
+  src=$(ls examples/$ex/*.cu | head -1); name=$(basename "$src" .cu)
+  rm -rf "/tmp/ex-$ex"; cp -r "examples/$ex" "/tmp/ex-$ex"
+  ( cd "/tmp/ex-$ex" && COLUMNS=220 timeout ${JOB_TIMEOUT:-120} ptxfactory optimise "$name.cu" --kernel "$name" --max-seconds ${MAX_SECONDS:-60} > "$OUT/cli-$ex.txt" 2>&1; echo "cli exit code $?" >> "$OUT/cli-$ex.txt" )
+  cp "/tmp/ex-$ex/ptxfactory-out/$name/report.md" "$OUT/report-$ex.md" 2>/dev/null
+  echo "== $ex"; tail -4 "$OUT/cli-$ex.txt"
+done
