@@ -20,6 +20,7 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 from ptxfactory.protocol.result import FLOOR_FLOPS_FACTOR
 
 from . import buffers as B
+from . import compare as C
 from . import reference as R
 from .plan import EvalPlan
 from .stats import speedup_interval
@@ -93,30 +94,25 @@ def _args(spec: KernelSpec, size: dict[str, int], buffers: dict[str, cp.ndarray]
 
 
 def _compare(got: cp.ndarray, want: cp.ndarray, dtype: str, rtol: float, atol: float, shape: tuple[int, ...]) -> tuple[str, dict] | None:
-    """None when ``got`` matches ``want`` elementwise (|g - w| <= atol + rtol |w|, NaN only where expected),
-    else (why not, in one line; detail: wrong count, unwritten count, max |error|, first index)."""
-    g, w = B.as_float32(got, dtype), B.as_float32(want, dtype)
-    if np.dtype(B.STORAGE[dtype]).kind != "f" and dtype != "bf16":
-        bad = g != w
-    else:
-        both_nan = cp.isnan(g) & cp.isnan(w)
-        err = cp.abs(g - w)
-        bad = ~((err <= atol + rtol * cp.abs(w)) | both_nan)
-        bad |= cp.isnan(g) & ~cp.isnan(w)
+    """None when ``got`` matches ``want`` (:func:`ptxfactory.harness.compare.mismatches`: integers exactly, f64 in
+    f64, ``inf == inf``, NaN only where expected and written), else (why not, in one line; detail: wrong count,
+    unwritten count, max |error|, first index). The comparison runs on the device."""
+    bad = C.mismatches(got, want, dtype, rtol, atol)
     count = int(bad.sum())
     if count == 0:
         return None
     idx = int(cp.argmax(bad))
     where = tuple(int(i) for i in np.unravel_index(idx, shape)) if shape else (idx,)
-    gv, wv = float(g[idx]), float(w[idx])
-    unwritten = int((B.unwritten(got, dtype) & ~cp.isnan(w)).sum())
-    finite = cp.isfinite(g) & cp.isfinite(w)
-    max_err = float(cp.max(cp.where(finite, cp.abs(g - w), 0))) if g.size else 0.0
-    what = f"{count} of {g.size} elements wrong"
+    g, w = C.values(got, dtype, cp), C.values(want, dtype, cp)
+    gv, wv = g[idx].item(), w[idx].item()
+    unwritten = int((C.poisoned(got, dtype, cp) & bad).sum())
+    max_err = C.max_abs_error(got, want, dtype)
+    what = f"{count} of {got.size} elements wrong"
     if unwritten:
         what += f" ({unwritten} never written, still NaN)"
-    detail = {"wrong": count, "elements": int(g.size), "unwritten": unwritten, "max_abs_err": max_err, "first_index": list(where)}
-    return f"{what}; max |err| {max_err:.3g}; first at {list(where)}: got {gv:.6g}, expected {wv:.6g}", detail
+    detail = {"wrong": count, "elements": int(got.size), "unwritten": unwritten, "max_abs_err": max_err, "first_index": list(where)}
+    fmt = (lambda v: f"{v}") if isinstance(gv, int) else (lambda v: f"{v:.6g}")
+    return f"{what}; max |err| {max_err:.3g}; first at {list(where)}: got {fmt(gv)}, expected {fmt(wv)}", detail
 
 
 class Evaluator:
