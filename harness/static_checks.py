@@ -32,7 +32,8 @@ REGISTERS_PER_SM = 64 * 1024
 
 @dataclass(frozen=True)
 class StaticFinding:
-    """Why a candidate is refused before it runs: ``check`` is ``static_source``, ``static_launch`` or ``static_resources``."""
+    """Why a candidate is refused before it runs: ``check`` is ``static_source``, ``static_binary`` (its compiled
+    code), ``static_launch`` or ``static_resources``."""
 
     check: str
     reason: str
@@ -274,18 +275,45 @@ def kernel_ptx(ptx: str, kernel_name: str) -> str:
     return "\n".join(text for n, (_k, text) in funcs.items() if n in seen)
 
 
+# What the compiled code of the kernel under test (and its callees) may not do, however the source spelled it
+# (inline asm, macros, token pasting): each a PTX pattern and the reason.
+_PTX_FORBIDDEN = (
+    (r"%clock(?:_hi|64)?\b|%globaltimer(?:_lo|_hi)?\b", "reads a clock (%clock, %clock_hi, %clock64 or %globaltimer): "
+                                                      "behaviour that depends on timing"),
+    (r"\bcall(?:\.uni)?\b[^;]*\b(?:malloc|free)\s*,", "allocates device memory (malloc/free): state that survives between launches"),
+    (r"\bcall(?:\.uni)?\b[^;]*\bvprintf\s*,", "calls printf (output side channel)"),
+    (r"^\s*(?:@!?%\w+\s+)?(?:trap|brkpt|exit)\s*;", "traps or exits (trap, brkpt or exit) instead of computing"),
+)
+
+
+def scan_ptx(code: str) -> str | None:
+    """The first forbidden thing the PTX ``code`` does (see :data:`_PTX_FORBIDDEN`), as a reason; None when clean."""
+    for pattern, why in _PTX_FORBIDDEN:
+        if re.search(pattern, code, re.M):
+            return why
+    return None
+
+
 def check_binary(candidate: Candidate, cubin: bytes | None, arch: str) -> StaticFinding | None:
-    """Writable device globals in the compiled code, however the source spelled them (macros, const_cast, templates),
-    written by the candidate's kernel or a function it calls (:func:`kernel_ptx`; not by other kernels of the file)."""
+    """The compiled code of the candidate's kernel and the functions it calls (:func:`kernel_ptx`; not other
+    kernels of the file): clock and global-timer reads, device malloc/free, printf, trap/exit (``static_binary``),
+    and writable device globals it writes (``static_source``), however the source spelled them.
+
+    A scan that cannot run refuses the candidate (``static_binary``): it never passes by default."""
     if not cubin:
         return None
     try:
+        ptx = compile_ptx(candidate, arch)
+        code = kernel_ptx(ptx, candidate.kernel_name)
+        why = scan_ptx(code)
+        if why:
+            return StaticFinding("static_binary", f"compiled code {why}")
         if not mutable_global_bytes(cubin):
             return None
-        ptx = compile_ptx(candidate, arch)
-    except Exception:  # not an ELF cubin, or PTX generation failed: the source check stands alone
-        return None
-    names = written_globals(ptx, kernel_ptx(ptx, candidate.kernel_name))
+    except Exception as exc:  # noqa: BLE001: any failure means the code was not scanned
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return StaticFinding("static_binary", f"its compiled code could not be scanned ({first[:200]}): a check that cannot run refuses")
+    names = written_globals(ptx, code)
     if names:
         return StaticFinding("static_source", f"writes device global(s) {', '.join(names)}: state that survives between launches")
     return None

@@ -32,7 +32,7 @@ ROOT = HERE.parents[1]
 EXAMPLE = ROOT / "examples" / "rmsnorm" / "rmsnorm.cu"
 SPEC: KernelSpec = load_spec(EXAMPLE.with_name(EXAMPLE.name + ".toml")).kernels["rmsnorm"]
 
-STATIC_CHECKS = ("static_source", "static_launch", "static_resources")
+STATIC_CHECKS = ("static_source", "static_binary", "static_launch", "static_resources")
 RUNTIME_CHECKS = ("correctness", "input_mutated", "out_of_bounds", "race", "post_timing", "impossible_time", "launch", "load")
 OUTCOMES = ("measured", "crashed", "timed_out", "compile_failed")
 KNOWN = STATIC_CHECKS + RUNTIME_CHECKS + OUTCOMES
