@@ -11,6 +11,10 @@ Exit codes of ``optimise`` (also in ``--help`` and README.md):
 - 2: candidates ran but none was both verified and significantly faster (or the backend was simulated);
 - 3: no NVIDIA GPU: every candidate was compiled (resources in the table), nothing was run;
 - 130: interrupted (Ctrl-C); the partial report is written.
+
+``watch`` and ``submit --watch`` use the same codes for the job's end (1 when it failed), and 75
+(:data:`EXIT_DAEMON_STOPPED`, EX_TEMPFAIL) when the daemon stopped or died while the job was followed:
+"the daemon stopped; the job will resume when it restarts".
 """
 from __future__ import annotations
 
@@ -381,13 +385,26 @@ def lsp_command(
     raise typer.Exit(run_bridge(_socket(socket), backend.value, str(store) if store else None))
 
 
+EXIT_DAEMON_STOPPED = 75
+
+WATCH_EXIT_CODES_HELP = EXIT_CODES_HELP + """
+* 1: the job failed (or no daemon answers, or no such job)
+
+* 75: the daemon stopped (or died) while the job was followed; the job resumes when the daemon restarts
+"""
+
+
 def _remote(coro):
-    """Run a coroutine against the daemon; connection problems exit 1 with one line."""
+    """Run a coroutine against the daemon; connection problems exit 1 with one line; a daemon that goes away while
+    a job is followed exits 75 (:data:`EXIT_DAEMON_STOPPED`) saying the job will resume."""
     from .client import DaemonError, NoDaemon
-    from .remote import NoSuchJob
+    from .remote import DaemonStopped, NoSuchJob
 
     try:
         return _run(coro)
+    except DaemonStopped as exc:
+        _error(_console(stderr=True), exc)
+        raise typer.Exit(EXIT_DAEMON_STOPPED) from None
     except (NoDaemon, NoSuchJob, DaemonError, ConnectionError) as exc:
         _error(_console(stderr=True), exc)
         raise typer.Exit(EXIT_BAD_INPUT) from None
@@ -475,7 +492,8 @@ def watch_command(
     socket: Annotated[Path | None, typer.Option("--socket", help=SOCKET_HELP, show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines: each progress notification, then the final job (JobInfo)")] = False,
 ) -> None:
-    """Follow a job's progress until it ends (exit codes as for optimise; 1 when it failed)."""
+    """Follow a job's progress until it ends (exit codes as for optimise; 1 when it failed; 75 when the daemon
+    stopped meanwhile: the job resumes when it restarts)."""
     from .remote import watch_job
 
     with _Watcher(as_json) as w:
@@ -619,10 +637,10 @@ def build_app() -> typer.Typer:
     app.command("serve")(serve_command)
     app.command("lsp")(lsp_command)
     app.command("jobs")(jobs_command)
-    app.command("watch", epilog=EXIT_CODES_HELP)(watch_command)
+    app.command("watch", epilog=WATCH_EXIT_CODES_HELP)(watch_command)
     app.command("cancel")(cancel_command)
     app.command("report")(report_command)
-    app.command("submit", epilog=EXIT_CODES_HELP)(submit_command)
+    app.command("submit", epilog=WATCH_EXIT_CODES_HELP)(submit_command)
     app.command("lessons")(lessons_command)
     app.command("init")(init_command)
     return app

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from pygls import uris
 
-from ptxfactory.protocol import CandidateRow, JobSummary, Measured
+from ptxfactory.protocol import CandidateRow, JobSummary
+from ptxfactory.protocol.job import best_row, ranked_faster
 from ptxfactory.protocol.lsp import FINAL_STATES, JobInfo, JobState
 
 def path_key(uri_or_path: str | Path) -> str:
@@ -79,9 +80,18 @@ class JobRecord:
         """Each candidate's number (its row's index), by key."""
         return {row.key: i for i, row in enumerate(self.rows)}
 
+    def best(self) -> CandidateRow | None:
+        """The job's best candidate: the summary's (``best_key``) once it has ended, else :func:`best_row` of the
+        rows so far; the same notion everywhere (progress, end message, hover, code actions, report)."""
+        if self.summary is not None:
+            return self.summary.row(self.summary.best_key)
+        return best_row(self.rows, self.baseline_key)
+
     def faster(self) -> list[CandidateRow]:
-        """Verified (or simulated) candidates faster than the original so far, best first."""
-        return faster_rows(self.rows, self.baseline_key)
+        """The candidates to offer, :meth:`best` first, then the other significantly faster ones, fastest first."""
+        if self.summary is not None:
+            return self.summary.faster()
+        return ranked_faster(self.rows, self.baseline_key, self.best())
 
     def progress(self, done: int, total: int, message: str) -> None:
         """Record a step; the percentage never goes down and stays below 100 until the end."""
@@ -101,14 +111,8 @@ class JobRecord:
         )
 
 
-def faster_rows(rows: list[CandidateRow], baseline_key: str | None) -> list[CandidateRow]:
-    """Measured rows faster than the original (speedup > 1), best first."""
-    out = [r for r in rows if isinstance(r.result, Measured) and r.result.speedup > 1.0 and r.key != baseline_key]
-    return sorted(out, key=lambda r: -r.result.speedup)
-
-
 def end_message(summary: JobSummary) -> str:
-    """The progress end message: the best verified speedup, or the reason there is none."""
+    """The progress end message: the job's best (``summary.best_key``) and how many are faster, or the reason there is none."""
     faster = summary.faster()
     if not faster:
         return summary.message

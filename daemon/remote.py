@@ -18,10 +18,20 @@ from ptxfactory.protocol.lsp import (
 from .client import DaemonClient, NoDaemon
 
 EXIT_FASTER, EXIT_BAD_INPUT, EXIT_NOT_FASTER, EXIT_NO_GPU, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_DAEMON_STOPPED = 75  # EX_TEMPFAIL: the daemon went away mid-watch; the job resumes when it restarts
 
 
 class NoSuchJob(LookupError):
     pass
+
+
+class DaemonStopped(ConnectionError):
+    """The daemon closed the connection (it stopped or died) while a job was followed: the job is not over, it
+    resumes when the daemon restarts."""
+
+    def __init__(self, job_id: str):
+        super().__init__(f"the daemon stopped; the job will resume when it restarts (job {job_id})")
+        self.job_id = job_id
 
 
 def job_exit_code(info: JobInfo) -> int:
@@ -62,14 +72,20 @@ async def list_jobs(socket: Path, jobs_path: Path, *, active: bool = False, limi
 
 
 async def follow(client: DaemonClient, job_id: str, on_event: Callable[[ProgressNotification], None] | None = None) -> JobInfo:
-    """Watch ``job_id`` until it ends, calling ``on_event`` with each progress notification; returns the final JobInfo."""
-    watched = WatchResult.model_validate(await client.command(WATCH, {"job_id": job_id}))
+    """Watch ``job_id`` until it ends, calling ``on_event`` with each progress notification; returns the final JobInfo.
+
+    Raises DaemonStopped when the daemon goes away before the job has ended, DaemonError, ConnectionError.
+    """
+    try:
+        watched = WatchResult.model_validate(await client.command(WATCH, {"job_id": job_id}))
+    except ConnectionError:
+        raise DaemonStopped(job_id) from None
     if watched.token is None:
         return watched.job
     while True:
         method, params = await client.notifications.get()
         if method == "$/disconnected":
-            raise ConnectionError("the daemon closed the connection")
+            raise DaemonStopped(job_id)
         if method != PROGRESS_NOTIFICATION or not params or params.get("job_id") != job_id:
             continue
         note = ProgressNotification.model_validate(params)
@@ -77,7 +93,10 @@ async def follow(client: DaemonClient, job_id: str, on_event: Callable[[Progress
             on_event(note)
         if note.kind == "end":
             break
-    return WatchResult.model_validate(await client.command(WATCH, {"job_id": job_id})).job
+    try:
+        return WatchResult.model_validate(await client.command(WATCH, {"job_id": job_id})).job
+    except ConnectionError:
+        raise DaemonStopped(job_id) from None
 
 
 async def watch_job(socket: Path, job_id: str, on_event=None) -> JobInfo:

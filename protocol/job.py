@@ -80,8 +80,40 @@ class JobSummary(BaseModel):
         return base.result.speedup_hi if base is not None and isinstance(base.result, Measured) else None
 
     def faster(self) -> list[CandidateRow]:
-        """Verified candidates significantly faster than the original (:meth:`Measured.significant` against
-        this job's A/A spread), best first."""
-        noise = self.noise_hi
-        rows = [r for r in self.rows if isinstance(r.result, Measured) and r.key != self.baseline_key and r.result.significant(noise)]
-        return sorted(rows, key=lambda r: -r.result.speedup)
+        """The candidates to offer, the job's best (``best_key``, chosen by :func:`best_row` and confirmed on a fresh
+        plan) first, then the other verified candidates significantly faster than the original, fastest first.
+        Empty when the job named no best (nothing significant, or the best did not hold up when re-timed)."""
+        return ranked_faster(self.rows, self.baseline_key, self.row(self.best_key))
+
+
+TIE_FACTOR = 1.01  # candidates within 1% of the fastest are tied (run-to-run noise): the first evaluated wins
+
+
+def significant_rows(rows: list[CandidateRow], baseline_key: str | None) -> list[CandidateRow]:
+    """Verified candidates significantly faster than the original (:meth:`Measured.significant` against the job's
+    A/A spread: the original's own row), in evaluation order."""
+    base = None
+    if baseline_key:  # by the result's key (cheap); by the candidate's (hashes its source) only when that finds none
+        base = next((r for r in rows if r.key == baseline_key), None) or next((r for r in rows if r.candidate.key == baseline_key), None)
+    noise = base.result.speedup_hi if base is not None and isinstance(base.result, Measured) else None
+    return [r for r in rows if isinstance(r.result, Measured) and r.key != baseline_key and r.result.significant(noise)]
+
+
+def best_row(rows: list[CandidateRow], baseline_key: str | None) -> CandidateRow | None:
+    """THE best candidate of a job's rows, the one notion used everywhere (search, summary, progress, end message,
+    hover, preferred code action, report): the fastest significantly faster verified candidate, and among those
+    within :data:`TIE_FACTOR` of it the first evaluated (the simpler one: a family's kernel rather than its
+    ``-maxrregcount`` child that only measured a hair faster). None when no candidate is significantly faster."""
+    faster = significant_rows(rows, baseline_key)
+    if not faster:
+        return None
+    top = max(r.result.speedup for r in faster)
+    return next(r for r in faster if r.result.speedup * TIE_FACTOR >= top)
+
+
+def ranked_faster(rows: list[CandidateRow], baseline_key: str | None, best: CandidateRow | None) -> list[CandidateRow]:
+    """``best`` first, then the other significantly faster candidates, fastest first; empty when ``best`` is None."""
+    if best is None:
+        return []
+    others = sorted((r for r in significant_rows(rows, baseline_key) if r.key != best.key), key=lambda r: -r.result.speedup)
+    return [best, *others]

@@ -29,6 +29,8 @@ from ptxfactory.protocol import (
     spec_path_for,
 )
 
+from ptxfactory.protocol.job import best_row
+
 from .base import GenContext
 from .generators import load as load_generator
 from .lessons import LessonStore
@@ -523,16 +525,8 @@ def _noise_hi(rows: list[CandidateRow], baseline_key: str) -> float | None:
 
 
 def _best(rows: list[CandidateRow], baseline_key: str) -> CandidateRow | None:
-    """The fastest verified candidate significantly faster than the original (its 95% interval above 1.0,
-    its speedup above the A/A spread of the original against itself); among those within 1% of it
-    (run-to-run noise) the first evaluated, which is the simpler one: a family's kernel rather than its
-    ``-maxrregcount`` child that only measured a hair faster."""
-    noise = _noise_hi(rows, baseline_key)
-    faster = [r for r in rows if isinstance(r.result, Measured) and r.candidate.key != baseline_key and r.result.significant(noise)]
-    if not faster:
-        return None
-    top = max(r.result.speedup for r in faster)
-    return next(r for r in faster if r.result.speedup * PLATEAU_GAIN >= top)
+    """The job's best: :func:`ptxfactory.protocol.job.best_row`, the one notion of "best" everywhere."""
+    return best_row(rows, baseline_key)
 
 
 async def _confirm(best: CandidateRow, rows: list[CandidateRow], baseline_key: str, backend: EvaluationBackend,

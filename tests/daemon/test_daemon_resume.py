@@ -133,3 +133,32 @@ async def test_a_job_the_daemon_keeps_dying_on_is_not_resumed_forever(start_daem
     daemon.start()
     await until(lambda: stored_state(jobs_db, job_id) == "failed", what="the job to be marked failed")
     assert "not resumed again" in run_cli("jobs", "--socket", daemon.socket, "--json").stdout
+
+
+async def test_watch_says_the_daemon_stopped_and_exits_75(start_daemon, tmp_path: Path, ptxfactory_home: Path):
+    """`ptxfactory watch` on a running job whose daemon is killed: not "failed" (1) but its own exit code and words."""
+    import subprocess
+
+    from _daemon_support import CLI
+
+    daemon = start_daemon(delay=0.3, max_candidates=CANDIDATES)
+    source = copy_example(tmp_path / "src")
+    submitted = run_cli("submit", source, "-k", "rmsnorm", "--socket", daemon.socket, "--json")
+    assert submitted.returncode == 0, submitted.stderr
+    import json
+
+    job_id = json.loads(submitted.stdout)["job_id"]
+    watch = subprocess.Popen([*CLI, "watch", job_id, "--socket", str(daemon.socket)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        await until(lambda: len(stored_rows(ptxfactory_home / "jobs.sqlite", job_id)) >= 2, what="two stored rows")
+        await until(lambda: daemon.log().count("session opened") >= 2, what="watch to connect")  # submit's, then watch's
+        await until(lambda: len(stored_rows(ptxfactory_home / "jobs.sqlite", job_id)) >= 3, what="a row while watched")
+        daemon.kill9()
+        out, err = watch.communicate(timeout=30)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+    assert watch.returncode == 75, (out, err)
+    assert "the daemon stopped; the job will resume when it restarts" in err

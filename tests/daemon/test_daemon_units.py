@@ -9,7 +9,7 @@ import pytest
 from ptxfactory.daemon.jobs import JobRecord, path_key
 from ptxfactory.daemon.jobstore import JobStore
 from ptxfactory.daemon.occupancy import occupancy
-from ptxfactory.protocol import Candidate, CandidateRow, JobSummary, LaunchConfig, Measured
+from ptxfactory.protocol import Candidate, CandidateRow, JobSummary, LaunchConfig, Measured, SizeTiming
 from ptxfactory.protocol.lsp import COMMANDS, SCHEMA_PATH, schema_document, schema_text
 
 
@@ -57,7 +57,11 @@ def test_progress_never_goes_down():
 def _row(i: int, speedup: float | None) -> CandidateRow:
     cand = Candidate(kernel_name="k", source=f"int v{i};", kernel_text="", launch=LaunchConfig(grid=[1], block=[32]),
                      generator="original" if i == 0 else "tune", description=f"cand {i}")
-    return CandidateRow(candidate=cand, result=Measured(candidate_key=cand.key, timings=[], speedup=speedup or 1.0, simulated=True))
+    x = speedup or 1.0
+    timing = SizeTiming(size={"N": 1}, median_us=10 / x, p20_us=10 / x, p80_us=10 / x, baseline_median_us=10, bytes_moved=8,
+                        gbps=1.0, pct_of_copy=1.0, floor_us=0.1)
+    return CandidateRow(candidate=cand, result=Measured(candidate_key=cand.key, timings=[timing], speedup=x, simulated=True,
+                                                        speedup_lo=x * 0.99, speedup_hi=x * 1.01))
 
 
 async def test_job_store_round_trip(tmp_path):
@@ -76,7 +80,8 @@ async def test_job_store_round_trip(tmp_path):
         assert (unfinished.id, unfinished.state, unfinished.source_text, unfinished.done) == ("j1", "running", "src", 2)
         assert [r.candidate.key for r in await store.rows("j1")] == [r.candidate.key for r in rows[:2]]
         await store.add_row("j1", 2, rows[2])
-        summary = JobSummary(job_id="j1", source_path="/x.cu", kernel="k", state="finished", rows=rows, baseline_key=rows[0].candidate.key)
+        summary = JobSummary(job_id="j1", source_path="/x.cu", kernel="k", state="finished", rows=rows,
+                             baseline_key=rows[0].candidate.key, best_key=rows[1].key)
         await store.set_state("j1", "finished", summary=summary, done=3, total=3, message="best")
         assert await store.unfinished() == []
     finally:
@@ -100,7 +105,7 @@ async def test_spec_work_runs_off_the_loop_and_has_a_deadline(tmp_path, monkeypa
     import ptxfactory.search.strategy as strategy
     from ptxfactory.daemon.engine import Engine
 
-    def stuck_plan(spec, secret=None):
+    def stuck_plan(*args, **kwargs):
         time.sleep(1.5)
         raise AssertionError("should have been abandoned")
 
@@ -120,3 +125,29 @@ async def test_spec_work_runs_off_the_loop_and_has_a_deadline(tmp_path, monkeypa
         assert (await engine.jobs.get(job.job_id)).state == "failed"
     finally:
         await engine.close()
+
+
+def test_the_best_is_one_notion_everywhere():
+    """Candidates within 1% of the fastest are tied and the first evaluated wins: the running job, the summary, the
+    stored best, the end message, the hover, the code actions' order and the report all name the same one."""
+    from ptxfactory.daemon import report
+    from ptxfactory.daemon.jobs import end_message
+    from ptxfactory.daemon.lsp.hover import best_lines
+    from ptxfactory.protocol.job import best_row
+
+    rows = [_row(0, None), _row(1, 1.30), _row(2, 2.00), _row(3, 1.00 * 1.7), _row(4, 2.015)]
+    base = rows[0].key
+    assert best_row(rows, base) is rows[2]  # 2.015x is within 1% of 2.00x: the first evaluated of the two
+    running = JobRecord(job_id="j", path="/x.cu", uri="file:///x.cu", kernel="k", rows=rows, state="running")
+    assert running.best() is rows[2] and running.faster()[0] is rows[2]
+    assert [r.key for r in running.faster()] == [rows[2].key, rows[4].key, rows[3].key, rows[1].key]
+    assert "candidate 2:" in "\n".join(best_lines(running))
+    summary = JobSummary(job_id="j", source_path="/x.cu", kernel="k", state="finished", rows=rows, baseline_key=base,
+                         best_key=rows[2].key)
+    ended = JobRecord(job_id="j", path="/x.cu", uri="file:///x.cu", kernel="k", rows=rows, state="finished", summary=summary)
+    assert ended.best() is rows[2] and ended.info().best_candidate == "cand 2"
+    assert "cand 2" in end_message(summary) and "best: #2 " in report.result_line(summary)
+    assert "candidate 2:" in "\n".join(best_lines(ended))
+    # a best that did not hold up when re-timed: nothing is offered, nothing named
+    nothing = summary.model_copy(update={"best_key": None})
+    assert nothing.faster() == [] and "cand" not in end_message(nothing)

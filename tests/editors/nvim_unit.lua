@@ -83,5 +83,26 @@ end
 -- A second setup with a shorter cmd replaces it whole (no index-wise merge).
 ptx.setup({ ssh = "h", cmd = { "x" }, notify = false })
 check("setup again", vim.lsp.config.ptxfactory.cmd, { "ssh", "-T", "h", "x" })
+
+-- The connection drops: a message, the running job marked, the statusline says so; progress brings it back.
+local messages, fired = {}, {}
+vim.notify = function(msg, level) table.insert(messages, { msg, level }) end
+vim.api.nvim_create_autocmd("User", { pattern = "PtxProgress", callback = function(ev) table.insert(fired, ev.data) end })
+ptx.setup({ cmd = { "x" } })
+ptx.jobs = { j1 = { job_id = "j1", kernel = "rmsnorm", state = "running", percentage = 4, client_id = 7 } }
+check("status while running", ptx.status(), "ptx: rmsnorm 4%")
+ptx.on_disconnect(7, 1, 0)
+check("job marked", { ptx.jobs.j1.state, ptx.jobs.j1.message }, { "disconnected", ptx.STOPPED })
+check("status after the drop", ptx.status(), "ptx: rmsnorm 4% (daemon stopped)")
+check("warned", messages[#messages][2], vim.log.levels.WARN)
+check("message", messages[#messages][1]:find("the daemon stopped; the job will resume when it restarts", 1, true) ~= nil, true)
+check("autocmd fired", fired[#fired].disconnected, true)
+ptx.jobs = {}
+check("status with no job", ptx.status(), "ptx: disconnected")
+check("on_exit registered", type(vim.lsp.config.ptxfactory.on_exit), "function")
+check("token", ptx.token({ token = "t" }), "t")
+local tf = vim.fn.tempname()
+vim.fn.writefile({ "from-file " }, tf)
+check("token file", ptx.token({ token_file = tf }), "from-file")
 io.stdout:write(("%d passed, 0 failed\n"):format(n))
 os.exit(0)

@@ -65,7 +65,9 @@ async def test_optimise_then_apply_the_preferred_candidate(client: LanguageClien
     assert actions, "no code action for a finished job with faster candidates"
     assert all(a.kind == "refactor.rewrite.ptxfactory" and "x faster" in a.title and a.title.endswith("(simulated)") for a in actions)
     speedups = [float(re.search(r"(\d+\.\d+)x faster", a.title).group(1)) for a in actions]
-    assert speedups == sorted(speedups, reverse=True) and speedups[0] > 1.0 and speedups[-1] >= 1.0
+    # the job's best first (the first evaluated of those within 1% of the fastest: one notion of best), then fastest first
+    assert speedups[1:] == sorted(speedups[1:], reverse=True) and speedups[0] * 1.01 >= max(speedups) and speedups[-1] >= 1.0
+    assert f"best: {speedups[0]:.2f}x faster" in end.message  # the end message names the preferred candidate
     preferred = [a for a in actions if a.is_preferred]
     assert len(preferred) == 1 and preferred[0] is actions[0]
     assert re.match(r"Apply candidate \d+: \d+\.\d\dx faster, \d+\.\d\d TB/s \(\d+% of copy\) \(simulated\)$", preferred[0].title)

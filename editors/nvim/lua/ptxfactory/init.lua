@@ -30,7 +30,8 @@ M.defaults = {
   ssh_args = {}, -- extra ssh options, e.g. { "-p", "2222" }
   tcp = nil,
   socket = nil,
-  token = nil, -- sent to the server as initializationOptions.token
+  token = nil, -- sent to the server as initializationOptions.token (needed over tcp)
+  token_file = nil, -- or read it from this file (e.g. a copy of the daemon's <socket>.token)
   filetypes = { "cuda", "ptx" },
   root_markers = { ".git" }, -- else the file's folder is the root
   notify = true, -- vim.notify when a job starts and ends
@@ -141,7 +142,10 @@ local function on_progress(token, value)
   if value.kind == "end" then
     job.state = "ended"
     notify(("%s: %s"):format(job.kernel, value.message or "done"))
+  elseif job.state == "disconnected" then
+    job.state = "running" -- the daemon is back (a reconnected session resumes the job's progress)
   end
+  M.disconnected = nil
   vim.api.nvim_exec_autocmds("User", { pattern = "PtxProgress", modeline = false, data = { job = job, value = value } })
 end
 
@@ -427,15 +431,61 @@ function M.code_action(opts)
   })
 end
 
---- A one-line status for the statusline: the running jobs' kernels and percentages ("" when idle).
+M.STOPPED = "the daemon stopped; the job will resume when it restarts"
+
+--- The connection to the server dropped (the daemon stopped or died, ssh went away): the running jobs of that
+--- client become "disconnected" (their message says they resume when the daemon restarts), a warning is shown,
+--- `User PtxProgress` fires with `data.disconnected = true` and the statusline is redrawn. Called from the LSP
+--- client's on_exit; `code`/`signal` are the transport's exit status, if any.
+function M.on_disconnect(client_id, code, signal)
+  local stopped = {}
+  for _, job in pairs(M.jobs) do
+    if job.state == "running" and (client_id == nil or job.client_id == client_id) then
+      job.state, job.message = "disconnected", M.STOPPED
+      table.insert(stopped, job.kernel)
+    end
+  end
+  M.disconnected = { client_id = client_id, code = code, signal = signal }
+  local how = (code and code ~= 0) and (" (exit code %d)"):format(code) or ""
+  if #stopped > 0 then
+    notify(("connection to the server lost%s: %s: %s"):format(how, table.concat(stopped, ", "), M.STOPPED), vim.log.levels.WARN)
+  else
+    notify(("connection to the server lost%s"):format(how), vim.log.levels.WARN)
+  end
+  vim.api.nvim_exec_autocmds("User", { pattern = "PtxProgress", modeline = false, data = { disconnected = true, jobs = stopped } })
+  pcall(vim.cmd.redrawstatus, { bang = true })
+end
+
+--- A one-line status for the statusline: the running jobs' kernels and percentages, jobs whose daemon stopped,
+--- "ptx: disconnected" after the connection dropped ("" when idle).
 function M.status()
   local parts = {}
   for _, job in pairs(M.jobs) do
     if job.state == "running" then
       table.insert(parts, ("%s %d%%"):format(job.kernel, job.percentage or 0))
+    elseif job.state == "disconnected" then
+      table.insert(parts, ("%s %d%% (daemon stopped)"):format(job.kernel, job.percentage or 0))
     end
   end
-  return #parts > 0 and ("ptx: " .. table.concat(parts, ", ")) or ""
+  if #parts > 0 then
+    return "ptx: " .. table.concat(parts, ", ")
+  end
+  return M.disconnected and "ptx: disconnected" or ""
+end
+
+--- The token to send: `opts.token`, else the first line of `opts.token_file`, else nil.
+function M.token(opts)
+  if opts.token then
+    return opts.token
+  end
+  if opts.token_file then
+    local ok, lines = pcall(vim.fn.readfile, vim.fn.expand(opts.token_file), "", 1)
+    if ok and lines[1] and vim.trim(lines[1]) ~= "" then
+      return vim.trim(lines[1])
+    end
+    notify("cannot read the token file " .. opts.token_file, vim.log.levels.WARN)
+  end
+  return nil
 end
 
 local function define_commands()
@@ -473,8 +523,11 @@ function M.setup(opts)
       end
       on_dir(vim.fs.root(bufnr, markers) or vim.fs.dirname(name))
     end,
-    init_options = opts.token and { token = opts.token } or nil,
+    init_options = M.token(opts) and { token = M.token(opts) } or nil,
     commands = { [M.OPTIMISE] = lens_command },
+    on_exit = function(code, signal, client_id)
+      vim.schedule(function() M.on_disconnect(client_id, code, signal) end)
+    end,
     handlers = {
       [M.PROGRESS] = function(_, params)
         if params then
