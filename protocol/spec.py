@@ -235,7 +235,9 @@ class CheckSpec(_Model):
 
     ``reference = "kernel"`` uses the original source as the oracle. Element ``i`` passes when
     ``|out - ref| <= atol + rtol * |ref|``. ``sizes`` must all pass; ``seeds`` random seeds per size.
-    ``fast_math`` says whether candidates may compile with ``--use_fast_math``.
+    ``fast_math`` says whether candidates may compile with ``--use_fast_math``. ``deterministic = false``
+    allows results that move between runs on the same inputs (float ``atomicAdd`` reductions): each run is
+    then judged by the tolerance instead of being required to repeat its bits.
 
     ``reference = "python:ref.py:func"`` (a file relative to the spec's folder) or
     ``"python:package.module:func"`` names a NumPy function as the oracle instead (see
@@ -250,6 +252,7 @@ class CheckSpec(_Model):
     sizes: list[dict[str, int]] = Field(min_length=1)
     seeds: int = Field(default=3, ge=1, le=32)
     fast_math: bool = False
+    deterministic: bool = True
     max_heldout_elements: int = Field(default=1 << 22, ge=1)
     max_buffer_bytes: int = Field(default=MAX_BUFFER_BYTES, ge=1)
 
