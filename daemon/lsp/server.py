@@ -11,7 +11,9 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -119,6 +121,29 @@ async def serve_stdio_async(
         return await run_session(server, stdin_reader(stdin or sys.stdin.buffer))
     finally:
         await engine.close()
+        if stdin is None:  # a process of its own: it ends with its one client, whatever still holds it up
+            _exit_soon(EXIT_GRACE_S)
+
+
+EXIT_GRACE_S = 5.0
+
+
+def _exit_soon(grace_s: float) -> None:
+    """End this process ``grace_s`` seconds from now unless it has ended by itself: a thread still busy (a
+    compilation, a spec's work abandoned after its deadline) or an executor joined at exit must not keep a
+    server whose client has gone alive (it and its workers would outlive the editor). Stores are closed by then."""
+    def force() -> None:
+        logging.getLogger(__name__).warning("still running %.0f s after the session ended: exiting", grace_s)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(0)
+
+    timer = threading.Timer(grace_s, force)
+    timer.daemon = True
+    timer.start()
 
 
 def serve_stdio(backend_name: str = "auto", store_path: str | None = None) -> None:
