@@ -18,3 +18,6 @@ for ex in ${EXAMPLES:-embedding rowsum_seq dequant_int8 scale_bias}; do
   cp "/tmp/ex-$ex/ptxfactory-out/$name/report.md" "$OUT/report-$ex.md" 2>/dev/null
   echo "== $ex"; tail -4 "$OUT/cli-$ex.txt"
 done
+if [ -z "${SKIP_AA:-}" ]; then
+  timeout 200 python3 bench/aa_check.py --runs ${AA_RUNS:-20} examples/rmsnorm/rmsnorm.cu:rmsnorm examples/softmax/softmax.cu:softmax --out "$OUT/aa.json" 2>&1 | tail -5 | tee "$OUT/aa.txt"
+fi
