@@ -28,11 +28,12 @@ class AlreadyRunning(RuntimeError):
 async def run_daemon(
     socket_path: Path, *, tcp_port: int | None = None, host: str = "127.0.0.1", token: str | None = None,
     token_file: Path | None = None, backend_name: str = "auto", store_path: str | Path | None = None, jobs_path: str | Path | None = None,
-    max_candidates: int = 64, stop: asyncio.Event | None = None,
+    max_candidates: int = 64, stop: asyncio.Event | None = None, exit_grace_s: float | None = None,
 ) -> None:
     """Serve until ``stop`` is set (or SIGTERM/SIGINT). With ``tcp_port``, TCP clients must present the token
     (:func:`~ptxfactory.daemon.paths.choose_token`: ``token_file``, ``token``, ``$PTXFACTORY_TOKEN`` or a new one),
-    which is written to ``<socket>.token`` (0600) while the daemon runs. Raises AlreadyRunning, StoreBusy,
+    which is written to ``<socket>.token`` (0600) while the daemon runs. ``exit_grace_s``: once stopping, the
+    process ends that many seconds later at the latest (``serve_daemon``: 10 s). Raises AlreadyRunning, StoreBusy,
     TokenError, UnsafePath, OSError."""
     from .engine import Engine
     from .listener import Listener
@@ -68,6 +69,10 @@ async def run_daemon(
                     os.getpid(), ", ".join(where), backend, engine.jobs.path, engine.lessons.path)
         await stop.wait()
         log.info("ptxfactory daemon pid %d stopping", os.getpid())
+        if exit_grace_s is not None:  # the process ends by then, whatever thread or executor still holds it
+            from .lsp.server import _exit_soon
+
+            _exit_soon(exit_grace_s)
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
@@ -87,6 +92,7 @@ def serve_daemon(socket_path: Path, **kwargs) -> None:
     from .lsp.server import configure_logging
 
     configure_logging()
+    kwargs.setdefault("exit_grace_s", 10.0)
     uvloop.run(run_daemon(socket_path, **kwargs))
 
 
