@@ -20,7 +20,7 @@ from ptxfactory.protocol import GpuFacts, Measured, Rejected, Resources, load_sp
 from _fake_cupy import make_module
 
 ROWSUM = Path(__file__).resolve().parents[2] / "examples" / "rowsum_seq"
-FAKED = ("ptxfactory.harness.gpu_eval", "ptxfactory.harness.buffers", "ptxfactory.harness.worker")
+FAKED = ("ptxfactory.harness.gpu_eval", "ptxfactory.harness.buffers", "ptxfactory.harness.compare", "ptxfactory.harness.worker")
 
 
 @pytest.fixture
