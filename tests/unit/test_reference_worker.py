@@ -33,6 +33,8 @@ def gpu_eval(monkeypatch):
 
     saved = {name: sys.modules.pop(name) for name in FAKED if name in sys.modules}
     attributes = {name: getattr(package, name.rsplit(".", 1)[1]) for name in FAKED if hasattr(package, name.rsplit(".", 1)[1])}
+    for name in attributes:  # else ``from . import buffers`` hands back the real module, imported by an earlier test
+        delattr(package, name.rsplit(".", 1)[1])
     import ptxfactory.harness.gpu_eval as module
 
     yield module
