@@ -1,7 +1,7 @@
 """Device buffers for one launch: inputs from seeded distributions, NaN-filled outputs, canary bands.
 
 Runs inside the GPU worker (imports CuPy). bf16 buffers are stored as ``uint16`` bit patterns;
-:func:`as_float32` converts any float buffer to float32 for comparison.
+(:mod:`.compare` reads them as values for comparison).
 """
 from __future__ import annotations
 
@@ -81,13 +81,6 @@ def to_bf16_bits(x: cp.ndarray) -> cp.ndarray:
     bits = cp.ascontiguousarray(x, dtype=cp.float32).view(cp.uint32)
     rounded = bits + (cp.uint32(0x7FFF) + ((bits >> 16) & cp.uint32(1)))
     return (rounded >> 16).astype(cp.uint16)
-
-
-def as_float32(buf: cp.ndarray, dtype: str) -> cp.ndarray:
-    """Any buffer as float32 values (bf16 bits widened exactly)."""
-    if dtype == "bf16":
-        return (buf.astype(cp.uint32) << 16).view(cp.float32)
-    return buf.astype(cp.float32)
 
 
 def random_values(arg: ArgSpec, n: int, rng: cp.random.Generator, variant: int, shape: tuple[int, ...],

@@ -8,6 +8,7 @@ the last timed launch -> reject any time under the bytes-moved floor.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 
@@ -105,7 +106,7 @@ def _compare(got: cp.ndarray, want: cp.ndarray, dtype: str, rtol: float, atol: f
     where = tuple(int(i) for i in np.unravel_index(idx, shape)) if shape else (idx,)
     g, w = C.values(got, dtype, cp), C.values(want, dtype, cp)
     gv, wv = g[idx].item(), w[idx].item()
-    unwritten = int((C.poisoned(got, dtype, cp) & bad).sum())
+    unwritten = int((B.unwritten(got, dtype) & bad).sum())
     max_err = C.max_abs_error(got, want, dtype)
     what = f"{count} of {got.size} elements wrong"
     if unwritten:
@@ -144,8 +145,6 @@ class Evaluator:
         the launch, never by the candidate's source ``key``: the same source compiled for another arch or with
         other options is another artifact, and the benchmarked artifact is always the candidate's own cubin;
         the oldest modules are unloaded past :attr:`MAX_LOADED`)."""
-        import hashlib
-
         digest = hashlib.sha256(cubin).hexdigest() + "|" + lowered_name + "|" + launch.model_dump_json()
         if digest in self._loaded:
             self._loaded[digest] = self._loaded.pop(digest)  # most recently used last

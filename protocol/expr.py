@@ -121,7 +121,8 @@ _COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt:
 
 
 def _eval(node: ast.AST, env: Mapping[str, int | float], src, cond: bool = False) -> int | float:
-    if not cond and isinstance(node, (ast.Compare, ast.BoolOp)) or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and not cond):
+    is_condition = isinstance(node, (ast.Compare, ast.BoolOp)) or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not))
+    if is_condition and not cond:
         raise ExprError(f"{ast.unparse(node)!r} is not allowed in {src!r}: a size expression has no comparisons (those belong in 'constraints')")
     return _bounded(_eval_node(node, env, src, cond), src)
 

@@ -76,8 +76,7 @@ class JobSummary(BaseModel):
     @property
     def noise_hi(self) -> float | None:
         """The upper end of the 95% interval of the original timed against itself (its own row, A/A), or None."""
-        base = self.row(self.baseline_key)
-        return base.result.speedup_hi if base is not None and isinstance(base.result, Measured) else None
+        return noise_hi(self.rows, self.baseline_key)
 
     def faster(self) -> list[CandidateRow]:
         """The candidates to offer, the job's best (``best_key``, chosen by :func:`best_row` and confirmed on a fresh
@@ -92,11 +91,16 @@ TIE_FACTOR = 1.01  # candidates within 1% of the fastest are tied (run-to-run no
 def significant_rows(rows: list[CandidateRow], baseline_key: str | None) -> list[CandidateRow]:
     """Verified candidates significantly faster than the original (:meth:`Measured.significant` against the job's
     A/A spread: the original's own row), in evaluation order."""
+    noise = noise_hi(rows, baseline_key)
+    return [r for r in rows if isinstance(r.result, Measured) and r.key != baseline_key and r.result.significant(noise)]
+
+
+def noise_hi(rows: list[CandidateRow], baseline_key: str | None) -> float | None:
+    """The upper end of the 95% interval of the original timed against itself (its own row: the job's A/A run), or None."""
     base = None
     if baseline_key:  # by the result's key (cheap); by the candidate's (hashes its source) only when that finds none
         base = next((r for r in rows if r.key == baseline_key), None) or next((r for r in rows if r.candidate.key == baseline_key), None)
-    noise = base.result.speedup_hi if base is not None and isinstance(base.result, Measured) else None
-    return [r for r in rows if isinstance(r.result, Measured) and r.key != baseline_key and r.result.significant(noise)]
+    return base.result.speedup_hi if base is not None and isinstance(base.result, Measured) else None
 
 
 def best_row(rows: list[CandidateRow], baseline_key: str | None) -> CandidateRow | None:

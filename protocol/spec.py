@@ -183,8 +183,9 @@ MAX_THREADS_PER_BLOCK = 1024
 MAX_GRID_YZ = 65535
 
 
-def _check_launch_value(where: str, value: int, size: dict[str, int]) -> None:
-    """Raises ValueError when a launch expression's value cannot be launched at ``size``."""
+def _check_value(where: str, value: int, size: dict[str, int]) -> None:
+    """Raises ValueError when an expression's value at ``size`` is out of range for its key (a grid or block
+    dimension under 1; negative shared memory, bytes moved or FLOP)."""
     if where in ("launch.grid", "launch.block") and value < 1:
         raise ValueError(f"{where}: {value} at {size}: every grid and block dimension must be at least 1")
     if where in ("launch.shared_mem", "bytes_moved", "flops") and value < 0:
@@ -381,7 +382,7 @@ class KernelSpec(_Model):
                             if not holds(e, size):
                                 raise ValueError(f"{where}: {e!r} does not hold at the listed size {size}")
                         else:
-                            _check_launch_value(where, evaluate(e, size), size)
+                            _check_value(where, evaluate(e, size), size)
             except ExprError as exc:
                 raise ValueError(f"{where}: {exc}") from None
             if unknown:

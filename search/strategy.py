@@ -29,7 +29,7 @@ from ptxfactory.protocol import (
     spec_path_for,
 )
 
-from ptxfactory.protocol.job import best_row
+from ptxfactory.protocol.job import best_row, noise_hi
 
 from .base import GenContext
 from .generators import load as load_generator
@@ -246,6 +246,7 @@ async def optimise(
             return pool.parallel
         return 1 if len(rows) < EARLY_ROWS else pool.parallel
     begun = [1]  # candidates taken from the search so far, the original included
+    measured: dict[str, Compiled] = {}  # candidate key -> the compiled artifact of each measured row
     binaries: dict[str, str] = {}  # Prepared.binary -> the key of the candidate evaluated with it
     speculative: dict[str, asyncio.Future] = {}  # compiled ahead of the choice: each arm's favourite right now
 
@@ -284,6 +285,8 @@ async def optimise(
                 if prepared.binary is not None:
                     binaries[prepared.binary] = cand.key
                 row = await record(cand, await outcome(cand, prepared), fresh=True)
+                if isinstance(row.result, Measured) and isinstance(prepared.compiled, Compiled):
+                    measured[cand.key] = prepared.compiled  # the artifact the re-timing of the best runs again
             if search.observe(row) and backend is not None:
                 await search.expand(row.candidate, [n for n in ("transform", "tune") if n in gens])
             if cancel is not None and cancel.is_set():
@@ -297,7 +300,8 @@ async def optimise(
     best = _best(rows, original.key)
     retimed = None
     if best is not None and backend is not None and state == "finished":
-        best, retimed = await _confirm(best, rows, original.key, backend, spec, baseline, pool, busy, reference)
+        best, retimed = await _confirm(best, measured.get(best.candidate.key), rows, original.key, backend, spec, baseline,
+                                       pool, busy, reference)
     summary = JobSummary(
         job_id=job_id, source_path=str(source_path), kernel=kernel, state=state, gpu=facts, rows=rows,
         baseline_key=original.key, best_key=best.candidate.key if best else None,
@@ -518,34 +522,32 @@ async def _evaluate(backend: EvaluationBackend, spec: KernelSpec, baseline: Comp
     return again
 
 
-def _noise_hi(rows: list[CandidateRow], baseline_key: str) -> float | None:
-    """The upper end of the interval of the original timed against itself (its own row: the job's A/A run)."""
-    base = next((r for r in rows if r.candidate.key == baseline_key and isinstance(r.result, Measured)), None)
-    return base.result.speedup_hi if base is not None else None
-
-
 def _best(rows: list[CandidateRow], baseline_key: str) -> CandidateRow | None:
     """The job's best: :func:`ptxfactory.protocol.job.best_row`, the one notion of "best" everywhere."""
     return best_row(rows, baseline_key)
 
 
-async def _confirm(best: CandidateRow, rows: list[CandidateRow], baseline_key: str, backend: EvaluationBackend,
+async def _confirm(best: CandidateRow, compiled: Compiled | None, rows: list[CandidateRow], baseline_key: str, backend: EvaluationBackend,
                    spec: KernelSpec, baseline: Compiled, pool, busy,
                    reference: PythonReference | None = None) -> tuple[CandidateRow | None, Measured | None]:
     """The best candidate verified and timed once more on a fresh plan (new seeds, held-out sizes and inputs)
     before it is reported, so the quoted speedup is not the measurement that selected it (the winner's curse).
 
     Returns (the best, its re-timed result); (None, result) when the new measurement is no longer a
-    significant win or the candidate now fails (then nothing is reported as faster)."""
-    prepared = await pool.prepare(best.candidate, spec)
-    if isinstance(prepared.compiled, CompileFailed):
-        return None, None
+    significant win or the candidate now fails (then nothing is reported as faster). ``compiled`` is the artifact
+    evaluated in this job; None (a row known from before a restart) compiles it again, without the static
+    checks it passed then."""
+    if compiled is None:
+        prepared = await pool.prepare(best.candidate, spec, static=False)
+        if isinstance(prepared.compiled, CompileFailed):
+            return None, None
+        compiled = prepared.compiled
     with busy:
-        again = await backend.evaluate(spec, baseline, prepared.compiled,
+        again = await backend.evaluate(spec, baseline, compiled,
                                        await off_loop(make_plan, spec, None, reference, what="planning the sizes to verify"))
     if not isinstance(again, Measured):
         return None, None
-    return (best if again.significant(_noise_hi(rows, baseline_key)) else None), again
+    return (best if again.significant(noise_hi(rows, baseline_key)) else None), again
 
 
 def _row_message(row: CandidateRow) -> str:
