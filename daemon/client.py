@@ -1,7 +1,8 @@
 """A minimal LSP client for the command line (``ptxfactory jobs/watch/cancel/report/submit``): JSON-RPC over the daemon's socket.
 
 It declares no client capabilities, so the daemon reports progress to it as ``ptxfactory/progress``
-notifications (queued on :attr:`DaemonClient.notifications`). No pygls: the CLI starts fast.
+notifications (queued on :attr:`DaemonClient.notifications`). Messages are framed by :mod:`.framing`, as the
+daemon frames them. No pygls: the CLI starts fast.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
+from .framing import HEADER_LIMIT, frame, read_frame
 
 
 class DaemonError(RuntimeError):
@@ -45,9 +48,9 @@ class DaemonClient:
         """
         try:
             if port is not None:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(host or "127.0.0.1", port, limit=1 << 20), timeout)
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(host or "127.0.0.1", port, limit=HEADER_LIMIT), timeout)
             else:
-                reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(str(socket_path), limit=1 << 20), timeout)
+                reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(str(socket_path), limit=HEADER_LIMIT), timeout)
         except (OSError, asyncio.TimeoutError) as exc:
             where = f"{host or '127.0.0.1'}:{port}" if port is not None else str(socket_path)
             raise NoDaemon(f"no ptxfactory daemon answers on {where} ({exc}); start one with `ptxfactory serve`") from None
@@ -68,8 +71,7 @@ class DaemonClient:
         return client
 
     def _send(self, message: dict) -> None:
-        body = json.dumps(message).encode()
-        self._writer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self._writer.write(frame(json.dumps(message).encode()))
 
     async def request(self, method: str, params: Any = None) -> Any:
         msg_id = next(self._ids)
@@ -86,19 +88,10 @@ class DaemonClient:
     async def _read(self) -> None:
         try:
             while True:
-                length = None
-                while True:
-                    line = await self._reader.readline()
-                    if not line:
-                        raise ConnectionError("the daemon closed the connection")
-                    if not line.strip():
-                        break
-                    name, _, value = line.decode("ascii", "replace").partition(":")
-                    if name.strip().lower() == "content-length":
-                        length = int(value)
-                if length is None:
-                    continue
-                msg = json.loads(await self._reader.readexactly(length))
+                body = await read_frame(self._reader)
+                if body is None:
+                    raise ConnectionError("the daemon closed the connection")
+                msg = json.loads(body)
                 if "method" in msg and "id" in msg:  # a request from the daemon: we declared no capability for any
                     self._send({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "not supported"}})
                 elif "method" in msg:

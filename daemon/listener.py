@@ -22,7 +22,8 @@ from pathlib import Path
 
 from .engine import Engine
 from .lsp.session import PtxServer
-from .lsp.transport import HEADER_LIMIT, StreamWriterAdapter, run_session
+from .framing import HEADER_LIMIT
+from .lsp.transport import StreamWriterAdapter, attach_writer, run_session
 from .paths import private_dir
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ class Listener:
         try:
             session = self.factory(self.engine, required_token=token)
             adapter = StreamWriterAdapter(writer, on_overflow=lambda: session.end("client stopped reading"))
-            session.protocol.set_writer(adapter)
+            attach_writer(session.protocol, adapter)
             session.on_end(adapter.close)
             self.sessions.add(session)
             log.info("session opened (%d now)", len(self.sessions))

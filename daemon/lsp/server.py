@@ -25,7 +25,7 @@ from pygls.protocol import default_converter
 
 from . import code_actions, code_lens, diagnostics, hover, optimise, show_report
 from .session import PtxServer
-from .transport import run_session, stdin_reader
+from .transport import attach_writer, run_session, stdin_reader
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -86,11 +86,11 @@ def warm_up() -> None:
                                                            disabled=types.CodeActionDisabled(reason=""))],
         types.TEXT_DOCUMENT_CODE_LENS: [types.CodeLens(range=rng, command=types.Command(title="", command="", arguments=[{}]))],
     }
+    converter = shared_converter()  # what pygls unstructures every message it sends with
     for method, result in samples.items():
-        response = protocol.get_result_type(method)(id=0, result=result, jsonrpc="2.0")
-        json.dumps(response, default=protocol._serialize_message)
-    json.dumps(types.PublishDiagnosticsParams(uri="file:///w.cu", diagnostics=[types.Diagnostic(range=rng, message="")]),
-               default=protocol._serialize_message)
+        json.dumps(converter.unstructure(protocol.get_result_type(method)(id=0, result=result, jsonrpc="2.0")))
+    json.dumps(converter.unstructure(types.PublishDiagnosticsParams(
+        uri="file:///w.cu", diagnostics=[types.Diagnostic(range=rng, message="")])))
 
 
 def _initialize(ls: PtxServer, params) -> None:
@@ -117,7 +117,7 @@ async def serve_stdio_async(
         server = build_server(engine)
         log.info("ptxfactory LSP on stdio: backend %s, lessons %s, jobs %s",
                  type(engine.backend).__name__ if engine.backend else "none", engine.lessons.path, engine.jobs.path)
-        server.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        attach_writer(server.protocol, StdoutWriter(stdout or sys.stdout.buffer))
         return await run_session(server, stdin_reader(stdin or sys.stdin.buffer))
     finally:
         await engine.close()

@@ -2,7 +2,8 @@
 
 A session holds editor state only (its open documents, the progress it shows, the jobs it
 watches); jobs, stores and the backend belong to the :class:`~ptxfactory.daemon.engine.Engine`.
-:class:`SessionProtocol` changes three things of pygls's protocol:
+:class:`SessionProtocol` (pygls's ``protocol_cls`` hook) changes three things of pygls's protocol,
+through its public methods only (``lsp_exit``, ``handle_message``):
 
 - ``exit`` ends this session only (pygls's calls ``sys.exit()``, which would end every session);
 - nothing but ``initialize``/``exit`` is served before a successful ``initialize``
@@ -10,14 +11,20 @@ watches); jobs, stores and the backend belong to the :class:`~ptxfactory.daemon.
   without it (``initializationOptions.token``) and closes the connection;
 - ``$/cancelRequest`` also runs the hook a handler registered for its request (pygls can only
   cancel a request that has not started; ``ptxfactory.optimise`` with ``wait`` cancels its job).
+
+:class:`PtxServer` overrides pygls's public ``feature``/``command`` (a coroutine handler runs as one
+of the session's tasks, cancelled when the session ends) and ``thread_pool`` (the session's own,
+shut without waiting when it ends).
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
+import inspect
 import logging
-import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +35,7 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 
 from ..jobs import JobRecord, path_key
 from .progress import ProgressRelay
+from .transport import reply_error
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -43,38 +51,35 @@ except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
 class SessionProtocol(LanguageServerProtocol):
     """pygls's LSP protocol, for one session among many (see the module's docstring)."""
 
-    _server: "PtxServer"
+    def __init__(self, server: "PtxServer", converter):
+        super().__init__(server, converter)
+        self.session = server
 
     @lsp_method(types.EXIT)
     def lsp_exit(self, *args) -> Any:
         """End this session: stop reading, close this connection. The daemon and other sessions carry on."""
         if (user_handler := self.fm.features.get(types.EXIT)) is not None:
             yield user_handler, args, None
-        self._server.end("exit")
+        self.session.end("exit")
 
     def handle_message(self, message) -> None:
+        """pygls's dispatch, after the session's gate (nothing before ``initialize``) and ``$/cancelRequest`` hooks."""
         method = getattr(message, "method", None)
-        if method is not None and not self._server.initialized and method not in (types.INITIALIZE, types.EXIT):
+        if method is not None and not self.session.initialized and method not in (types.INITIALIZE, types.EXIT):
             if getattr(message, "id", None) is not None:
-                self._send_response(message.id, None, JsonRpcServerNotInitialized(
-                    f"{method}: the session is not initialized").to_response_error())
+                reply_error(self, message.id, JsonRpcServerNotInitialized(f"{method}: the session is not initialized"))
             return
+        if method == types.CANCEL_REQUEST:
+            self.session.run_cancel_hook(message.params.id)
         super().handle_message(message)
-
-    def _handle_cancel_notification(self, msg_id) -> None:
-        hook = self._server.cancel_hooks.pop(msg_id, None)
-        if hook is not None:
-            try:
-                hook()
-            except Exception:
-                log.exception("cancel hook of request %s failed", msg_id)
-        super()._handle_cancel_notification(msg_id)
 
 
 class PtxServer(LanguageServer):
     """One session. ``engine`` is shared; ``required_token`` is set on listeners that demand one."""
 
     def __init__(self, engine: "Engine", required_token: str | None = None, **kwargs):
+        self.handler_tasks: set[asyncio.Task] = set()
+        self.handler_threads: ThreadPoolExecutor | None = None
         super().__init__("ptxfactory", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
                          protocol_cls=SessionProtocol, **kwargs)
         self.engine = engine
@@ -85,9 +90,49 @@ class PtxServer(LanguageServer):
         self.cancel_hooks: dict[Any, Callable[[], None]] = {}
         self.ended = asyncio.Event()
         self.end_reason: str | None = None
-        self._closers: list[Callable[[], None]] = []
-        self._stop_event = threading.Event()  # pygls-private: its read loops (and ours) stop on it
+        self.closers: list[Callable[[], None]] = []
         engine.subscribe(self.on_job_event)
+
+    # --- pygls's registration and thread pool, scoped to this session ---------------------------
+
+    def feature(self, feature_name: str, options: Any | None = None) -> Callable:
+        """pygls's ``feature`` decorator; a coroutine handler runs as one of this session's tasks."""
+        return _registering(super().feature(feature_name, options), self.scoped)
+
+    def command(self, command_name: str) -> Callable:
+        """pygls's ``command`` decorator; a coroutine handler runs as one of this session's tasks."""
+        return _registering(super().command(command_name), self.scoped)
+
+    def scoped(self, f: Callable) -> Callable:
+        """``f`` (a coroutine function) running in a task that :meth:`end` cancels; other callables unchanged.
+
+        pygls runs each coroutine handler in a task of its own, so the task it runs in is the handler's.
+        Once the session has ended, the cancelled handler answers None: there is nobody left to answer.
+        """
+        if not inspect.iscoroutinefunction(f):
+            return f
+
+        @functools.wraps(f)
+        async def run(*args, **kwargs):
+            task = asyncio.current_task()
+            self.handler_tasks.add(task)
+            try:
+                return await f(*args, **kwargs)
+            except asyncio.CancelledError:
+                if not self.ended.is_set():
+                    raise
+                return None
+            finally:
+                self.handler_tasks.discard(task)
+
+        return run
+
+    @property
+    def thread_pool(self) -> ThreadPoolExecutor:
+        """Where pygls runs ``@server.thread()`` handlers: this session's own pool, shut without waiting when it ends."""
+        if self.handler_threads is None:
+            self.handler_threads = ThreadPoolExecutor(thread_name_prefix="ptxfactory-session")
+        return self.handler_threads
 
     # --- capabilities -------------------------------------------------------------------------
 
@@ -106,7 +151,7 @@ class PtxServer(LanguageServer):
         """The negotiated position encoding (UTF-16 unless the client offered another)."""
         return self.workspace.position_encoding or types.PositionEncodingKind.Utf16
 
-    # --- initialize / end ---------------------------------------------------------------------
+    # --- initialize / cancel / end ------------------------------------------------------------
 
     def check_initialize(self, params: types.InitializeParams) -> None:
         """Accept the session, or refuse it (wrong or missing token) and close the connection shortly after the answer."""
@@ -119,30 +164,37 @@ class PtxServer(LanguageServer):
                 raise JsonRpcInvalidRequest("ptxfactory: this daemon requires initializationOptions.token (ptxfactory serve --token)")
         self.initialized = True
 
+    def run_cancel_hook(self, msg_id: Any) -> None:
+        """``$/cancelRequest`` of request ``msg_id``: run the hook its handler registered, if any (once)."""
+        hook = self.cancel_hooks.pop(msg_id, None)
+        if hook is not None:
+            try:
+                hook()
+            except Exception:
+                log.exception("cancel hook of request %s failed", msg_id)
+
     def on_end(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` when the session ends (the transport closes its connection there)."""
-        self._closers.append(fn)
+        self.closers.append(fn)
 
     def end(self, reason: str = "closed") -> None:
         """End this session only: stop following jobs, stop the read loop, close the connection. Idempotent."""
         if self.ended.is_set():
             return
         self.end_reason = reason
-        self.ended.set()
-        self._stop_event.set()
+        self.ended.set()  # the read loop (transport.read_messages) stops on it
         self.engine.unsubscribe(self.on_job_event)
         self.relays.clear()
         self.cancel_hooks.clear()
-        for fut in list(self.protocol._request_futures.values()):  # async handlers still waiting (never the jobs)
-            if isinstance(fut, asyncio.Future) and not fut.done():
-                fut.cancel()
-        for fn in self._closers:
+        for task in list(self.handler_tasks):  # async handlers still waiting (never the jobs)
+            task.cancel()
+        for fn in self.closers:
             try:
                 fn()
             except Exception:
                 log.debug("closing session transport failed", exc_info=True)
-        if self._thread_pool is not None:
-            self._thread_pool.shutdown(wait=False)
+        if self.handler_threads is not None:
+            self.handler_threads.shutdown(wait=False)
         log.info("session ended: %s", reason)
 
     # --- jobs ---------------------------------------------------------------------------------
@@ -182,6 +234,15 @@ class PtxServer(LanguageServer):
 
     def job_by_token(self, token: str | int) -> str | None:
         return next((job_id for job_id, r in self.relays.items() if r.token == token), None)
+
+
+def _registering(register: Callable, wrap: Callable) -> Callable:
+    """A decorator that registers ``wrap(f)`` with pygls's ``register`` and returns ``f`` itself."""
+    def decorator(f: Callable) -> Callable:
+        register(wrap(f))
+        return f
+
+    return decorator
 
 
 def _clip(message: str, limit: int = 4000) -> str:

@@ -1,11 +1,14 @@
 """Moving LSP messages between one session and its byte stream (a socket, or stdin/stdout).
 
-pygls's read loop (``pygls.io_.run_async``) logs and drops a message it cannot parse and has no
-limit on a message's size. This one answers what it can, as JSON-RPC requires (``ParseError``
-for bad JSON, ``InvalidRequest`` for a non-request, ``InvalidParams`` for params of the wrong
-shape, each with the request's id when there is one) and keeps serving; it closes the connection
-only when the framing itself is lost (a bad ``Content-Length``, a message over 64 MiB, a header
-line over 64 KiB) or the client stops reading (more than 32 MiB waiting to be sent).
+The framing is :mod:`ptxfactory.daemon.framing`'s, shared with the CLI's client. pygls's own read
+loop (``pygls.io_.run_async``) logs and drops a message it cannot parse and has no limit on a
+message's size, so the daemon does not use it: :func:`read_messages` reads frames and hands each
+message to the protocol's public ``structure_message`` and ``handle_message``, answering what it can,
+as JSON-RPC requires (``ParseError`` for bad JSON, ``InvalidRequest`` for a non-request,
+``InvalidParams`` for params of the wrong shape, each with the request's id when there is one), and
+keeps serving; it closes the connection only when the framing itself is lost (a bad
+``Content-Length``, a message over 64 MiB, a header line over 64 KiB) or the client stops reading
+(more than 32 MiB waiting to be sent). pygls writes through :func:`attach_writer`'s framed writer.
 """
 from __future__ import annotations
 
@@ -14,42 +17,67 @@ import json
 import logging
 import os
 import threading
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidRequest, JsonRpcParseError
+from pygls.protocol import JsonRPCProtocol
+
+from ..framing import HEADER_LIMIT, MAX_BODY, FramedWriter, FramingError, Sink, read_frame
 
 if TYPE_CHECKING:
     from .session import PtxServer
 
 log = logging.getLogger(__name__)
 
-MAX_BODY = 64 << 20
+__all__ = ["HEADER_LIMIT", "MAX_BODY", "MAX_BUFFERED", "FramingError", "StreamWriterAdapter", "attach_writer",
+           "dispatch", "read_messages", "reply_error", "run_session", "stdin_reader"]
+
 MAX_BUFFERED = 32 << 20
-HEADER_LIMIT = 64 << 10
-
-
-class FramingError(ConnectionError):
-    """The byte stream no longer splits into messages: the connection must close."""
 
 
 class StreamWriterAdapter:
-    """pygls's writer interface over an asyncio ``StreamWriter``; gives up on a client that does not read."""
+    """A :class:`~ptxfactory.daemon.framing.Sink` over an asyncio ``StreamWriter``; gives up on a client that does not read."""
 
     def __init__(self, writer: asyncio.StreamWriter, on_overflow):
-        self._writer, self._on_overflow = writer, on_overflow
+        self.writer, self.on_overflow = writer, on_overflow
 
     def write(self, data: bytes) -> None:
-        if self._writer.is_closing():
+        """Queue ``data`` on the socket, or end the session when the client has left too much unread."""
+        if self.writer.is_closing():
             return
-        if self._writer.transport.get_write_buffer_size() > MAX_BUFFERED:
-            log.warning("the client has not read %d bytes: closing its session", self._writer.transport.get_write_buffer_size())
-            self._on_overflow()
+        if self.writer.transport.get_write_buffer_size() > MAX_BUFFERED:
+            log.warning("the client has not read %d bytes: closing its session", self.writer.transport.get_write_buffer_size())
+            self.on_overflow()
             return
-        self._writer.write(data)
+        self.writer.write(data)
 
     def close(self) -> None:
-        if not self._writer.is_closing():
-            self._writer.close()
+        """Close the socket (once)."""
+        if not self.writer.is_closing():
+            self.writer.close()
+
+
+def attach_writer(protocol: JsonRPCProtocol, sink: Sink) -> None:
+    """Have ``protocol`` write to ``sink`` through the one framing implementation (pygls's ``set_writer`` hook,
+    without its own headers)."""
+    protocol.set_writer(FramedWriter(sink), include_headers=False)
+
+
+def reply_error(protocol: JsonRPCProtocol, msg_id: Any, exc: JsonRpcException) -> None:
+    """Answer request ``msg_id`` (None: a message whose id is unknown) with ``exc`` as a JSON-RPC error object.
+
+    pygls has no public way to send a response; the protocol's writer (set by :func:`attach_writer`) is
+    its public transport hook, so the error is written there, framed like everything pygls sends."""
+    error: dict[str, Any] = {"code": exc.code, "message": exc.message}
+    if exc.data is not None:
+        error["data"] = exc.data
+    writer = protocol.writer
+    if writer is None:
+        return
+    try:
+        writer.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "error": error}, default=str).encode())
+    except Exception:
+        log.debug("cannot answer a malformed message", exc_info=True)
 
 
 def stdin_reader(stream: BinaryIO, limit: int = HEADER_LIMIT) -> asyncio.StreamReader:
@@ -82,27 +110,9 @@ def stdin_reader(stream: BinaryIO, limit: int = HEADER_LIMIT) -> asyncio.StreamR
 async def read_messages(session: "PtxServer", reader: asyncio.StreamReader) -> None:
     """Feed every message on ``reader`` to the session until EOF or the session ends. Raises FramingError."""
     while not session.ended.is_set():
-        length: int | None = None
-        while True:
-            line = await reader.readline()
-            if not line:
-                return
-            if not line.endswith(b"\n"):
-                return  # EOF in the middle of a header
-            header = line.strip()
-            if not header:
-                if length is None:
-                    continue  # stray blank line between messages
-                break
-            name, _, value = header.partition(b":")
-            if name.strip().lower() == b"content-length":
-                try:
-                    length = int(value.strip())
-                except ValueError:
-                    raise FramingError(f"bad Content-Length header: {header[:80]!r}") from None
-        if length < 0 or length > MAX_BODY:
-            raise FramingError(f"message of {length} bytes refused (limit {MAX_BODY})")
-        body = await reader.readexactly(length)
+        body = await read_frame(reader, MAX_BODY)
+        if body is None:
+            return
         dispatch(session, body)
 
 
@@ -113,11 +123,11 @@ def dispatch(session: "PtxServer", body: bytes) -> None:
         raw = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         log.warning("unparsable message (%s): %r", exc, body[:200])
-        _reply_error(session, None, JsonRpcParseError(f"not JSON: {exc}"))
+        reply_error(protocol, None, JsonRpcParseError(f"not JSON: {exc}"))
         return
     if not isinstance(raw, dict) or raw.get("jsonrpc") != "2.0":
-        _reply_error(session, raw.get("id") if isinstance(raw, dict) else None,
-                     JsonRpcInvalidRequest("not a JSON-RPC 2.0 message object"))
+        reply_error(protocol, raw.get("id") if isinstance(raw, dict) else None,
+                    JsonRpcInvalidRequest("not a JSON-RPC 2.0 message object"))
         return
     if "method" in raw:
         raw.setdefault("params", None)  # JSON-RPC lets a request or notification omit params
@@ -125,23 +135,16 @@ def dispatch(session: "PtxServer", body: bytes) -> None:
         message = protocol.structure_message(raw)
     except JsonRpcException as exc:
         if "method" in raw and "id" in raw:
-            _reply_error(session, raw["id"], exc)
+            reply_error(protocol, raw["id"], exc)
         return
     except Exception as exc:
         if "method" in raw and "id" in raw:
-            _reply_error(session, raw["id"], JsonRpcInternalError(str(exc)))
+            reply_error(protocol, raw["id"], JsonRpcInternalError(str(exc)))
         return
     try:
         protocol.handle_message(message)
     except Exception:
         log.exception("handling %s failed", raw.get("method", "a response"))
-
-
-def _reply_error(session: "PtxServer", msg_id, exc: JsonRpcException) -> None:
-    try:
-        session.protocol._send_response(msg_id, None, exc.to_response_error())
-    except Exception:
-        log.debug("cannot answer a malformed message", exc_info=True)
 
 
 async def run_session(session: "PtxServer", reader: asyncio.StreamReader) -> str:
