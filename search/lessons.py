@@ -44,6 +44,34 @@ CREATE TABLE IF NOT EXISTS experiments (
 );
 CREATE INDEX IF NOT EXISTS experiments_class ON experiments (kernel_class, arch);
 CREATE INDEX IF NOT EXISTS experiments_job ON experiments (job_id);
+CREATE TABLE IF NOT EXISTS agent_lessons (
+    id INTEGER PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    created REAL NOT NULL,
+    kernel_class TEXT NOT NULL,
+    arch TEXT NOT NULL,
+    idea TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    effect REAL,
+    lesson TEXT,
+    candidate_key TEXT
+);
+CREATE INDEX IF NOT EXISTS agent_lessons_class ON agent_lessons (kernel_class, arch);
+CREATE TABLE IF NOT EXISTS agent_calls (
+    id INTEGER PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    created REAL NOT NULL,
+    role TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    latency_s REAL NOT NULL,
+    cost_usd REAL NOT NULL,
+    ok INTEGER NOT NULL,
+    error TEXT
+);
+CREATE INDEX IF NOT EXISTS agent_calls_job ON agent_calls (job_id);
 """
 
 
@@ -136,6 +164,45 @@ class LessonStore:
             ),
         )
         await self._db.commit()
+
+    async def record_agent_lesson(self, *, job_id: str, kernel_class: str, arch: str, idea: str, outcome: str,
+                                  effect: float | None, lesson: str | None, candidate_key: str | None) -> None:
+        """Store what an agent's idea did: ``outcome`` (``faster``, ``slower``, ``compile_failed``, ``rejected`` ...),
+        the measured speedup (None when it failed) and the one-line lesson the reviewer wrote (if any)."""
+        await self._db.execute(
+            "INSERT INTO agent_lessons (job_id, created, kernel_class, arch, idea, outcome, effect, lesson, candidate_key)"
+            " VALUES (?,?,?,?,?,?,?,?,?)",
+            (job_id, time.time(), kernel_class, arch, idea[:500], outcome, effect, (lesson or None) and lesson[:300], candidate_key))
+        await self._db.commit()
+
+    async def agent_lessons(self, kernel_class: str | None = None, arch: str | None = None, limit: int = 50) -> list[dict]:
+        """Agent lessons, the most relevant first: on ``arch`` only (when given), ``kernel_class`` first, then by
+        measured effect (largest speedup first, failures last), newest first among equals. Each dict has
+        ``same_class``."""
+        query = "SELECT * FROM agent_lessons" + (" WHERE arch = ?" if arch else "")
+        query += " ORDER BY (kernel_class = ?) DESC, effect IS NULL, effect DESC, id DESC LIMIT ?"
+        self._db.row_factory = aiosqlite.Row
+        async with self._db.execute(query, ((arch,) if arch else ()) + (kernel_class or "", limit)) as cur:
+            rows = [dict(r) for r in await cur.fetchall()]
+        for r in rows:
+            r["same_class"] = kernel_class is None or r["kernel_class"] == kernel_class
+        return rows
+
+    async def record_agent_call(self, job_id: str, call) -> None:
+        """Store one language-model call of a job (:class:`~ptxfactory.protocol.agent.AgentCall`: tokens, latency, cost)."""
+        await self._db.execute(
+            "INSERT INTO agent_calls (job_id, created, role, provider, model, input_tokens, output_tokens, latency_s,"
+            " cost_usd, ok, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (job_id, time.time(), call.role, call.provider, call.model, call.input_tokens, call.output_tokens,
+             call.latency_s, call.cost_usd, int(call.ok), call.error))
+        await self._db.commit()
+
+    async def agent_calls(self, job_id: str | None = None) -> list[dict]:
+        """Stored language-model calls as dicts (oldest first), optionally of one job."""
+        query = "SELECT * FROM agent_calls" + (" WHERE job_id = ?" if job_id else "") + " ORDER BY id"
+        self._db.row_factory = aiosqlite.Row
+        async with self._db.execute(query, (job_id,) if job_id else ()) as cur:
+            return [dict(r) for r in await cur.fetchall()]
 
     async def experiments(self, job_id: str | None = None) -> list[dict]:
         """Experiments as dicts (newest last), optionally of one job."""
