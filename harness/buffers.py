@@ -37,26 +37,51 @@ VARIANTS = (
 )
 
 
+PLACEMENT = 4096  # every view starts at a chosen offset modulo this (the largest ``align`` a spec may declare)
+
+
 @dataclass
 class Guarded:
-    """A buffer with canary bands: ``view`` is what the kernel gets, ``raw`` includes the bands."""
+    """A buffer with canary bands: ``view`` is what the kernel gets, ``raw`` includes the bands (at least
+    :data:`GUARD_BYTES` before and after the view, every byte :data:`CANARY`)."""
 
     raw: cp.ndarray
     view: cp.ndarray
+    start: int = GUARD_BYTES  # byte offset of ``view`` in ``raw``
 
     def canaries_intact(self) -> bool:
-        head = self.raw[:GUARD_BYTES]
-        tail = self.raw[GUARD_BYTES + self.view.nbytes :]
+        head = self.raw[: self.start]
+        tail = self.raw[self.start + self.view.nbytes :]
         return bool(cp.all(head == CANARY)) and bool(cp.all(tail == CANARY))
 
 
-def guarded_empty(n: int, dtype: str) -> Guarded:
-    """A buffer of ``n`` elements of spec dtype ``dtype`` between two canary bands."""
+def address(buf) -> int:
+    """The device (CuPy) or host (NumPy) address of ``buf``'s first byte."""
+    data = getattr(buf, "data", None)
+    ptr = getattr(data, "ptr", None)
+    return int(ptr) if ptr is not None else int(buf.__array_interface__["data"][0])
+
+
+def guarded_empty(n: int, dtype: str, offset: int = 0) -> Guarded:
+    """A buffer of ``n`` elements of spec dtype ``dtype`` between two canary bands, whose first element's
+    address is ``offset`` bytes past a multiple of :data:`PLACEMENT` (4096): 0 gives every alignment a spec
+    can declare; a misaligned view (:func:`misaligned_offset`) gives the least alignment the spec allows.
+    ``offset`` must be a multiple of the element size (CuPy's own copies into the view need it)."""
     storage = np.dtype(STORAGE[dtype])
+    if offset % storage.itemsize:
+        raise ValueError(f"offset {offset} is not a multiple of the {storage.itemsize}-byte element of {dtype}")
     nbytes = n * storage.itemsize
-    raw = cp.full(GUARD_BYTES * 2 + nbytes + (-nbytes % 16), CANARY, dtype=cp.uint8)
-    view = raw[GUARD_BYTES : GUARD_BYTES + nbytes].view(storage)
-    return Guarded(raw=raw, view=view)
+    raw = cp.full(GUARD_BYTES * 2 + PLACEMENT + nbytes + (-nbytes % 16), CANARY, dtype=cp.uint8)
+    start = GUARD_BYTES + (offset - (address(raw) + GUARD_BYTES)) % PLACEMENT
+    view = raw[start : start + nbytes].view(storage)
+    return Guarded(raw=raw, view=view, start=start)
+
+
+def misaligned_offset(arg: ArgSpec) -> int:
+    """The byte offset (modulo :data:`PLACEMENT`) of ``arg``'s buffer in the misaligned verification pass: its
+    declared ``align`` (the caller guarantees that much and no more), else one element (natural alignment only,
+    so a kernel that assumes 16-byte alignment for vector loads meets an address that is not)."""
+    return (arg.align if arg.align else np.dtype(STORAGE[arg.dtype.value]).itemsize) % PLACEMENT
 
 
 def fill_nan(buf: cp.ndarray, dtype: str) -> None:

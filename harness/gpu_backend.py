@@ -7,7 +7,7 @@ import time
 
 from pydantic import TypeAdapter
 
-from ptxfactory.protocol import Crashed, EvalResult, GpuFacts, KernelSpec, TimedOut
+from ptxfactory.protocol import Crashed, EvalResult, GpuFacts, KernelSpec, Rejected, TimedOut
 
 from .compile import Compiled
 from .plan import EvalPlan
@@ -78,6 +78,7 @@ class GpuBackend:
         self.worker = GpuWorker(device)
         self._lock = asyncio.Lock()
         self._facts: GpuFacts | None = None
+        self.misaligned_off: dict[str, str] = {}  # originals (by key) that fault on misaligned buffers -> the fault
 
     async def _call(self, request: dict, timeout_s: float) -> dict:
         async with self._lock:
@@ -118,8 +119,20 @@ class GpuBackend:
             "op": "evaluate", "spec": spec.model_dump(mode="json"), "plan": plan.model_dump(),
             "baseline": _payload(baseline), "candidate": _payload(candidate),
         }
+        base_key = baseline.candidate.key
         t0 = time.perf_counter()
+        if base_key in self.misaligned_off:
+            request["skip_misaligned"] = self.misaligned_off[base_key]
         answer = await self._call(request, plan.timeout_s)
+        if answer.get("phase") == "original_misaligned" and base_key not in self.misaligned_off:
+            # the user's kernel itself faults on misaligned buffers: they are not part of its contract; again without
+            self.misaligned_off[base_key] = f"the original kernel faulted on misaligned buffers: {answer['crashed']}"
+            request["skip_misaligned"] = self.misaligned_off[base_key]
+            answer = await self._call(request, plan.timeout_s)
+        if answer.get("phase") == "misaligned_view":
+            return Rejected(candidate_key=key, check="misaligned_view", resources=candidate.resources,
+                            reason=f"faulted on buffers misaligned by one element (or to the spec's align), where the "
+                                   f"original runs: {answer['crashed']}", wall_s=time.perf_counter() - t0)
         if "ok" in answer:
             result = _RESULT.validate_python(answer["ok"])
             # ptxas's report (spills, stack) is more complete than the driver's attributes

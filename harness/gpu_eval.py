@@ -117,6 +117,7 @@ def _compare(got: cp.ndarray, want: cp.ndarray, dtype: str, rtol: float, atol: f
 
 
 RACE_RERUNS_FIRST = 3  # reruns of a size's first seed (every other seed: one)
+MISALIGNED = "misaligned_view"  # the check of a candidate that fails (or faults) on buffers at the least alignment allowed
 
 
 class Evaluator:
@@ -128,6 +129,11 @@ class Evaluator:
         self._loaded: dict[str, LoadedKernel] = {}
         self._python: R.ReferenceProcess | None = None  # the child process running the spec's Python reference
         self._python_cache: dict[tuple, dict[str, np.ndarray]] = {}
+        # originals whose misaligned runs fail (base key -> why): the misaligned pass is skipped for their jobs
+        self.misaligned_skip: dict[str, str] = {}
+        # what the worker is doing, read when a sticky CUDA error ends it: "verify", "original_misaligned"
+        # (the original faulted on misaligned buffers), "misaligned_view" (the candidate did), "time"
+        self.phase = "verify"
 
     # -- facts ---------------------------------------------------------------------------------
     def facts(self) -> GpuFacts:
@@ -155,8 +161,11 @@ class Evaluator:
         return self._loaded[digest]
 
     # -- one launch on fresh guarded buffers ---------------------------------------------------
-    def run_once(self, spec: KernelSpec, kernel: LoadedKernel, size: dict[str, int], inputs: dict[str, cp.ndarray]):
-        """Launch on private guarded copies of ``inputs`` with NaN-filled outputs.
+    def run_once(self, spec: KernelSpec, kernel: LoadedKernel, size: dict[str, int], inputs: dict[str, cp.ndarray],
+                 misaligned: bool = False):
+        """Launch on private guarded copies of ``inputs`` with NaN-filled outputs; every buffer at a 4096-byte
+        boundary, or with ``misaligned`` at :func:`.buffers.misaligned_offset` past one (one element, or the
+        spec's ``align``).
 
         Returns (outputs as host arrays by name, problem string or None): a problem is a broken canary
         band or a changed input.
@@ -165,7 +174,7 @@ class Evaluator:
         for arg in spec.args:
             if not arg.is_buffer:
                 continue
-            g = B.guarded_empty(arg.numel(size), arg.dtype.value)
+            g = B.guarded_empty(arg.numel(size), arg.dtype.value, B.misaligned_offset(arg) if misaligned else 0)
             if arg.role in ("in", "inout"):
                 g.view[...] = inputs[arg.name]
             else:
@@ -238,7 +247,7 @@ class Evaluator:
         errors are appended to ``errors`` (:class:`.reference.ErrorRecord`). Otherwise the original is the oracle.
         """
         sizes = [(s, False) for s in plan.verify_sizes] + [(s, True) for s in plan.heldout_sizes]
-        for size, heldout in sizes:
+        for k, (size, heldout) in enumerate(sizes):
             label = f"{'held-out ' if heldout else ''}size {size}"
             try:
                 cand.dims(size)
@@ -296,16 +305,80 @@ class Evaluator:
                             moved = True
                         elif spec.check.deterministic:
                             moved = not np.array_equal(first.view(np.uint8), again[name].view(np.uint8))
-                        else:
-                            moved = bool(C.mismatches(again[name], want[name], arg.dtype.value, plan.rtol, plan.atol).any()) \
-                                if plan.reference is None else False
+                        elif plan.reference is None:
+                            moved = bool(C.mismatches(again[name], want[name], arg.dtype.value, plan.rtol, plan.atol).any())
+                        else:  # each rerun judged against the Python reference by the same rule as the first run
+                            dtype = arg.dtype.value
+                            truth = self.python_reference(spec, plan.reference, size, seed, variant, inputs)[name]
+                            moved = not R.judge(R.values(again[name], dtype), R.values(want[name], dtype), truth, dtype,
+                                                plan.rtol, plan.atol, B.unwritten(again[name], dtype)).ok
                         if moved:
                             how = ("different bits" if spec.check.deterministic
-                                   else "a result outside the tolerance (check.deterministic = false)")
+                                   else "a result outside the tolerance (check.deterministic = false)" if plan.reference is None
+                                   else "a result the Python reference does not accept (check.deterministic = false)")
                             return Rejected(candidate_key=key, check="race",
                                             reason=f"{where}: run {rerun + 2} on the same inputs gave {how} in {name!r}"
                                                    + (f" ({problem})" if problem else ""),
                                             detail={"size": size, "heldout": heldout, "seed_index": i})
+            rejected = self.verify_misaligned(spec, base, base_key, cand, plan, key, size, k % len(plan.seeds), label, heldout)
+            if rejected is not None:
+                return rejected
+        return None
+
+    def verify_misaligned(self, spec: KernelSpec, base: LoadedKernel, base_key: str, cand: LoadedKernel, plan: EvalPlan,
+                          key: str, size: dict[str, int], i: int, label: str, heldout: bool) -> Rejected | None:
+        """The candidate once more at ``size`` on seed #``i``, every buffer at :func:`.buffers.misaligned_offset`
+        past a 4096-byte boundary (one element, or the spec's ``align``): a kernel that assumes more alignment than
+        the spec promises fails here. A sticky fault propagates (the worker reports it with :attr:`phase`
+        ``"misaligned_view"``, and the backend makes it a ``misaligned_view`` rejection).
+
+        The original kernel runs there first (once per size, cached): if it breaks a canary, changes an input or
+        disagrees with its own aligned output, the user's kernel does not support such views, and the pass is
+        skipped for this original (:attr:`misaligned_skip` says why; a fault of the original is reported with
+        :attr:`phase` ``"original_misaligned"``). Returns a ``misaligned_view`` :class:`Rejected` or None."""
+        if base_key in self.misaligned_skip:
+            return None
+        seed, variant = plan.seeds[i], i % len(B.VARIANTS)
+        inputs = B.make_inputs(spec, size, seed, variant)
+        offsets = ", ".join(f"{a.name} +{B.misaligned_offset(a)} B" for a in spec.args if a.is_buffer)
+        where = f"{label}, seed #{i} ({B.VARIANTS[variant][0]}), buffers misaligned ({offsets} from a 4096-byte boundary)"
+        want = self.reference(spec, base, base_key, size, seed, variant, inputs)
+        cache_key = (base_key, tuple(sorted(size.items())), seed, variant, "misaligned")
+        if cache_key not in self._reference_cache:
+            self.phase = "original_misaligned"
+            orig, problem = self.run_once(spec, base, size, inputs, misaligned=True)
+            self.phase = "verify"
+            for arg in spec.args:
+                if problem is None and arg.role in ("out", "inout"):
+                    bad = _compare(cp.asarray(orig[arg.name]), cp.asarray(want[arg.name]), arg.dtype.value, plan.rtol,
+                                   plan.atol, B.shape_of(arg, size))
+                    problem = f"output {arg.name!r} differs from its aligned run: {bad[0]}" if bad else None
+            if problem:
+                self.misaligned_skip[base_key] = f"the original kernel on misaligned buffers at {size}: {problem}"
+                return None
+            self._reference_cache[cache_key] = orig
+        orig = self._reference_cache[cache_key]
+        self.phase = "misaligned_view"
+        got, problem = self.run_once(spec, cand, size, inputs, misaligned=True)
+        self.phase = "verify"
+        detail = {"size": size, "seed_index": i, "heldout": heldout, "offsets": offsets}
+        if problem:
+            return Rejected(candidate_key=key, check=MISALIGNED, reason=f"{where}: {problem}", detail=detail)
+        for arg in spec.args:
+            if arg.role not in ("out", "inout"):
+                continue
+            dtype = arg.dtype.value
+            if plan.reference is not None:
+                truth = self.python_reference(spec, plan.reference, size, seed, variant, inputs)[arg.name]
+                j = R.judge(R.values(got[arg.name], dtype), R.values(orig[arg.name], dtype), truth, dtype,
+                            plan.rtol, plan.atol, B.unwritten(got[arg.name], dtype))
+                why = None if j.ok else R.describe(j, arg.name, B.shape_of(arg, size))
+            else:
+                bad = _compare(cp.asarray(got[arg.name]), cp.asarray(want[arg.name]), dtype, plan.rtol, plan.atol,
+                               B.shape_of(arg, size))
+                why = f"output {arg.name!r}: {bad[0]}" if bad else None
+            if why:
+                return Rejected(candidate_key=key, check=MISALIGNED, reason=f"{where}: {why}", detail=detail)
         return None
 
     # -- timing --------------------------------------------------------------------------------
@@ -384,12 +457,19 @@ class Evaluator:
                     break
         return times["cand"], times["base"], problem
 
-    def evaluate(self, spec: KernelSpec, base: LoadedKernel, base_key: str, cand: LoadedKernel, plan: EvalPlan, key: str):
-        """Verify then time; returns Measured or Rejected. Raises :class:`CandidateCrash` on a sticky CUDA error."""
+    def evaluate(self, spec: KernelSpec, base: LoadedKernel, base_key: str, cand: LoadedKernel, plan: EvalPlan, key: str,
+                 skip_misaligned: str | None = None):
+        """Verify then time; returns Measured or Rejected. Raises :class:`CandidateCrash` on a sticky CUDA error
+        (:attr:`phase` says where). ``skip_misaligned``: why the misaligned pass is off for this original (it
+        faulted there in an earlier worker); a Measured result's ``notes`` say so."""
         t0 = time.perf_counter()
+        if skip_misaligned:
+            self.misaligned_skip[base_key] = skip_misaligned
         try:
             errors: list[R.ErrorRecord] = []
+            self.phase = "verify"
             rejected = self.verify(spec, base, base_key, cand, plan, key, errors)
+            self.phase = "time"
             verify_s = time.perf_counter() - t0
             if rejected is not None:
                 return rejected.model_copy(update={"resources": cand.resources, "wall_s": verify_s, "verify_s": verify_s})
@@ -433,4 +513,9 @@ class Evaluator:
         lo, hi = speedup_interval(samples)
         return Measured(candidate_key=key, resources=cand.resources, timings=timings, speedup=speedup, speedup_lo=lo, speedup_hi=hi,
                         verified_sizes=plan.verify_sizes + plan.heldout_sizes, wall_s=time.perf_counter() - t0, verify_s=verify_s,
-                        ref_errors=R.summarise(errors))
+                        ref_errors=R.summarise(errors), notes=self.notes(base_key))
+
+    def notes(self, base_key: str) -> list[str]:
+        """Checks skipped for this original, and why (a Measured result's ``notes``)."""
+        skip = self.misaligned_skip.get(base_key)
+        return [f"misaligned views not verified: {skip}"] if skip else []

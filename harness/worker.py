@@ -5,7 +5,9 @@ where baseline/candidate are ``{"key", "cubin", "lowered_name", "launch"}``, or 
 "plan"}`` (compute and cache the spec's Python reference outputs for the plan). Answers are
 ``{"ok": <result dict>}``, ``{"reference_failed": message}`` (the Python reference failed: the job's
 error, not the candidate's) or ``{"crashed": reason}`` (after which the worker exits: its CUDA
-context is unusable). Candidate kernels run only here, never in the daemon; the Python reference runs
+context is unusable; ``"phase"`` says what was running: ``"verify"``, ``"time"``, ``"misaligned_view"`` (the
+candidate on misaligned buffers) or ``"original_misaligned"`` (the original on them)). An ``evaluate`` request
+may carry ``"skip_misaligned": why`` (the original faulted on misaligned buffers before). Candidate kernels run only here, never in the daemon; the Python reference runs
 in a child process of this worker (:mod:`.reference`).
 """
 from __future__ import annotations
@@ -51,17 +53,17 @@ def worker_main(conn: Connection, parent_pid: int | None = None) -> None:
                 except Exception as exc:  # a cubin the driver refuses
                     conn.send({"ok": {"outcome": "rejected", "candidate_key": c["key"], "check": "load", "reason": str(exc)}})
                     continue
-                result = ev.evaluate(spec, base, b["key"], cand, plan, c["key"])
+                result = ev.evaluate(spec, base, b["key"], cand, plan, c["key"], req.get("skip_misaligned"))
                 conn.send({"ok": result.model_dump()})
             else:
                 conn.send({"error": f"unknown op {req.get('op')!r}"})
         except ReferenceFailed as exc:
             conn.send({"reference_failed": exc.message})
         except CandidateCrash as exc:
-            conn.send({"crashed": str(exc)})
+            conn.send({"crashed": str(exc), "phase": ev.phase})
             os._exit(70)
         except Exception as exc:
             if is_sticky(exc):
-                conn.send({"crashed": str(exc)})
+                conn.send({"crashed": str(exc), "phase": ev.phase})
                 os._exit(70)
             conn.send({"error": "".join(traceback.format_exception(exc))[-4000:]})

@@ -127,6 +127,8 @@ class Measured(_Result):
     ref_errors: list[RefError] = Field(default_factory=list, description="errors against the Python reference per verified "
                                        "size and output (empty when the original kernel is the oracle)")
     simulated: bool = Field(default=False, description="true when produced by a SimulatedDevice (tests), not a GPU")
+    notes: list[str] = Field(default_factory=list, description="verification checks skipped for this job and why (e.g. "
+                             "misaligned views, when the original kernel itself fails on them)")
 
     def significant(self, noise_hi: float | None = None) -> bool:
         """Whether this speedup is a win, not noise: its 95% interval lies above 1.0, it is at least
