@@ -5,6 +5,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .agent import AgentSpend
 from .candidate import Candidate
 from .result import EvalResult, GpuFacts, Measured, Resources
 
@@ -69,6 +70,7 @@ class JobSummary(BaseModel):
     duplicates: int = Field(0, description="candidates dropped after compiling: the same machine code and launch as one evaluated")
     best_retimed: Measured | None = Field(None, description="the best candidate verified and timed again on a fresh plan "
                                           "(new seeds, held-out sizes and inputs) before it was reported: the speedup to quote")
+    agent_spend: AgentSpend | None = Field(None, description="what the job's language-model agents spent (None: agents off)")
 
     def row(self, key: str | None) -> CandidateRow | None:
         return next((r for r in self.rows if r.key == key), None) if key else None

@@ -31,6 +31,7 @@ from ptxfactory.protocol import (
 
 from ptxfactory.protocol.job import best_row, noise_hi
 
+from .agents.arm import JobView
 from .base import GenContext
 from .generators import load as load_generator
 from .lessons import LessonStore
@@ -38,7 +39,8 @@ from .policy import ArmState, make_policy
 from .priors import Priors, candidate_score, generator_kind
 
 # Every family first (each applies only to kernels whose spec fits its skeleton), then the passes, then tuning.
-DEFAULT_GENERATORS = ("rowwise", "softmax", "rowreduce", "elementwise", "transpose", "transform", "tune")
+# "agent" (language models, search/agents/) is inert unless a provider is configured.
+DEFAULT_GENERATORS = ("rowwise", "softmax", "rowreduce", "elementwise", "transpose", "transform", "tune", "agent")
 DEFAULT_PATIENCE = 24
 
 
@@ -195,6 +197,12 @@ async def optimise(
     known = dict(known or {})
     rows: list[CandidateRow] = []
     busy = _Busy()
+    # arms: generators that also learn from results within the job (search/agents/arm.py), e.g. "agent"
+    arms = {name: g for name, g in gens.items() if hasattr(g, "on_row")}
+    for g in arms.values():
+        await g.start_job(JobView(job_id=job_id, spec=spec, kernel_class=kernel_class, arch=spec.arch, store=store,
+                                  facts=facts, baseline_key=original.key,
+                                  say=lambda m: notify(Progress(len(rows), search.total_estimate(len(rows)), m))))
 
     async def record(cand: Candidate, result: EvalResult, fresh: bool) -> CandidateRow:
         row = CandidateRow(candidate=cand, result=result)
@@ -287,6 +295,8 @@ async def optimise(
                 row = await record(cand, await outcome(cand, prepared), fresh=True)
                 if isinstance(row.result, Measured) and isinstance(prepared.compiled, Compiled):
                     measured[cand.key] = prepared.compiled  # the artifact the re-timing of the best runs again
+            for name, arm in arms.items():  # an arm's answer to a result (a fix, a plan) joins its queue
+                search.extend(name, await arm.on_row(row))
             if search.observe(row) and backend is not None:
                 await search.expand(row.candidate, [n for n in ("transform", "tune") if n in gens])
             if cancel is not None and cancel.is_set():
@@ -296,6 +306,8 @@ async def optimise(
     finally:
         for fut in [f for _, f in inflight if f is not None] + list(speculative.values()):
             fut.cancel()
+        for arm in arms.values():
+            await arm.close()
 
     best = _best(rows, original.key)
     retimed = None
@@ -309,6 +321,7 @@ async def optimise(
         kernel_class=kernel_class, wall_s=round(time.monotonic() - started, 3),
         gpu_busy_s=round(busy.seconds, 3) if backend is not None else None, duplicates=search.duplicates,
         stop_reason="cancelled" if state == "cancelled" else (search.stop_reason or "every proposal evaluated"),
+        agent_spend=next((s for s in (a.spend() for a in arms.values()) if s is not None), None),
     )
     # a cancelled job ends short of what it would have done; a finished one at 100%
     notify(Progress(len(rows), search.total_estimate(len(rows)) if state == "cancelled" else len(rows), summary.message))
@@ -379,15 +392,20 @@ class _Search:
             return
         proposals = await asyncio.to_thread(self._propose, parent, todo)
         for name in todo:
-            fresh = []
-            for cand in proposals[name]:
-                if cand.key not in self.seen:
-                    self.seen.add(cand.key)
-                    fresh.append(cand)
-            self.queues[name].extend(fresh)
+            fresh = self.extend(name, proposals[name])
             self.vocabulary[name] = self.vocabulary.get(name, frozenset()).union(*(c.params for c in fresh))
             if parent.key == self.original.key and fresh and generator_kind(name) == "family":
                 self.family_hits.append(name)
+
+    def extend(self, name: str, candidates: list[Candidate]) -> list[Candidate]:
+        """Queue ``name``'s candidates not seen in this job; returns those queued."""
+        fresh = []
+        for cand in candidates:
+            if cand.key not in self.seen:
+                self.seen.add(cand.key)
+                fresh.append(cand)
+        self.queues[name].extend(fresh)
+        return fresh
 
     def _propose(self, parent: Candidate, names: list[str]) -> dict[str, list[Candidate]]:
         ctx = GenContext(spec=self.spec, source=parent.source, kernel=find_kernel(parent.source, self.spec.name), original=parent)

@@ -13,6 +13,7 @@ REGISTRY = {
     "elementwise": "ptxfactory.search.generators.elementwise:ElementwiseFamily",
     "transpose": "ptxfactory.search.generators.transpose:TransposeFamily",
     "transform": "ptxfactory.search.generators.transform:TransformGenerator",
+    "agent": "ptxfactory.search.agents.generator:AgentGenerator",
 }
 
 

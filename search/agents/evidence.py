@@ -1,0 +1,115 @@
+"""What the planner is shown, as text: the spec, resources, the roofline position of the best so far,
+the rejected candidates with their reasons, past lessons, and (when available) SASS and profiler counters."""
+from __future__ import annotations
+
+import re
+import shutil
+
+from ptxfactory.protocol import CandidateRow, GpuFacts, KernelSpec, Measured
+
+MAX_REJECTED = 8
+MAX_LESSONS = 10
+
+
+def signature(kernel_text: str, name: str) -> str:
+    """The parameter list of ``name`` as written in ``kernel_text`` (between its parentheses), spaces collapsed."""
+    m = re.search(r"\b" + re.escape(name) + r"\s*\(", kernel_text)
+    if not m:
+        return "(unknown)"
+    depth, i = 1, m.end()
+    while i < len(kernel_text) and depth:
+        depth += {"(": 1, ")": -1}.get(kernel_text[i], 0)
+        i += 1
+    return " ".join(kernel_text[m.end(): i - 1].split())
+
+
+def spec_text(spec: KernelSpec) -> str:
+    """The spec as the roles see it: arguments, launch and its policy, the sizes checked and timed, tolerances.
+    (Never the held-out sizes: the job draws them itself.)"""
+    lines = []
+    for a in spec.args:
+        if a.is_buffer:
+            lines.append(f"- {a.name}: {a.role} {a.dtype.value}[{', '.join(map(str, a.shape or []))}]")
+        else:
+            lines.append(f"- {a.name}: scalar {a.dtype.value} = {a.value}")
+    lines.append(f"- launch: grid={spec.launch.grid} block={spec.launch.block} shared_mem={spec.launch.shared_mem} "
+                 f"policy={spec.launch.policy}")
+    lines.append(f"- checked at sizes {spec.check.sizes} against {spec.check.reference} "
+                 f"(rtol {spec.check.rtol:g}, atol {spec.check.atol:g}, fast math {'allowed' if spec.check.fast_math else 'not allowed'})")
+    lines.append(f"- timed at sizes {spec.bench.sizes} (geometric mean of the times)")
+    return "\n".join(lines)
+
+
+def resources_text(row: CandidateRow | None) -> str:
+    """ptxas's report (registers, shared, local memory, spills) of a row, or why there is none."""
+    if row is None or row.resources is None:
+        return "not available (not compiled yet)"
+    r = row.resources
+    return (f"{r.registers} registers/thread, {r.shared_bytes} B static shared/block, {r.local_bytes} B local/thread, "
+            f"{r.spill_stores} B spill stores, {r.spill_loads} B spill loads")
+
+
+def bound(pct_of_copy: float, spills: int) -> str:
+    """What most likely bounds a kernel at ``pct_of_copy`` percent of the copy bandwidth."""
+    if pct_of_copy >= 70:
+        return "memory bandwidth (near the copy rate: only fewer bytes can help)"
+    if spills:
+        return "register spills and latency (local memory traffic)"
+    if pct_of_copy >= 30:
+        return "partly bandwidth, partly latency (too few bytes in flight: wider or more loads per thread)"
+    return "latency or parallelism, not bandwidth (uncoalesced access, too few threads or blocks, serial dependence)"
+
+
+def roofline_text(best: CandidateRow | None, facts: GpuFacts | None) -> str:
+    """GB/s and % of the measured copy bandwidth per timed size of the best so far, and what bounds it."""
+    if best is None or not isinstance(best.result, Measured):
+        return "not measured yet (no GPU, or nothing verified so far)"
+    res = best.result
+    lines = [f"best so far: {best.candidate.description} ({res.speedup:.2f}x the original"
+             + (", SIMULATED timings: no GPU ran it" if res.simulated else "") + ")"]
+    copy = f"{facts.copy_gbps:.0f} GB/s" if facts and facts.copy_gbps else "unknown"
+    spills = best.resources.spill_stores if best.resources else 0
+    for t in res.timings:
+        size = ", ".join(f"{k}={v}" for k, v in t.size.items())
+        lines.append(f"- {size}: {t.median_us:.1f} us, {t.gbps:.0f} GB/s = {t.pct_of_copy:.0f}% of copy ({copy}); "
+                     f"bound by {bound(t.pct_of_copy, spills)}")
+    return "\n".join(lines)
+
+
+def rejected_text(rows: list[CandidateRow], baseline_key: str | None) -> str:
+    """The latest candidates that failed (compile errors, static checks, verification), one line each."""
+    failed = [r for r in rows if not r.verified and r.result.outcome != "not_run" and r.key != baseline_key]
+    if not failed:
+        return "none"
+    return "\n".join(f"- [{r.candidate.generator}] {r.candidate.description}: {r.reason[:240]}" for r in failed[-MAX_REJECTED:])
+
+
+def lessons_text(lessons: list[dict]) -> str:
+    """Past agent lessons (most relevant first), one line each with their outcome and measured effect."""
+    if not lessons:
+        return "none yet"
+    out = []
+    for lesson in lessons[:MAX_LESSONS]:
+        effect = f"{lesson['effect']:.2f}x" if lesson.get("effect") else "no speedup measured"
+        text = lesson.get("lesson") or ""
+        where = "" if lesson.get("same_class", True) else f" (on {lesson['kernel_class']})"
+        out.append(f"- {lesson['idea']} -> {lesson['outcome']}, {effect}{where}" + (f": {text}" if text else ""))
+    return "\n".join(out)
+
+
+def sass_text(sass: str | None = None) -> str:
+    """The hot loop's SASS when the job has it; otherwise why not (no disassembler, or no cubin handed over)."""
+    if sass:
+        return f"```\n{sass}\n```"
+    if not (shutil.which("nvdisasm") or shutil.which("cuobjdump")):
+        return "not available (no nvdisasm or cuobjdump on this machine)"
+    return "not available (the job does not hand compiled binaries to the agents yet)"
+
+
+def counters_text(counters: dict | None = None) -> str:
+    """Nsight Compute counters of the best so far when profiled; otherwise why not."""
+    if counters:
+        return "\n".join(f"- {k}: {v}" for k, v in counters.items())
+    if not shutil.which("ncu"):
+        return "not available (Nsight Compute, ncu, is not installed here)"
+    return "not available (profiling, `ptxfactory profile`, is not part of the job yet)"
