@@ -8,12 +8,16 @@ imports this and must start fast.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Protocol
 
 MAX_BODY = 64 << 20
 """The largest message body read; a longer ``Content-Length`` loses the framing."""
 HEADER_LIMIT = 64 << 10
 """The longest header line: the ``limit`` of the ``asyncio.StreamReader`` that :func:`read_frame` reads."""
+
+_TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+"""A header's name (RFC 9110's token)."""
 
 
 class FramingError(ConnectionError):
@@ -37,10 +41,12 @@ async def read_frame(reader: asyncio.StreamReader, max_body: int = MAX_BODY) -> 
     """The next message body on ``reader``; None at end of stream (also in the middle of a header).
 
     Headers other than ``Content-Length`` are skipped, as are blank lines between messages. Raises
-    FramingError for a bad or missing ``Content-Length``, a body over ``max_body`` bytes or a header
-    line over the reader's limit, and ``asyncio.IncompleteReadError`` when the stream ends inside a body.
+    FramingError for a line that is no header, a bad or missing ``Content-Length``, a body over
+    ``max_body`` bytes or a header line over the reader's limit, and ``asyncio.IncompleteReadError``
+    when the stream ends inside a body.
     """
     length: int | None = None
+    headers = 0
     while True:
         try:
             line = await reader.readline()
@@ -50,13 +56,16 @@ async def read_frame(reader: asyncio.StreamReader, max_body: int = MAX_BODY) -> 
             return None  # end of stream, between messages or inside a header
         header = line.strip()
         if not header:
-            if length is None:
+            if not headers:
                 continue  # a stray blank line between messages
+            if length is None:
+                raise FramingError("a message without Content-Length")
             break
         name, sep, value = header.partition(b":")
-        if not sep:
+        if not sep or not _TOKEN.fullmatch(name):
             raise FramingError(f"not a header line: {header[:80]!r}")
-        if name.strip().lower() == b"content-length":
+        headers += 1
+        if name.lower() == b"content-length":
             try:
                 length = int(value.strip())
             except ValueError:
