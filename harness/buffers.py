@@ -13,7 +13,8 @@ import numpy as np
 from ptxfactory.protocol.expr import evaluate
 from ptxfactory.protocol.spec import ArgSpec, KernelSpec
 
-GUARD_BYTES = 64 * 1024  # canary band before and after every buffer; keeps the 16-byte (and 256-byte) alignment
+GUARD_BYTES = 64 * 1024  # the least canary band before and after every buffer
+BAND_SCALE_MAX = 16 << 20  # each band also grows by the buffer's own size, up to this: a write a whole buffer too far lands in it
 CANARY = 0xA5
 
 STORAGE = {
@@ -43,11 +44,11 @@ PLACEMENT = 4096  # every view starts at a chosen offset modulo this (the larges
 @dataclass
 class Guarded:
     """A buffer with canary bands: ``view`` is what the kernel gets, ``raw`` includes the bands (at least
-    :data:`GUARD_BYTES` before and after the view, every byte :data:`CANARY`)."""
+    :func:`band_bytes` before and after the view, every byte :data:`CANARY`)."""
 
     raw: cp.ndarray
     view: cp.ndarray
-    start: int = GUARD_BYTES  # byte offset of ``view`` in ``raw``
+    start: int  # byte offset of ``view`` in ``raw``
 
     def canaries_intact(self) -> bool:
         head = self.raw[: self.start]
@@ -71,10 +72,17 @@ def guarded_empty(n: int, dtype: str, offset: int = 0) -> Guarded:
     if offset % storage.itemsize:
         raise ValueError(f"offset {offset} is not a multiple of the {storage.itemsize}-byte element of {dtype}")
     nbytes = n * storage.itemsize
-    raw = cp.full(GUARD_BYTES * 2 + PLACEMENT + nbytes + (-nbytes % 16), CANARY, dtype=cp.uint8)
-    start = GUARD_BYTES + (offset - (address(raw) + GUARD_BYTES)) % PLACEMENT
+    band = band_bytes(nbytes)
+    raw = cp.full(band * 2 + PLACEMENT + nbytes + (-nbytes % 16), CANARY, dtype=cp.uint8)
+    start = band + (offset - (address(raw) + band)) % PLACEMENT
     view = raw[start : start + nbytes].view(storage)
     return Guarded(raw=raw, view=view, start=start)
+
+
+def band_bytes(nbytes: int) -> int:
+    """The canary band on each side of a buffer of ``nbytes`` bytes: :data:`GUARD_BYTES` plus the buffer's own size
+    (at most :data:`BAND_SCALE_MAX`), so a write 64 KiB or a whole buffer past either end still lands in a band."""
+    return GUARD_BYTES + (min(nbytes, BAND_SCALE_MAX) + 4095) // 4096 * 4096
 
 
 def misaligned_offset(arg: ArgSpec) -> int:

@@ -391,20 +391,31 @@ class Evaluator:
         in_bytes = sum(a.numel(size) * a.dtype.itemsize for a in spec.args if a.is_buffer)
         n_sets = max(1, min(8, math.ceil(3 * facts.l2_bytes / max(in_bytes, 1))))
         sets = []
+        guards: list[tuple[str, B.Guarded]] = []  # the candidate's buffers and the shared inputs, checked afterwards
         for s in range(n_sets):
             inputs = B.make_inputs(spec, size, 1000 + s, 0)
+            shared = {}
+            for arg in spec.args:  # every timed buffer sits between canary bands, as in verification, so reading
+                if arg.role == "in":  # past an end cannot tell a timed launch from a checked one
+                    shared[arg.name] = B.guarded_empty(arg.numel(size), arg.dtype.value)
+                    shared[arg.name].view[...] = inputs[arg.name]
+                    guards.append((arg.name, shared[arg.name]))
             per = {}
             for who in ("base", "cand"):
                 bufs = {}
                 for arg in spec.args:
                     if arg.role == "in":
-                        bufs[arg.name] = inputs[arg.name]
-                    elif arg.role == "inout":
-                        bufs[arg.name] = inputs[arg.name].copy()
-                    elif arg.role == "out":
-                        bufs[arg.name] = cp.empty(arg.numel(size), dtype=B.STORAGE[arg.dtype.value])
+                        bufs[arg.name] = shared[arg.name].view
+                    elif arg.role in ("inout", "out"):
+                        g = B.guarded_empty(arg.numel(size), arg.dtype.value)
+                        if arg.role == "inout":
+                            g.view[...] = inputs[arg.name]
+                        bufs[arg.name] = g.view
+                        if who == "cand":
+                            guards.append((arg.name, g))
                 per[who] = _args(spec, size, bufs), bufs
             sets.append(per)
+            del inputs
         kernels = {"base": base, "cand": cand}
         for _ in range(plan.warmup):
             for who in ("base", "cand"):
@@ -438,9 +449,10 @@ class Evaluator:
         cp.cuda.Device().synchronize()
         for who, start, end in order:
             times[who].append(cp.cuda.get_elapsed_time(start, end) * 1e3)
-        problem = None
+        problem = next((f"out-of-bounds write while timed at {size}: the canary band around {name!r} changed"
+                        for name, g in guards if not g.canaries_intact()), None)
         for arg in spec.args:
-            if arg.role in ("out", "inout"):
+            if arg.role in ("out", "inout") and problem is None:
                 bad = _compare(sets[last]["cand"][1][arg.name], sets[last]["base"][1][arg.name], arg.dtype.value,
                                plan.rtol, plan.atol, B.shape_of(arg, size))
                 if bad and plan.reference is not None and arg.role == "out":

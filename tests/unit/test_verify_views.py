@@ -201,3 +201,47 @@ def test_nondeterministic_reruns_are_judged_against_the_python_reference(gpu_eva
         assert isinstance(rejected, Rejected) and rejected.check == "race" and "different bits" in rejected.reason
     finally:
         ev._python.close()
+
+
+def _root(a):
+    while a.base is not None:
+        a = a.base
+    return a
+
+
+class FarWrite:
+    """A tree row sum that also writes one byte ``past`` bytes after the end of ``s`` (inside the raw allocation)."""
+
+    def __init__(self, past: int):
+        self.past = past
+        self.resources = Resources(registers=16, shared_bytes=0)
+
+    def dims(self, size):
+        return (1, 1, 1), (1, 1, 1), 0
+
+    def __call__(self, args, size):
+        from ptxfactory.harness import buffers as B
+
+        x, s, m, n = args
+        s[...] = _tree(np.asarray(x).reshape(int(m), int(n)))
+        raw = _root(s).reshape(-1).view(np.uint8)
+        at = B.address(s) - B.address(raw) + s.nbytes + self.past
+        if at < raw.size:
+            raw[at] = 0
+
+
+def test_bands_grow_with_the_buffer_so_a_far_write_lands_in_one(gpu_eval, job):
+    from ptxfactory.harness import buffers as B
+
+    assert B.band_bytes(48) == B.GUARD_BYTES + 4096 and B.band_bytes(1 << 30) == B.GUARD_BYTES + B.BAND_SCALE_MAX
+    spec, plan, _ = job
+    plan = _kernel_oracle(plan)
+    ev = _evaluator(gpu_eval)
+    far = FarWrite(B.GUARD_BYTES + 2048)  # more than 64 KiB past the end of s: past the old fixed band
+    rejected = ev.verify(spec, TREE, "tree", far, plan, "far")
+    assert isinstance(rejected, Rejected) and rejected.check == "out_of_bounds" and "'s'" in rejected.reason
+    # while timed too: every timed buffer has its bands, checked after the timed launches
+    size = {"M": 8, "N": 20001}
+    cand_t, base_t, problem = ev.time_size(spec, TREE, FarWrite(16), size, plan)
+    assert problem == f"out-of-bounds write while timed at {size}: the canary band around 's' changed"
+    assert ev.time_size(spec, TREE, TREE, size, plan)[2] is None
