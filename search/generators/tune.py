@@ -7,22 +7,31 @@ instantiation compiled and launched (``k<64, 4>`` from a parent ``k<32, 4>``; pa
 Options: ``--extra-device-vectorization``, ``-maxrregcount=64``/``128`` and, only when the spec allows
 it (``check.fast_math``), ``--use_fast_math``; each added to the parent's options (replacing a
 previous register cap). Block size: when ``launch.policy = "free"`` and the parent's block is a single
-integer literal, the same kernel with 128, 256, 512 or 1024 threads, none above the kernel's
-``__launch_bounds__`` (grid and shared memory kept: right only for kernels that loop over
-``blockDim.x``, which the verifier decides; never for a parent whose ``params`` already hold a ``block``
-knob, since such a family's kernel is written for that block). Every variant passes :func:`ptxfactory.harness.compile.check_options`; none repeats the parent's key.
+integer literal, the same kernel with 128, 256, 512 or 1024 threads where its code allows that block,
+with the grid recomputed to cover the same work (:func:`ptxfactory.search.generators.block_size.block_choices`:
+a ``__shared__ float partial[256]`` indexed by ``threadIdx.x`` allows at most 256 threads, a kernel that never
+reads ``blockDim`` or halves a constant stride over shared data none but its own, ``__launch_bounds__(N)``
+at most N; ``cdiv(X, 256)`` becomes ``cdiv(X, 512)`` for a kernel indexed by ``blockIdx * blockDim``, and a
+grid that does not show how it depends on the block refuses the change). Each refusal and its reason
+(one of that module's constants) is logged at debug level. Never for a parent whose ``params`` already hold
+a ``block`` knob, since such a family's kernel is written for that block. Every variant passes
+:func:`ptxfactory.harness.compile.check_options`; none repeats the parent's key.
 """
 from __future__ import annotations
 
+import logging
 import re
 
 from ptxfactory.harness.compile import check_options
 from ptxfactory.protocol import Candidate, LaunchConfig
 
 from ..base import GenContext
+from .block_size import BLOCK_SIZES, block_choices
 
+__all__ = ["BLOCK_SIZES", "TuneGenerator"]
+
+log = logging.getLogger(__name__)
 _REGCAP = re.compile(r"^--?maxrregcount=\d+$")
-BLOCK_SIZES = (128, 256, 512, 1024)
 
 
 class TuneGenerator:
@@ -52,16 +61,11 @@ class TuneGenerator:
             if opt in base:
                 continue
             variants.append((base + [opt], parent.launch, f"tune {opt}", {"option": opt}))
-        block = parent.launch.block
-        owned = "block" in parent.params  # a family chose this block as one of its knobs: its kernel depends on it
-        if ctx.spec.launch.policy == "free" and not owned and len(block) == 1 and _int_literal(block[0]) is not None:
-            current = _int_literal(block[0])
-            bound = re.search(r"__launch_bounds__\s*\(\s*(\d+)", parent.kernel_text)
-            limit = int(bound.group(1)) if bound else 1024
-            for b in BLOCK_SIZES:
-                if b != current and b <= limit:
-                    launch = LaunchConfig(grid=list(parent.launch.grid), block=[b], shared_mem=parent.launch.shared_mem)
-                    variants.append((list(parent.options), launch, f"tune block={b}", {"block": b}))
+        blocks = block_choices(parent, ctx.spec)
+        for b, launch in blocks.launches.items():
+            variants.append((list(parent.options), launch, f"tune block={b}", {"block": b}))
+        for b, why in blocks.refused.items():
+            log.debug("tune: no block=%d for %s: %s", b, parent.kernel_name, why)
         for options, launch, desc, params in variants:
             if check_options(options, fast_ok) is not None:
                 continue
@@ -108,10 +112,3 @@ def _knob_state(parent: Candidate, spec) -> dict:
         state.update(zip(spec.tune.template, parent.template_args))
     return state
 
-
-def _int_literal(v) -> int | None:
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.strip().isdigit():
-        return int(v.strip())
-    return None

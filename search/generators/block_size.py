@@ -1,0 +1,601 @@
+"""Which block sizes a kernel's code allows, and the grid that covers the same work with each.
+
+Read from the kernel's syntax tree (tree-sitter-cuda) and from every function of the source that it
+calls, directly or not; nothing is run. :func:`block_choices` answers, for a candidate with a 1-D
+literal block ``B0`` and each proposed block ``B1``, either a launch (the grid recomputed) or the
+reason the change is refused, one of:
+
+* :data:`NO_BLOCKDIM` -- the kernel never reads ``blockDim``: its indexing assumes the launched block
+  (``blockIdx.x * 256 + threadIdx.x``), so no other block is proposed.
+* :data:`BLOCKIDX_TIMES_BLOCK` -- ``blockIdx.x`` is multiplied by the literal ``B0`` (``<< log2 B0``).
+* :data:`CONSTANT_STRIDE` -- a loop that halves a stride from a constant (``for (s = 128; s > 0; s >>= 1)``)
+  works on ``__shared__`` data: a tree reduction written for one block size.
+* :data:`SHARED_BOUND` -- a ``__shared__`` array of constant size ``K`` is indexed by ``threadIdx.x``
+  (or by a name computed from it: ``tid + s`` counts as ``tid``, ``tid / 32`` and ``tid >> 5`` allow
+  ``32 K`` threads, ``tid % 32`` and comparisons bound nothing): at most ``K`` (x the divisor) threads.
+  An array passed whole to a function counts as indexed by ``threadIdx.x``. Dynamic ``extern
+  __shared__`` arrays are sized by the launch's literal byte count and their element type.
+* :data:`UNKNOWN_SIZE`, :data:`UNKNOWN_INDEX` -- a thread-indexed shared array whose size is not a
+  known constant (a ``#define``, ``-D`` option, ``const``/``constexpr`` integer or template argument
+  are known), or an index whose growth with the thread index cannot be bounded.
+* :data:`LAUNCH_BOUNDS` -- ``__launch_bounds__(N)``: at most N threads.
+* :data:`GRID_FIXED`, :data:`GRID_UNSCALED`, :data:`GRID_BAD` -- the grid cannot be recomputed (below).
+
+The grid: when the kernel's index grows with ``blockIdx * blockDim`` (a product of the two builtins
+or of names computed from them: "scaled indexing"), each block covers ``B0`` threads' work, so the
+grid's divisions by ``B0`` (``cdiv(X, c)``, ``X // c``, ``(X + c - 1) // c`` with ``c`` a multiple of
+``B0``, e.g. ``cdiv(N, 4 * B0)`` of a kernel doing 4 elements per thread) become divisions by
+``c * B1 / B0``. A ``min(G, cap)`` whose ``cap`` is the parent's ``grid_cap`` knob (a grid-stride
+loop's one-wave cap) scales to ``cap * B0 / B1`` blocks, the same threads. A kernel without scaled
+indexing (one block per row, threads striding over ``blockDim``) keeps its grid, and is refused when
+its grid divides by the block. A kernel that reads ``gridDim`` (a grid-stride loop) covers its work
+with any grid. Only the first grid dimension is rewritten; the literal ``B0`` elsewhere refuses.
+Every new grid is evaluated at the spec's check and bench sizes (a positive integer below 2^31).
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
+from ptxfactory.protocol.expr import ExprError, evaluate
+
+from .transform import syntax as sx
+from .transform.syntax import Node
+
+BLOCK_SIZES = (128, 256, 512, 1024)  # what "tune" proposes: powers of two, whole warps, the hardware's range
+MAX_THREADS = 1024  # threads per block on every CUDA GPU since sm_20
+
+NO_BLOCKDIM = "the kernel never reads blockDim: its indexing assumes the launched block"
+BLOCKIDX_TIMES_BLOCK = "blockIdx.x is multiplied by {b0}, the launched block: its indexing assumes that block"
+CONSTANT_STRIDE = "a loop over __shared__ data halves a stride from the constant {c}: a reduction written for one block"
+SHARED_BOUND = "__shared__ {name}[{size}] indexed by threadIdx.x: at most {bound} threads"
+UNKNOWN_SIZE = "__shared__ {name} is indexed by threadIdx.x and its size is not a known constant"
+UNKNOWN_INDEX = "__shared__ {name} is indexed by {index}, which tune cannot bound in threads"
+LAUNCH_BOUNDS = "__launch_bounds__({n}): at most {n} threads"
+LAUNCH_BOUNDS_UNKNOWN = "__launch_bounds__({arg}) is not a known constant"
+GRID_FIXED = "the kernel's index grows with blockIdx * blockDim but grid {grid} does not divide by the block: the same work cannot be covered"
+GRID_UNSCALED = "grid {grid} divides by the block but the kernel's index does not grow with blockDim"
+GRID_BAD = "grid {grid} uses the block's size outside cdiv(X, B) / X // B: tune cannot recompute it"
+GRID_SIZES = "grid {grid} with block {b1} is not a positive integer below 2^31 at every spec size"
+
+ELEMENT_BYTES = {
+    "char": 1, "signed char": 1, "unsigned char": 1, "int8_t": 1, "uint8_t": 1, "bool": 1,
+    "short": 2, "unsigned short": 2, "int16_t": 2, "uint16_t": 2, "__half": 2, "half": 2, "__nv_bfloat16": 2,
+    "nv_bfloat16": 2, "float": 4, "int": 4, "unsigned": 4, "unsigned int": 4, "int32_t": 4, "uint32_t": 4,
+    "__half2": 4, "half2": 4, "__nv_bfloat162": 4, "double": 8, "long long": 8, "unsigned long long": 8,
+    "int64_t": 8, "uint64_t": 8, "size_t": 8, "float2": 8, "int2": 8, "uint2": 8, "float4": 16, "int4": 16,
+    "uint4": 16, "double2": 16,
+}
+_UNKNOWN = Fraction(0)  # a thread-dependent value whose growth with threadIdx.x is not known
+
+
+@dataclass(frozen=True)
+class BlockFacts:
+    """What a kernel's code says about its block size.
+
+    ``fixed``: why no other block works (None: the block may change); ``max_threads`` and
+    ``limit``: the largest block the code allows and the rule that set it (None: the hardware's 1024);
+    ``scaled``: the index grows with ``blockIdx * blockDim``; ``grid_stride``: the kernel reads ``gridDim``.
+    """
+
+    fixed: str | None
+    max_threads: int = MAX_THREADS
+    limit: str | None = None
+    scaled: bool = False
+    grid_stride: bool = False
+
+
+@dataclass(frozen=True)
+class BlockChoices:
+    """``launches``: block size -> the launch that covers the same work; ``refused``: block size -> why not.
+    ``skipped``: why no block is proposed at all (fixed launch policy, a family's block knob, ...), or None."""
+
+    launches: dict[int, LaunchConfig] = field(default_factory=dict)
+    refused: dict[int, str] = field(default_factory=dict)
+    skipped: str | None = None
+
+
+def block_choices(parent: Candidate, spec: KernelSpec, sizes=BLOCK_SIZES) -> BlockChoices:
+    """For each block size in ``sizes`` other than the parent's: a launch, or the reason it is refused.
+
+    Proposed only for ``launch.policy = "free"``, a parent without a ``block`` knob (a family's
+    kernel is written for its block) and a block of one integer literal."""
+    block = parent.launch.block
+    b0 = _int(block[0]) if len(block) == 1 else None
+    if spec.launch.policy != "free":
+        return BlockChoices(skipped="the spec's launch policy is fixed")
+    if "block" in parent.params:
+        return BlockChoices(skipped="the parent's block is a knob of the generator that wrote its kernel")
+    if b0 is None:
+        return BlockChoices(skipped=f"the block {block} is not one integer literal")
+    facts = block_facts(parent, b0)
+    out = BlockChoices()
+    for b1 in sizes:
+        if b1 == b0:
+            continue
+        if facts.fixed is not None:
+            out.refused[b1] = facts.fixed
+        elif b1 > facts.max_threads:
+            out.refused[b1] = facts.limit or f"at most {facts.max_threads} threads"
+        else:
+            grid = rescale_grid(parent, spec, facts, b0, b1)
+            if isinstance(grid, str):
+                out.refused[b1] = grid
+            else:
+                out.launches[b1] = LaunchConfig(grid=grid, block=[b1], shared_mem=parent.launch.shared_mem)
+    return out
+
+
+# ---------------------------------------------------------------- the code's facts
+
+
+def block_facts(parent: Candidate, b0: int) -> BlockFacts:
+    """The :class:`BlockFacts` of ``parent``'s kernel, launched with ``b0`` threads per block."""
+    root = sx.parse(parent.source.encode()).root_node
+    kernel = _kernel_node(root, parent.kernel_name)
+    if kernel is None:
+        return BlockFacts(fixed=f"kernel {parent.kernel_name} not found in the source")
+    fns = _reachable(root, kernel)
+    consts = _constants(root, parent, kernel)
+    nodes = [n for fn in fns for n in sx.walk(fn)]
+    if not any(sx.is_builtin(n, "blockDim", f) for n in nodes if n.type == "field_expression" for f in "xyz"):
+        return BlockFacts(fixed=NO_BLOCKDIM)
+    for n in nodes:
+        if n.type == "binary_expression" and _blockidx_times(n, consts) == b0:
+            return BlockFacts(fixed=BLOCKIDX_TIMES_BLOCK.format(b0=b0))
+    shared = _shared_arrays(root, fns, consts, parent.launch.shared_mem)
+    for n in nodes:
+        c = _halving_from_constant(n, consts)
+        if c is not None and any(sx.is_ident(m) and sx.text(m) in shared for m in sx.walk(n.child_by_field_name("body"))):
+            return BlockFacts(fixed=CONSTANT_STRIDE.format(c=c))
+    limit, why = MAX_THREADS, None
+    bound = next((c for c in kernel.children if c.type == "launch_bounds"), None)
+    if bound is not None:
+        args = [a for a in bound.named_children if a.type != "comment"]
+        n = _const(args[0], consts) if args else None
+        if n is None:
+            return BlockFacts(fixed=LAUNCH_BOUNDS_UNKNOWN.format(arg=sx.text(args[0]) if args else ""))
+        limit, why = n, LAUNCH_BOUNDS.format(n=n)
+    scales = _thread_scales(fns, consts)
+    for name, dims in shared.items():
+        for index, dim in _shared_uses(fns, name, dims):
+            s = _scale(index, scales, consts) if index is not None else Fraction(1)
+            if s is None:
+                continue
+            label = sx.text(index) if index is not None else name
+            if s == _UNKNOWN:
+                return BlockFacts(fixed=UNKNOWN_INDEX.format(name=name, index=label))
+            if dim is None:
+                return BlockFacts(fixed=UNKNOWN_SIZE.format(name=name))
+            cap = int(dim * s)
+            if cap < limit:
+                limit, why = cap, SHARED_BOUND.format(name=name, size=dim, bound=cap)
+    bi = _derived(fns, "blockIdx")
+    bd = _derived(fns, "blockDim")
+    scaled = any(_mixes(n, bi, bd) for n in nodes)
+    grid_stride = any(sx.is_builtin(n, "gridDim", f) for n in nodes if n.type == "field_expression" for f in "xyz")
+    return BlockFacts(fixed=None, max_threads=limit, limit=why, scaled=scaled, grid_stride=grid_stride)
+
+
+def _kernel_node(root: Node, name: str) -> Node | None:
+    for n in sx.walk(root):
+        if n.type == "function_definition" and any(c.type == "__global__" for c in n.children) and _fn_name(n) == name:
+            return n
+    return None
+
+
+def _fn_name(fn: Node) -> str | None:
+    decl = sx.function_declarator(fn)
+    if decl is None:
+        return None
+    name = decl.child_by_field_name("declarator")
+    if name is not None and name.type in ("qualified_identifier", "template_function"):
+        name = name.child_by_field_name("name")
+    return sx.text(name) if name is not None else None
+
+
+def _reachable(root: Node, kernel: Node) -> list[Node]:
+    """``kernel`` and every function definition of the source it calls, directly or not (by name)."""
+    by_name: dict[str, list[Node]] = {}
+    for n in sx.walk(root):
+        if n.type == "function_definition" and n is not kernel:
+            by_name.setdefault(_fn_name(n) or "", []).append(n)
+    out, todo, seen = [], [kernel], set()
+    while todo:
+        fn = todo.pop()
+        if fn.id in seen:
+            continue
+        seen.add(fn.id)
+        out.append(fn)
+        for n in sx.walk(fn):
+            if n.type == "call_expression":
+                f = n.child_by_field_name("function")
+                if f is not None and f.type in ("template_function", "qualified_identifier"):
+                    f = f.child_by_field_name("name")
+                todo.extend(by_name.get(sx.text(f), []))
+    return out
+
+
+def _constants(root: Node, parent: Candidate, kernel: Node) -> dict[str, int]:
+    """Integer constants by name: ``#define N 256``, ``const``/``constexpr`` integers initialised by a
+    constant, the kernel template's arguments and ``-DN=256`` options (later ones win). A name given two
+    different values is dropped."""
+    out: dict[str, int | None] = {}
+
+    def put(name: str, value: int | None) -> None:
+        out[name] = value if out.get(name, value) == value else None
+
+    for n in sx.walk(root):
+        if n.type == "preproc_def":
+            name, arg = n.child_by_field_name("name"), n.child_by_field_name("value")
+            if name is not None and arg is not None:
+                put(sx.text(name), _int(sx.text(arg).strip().rstrip("uUlL").strip("()")))
+    for _ in range(2):  # constants defined from constants
+        for n in sx.walk(root):
+            if n.type == "declaration" and any(sx.text(c) in ("const", "constexpr") for c in n.children if c.type == "type_qualifier"):
+                for d in n.children_by_field_name("declarator"):
+                    if d.type == "init_declarator" and sx.is_ident(d.child_by_field_name("declarator")):
+                        put(sx.text(d.child_by_field_name("declarator")), _const(d.child_by_field_name("value"), out))
+    template = kernel.parent
+    while template is not None and template.type == "linkage_specification":
+        template = template.parent
+    if template is not None and template.type == "template_declaration" and parent.template_args:
+        params = template.child_by_field_name("parameters")
+        names = [sx.text(sx.innermost_identifier(p.child_by_field_name("declarator")) or p)
+                 for p in params.named_children if p.child_by_field_name("declarator") is not None]
+        for name, value in zip(names, parent.template_args):
+            out[name] = _int(value)
+    for o in parent.options:
+        if o.startswith("-D") and "=" in o:
+            name, value = o[2:].split("=", 1)
+            out[name] = _int(value)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _const(node: Node | None, consts: dict) -> int | None:
+    """The integer value of a constant expression (literals, known names, + - * / % << >>, casts), or None."""
+    node = sx.uncast(node)
+    if node is None:
+        return None
+    if node.type == "number_literal":
+        v = sx.literal_value(node)
+        return v if isinstance(v, int) else None
+    if node.type == "identifier":
+        return consts.get(sx.text(node))
+    if node.type == "binary_expression":
+        a, b = _const(node.child_by_field_name("left"), consts), _const(node.child_by_field_name("right"), consts)
+        if a is None or b is None:
+            return None
+        op = sx.operator(node)
+        ops = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a // b if b else None,
+               "%": lambda: a % b if b else None, "<<": lambda: a << b if 0 <= b < 64 else None, ">>": lambda: a >> b if b >= 0 else None}
+        return ops[op]() if op in ops else None
+    return None
+
+
+def _blockidx_times(n: Node, consts: dict) -> int | None:
+    """``c`` of ``blockIdx.x * c``, ``c * blockIdx.x`` or ``blockIdx.x << k`` (``c = 2^k``), c a constant."""
+    op = sx.operator(n)
+    left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+    if op == "*":
+        for a, b in ((left, right), (right, left)):
+            if sx.is_builtin(a, "blockIdx"):
+                return _const(b, consts)
+    if op == "<<" and sx.is_builtin(left, "blockIdx"):
+        k = _const(right, consts)
+        return 1 << k if k is not None and 0 <= k < 31 else None
+    return None
+
+
+def _halving_from_constant(n: Node, consts: dict) -> int | None:
+    """``C`` of a ``for`` loop that starts a variable at the constant ``C`` and halves it each step."""
+    if n.type != "for_statement" or n.child_by_field_name("body") is None:
+        return None
+    init, update = n.child_by_field_name("initializer"), n.child_by_field_name("update")
+    var, start = None, None
+    if init is not None and init.type == "declaration":
+        ds = init.children_by_field_name("declarator")
+        if len(ds) == 1 and ds[0].type == "init_declarator":
+            var, start = ds[0].child_by_field_name("declarator"), ds[0].child_by_field_name("value")
+    elif init is not None and init.type == "assignment_expression" and sx.operator(init) == "=":
+        var, start = init.child_by_field_name("left"), init.child_by_field_name("right")
+    if not sx.is_ident(var) or update is None or update.type != "assignment_expression":
+        return None
+    c = _const(start, consts)
+    if c is None:
+        return None
+    name, op = sx.text(var), sx.operator(update)
+    left, right = update.child_by_field_name("left"), sx.uncast(update.child_by_field_name("right"))
+    if not sx.is_ident(left, name):
+        return None
+    halves = (op == ">>=" and sx.is_number(right, 1)) or (op == "/=" and sx.is_number(right, 2))
+    if op == "=" and right is not None and right.type == "binary_expression" and sx.is_ident(sx.uncast(right.child_by_field_name("left")), name):
+        inner = sx.operator(right), right.child_by_field_name("right")
+        halves = (inner[0] == ">>" and sx.is_number(inner[1], 1)) or (inner[0] == "/" and sx.is_number(inner[1], 2))
+    return c if halves else None
+
+
+def _shared_arrays(root: Node, fns: list[Node], consts: dict, shared_mem) -> dict[str, list[int | None]]:
+    """``__shared__`` arrays declared at file scope or in the reachable functions: name -> dimension sizes
+    (outermost first; None when not a known constant; a dynamic array's one dimension from the launch's
+    literal bytes and its element size)."""
+    out: dict[str, list[int | None]] = {}
+    scopes = [root] + fns
+    seen = set()
+    for scope in scopes:
+        for n in sx.walk(scope):
+            if n.type != "declaration" or n.id in seen:
+                continue
+            seen.add(n.id)
+            if not any(c.type == "type_qualifier" and sx.text(c) == "__shared__" for c in n.children):
+                continue
+            extern = any(c.type == "storage_class_specifier" and sx.text(c) == "extern" for c in n.children)
+            elem = ELEMENT_BYTES.get(sx.type_text(n.child_by_field_name("type")))
+            for d in n.children_by_field_name("declarator"):
+                dims = []
+                while d is not None and d.type == "array_declarator":
+                    size = d.child_by_field_name("size")
+                    dims.insert(0, _const(size, consts) if size is not None else None)
+                    d = d.child_by_field_name("declarator")
+                if not sx.is_ident(d) or not dims:
+                    continue
+                if extern and dims[0] is None:
+                    total = _int(shared_mem) if not isinstance(shared_mem, str) or shared_mem.strip().isdigit() else None
+                    dims[0] = total // elem if total is not None and elem else None
+                out[sx.text(d)] = dims
+    return out
+
+
+def _shared_uses(fns: list[Node], name: str, dims: list[int | None]):
+    """``(index, dimension size)`` for each subscript of the shared array ``name``; ``(None, first
+    dimension)`` for a use of the whole array (passed on, its address taken)."""
+    for fn in fns:
+        for n in sx.walk(fn):
+            if not sx.is_ident(n, name) or n.parent is None or n.parent.type in ("array_declarator", "init_declarator", "declaration"):
+                continue
+            node, k = n, 0
+            while node.parent is not None and node.parent.type == "subscript_expression" and node.parent.child_by_field_name("argument") == node:
+                node = node.parent
+                idx = [c for c in node.child_by_field_name("indices").named_children if c.type != "comment"]
+                if len(idx) == 1 and k < len(dims):
+                    yield idx[0], dims[k]
+                k += 1
+            if k == 0:
+                yield None, dims[0]
+
+
+def _thread_scales(fns: list[Node], consts: dict) -> dict[str, Fraction]:
+    """Names whose value grows with ``threadIdx.x``: name -> scale ``s`` (the value is at most about
+    ``threadIdx.x / s``; 0: unknown growth), over every assignment of the name (the smallest scale)."""
+    sites = _assignments(fns)
+    scales: dict[str, Fraction] = {}
+    for _ in range(8):
+        changed = False
+        for name, value in sites:
+            s = _scale(value, scales, consts)
+            if s is not None and (name not in scales or s < scales[name]):
+                scales[name], changed = s, True
+        if not changed:
+            return scales
+    return {k: _UNKNOWN for k in scales}  # still growing: no bound
+
+
+def _assignments(fns: list[Node]) -> list[tuple[str, Node]]:
+    """``(name, value)`` for each declaration with an initialiser and each assignment to a plain name
+    (``x op= e`` gives the value ``x op e``, the binary node being the assignment itself)."""
+    out = []
+    for fn in fns:
+        for n in sx.walk(fn):
+            if n.type == "init_declarator" and sx.is_ident(n.child_by_field_name("declarator")):
+                value = n.child_by_field_name("value")
+                if value is not None:
+                    out.append((sx.text(n.child_by_field_name("declarator")), value))
+            elif n.type == "assignment_expression" and sx.is_ident(sx.unparen(n.child_by_field_name("left"))):
+                out.append((sx.text(sx.unparen(n.child_by_field_name("left"))), n))
+    return out
+
+
+def _scale(node: Node | None, scales: dict, consts: dict) -> Fraction | None:
+    """How an index grows with ``threadIdx.x``: None (it does not, or is bounded independently of the
+    block: ``tid % 32``, a comparison), ``s`` (at most about ``threadIdx.x / s``) or 0 (unknown)."""
+    node = sx.uncast(node)
+    if node is None:
+        return None
+    t = node.type
+    if t == "field_expression":
+        return Fraction(1) if sx.is_builtin(node, "threadIdx", "x") else None
+    if t == "identifier":
+        return scales.get(sx.text(node))
+    if t in ("number_literal", "sizeof_expression", "char_literal"):
+        return None
+    if t == "assignment_expression":
+        op = sx.operator(node)
+        if op == "=":
+            return _scale(node.child_by_field_name("right"), scales, consts)
+        return _binary(op[:-1], node.child_by_field_name("left"), node.child_by_field_name("right"), scales, consts)
+    if t == "binary_expression":
+        return _binary(sx.operator(node), node.child_by_field_name("left"), node.child_by_field_name("right"), scales, consts)
+    if t == "conditional_expression":
+        parts = [_scale(node.child_by_field_name(f), scales, consts) for f in ("consequence", "alternative")]
+        parts = [p for p in parts if p is not None]
+        return min(parts) if parts else None
+    if t == "unary_expression" and sx.operator(node) in ("!",):
+        return None
+    thread = any(sx.is_builtin(n, "threadIdx", "x") or (n.type == "identifier" and sx.text(n) in scales) for n in sx.walk(node))
+    return _UNKNOWN if thread else None
+
+
+def _binary(op: str, left: Node, right: Node, scales: dict, consts: dict) -> Fraction | None:
+    sl, sr = _scale(left, scales, consts), _scale(right, scales, consts)
+    if sl is None and sr is None:
+        return None
+    if op in ("<", ">", "<=", ">=", "==", "!=", "&&", "||"):
+        return None  # 0 or 1
+    if op in ("%", "&"):
+        return None if (_const(right, consts) is not None or (op == "&" and _const(left, consts) is not None)) else _UNKNOWN
+    if op in ("+", "-", "|", "^"):
+        return min(s for s in (sl, sr) if s is not None)
+    if op in ("/", ">>"):
+        c = _const(right, consts)
+        if sr is not None or c is None or c < 0 or (op == "/" and c == 0):
+            return _UNKNOWN
+        return sl * (c if op == "/" else 2**min(c, 31))
+    if op in ("*", "<<"):
+        s, other = (sl, right) if sr is None else (sr, left) if sl is None else (None, None)
+        c = _const(other, consts) if s is not None else None
+        if c is None or c <= 0 or (op == "<<" and other is left):
+            return _UNKNOWN
+        return s / (c if op == "*" else 2**min(c, 31))
+    return _UNKNOWN
+
+
+def _derived(fns: list[Node], builtin: str) -> set[str]:
+    """Names whose value is computed from ``builtin`` (``blockIdx``/``blockDim``), directly or through other
+    names, and functions that return such a value (``__device__ int stride() { return blockDim.x; }``)."""
+    sites = _assignments(fns) + [(_fn_name(fn) or "", n) for fn in fns for n in sx.walk(fn) if n.type == "return_statement"]
+    names: set[str] = set()
+    for _ in range(8):
+        before = len(names)
+        for name, value in sites:
+            if name not in names and _mentions(value, builtin, names):
+                names.add(name)
+        if len(names) == before:
+            break
+    return names
+
+
+def _mentions(node: Node, builtin: str, names: set[str]) -> bool:
+    """``node`` reads ``builtin`` or one of ``names``, other than inside a memory access (``x[row * N + i]``
+    and ``*p`` are data, not an index computed from them)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type == "field_expression" and sx.is_ident(n.child_by_field_name("argument"), builtin):
+            return True
+        if n.type == "identifier" and sx.text(n) in names:
+            return True
+        if n.type == "subscript_expression" or (n.type == "pointer_expression" and sx.operator(n) == "*"):
+            continue
+        stack.extend(n.children)
+    return False
+
+
+def _mixes(n: Node, bi: set[str], bd: set[str]) -> bool:
+    """``n`` multiplies something computed from ``blockIdx`` by something computed from ``blockDim``
+    (``*``, ``__umul24``, ``__mul24``): the work of block ``k`` starts at ``k`` blocks' worth of threads."""
+    if n.type == "binary_expression" and sx.operator(n) == "*":
+        pair = (n.child_by_field_name("left"), n.child_by_field_name("right"))
+    elif sx.call_name(n) in ("__umul24", "__mul24") and len(sx.call_args(n)) == 2:
+        pair = tuple(sx.call_args(n))
+    else:
+        return False
+    a, b = pair
+    return (_mentions(a, "blockIdx", bi) and _mentions(b, "blockDim", bd)) or (_mentions(b, "blockIdx", bi) and _mentions(a, "blockDim", bd))
+
+
+# ---------------------------------------------------------------- the grid
+
+
+def rescale_grid(parent: Candidate, spec: KernelSpec, facts: BlockFacts, b0: int, b1: int) -> list | str:
+    """The grid that covers the parent's work with ``b1`` threads per block (see the module docstring),
+    or the reason it cannot be recomputed."""
+    grid = list(parent.launch.grid)
+    cap = parent.params.get("grid_cap")
+    first = _rewrite(grid[0], b0, b1, cap if isinstance(cap, int) else None)
+    if first is None:
+        return GRID_BAD.format(grid=grid)
+    text, hits, leftovers = first
+    for g in grid[1:]:
+        other = _rewrite(g, b0, b1, None)
+        if other is None or other[1] or other[2]:
+            return GRID_BAD.format(grid=grid)
+    if facts.scaled and not facts.grid_stride:
+        if hits == 0:
+            return GRID_FIXED.format(grid=grid)
+        if leftovers:
+            return GRID_BAD.format(grid=grid)
+    elif not facts.scaled and hits:
+        return GRID_UNSCALED.format(grid=grid)
+    new = [grid[0] if text == str(grid[0]).strip() else text] + grid[1:]
+    for size in spec.check.sizes + spec.bench.sizes:
+        try:
+            if not all(1 <= int(evaluate(g, size)) < 2**31 for g in new):
+                return GRID_SIZES.format(grid=new, b1=b1)
+        except ExprError:
+            return GRID_SIZES.format(grid=new, b1=b1)
+    return new
+
+
+def _rewrite(expr, b0: int, b1: int, cap: int | None) -> tuple[str, int, bool] | None:
+    """``(new text, divisions rewritten, other literals that are multiples of b0 left)`` for one grid
+    expression; None when it does not parse."""
+    try:
+        tree = ast.parse(str(expr).strip(), mode="eval")
+    except SyntaxError:
+        return None
+    rewriter = _Rescale(b0, b1, cap)
+    tree = rewriter.visit(tree)
+    leftovers = any(
+        isinstance(n, ast.Constant) and isinstance(n.value, int) and id(n) not in rewriter.done and rewriter.multiple(n.value)
+        for n in ast.walk(tree)
+    )
+    if not rewriter.hits and not rewriter.capped:
+        return str(expr).strip() if isinstance(expr, str) else str(expr), 0, leftovers
+    return ast.unparse(tree), rewriter.hits, leftovers
+
+
+class _Rescale(ast.NodeTransformer):
+    """Divisions by a multiple of ``b0`` become divisions by the same multiple of ``b1``; ``min(G, cap)``'s cap
+    becomes ``cap * b0 / b1`` (rounded up)."""
+
+    def __init__(self, b0: int, b1: int, cap: int | None):
+        self.b0, self.b1, self.cap = b0, b1, cap
+        self.hits, self.capped, self.done = 0, False, set()
+
+    def multiple(self, c: int) -> bool:
+        """A literal that stands for the block: ``b0`` itself, or (for a block of at least a warp) a multiple."""
+        return c == self.b0 or (self.b0 >= 32 and c > 0 and c % self.b0 == 0)
+
+    def _scaled(self, c: ast.Constant) -> ast.Constant:
+        new = ast.Constant(c.value // self.b0 * self.b1)
+        self.done.add(id(new))
+        return new
+
+    def visit_Call(self, node: ast.Call):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and len(node.args) == 2 and not node.keywords:
+            a, c = node.args
+            if node.func.id == "cdiv" and _is_int(c) and self.multiple(c.value):
+                node.args[1] = self._scaled(c)
+                self.hits += 1
+            elif node.func.id == "min" and self.cap is not None and _is_int(c) and c.value == self.cap:
+                node.args[1] = ast.Constant(-(-c.value * self.b0 // self.b1))
+                self.done.add(id(node.args[1]))
+                self.capped = True
+        return node
+
+    def visit_BinOp(self, node: ast.BinOp):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.FloorDiv) and _is_int(node.right) and self.multiple(node.right.value):
+            c = node.right.value
+            left = node.left
+            if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add) and _is_int(left.right) and left.right.value == c - 1:
+                left.right = ast.Constant(c // self.b0 * self.b1 - 1)
+                self.done.add(id(left.right))
+            node.right = self._scaled(node.right)
+            self.hits += 1
+        return node
+
+
+def _is_int(n) -> bool:
+    return isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool)
+
+
+def _int(v) -> int | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().isdigit():
+        return int(v.strip())
+    return None

@@ -1,0 +1,278 @@
+"""CPU tests of the block-size analysis (search/generators/block_size.py) and the "tune" generator's block variants.
+
+Small hand-written kernels: which blocks tune proposes, with which grid, and which it refuses and why;
+every proposed variant compiles with NVRTC and its grid covers at least the work of the original.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ptxfactory.harness.compile import CompileFailed, compile_candidate
+from ptxfactory.protocol import Candidate, LaunchConfig, evaluate, parse_spec
+from ptxfactory.search.base import GenContext
+from ptxfactory.search.generators import block_size as bs
+from ptxfactory.search.generators.block_size import block_choices
+from ptxfactory.search.generators.tune import TuneGenerator
+from ptxfactory.harness.source import find_kernel
+from _generator_support import example_ctx
+
+ROW_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["M", "N"] },
+  { name = "s", role = "out", dtype = "f32", shape = ["M"] },
+  { name = "m", role = "scalar", dtype = "i32", value = "M" },
+  { name = "n", role = "scalar", dtype = "i32", value = "N" },
+"""
+ELEM_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["N"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["N"] },
+  { name = "n", role = "scalar", dtype = "i32", value = "N" },
+"""
+
+
+def spec(name: str, args: str, grid: str, block: int = 256, shared_mem: int = 0, policy: str = "free"):
+    sizes = "[{ M = 3, N = 1000 }]" if "M" in args else "[{ N = 1000 }]"
+    bench = "[{ M = 64, N = 4096 }]" if "M" in args else "[{ N = 100000 }]"
+    text = f"""
+[kernel.{name}]
+args = [{args}]
+launch = {{ grid = {grid}, block = [{block}], shared_mem = {shared_mem}, policy = "{policy}" }}
+[kernel.{name}.check]
+sizes = {sizes}
+[kernel.{name}.bench]
+sizes = {bench}
+"""
+    return parse_spec(text).kernels[name]
+
+
+def parent(source: str, sp, options=(), params=None, grid=None) -> Candidate:
+    k = find_kernel(source, sp.name)
+    launch = LaunchConfig(grid=grid or sp.launch.grid, block=sp.launch.block, shared_mem=sp.launch.shared_mem)
+    return Candidate(kernel_name=sp.name, source=source, kernel_text=k.text, launch=launch, options=list(options),
+                     params=params or {})
+
+
+def compiles(c: Candidate) -> None:
+    r = compile_candidate(c, "sm_90a")
+    assert not isinstance(r, CompileFailed), r.log
+
+
+# ---------------------------------------------------------------- kernels
+
+ROWSUM = """
+extern "C" __global__ void rowsum(const float* x, float* s, int m, int n)
+{
+    __shared__ float partial[256];
+    int row = blockIdx.x;
+    if (row >= m) return;
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) sum += x[(size_t)row * n + i];
+    partial[threadIdx.x] = sum;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+        if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) s[row] = partial[0];
+}
+"""
+
+SCALE = """
+extern "C" __global__ void scale(const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i];
+}
+"""
+
+
+def test_shared_array_sized_by_a_constant_bounds_the_block():
+    """partial[256] indexed by threadIdx.x: 128 only (the grid, one block per row, kept); 512 and 1024 would overflow it."""
+    sp = spec("rowsum", ROW_ARGS, '["M"]')
+    ch = block_choices(parent(ROWSUM, sp), sp)
+    assert list(ch.launches) == [128] and ch.launches[128].grid == ["M"]
+    assert ch.refused == {b: "__shared__ partial[256] indexed by threadIdx.x: at most 256 threads" for b in (512, 1024)}
+
+
+def test_tune_proposes_only_the_blocks_the_code_allows_and_they_compile():
+    sp = spec("rowsum", ROW_ARGS, '["M"]')
+    p = parent(ROWSUM, sp)
+    variants = TuneGenerator().propose(GenContext(spec=sp, source=ROWSUM, kernel=find_kernel(ROWSUM, "rowsum"), original=p))
+    blocks = [v for v in variants if "block" in v.params]
+    assert [v.launch.block for v in blocks] == [[128]]
+    for v in blocks:
+        compiles(v)
+
+
+def test_shared_size_from_a_define_and_an_option():
+    src = "#define BLOCK 256\n" + ROWSUM.replace("partial[256]", "partial[BLOCK]")
+    sp = spec("rowsum", ROW_ARGS, '["M"]')
+    assert list(block_choices(parent(src, sp), sp).launches) == [128]
+    src = "#ifndef BLOCK\n#define BLOCK 256\n#endif\n" + ROWSUM.replace("partial[256]", "partial[BLOCK]")
+    # two values of BLOCK in the text (the #define, the option): the option is what the compiler sees
+    ch = block_choices(parent(src, sp, options=["-DBLOCK=1024"]), sp)
+    assert list(ch.launches) == [128, 512, 1024]
+    for b, launch in ch.launches.items():
+        compiles(parent(src, sp, options=["-DBLOCK=1024"]).model_copy(update={"launch": launch}))
+
+
+def test_shared_size_unknown_refuses_every_block():
+    src = ROWSUM.replace("__shared__ float partial[256];", "extern __shared__ float partial[];")
+    sp = spec("rowsum", ROW_ARGS, '["M"]', shared_mem=1024)  # 256 floats
+    assert list(block_choices(parent(src, sp), sp).launches) == [128]
+    sp = spec("rowsum", ROW_ARGS, '["M"]', shared_mem=4096)  # 1024 floats
+    assert list(block_choices(parent(src, sp), sp).launches) == [128, 512, 1024]
+    src = "template <int K> __device__ float* buf() { __shared__ float p[K]; return p; }\n" + ROWSUM.replace(
+        "__shared__ float partial[256];", "float* partial = buf<256>();")
+    ch = block_choices(parent(src, sp), sp)
+    assert not ch.launches and set(ch.refused.values()) == {bs.UNKNOWN_SIZE.format(name="p")}
+
+
+def test_per_warp_partials_and_lanes():
+    """warp_sums[32] indexed by threadIdx.x / 32 allows 1024 threads; lane = threadIdx.x % 32 bounds nothing;
+    tid * 2 halves what an array of 512 allows."""
+    src = ROWSUM.replace("__shared__ float partial[256];", "__shared__ float partial[256];\n    __shared__ float warp_sums[32];\n"
+                         "    __shared__ float pairs[512];\n    int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;")
+    src = src.replace("if (threadIdx.x == 0) s[row] = partial[0];",
+                      "warp_sums[warp] = partial[lane]; pairs[tid * 2] = 0.0f; if (tid == 0) s[row] = warp_sums[0] + pairs[0];")
+    src = src.replace("partial[256]", "partial[1024]")
+    sp = spec("rowsum", ROW_ARGS, '["M"]')
+    ch = block_choices(parent(src, sp), sp)
+    assert list(ch.launches) == [128]
+    assert ch.refused[512] == "__shared__ pairs[512] indexed by threadIdx.x: at most 256 threads"
+    ch = block_choices(parent(src.replace("pairs[tid * 2]", "pairs[lane]"), sp), sp)
+    assert list(ch.launches) == [128, 512, 1024]
+
+
+def test_index_that_cannot_be_bounded_refuses():
+    sp = spec("rowsum", ROW_ARGS, '["M"]')
+    src = ROWSUM.replace("partial[threadIdx.x] = sum;", "partial[threadIdx.x * threadIdx.x % 256] = sum;")
+    assert list(block_choices(parent(src, sp), sp).launches) == [128]  # % 256 bounds it whatever the block
+    src = ROWSUM.replace("partial[threadIdx.x] = sum;", "partial[threadIdx.x * threadIdx.x] = sum;")
+    assert set(block_choices(parent(src, sp), sp).refused.values()) == {
+        bs.UNKNOWN_INDEX.format(name="partial", index="threadIdx.x * threadIdx.x")}
+    src = ROWSUM.replace("partial[threadIdx.x] = sum;", "partial[(int)x[threadIdx.x]] = sum;")
+    ch = block_choices(parent(src, sp), sp)
+    assert not ch.launches and all(r.startswith("__shared__ partial is indexed by") for r in ch.refused.values())
+
+
+def test_shared_array_passed_to_a_helper_counts_as_thread_indexed():
+    src = ROWSUM.replace('extern "C"', '__device__ void put(float* p, float v) { p[threadIdx.x] = v; }\nextern "C"')
+    src = src.replace("partial[threadIdx.x] = sum;", "put(partial, sum);").replace("partial[256]", "partial[512]")
+    sp = spec("rowsum", ROW_ARGS, '["M"]')
+    assert list(block_choices(parent(src, sp), sp).launches) == [128, 512]
+
+
+def test_no_blockdim_fixes_the_block():
+    src = SCALE.replace("blockIdx.x * blockDim.x", "blockIdx.x * 256")
+    sp = spec("scale", ELEM_ARGS, '["cdiv(N, 256)"]')
+    ch = block_choices(parent(src, sp), sp)
+    assert not ch.launches and set(ch.refused.values()) == {bs.NO_BLOCKDIM}
+    # blockDim read in a helper the kernel calls counts
+    helper = '__device__ int stride() { return blockDim.x; }\n'
+    src = helper + SCALE.replace("int i = blockIdx.x * blockDim.x + threadIdx.x;", "int i = blockIdx.x * stride() + threadIdx.x;")
+    assert block_choices(parent(src, sp), sp).launches
+    # ... but not in a function it does not call
+    src = helper + SCALE.replace("blockIdx.x * blockDim.x", "blockIdx.x * 256")
+    assert set(block_choices(parent(src, sp), sp).refused.values()) == {bs.NO_BLOCKDIM}
+
+
+def test_blockidx_times_the_launched_block_fixes_it():
+    src = SCALE.replace("int i = blockIdx.x * blockDim.x + threadIdx.x;",
+                        "int i = (blockIdx.x << 8) + threadIdx.x; if (blockDim.x == 0) return;")
+    sp = spec("scale", ELEM_ARGS, '["cdiv(N, 256)"]')
+    assert set(block_choices(parent(src, sp), sp).refused.values()) == {bs.BLOCKIDX_TIMES_BLOCK.format(b0=256)}
+
+
+def test_tree_reduction_from_a_constant_stride_fixes_the_block():
+    src = ROWSUM.replace("int stride = blockDim.x / 2", "int stride = 128").replace("partial[256]", "partial[1024]")
+    sp = spec("rowsum", ROW_ARGS, '["M"]')
+    ch = block_choices(parent(src, sp), sp)
+    assert not ch.launches and set(ch.refused.values()) == {bs.CONSTANT_STRIDE.format(c=128)}
+    # a warp-shuffle loop from 16 touches no shared data: no constraint
+    src = ROWSUM.replace("partial[threadIdx.x] = sum;", "for (int o = 16; o > 0; o >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, o);\n"
+                         "    partial[threadIdx.x] = sum;")
+    assert list(block_choices(parent(src, sp), sp).launches) == [128]
+
+
+def test_launch_bounds_cap_the_block():
+    src = SCALE.replace("__global__ void", "__global__ void __launch_bounds__(512)")
+    sp = spec("scale", ELEM_ARGS, '["cdiv(N, 256)"]')
+    ch = block_choices(parent(src, sp), sp)
+    assert list(ch.launches) == [128, 512] and ch.refused == {1024: bs.LAUNCH_BOUNDS.format(n=512)}
+    src = "#define NT 128\n" + SCALE.replace("__global__ void", "__global__ void __launch_bounds__(NT)")
+    assert list(block_choices(parent(src, sp), sp).launches) == [128]
+    src = SCALE.replace("__global__ void", "template <int NT> __global__ void __launch_bounds__(NT)").replace('extern "C" ', "")
+    assert set(block_choices(parent(src, sp), sp).refused.values()) == {bs.LAUNCH_BOUNDS_UNKNOWN.format(arg="NT")}
+
+
+@pytest.mark.parametrize("grid,b1,new", [
+    ("cdiv(N, 256)", 512, "cdiv(N, 512)"),
+    ("cdiv(N, 256)", 128, "cdiv(N, 128)"),
+    ("(N + 255) // 256", 1024, "(N + 1023) // 1024"),
+    ("N // 256 + 1", 128, "N // 128 + 1"),
+    ("max(1, cdiv(N, 256))", 512, "max(1, cdiv(N, 512))"),
+])
+def test_grid_divided_by_the_block_is_recomputed(grid, b1, new):
+    sp = spec("scale", ELEM_ARGS, f'["{grid}"]')
+    ch = block_choices(parent(SCALE, sp), sp)
+    assert ch.launches[b1].grid == [new]
+    for size in sp.check.sizes + sp.bench.sizes:  # the same elements are covered: at least N threads
+        assert int(evaluate(new, size)) * b1 >= size["N"]
+    compiles(parent(SCALE, sp).model_copy(update={"launch": ch.launches[b1]}))
+
+
+def test_grid_of_several_elements_per_thread_keeps_them():
+    """A vectorised kernel's grid cdiv(N, 256 * 4) (4 elements per thread): cdiv(N, 512 * 4) at 512 threads."""
+    sp = spec("scale", ELEM_ARGS, '["cdiv(N, 1024)"]')
+    ch = block_choices(parent(SCALE, sp), sp)
+    assert ch.launches[512].grid == ["cdiv(N, 2048)"] and ch.launches[128].grid == ["cdiv(N, 512)"]
+
+
+def test_grid_that_hides_the_block_refuses():
+    """An index grown by blockIdx * blockDim with a grid that does not divide by the block: refused,
+    unless the kernel loops over the grid (reads gridDim), which covers its work with any grid."""
+    sp = spec("scale", ELEM_ARGS, "[4096]")
+    ch = block_choices(parent(SCALE, sp), sp)
+    assert not ch.launches and set(ch.refused.values()) == {bs.GRID_FIXED.format(grid=[4096])}
+    strided = SCALE.replace("if (i < n) y[i] = 2.0f * x[i];", "for (; i < n; i += gridDim.x * blockDim.x) y[i] = 2.0f * x[i];")
+    ch = block_choices(parent(strided, sp), sp)
+    assert {b: l.grid for b, l in ch.launches.items()} == {128: [4096], 512: [4096], 1024: [4096]}
+    sp = spec("scale", ELEM_ARGS, '["cdiv(N, 256) + 256"]')  # the block's literal outside a division
+    assert set(block_choices(parent(SCALE, sp), sp).refused.values()) == {bs.GRID_BAD.format(grid=["cdiv(N, 256) + 256"])}
+
+
+def test_grid_cap_of_a_grid_stride_loop_keeps_its_threads():
+    strided = SCALE.replace("if (i < n) y[i] = 2.0f * x[i];", "for (; i < n; i += gridDim.x * blockDim.x) y[i] = 2.0f * x[i];")
+    sp = spec("scale", ELEM_ARGS, '["min(cdiv(N, 256), 1024)"]')
+    ch = block_choices(parent(strided, sp, params={"grid_cap": 1024}), sp)
+    assert ch.launches[512].grid == ["min(cdiv(N, 512), 512)"] and ch.launches[128].grid == ["min(cdiv(N, 128), 2048)"]
+
+
+def test_row_per_block_grid_that_divides_by_the_block_refuses():
+    sp = spec("rowsum", ROW_ARGS, '["cdiv(M, 256) * 256"]')
+    ch = block_choices(parent(ROWSUM, sp), sp)
+    assert ch.refused[128].startswith("grid ['cdiv(M, 256) * 256'] divides by the block")
+
+
+def test_no_block_change_for_a_fixed_policy_a_family_block_or_a_2d_block():
+    sp = spec("scale", ELEM_ARGS, '["cdiv(N, 256)"]', policy="fixed")
+    assert block_choices(parent(SCALE, sp), sp).skipped and not block_choices(parent(SCALE, sp), sp).refused
+    sp = spec("scale", ELEM_ARGS, '["cdiv(N, 256)"]')
+    assert block_choices(parent(SCALE, sp, params={"block": 256}), sp).skipped
+
+
+def test_examples_blocks():
+    """The shipped naive kernels: the row kernels (partial[256]) get 128 only; the elementwise ones every
+    size with a recomputed grid. Each proposed variant compiles."""
+    for name, blocks in (("rmsnorm", [128]), ("softmax", [128]), ("bias_gelu", [128, 512, 1024])):
+        ctx = example_ctx(name)
+        variants = [v for v in TuneGenerator().propose(ctx) if "block" in v.params]
+        assert [v.launch.block[0] for v in variants] == blocks, name
+        for v in variants:
+            grid = ctx.original.launch.grid[0]
+            m = re.fullmatch(r"cdiv\((.*), 256\)", str(grid))
+            assert v.launch.grid == ([f"cdiv({m.group(1)}, {v.launch.block[0]})"] if m else ctx.original.launch.grid)
+            r = compile_candidate(v, "sm_90a", fast_math_allowed=ctx.spec.check.fast_math)
+            assert not isinstance(r, CompileFailed), r.log
