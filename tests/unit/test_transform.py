@@ -397,6 +397,8 @@ APPLIES = {  # pass -> examples where its precondition holds on the user's kerne
     "grid_stride": {"bias_gelu", "gemv"},
     "vectorize": set(),  # bias_gelu reads b[col] and its grid is cdiv(M * N, 256); the others are not elementwise
     "fast_math": {"softmax", "layernorm", "rmsnorm", "bias_gelu"},  # rtol 1e-2; rowsum, gemv (1e-4), transpose (0) refuse
+    # one thread per row with a loop over the row: only gemv (the others already use a block per row or an element per thread)
+    **{p.name: {"gemv"} for p in PASSES if p.name.startswith("rowpar_")},
 }
 
 

@@ -13,14 +13,16 @@ pass                 what it does                                               
 ``stream``           ... through ``__ldcs``, stores to write-only outputs through ``__stcs``   yes
 ``fast_math``        ``__expf``, ``tanh.approx.f32``, ``rsqrtf``, ``__fdividef`` (tolerance)    no
 ``shuffle_reduce``   shared-memory tree reduction -> warp shuffles + one cross-warp step       no (sums)
+``rowpar_*``         one thread per row -> L lanes per row (sub-warp, warp, block); loops split  no (sums)
+                     across lanes, accumulations (sum, max, min, arg max) combined by shuffles
 ``vectorize``        one thread per 16 bytes: 16-byte loads/stores, scalar tail, grid / VEC     yes
 ``grid_stride``      one thread per element -> grid-stride loop, grid capped at 132 x k        yes
 ``unroll``           ``#pragma unroll`` (fixed trip count) / ``unroll 4`` (thread-strided)     yes
 ``launch_bounds``    ``__launch_bounds__(N)`` for a fixed block of N threads                   yes
 ===================  ========================================================================  =====
 
-``ldg``, ``ldg_na`` and ``stream`` are alternatives (group ``hint``), and so are ``vectorize`` and
-``grid_stride`` (group ``grid``: both redefine what a thread of the grid does). Proposals, in this
+``ldg``, ``ldg_na`` and ``stream`` are alternatives (group ``hint``), and so are ``vectorize``,
+``grid_stride`` and the ``rowpar`` variants (group ``grid``: all redefine what a thread of the grid does). Proposals, in this
 order: every applicable pass alone, then greedy chains (each pass in :data:`PASSES` order applied
 when its precondition holds on the text so far), one chain per combination of group alternatives
 (hint-major), and the prefixes of the first chain; duplicates (same key) dropped; at most
@@ -49,18 +51,23 @@ from .grid_stride import GridStridePass
 from .launch_bounds import LaunchBoundsPass
 from .ldg import LdgNoAllocatePass, LdgPass, StreamPass
 from .restrict import RestrictPass
+from .rowpar import RowParallelPass
 from .shuffle_reduce import ShuffleReducePass
 from .unroll import STRIDED_UNROLL, UnrollPass
 from .vectorize import VectorizePass
 
 __all__ = ["TransformGenerator", "PASSES", "Unit", "unit_from_context"]
 
+# Lanes per row for ``rowpar``: a warp, a block of 256, a sub-warp of 8, a block of 1024, then the rest (the
+# lessons reorder them: short rows favour few lanes, few long rows a whole block).
+ROWPAR_LANES = (32, 256, 8, 1024, 16, 512, 4, 128)
+
 # Chain order: aliasing facts first, then the accesses, the arithmetic, the reductions, the loop
 # structure (vectorize after the hints, whose loads and stores it widens; grid_stride before unroll, so
 # the new loop can be unrolled), and the register budget last.
 PASSES: tuple[Pass, ...] = (
     RestrictPass(), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), ShuffleReducePass(),
-    VectorizePass(), GridStridePass(), UnrollPass(), LaunchBoundsPass(),
+    *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), VectorizePass(), GridStridePass(), UnrollPass(), LaunchBoundsPass(),
 )
 MAX_CANDIDATES = 16
 
@@ -109,6 +116,9 @@ class TransformGenerator:
         if unit.notes.get("fast_math_ops"):
             params["fast_math_ops"] = unit.notes["fast_math_ops"]
             desc += f" (fast_math: {unit.notes['fast_math_ops']})"
+        if unit.notes.get("lanes"):
+            params["lanes"] = unit.notes["lanes"]  # threads per row
+            params["block"] = unit.launch.block[0]
         if unit.notes.get("grid_cap"):
             params["grid_cap"] = unit.notes["grid_cap"]
         block = _definition_block(ctx, unit)

@@ -1,0 +1,729 @@
+"""``rowpar``: a kernel written one thread per row gets a group of lanes per row (a sub-warp, a warp, or a block).
+
+Pattern: the one-thread-per-row opening that ``grid_stride`` also reads (``T r = blockIdx.x *
+blockDim.x + threadIdx.x;`` then ``if (r >= n) return;`` or a final ``if (r < n) {...}``), then the
+row's code. What the pass does to the row's code, statement by statement (recursing into blocks and
+``if``/``else``, whose conditions are the same for every lane of a row, see below):
+
+- a ``for (T j = a; j < b; j++)`` loop whose iterations are independent apart from recognised
+  accumulations (:mod:`.reductions`: sums, products, max, min, arg max/min) becomes ``for (T j = a +
+  lane; j < b; j += L)``; lanes other than the first start a sum at 0 (a product at 1); after the
+  loop each accumulator is combined across the group (butterfly shuffles; for a block, shuffles then
+  shared memory), so every lane holds the row's value and code after the loop sees what it saw
+  before. Global stores in the loop must write distinct elements per iteration: each written buffer
+  is accessed in the loop through one name and one index, affine in ``j`` (``p[r * N + j]``).
+- any other loop stays serial (every lane runs it, on the same values) when it writes no memory,
+  or runs on the first lane only when it writes memory but no variable of the row's code.
+- a statement outside the loops that writes memory (``mean[r] = m``, an ``atomicAdd``) runs on the
+  first lane only.
+- after a loop or a first-lane statement that writes a buffer read later, the group synchronises
+  (``__syncwarp`` with the group's mask, ``__syncthreads`` for a block) so lanes see each other's
+  writes.
+
+Why every lane computes the same values outside the loops: each variable the row's code keeps is
+either untouched by the loops or a combined accumulator, so conditions, early returns and serial
+loops are uniform within a group; a group never diverges at a shuffle or barrier.
+
+The launch follows: lanes per row ``L`` in {4, 8, 16, 32} in blocks of 256 threads (``256 / L``
+rows per block), or one block of ``L`` in {128, 256, 512, 1024} threads per row; the grid is the
+row count (the guard's bound, through the spec's scalar values) divided by rows per block, or the
+original grid's threads when the bound is not a spec scalar. The row index is computed in 64 bits.
+
+Refused (the kernel is left alone): a launch that is not 1-D or whose block is not a literal,
+``launch.policy = "fixed"``, shared memory, barriers, warp collectives, ``asm``, ``threadIdx``/
+``blockIdx``/``blockDim``/``gridDim`` in the row's code, ``break``/``return``/``goto`` inside a
+loop to split, a carried variable that is not a recognised accumulation, a written buffer accessed
+through two names or indices in one loop, a thread-local array written in a loop to split, a
+memory-writing serial loop that also sets row variables, a grid over 2^31 - 1 blocks at a spec
+size, and a kernel with no loop to split.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ptxfactory.protocol import LaunchConfig
+from ptxfactory.protocol.expr import ExprError, evaluate
+
+from . import syntax as sx
+from .affine import Poly, add, independent, poly
+from .base import LOAD_FUNCS, STORE_FUNCS, Unit, access_kind
+from .grid_stride import COLLECTIVES, ElementGuard, element_guard
+from .reductions import Accumulator, loop_accumulators
+from .syntax import Node
+
+BUILTINS = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim"})
+GROUP_BLOCK = 256  # threads per block when a row gets a sub-warp or a warp
+MAX_GRID = 2**31 - 1
+LANE = "ptxf_lane"
+SHUFFLE_TYPES = frozenset({"float", "double", "int", "unsigned", "unsigned int", "long long", "unsigned long long",
+                           "long", "unsigned long", "int32_t", "uint32_t", "int64_t", "uint64_t", "size_t"})
+
+HELPERS = {
+    "ptxf_group_mask": """\
+template <int L>
+static __device__ __forceinline__ unsigned ptxf_group_mask()
+{   // the lanes of this thread's group of L (L a power of two up to 32) within its warp
+    return L >= 32 ? 0xffffffffu : (((1u << L) - 1u) << (threadIdx.x & 31u & ~(unsigned)(L - 1)));
+}""",
+    "ptxf_group_reduce": """\
+template <int L, typename T, typename F>
+static __device__ __forceinline__ T ptxf_group_reduce(T v, F op)
+{   // butterfly over the group's L lanes: every lane ends with op over all of them
+    const unsigned m = ptxf_group_mask<L < 32 ? L : 32>();
+#pragma unroll
+    for (int o = (L < 32 ? L : 32) / 2; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(m, v, o));
+    return v;
+}""",
+    "ptxf_block_reduce": """\
+template <typename T, typename F>
+static __device__ __forceinline__ T ptxf_block_reduce(T v, F op)
+{   // every thread of the block ends with op over all threads (warps first, then the warps' results in order)
+    __shared__ T part[32];
+    v = ptxf_group_reduce<32>(v, op);
+    __syncthreads();
+    if ((threadIdx.x & 31u) == 0u) part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    v = part[0];
+    for (unsigned w = 1; w < (blockDim.x + 31u) >> 5; ++w) v = op(v, part[w]);
+    return v;
+}""",
+    "ptxf_group_reduce_arg": """\
+template <int L, typename T, typename K, typename B>
+static __device__ __forceinline__ void ptxf_group_reduce_arg(T& v, K& k, B better)
+{   // (value, index) pairs over the group's L lanes; better(v2, k2, v, k): (v2, k2) replaces (v, k)
+    const unsigned m = ptxf_group_mask<L < 32 ? L : 32>();
+#pragma unroll
+    for (int o = (L < 32 ? L : 32) / 2; o > 0; o >>= 1) {
+        const T v2 = __shfl_xor_sync(m, v, o);
+        const K k2 = __shfl_xor_sync(m, k, o);
+        if (better(v2, k2, v, k)) { v = v2; k = k2; }
+    }
+}""",
+    "ptxf_block_reduce_arg": """\
+template <typename T, typename K, typename B>
+static __device__ __forceinline__ void ptxf_block_reduce_arg(T& v, K& k, B better)
+{   // the block-wide ptxf_group_reduce_arg: warps first, then the warps' pairs in order
+    __shared__ T pv[32];
+    __shared__ K pk[32];
+    ptxf_group_reduce_arg<32>(v, k, better);
+    __syncthreads();
+    if ((threadIdx.x & 31u) == 0u) { pv[threadIdx.x >> 5] = v; pk[threadIdx.x >> 5] = k; }
+    __syncthreads();
+    v = pv[0];
+    k = pk[0];
+    for (unsigned w = 1; w < (blockDim.x + 31u) >> 5; ++w)
+        if (better(pv[w], pk[w], v, k)) { v = pv[w]; k = pk[w]; }
+}""",
+}
+
+
+class Refused(Exception):
+    """The row's code does something the pass does not prove safe (the message says what)."""
+
+
+@dataclass
+class _Rewrite:
+    """What the walk over the row's code collected: byte edits, helpers used, loops split."""
+
+    edits: list[tuple[int, int, bytes]] = field(default_factory=list)
+    helpers: list[str] = field(default_factory=list)
+    split: int = 0
+
+
+class RowParallelPass:
+    """One thread per row -> ``lanes`` threads per row (``lanes`` <= 32: a sub-warp or warp, 256-thread blocks;
+    above 32: one block of ``lanes`` threads per row). See the module docstring."""
+
+    group = "grid"  # an alternative to vectorize and grid_stride: all three redefine what a thread does
+    exact = False  # sums are re-associated (max, min and arg reductions are exact)
+
+    def __init__(self, lanes: int):
+        if lanes not in (4, 8, 16, 32, 128, 256, 512, 1024):
+            raise ValueError(f"rowpar: lanes per row must be 4, 8, 16, 32, 128, 256, 512 or 1024, not {lanes}")
+        self.lanes = lanes
+        self.block = lanes > 32
+        self.name = f"rowpar_block{lanes}" if self.block else f"rowpar_lanes{lanes}"
+
+    # -- precondition -------------------------------------------------------------------------------------
+
+    def why_not(self, unit: Unit) -> str | None:
+        """Why the pass refuses ``unit`` (None when it applies)."""
+        try:
+            self._plan(unit)
+        except Refused as e:
+            return str(e)
+        return None
+
+    def applies(self, unit: Unit) -> bool:
+        return self.why_not(unit) is None
+
+    def _plan(self, unit: Unit) -> tuple[ElementGuard, _Rewrite, LaunchConfig]:
+        if unit.body is None:
+            raise Refused("no kernel body")
+        threads = unit.block_threads()
+        g = element_guard(unit)
+        if g is None or threads is None:
+            raise Refused("not one thread per row (index = blockIdx.x * blockDim.x + threadIdx.x, then a guard) "
+                          "with a literal 1-D block and launch.policy = \"free\"")
+        if sx.type_text(g.type_node) not in sx.INT_TYPES:
+            raise Refused(f"row index type {sx.type_text(g.type_node)!r} is not an integer type")
+        for stmt in g.rest:
+            _check_whole(stmt)
+        if sx.written_names(_span_nodes(g.rest)) & ({g.name} | sx.identifiers(g.bound)):
+            raise Refused("the row index or the row count is written in the row's code")
+        unit_arrays = _local_arrays(unit.body)
+        roots = _pointer_roots(unit)
+        rw = _Rewrite()
+        ctx = _Walk(unit, self, roots, unit_arrays, rw, g.rest)
+        ctx.statements(g.rest)
+        if rw.split == 0:
+            raise Refused("no loop to split across lanes")
+        launch = self._launch(unit, g, threads)
+        return g, rw, launch
+
+    def _launch(self, unit: Unit, g: ElementGuard, threads: int) -> LaunchConfig:
+        rows = _rows_expression(unit, g.bound)
+        block = self.lanes if self.block else GROUP_BLOCK
+        per_block = 1 if self.block else GROUP_BLOCK // self.lanes
+        if rows is None:
+            rows = f"({unit.launch.grid[0]}) * {threads}"  # the original grid's threads: one row each
+        grid = rows if per_block == 1 else f"cdiv({rows}, {per_block})"
+        for size in unit.spec.check.sizes + unit.spec.bench.sizes:
+            try:
+                if not 0 < int(evaluate(grid, size)) <= MAX_GRID:
+                    raise Refused(f"grid {grid} out of range at {size}")
+            except ExprError as e:
+                raise Refused(f"grid {grid} cannot be evaluated at {size}: {e}") from None
+        return LaunchConfig(grid=[grid], block=[block], shared_mem=unit.launch.shared_mem)
+
+    # -- rewrite ------------------------------------------------------------------------------------------
+
+    def apply(self, unit: Unit) -> Unit:
+        g, rw, launch = self._plan(unit)
+        data = unit.data
+        ctype = sx.type_text(g.type_node)
+        decl = sx.text(g.type_node)
+        if self.block:
+            index = f"({ctype})blockIdx.x"
+            lane = f"const unsigned {LANE} = threadIdx.x;"
+            how = f"one block of {self.lanes} threads per row"
+        else:
+            index = f"({ctype})(((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x) / {self.lanes}u)"
+            lane = f"const unsigned {LANE} = threadIdx.x % {self.lanes}u;"
+            how = f"{self.lanes} lanes per row"
+        first = _index_statement(unit, g)
+        indent, _ = sx.line_indent(data, first.start_byte)
+        new_first = (f"{decl} {g.name} = {index};  // {how} (transform rowpar)\n"
+                     f"{indent.decode()}{lane}").encode()
+        edits = [(first.start_byte, first.end_byte, new_first)] + rw.edits
+        helpers = [(n, HELPERS[n]) for n in ("ptxf_group_mask", "ptxf_group_reduce", "ptxf_group_reduce_arg",
+                                             "ptxf_block_reduce", "ptxf_block_reduce_arg")
+                   if n in rw.helpers or (n == "ptxf_group_mask" and rw.helpers)
+                   or (n == "ptxf_group_reduce" and "ptxf_block_reduce" in rw.helpers)
+                   or (n == "ptxf_group_reduce_arg" and "ptxf_block_reduce_arg" in rw.helpers)]
+        return unit.with_text(sx.apply_edits(data, edits), launch=launch, helpers=helpers, lanes=self.lanes)
+
+    # -- what the rewrite writes ----------------------------------------------------------------------------
+
+    def combine(self, acc: Accumulator, ctype: str, index_type: str | None) -> str:
+        """The statement combining ``acc``'s partial results across the group (every lane gets the row's value)."""
+        if acc.kind == "arg":
+            op = ">" if acc.direction == "max" else "<"
+            tie = "<" if acc.first else ">"
+            better = (f"[](const {ctype}& v2, const {index_type}& k2, const {ctype}& v1, const {index_type}& k1) "
+                      f"{{ return v2 {op} v1 || (v2 == v1 && k2 {tie} k1); }}")
+            fn = "ptxf_block_reduce_arg" if self.block else f"ptxf_group_reduce_arg<{self.lanes}>"
+            return f"{fn}({acc.name}, {acc.index}, {better});"
+        expr = acc.combine.format(a="a", b="b")
+        op = f"[](const {ctype}& a, const {ctype}& b) {{ return ({ctype})({expr}); }}"
+        fn = "ptxf_block_reduce" if self.block else f"ptxf_group_reduce<{self.lanes}>"
+        return f"{acc.name} = {fn}({acc.name}, {op});"
+
+    def sync(self) -> str:
+        return "__syncthreads();" if self.block else f"__syncwarp(ptxf_group_mask<{self.lanes}>());"
+
+    def helpers_for(self, acc: Accumulator) -> list[str]:
+        if acc.kind == "arg":
+            return ["ptxf_block_reduce_arg"] if self.block else ["ptxf_group_reduce_arg"]
+        return ["ptxf_block_reduce"] if self.block else ["ptxf_group_reduce"]
+
+
+class _Walk:
+    """The walk over the row's code: decides each statement's fate and records the edits."""
+
+    def __init__(self, unit: Unit, p: RowParallelPass, roots: dict[str, str], arrays: set[str], rw: _Rewrite,
+                 rest: list[Node]):
+        self.unit, self.p, self.roots, self.arrays, self.rw = unit, p, roots, arrays, rw
+        self.data = unit.data
+        self.end = rest[-1].end_byte if rest else 0
+        self.declared = _declaration_counts(unit)  # every name the kernel declares, with how often
+        self.offsets = _pointer_offsets(unit, roots)
+
+    def statements(self, stmts: list[Node]) -> None:
+        for s in stmts:
+            self.statement(s)
+
+    def statement(self, s: Node) -> None:
+        t = s.type
+        if t == "compound_statement":
+            self.statements(sx.statements(s))
+        elif t == "if_statement":
+            for f in ("consequence", "alternative"):
+                c = s.child_by_field_name(f)
+                if c is not None:
+                    c = c.named_children[-1] if c.type == "else_clause" else c
+                    self.statement(c)
+        elif t == "for_statement":
+            if not self.split(s):
+                self.serial(s)
+        elif t in sx.LOOPS:
+            self.serial(s)
+        elif self.writes_memory(s):
+            if t == "declaration":
+                raise Refused(f"a declaration that writes memory: {sx.text(s)!r}")
+            self.first_lane(s)
+
+    # loops -------------------------------------------------------------------------------------------------
+
+    def split(self, loop: Node) -> bool:
+        """Split ``loop`` across lanes when it is safe; False when it is not a loop to split."""
+        head = _loop_head(loop)
+        if head is None:
+            return False
+        j, start, init_node = head
+        body = loop.child_by_field_name("body")
+        bound_node = sx.unparen(loop.child_by_field_name("condition"))
+        if sx.contains_type(body, ("break_statement", "return_statement", "goto_statement", "labeled_statement")):
+            return False
+        written = sx.written_names(body)
+        if j in written or (sx.identifiers(bound_node) & written):
+            return False
+        carried = (written - sx.declared_names(body)) - {j}
+        if (sx.declared_names(body) | {j}) & _visible_at(loop, self.unit):
+            return False  # a name of the loop shadows one declared around it: too subtle to follow
+        if any(n not in self.declared for n in carried):
+            return False  # a global variable written in the loop
+        accs = loop_accumulators(body, carried, j)
+        if accs is None:
+            return False
+        trip = _trip(start, bound_node, j)
+        if not self.stores_distinct(body, j, trip):
+            return False
+        types = self.unit.types.scalar
+        for a in accs.values():
+            if types.get(a.name) not in SHUFFLE_TYPES or (a.kind == "arg" and types.get(a.index) not in SHUFFLE_TYPES):
+                return False
+        # the rewrite: lanes' starting values, the strided header, the combines after the loop
+        indent, _ = sx.line_indent(self.data, loop.start_byte)
+        ind = indent.decode()
+        before = "".join(f"if ({LANE} != 0u) {a.name} = {a.identity};  // each lane adds its share (transform rowpar)\n{ind}"
+                         for a in accs.values() if a.identity is not None)
+        if before:
+            self.rw.edits.append((loop.start_byte, loop.start_byte, before.encode()))
+        self.rw.edits.append((start.start_byte, start.end_byte, f"({sx.text(start)}) + {LANE}".encode()))
+        update = loop.child_by_field_name("update")
+        self.rw.edits.append((update.start_byte, update.end_byte, f"{j} += {self.p.lanes}".encode()))
+        after = []
+        for a in accs.values():
+            after.append(self.p.combine(a, types[a.name], types.get(a.index) if a.index else None))
+            self.rw.helpers += self.p.helpers_for(a)
+        if self.written_roots(body) and self.read_later(loop, self.written_roots(body)):
+            after.append(self.p.sync())
+            self.rw.helpers.append("ptxf_group_mask")
+        if after:
+            self.rw.edits.append((loop.end_byte, loop.end_byte, "".join(f"\n{ind}{x}" for x in after).encode()))
+        del init_node
+        self.rw.split += 1
+        return True
+
+    def serial(self, loop: Node) -> None:
+        """A loop that stays serial: every lane runs it, or the first lane when it writes memory."""
+        if not self.writes_memory(loop):
+            return
+        if sx.written_names(loop) - sx.declared_names(loop):
+            raise Refused(f"a serial loop writes memory and row variables (line {loop.start_point[0] + 1})")
+        self.first_lane(loop)
+
+    def first_lane(self, s: Node) -> None:
+        indent, _ = sx.line_indent(self.data, s.start_byte)
+        self.rw.edits.append((s.start_byte, s.start_byte, f"if ({LANE} == 0u) {{  // one lane writes (transform rowpar)\n{indent.decode()}    ".encode()))
+        tail = f"\n{indent.decode()}}}"
+        roots = self.written_roots(s)
+        if roots and self.read_later(s, roots):
+            tail += f"\n{indent.decode()}{self.p.sync()}"
+            self.rw.helpers.append("ptxf_group_mask")
+        self.rw.edits.append((s.end_byte, s.end_byte, tail.encode()))
+
+    # memory --------------------------------------------------------------------------------------------------
+
+    def writes_memory(self, node: Node) -> bool:
+        """``node`` writes a buffer, calls an atomic or a store intrinsic, or writes a variable the kernel does not declare."""
+        if self.written_roots(node) or any(
+                sx.call_name(n) and (sx.call_name(n).startswith("atomic") or sx.call_name(n) in STORE_FUNCS) for n in sx.walk(node)):
+            return True
+        return any(n not in self.declared for n in sx.written_names(node))
+
+    def written_roots(self, node: Node) -> set[str]:
+        """Buffers (pointer parameters, through local pointers) written under ``node``; thread-local arrays excluded."""
+        out = set()
+        for n in sx.walk(node):
+            target = None
+            if n.type == "assignment_expression":
+                target = n.child_by_field_name("left")
+            elif n.type == "update_expression":
+                target = n.child_by_field_name("argument")
+            elif sx.call_name(n) and (sx.call_name(n).startswith("atomic") or sx.call_name(n) in STORE_FUNCS):
+                args = sx.call_args(n)
+                base = _base_name(args[0]) if args else None
+                if base is None:
+                    raise Refused(f"cannot tell what {sx.text(n)!r} writes")
+                out.add(self.roots.get(base, base))
+                continue
+            elif n.type == "call_expression" and sx.call_name(n) not in LOAD_FUNCS and any(
+                    _base_name(a) in self.roots or _base_name(a) in self.arrays for a in sx.call_args(n)):
+                raise Refused(f"a pointer passed to {sx.text(n.child_by_field_name('function'))!r}: what it writes is unknown")
+            base = _access_base(sx.unparen(target)) if target is not None else None
+            if base is None:
+                continue
+            if base in self.arrays:
+                continue
+            if base not in self.roots:
+                raise Refused(f"cannot tell which buffer {base!r} points into")
+            out.add(self.roots[base])
+        return out
+
+    def stores_distinct(self, body: Node, j: str, trip: Poly | None) -> bool:
+        """No two iterations of the loop over ``j`` (``trip`` values) touch one element of a buffer the body writes
+        (:func:`.affine.independent` on every pair of a write and an access, indices read through the local
+        pointers' offsets); thread-local arrays are not written."""
+        try:
+            written = self.written_roots(body)
+        except Refused:
+            return False
+        if not written:
+            return not any(_array_written(body, a) for a in self.arrays)
+        if trip is None:
+            return False
+        accesses: dict[str, list[tuple[bool, Poly | None]]] = {}
+        for n in sx.walk(body):
+            if not (n.type == "subscript_expression" or (n.type == "pointer_expression" and sx.operator(n) == "*")):
+                continue
+            base = _access_base(n)
+            if base in self.arrays:
+                if _array_written(body, base):
+                    return False  # a thread-local array filled across iterations: lanes would each hold a part
+                continue
+            root = self.roots.get(base)
+            if root is None or root not in written:
+                continue
+            accesses.setdefault(root, []).append((access_kind(n) != "reads", self.index_poly(n)))
+        for root, seen in accesses.items():
+            for is_write, f in seen:
+                if not is_write:
+                    continue
+                for _, g in seen:
+                    if f is None or g is None or not independent(f, g, j, trip):
+                        return False
+        return True
+
+    def index_poly(self, access: Node) -> Poly | None:
+        """The element ``access`` (``p[i]``, ``*p``, ``*(p + i)``) touches, as a polynomial relative to its buffer's start."""
+        if access.type == "subscript_expression":
+            base = sx.text(sx.uncast(access.child_by_field_name("argument")))
+            idx = poly(_subscript_index(access))
+        else:
+            arg = sx.uncast(access.child_by_field_name("argument"))
+            if sx.is_ident(arg):
+                base, idx = sx.text(arg), {}
+            elif arg is not None and arg.type == "binary_expression" and sx.operator(arg) == "+" and sx.is_ident(sx.uncast(arg.child_by_field_name("left"))):
+                base, idx = sx.text(sx.uncast(arg.child_by_field_name("left"))), poly(arg.child_by_field_name("right"))
+            else:
+                return None
+        off = self.offsets.get(base)
+        return None if off is None or idx is None else add(off, idx)
+
+    def read_later(self, node: Node, roots: set[str]) -> bool:
+        """Code after ``node`` in the row's code reads one of ``roots`` (through any name)."""
+        names = {n for n, r in self.roots.items() if r in roots} | roots
+        later = self.data[node.end_byte:self.end].decode(errors="replace")
+        tree = sx.parse(later.encode())
+        return any(n.type == "identifier" and sx.text(n) in names for n in sx.walk(tree.root_node))
+
+
+# -- helpers on the syntax tree -------------------------------------------------------------------------------
+
+
+def _check_whole(stmt: Node) -> None:
+    """The row's code as a whole: nothing that ties a thread to its position in the block or grid."""
+    if sx.contains_call(stmt, COLLECTIVES):
+        raise Refused(f"a barrier or warp collective at line {stmt.start_point[0] + 1}")
+    if sx.identifiers(stmt) & BUILTINS:
+        raise Refused(f"threadIdx/blockIdx/blockDim/gridDim used in the row's code (line {stmt.start_point[0] + 1})")
+    for n in sx.walk(stmt):
+        if n.type in ("type_qualifier", "storage_class_specifier") and sx.text(n) in ("__shared__", "static"):
+            raise Refused("shared or static data in the row's code")
+        if n.type in ("gnu_asm_expression", "asm_statement") or sx.text(n) == "asm" and n.type == "identifier":
+            raise Refused("inline asm in the row's code")
+        if n.type in ("goto_statement", "labeled_statement"):
+            raise Refused("goto in the row's code")
+
+
+def _declaration_counts(unit: Unit) -> dict[str, int]:
+    """How many times each name is declared in the kernel (parameters included)."""
+    out: dict[str, int] = {}
+    for n in sx.walk(unit.fn):
+        if n.type in ("declaration", "parameter_declaration"):
+            for d in n.children_by_field_name("declarator"):
+                ident = sx.innermost_identifier(d)
+                if ident is not None:
+                    out[sx.text(ident)] = out.get(sx.text(ident), 0) + 1
+    return out
+
+
+def _visible_at(node: Node, unit: Unit) -> set[str]:
+    """Names declared around ``node``: parameters, declarations before it in enclosing blocks, enclosing loops' variables."""
+    out = set(sx.declared_names(sx.function_declarator(unit.fn)))
+    child, parent = node, node.parent
+    while parent is not None and parent != unit.fn:
+        if parent.type == "compound_statement":
+            for s in parent.named_children:
+                if s.start_byte >= child.start_byte:
+                    break
+                if s.type == "declaration":
+                    out |= sx.declared_names(s)
+        elif parent.type == "for_statement":
+            init = parent.child_by_field_name("initializer")
+            if init is not None and init.type == "declaration" and init != child:
+                out |= sx.declared_names(init)
+        child, parent = parent, parent.parent
+    return out
+
+
+def _span_nodes(stmts: list[Node]) -> Node:
+    """A node covering ``stmts`` for the name helpers (their common parent)."""
+    return stmts[0].parent if stmts else None
+
+
+def _index_statement(unit: Unit, g: ElementGuard) -> Node:
+    return next(s for s in sx.statements(unit.body) if s.start_byte == g.start)
+
+
+def _local_arrays(body: Node) -> set[str]:
+    out = set()
+    for n in sx.walk(body):
+        if n.type == "declaration":
+            for d in n.children_by_field_name("declarator"):
+                inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+                if inner is not None and inner.type == "array_declarator":
+                    ident = sx.innermost_identifier(inner)
+                    if ident is not None:
+                        out.add(sx.text(ident))
+    return out
+
+
+def _pointer_roots(unit: Unit) -> dict[str, str]:
+    """Each pointer name (parameters, and local pointers initialised from one of them) -> the parameter it points into.
+
+    A local pointer initialised from two buffers, or from none, is left out (writes through it refuse the pass).
+    """
+    roots = {name: name for name in unit.pointers}
+    changed = True
+    while changed:
+        changed = False
+        for n in sx.walk(unit.body):
+            if n.type != "declaration":
+                continue
+            for d in n.children_by_field_name("declarator"):
+                if d.type != "init_declarator":
+                    continue
+                inner = d.child_by_field_name("declarator")
+                if inner is None or inner.type != "pointer_declarator":
+                    continue
+                name = sx.text(sx.innermost_identifier(inner))
+                if name in roots:
+                    continue
+                found = {roots[i] for i in sx.identifiers(d.child_by_field_name("value")) if i in roots}
+                if len(found) == 1:
+                    roots[name] = found.pop()
+                    changed = True
+    return roots
+
+
+def _pointer_offsets(unit: Unit, roots: dict[str, str]) -> dict[str, Poly]:
+    """Each pointer name -> its offset from the start of its buffer, as a polynomial (parameters: 0; ``T* p = x +
+    e``, ``e + x``, ``&x[e]``: x's offset + e). Pointers written after their declaration, or initialised otherwise, are left out."""
+    offsets: dict[str, Poly] = {name: {} for name in unit.pointers}
+    written = sx.written_names(unit.body)
+    for n in sx.walk(unit.body):
+        if n.type != "declaration":
+            continue
+        for d in n.children_by_field_name("declarator"):
+            inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else None
+            if inner is None or inner.type != "pointer_declarator":
+                continue
+            name = sx.text(sx.innermost_identifier(inner))
+            if name not in roots or name in offsets or name in written:
+                continue
+            value = sx.uncast(d.child_by_field_name("value"))
+            off = None
+            if value is not None and value.type == "binary_expression" and sx.operator(value) == "+":
+                a, b = sx.uncast(value.child_by_field_name("left")), value.child_by_field_name("right")
+                if not (sx.is_ident(a) and sx.text(a) in offsets):
+                    a, b = sx.uncast(value.child_by_field_name("right")), value.child_by_field_name("left")
+                if sx.is_ident(a) and sx.text(a) in offsets:
+                    e = poly(b)
+                    off = None if e is None else add(offsets[sx.text(a)], e)
+            elif value is not None and value.type == "pointer_expression" and sx.operator(value) == "&":
+                sub = sx.unparen(value.child_by_field_name("argument"))
+                arg = sx.uncast(sub.child_by_field_name("argument")) if sub is not None and sub.type == "subscript_expression" else None
+                if sx.is_ident(arg) and sx.text(arg) in offsets:
+                    e = poly(_subscript_index(sub))
+                    off = None if e is None else add(offsets[sx.text(arg)], e)
+            elif sx.is_ident(value) and sx.text(value) in offsets:
+                off = dict(offsets[sx.text(value)])
+            if off is not None:
+                offsets[name] = off
+    for name in written:
+        offsets.pop(name, None)  # a pointer moved after its declaration (parameters too): its offset is unknown
+    return offsets
+
+
+def _trip(start: Node, bound: Node, j: str) -> Poly | None:
+    """How many values ``j`` takes in ``for (j = start; j < b; ...)`` (``<=``: one more), as a polynomial."""
+    a = poly(start)
+    op = sx.operator(bound)
+    b = poly(bound.child_by_field_name("right" if op in ("<", "<=") else "left"))
+    if a is None or b is None:
+        return None
+    trip = add(b, {m: -c for m, c in a.items()})
+    return add(trip, {(): 1}) if op in ("<=", ">=") else trip
+
+
+def _base_name(node: Node | None) -> str | None:
+    """The pointer name of ``p``, ``p + k``, ``&p[k]``."""
+    node = sx.uncast(node)
+    if sx.is_ident(node):
+        return sx.text(node)
+    if node is None:
+        return None
+    if node.type == "binary_expression" and sx.operator(node) in ("+", "-"):
+        return _base_name(node.child_by_field_name("left")) or _base_name(node.child_by_field_name("right"))
+    if node.type == "pointer_expression" and sx.operator(node) == "&":
+        return _access_base(sx.unparen(node.child_by_field_name("argument")))
+    return None
+
+
+def _access_base(node: Node | None) -> str | None:
+    """The array or pointer name accessed by ``p[i]``, ``*p``, ``*(p + i)``, ``p[i].x``; None for a plain variable."""
+    while node is not None and node.type == "field_expression":
+        node = sx.unparen(node.child_by_field_name("argument"))
+    if node is None:
+        return None
+    if node.type == "subscript_expression":
+        arg = sx.uncast(node.child_by_field_name("argument"))
+        return sx.text(arg) if sx.is_ident(arg) else "?"
+    if node.type == "pointer_expression" and sx.operator(node) == "*":
+        return _base_name(node.child_by_field_name("argument")) or "?"
+    return None
+
+
+def _subscript_index(node: Node) -> Node | None:
+    """The index expression of ``p[i]`` (None for ``p[i, k]`` or an empty subscript)."""
+    idx = node.child_by_field_name("indices")
+    items = [c for c in idx.named_children if c.type != "comment"] if idx is not None else []
+    return items[0] if len(items) == 1 else None
+
+
+def _array_written(body: Node, name: str) -> bool:
+    for n in sx.walk(body):
+        target = None
+        if n.type == "assignment_expression":
+            target = n.child_by_field_name("left")
+        elif n.type == "update_expression":
+            target = n.child_by_field_name("argument")
+        if target is not None and _access_base(sx.unparen(target)) == name:
+            return True
+    return False
+
+
+def _affine_in(idx: Node | None, j: str) -> bool:
+    """``j`` occurs once in ``idx``, reached only through ``+``, ``-``, ``*`` by a ``j``-free factor, casts and
+    parentheses: distinct ``j`` give distinct indices."""
+    occ = [n for n in sx.walk(idx) if sx.is_ident(n, j)] if idx is not None else []
+    if len(occ) != 1:
+        return False
+    node = occ[0]
+    while node != idx:
+        parent = node.parent
+        if parent.type in ("parenthesized_expression", "cast_expression"):
+            pass
+        elif parent.type == "binary_expression" and sx.operator(parent) in ("+", "-"):
+            pass
+        elif parent.type == "binary_expression" and sx.operator(parent) == "*":
+            other = parent.child_by_field_name("left") if parent.child_by_field_name("right") == node else parent.child_by_field_name("right")
+            if other is None or j in sx.identifiers(other) or sx.is_number(other, 0):
+                return False
+        else:
+            return False
+        node = parent
+    return True
+
+
+def _loop_head(loop: Node) -> tuple[str, Node, Node] | None:
+    """``(j, a, init)`` for ``for (T j = a; j < b; j++)`` (``<=``, ``b > j``; ``++j``, ``j += 1``, ``j = j + 1``)."""
+    init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+    if init is None or cond is None or upd is None or init.type != "declaration":
+        return None
+    ds = init.children_by_field_name("declarator")
+    if len(ds) != 1 or ds[0].type != "init_declarator" or sx.type_text(init.child_by_field_name("type")) not in sx.INT_TYPES:
+        return None
+    j = sx.text(ds[0].child_by_field_name("declarator"))
+    start = ds[0].child_by_field_name("value")
+    c = sx.unparen(cond)
+    if c is None or c.type != "binary_expression":
+        return None
+    op, left, right = sx.operator(c), sx.unparen(c.child_by_field_name("left")), sx.unparen(c.child_by_field_name("right"))
+    if not ((op in ("<", "<=") and sx.is_ident(left, j) and j not in sx.identifiers(right))
+            or (op in (">", ">=") and sx.is_ident(right, j) and j not in sx.identifiers(left))):
+        return None
+    u = sx.unparen(upd)
+    step_one = (
+        (u.type == "update_expression" and "++" in sx.text(u) and sx.is_ident(sx.unparen(u.child_by_field_name("argument")), j))
+        or (u.type == "assignment_expression" and sx.operator(u) == "+=" and sx.is_ident(sx.unparen(u.child_by_field_name("left")), j)
+            and sx.is_number(u.child_by_field_name("right"), 1))
+        or (u.type == "assignment_expression" and sx.operator(u) == "=" and sx.is_ident(sx.unparen(u.child_by_field_name("left")), j)
+            and _is_plus_one(sx.unparen(u.child_by_field_name("right")), j))
+    )
+    if not step_one:
+        return None
+    return j, start, init
+
+
+def _is_plus_one(node: Node | None, j: str) -> bool:
+    if node is None or node.type != "binary_expression" or sx.operator(node) != "+":
+        return False
+    a, b = sx.unparen(node.child_by_field_name("left")), sx.unparen(node.child_by_field_name("right"))
+    return (sx.is_ident(a, j) and sx.is_number(b, 1)) or (sx.is_ident(b, j) and sx.is_number(a, 1))
+
+
+def _rows_expression(unit: Unit, bound: Node) -> str | None:
+    """The guard's bound as a spec expression (its names replaced by the spec's scalar values), or None."""
+    values = {a.name: a.value for a in unit.spec.args if a.role == "scalar" and a.value is not None}
+    names = [n for n in sx.walk(bound) if n.type == "identifier"]
+    if not names or any(sx.text(n) not in values for n in names):
+        return None
+    if any(n.type not in ("identifier", "binary_expression", "parenthesized_expression", "number_literal", "cast_expression",
+                          "primitive_type", "type_descriptor", "sized_type_specifier", "(", ")", "*", "+", "-", "/")
+           for n in sx.walk(bound)):
+        return None
+    edits = [(n.start_byte - bound.start_byte, n.end_byte - bound.start_byte, f"({values[sx.text(n)]})".encode())
+             for n in names]
+    expr = sx.apply_edits(bound.text, edits).decode()
+    if bound.type == "cast_expression" or any(n.type == "cast_expression" for n in sx.walk(bound)):
+        return None
+    try:
+        for size in unit.spec.check.sizes[:1]:
+            evaluate(expr, size)
+    except ExprError:
+        return None
+    return expr
