@@ -28,8 +28,11 @@ from .stats import speedup_interval
 
 _ATTR_MAX_THREADS, _ATTR_SHARED, _ATTR_LOCAL, _ATTR_REGS = 0, 1, 3, 4
 _ATTR_MAX_DYN_SHARED = 8
+# sticky CUDA errors, in the driver API's spelling (CUDA_ERROR_...) and the runtime API's (cudaError...: what CuPy's
+# synchronize raises)
 STICKY_ERRORS = ("ILLEGAL_ADDRESS", "MISALIGNED", "ILLEGAL_INSTRUCTION", "LAUNCH_FAILED", "ASSERT", "HARDWARE_STACK",
-                 "TRAP", "INVALID_PC", "INVALID_ADDRESS_SPACE", "IllegalAddress", "LaunchFailure")
+                 "TRAP", "INVALID_PC", "INVALID_ADDRESS_SPACE", "IllegalAddress", "LaunchFailure", "MisalignedAddress",
+                 "IllegalInstruction", "cudaErrorAssert", "HardwareStackError", "InvalidPc", "InvalidAddressSpace")
 
 
 class CandidateCrash(RuntimeError):

@@ -14,6 +14,9 @@ Header lines (``//`` comments at the top of the file):
                       ``expect`` still holds (the CPU test asserts the gap, xfail strict); optional.
 ``// known-gap: WHY``  the verifier does NOT give ``expect`` yet (a known hole, said why): the GPU test is xfail
                       strict, so fixing the hole turns it into a failure that asks for this line to go; optional.
+``// check: K=V ...``  the example's ``[check]`` with these keys changed for this file (``deterministic=false``);
+                      optional.
+``// arch: SM``        compile for this arch instead of the spec's (a cubin for another GPU); optional.
 
 Also the honest candidates every verifier change must keep measuring: the original example and the first
 RMS instance of the "rowwise" family (and its LayerNorm instance, which must fail on correctness).
@@ -33,11 +36,12 @@ EXAMPLE = ROOT / "examples" / "rmsnorm" / "rmsnorm.cu"
 SPEC: KernelSpec = load_spec(EXAMPLE.with_name(EXAMPLE.name + ".toml")).kernels["rmsnorm"]
 
 STATIC_CHECKS = ("static_source", "static_binary", "static_launch", "static_resources")
-RUNTIME_CHECKS = ("correctness", "input_mutated", "out_of_bounds", "race", "post_timing", "impossible_time", "launch", "load")
+RUNTIME_CHECKS = ("correctness", "input_mutated", "out_of_bounds", "race", "post_timing", "impossible_time", "launch", "load",
+                  "misaligned_view")
 OUTCOMES = ("measured", "crashed", "timed_out", "compile_failed")
 KNOWN = STATIC_CHECKS + RUNTIME_CHECKS + OUTCOMES
 
-_HEADER = re.compile(r"^//\s*(exploits|expect|launch|reason|gap|known-gap):\s*(.*?)\s*$")
+_HEADER = re.compile(r"^//\s*(exploits|expect|launch|reason|gap|known-gap|check|arch):\s*(.*?)\s*$")
 _CONT = re.compile(r"^//\s{2,}(\S.*?)\s*$")
 
 
@@ -58,6 +62,8 @@ class Case:
     gap: str | None = None
     known_gap: str | None = None
     fields: dict = field(default_factory=dict)
+    spec: KernelSpec = SPEC  # the example's spec, with the file's ``check:`` changes
+    arch: str = SPEC.arch  # what the file is compiled for
 
     @property
     def static(self) -> bool:
@@ -124,13 +130,33 @@ def load_case(path: Path, spec: KernelSpec = SPEC) -> Case:
     if gap is not None and gap not in STATIC_CHECKS:
         raise HeaderError(f"{path.name}: gap {gap!r} is not a static check")
     launch = parse_launch(fields["launch"], spec) if fields.get("launch") else parse_launch("", spec)
+    case_spec = spec_with(spec, fields["check"]) if fields.get("check") else spec
+    arch = fields.get("arch") or spec.arch
+    if not re.fullmatch(r"sm_\d+[a-z]?", arch):
+        raise HeaderError(f"{path.name}: arch {arch!r} is not sm_NN")
     kdef = find_kernel(source, spec.name)
     cand = Candidate(
         kernel_name=spec.name, source=source, kernel_text=kdef.text, launch=launch, generator="redteam",
         description=f"redteam {path.stem}: {fields['exploits'][:80]}",
     )
     return Case(name=path.stem, path=path, exploits=fields["exploits"], expect=expect, candidate=cand,
-                reason=fields.get("reason") or None, gap=gap, known_gap=fields.get("known-gap") or None, fields=fields)
+                reason=fields.get("reason") or None, gap=gap, known_gap=fields.get("known-gap") or None, fields=fields,
+                spec=case_spec, arch=arch)
+
+
+def spec_with(spec: KernelSpec, text: str) -> KernelSpec:
+    """``spec`` with ``K=V`` pairs (``true``/``false``, numbers) changed in its ``[check]``. Raises :class:`HeaderError`."""
+    update = {}
+    for pair in text.split():
+        key, _, value = pair.partition("=")
+        if key not in type(spec.check).model_fields or not value:
+            raise HeaderError(f"check {pair!r}: use KEY=VALUE with a key of [check]")
+        update[key] = {"true": True, "false": False}.get(value.lower(), value)
+    try:
+        check = type(spec.check).model_validate({**spec.check.model_dump(), **update})
+    except ValueError as exc:
+        raise HeaderError(f"check {text!r}: {exc}") from None
+    return spec.model_copy(update={"check": check})
 
 
 def cases(spec: KernelSpec = SPEC) -> list[Case]:

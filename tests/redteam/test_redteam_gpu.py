@@ -56,16 +56,18 @@ def _close_backend():
         _LOOP.close()
 
 
-def evaluate(candidate):
-    """Compile, static-check, evaluate: the result (or the static finding) and whether it reached the GPU."""
+def evaluate(candidate, spec=SPEC, arch: str | None = None):
+    """Compile (for ``arch``, else the spec's), static-check, evaluate under ``spec`` (the example's, or a red-team
+    file's with its ``check:`` changes; the same sizes, so the same plan): the result (or the static finding) and
+    whether it reached the GPU."""
     backend, baseline = _backend()
-    compiled = compile_candidate(candidate, SPEC.arch, SPEC.check.fast_math)
+    compiled = compile_candidate(candidate, arch or spec.arch, spec.check.fast_math)
     if not isinstance(compiled, Compiled):
         return compiled, False
-    finding = static_check(candidate, SPEC, compiled.resources, compiled.cubin)
+    finding = static_check(candidate, spec, compiled.resources, compiled.cubin)
     if finding is not None:
         return finding, False
-    return _run(backend.evaluate(SPEC, baseline, compiled, PLAN)), True
+    return _run(backend.evaluate(spec, baseline, compiled, PLAN)), True
 
 
 def test_plan_has_the_long_row():
@@ -82,7 +84,7 @@ def _param(case: R.Case):
 
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])
 def test_redteam_file_gets_the_expected_answer(case: R.Case):
-    result, ran = evaluate(case.candidate)
+    result, ran = evaluate(case.candidate, case.spec, case.arch)
     if case.static:
         assert not ran, f"{case.name} reached the GPU"
         answer, reason = result.check, result.reason

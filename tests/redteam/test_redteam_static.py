@@ -85,6 +85,18 @@ def test_header_parser_refuses_bad_files(tmp_path):
     assert case.candidate.launch.shared_mem == 64
 
 
+def test_check_and_arch_headers(tmp_path):
+    by_name = {c.name: c for c in CASES}
+    assert by_name["atomic_sum_nondet"].spec.check.deterministic is False and by_name["atomic_sum"].spec is SPEC
+    assert by_name["atomic_sum_nondet"].spec.check.sizes == SPEC.check.sizes  # the same plan fits
+    assert by_name["other_arch"].arch == "sm_80" and by_name["some_rows"].arch == SPEC.arch
+    body = (R.HERE / "some_rows.cu").read_text().split("\n", 4)[4]
+    for header in ("// check: wobbly=1", "// check: deterministic", "// check: seeds=zero", "// arch: ampere"):
+        (tmp_path / "bad.cu").write_text(f"// exploits: something sneaky enough\n// expect: correctness\n{header}\n" + body)
+        with pytest.raises(R.HeaderError):
+            R.load_case(tmp_path / "bad.cu")
+
+
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_compiles_with_the_examples_signature(case: R.Case, compiled):
     result = compiled[case.name]
