@@ -344,3 +344,10 @@ def _p(text: str):
 def test_dependence_test(f, g, trip, ok):
     pf, pg = _p(f), _p(g)
     assert (pf is not None and pg is not None and independent(pf, pg, "j", _p(trip))) == ok
+
+
+def test_split_loops_take_the_strided_unroll():
+    from ptxfactory.search.generators.transform.unroll import STRIDED_UNROLL, UnrollPass
+    u = rowpar(32).apply(unit(L2NORM, row_spec()))
+    assert UnrollPass().applies(u)
+    assert UnrollPass().apply(u).text.count(f"#pragma unroll {STRIDED_UNROLL}\n") == 2

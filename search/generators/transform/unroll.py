@@ -2,7 +2,8 @@
 
 A loop ``for (int k = A; k < B; k += C)`` with integer literals A, B, C, at most 32 iterations and ``k``
 not written in its body is unrolled fully. A thread-strided loop (``i += blockDim.x``, or any step
-naming ``blockDim``/``gridDim``: the main loop of a block reduction or a grid-stride loop) whose body
+naming ``blockDim``/``gridDim``: the main loop of a block reduction or a grid-stride loop; or a loop
+``rowpar`` split across lanes: it starts at ``ptxf_lane`` and steps by the lanes per row) whose body
 has no barrier, no nested loop and no ``break``/``return``/``goto`` gets ``#pragma unroll 4``: four
 iterations' loads can be in flight at once. Exact: unrolling never reorders floating-point operations
 (each iteration's statements run in the same order).
@@ -122,7 +123,9 @@ def _thread_strided(loop: Node) -> bool:
         return False
     if upd.type != "assignment_expression" or sx.operator(upd) != "+=" or not sx.is_ident(upd.child_by_field_name("left"), var[0]):
         return False
-    if not ({"blockDim", "gridDim"} & sx.identifiers(upd.child_by_field_name("right"))):
+    init = loop.child_by_field_name("initializer")
+    split = init is not None and "ptxf_lane" in sx.identifiers(init) and sx.is_number(upd.child_by_field_name("right"))
+    if not ({"blockDim", "gridDim"} & sx.identifiers(upd.child_by_field_name("right"))) and not split:
         return False
     if var[0] in sx.written_names(body):
         return False
