@@ -145,6 +145,20 @@ class GpuBackend:
             raise plan.reference.failed(answer["reference_failed"])
         raise WorkerError(answer.get("error", str(answer)))
 
+    async def sanitize(self, spec: KernelSpec, baseline: Compiled, candidate: Compiled):
+        """compute-sanitizer on ``candidate`` and the original at the smallest check size (:mod:`.sanitize`), on a thread,
+        while no evaluation runs; a :class:`~.sanitize.Verdict` (never raises for the tool's absence or failure)."""
+        import os
+
+        from .reference import smallest_check_size
+        from .sanitize import find_sanitizer, sanitize_pair
+
+        env = dict(os.environ)
+        env.setdefault("CUDA_VISIBLE_DEVICES", str(self.worker.device))
+        async with self._lock:
+            return await asyncio.to_thread(sanitize_pair, spec, baseline, candidate, smallest_check_size(spec),
+                                           find_sanitizer(), env=env)
+
     async def close(self) -> None:
         self.worker.kill()
 

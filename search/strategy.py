@@ -311,6 +311,10 @@ async def optimise(
 
     best = _best(rows, original.key)
     retimed = None
+    if best is not None and backend is not None and state == "finished":  # compute-sanitizer; a best with errors is dropped
+        from ptxfactory.harness.sanitize import vet_best
+
+        best = await vet_best(rows, lambda rs: _best(rs, original.key), measured, spec, baseline, backend)
     if best is not None and backend is not None and state == "finished":
         best, retimed = await _confirm(best, measured.get(best.candidate.key), rows, original.key, backend, spec, baseline,
                                        pool, busy, reference)
