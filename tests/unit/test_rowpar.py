@@ -351,3 +351,31 @@ def test_split_loops_take_the_strided_unroll():
     u = rowpar(32).apply(unit(L2NORM, row_spec()))
     assert UnrollPass().applies(u)
     assert UnrollPass().apply(u).text.count(f"#pragma unroll {STRIDED_UNROLL}\n") == 2
+
+
+def test_inner_loops_of_a_loop_that_carries_nothing_are_split():
+    """RoPE written one thread per token: a loop over heads (carrying nothing) around a loop over half the head
+    dimension that writes two disjoint halves: the inner loop is split, the outer one runs on every lane."""
+    src = """
+extern "C" __global__ void rope(const float* x, const float* c, float* y, int T, int D)
+{
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= T) return;
+    int half = D / 4;
+    for (int h = 0; h < 2; ++h) {
+        float* o = y + ((size_t)t * 2 + h) * half * 2;
+        for (int d = 0; d < half; d++) {
+            int at = d + half;
+            o[d] = x[t * D + d] * c[d];
+            o[at] = x[t * D + at] * c[at];
+        }
+    }
+}
+"""
+    spec = row_spec("rope", ROPE_ARGS, grid='["cdiv(T, 128)"]', sizes="[{ T = 9, D = 64 }]")
+    text = candidate_compiles(src, spec, 16)
+    assert "for (int h = 0; h < 2; ++h)" in text and "for (int d = (0) + ptxf_lane; d < half; d += 16)" in text
+    # an index that moves inside an iteration of the loop being split (the inner loop's k) is not proven distinct
+    moving = src.replace("for (int h = 0; h < 2; ++h) {", "for (int h = 0; h < 2; ++h) { for (int k = 0; k < 2; k++) y[t * D + h + k] = 0.0f;")
+    u = rowpar(16).apply(unit(moving, spec))
+    assert "for (int h = 0; h < 2; ++h)" in u.text and "h += 16" not in u.text

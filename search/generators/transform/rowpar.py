@@ -12,8 +12,11 @@ row's code. What the pass does to the row's code, statement by statement (recurs
   shared memory), so every lane holds the row's value and code after the loop sees what it saw
   before. Global stores in the loop must write distinct elements per iteration: each written buffer
   is accessed in the loop through one name and one index, affine in ``j`` (``p[r * N + j]``).
-- any other loop stays serial (every lane runs it, on the same values) when it writes no memory,
-  or runs on the first lane only when it writes memory but no variable of the row's code.
+- any other loop stays serial. A ``for`` loop that carries nothing from one iteration to the next
+  but its own variables (an outer loop over heads, say) runs on every lane with the same values,
+  and its body is handled like the row's code: the loops inside it are split. Another loop runs on
+  every lane when it writes no memory, or on the first lane only when it writes memory but no
+  variable of the row's code.
 - a statement outside the loops that writes memory (``mean[r] = m``, an ``atomicAdd``) runs on the
   first lane only.
 - after a loop or a first-lane statement that writes a buffer read later, the group synchronises
@@ -337,10 +340,18 @@ class _Walk:
         return True
 
     def serial(self, loop: Node) -> None:
-        """A loop that stays serial: every lane runs it, or the first lane when it writes memory."""
+        """A loop that stays serial. One that carries nothing (a ``for`` whose variables are all its own) runs on
+        every lane with the same values, so its body is handled like the row's code (inner loops split, stores
+        by one lane); else every lane runs it when it writes no memory, or the first lane alone."""
+        carries = sx.written_names(loop) - sx.declared_names(loop)
+        body = loop.child_by_field_name("body")
+        if not carries and loop.type == "for_statement" and body is not None and not sx.contains_type(
+                body, ("break_statement", "continue_statement", "return_statement")):
+            self.statement(body)
+            return
         if not self.writes_memory(loop):
             return
-        if sx.written_names(loop) - sx.declared_names(loop):
+        if carries:
             raise Refused(f"a serial loop writes memory and row variables (line {loop.start_point[0] + 1})")
         self.first_lane(loop)
 
@@ -405,6 +416,7 @@ class _Walk:
         if trip is None:
             return False
         accesses: dict[str, list[tuple[bool, Poly | None]]] = {}
+        subst = _constants(body)
         for n in sx.walk(body):
             if not (n.type == "subscript_expression" or (n.type == "pointer_expression" and sx.operator(n) == "*")):
                 continue
@@ -416,7 +428,11 @@ class _Walk:
             root = self.roots.get(base)
             if root is None or root not in written:
                 continue
-            accesses.setdefault(root, []).append((access_kind(n) != "reads", self.index_poly(n)))
+            accesses.setdefault(root, []).append((access_kind(n) != "reads", self.index_poly(n, subst)))
+        local = sx.declared_names(body) - {j}
+        for seen in accesses.values():
+            if any(f is None or any(set(m) & local for m in f) for _, f in seen):
+                return False  # an index that moves within an iteration (an inner loop's variable): not proven
         for root, seen in accesses.items():
             for is_write, f in seen:
                 if not is_write:
@@ -426,17 +442,17 @@ class _Walk:
                         return False
         return True
 
-    def index_poly(self, access: Node) -> Poly | None:
+    def index_poly(self, access: Node, subst: dict[str, Poly] | None = None) -> Poly | None:
         """The element ``access`` (``p[i]``, ``*p``, ``*(p + i)``) touches, as a polynomial relative to its buffer's start."""
         if access.type == "subscript_expression":
             base = sx.text(sx.uncast(access.child_by_field_name("argument")))
-            idx = poly(_subscript_index(access))
+            idx = poly(_subscript_index(access), subst)
         else:
             arg = sx.uncast(access.child_by_field_name("argument"))
             if sx.is_ident(arg):
                 base, idx = sx.text(arg), {}
             elif arg is not None and arg.type == "binary_expression" and sx.operator(arg) == "+" and sx.is_ident(sx.uncast(arg.child_by_field_name("left"))):
-                base, idx = sx.text(sx.uncast(arg.child_by_field_name("left"))), poly(arg.child_by_field_name("right"))
+                base, idx = sx.text(sx.uncast(arg.child_by_field_name("left"))), poly(arg.child_by_field_name("right"), subst)
             else:
                 return None
         off = self.offsets.get(base)
@@ -625,6 +641,26 @@ def _access_base(node: Node | None) -> str | None:
     if node.type == "pointer_expression" and sx.operator(node) == "*":
         return _base_name(node.child_by_field_name("argument")) or "?"
     return None
+
+
+def _constants(body: Node) -> dict[str, Poly]:
+    """Scalars declared in ``body`` with an initialiser and never written after (``int idx = r * N + j;``), as
+    polynomials of what they are initialised from (earlier ones substituted)."""
+    written = sx.written_names(body)
+    out: dict[str, Poly] = {}
+    for n in sx.walk(body):
+        if n.type != "declaration":
+            continue
+        for d in n.children_by_field_name("declarator"):
+            if d.type != "init_declarator" or not sx.is_ident(d.child_by_field_name("declarator")):
+                continue
+            name = sx.text(d.child_by_field_name("declarator"))
+            if name in written or name in out:
+                continue
+            p = poly(d.child_by_field_name("value"), out)
+            if p is not None:
+                out[name] = p
+    return out
 
 
 def _subscript_index(node: Node) -> Node | None:
