@@ -6,19 +6,26 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from ptxfactory.harness.source import KernelDef, SignatureMismatch, check_signature, replace_kernel
-from ptxfactory.protocol import ArgSpec, Candidate, KernelSpec, LaunchConfig
+from ptxfactory.protocol import ArgSpec, Candidate, GpuFacts, KernelSpec, LaunchConfig
 
 
 @dataclass(frozen=True)
 class GenContext:
     """What a generator may see: the spec (never the held-out sizes), the parent's source and kernel
     (``original``: the user's kernel, or a later best). The search orders proposals itself
-    (:mod:`ptxfactory.search.priors`); generators return their space in its natural order."""
+    (:mod:`ptxfactory.search.priors`); generators return their space in its natural order.
+
+    ``facts``: the GPU the job runs on (``backend.facts()``), None without one (a compile-only job, most
+    tests). A generator may read only what is fixed for a GPU (``sm_count``, ``arch``, ``l2_bytes``,
+    ``name``), never what is measured (``copy_gbps``, clocks, temperature), so that its candidates' keys
+    are the same for every job on that GPU (a resumed job takes the same path); without facts it proposes
+    what does not depend on them."""
 
     spec: KernelSpec
     source: str
     kernel: KernelDef
     original: Candidate
+    facts: GpuFacts | None = None
 
 
 class Generator(Protocol):

@@ -25,8 +25,8 @@ from ptxfactory.harness.plan import make_plan
 from ptxfactory.harness.reference import PythonReference, python_reference, validate_reference
 from ptxfactory.harness.source import check_signature, find_kernel, spec_location
 from ptxfactory.protocol import (
-    Candidate, CandidateRow, CompileFailed, EvalResult, JobSummary, KernelSpec, LaunchConfig, Measured, NotRun, Rejected, load_spec,
-    spec_path_for,
+    Candidate, CandidateRow, CompileFailed, EvalResult, GpuFacts, JobSummary, KernelSpec, LaunchConfig, Measured, NotRun, Rejected,
+    load_spec, spec_path_for,
 )
 
 from ptxfactory.protocol.job import best_row, noise_hi
@@ -190,7 +190,7 @@ async def optimise(
 
     facts = await backend.facts() if backend else None
     plan = await off_loop(make_plan, spec, None, reference, what="planning the sizes to verify")
-    search = _Search(spec, original, gens, chooser, max_candidates)
+    search = _Search(spec, original, gens, chooser, max_candidates, facts=facts)
     await search.expand(original, list(gens))
     kernel_class = search.kernel_class()
     search.priors = await store.search_priors(kernel_class, spec.arch, exclude_job=job_id) if (store and use_lessons) else Priors()
@@ -370,8 +370,10 @@ class _Search:
     """The job's search state: one bandit arm per generator with its queue of proposals, the best
     verified candidate (the next parent), this job's evidence per knob value, and the stopping rules."""
 
-    def __init__(self, spec: KernelSpec, original: Candidate, gens: dict, chooser, max_candidates: int):
+    def __init__(self, spec: KernelSpec, original: Candidate, gens: dict, chooser, max_candidates: int,
+                 facts: GpuFacts | None = None):
         self.spec, self.original, self.gens, self.chooser = spec, original, gens, chooser
+        self.facts = facts  # the GPU's, for the generators (GenContext.facts); None without a backend
         self.max_candidates = max_candidates
         self.arms = {name: ArmState(name) for name in gens}
         self.queues: dict[str, list[Candidate]] = {name: [] for name in gens}
@@ -412,7 +414,8 @@ class _Search:
         return fresh
 
     def _propose(self, parent: Candidate, names: list[str]) -> dict[str, list[Candidate]]:
-        ctx = GenContext(spec=self.spec, source=parent.source, kernel=find_kernel(parent.source, self.spec.name), original=parent)
+        ctx = GenContext(spec=self.spec, source=parent.source, kernel=find_kernel(parent.source, self.spec.name), original=parent,
+                         facts=self.facts)
         return {name: self.gens[name].propose(ctx) for name in names}
 
     def kernel_class(self) -> str:

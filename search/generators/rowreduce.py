@@ -47,7 +47,7 @@ _VEC_TYPE = {4: "unsigned", 8: "uint2", 16: "uint4"}
 # "auto" tiering: a row takes at most SWEEPS rounds of `unroll` vectors per thread before the next
 # wider tier (twice the threads per row) is used. 4 gives, for f32 at unroll 4: a warp per row up to
 # K = 2048, 64 threads to 4096, 128 to 8192, 256 to 16384 (the bench's 4096 x 16384 GEMV: one
-# 256-thread block per row, 4096 blocks for 132 SMs).
+# 256-thread block per row: 4096 blocks, many waves on any GPU; nothing here depends on the SM count).
 SWEEPS = 4
 
 # The tuning space, as a product in this order (smallest first); see tuning_space().

@@ -7,14 +7,18 @@ Pattern (the kernel body starts with it; casts and either operand order allowed)
     ...rest...
 
 becomes ``for (T i = <same>; i < n; i += (T)gridDim.x * (T)blockDim.x) { ...rest... }`` and the
-1-D grid ``G`` becomes ``min(G, 132 * k)``: 132 SMs (H200) times ``k = 2048 / block`` blocks (one
-full-occupancy wave of 2048 threads per SM; 8 when the block is not a literal). Every element is
-still computed by exactly one thread with the same code, so results are exact.
+1-D grid ``G`` becomes ``min(G, S * k)``: the GPU's ``S`` SMs times ``k = R / block`` blocks, one
+full-occupancy wave (``R`` resident threads per SM, from the GPU's architecture:
+:func:`threads_per_sm`; a block that is not a literal counts as 256 threads). The GPU's facts come
+with the unit (``unit.notes["facts"]``: :data:`FACTS_NOTE`, the generator's ``GenContext.facts``);
+without them (no GPU: a compile-only job) the grid is kept uncapped, so the loop runs once per thread
+and the candidate does not depend on any GPU's size. Every element is still computed by exactly one
+thread with the same code, so results are exact.
 
 Preconditions: a 1-D launch with ``policy = "free"``; ``rest`` has no ``return``, barrier, warp
 collective, ``__shared__`` data or use of ``threadIdx``/``blockIdx``/``blockDim``/``gridDim``; ``i``
 and the names in ``n`` are not written in ``rest``; a 32-bit index does not overflow at the spec's
-sizes (the original grid's threads plus one stride stay below 2^31).
+sizes (the original grid's threads plus one stride, capped or not, stay below 2^31).
 """
 from __future__ import annotations
 
@@ -27,14 +31,33 @@ from . import syntax as sx
 from .base import Unit
 from .syntax import Node
 
-SMS = 132  # streaming multiprocessors of an H200 (and H100 SXM)
-THREADS_PER_SM = 2048  # sm_90 maximum resident threads per SM
+FACTS_NOTE = "facts"  # the unit note holding the GPU's facts (protocol GpuFacts), when the job has a GPU
+# Maximum resident threads per SM by compute capability (CUDA C++ Programming Guide, "Technical
+# Specifications per Compute Capability"); an architecture not listed gets the largest, 2048.
+THREADS_PER_SM = {75: 1024, 80: 2048, 86: 1536, 87: 2048, 89: 1536, 90: 2048, 100: 2048, 103: 2048, 120: 1536, 121: 1536}
+MAX_THREADS_PER_SM = 2048
+UNKNOWN_BLOCK = 256  # threads assumed for a block that is not an integer literal
 COLLECTIVES = sx.BARRIERS + ("__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync",
                              "__any_sync", "__all_sync", "__activemask", "__reduce_add_sync", "__match_any_sync")
 
 
+def threads_per_sm(arch: str) -> int:
+    """Maximum resident threads per SM for an architecture name (``sm_90a`` -> 2048, ``sm_86`` -> 1536)."""
+    digits = "".join(c for c in arch.removeprefix("sm_").removeprefix("compute_") if c.isdigit())
+    return THREADS_PER_SM.get(int(digits), MAX_THREADS_PER_SM) if digits else MAX_THREADS_PER_SM
+
+
+def wave_blocks(facts, block_threads: int | None) -> int | None:
+    """Blocks of ``block_threads`` threads in one full-occupancy wave of the GPU (``facts``: protocol
+    GpuFacts: its ``sm_count`` and ``arch``), at least one per SM; None without facts."""
+    if facts is None:
+        return None
+    per_sm = max(1, threads_per_sm(facts.arch) // (block_threads or UNKNOWN_BLOCK))
+    return facts.sm_count * per_sm
+
+
 class GridStridePass:
-    """One thread per element -> grid-stride loop with the grid capped at one full-occupancy wave (132 SMs)."""
+    """One thread per element -> grid-stride loop, the grid capped at one full-occupancy wave of the GPU's SMs."""
 
     name = "grid_stride"
     group = "grid"  # an alternative to vectorize: both redefine what a thread of the grid does
@@ -59,24 +82,24 @@ class GridStridePass:
         if ctype not in sx.INT_TYPES:
             return False
         threads = unit.block_threads() or 1024
-        limit = 2**31 - 1 - SMS * THREADS_PER_SM * 2
+        cap = self.cap(unit)
         spec = unit.spec
         for size in spec.check.sizes + spec.bench.sizes:
             try:
-                if int(evaluate(unit.launch.grid[0], size)) * threads > limit:
-                    return False
+                blocks = int(evaluate(unit.launch.grid[0], size))
             except ExprError:
+                return False
+            stride = min(blocks, cap or blocks) * threads  # i += gridDim.x * blockDim.x past the last element
+            if blocks * threads + stride > 2**31 - 1:
                 return False
         return True
 
     def applies(self, unit: Unit) -> bool:
         return self._match(unit) is not None
 
-    def cap(self, unit: Unit) -> int:
-        """The grid cap: 132 SMs x blocks of one full-occupancy wave."""
-        threads = unit.block_threads()
-        per_sm = max(1, THREADS_PER_SM // threads) if threads else 8
-        return SMS * per_sm
+    def cap(self, unit: Unit) -> int | None:
+        """The grid cap: the blocks of one full-occupancy wave of the unit's GPU (:func:`wave_blocks`); None without its facts."""
+        return wave_blocks(unit.notes.get(FACTS_NOTE), unit.block_threads())
 
     def apply(self, unit: Unit) -> Unit:
         m = self._match(unit)
@@ -91,9 +114,10 @@ class GridStridePass:
         )
         text = head + indent.decode() + "    " + body.replace("\n", "\n    ") + "\n" + indent.decode() + "}"
         edits = [(m["start"], m["end"], text.encode())]
-        grid = f"min({unit.launch.grid[0]}, {self.cap(unit)})"
+        cap = self.cap(unit)
+        grid = f"min({unit.launch.grid[0]}, {cap})" if cap is not None else unit.launch.grid[0]
         launch = LaunchConfig(grid=[grid], block=list(unit.launch.block), shared_mem=unit.launch.shared_mem)
-        return unit.with_text(sx.apply_edits(data, edits), launch=launch, grid_cap=self.cap(unit))
+        return unit.with_text(sx.apply_edits(data, edits), launch=launch, grid_cap=cap)
 
 
 class ElementGuard(NamedTuple):
