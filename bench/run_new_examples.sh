@@ -11,7 +11,8 @@ if [ -z "${SKIP_TESTS:-}" ]; then
   timeout ${TEST_TIMEOUT:-300} python3 -m pytest -m gpu -q -p no:cacheprovider -rfEx ${PYTEST_ARGS:-} 2>&1 | tail -80 > "$OUT/pytest-gpu.txt"
   tail -25 "$OUT/pytest-gpu.txt"
 fi
-for ex in ${EXAMPLES:-embedding rowsum_seq dequant_int8 scale_bias}; do
+# (the default list, at up to JOB_TIMEOUT s each, takes more than one 10-minute call: split it with EXAMPLES=...)
+for ex in ${EXAMPLES:-embedding rowsum_seq dequant_int8 scale_bias l2norm_rows xent_fwd standardize_rows rope sgd_momentum swiglu stencil5 row_argmax}; do
   src=$(ls examples/$ex/*.cu | head -1); name=$(basename "$src" .cu)
   rm -rf "/tmp/ex-$ex"; cp -r "examples/$ex" "/tmp/ex-$ex"
   ( cd "/tmp/ex-$ex" && COLUMNS=220 timeout ${JOB_TIMEOUT:-120} ptxfactory optimise "$name.cu" --kernel "$name" --max-seconds ${MAX_SECONDS:-60} > "$OUT/cli-$ex.txt" 2>&1; echo "cli exit code $?" >> "$OUT/cli-$ex.txt" )
