@@ -97,3 +97,54 @@ def test_a_time_under_the_floor_is_rejected():
     result = ev.evaluate(SPEC, loaded, base.candidate.key, loaded, plan, base.candidate.key)
     assert result.outcome == "rejected" and result.check == "impossible_time", result
     assert "floor" in result.reason
+
+
+REDTEAM = Path(__file__).parents[1] / "redteam"
+
+
+def test_an_original_that_faults_on_misaligned_views_turns_the_pass_off():
+    """The user's kernel defines the contract: an original whose 16-byte vector loads fault on buffers one element past
+    an aligned address (tests/redteam/misaligned_vec.cu) is measured against itself, the pass skipped and noted; the
+    same kernel as a candidate of the example is rejected there (tests/redteam: misaligned_vec)."""
+    source = (REDTEAM / "misaligned_vec.cu").read_text()
+
+    async def go():
+        backend = GpuBackend()
+        try:
+            base = compile_candidate(original_candidate(SPEC, source), SPEC.arch)
+            plan = make_plan(SPEC, secret=7).model_copy(update={"timeout_s": 120.0})
+            first = await backend.evaluate(SPEC, base, base, plan)
+            second = await backend.evaluate(SPEC, base, base, plan)  # the backend remembers: no second fault
+            return first, second, backend.misaligned_off
+        finally:
+            await backend.close()
+
+    first, second, off = asyncio.run(go())
+    assert first.outcome == "measured", first
+    assert first.notes and first.notes[0].startswith("misaligned views not verified: the original kernel faulted"), first.notes
+    assert second.outcome == "measured" and second.notes == first.notes and len(off) == 1
+
+
+def test_sanitizer_on_the_best_drops_an_out_of_bounds_write_or_says_it_is_unavailable():
+    """compute-sanitizer memcheck on the best at the smallest check size: the original passes against itself; a write one
+    row past the end of y is dropped with the sanitizer's first error. Without the tool (or where it cannot run), the
+    answer is a note "sanitizer unavailable: ...", never an error."""
+    from ptxfactory.harness.sanitize import find_sanitizer
+
+    base = compile_candidate(original_candidate(SPEC, SOURCE), SPEC.arch)
+    oob = variant("y[(size_t)row * N + i] = ", "y[(size_t)row * N + i + N * (row == M - 1 && i == 0)] = ")
+
+    async def go():
+        backend = GpuBackend()
+        try:
+            return await backend.sanitize(SPEC, base, base), await backend.sanitize(SPEC, base, oob)
+        finally:
+            await backend.close()
+
+    same, bad = asyncio.run(go())
+    print(f"\n[sanitizer] {find_sanitizer()}: original {same}; out-of-bounds {bad}")
+    if any(n.startswith("sanitizer unavailable") for n in same.notes):
+        assert same.dropped is None and bad.dropped is None
+        return
+    assert same.dropped is None and same.notes[0] == "compute-sanitizer memcheck: no errors", same
+    assert bad.dropped and bad.dropped.startswith("compute-sanitizer memcheck:"), bad
