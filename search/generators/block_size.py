@@ -159,11 +159,15 @@ def block_facts(parent: Candidate, b0: int) -> BlockFacts:
             return BlockFacts(fixed=LAUNCH_BOUNDS_UNKNOWN.format(arg=sx.text(args[0]) if args else ""))
         limit, why = n, LAUNCH_BOUNDS.format(n=n)
     scales = _thread_scales(fns, consts)
+    aliases = _thread_aliases(fns)
     for name, dims in shared.items():
         for index, dim in _shared_uses(fns, name, dims):
             s = _scale(index, scales, consts) if index is not None else Fraction(1)
             if s is None:
                 continue
+            guard = _guard(index, aliases, consts) if index is not None else None
+            if guard is not None and s != _UNKNOWN and dim is not None and guard <= dim * s:
+                continue  # only threads below the guard get here, and they stay within the array
             label = sx.text(index) if index is not None else name
             if s == _UNKNOWN:
                 return BlockFacts(fixed=UNKNOWN_INDEX.format(name=name, index=label))
@@ -366,6 +370,58 @@ def _shared_uses(fns: list[Node], name: str, dims: list[int | None]):
                 yield None, dims[0]
 
 
+def _thread_aliases(fns: list[Node]) -> set[str]:
+    """Names only ever assigned ``threadIdx.x`` (``int tid = threadIdx.x;``)."""
+    values: dict[str, list[Node]] = {}
+    for name, value in _assignments(fns):
+        values.setdefault(name, []).append(value)
+    return {n for n, vs in values.items() if all(sx.is_builtin(v, "threadIdx", "x") for v in vs)}
+
+
+def _guard(node: Node, aliases: set[str], consts: dict) -> int | None:
+    """The smallest ``C`` of the guards ``threadIdx.x < C`` (or ``<= C - 1``, an alias of ``threadIdx.x``,
+    one conjunct of ``&&``) whose true branch (``if``, ``?:``) holds ``node``; None when there is none."""
+    best, child, up = None, node, node.parent
+    while up is not None:
+        cond = None
+        if up.type == "if_statement" and up.child_by_field_name("consequence") == child:
+            clause = up.child_by_field_name("condition")
+            cond = clause.child_by_field_name("value") if clause is not None else None
+        elif up.type == "conditional_expression" and up.child_by_field_name("consequence") == child:
+            cond = up.child_by_field_name("condition")
+        for c in _conjuncts(cond):
+            bound = _thread_below(c, aliases, consts)
+            if bound is not None and (best is None or bound < best):
+                best = bound
+        child, up = up, up.parent
+    return best
+
+
+def _conjuncts(cond: Node | None) -> list[Node]:
+    cond = sx.unparen(cond)
+    if cond is None:
+        return []
+    if cond.type == "binary_expression" and sx.operator(cond) == "&&":
+        return _conjuncts(cond.child_by_field_name("left")) + _conjuncts(cond.child_by_field_name("right"))
+    return [cond]
+
+
+def _thread_below(cond: Node, aliases: set[str], consts: dict) -> int | None:
+    """``C`` when ``cond`` says ``threadIdx.x < C`` (``tid < C``, ``C > tid``, ``tid <= C - 1``), C a constant."""
+    if cond.type != "binary_expression":
+        return None
+    op, left, right = sx.operator(cond), cond.child_by_field_name("left"), cond.child_by_field_name("right")
+    if op in (">", ">="):
+        op, left, right = {">": "<", ">=": "<="}[op], right, left
+    if op not in ("<", "<="):
+        return None
+    thread = sx.uncast(left)
+    if not (sx.is_builtin(thread, "threadIdx", "x") or (sx.is_ident(thread) and sx.text(thread) in aliases)):
+        return None
+    c = _const(right, consts)
+    return None if c is None else c + (op == "<=")
+
+
 def _thread_scales(fns: list[Node], consts: dict) -> dict[str, Fraction]:
     """Names whose value grows with ``threadIdx.x``: name -> scale ``s`` (the value is at most about
     ``threadIdx.x / s``; 0: unknown growth), over every assignment of the name (the smallest scale)."""
@@ -454,7 +510,9 @@ def _binary(op: str, left: Node, right: Node, scales: dict, consts: dict) -> Fra
 def _derived(fns: list[Node], builtin: str) -> set[str]:
     """Names whose value is computed from ``builtin`` (``blockIdx``/``blockDim``), directly or through other
     names, and functions that return such a value (``__device__ int stride() { return blockDim.x; }``)."""
-    sites = _assignments(fns) + [(_fn_name(fn) or "", n) for fn in fns for n in sx.walk(fn) if n.type == "return_statement"]
+    floats = _float_names(fns)
+    sites = [(n, v) for n, v in _assignments(fns) if n not in floats]
+    sites += [(_fn_name(fn) or "", n) for fn in fns for n in sx.walk(fn) if n.type == "return_statement"]
     names: set[str] = set()
     for _ in range(8):
         before = len(names)
@@ -466,9 +524,24 @@ def _derived(fns: list[Node], builtin: str) -> set[str]:
     return names
 
 
+def _float_names(fns: list[Node]) -> set[str]:
+    """Names declared with a floating-point type in the functions (data values, never an index)."""
+    out = set()
+    for fn in fns:
+        for name, ctype in sx.Types(fn).scalar.items():
+            words = [w for w in (ctype or "").split() if w not in ("const", "volatile")]
+            if words and words[-1] in _FLOAT_TYPES:
+                out.add(name)
+    return out
+
+
+_FLOAT_TYPES = frozenset({"float", "double", "__half", "half", "__nv_bfloat16", "nv_bfloat16", "__half2", "__nv_bfloat162",
+                          "float2", "float4", "double2"})
+
+
 def _mentions(node: Node, builtin: str, names: set[str]) -> bool:
-    """``node`` reads ``builtin`` or one of ``names``, other than inside a memory access (``x[row * N + i]``
-    and ``*p`` are data, not an index computed from them)."""
+    """``node`` reads ``builtin`` or one of ``names``, other than inside a memory access (``x[row * N + i]``,
+    ``*p`` and ``__ldg(x + i)`` are data, not an index computed from them)."""
     stack = [node]
     while stack:
         n = stack.pop()
@@ -478,6 +551,8 @@ def _mentions(node: Node, builtin: str, names: set[str]) -> bool:
             return True
         if n.type == "subscript_expression" or (n.type == "pointer_expression" and sx.operator(n) == "*"):
             continue
+        if n.type == "call_expression" and (sx.call_name(n) or "").startswith(("__ld", "ptxf_ld")):
+            continue  # a load intrinsic: its value is data
         stack.extend(n.children)
     return False
 

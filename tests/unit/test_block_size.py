@@ -276,3 +276,25 @@ def test_examples_blocks():
             assert v.launch.grid == ([f"cdiv({m.group(1)}, {v.launch.block[0]})"] if m else ctx.original.launch.grid)
             r = compile_candidate(v, "sm_90a", fast_math_allowed=ctx.spec.check.fast_math)
             assert not isinstance(r, CompileFailed), r.log
+
+
+def test_a_guard_below_the_array_size_lifts_the_bound():
+    """The cross-warp step of a shuffle reduction: warp_sums[32] read by threadIdx.x under `if (threadIdx.x < 32)`
+    allows every block; the same read unguarded (or under a guard above 32) allows 32 threads."""
+    step = ("__shared__ float warp_sums[32];\n    int tid = threadIdx.x;\n    if ((tid & 31) == 0) warp_sums[tid >> 5] = sum;\n"
+            "    __syncthreads();\n    if (tid < 32) sum = tid < (blockDim.x >> 5) ? warp_sums[tid] : 0.0f;\n"
+            "    if (threadIdx.x == 0) s[row] = sum;\n}")
+    src = ROWSUM[: ROWSUM.index("    partial[threadIdx.x] = sum;")].replace("    __shared__ float partial[256];\n", "") + "    " + step
+    sp = spec("rowsum", ROW_ARGS, '["M"]')
+    assert list(block_choices(parent(src, sp), sp).launches) == [128, 512, 1024]
+    assert list(block_choices(parent(src.replace("if (tid < 32)", "if (tid < 64)"), sp), sp).launches) == []
+    assert list(block_choices(parent(src.replace("if (tid < 32) ", ""), sp), sp).launches) == []
+    compiles(parent(src, sp).model_copy(update={"launch": block_choices(parent(src, sp), sp).launches[1024]}))
+
+
+def test_loaded_values_are_data_not_indices():
+    """v = __ldg(x + row * n + i) mixes blockIdx (row) and blockDim (i) in its address, not in its value:
+    v * v is no block-scaled index, so a block-per-row grid is kept."""
+    src = ROWSUM.replace("sum += x[(size_t)row * n + i];", "{ float v = __ldg(x + (size_t)row * n + i); sum += v * v; }")
+    sp = spec("rowsum", ROW_ARGS, '["M"]')
+    assert block_choices(parent(src, sp), sp).launches[128].grid == ["M"]
