@@ -13,6 +13,7 @@ reason the change is refused, one of:
 * :data:`SHARED_BOUND` -- a ``__shared__`` array of constant size ``K`` is indexed by ``threadIdx.x``
   (or by a name computed from it: ``tid + s`` counts as ``tid``, ``tid / 32`` and ``tid >> 5`` allow
   ``32 K`` threads, ``tid % 32`` and comparisons bound nothing): at most ``K`` (x the divisor) threads.
+  An access under a guard ``threadIdx.x < C`` (``if`` or ``?:``, C within the array) bounds nothing.
   An array passed whole to a function counts as indexed by ``threadIdx.x``. Dynamic ``extern
   __shared__`` arrays are sized by the launch's literal byte count and their element type.
 * :data:`UNKNOWN_SIZE`, :data:`UNKNOWN_INDEX` -- a thread-indexed shared array whose size is not a
@@ -109,7 +110,7 @@ def block_choices(parent: Candidate, spec: KernelSpec, sizes=BLOCK_SIZES) -> Blo
     if "block" in parent.params:
         return BlockChoices(skipped="the parent's block is a knob of the generator that wrote its kernel")
     if b0 is None:
-        return BlockChoices(skipped=f"the block {block} is not one integer literal")
+        return BlockChoices(skipped=f"the block {block} is not a 1-D block of an integer literal")
     facts = block_facts(parent, b0)
     out = BlockChoices()
     for b1 in sizes:
