@@ -516,14 +516,11 @@ class Evaluator:
                     pct_of_copy=100 * gbps / facts.copy_gbps, floor_us=floor_us, flops=flops, tflops=tflops,
                     pct_of_peak_flops=100 * tflops / facts.peak_tflops if facts.peak_tflops else 0.0,
                 ))
-        except cp.cuda.driver.CUDADriverError as exc:
+        except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as exc:
             if is_sticky(exc):
                 raise CandidateCrash(str(exc)) from None
-            return Rejected(candidate_key=key, check="launch", reason=str(exc), resources=cand.resources)
-        except cp.cuda.runtime.CUDARuntimeError as exc:
-            if is_sticky(exc):
-                raise CandidateCrash(str(exc)) from None
-            return Rejected(candidate_key=key, check="launch", reason=str(exc), resources=cand.resources)
+            check = MISALIGNED if self.phase == "misaligned_view" else "launch"
+            return Rejected(candidate_key=key, check=check, reason=str(exc), resources=cand.resources)
         speedup = math.exp(sum(math.log(t.baseline_median_us / t.median_us) for t in timings) / len(timings))
         lo, hi = speedup_interval(samples)
         return Measured(candidate_key=key, resources=cand.resources, timings=timings, speedup=speedup, speedup_lo=lo, speedup_hi=hi,

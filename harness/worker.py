@@ -47,6 +47,7 @@ def worker_main(conn: Connection, parent_pid: int | None = None) -> None:
                 spec = KernelSpec.model_validate(req["spec"])
                 plan = EvalPlan.model_validate(req["plan"])
                 b, c = req["baseline"], req["candidate"]
+                ev.phase = "load"
                 base = ev.load(b["cubin"], b["lowered_name"], LaunchConfig.model_validate(b["launch"]), b["key"])
                 try:
                     cand = ev.load(c["cubin"], c["lowered_name"], LaunchConfig.model_validate(c["launch"]), c["key"])
