@@ -128,6 +128,8 @@ class GpuBackend:
             # the user's kernel itself faults on misaligned buffers: they are not part of its contract; again without
             self.misaligned_off[base_key] = f"the original kernel faulted on misaligned buffers: {answer['crashed']}"
             request["skip_misaligned"] = self.misaligned_off[base_key]
+            if plan.reference is not None:  # the restarted worker computes the reference's outputs again, on their own deadline
+                await self.prepare_reference(spec, plan)
             answer = await self._call(request, plan.timeout_s)
         if answer.get("phase") == "misaligned_view":
             return Rejected(candidate_key=key, check="misaligned_view", resources=candidate.resources,
