@@ -256,12 +256,14 @@ class AgentGenerator:
             return None
         provider = self._config.provider
         system = prompts.system()
-        max_tokens = self.budget.allowance(provider, system + user)
-        if max_tokens <= 0:
-            self._stop(f"budget reached ({self.budget.spend.describe()})")
-            return None
-        reservation = self.budget.reserve(provider, system + user, max_tokens)
-        async with self._sem:
+        async with self._sem:  # the budget is checked when the call can go, after the calls ahead of it are charged
+            if not self.active:
+                return None
+            max_tokens = self.budget.allowance(provider, system + user)
+            if max_tokens <= 0:
+                self._stop(f"budget reached ({self.budget.spend.describe()})")
+                return None
+            reservation = self.budget.reserve(provider, system + user, max_tokens)
             try:
                 reply = await self._provider.complete(Request(role=role, system=system, user=user, max_tokens=max_tokens))
             except ProviderError as exc:
