@@ -261,6 +261,8 @@ def _final_lines(summary: JobSummary, out_dir: Path) -> list[Text]:
     where = _shown(out_dir)
     style = {EXIT_FASTER: "bold green", EXIT_NOT_FASTER: "yellow", EXIT_NO_GPU: "yellow", EXIT_INTERRUPTED: "yellow"}[code]
     lines = [Text(report.result_line(summary), style=style)]
+    if summary.agent_spend is not None:
+        lines.append(Text(summary.agent_spend.describe()))
     if summary.gpu is not None and summary.gpu.simulated:
         lines.append(Text("simulated device: nothing ran on a GPU and nothing was verified (tests only): no best.cu", style="yellow"))
     if code == EXIT_FASTER:

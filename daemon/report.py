@@ -253,6 +253,8 @@ def search_lines(summary: JobSummary) -> list[str]:
         if summary.gpu_busy_s is not None:
             busy = f"; GPU worker busy {summary.gpu_busy_s:.1f} s ({100 * summary.gpu_busy_s / summary.wall_s:.0f}%)"
         out.append(f"- wall time: {summary.wall_s:.1f} s{busy}")
+    if summary.agent_spend is not None:  # what the language-model agents cost (search/agents/)
+        out.append(f"- {summary.agent_spend.describe()}")
     return out
 
 
