@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 
 from ptxfactory.harness.source import check_signature, find_kernel, replace_kernel
@@ -264,32 +265,33 @@ class AgentGenerator:
                 self._stop(f"budget reached ({self.budget.spend.describe()})")
                 return None
             reservation = self.budget.reserve(provider, system + user, max_tokens)
+            t0 = time.monotonic()
+            reply, error = None, None
             try:
                 reply = await self._provider.complete(Request(role=role, system=system, user=user, max_tokens=max_tokens))
             except ProviderError as exc:
-                call = AgentCall(role=role, provider=provider.name, model=provider.model, ok=False, error=redact(exc)[:300])
-                reply = None
+                error = redact(exc)[:300]
             except Exception as exc:  # noqa: BLE001 - an SDK's unexpected error must not end the job
-                call = AgentCall(role=role, provider=provider.name, model=provider.model, ok=False,
-                                 error=redact(f"{type(exc).__name__}: {exc}")[:300])
-                reply = None
+                error = redact(f"{type(exc).__name__}: {exc}")[:300]
+            if reply is None:
+                call = AgentCall(role=role, provider=provider.name, model=provider.model, ok=False, error=error,
+                                 latency_s=round(time.monotonic() - t0, 3))
             else:
                 call = AgentCall(role=role, provider=provider.name, model=provider.model, input_tokens=reply.input_tokens,
                                  output_tokens=reply.output_tokens, latency_s=round(reply.latency_s, 3),
                                  cost_usd=provider.cost(reply.input_tokens, reply.output_tokens))
-        self.budget.charge(call, reservation)
+            # accounted before the next call may go (it waits on the semaphore)
+            self.budget.charge(call, reservation, system + user)
+            self.failed_calls = 0 if call.ok else self.failed_calls + 1
+            if not call.ok:
+                self.job.say(f"agent: {role} call failed: {call.error}")
+                if self.failed_calls >= MAX_FAILED_CALLS:
+                    self._stop(f"{MAX_FAILED_CALLS} calls failed in a row (last: {call.error})")
+            elif self.budget.exhausted:
+                self._stop(f"budget reached ({self.budget.spend.describe()})")
         if self.job.store is not None:
             await self.job.store.record_agent_call(self.job.job_id, call)
-        if not call.ok:
-            self.failed_calls += 1
-            self.job.say(f"agent: {role} call failed: {call.error}")
-            if self.failed_calls >= MAX_FAILED_CALLS:
-                self._stop(f"{MAX_FAILED_CALLS} calls failed in a row (last: {call.error})")
-            return None
-        self.failed_calls = 0
-        if self.budget.exhausted:
-            self._stop(f"budget reached ({self.budget.spend.describe()})")
-        return reply.text
+        return reply.text if reply is not None else None
 
     def _stop(self, why: str) -> None:
         if self.stopped is None:
