@@ -102,3 +102,16 @@ def test_the_search_gives_its_generators_the_backends_facts():
     _Search(spec, original, {"recorder": Recorder()}, None, 4, facts=gpu)._propose(original, ["recorder"])
     _Search(spec, original, {"recorder": Recorder()}, None, 4)._propose(original, ["recorder"])
     assert seen == [gpu, None]
+
+
+def test_grid_stride_takes_the_gpus_sm_count_through_the_generator():
+    import dataclasses
+
+    from ptxfactory.protocol import GpuFacts
+    from test_transform import example_ctx
+
+    from ptxfactory.search.generators.transform import TransformGenerator
+    facts = GpuFacts(name="test GPU", arch="sm_90a", sm_count=7, l2_bytes=1 << 20, copy_gbps=100.0, peak_gbps=200.0)
+    ctx = dataclasses.replace(example_ctx("bias_gelu"), facts=facts)
+    cand = next(c for c in TransformGenerator().propose(ctx) if "pass:grid_stride" in c.params)
+    assert cand.params["grid_cap"] % 7 == 0 and f"{cand.params['grid_cap']})" in cand.launch.grid[0]

@@ -379,3 +379,4 @@ extern "C" __global__ void rope(const float* x, const float* c, float* y, int T,
     moving = src.replace("for (int h = 0; h < 2; ++h) {", "for (int h = 0; h < 2; ++h) { for (int k = 0; k < 2; k++) y[t * D + h + k] = 0.0f;")
     u = rowpar(16).apply(unit(moving, spec))
     assert "for (int h = 0; h < 2; ++h)" in u.text and "h += 16" not in u.text
+

@@ -16,7 +16,7 @@ pass                 what it does                                               
 ``rowpar_*``         one thread per row -> L lanes per row (sub-warp, warp, block); loops split  no (sums)
                      across lanes, accumulations (sum, max, min, arg max) combined by shuffles
 ``vectorize``        one thread per 16 bytes: 16-byte loads/stores, scalar tail, grid / VEC     yes
-``grid_stride``      one thread per element -> grid-stride loop, grid capped at 132 x k        yes
+``grid_stride``      one thread per element -> grid-stride loop, grid capped at one wave (SMs)  yes
 ``unroll``           ``#pragma unroll`` (fixed trip count) / ``unroll 4`` (thread-strided)     yes
 ``launch_bounds``    ``__launch_bounds__(N)`` for a fixed block of N threads                   yes
 ===================  ========================================================================  =====
@@ -47,7 +47,7 @@ from ...base import GenContext
 from . import syntax as sx
 from .base import Pass, Unit
 from .fast_math import FastMathPass
-from .grid_stride import GridStridePass
+from .grid_stride import FACTS_NOTE, GridStridePass
 from .launch_bounds import LaunchBoundsPass
 from .ldg import LdgNoAllocatePass, LdgPass, StreamPass
 from .restrict import RestrictPass
@@ -132,7 +132,9 @@ class TransformGenerator:
 
 def unit_from_context(ctx: GenContext) -> Unit:
     """The parent's kernel definition, launch and linkage as a :class:`Unit`."""
-    return Unit(text=ctx.kernel.text, launch=ctx.original.launch, spec=ctx.spec, c_linkage=_c_linkage(ctx.source, ctx.kernel.start_byte))
+    notes = {FACTS_NOTE: ctx.facts} if getattr(ctx, "facts", None) is not None else {}  # the GPU's facts, for grid caps
+    return Unit(text=ctx.kernel.text, launch=ctx.original.launch, spec=ctx.spec, c_linkage=_c_linkage(ctx.source, ctx.kernel.start_byte),
+                notes=notes)
 
 
 def plan_chains(unit: Unit) -> list[list[Pass]]:
