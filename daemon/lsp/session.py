@@ -78,8 +78,6 @@ class PtxServer(LanguageServer):
     """One session. ``engine`` is shared; ``required_token`` is set on listeners that demand one."""
 
     def __init__(self, engine: "Engine", required_token: str | None = None, **kwargs):
-        self.handler_tasks: set[asyncio.Task] = set()
-        self.handler_threads: ThreadPoolExecutor | None = None
         super().__init__("ptxfactory", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
                          protocol_cls=SessionProtocol, **kwargs)
         self.engine = engine
@@ -91,6 +89,8 @@ class PtxServer(LanguageServer):
         self.ended = asyncio.Event()
         self.end_reason: str | None = None
         self.closers: list[Callable[[], None]] = []
+        self.handler_tasks: set[asyncio.Task] = set()  # see scoped()
+        self.handler_threads: ThreadPoolExecutor | None = None  # see thread_pool
         engine.subscribe(self.on_job_event)
 
     # --- pygls's registration and thread pool, scoped to this session ---------------------------

@@ -22,15 +22,12 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidRequest, JsonRpcParseError
 from pygls.protocol import JsonRPCProtocol
 
-from ..framing import HEADER_LIMIT, MAX_BODY, FramedWriter, FramingError, Sink, read_frame
+from ..framing import HEADER_LIMIT, MAX_BODY, FramedWriter, Sink, read_frame
 
 if TYPE_CHECKING:
     from .session import PtxServer
 
 log = logging.getLogger(__name__)
-
-__all__ = ["HEADER_LIMIT", "MAX_BODY", "MAX_BUFFERED", "FramingError", "StreamWriterAdapter", "attach_writer",
-           "dispatch", "read_messages", "reply_error", "run_session", "stdin_reader"]
 
 MAX_BUFFERED = 32 << 20
 
@@ -108,7 +105,8 @@ def stdin_reader(stream: BinaryIO, limit: int = HEADER_LIMIT) -> asyncio.StreamR
 
 
 async def read_messages(session: "PtxServer", reader: asyncio.StreamReader) -> None:
-    """Feed every message on ``reader`` to the session until EOF or the session ends. Raises FramingError."""
+    """Feed every message on ``reader`` to the session until EOF or the session ends. Raises
+    :class:`~ptxfactory.daemon.framing.FramingError` when the framing is lost."""
     while not session.ended.is_set():
         body = await read_frame(reader, MAX_BODY)
         if body is None:

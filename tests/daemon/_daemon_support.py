@@ -15,6 +15,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -117,11 +118,14 @@ def make_client() -> LanguageClient:
 
 
 async def _attach(client: LanguageClient, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """pygls's public transport hooks: ``set_writer`` and a ``run_async`` read loop of our own, in ``client.ptx_reading``
+    (it ends when the connection closes; :func:`close` waits for it)."""
     client.protocol.set_writer(writer)
     client.ptx_writer = writer
-    client._async_tasks.append(asyncio.create_task(run_async(
-        stop_event=client._stop_event, reader=reader, protocol=client.protocol, error_handler=client.report_server_error,
-    )))
+    client.ptx_stop = threading.Event()
+    client.ptx_reading = asyncio.create_task(run_async(
+        stop_event=client.ptx_stop, reader=reader, protocol=client.protocol, error_handler=client.report_server_error,
+    ))
 
 
 async def initialize(client: LanguageClient, caps: str | types.ClientCapabilities, root: Path, token: str | None = None):
@@ -153,13 +157,18 @@ async def tcp_client(port: int, caps: str | types.ClientCapabilities, root: Path
 
 
 async def close(client: LanguageClient, polite: bool = True) -> None:
-    """``shutdown`` + ``exit`` (polite), or just drop the connection; then stop the client's tasks."""
+    """``shutdown`` + ``exit`` (polite), or just drop the connection; then stop the client's read loop and tasks."""
     if polite:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(client.shutdown_session(), 10)
     writer = getattr(client, "ptx_writer", None)
     if writer is not None and not polite:
         writer.transport.abort()
+    reading = getattr(client, "ptx_reading", None)
+    if reading is not None:
+        client.ptx_stop.set()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(reading, 10)  # the daemon hangs up after exit; an aborted connection reads EOF
     with contextlib.suppress(Exception):
         await asyncio.wait_for(client.stop(), 10)
     if writer is not None:

@@ -23,6 +23,15 @@ pytestmark = pytest.mark.timeout(60)
 async def _bridge_session(runtime: Path, root: Path, source: Path) -> list:
     """An editor on ``ptxfactory lsp`` over stdio: initialize, a code lens, the job list; shutdown and exit."""
     client = make_client()
+    exited = asyncio.get_running_loop().create_future()
+    on_exit = client.server_exit
+
+    async def server_exit(server: asyncio.subprocess.Process) -> None:  # pygls's public hook: the process has ended
+        if not exited.done():
+            exited.set_result(server.returncode)
+        await on_exit(server)
+
+    client.server_exit = server_exit
     env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "PTXFACTORY_SIMULATED_DELAY_S": "0.01"}
     await client.start_io(sys.executable, "-m", "ptxfactory.daemon", "lsp", "--backend", "simulated", env=env)
     try:
@@ -32,7 +41,7 @@ async def _bridge_session(runtime: Path, root: Path, source: Path) -> list:
         assert [lens.command.command for lens in lenses] == ["ptxfactory.optimise"]
         jobs = (await execute(client, "ptxfactory.jobs", {}))["jobs"]
         await asyncio.wait_for(client.shutdown_session(), 20)  # exit: the bridge ends when the daemon hangs up
-        assert client._server.returncode == 0
+        assert await asyncio.wait_for(exited, 20) == 0
         return jobs
     finally:
         await asyncio.wait_for(client.stop(), 20)

@@ -55,7 +55,7 @@ async def test_loopback_tcp_without_the_token_is_refused(start_daemon, tmp_path:
         refused = await tcp_client(daemon.port, "neovim", tmp_path, init=False)
         with pytest.raises(Exception, match="token"):
             await initialize(refused, client_capabilities("neovim"), tmp_path, token=token)
-        await until(lambda: refused.ptx_writer.transport.is_closing() or refused._async_tasks[0].done(), what="the daemon to hang up")
+        await until(lambda: refused.ptx_writer.transport.is_closing() or refused.ptx_reading.done(), what="the daemon to hang up")
         await close(refused, polite=False)
     accepted = await tcp_client(daemon.port, "neovim", tmp_path, token=daemon.token)
     assert (await execute(accepted, "ptxfactory.jobs", {}))["jobs"] == []
@@ -88,7 +88,7 @@ async def test_token_is_required_at_initialize(start_daemon, tmp_path: Path):
     refused = await tcp_client(daemon.port, "neovim", tmp_path, init=False)
     with pytest.raises(Exception, match="token"):
         await initialize(refused, client_capabilities("neovim"), tmp_path, token="wrong")
-    await until(lambda: refused.ptx_writer.transport.is_closing() or refused._async_tasks[0].done(), what="the daemon to hang up")
+    await until(lambda: refused.ptx_writer.transport.is_closing() or refused.ptx_reading.done(), what="the daemon to hang up")
     await close(refused, polite=False)
 
     accepted = await tcp_client(daemon.port, "neovim", tmp_path, token="s3cret")
