@@ -101,9 +101,9 @@ def test_budget_allowance_reservation_and_exhaustion():
     budget.charge(AgentCall(role="coder", provider="p", model="m", input_tokens=1000, output_tokens=1000), held, "x" * 400)
     assert budget.exhausted and budget.allowance(provider, "x" * 400) == 0
     assert budget.estimate("x" * 400) == 1001  # this endpoint charges 2.5 tokens a character
-    money = Budget(tokens=None, usd=0.01)
+    money = Budget(tokens=None, usd=0.02)
     assert money.allowance(provider, "") == 1000
-    money.charge(AgentCall(role="coder", provider="p", model="m", cost_usd=0.0095))
+    money.charge(AgentCall(role="coder", provider="p", model="m", cost_usd=0.0195))
     assert money.allowance(provider, "") == 0 and not money.exhausted  # $0.0005 left buys under 64 output tokens
 
 
