@@ -571,13 +571,21 @@ def lessons_command(
     async def load():
         db = await LessonStore.open(store)
         try:
-            return await db.experiments(), await db.lessons()
+            return await db.experiments(), await db.lessons(), await db.agent_lessons(limit=200)
         finally:
             await db.close()
 
     path = store or default_path()
-    experiments, lessons = _run(load())
+    experiments, lessons, agent_lessons = _run(load())
     console = _console()
+    if agent_lessons:  # the agents' ideas in words (search/agents/): class first, then by measured effect
+        ideas = Table(title=Text(f"{len(agent_lessons)} agent lessons, by kernel class and measured effect"), title_justify="left")
+        for name in ("class / arch", "idea", "outcome", "effect", "lesson"):
+            ideas.add_column(name, justify="right" if name == "effect" else "left")
+        for a in sorted(agent_lessons, key=lambda a: (a["kernel_class"], a["effect"] is None, -(a["effect"] or 0))):
+            ideas.add_row(Text(f"{a['kernel_class']} / {a['arch']}"), Text(a["idea"]), Text(a["outcome"]),
+                          report.speedup_text(a["effect"]), Text(a["lesson"] or ""))
+        console.print(ideas)
     if not experiments:
         console.print(Text(f"no experiments in {path}"), soft_wrap=True)
         return

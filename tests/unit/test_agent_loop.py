@@ -3,6 +3,7 @@ messages) serving scripted replies, with the simulated backend: accepted, fixed,
 429/500, a budget that runs out; token and cost accounting; no key anywhere."""
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sqlite3
@@ -164,3 +165,32 @@ async def test_no_provider_configured_says_once_that_agents_are_off(monkeypatch,
     assert [m for m in messages if m.startswith("agents off")] == [messages[[i for i, m in enumerate(messages) if "agents off" in m][0]]]
     assert any(r.candidate.generator == "tune" for r in summary.rows)
     assert json.loads(summary.model_dump_json())["agent_spend"] is None
+
+
+def test_ptxfactory_lessons_lists_the_agents_lessons_class_first_then_by_effect(tmp_path):
+    from typer.testing import CliRunner
+
+    from ptxfactory.daemon.cli import build_app
+
+    path = tmp_path / "lessons.sqlite"
+
+    async def fill():
+        store = await LessonStore.open(path)
+        try:
+            for idea, cls, outcome, effect, lesson in [("warp per row", "generic/a", "faster", 3.5, None),
+                                                       ("read the clock", "generic/a", "rejected", None, "clocks are refused"),
+                                                       ("float4 loads", "generic/a", "faster", 7.0, None),
+                                                       ("block per row", "rowreduce/b", "faster", 9.0, None)]:
+                await store.record_agent_lesson(job_id="j", kernel_class=cls, arch="sm_90a", idea=idea, outcome=outcome,
+                                                effect=effect, lesson=lesson, candidate_key=None)
+            relevant = await store.agent_lessons("generic/a", "sm_90a")
+            assert [r["idea"] for r in relevant] == ["float4 loads", "warp per row", "read the clock", "block per row"]
+            assert [r["same_class"] for r in relevant] == [True, True, True, False]
+            assert await store.agent_lessons("generic/a", "sm_100a") == []
+        finally:
+            await store.close()
+
+    asyncio.run(fill())
+    res = CliRunner().invoke(build_app(), ["lessons", "--store", str(path)])
+    assert res.exit_code == 0, res.output
+    assert "4 agent lessons" in res.stdout and "clocks are refused" in res.stdout and "7.00x" in res.stdout
