@@ -56,6 +56,7 @@ class AgentGenerator:
         self.budget: Budget | None = None
         self.rows: list[CandidateRow] = []
         self.attempts: dict[str, _Attempt] = {}
+        self.tried: set[str] = set()  # the ideas (lower case) coded in this job
         self.rounds_done = 0
         self.best_speedup = 1.0
         self.best: CandidateRow | None = None
@@ -155,9 +156,11 @@ class AgentGenerator:
         reply = await self._call("planner", user)
         if reply is None:
             return []
-        ideas = parse.ideas(reply, self._config.ideas)
+        proposed = parse.ideas(reply, self._config.ideas)
+        ideas = [i for i in proposed if i.lower() not in self.tried]  # an idea is tried once per job
+        self.tried.update(i.lower() for i in ideas)
         if not ideas:
-            job.say("agent: the planner proposed no idea")
+            job.say("agent: the planner proposed no new idea" + (" (only ideas already tried)" if proposed else ""))
             return []
         job.say(f"agent: planner proposed {len(ideas)} idea(s) from {parent.description}")
         made = await asyncio.gather(*(self._code(idea, parent, speedup) for idea in ideas))
