@@ -289,6 +289,8 @@ def render_markdown(summary: JobSummary, now: datetime | None = None) -> str:
             out.append("- parameters: " + ", ".join(f"`{k}={v}`" for k, v in best.candidate.params.items()))
         if r.verified_sizes:
             out.append("- verified at: " + "; ".join(size_label(s) for s in r.verified_sizes))
+        for note in getattr(r, "notes", None) or []:  # checks skipped or unavailable (misaligned views, the sanitizer)
+            out.append(f"- note: {note}")
         out += ["- full source: `best.cu` (the whole translation unit)", "", "### Launch", "", *launch_needed(summary), ""]
     out += accuracy_lines(summary)
     out += ["## Candidates", "", markdown_table(summary), ""]

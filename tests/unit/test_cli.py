@@ -333,3 +333,13 @@ def test_lessons_lists_distilled_lessons_with_evidence_counts(ptxfactory_home):
     line = next(ln for ln in res.stdout.splitlines() if "rowwise:vecs=8" in ln)
     cells = [c.strip() for c in line.split("│") if c.strip()]
     assert cells[2:7] == ["3", "3", "0", "0", "3"] and cells[-1] == "race", cells
+
+
+def test_markdown_report_shows_the_bests_notes():
+    s = _summary()
+    best = s.row(s.best_key)
+    noted = best.result.model_copy(update={"notes": ["sanitizer unavailable: compute-sanitizer not found"]})
+    rows = [r if r.candidate.key != s.best_key else r.model_copy(update={"result": noted}) for r in s.rows]
+    md = report.render_markdown(s.model_copy(update={"rows": rows}))
+    assert "- note: sanitizer unavailable: compute-sanitizer not found" in md
+    assert "- note:" not in report.render_markdown(s)
