@@ -380,3 +380,43 @@ extern "C" __global__ void rope(const float* x, const float* c, float* y, int T,
     u = rowpar(16).apply(unit(moving, spec))
     assert "for (int h = 0; h < 2; ++h)" in u.text and "h += 16" not in u.text
 
+
+
+def test_auto_lanes_follow_the_row_length_and_the_gpu():
+    """rowpar_auto: lanes per row and rows per block are launch expressions of the row length (and, with the GPU's
+    facts, of the row count: at least one full wave of threads); the kernel strides by blockDim.x."""
+    import dataclasses
+
+    from ptxfactory.protocol import GpuFacts
+    from ptxfactory.search.generators.transform.grid_stride import FACTS_NOTE
+    spec = row_spec()
+    p = rowpar("auto")
+    out = p.apply(unit(L2NORM, spec))
+    assert "j += blockDim.x" in out.text and "ptxf_row_reduce(ss," in out.text
+    shape = {(m, n): ([evaluate(b, {"M": m, "N": n}) for b in out.launch.block], evaluate(out.launch.grid[0], {"M": m, "N": n}))
+             for m, n in [(100, 64), (100, 500), (100, 4000), (100, 100000), (1000, 1)]}
+    assert shape[(100, 64)] == ([8, 32], 4)  # 8 lanes, 32 rows a block
+    assert shape[(100, 500)] == ([32, 8], 13)
+    assert shape[(100, 4000)] == ([256, 1], 100)
+    assert shape[(100, 100000)] == ([1024, 1], 100)
+    assert shape[(1000, 1)] == ([8, 32], 32)
+    facts = GpuFacts(name="test GPU", arch="sm_90a", sm_count=100, l2_bytes=1 << 20, copy_gbps=100.0, peak_gbps=200.0)
+    u = unit(L2NORM, spec)
+    wide = p.apply(dataclasses.replace(u, notes={FACTS_NOTE: facts}))
+    # 100 rows of 64 cannot fill 100 SMs x 2048 threads with 8 lanes each: a block per row instead
+    assert [evaluate(b, {"M": 100, "N": 64}) for b in wide.launch.block] == [1024, 1]
+    assert [evaluate(b, {"M": 10**6, "N": 64}) for b in wide.launch.block] == [8, 32]
+    candidate_compiles(L2NORM, spec, "auto")
+    candidate_compiles(ARGMAX, row_spec("argmax", ARGMAX_ARGS), "auto")
+    candidate_compiles(XENT, row_spec("xent", XENT_ARGS, sizes="[{ M = 5, V = 50 }]"), "auto")
+
+
+def test_auto_lanes_read_the_row_length_through_the_rows_constants():
+    spec = row_spec("rope", ROPE_ARGS, grid='["cdiv(T, 128)"]', sizes="[{ T = 9, D = 64 }]")
+    out = rowpar("auto").apply(unit(ROPE, spec))
+    assert "(D) // 2" in out.launch.block[0]  # int half = D / 2, the split loop's bound
+    assert [evaluate(b, {"T": 9, "D": 64}) for b in out.launch.block] == [8, 32]
+    candidate_compiles(ROPE, spec, "auto")
+    # a row length that is no expression of the sizes: the fixed-lane variants still apply, auto does not
+    src = ROPE.replace("int half = D / 2;", "int half = (int)sqrtf((float)D);")
+    assert "length" in rowpar("auto").why_not(unit(src, spec)) and rowpar(32).why_not(unit(src, spec)) is None

@@ -58,9 +58,9 @@ from .vectorize import VectorizePass
 
 __all__ = ["TransformGenerator", "PASSES", "Unit", "unit_from_context"]
 
-# Lanes per row for ``rowpar``: a warp, a block of 256, a sub-warp of 8, a block of 1024, then the rest (the
-# lessons reorder them: short rows favour few lanes, few long rows a whole block).
-ROWPAR_LANES = (32, 256, 8, 1024, 16, 512, 4, 128)
+# Lanes per row for ``rowpar``: chosen at launch from the row length and row count ("auto"), then fixed counts: a
+# warp, a block of 256, a sub-warp of 8, a block of 1024, then the rest (the lessons reorder them).
+ROWPAR_LANES = ("auto", 32, 256, 8, 1024, 16, 512, 4, 128)
 
 # Chain order: aliasing facts first, then the accesses, the arithmetic, the reductions, the loop
 # structure (vectorize after the hints, whose loads and stores it widens; grid_stride before unroll, so

@@ -120,6 +120,72 @@ static __device__ __forceinline__ void ptxf_block_reduce_arg(T& v, K& k, B bette
 }
 
 
+HELPERS.update({
+    "ptxf_row_mask": """\
+static __device__ __forceinline__ unsigned ptxf_row_mask()
+{   // the lanes of this thread's row (threadIdx.x, blockDim.x of them: a power of two up to 32) within its warp
+    const unsigned L = blockDim.x;
+    if (L >= 32u) return 0xffffffffu;
+    const unsigned t = (threadIdx.y * L + threadIdx.x) & 31u;
+    return ((1u << L) - 1u) << (t & ~(L - 1u));
+}""",
+    "ptxf_row_sync": """\
+static __device__ __forceinline__ void ptxf_row_sync()
+{   // the row's lanes see each other's writes: a warp's group, or the whole block when a row has more than a warp
+    if (blockDim.x > 32u) __syncthreads(); else __syncwarp(ptxf_row_mask());
+}""",
+    "ptxf_row_reduce": """\
+template <typename T, typename F>
+static __device__ __forceinline__ T ptxf_row_reduce(T v, F op)
+{   // op over the row's blockDim.x lanes (a group within a warp, or the block when blockDim.y == 1); every lane gets it
+    if (blockDim.x > 32u) return ptxf_block_reduce(v, op);
+    const unsigned m = ptxf_row_mask();
+    for (unsigned o = blockDim.x >> 1; o > 0u; o >>= 1) v = op(v, __shfl_xor_sync(m, v, o));
+    return v;
+}""",
+    "ptxf_row_reduce_arg": """\
+template <typename T, typename K, typename B>
+static __device__ __forceinline__ void ptxf_row_reduce_arg(T& v, K& k, B better)
+{   // (value, index) pairs over the row's lanes; better(v2, k2, v, k): (v2, k2) replaces (v, k)
+    if (blockDim.x > 32u) { ptxf_block_reduce_arg(v, k, better); return; }
+    const unsigned m = ptxf_row_mask();
+    for (unsigned o = blockDim.x >> 1; o > 0u; o >>= 1) {
+        const T v2 = __shfl_xor_sync(m, v, o);
+        const K k2 = __shfl_xor_sync(m, k, o);
+        if (better(v2, k2, v, k)) { v = v2; k = k2; }
+    }
+}""",
+})
+# what each helper needs defined before it
+HELPER_NEEDS = {
+    "ptxf_group_reduce": ("ptxf_group_mask",), "ptxf_group_reduce_arg": ("ptxf_group_mask",),
+    "ptxf_block_reduce": ("ptxf_group_reduce",), "ptxf_block_reduce_arg": ("ptxf_group_reduce_arg",),
+    "ptxf_row_sync": ("ptxf_row_mask",), "ptxf_row_reduce": ("ptxf_row_mask", "ptxf_block_reduce"),
+    "ptxf_row_reduce_arg": ("ptxf_row_mask", "ptxf_block_reduce_arg"),
+}
+# The auto variant's lanes per row, chosen at launch from the row length n and the row count: the fewest of these
+# tiers giving each lane at most ELEMENTS_PER_LANE elements of the row's loop, and (with the GPU's facts) at least
+# one full-occupancy wave of threads over all rows.
+AUTO_TIERS = (8, 32, 256, 1024)
+ELEMENTS_PER_LANE = 16
+
+
+def _helper_closure(used: list[str]) -> list[tuple[str, str]]:
+    """``(name, definition)`` of the helpers ``used`` and what they need, each after what it needs."""
+    out: list[str] = []
+
+    def add(n: str) -> None:
+        if n in out:
+            return
+        for d in HELPER_NEEDS.get(n, ()):
+            add(d)
+        out.append(n)
+
+    for n in used:
+        add(n)
+    return [(n, HELPERS[n]) for n in out]
+
+
 class Refused(Exception):
     """The row's code does something the pass does not prove safe (the message says what)."""
 
@@ -131,6 +197,7 @@ class _Rewrite:
     edits: list[tuple[int, int, bytes]] = field(default_factory=list)
     helpers: list[str] = field(default_factory=list)
     split: int = 0
+    length: str | None = None  # the first split loop's trip count as a spec expression (None: not one)
 
 
 class RowParallelPass:
@@ -140,12 +207,14 @@ class RowParallelPass:
     group = "grid"  # an alternative to vectorize and grid_stride: all three redefine what a thread does
     exact = False  # sums are re-associated (max, min and arg reductions are exact)
 
-    def __init__(self, lanes: int):
-        if lanes not in (4, 8, 16, 32, 128, 256, 512, 1024):
-            raise ValueError(f"rowpar: lanes per row must be 4, 8, 16, 32, 128, 256, 512 or 1024, not {lanes}")
+    def __init__(self, lanes: int | str):
+        if lanes not in (4, 8, 16, 32, 128, 256, 512, 1024, "auto"):
+            raise ValueError(f"rowpar: lanes per row must be 4, 8, 16, 32, 128, 256, 512, 1024 or 'auto', not {lanes!r}")
         self.lanes = lanes
-        self.block = lanes > 32
-        self.name = f"rowpar_block{lanes}" if self.block else f"rowpar_lanes{lanes}"
+        self.auto = lanes == "auto"
+        self.block = not self.auto and lanes > 32
+        self.name = "rowpar_auto" if self.auto else f"rowpar_block{lanes}" if self.block else f"rowpar_lanes{lanes}"
+        self.step = "blockDim.x" if self.auto else str(lanes)
 
     # -- precondition -------------------------------------------------------------------------------------
 
@@ -181,23 +250,44 @@ class RowParallelPass:
         ctx.statements(g.rest)
         if rw.split == 0:
             raise Refused("no loop to split across lanes")
-        launch = self._launch(unit, g, threads)
+        launch = self._launch(unit, g, threads, rw)
         return g, rw, launch
 
-    def _launch(self, unit: Unit, g: ElementGuard, threads: int) -> LaunchConfig:
+    def _launch(self, unit: Unit, g: ElementGuard, threads: int, rw: "_Rewrite") -> LaunchConfig:
         rows = _rows_expression(unit, g.bound)
-        block = self.lanes if self.block else GROUP_BLOCK
-        per_block = 1 if self.block else GROUP_BLOCK // self.lanes
         if rows is None:
             rows = f"({unit.launch.grid[0]}) * {threads}"  # the original grid's threads: one row each
-        grid = rows if per_block == 1 else f"cdiv({rows}, {per_block})"
+        if self.auto:
+            block, grid = self._auto_shape(unit, rows, rw)
+        else:
+            block = [self.lanes if self.block else GROUP_BLOCK]
+            per_block = 1 if self.block else GROUP_BLOCK // self.lanes
+            grid = rows if per_block == 1 else f"cdiv({rows}, {per_block})"
         for size in unit.spec.check.sizes + unit.spec.bench.sizes:
             try:
                 if not 0 < int(evaluate(grid, size)) <= MAX_GRID:
                     raise Refused(f"grid {grid} out of range at {size}")
+                dims = [int(evaluate(b, size)) for b in block]
+                if any(d < 1 for d in dims) or dims[0] * (dims[1] if len(dims) > 1 else 1) > 1024:
+                    raise Refused(f"block {block} out of range at {size}")
             except ExprError as e:
-                raise Refused(f"grid {grid} cannot be evaluated at {size}: {e}") from None
-        return LaunchConfig(grid=[grid], block=[block], shared_mem=unit.launch.shared_mem)
+                raise Refused(f"launch {grid} / {block} cannot be evaluated at {size}: {e}") from None
+        return LaunchConfig(grid=[grid], block=block, shared_mem=unit.launch.shared_mem)
+
+    def _auto_shape(self, unit: Unit, rows: str, rw: "_Rewrite") -> tuple[list[str], str]:
+        """``([lanes, rows per block], grid)`` as expressions of the sizes (see :data:`AUTO_TIERS`)."""
+        n = rw.length
+        if n is None:
+            raise Refused("the split loop's length is not an expression of the spec's sizes (lanes cannot follow it)")
+        from .grid_stride import FACTS_NOTE, threads_per_sm
+        facts = unit.notes.get(FACTS_NOTE)
+        want = f"cdiv({n}, {ELEMENTS_PER_LANE})"
+        if facts is not None:
+            want = f"max({want}, cdiv({facts.sm_count * threads_per_sm(facts.arch)}, {rows}))"
+        y = f"max(0, {want} - 1)"
+        lanes = str(AUTO_TIERS[0]) + "".join(f" + {b - a} * min(1, {y} // {a})" for a, b in zip(AUTO_TIERS, AUTO_TIERS[1:]))
+        per_block = f"max(1, {GROUP_BLOCK // 32} * (32 // ({lanes})))"  # 256 threads of rows up to a warp each; else one row
+        return [lanes, per_block], f"cdiv({rows}, {per_block})"
 
     # -- rewrite ------------------------------------------------------------------------------------------
 
@@ -206,7 +296,11 @@ class RowParallelPass:
         data = unit.data
         ctype = sx.type_text(g.type_node)
         decl = sx.text(g.type_node)
-        if self.block:
+        if self.auto:
+            index = f"({ctype})((unsigned long long)blockIdx.x * blockDim.y + threadIdx.y)"
+            lane = f"const unsigned {LANE} = threadIdx.x;"
+            how = "blockDim.x lanes per row, chosen at launch from the row length"
+        elif self.block:
             index = f"({ctype})blockIdx.x"
             lane = f"const unsigned {LANE} = threadIdx.x;"
             how = f"one block of {self.lanes} threads per row"
@@ -219,11 +313,7 @@ class RowParallelPass:
         new_first = (f"{decl} {g.name} = {index};  // {how} (transform rowpar)\n"
                      f"{indent.decode()}{lane}").encode()
         edits = [(first.start_byte, first.end_byte, new_first)] + rw.edits
-        helpers = [(n, HELPERS[n]) for n in ("ptxf_group_mask", "ptxf_group_reduce", "ptxf_group_reduce_arg",
-                                             "ptxf_block_reduce", "ptxf_block_reduce_arg")
-                   if n in rw.helpers or (n == "ptxf_group_mask" and rw.helpers)
-                   or (n == "ptxf_group_reduce" and "ptxf_block_reduce" in rw.helpers)
-                   or (n == "ptxf_group_reduce_arg" and "ptxf_block_reduce_arg" in rw.helpers)]
+        helpers = _helper_closure(rw.helpers)
         return unit.with_text(sx.apply_edits(data, edits), launch=launch, helpers=helpers, lanes=self.lanes)
 
     # -- what the rewrite writes ----------------------------------------------------------------------------
@@ -235,20 +325,26 @@ class RowParallelPass:
             tie = "<" if acc.first else ">"
             better = (f"[](const {ctype}& v2, const {index_type}& k2, const {ctype}& v1, const {index_type}& k1) "
                       f"{{ return v2 {op} v1 || (v2 == v1 && k2 {tie} k1); }}")
-            fn = "ptxf_block_reduce_arg" if self.block else f"ptxf_group_reduce_arg<{self.lanes}>"
+            fn = self._fn("ptxf_row_reduce_arg", "ptxf_block_reduce_arg", f"ptxf_group_reduce_arg<{self.lanes}>")
             return f"{fn}({acc.name}, {acc.index}, {better});"
         expr = acc.combine.format(a="a", b="b")
         op = f"[](const {ctype}& a, const {ctype}& b) {{ return ({ctype})({expr}); }}"
-        fn = "ptxf_block_reduce" if self.block else f"ptxf_group_reduce<{self.lanes}>"
+        fn = self._fn("ptxf_row_reduce", "ptxf_block_reduce", f"ptxf_group_reduce<{self.lanes}>")
         return f"{acc.name} = {fn}({acc.name}, {op});"
 
+    def _fn(self, auto: str, block: str, group: str) -> str:
+        return auto if self.auto else block if self.block else group
+
     def sync(self) -> str:
-        return "__syncthreads();" if self.block else f"__syncwarp(ptxf_group_mask<{self.lanes}>());"
+        return self._fn("ptxf_row_sync();", "__syncthreads();", f"__syncwarp(ptxf_group_mask<{self.lanes}>());")
+
+    def sync_helper(self) -> str:
+        return self._fn("ptxf_row_sync", "ptxf_group_mask", "ptxf_group_mask")
 
     def helpers_for(self, acc: Accumulator) -> list[str]:
         if acc.kind == "arg":
-            return ["ptxf_block_reduce_arg"] if self.block else ["ptxf_group_reduce_arg"]
-        return ["ptxf_block_reduce"] if self.block else ["ptxf_group_reduce"]
+            return [self._fn("ptxf_row_reduce_arg", "ptxf_block_reduce_arg", "ptxf_group_reduce_arg")]
+        return [self._fn("ptxf_row_reduce", "ptxf_block_reduce", "ptxf_group_reduce")]
 
 
 class _Walk:
@@ -325,14 +421,17 @@ class _Walk:
             self.rw.edits.append((loop.start_byte, loop.start_byte, before.encode()))
         self.rw.edits.append((start.start_byte, start.end_byte, f"({sx.text(start)}) + {LANE}".encode()))
         update = loop.child_by_field_name("update")
-        self.rw.edits.append((update.start_byte, update.end_byte, f"{j} += {self.p.lanes}".encode()))
+        self.rw.edits.append((update.start_byte, update.end_byte, f"{j} += {self.p.step}".encode()))
+        if self.rw.length is None:
+            self.rw.length = _spec_expression(self.unit, bound_node.child_by_field_name(
+                "right" if sx.operator(bound_node) in ("<", "<=") else "left"), start)
         after = []
         for a in accs.values():
             after.append(self.p.combine(a, types[a.name], types.get(a.index) if a.index else None))
             self.rw.helpers += self.p.helpers_for(a)
         if self.written_roots(body) and self.read_later(loop, self.written_roots(body)):
             after.append(self.p.sync())
-            self.rw.helpers.append("ptxf_group_mask")
+            self.rw.helpers.append(self.p.sync_helper())
         if after:
             self.rw.edits.append((loop.end_byte, loop.end_byte, "".join(f"\n{ind}{x}" for x in after).encode()))
         del init_node
@@ -362,7 +461,7 @@ class _Walk:
         roots = self.written_roots(s)
         if roots and self.read_later(s, roots):
             tail += f"\n{indent.decode()}{self.p.sync()}"
-            self.rw.helpers.append("ptxf_group_mask")
+            self.rw.helpers.append(self.p.sync_helper())
         self.rw.edits.append((s.end_byte, s.end_byte, tail.encode()))
 
     # memory --------------------------------------------------------------------------------------------------
@@ -740,6 +839,56 @@ def _is_plus_one(node: Node | None, j: str) -> bool:
         return False
     a, b = sx.unparen(node.child_by_field_name("left")), sx.unparen(node.child_by_field_name("right"))
     return (sx.is_ident(a, j) and sx.is_number(b, 1)) or (sx.is_ident(b, j) and sx.is_number(a, 1))
+
+
+def _spec_expression(unit: Unit, bound: Node | None, start: Node | None) -> str | None:
+    """The trip count ``bound - start`` of a loop as a spec expression (scalar parameters replaced by their spec
+    values, the row's constants by what they are initialised from, ``/`` by ``//``), or None when it is not one."""
+    values = {a.name: a.value for a in unit.spec.args if a.role == "scalar" and a.value is not None}
+    written = sx.written_names(unit.body)
+    inits: dict[str, Node] = {}
+    counts: dict[str, int] = {}
+    for n in sx.walk(unit.body):
+        if n.type == "declaration":
+            for d in n.children_by_field_name("declarator"):
+                ident = sx.innermost_identifier(d)
+                if ident is None:
+                    continue
+                counts[sx.text(ident)] = counts.get(sx.text(ident), 0) + 1
+                if d.type == "init_declarator" and sx.is_ident(d.child_by_field_name("declarator")):
+                    inits[sx.text(ident)] = d.child_by_field_name("value")
+
+    def render(node: Node | None, depth: int = 0) -> str | None:
+        node = sx.uncast(node)
+        if node is None or depth > 20:
+            return None
+        if node.type == "number_literal":
+            v = sx.literal_value(node)
+            return str(v) if isinstance(v, int) else None
+        if node.type == "identifier":
+            name = sx.text(node)
+            if name in values:
+                return f"({values[name]})"
+            if counts.get(name) == 1 and name not in written and name in inits:
+                inner = render(inits[name], depth + 1)
+                return None if inner is None else f"({inner})"
+            return None
+        if node.type == "binary_expression" and sx.operator(node) in ("+", "-", "*", "/", "%"):
+            a, b = render(node.child_by_field_name("left"), depth + 1), render(node.child_by_field_name("right"), depth + 1)
+            op = "//" if sx.operator(node) == "/" else sx.operator(node)
+            return None if a is None or b is None else f"{a} {op} {b}"
+        return None
+
+    b, a = render(bound), render(start)
+    if b is None or a is None:
+        return None
+    expr = b if a == "0" else f"{b} - ({a})"
+    try:
+        for size in unit.spec.check.sizes + unit.spec.bench.sizes:
+            evaluate(expr, size)
+    except ExprError:
+        return None
+    return expr
 
 
 def _rows_expression(unit: Unit, bound: Node) -> str | None:
