@@ -28,6 +28,7 @@ from ptxfactory.protocol import Candidate, CompileFailed, Resources
 
 from .cuda_paths import nvcc_path, nvrtc_include_dirs
 from .elf import entry_names
+from .ptx import compile_ptx_candidate, is_ptx
 
 # Options a candidate may add; everything else is refused (they are passed to NVRTC, never to a shell).
 _ALLOWED_OPTION = re.compile(
@@ -77,6 +78,8 @@ def compile_candidate(candidate: Candidate, arch: str, fast_math_allowed: bool =
         ``FILE(LINE): error: ptxas: ...`` line at the source line it comes from). Never raises for bad
         candidate code.
     """
+    if is_ptx(candidate.source):  # a PTX module: ptxas (harness/ptx.py)
+        return compile_ptx_candidate(candidate, arch)
     bad = check_options(candidate.options, fast_math_allowed)
     if bad:
         return CompileFailed(candidate_key=candidate.key, log=bad)
@@ -178,7 +181,11 @@ def compile_ptx(candidate: Candidate, arch: str, lineinfo: bool = False) -> str:
 
     Raises:
         nvrtc.NVRTCError: NVRTC cannot compile it and nvcc is absent or cannot either.
+
+    A candidate written in PTX is its own PTX (its source, returned as it is).
     """
+    if is_ptx(candidate.source):
+        return candidate.source
     opts = ["-std=c++17", f"-arch=compute_{arch[3:]}", *(f"-I{d}" for d in nvrtc_include_dirs()),
             *(["-lineinfo"] if lineinfo else []), *candidate.options]
     prog = nvrtc.createProgram(candidate.source, f"{candidate.kernel_name}.cu", [], [])

@@ -90,3 +90,43 @@ def nvcc_path() -> str | None:
         return found
     default = Path("/usr/local/cuda/bin/nvcc")
     return str(default) if os.access(default, os.X_OK) else None
+
+
+def _tool_dirs() -> list[Path]:
+    """Folders that may hold the CUDA binary tools, most specific first: ``$CUDA_PATH/bin``, ``$CUDA_HOME/bin``, then
+    (after ``PATH``) ``/usr/local/cuda/bin``, the ``nvidia`` pip wheels' ``bin`` folders (``nvidia-cuda-nvdisasm``,
+    ``nvidia-cuda-nvcc``) and the copies Triton ships (``triton/backends/nvidia/bin``)."""
+    dirs = [Path(os.environ[e]) / "bin" for e in ("CUDA_PATH", "CUDA_HOME") if os.environ.get(e)]
+    dirs.append(Path("/usr/local/cuda/bin"))
+    try:
+        import nvidia  # namespace package of the CUDA wheels
+        for base in nvidia.__path__:
+            dirs += sorted(Path(base).glob("*/bin"))
+    except ImportError:
+        pass
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("triton")
+        if spec is not None and spec.submodule_search_locations:
+            dirs += [Path(p) / "backends" / "nvidia" / "bin" for p in spec.submodule_search_locations]
+    except (ImportError, ValueError):
+        pass
+    return dirs
+
+
+@lru_cache(maxsize=8)
+def tool_path(name: str) -> str | None:
+    """An executable CUDA tool (``ptxas``, ``nvdisasm``, ``cuobjdump``): ``$CUDA_PATH/bin``, ``$CUDA_HOME/bin``,
+    ``PATH``, ``/usr/local/cuda/bin``, the pip wheels, Triton's copies; None when there is none."""
+    dirs = _tool_dirs()
+    first = sum(1 for e in ("CUDA_PATH", "CUDA_HOME") if os.environ.get(e))
+    for d in dirs[:first]:
+        if os.access(d / name, os.X_OK):
+            return str(d / name)
+    found = shutil.which(name)
+    if found:
+        return found
+    for d in dirs[first:]:
+        if os.access(d / name, os.X_OK):
+            return str(d / name)
+    return None

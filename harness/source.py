@@ -36,6 +36,7 @@ class KernelDef:
     text: str
     template_params: tuple[str, ...] = ()  # a kernel template's parameter names, in order
     template_types: tuple[str, ...] = ()  # which of them are type parameters (``typename T``, ``class U``)
+    language: str = "cuda"  # "ptx" for an ``.entry`` of a PTX module (harness/ptx.py)
 
 
 class SignatureMismatch(ValueError):
@@ -54,7 +55,12 @@ def _parser() -> ts.Parser:
 
 
 def find_kernels(source: str) -> list[KernelDef]:
-    """All ``__global__`` function definitions in ``source``, in file order."""
+    """All ``__global__`` function definitions in ``source``, in file order (a PTX module's ``.entry`` functions:
+    :func:`ptxfactory.harness.ptx.kernel_defs`)."""
+    from .ptx import is_ptx, kernel_defs
+
+    if is_ptx(source):
+        return kernel_defs(source)
     data = source.encode()
     tree = _parser().parse(data)
     kernels = []
@@ -164,6 +170,10 @@ def check_signature(spec: KernelSpec, kernel: KernelDef) -> None:
         SignatureMismatch: naming the first argument (or template parameter) that differs, with the spec
             key to fix (``args[0].dtype``, or ``tune.template.T`` when a type parameter's value is the cause).
     """
+    if kernel.language == "ptx":
+        from .ptx import check_entry_signature
+
+        return check_entry_signature(spec, kernel)
     knobs = tuple(spec.tune.template)
     if knobs != kernel.template_params:
         if not kernel.template_params:

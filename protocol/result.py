@@ -80,8 +80,8 @@ class _Result(BaseModel):
     resources: Resources | None = None
     wall_s: float = Field(default=0.0, description="wall time of the whole evaluation in the worker, seconds")
     verify_s: float = Field(default=0.0, description="wall time of verification alone, seconds")
-    compiler: Literal["nvrtc", "nvcc"] = Field(default="nvrtc", description="what compiled the candidate: NVRTC, or nvcc for a "
-                                               "source NVRTC cannot compile (a header it lacks, host code)")
+    compiler: Literal["nvrtc", "nvcc", "ptxas"] = Field(default="nvrtc", description="what compiled the candidate: NVRTC, nvcc for a "
+                                                        "source NVRTC cannot compile (a header it lacks, host code), or ptxas for PTX")
 
 
 class CompileFailed(_Result):
