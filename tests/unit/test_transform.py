@@ -459,12 +459,13 @@ def test_example_launches_within_limits(proposals, name):
     sizes = plan.verify_sizes + plan.heldout_sizes + plan.bench_sizes
     for c in cands:
         bounds = re.search(r"__launch_bounds__\((\d+)\)", c.kernel_text)
-        threads = 1
-        for b in c.launch.block:
-            threads *= int(b)
-        if bounds:
-            assert int(bounds.group(1)) == threads
         for size in sizes:
+            threads = 1
+            for b in c.launch.block:  # an expression of the sizes for rowpar_auto
+                threads *= int(evaluate(b, size))
+            assert 1 <= threads <= 1024, (c.description, size, threads)
+            if bounds:
+                assert int(bounds.group(1)) == threads
             grid = [evaluate(g, size) for g in c.launch.grid]
             assert all(1 <= g <= m for g, m in zip(grid, MAX_GRID_DIMS)), (c.description, size, grid)
         if "pass:grid_stride" in c.params:
