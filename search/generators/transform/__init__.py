@@ -117,8 +117,9 @@ class TransformGenerator:
             params["fast_math_ops"] = unit.notes["fast_math_ops"]
             desc += f" (fast_math: {unit.notes['fast_math_ops']})"
         if unit.notes.get("lanes"):
-            params["lanes"] = unit.notes["lanes"]  # threads per row
-            params["block"] = unit.launch.block[0]
+            params["lanes"] = unit.notes["lanes"]  # threads per row ("auto": chosen at launch)
+            if unit.notes["lanes"] != "auto":
+                params["block"] = unit.launch.block[0]
         if unit.notes.get("grid_cap"):
             params["grid_cap"] = unit.notes["grid_cap"]
         block = _definition_block(ctx, unit)
