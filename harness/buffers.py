@@ -50,6 +50,11 @@ class Guarded:
     view: cp.ndarray
     start: int  # byte offset of ``view`` in ``raw``
 
+    @property
+    def nbytes(self) -> int:
+        """Device bytes held, bands included (what a cache of guarded buffers counts)."""
+        return int(self.raw.nbytes)
+
     def canaries_intact(self) -> bool:
         head = self.raw[: self.start]
         tail = self.raw[self.start + self.view.nbytes :]

@@ -3,13 +3,21 @@
 Order for one candidate (DESIGN.md "One evaluation"): load -> launch limits -> verify at every
 spec size and held-out size, several seeds and stress variants (NaN-filled outputs, canary
 bands, inputs byte-compared afterwards, a second run compared bit for bit) -> time candidate and
-baseline interleaved A/B with CUDA events, inputs rotated through > 3x L2 -> check the outputs of
-the last timed launch -> reject any time under the bytes-moved floor.
+baseline interleaved A/B with CUDA events, inputs rotated through > 3x L2 (or L2 flushed between
+launches when the working set is small) -> check the outputs of the last timed launch and of a
+seeded random sample of earlier ones, the bands and the inputs -> reject any time under the floor.
+
+What a job reuses between candidates stays on the device (:class:`~.device_cache.DeviceCache`, capped; evicted
+entries are recomputed): the verification inputs per (size, seed, variant), the original's outputs on them, and
+the timing input sets per bench size. Outputs are compared on the device (:mod:`.compare`); only a Python
+reference's judgement (:func:`.reference.judge`, NumPy) copies them to the host.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+import random
 import time
 
 import cupy as cp
@@ -23,6 +31,7 @@ from ptxfactory.protocol.result import FLOOR_FLOPS_FACTOR
 from . import buffers as B
 from . import compare as C
 from . import reference as R
+from .device_cache import DeviceCache
 from .plan import EvalPlan
 from .stats import speedup_interval
 
@@ -97,6 +106,36 @@ def _args(spec: KernelSpec, size: dict[str, int], buffers: dict[str, cp.ndarray]
     return tuple(buffers[a.name] if a.is_buffer else B.scalar_value(a, size) for a in spec.args)
 
 
+def _host(a) -> np.ndarray:
+    """A device array's contents on the host (a NumPy array passes through)."""
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+def _judge(got: cp.ndarray, want: cp.ndarray, truth: np.ndarray, dtype: str, plan: EvalPlan) -> R.Judgement:
+    """:func:`.reference.judge` of the candidate's output ``got`` (device, storage dtype) against the Python reference's
+    ``truth`` (host), the original's ``want`` alongside; the one place outputs go to the host."""
+    return R.judge(R.values(_host(got), dtype), R.values(_host(want), dtype), truth, dtype, plan.rtol, plan.atol,
+                   _host(B.unwritten(got, dtype)))
+
+
+def args_id(spec: KernelSpec) -> str:
+    """A digest of ``spec``'s arguments: what the generated inputs (and so the cached outputs) depend on."""
+    return hashlib.sha256(json.dumps([a.model_dump(mode="json") for a in spec.args], sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _size_key(size: dict[str, int]) -> tuple:
+    return tuple(sorted(size.items()))
+
+
+def sample_rounds(plan: EvalPlan, size: dict[str, int], reps: int, k: int) -> list[int]:
+    """The timed rounds (of ``reps``; the last excluded: it is always checked) whose outputs are copied aside and
+    checked: ``k`` of them (fewer when there are fewer), drawn from a generator seeded by the plan's seeds and
+    ``size`` (per job, never the same sample for a fresh plan), sorted."""
+    digest = hashlib.sha256(json.dumps([plan.seeds, _size_key(size)]).encode()).digest()
+    rng = random.Random(int.from_bytes(digest[:8], "little"))
+    return sorted(rng.sample(range(max(reps - 1, 0)), min(k, max(reps - 1, 0))))
+
+
 def _compare(got: cp.ndarray, want: cp.ndarray, dtype: str, rtol: float, atol: float, shape: tuple[int, ...]) -> tuple[str, dict] | None:
     """None when ``got`` matches ``want`` (:func:`ptxfactory.harness.compare.mismatches`: integers exactly, f64 in
     f64, ``inf == inf``, NaN only where expected and written), else (why not, in one line; detail: wrong count,
@@ -128,7 +167,7 @@ class Evaluator:
 
     def __init__(self):
         self._facts: GpuFacts | None = None
-        self._reference_cache: dict[tuple, dict[str, np.ndarray]] = {}
+        self._device_cache: DeviceCache | None = None  # see :meth:`cache`
         self._loaded: dict[str, LoadedKernel] = {}
         self._python: R.ReferenceProcess | None = None  # the child process running the spec's Python reference
         self._python_cache: dict[tuple, dict[str, np.ndarray]] = {}
@@ -146,6 +185,27 @@ class Evaluator:
 
             self._facts = read_facts()
         return self._facts
+
+    DEVICE_CACHE_BYTES = 8 << 30  # at most this (and an eighth of the GPU's memory) kept on the device between candidates
+
+    def cache(self) -> DeviceCache:
+        """The device cache of this worker (created on first use): verification inputs and the original's outputs
+        per (size, seed, variant), timing input sets per bench size; least recently used evicted past
+        min(:attr:`DEVICE_CACHE_BYTES`, an eighth of the device's memory), recomputed when needed again."""
+        if self._device_cache is None:
+            cap = self.DEVICE_CACHE_BYTES
+            try:
+                cap = min(cap, int(cp.cuda.Device().mem_info[1]) // 8)
+            except Exception:  # noqa: BLE001: no memory info (the CPU stand-in): the fixed cap
+                pass
+            self._device_cache = DeviceCache(cap)
+        return self._device_cache
+
+    def inputs(self, spec: KernelSpec, size: dict[str, int], seed: int, variant: int) -> dict[str, cp.ndarray]:
+        """The verification inputs of ``(size, seed, variant)`` (:func:`.buffers.make_inputs`, device arrays by name),
+        cached on the device. Never handed to a kernel: :meth:`run_once` copies them into guarded buffers."""
+        key = ("inputs", args_id(spec), _size_key(size), seed, variant)
+        return self.cache().get_or_make(key, lambda: B.make_inputs(spec, size, seed, variant))
 
     MAX_LOADED = 64  # modules kept loaded; a long-running daemon must not grow without bound
 
@@ -170,8 +230,8 @@ class Evaluator:
         boundary, or with ``misaligned`` at :func:`.buffers.misaligned_offset` past one (one element, or the
         spec's ``align``).
 
-        Returns (outputs as host arrays by name, problem string or None): a problem is a broken canary
-        band or a changed input.
+        Returns (outputs as device arrays by name, copies in storage dtype; problem string or None): a problem is a
+        broken canary band or a changed input.
         """
         guarded: dict[str, B.Guarded] = {}
         for arg in spec.args:
@@ -191,19 +251,22 @@ class Evaluator:
         for arg in spec.args:
             if arg.role == "in" and not bool(cp.array_equal(guarded[arg.name].view, inputs[arg.name])):
                 return {}, f"input {arg.name!r} was modified"
-        outs = {a.name: guarded[a.name].view.get() for a in spec.args if a.role in ("out", "inout")}
+        outs = {a.name: guarded[a.name].view.copy() for a in spec.args if a.role in ("out", "inout")}
         return outs, None
 
-    def reference(self, spec: KernelSpec, base: LoadedKernel, base_key: str, size: dict[str, int], seed: int, variant: int, inputs):
-        key = (base_key, tuple(sorted(size.items())), seed, variant)
-        if key not in self._reference_cache:
-            while len(self._reference_cache) >= 64:  # bounded: a job needs (sizes x even seeds) ~ 14 entries
-                self._reference_cache.pop(next(iter(self._reference_cache)))
+    def reference(self, spec: KernelSpec, base: LoadedKernel, base_key: str, size: dict[str, int], seed: int, variant: int,
+                  inputs) -> dict[str, cp.ndarray]:
+        """The original's outputs (device arrays by name) on ``inputs`` of ``(size, seed, variant)``: run once, kept in
+        the device cache (:meth:`cache`) and run again after an eviction. Raises RuntimeError when the original
+        itself breaks a band or changes an input."""
+        key = ("ref", base_key, args_id(spec), _size_key(size), seed, variant)
+        outs = self.cache().get(key)
+        if outs is None:
             outs, problem = self.run_once(spec, base, size, inputs)
             if problem:
                 raise RuntimeError(f"the original kernel itself failed a check at {size}: {problem}")
-            self._reference_cache[key] = outs
-        return self._reference_cache[key]
+            self.cache().put(key, outs)
+        return outs
 
     # -- the spec's Python reference (check.reference = "python:...") ---------------------------
     PYTHON_CACHE_BYTES = 2 << 30  # reference outputs kept on the host, oldest dropped first
@@ -258,7 +321,7 @@ class Evaluator:
                 return Rejected(candidate_key=key, check="launch", reason=f"{label}: {exc}")
             for i, seed in enumerate(plan.seeds):
                 variant = i % len(B.VARIANTS)
-                inputs = B.make_inputs(spec, size, seed, variant)
+                inputs = self.inputs(spec, size, seed, variant)
                 where = f"{label}, seed #{i} ({B.VARIANTS[variant][0]})"
                 if i % 2 == 0:  # reference first (cached per size and seed) ...
                     want = self.reference(spec, base, base_key, size, seed, variant, inputs)
@@ -276,8 +339,7 @@ class Evaluator:
                     if arg.role in ("out", "inout") and plan.reference is not None:
                         truth = self.python_reference(spec, plan.reference, size, seed, variant, inputs)[arg.name]
                         dtype = arg.dtype.value
-                        j = R.judge(R.values(got[arg.name], dtype), R.values(want[arg.name], dtype), truth, dtype,
-                                    plan.rtol, plan.atol, B.unwritten(got[arg.name], dtype))
+                        j = _judge(got[arg.name], want[arg.name], truth, dtype, plan)
                         if errors is not None:
                             errors.append(R.ErrorRecord(size, arg.name, heldout, j.candidate_err, j.original_err, j.within_tol))
                         if not j.ok:
@@ -288,8 +350,8 @@ class Evaluator:
                                                     "candidate_max_abs": j.candidate_err, "original_max_abs": j.original_err,
                                                     "bound": j.bound})
                     elif arg.role in ("out", "inout"):
-                        bad = _compare(cp.asarray(got[arg.name]), cp.asarray(want[arg.name]), arg.dtype.value,
-                                       plan.rtol, plan.atol, B.shape_of(arg, size))
+                        bad = _compare(got[arg.name], want[arg.name], arg.dtype.value, plan.rtol, plan.atol,
+                                       B.shape_of(arg, size))
                         if bad:
                             why, detail = bad
                             return Rejected(candidate_key=key, check="correctness", reason=f"{where}: output {arg.name!r}: {why}",
@@ -306,15 +368,14 @@ class Evaluator:
                         name, first = arg.name, got[arg.name]
                         if problem:
                             moved = True
-                        elif spec.check.deterministic:
-                            moved = not np.array_equal(first.view(np.uint8), again[name].view(np.uint8))
+                        elif spec.check.deterministic:  # bit for bit, on the device
+                            moved = not bool(cp.array_equal(first.view(cp.uint8), again[name].view(cp.uint8)))
                         elif plan.reference is None:
                             moved = bool(C.mismatches(again[name], want[name], arg.dtype.value, plan.rtol, plan.atol).any())
                         else:  # each rerun judged against the Python reference by the same rule as the first run
                             dtype = arg.dtype.value
                             truth = self.python_reference(spec, plan.reference, size, seed, variant, inputs)[name]
-                            moved = not R.judge(R.values(again[name], dtype), R.values(want[name], dtype), truth, dtype,
-                                                plan.rtol, plan.atol, B.unwritten(again[name], dtype)).ok
+                            moved = not _judge(again[name], want[name], truth, dtype, plan).ok
                         if moved:
                             how = ("different bits" if spec.check.deterministic
                                    else "a result outside the tolerance (check.deterministic = false)" if plan.reference is None
@@ -342,25 +403,25 @@ class Evaluator:
         if base_key in self.misaligned_skip:
             return None
         seed, variant = plan.seeds[i], i % len(B.VARIANTS)
-        inputs = B.make_inputs(spec, size, seed, variant)
+        inputs = self.inputs(spec, size, seed, variant)
         offsets = ", ".join(f"{a.name} +{B.misaligned_offset(a)} B" for a in spec.args if a.is_buffer)
         where = f"{label}, seed #{i} ({B.VARIANTS[variant][0]}), buffers misaligned ({offsets} from a 4096-byte boundary)"
         want = self.reference(spec, base, base_key, size, seed, variant, inputs)
-        cache_key = (base_key, tuple(sorted(size.items())), seed, variant, "misaligned")
-        if cache_key not in self._reference_cache:
+        cache_key = ("ref", base_key, args_id(spec), _size_key(size), seed, variant, "misaligned")
+        orig = self.cache().get(cache_key)
+        if orig is None:
             self.phase = "original_misaligned"
             orig, problem = self.run_once(spec, base, size, inputs, misaligned=True)
             self.phase = "verify"
             for arg in spec.args:
                 if problem is None and arg.role in ("out", "inout"):
-                    bad = _compare(cp.asarray(orig[arg.name]), cp.asarray(want[arg.name]), arg.dtype.value, plan.rtol,
-                                   plan.atol, B.shape_of(arg, size))
+                    bad = _compare(orig[arg.name], want[arg.name], arg.dtype.value, plan.rtol, plan.atol,
+                                   B.shape_of(arg, size))
                     problem = f"output {arg.name!r} differs from its aligned run: {bad[0]}" if bad else None
             if problem:
                 self.misaligned_skip[base_key] = f"the original kernel on misaligned buffers at {size}: {problem}"
                 return None
-            self._reference_cache[cache_key] = orig
-        orig = self._reference_cache[cache_key]
+            self.cache().put(cache_key, orig)
         self.phase = "misaligned_view"
         got, problem = self.run_once(spec, cand, size, inputs, misaligned=True)
         self.phase = "verify"
@@ -373,52 +434,80 @@ class Evaluator:
             dtype = arg.dtype.value
             if plan.reference is not None:
                 truth = self.python_reference(spec, plan.reference, size, seed, variant, inputs)[arg.name]
-                j = R.judge(R.values(got[arg.name], dtype), R.values(orig[arg.name], dtype), truth, dtype,
-                            plan.rtol, plan.atol, B.unwritten(got[arg.name], dtype))
+                j = _judge(got[arg.name], orig[arg.name], truth, dtype, plan)
                 why = None if j.ok else R.describe(j, arg.name, B.shape_of(arg, size))
             else:
-                bad = _compare(cp.asarray(got[arg.name]), cp.asarray(want[arg.name]), dtype, plan.rtol, plan.atol,
-                               B.shape_of(arg, size))
+                bad = _compare(got[arg.name], want[arg.name], dtype, plan.rtol, plan.atol, B.shape_of(arg, size))
                 why = f"output {arg.name!r}: {bad[0]}" if bad else None
             if why:
                 return Rejected(candidate_key=key, check=MISALIGNED, reason=f"{where}: {why}", detail=detail)
         return None
 
     # -- timing --------------------------------------------------------------------------------
+    SAMPLED_ROUNDS = 4  # timed rounds, besides the last, whose outputs are copied aside (outside the events) and checked
+    SAMPLE_BYTES = 2 << 30  # at most this many bytes of side copies: fewer rounds sampled for big outputs (at least one)
+    FLUSH_FACTOR = 2  # an L2 flush writes a scratch buffer of this many times the L2 size
+
+    def timing_inputs(self, spec: KernelSpec, size: dict[str, int], n_sets: int) -> tuple[list[dict], tuple]:
+        """The ``n_sets`` timing input sets at ``size`` and their cache key: set ``s`` holds ``"pristine"`` (the
+        inputs of seed ``1000 + s``, variant 0, by name: every in and inout buffer, never handed to a kernel) and
+        ``"shared"`` (a :class:`.buffers.Guarded` copy of each ``in`` buffer, which both sides read). Cached on the
+        device across candidates; :meth:`time_size` drops the entry when a candidate broke a band or an input."""
+        key = ("timing", args_id(spec), _size_key(size), n_sets)
+
+        def make() -> list[dict]:
+            sets = []
+            for s in range(n_sets):
+                pristine = B.make_inputs(spec, size, 1000 + s, 0)
+                shared = {}
+                for arg in spec.args:
+                    if arg.role == "in":
+                        shared[arg.name] = B.guarded_empty(arg.numel(size), arg.dtype.value)
+                        shared[arg.name].view[...] = pristine[arg.name]
+                sets.append({"pristine": pristine, "shared": shared})
+            return sets
+
+        return self.cache().get_or_make(key, make), key
+
     def time_size(self, spec: KernelSpec, base: LoadedKernel, cand: LoadedKernel, size: dict[str, int], plan: EvalPlan):
-        """Median/p20/p80 µs of candidate and baseline at ``size``, interleaved A/B, inputs rotated through > 3x L2.
+        """Median/p20/p80 µs of candidate and baseline at ``size``, interleaved A/B.
+
+        Every timed buffer sits between canary bands and every ``out`` buffer is poisoned before each timed launch
+        (outside its events), as in verification. The launches rotate through ``n_sets`` buffer sets (more than 3x
+        the L2 size of bytes, at most 8 sets); when 8 sets stay under that, a scratch buffer of
+        :attr:`FLUSH_FACTOR` x L2 is written before every timed launch of either side (outside the events), so no
+        launch finds its inputs in L2. Afterwards: every band intact, every ``in`` buffer equal to its pristine copy,
+        and the outputs of the last round and of up to :attr:`SAMPLED_ROUNDS` rounds drawn per job
+        (:func:`sample_rounds`; copied aside right after their launch, outside the events) equal to the original's of
+        the same round (:func:`_compare`; with a Python reference, an ``out`` that differs is judged against it).
 
         Returns (cand_times_us, base_times_us, post_timing_problem or None).
         """
         facts = self.facts()
         in_bytes = sum(a.numel(size) * a.dtype.itemsize for a in spec.args if a.is_buffer)
         n_sets = max(1, min(8, math.ceil(3 * facts.l2_bytes / max(in_bytes, 1))))
+        flush = n_sets * in_bytes < 3 * facts.l2_bytes
+        held, held_key = self.timing_inputs(spec, size, n_sets)
+        outputs = [a for a in spec.args if a.role in ("out", "inout")]
         sets = []
         guards: list[tuple[str, B.Guarded]] = []  # the candidate's buffers and the shared inputs, checked afterwards
-        for s in range(n_sets):
-            inputs = B.make_inputs(spec, size, 1000 + s, 0)
-            shared = {}
-            for arg in spec.args:  # every timed buffer sits between canary bands, as in verification, so reading
-                if arg.role == "in":  # past an end cannot tell a timed launch from a checked one
-                    shared[arg.name] = B.guarded_empty(arg.numel(size), arg.dtype.value)
-                    shared[arg.name].view[...] = inputs[arg.name]
-                    guards.append((arg.name, shared[arg.name]))
+        for h in held:
+            guards += list(h["shared"].items())
             per = {}
             for who in ("base", "cand"):
                 bufs = {}
                 for arg in spec.args:
                     if arg.role == "in":
-                        bufs[arg.name] = shared[arg.name].view
+                        bufs[arg.name] = h["shared"][arg.name].view
                     elif arg.role in ("inout", "out"):
                         g = B.guarded_empty(arg.numel(size), arg.dtype.value)
-                        if arg.role == "inout":
-                            g.view[...] = inputs[arg.name]
+                        if arg.role == "inout":  # both sides start from the same values, every time
+                            g.view[...] = h["pristine"][arg.name]
                         bufs[arg.name] = g.view
                         if who == "cand":
                             guards.append((arg.name, g))
                 per[who] = _args(spec, size, bufs), bufs
             sets.append(per)
-            del inputs
         kernels = {"base": base, "cand": cand}
         for _ in range(plan.warmup):
             for who in ("base", "cand"):
@@ -433,45 +522,72 @@ class Evaluator:
         probe_e.synchronize()
         one_ms = cp.cuda.get_elapsed_time(probe_s, probe_e)
         reps = int(max(5, min(plan.timing_reps, 250 / max(one_ms, 1e-3))))
+        out_bytes = sum(a.numel(size) * a.dtype.itemsize for a in outputs)
+        sampled = sample_rounds(plan, size, reps, max(1, min(self.SAMPLED_ROUNDS, self.SAMPLE_BYTES // max(2 * out_bytes, 1))))
+        side = {r: {who: {a.name: cp.empty_like(sets[r % n_sets][who][1][a.name]) for a in outputs} for who in kernels}
+                for r in sampled}
+        scratch = cp.empty(self.FLUSH_FACTOR * facts.l2_bytes, dtype=cp.uint8) if flush else None
         events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(2 * reps)]
         times = {"base": [], "cand": []}
         order = []
-        last = (reps - 1) % n_sets
         for r in range(reps):
             pair = ("base", "cand") if r % 2 == 0 else ("cand", "base")
             for j, who in enumerate(pair):
+                bufs = sets[r % n_sets][who][1]
                 # every timed launch gets poisoned outputs (outside its events), so no launch can tell
-                # it is the one checked; the last one's outputs are compared after the loop
+                # whether it is one of those checked
                 for arg in spec.args:
                     if arg.role == "out":
-                        B.fill_nan(sets[r % n_sets][who][1][arg.name], arg.dtype.value)
+                        B.fill_nan(bufs[arg.name], arg.dtype.value)
+                if scratch is not None:  # evict the inputs from L2 (outside the events; both sides alike)
+                    scratch.fill(1 + r % 251)
                 start, end = events[2 * r + j]
                 start.record()
                 kernels[who](sets[r % n_sets][who][0], size)
                 end.record()
+                if r in side:  # a sampled round: its outputs, read right after the launch, outside the events
+                    for arg in outputs:
+                        cp.copyto(side[r][who][arg.name], bufs[arg.name])
                 order.append((who, start, end))
         cp.cuda.Device().synchronize()
         for who, start, end in order:
             times[who].append(cp.cuda.get_elapsed_time(start, end) * 1e3)
         problem = next((f"out-of-bounds write while timed at {size}: the canary band around {name!r} changed"
                         for name, g in guards if not g.canaries_intact()), None)
-        for arg in spec.args:
-            if arg.role in ("out", "inout") and problem is None:
-                bad = _compare(sets[last]["cand"][1][arg.name], sets[last]["base"][1][arg.name], arg.dtype.value,
-                               plan.rtol, plan.atol, B.shape_of(arg, size))
-                if bad and plan.reference is not None and arg.role == "out":
-                    # the candidate may disagree with a less accurate original: judge it against the reference on
-                    # the same inputs (timing set ``last``: seed 1000 + last, variant 0, as generated above)
-                    dtype = arg.dtype.value
-                    cand_out, base_out = sets[last]["cand"][1][arg.name].get(), sets[last]["base"][1][arg.name].get()
-                    truth = self.python_reference(spec, plan.reference, size, 1000 + last, 0)[arg.name]
-                    j = R.judge(R.values(cand_out, dtype), R.values(base_out, dtype), truth, dtype, plan.rtol, plan.atol,
-                                B.unwritten(cand_out, dtype))
-                    bad = None if j.ok else (R.describe(j, arg.name, B.shape_of(arg, size)), {})
-                if bad:
-                    problem = f"output {arg.name!r} of the last timed launch at {size}: {bad[0]}"
-                    break
+        for h in held:
+            for name, g in h["shared"].items():
+                if problem is None and not bool(cp.array_equal(g.view, h["pristine"][name])):
+                    problem = f"input {name!r} was modified while timed at {size}"
+        if problem is not None:
+            self.cache().pop(held_key)  # a broken band or input is never handed to the next candidate
+            return times["cand"], times["base"], problem
+        last = reps - 1
+        checked = [(last, sets[last % n_sets]["cand"][1], sets[last % n_sets]["base"][1])]
+        checked += [(r, side[r]["cand"], side[r]["base"]) for r in sampled]
+        for r, cand_out, base_out in checked:
+            problem = self._check_timed(spec, plan, size, r, reps, r % n_sets, held[r % n_sets]["pristine"], cand_out, base_out)
+            if problem:
+                break
         return times["cand"], times["base"], problem
+
+    def _check_timed(self, spec: KernelSpec, plan: EvalPlan, size: dict[str, int], r: int, reps: int, s: int,
+                     pristine: dict[str, cp.ndarray], cand_out: dict[str, cp.ndarray], base_out: dict[str, cp.ndarray]) -> str | None:
+        """Why the candidate's outputs of timed round ``r`` (of ``reps``, on timing set ``s`` whose inputs are
+        ``pristine``) do not match the original's of the same round, or None. With a Python reference, an ``out``
+        that differs from a possibly less accurate original is judged against the reference on the same inputs."""
+        label = "the last timed launch" if r == reps - 1 else f"timed launch {r + 1} of {reps} (one sampled at random)"
+        for arg in spec.args:
+            if arg.role not in ("out", "inout"):
+                continue
+            dtype = arg.dtype.value
+            bad = _compare(cand_out[arg.name], base_out[arg.name], dtype, plan.rtol, plan.atol, B.shape_of(arg, size))
+            if bad and plan.reference is not None and arg.role == "out":
+                truth = self.python_reference(spec, plan.reference, size, 1000 + s, 0, pristine)[arg.name]
+                j = _judge(cand_out[arg.name], base_out[arg.name], truth, dtype, plan)
+                bad = None if j.ok else (R.describe(j, arg.name, B.shape_of(arg, size)), {})
+            if bad:
+                return f"output {arg.name!r} of {label} at {size}: {bad[0]}"
+        return None
 
     def evaluate(self, spec: KernelSpec, base: LoadedKernel, base_key: str, cand: LoadedKernel, plan: EvalPlan, key: str,
                  skip_misaligned: str | None = None):
