@@ -444,7 +444,10 @@ class _Walk:
         by one lane); else every lane runs it when it writes no memory, or the first lane alone."""
         carries = sx.written_names(loop) - sx.declared_names(loop)
         body = loop.child_by_field_name("body")
-        if not carries and loop.type == "for_statement" and body is not None and not sx.contains_type(
+        header = [loop.child_by_field_name(f) for f in ("initializer", "condition", "update")]
+        names = set().union(*(sx.identifiers(h) for h in header if h is not None))
+        written = {n for n, r in self.roots.items() if r in self.written_roots(loop)} | self.written_roots(loop)
+        if not carries and loop.type == "for_statement" and body is not None and not (names & written) and not sx.contains_type(
                 body, ("break_statement", "continue_statement", "return_statement")):
             self.statement(body)
             return
