@@ -150,6 +150,20 @@ def row_views(summary: JobSummary) -> list[RowView]:
     return out
 
 
+def lineage(summary: JobSummary, key: str | None) -> list[CandidateRow]:
+    """The rows from the original's first descendant down to ``key`` (each candidate's ``parent`` in turn): the
+    steps that made a candidate, oldest first. Stops at a parent that is not among the rows (or a cycle)."""
+    by_key = {r.candidate.key: r for r in summary.rows}
+    out: list[CandidateRow] = []
+    seen: set[str] = set()
+    row = by_key.get(key) if key else None
+    while row is not None and row.candidate.key != summary.baseline_key and row.candidate.key not in seen:
+        seen.add(row.candidate.key)
+        out.append(row)
+        row = by_key.get(row.candidate.parent) if row.candidate.parent else None
+    return out[::-1]
+
+
 def number_of(summary: JobSummary, key: str | None) -> int | None:
     """The ``#`` of the candidate with ``key`` (its position in ``summary.rows``), or None."""
     return next((i for i, r in enumerate(summary.rows) if r.key == key), None) if key else None
@@ -285,6 +299,9 @@ def render_markdown(summary: JobSummary, now: datetime | None = None) -> str:
             f"- {best.candidate.generator}: {best.candidate.description}",
             f"- resources: {resources_text(best)}",
         ]
+        steps = lineage(summary, best.key)
+        if len(steps) > 1:  # made over several generations: each step's parent was the best of its time
+            out.append("- made by: " + " → ".join(f"#{number_of(summary, r.candidate.key)} {r.candidate.description}" for r in steps))
         if best.candidate.params:
             out.append("- parameters: " + ", ".join(f"`{k}={v}`" for k, v in best.candidate.params.items()))
         if r.verified_sizes:

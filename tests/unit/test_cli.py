@@ -343,3 +343,16 @@ def test_markdown_report_shows_the_bests_notes():
     md = report.render_markdown(s.model_copy(update={"rows": rows}))
     assert "- note: sanitizer unavailable: compute-sanitizer not found" in md
     assert "- note:" not in report.render_markdown(s)
+
+
+def test_markdown_report_names_every_step_that_made_the_best():
+    s = _summary()
+    best = s.row(s.best_key)
+    child = _cand("restrict on top", block=128)
+    child = child.model_copy(update={"parent": best.candidate.key})
+    rows = [*s.rows, CandidateRow(candidate=child, result=_measured(child, 3.0))]
+    s2 = s.model_copy(update={"rows": rows, "best_key": child.key})
+    assert [r.candidate.key for r in report.lineage(s2, child.key)] == [best.candidate.key, child.key]
+    md = report.render_markdown(s2)
+    assert "- made by: #1 vec <x>|8 → #4 restrict on top" in md
+    assert "- made by:" not in report.render_markdown(s)  # one step: nothing to add
