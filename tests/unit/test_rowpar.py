@@ -420,3 +420,16 @@ def test_auto_lanes_read_the_row_length_through_the_rows_constants():
     # a row length that is no expression of the sizes: the fixed-lane variants still apply, auto does not
     src = ROPE.replace("int half = D / 2;", "int half = (int)sqrtf((float)D);")
     assert "length" in rowpar("auto").why_not(unit(src, spec)) and rowpar(32).why_not(unit(src, spec)) is None
+
+
+def test_declarations_between_the_row_index_and_its_guard():
+    src = L2NORM.replace("    if (r >= M) return;\n", "    const float* xr = x + (size_t)r * N;\n    int n = N;\n    if (r >= M) return;\n")
+    src = src.replace("float v = x[r * N + j];", "float v = xr[j];").replace("j < N; j++) {", "j < n; j++) {")
+    spec = row_spec()
+    u = unit(src, spec)
+    assert rowpar(32).why_not(u) is None
+    text = candidate_compiles(src, spec, 32)
+    assert "const float* xr = x + (size_t)r * N;" in text and "for (int j = (0) + ptxf_lane; j < n; j += 32)" in text
+    assert "int n = N;" in text
+    auto = rowpar("auto").apply(u)
+    assert "(N)" in auto.launch.block[0]  # the loop bound n reads through int n = N

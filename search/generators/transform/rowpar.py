@@ -42,6 +42,7 @@ size, and a kernel with no loop to split.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from ptxfactory.protocol import LaunchConfig
@@ -50,7 +51,7 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 from . import syntax as sx
 from .affine import Poly, add, independent, poly
 from .base import LOAD_FUNCS, STORE_FUNCS, Unit, access_kind
-from .grid_stride import COLLECTIVES, ElementGuard, element_guard
+from .grid_stride import COLLECTIVES, ElementGuard, element_guard, _index_decl
 from .reductions import Accumulator, loop_accumulators
 from .syntax import Node
 
@@ -233,7 +234,7 @@ class RowParallelPass:
         if unit.body is None:
             raise Refused("no kernel body")
         threads = unit.block_threads()
-        g = element_guard(unit)
+        g = _row_guard(unit)
         if g is None or threads is None:
             raise Refused("not one thread per row (index = blockIdx.x * blockDim.x + threadIdx.x, then a guard) "
                           "with a literal 1-D block and launch.policy = \"free\"")
@@ -620,6 +621,49 @@ def _visible_at(node: Node, unit: Unit) -> set[str]:
 def _span_nodes(stmts: list[Node]) -> Node:
     """A node covering ``stmts`` for the name helpers (their common parent)."""
     return stmts[0].parent if stmts else None
+
+
+def _row_guard(unit: Unit) -> ElementGuard | None:
+    """:func:`.grid_stride.element_guard`, also when declarations sit between the row index and its guard
+    (``int r = ...; int base = r * N; if (r >= M) return;``): they stay where they are and run on every lane."""
+    g = element_guard(unit)
+    if g is not None or unit.body is None:
+        return g
+    stmts = sx.statements(unit.body)
+    if len(stmts) < 3 or _index_decl(stmts[0]) is None:
+        return None
+    k = 1
+    while k < len(stmts) - 1 and stmts[k].type == "declaration" and not sx.contains_type(stmts[k], ("call_expression",)) \
+            and not (sx.written_names(stmts[k]) - sx.declared_names(stmts[k])):
+        k += 1
+    if k == 1:
+        return None
+    # the same kernel with the declarations moved out of the way: match it, then map the guard back
+    data = unit.data
+    between = stmts[1:k]
+    cut = (between[0].start_byte, between[-1].end_byte)
+    probe = data[:cut[0]] + data[cut[1]:]
+    u2 = dataclasses.replace(unit, text=probe.decode())
+    g2 = element_guard(u2)
+    if g2 is None:
+        return None
+    body = unit.body
+    rest = [n for n in sx.statements(body) if n.start_byte >= cut[1]]
+    guard = next((n for n in rest if n.type == "if_statement"), None)
+    if guard is None:
+        return None
+    if g2.rest and g2.rest[0].parent is not None and g2.rest[0].parent.type == "compound_statement" \
+            and g2.rest[0].parent.parent is not None and g2.rest[0].parent.parent.type == "if_statement":
+        rest = sx.statements(guard.child_by_field_name("consequence"))
+    else:
+        rest = [n for n in rest if n.start_byte > guard.start_byte]
+    cond = sx.unparen(guard.child_by_field_name("condition").child_by_field_name("value"))
+    bound = next((c for c in (cond.child_by_field_name("right"), cond.child_by_field_name("left"))
+                  if c is not None and sx.text(c) == sx.text(g2.bound)), None)
+    if bound is None or not rest:
+        return None
+    return ElementGuard(g2.name, stmts[0].child_by_field_name("type"), _index_decl(stmts[0])[2], bound,
+                        between + rest, g2.start, stmts[-1].end_byte)
 
 
 def _index_statement(unit: Unit, g: ElementGuard) -> Node:
