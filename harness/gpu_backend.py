@@ -1,4 +1,9 @@
-"""The GPU evaluation backend: one worker process per GPU, restarted after a crash or a hang."""
+"""The GPU evaluation backend: one worker process per GPU, restarted after a crash or a hang.
+
+Each job is a session in the worker (:mod:`.session`): opened once per (spec, plan, baseline) and worker process,
+then each candidate is sent alone (its cubin, name and launch). A worker that restarted has no session: the
+backend opens it again (with the Python reference's outputs computed first, on their own deadline) and retries.
+"""
 from __future__ import annotations
 
 import asyncio
@@ -11,6 +16,7 @@ from ptxfactory.protocol import Crashed, EvalResult, GpuFacts, KernelSpec, Rejec
 
 from .compile import Compiled
 from .plan import EvalPlan
+from .session import session_id
 from .worker import worker_main
 
 _RESULT = TypeAdapter(EvalResult)
@@ -28,9 +34,14 @@ class GpuWorker:
         self.start_timeout_s = start_timeout_s
         self._proc: mp.Process | None = None
         self._conn = None
+        self.generation = 0  # how many worker processes were started: a session belongs to one
+
+    def alive(self) -> bool:
+        """Whether the current worker process runs (sessions opened in it are still there)."""
+        return self._proc is not None and self._proc.is_alive()
 
     def _ensure(self) -> None:
-        if self._proc is not None and self._proc.is_alive():
+        if self.alive():
             return
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
@@ -41,6 +52,7 @@ class GpuWorker:
         try:
             self._proc = ctx.Process(target=worker_main, args=(child, os.getpid()), daemon=True, name=f"ptxfactory-gpu{self.device}")
             self._proc.start()
+            self.generation += 1
         finally:
             if env_before is None:
                 os.environ.pop("CUDA_VISIBLE_DEVICES", None)
@@ -79,6 +91,8 @@ class GpuBackend:
         self._lock = asyncio.Lock()
         self._facts: GpuFacts | None = None
         self.misaligned_off: dict[str, str] = {}  # originals (by key) that fault on misaligned buffers -> the fault
+        self._sessions: dict[str, int] = {}  # session id -> the worker generation it was opened in
+        self.opened = 0  # sessions opened (again after a restart included)
 
     async def _call(self, request: dict, timeout_s: float) -> dict:
         async with self._lock:
@@ -109,28 +123,58 @@ class GpuBackend:
             raise ref.failed(f"computing its outputs at {pairs} sizes x seeds took more than {deadline:.0f} s (stopped)")
         raise WorkerError(f"computing the Python reference's outputs failed: {answer.get('crashed') or answer.get('error') or answer}")
 
-    async def evaluate(self, spec: KernelSpec, baseline: Compiled, candidate: Compiled, plan: EvalPlan) -> EvalResult:
-        """Verify and time ``candidate`` in the worker (see :class:`~.backend.EvaluationBackend`); with a Python
-        reference, its outputs are computed first (:meth:`prepare_reference`). Raises ReferenceFailed."""
-        key = candidate.candidate.key
+    OPEN_TIMEOUT_S = 300.0  # opening a session: validating the spec and plan, loading the baseline
+
+    async def _open(self, sid: str, spec: KernelSpec, plan: EvalPlan, request: dict) -> None:
+        """Open session ``sid`` in the worker (the Python reference's outputs first, on their own deadline).
+        Raises ReferenceFailed, WorkerError."""
         if plan.reference is not None:
             await self.prepare_reference(spec, plan)
-        request = {
-            "op": "evaluate", "spec": spec.model_dump(mode="json"), "plan": plan.model_dump(),
-            "baseline": _payload(baseline), "candidate": _payload(candidate),
-        }
+        answer = await self._call(request, self.OPEN_TIMEOUT_S)
+        if "ok" not in answer:
+            if "reference_failed" in answer and plan.reference is not None:
+                raise plan.reference.failed(answer["reference_failed"])
+            raise WorkerError(f"opening the job in the worker failed: {answer.get('crashed') or answer.get('error') or answer}")
+        self._sessions[sid] = self.worker.generation
+        self.opened += 1
+
+    def session_open(self, sid: str) -> bool:
+        """Whether session ``sid`` is open in the running worker process (else the next evaluation opens it)."""
+        alive = getattr(self.worker, "alive", None)
+        return self._sessions.get(sid) == getattr(self.worker, "generation", None) and (alive is None or alive())
+
+    async def _in_session(self, spec: KernelSpec, plan: EvalPlan, sid: str, opener: dict, request: dict) -> dict:
+        """``request`` (an evaluation in session ``sid``) answered by the worker, the session opened (again) first
+        when this worker process does not have it; a worker that answers ``no_session`` anyway gets it once more."""
+        for _ in range(2):
+            if not self.session_open(sid):
+                await self._open(sid, spec, plan, opener)
+            answer = await self._call(request, plan.timeout_s)
+            if "no_session" not in answer:
+                return answer
+            self._sessions.pop(sid, None)
+        raise WorkerError(f"the worker lost job session {sid} twice in a row")
+
+    async def evaluate(self, spec: KernelSpec, baseline: Compiled, candidate: Compiled, plan: EvalPlan) -> EvalResult:
+        """Verify and time ``candidate`` in the worker (see :class:`~.backend.EvaluationBackend`), in the job's session
+        (opened on first use: with a Python reference, its outputs are computed first, :meth:`prepare_reference`).
+        Raises ReferenceFailed, WorkerError."""
+        key = candidate.candidate.key
+        spec_d, plan_d, base_p = spec.model_dump(mode="json"), plan.model_dump(), _payload(baseline)
+        sid = session_id(spec_d, plan_d, base_p)
+        opener = {"op": "open", "session": sid, "spec": spec_d, "plan": plan_d, "baseline": base_p}
+        request = {"op": "evaluate", "session": sid, "candidate": _payload(candidate)}
         base_key = baseline.candidate.key
         t0 = time.perf_counter()
         if base_key in self.misaligned_off:
             request["skip_misaligned"] = self.misaligned_off[base_key]
-        answer = await self._call(request, plan.timeout_s)
+        answer = await self._in_session(spec, plan, sid, opener, request)
         if answer.get("phase") == "original_misaligned" and base_key not in self.misaligned_off:
             # the user's kernel itself faults on misaligned buffers: they are not part of its contract; again without
+            # (the restarted worker gets the session again, the reference's outputs on their own deadline)
             self.misaligned_off[base_key] = f"the original kernel faulted on misaligned buffers: {answer['crashed']}"
             request["skip_misaligned"] = self.misaligned_off[base_key]
-            if plan.reference is not None:  # the restarted worker computes the reference's outputs again, on their own deadline
-                await self.prepare_reference(spec, plan)
-            answer = await self._call(request, plan.timeout_s)
+            answer = await self._in_session(spec, plan, sid, opener, request)
         if answer.get("phase") == "misaligned_view":
             return Rejected(candidate_key=key, check="misaligned_view", resources=candidate.resources,
                             reason=f"faulted on buffers misaligned by one element (or to the spec's align), where the "

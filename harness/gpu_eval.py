@@ -176,6 +176,8 @@ class Evaluator:
         # what the worker is doing, read when a sticky CUDA error ends it: "verify", "original_misaligned"
         # (the original faulted on misaligned buffers), "misaligned_view" (the candidate did), "time"
         self.phase = "verify"
+        # the last time_size call: size, n_sets, reps, the sampled rounds, L2 flushes (for tests and benchmarks)
+        self.last_timing: dict = {}
 
     # -- facts ---------------------------------------------------------------------------------
     def facts(self) -> GpuFacts:
@@ -527,6 +529,7 @@ class Evaluator:
         side = {r: {who: {a.name: cp.empty_like(sets[r % n_sets][who][1][a.name]) for a in outputs} for who in kernels}
                 for r in sampled}
         scratch = cp.empty(self.FLUSH_FACTOR * facts.l2_bytes, dtype=cp.uint8) if flush else None
+        self.last_timing = {"size": size, "n_sets": n_sets, "reps": reps, "sampled": sampled, "flushes": 0}
         events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(2 * reps)]
         times = {"base": [], "cand": []}
         order = []
@@ -541,6 +544,7 @@ class Evaluator:
                         B.fill_nan(bufs[arg.name], arg.dtype.value)
                 if scratch is not None:  # evict the inputs from L2 (outside the events; both sides alike)
                     scratch.fill(1 + r % 251)
+                    self.last_timing["flushes"] += 1
                 start, end = events[2 * r + j]
                 start.record()
                 kernels[who](sets[r % n_sets][who][0], size)

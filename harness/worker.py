@@ -1,9 +1,19 @@
 """The evaluation worker: a child process that owns the GPU and answers requests over a pipe.
 
-Requests are dicts: ``{"op": "facts"}``, ``{"op": "evaluate", "spec", "baseline", "candidate", "plan"}``
-where baseline/candidate are ``{"key", "cubin", "lowered_name", "launch"}``, or ``{"op": "reference", "spec",
-"plan"}`` (compute and cache the spec's Python reference outputs for the plan). Answers are
-``{"ok": <result dict>}``, ``{"reference_failed": message}`` (the Python reference failed: the job's
+Requests are dicts:
+
+- ``{"op": "facts"}``;
+- ``{"op": "open", "session": id, "spec", "plan", "baseline"}``: open a job session (:mod:`.session`): the spec
+  and plan validated, the baseline (``{"key", "cubin", "lowered_name", "launch"}``) loaded, once per job; answers
+  ``{"ok": {"session": id}}``. The worker keeps the last few sessions (:class:`~.session.SessionTable`);
+- ``{"op": "evaluate", "session": id, "candidate"}``: evaluate the candidate (same payload as the baseline) in
+  that session; ``{"no_session": id}`` when this worker does not have it (it restarted, or dropped it): the
+  backend opens it again. An ``evaluate`` that carries ``"spec"``, ``"plan"`` and ``"baseline"`` itself opens
+  (or reuses) their session first (the whole job in one request);
+- ``{"op": "close", "session": id}``;
+- ``{"op": "reference", "spec", "plan"}``: compute and cache the spec's Python reference outputs for the plan.
+
+Answers are ``{"ok": <result dict>}``, ``{"reference_failed": message}`` (the Python reference failed: the job's
 error, not the candidate's) or ``{"crashed": reason}`` (after which the worker exits: its CUDA
 context is unusable; ``"phase"`` says what was running: ``"verify"``, ``"time"``, ``"misaligned_view"`` (the
 candidate on misaligned buffers) or ``"original_misaligned"`` (the original on them)). An ``evaluate`` request
@@ -29,8 +39,20 @@ def worker_main(conn: Connection, parent_pid: int | None = None) -> None:
     from .gpu_eval import CandidateCrash, Evaluator, is_sticky
     from .plan import EvalPlan
     from .reference import ReferenceFailed
+    from .session import JobSession, SessionTable, session_id
 
     ev = Evaluator()
+    sessions = SessionTable()
+
+    def open_session(sid: str, spec: dict, plan: dict, baseline: dict) -> JobSession:
+        ev.phase = "load"
+        session = JobSession(id=sid, spec=KernelSpec.model_validate(spec), plan=EvalPlan.model_validate(plan),
+                             base=ev.load(baseline["cubin"], baseline["lowered_name"],
+                                          LaunchConfig.model_validate(baseline["launch"]), baseline["key"]),
+                             base_key=baseline["key"])
+        sessions.add(session)
+        return session
+
     while True:
         try:
             req = conn.recv()
@@ -43,18 +65,31 @@ def worker_main(conn: Connection, parent_pid: int | None = None) -> None:
                 spec = KernelSpec.model_validate(req["spec"])
                 plan = EvalPlan.model_validate(req["plan"])
                 conn.send({"ok": {"pairs": ev.prepare_reference(spec, plan)}})
+            elif req["op"] == "open":
+                open_session(req["session"], req["spec"], req["plan"], req["baseline"])
+                conn.send({"ok": {"session": req["session"]}})
+            elif req["op"] == "close":
+                sessions.close(req["session"])
+                conn.send({"ok": {}})
             elif req["op"] == "evaluate":
-                spec = KernelSpec.model_validate(req["spec"])
-                plan = EvalPlan.model_validate(req["plan"])
-                b, c = req["baseline"], req["candidate"]
+                if "spec" in req:  # the whole job in the request: its session, opened here when new
+                    sid = req.get("session") or session_id(req["spec"], req["plan"], req["baseline"])
+                    session = sessions.get(sid) or open_session(sid, req["spec"], req["plan"], req["baseline"])
+                else:
+                    session = sessions.get(req["session"])
+                    if session is None:
+                        conn.send({"no_session": req["session"]})
+                        continue
+                c = req["candidate"]
                 ev.phase = "load"
-                base = ev.load(b["cubin"], b["lowered_name"], LaunchConfig.model_validate(b["launch"]), b["key"])
                 try:
                     cand = ev.load(c["cubin"], c["lowered_name"], LaunchConfig.model_validate(c["launch"]), c["key"])
                 except Exception as exc:  # a cubin the driver refuses
                     conn.send({"ok": {"outcome": "rejected", "candidate_key": c["key"], "check": "load", "reason": str(exc)}})
                     continue
-                result = ev.evaluate(spec, base, b["key"], cand, plan, c["key"], req.get("skip_misaligned"))
+                session.evaluations += 1
+                result = ev.evaluate(session.spec, session.base, session.base_key, cand, session.plan, c["key"],
+                                     req.get("skip_misaligned"))
                 conn.send({"ok": result.model_dump()})
             else:
                 conn.send({"error": f"unknown op {req.get('op')!r}"})

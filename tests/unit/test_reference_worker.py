@@ -193,13 +193,16 @@ def test_the_worker_answers_reference_requests_and_reports_a_failing_reference(g
 
 # -- GpuBackend: the reference's answers become the job's error, never the candidate's ------------------------
 class _Answers:
-    """Stands in for ``GpuBackend._call``: records each request's op and deadline, answers from a list."""
+    """Stands in for ``GpuBackend._call``: records each request's op and deadline, answers from a list (a session's
+    ``open`` is answered ok without taking an answer)."""
 
     def __init__(self, *answers):
         self.answers, self.calls = list(answers), []
 
     async def __call__(self, request, timeout_s):
         self.calls.append((request["op"], timeout_s))
+        if request["op"] == "open":
+            return {"ok": {"session": request["session"]}}
         return self.answers.pop(0)
 
 
@@ -227,7 +230,7 @@ def test_backend_raises_the_references_failure_with_file_line_key(job, answer, m
     assert backend._call.calls[0][0] == "reference" and backend._call.calls[0][1] >= 12 * plan.reference.timeout_s
 
 
-def test_backend_computes_the_reference_before_each_evaluation_and_passes_a_late_failure_on(job):
+def test_backend_computes_the_reference_when_it_opens_the_session_and_passes_a_late_failure_on(job):
     from ptxfactory.harness.gpu_backend import GpuBackend
 
     spec, plan, _ = job
@@ -235,7 +238,7 @@ def test_backend_computes_the_reference_before_each_evaluation_and_passes_a_late
     backend._call = _Answers({"ok": {"pairs": 12}}, {"reference_failed": "python:ref.py:rowsum raised X at M=8 N=200001"})
     with pytest.raises(ReferenceFailed, match="raised X at M=8 N=200001"):
         asyncio.run(backend.evaluate(spec, _compiled(), _compiled(), plan))
-    assert [op for op, _ in backend._call.calls] == ["reference", "evaluate"]
+    assert [op for op, _ in backend._call.calls] == ["reference", "open", "evaluate"]
     backend._call = _Answers({"ok": Rejected(candidate_key="k", check="x", reason="y").model_dump()})
     result = asyncio.run(backend.evaluate(spec, _compiled(), _compiled(), plan.model_copy(update={"reference": None})))
-    assert isinstance(result, Rejected) and [op for op, _ in backend._call.calls] == ["evaluate"]
+    assert isinstance(result, Rejected) and [op for op, _ in backend._call.calls] == ["open", "evaluate"]

@@ -141,7 +141,8 @@ def test_backend_makes_a_misaligned_fault_a_rejection_and_retries_without_the_pa
     answers = backend._call
 
     async def call(request, timeout_s):
-        requests.append(dict(request))
+        if request["op"] == "evaluate":
+            requests.append(dict(request))
         return await answers(request, timeout_s)
 
     backend._call = call
