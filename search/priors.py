@@ -53,7 +53,9 @@ FUNCTION_KNOBS = frozenset({"norm", "epilogue"})
 
 
 def generator_kind(name: str) -> str:
-    """``tune`` and ``transform`` are themselves; every other generator is an expert ``family`` skeleton."""
+    """``tune`` and ``transform`` are themselves (``ptx_tune`` and ``ptx_transform``, their PTX counterparts, too);
+    every other generator is an expert ``family`` skeleton."""
+    name = name.removeprefix("ptx_")
     return name if name in ("tune", "transform", "original") else "family"
 
 

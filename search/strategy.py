@@ -22,6 +22,7 @@ from ptxfactory.harness.backend import EvaluationBackend
 from ptxfactory.harness.compile import Compiled
 from ptxfactory.harness.compile_pool import CompilePool, Prepared, shared_pool
 from ptxfactory.harness.plan import make_plan
+from ptxfactory.harness.ptx import is_ptx
 from ptxfactory.harness.reference import PythonReference, python_reference, validate_reference
 from ptxfactory.harness.source import check_signature, find_kernel, spec_location
 from ptxfactory.protocol import (
@@ -40,7 +41,10 @@ from .priors import Priors, candidate_score, generator_kind
 
 # Every family first (each applies only to kernels whose spec fits its skeleton), then the passes, then tuning.
 # "agent" (language models, search/agents/) is inert unless a provider is configured.
-DEFAULT_GENERATORS = ("rowwise", "softmax", "rowreduce", "elementwise", "transpose", "transform", "tune", "agent")
+DEFAULT_GENERATORS = ("rowwise", "softmax", "rowreduce", "elementwise", "transpose", "transform", "tune", "agent",
+                      "ptx_transform", "ptx_tune")
+# A kernel written in PTX (a .ptx file's .entry) gets only these: the others write CUDA C++.
+PTX_GENERATORS = ("ptx_transform", "ptx_tune")
 DEFAULT_PATIENCE = 24
 
 
@@ -177,6 +181,8 @@ async def optimise(
     notify = on_progress or (lambda p: None)
     reference = await check_reference(spec, source_path, notify)
     pool = pool or shared_pool()
+    if is_ptx(source):
+        generators = tuple(n for n in generators if n in PTX_GENERATORS)
     gens = {name: load_generator(name) for name in generators}
     fingerprint = kernel_fingerprint(original.kernel_text)
     chooser = make_policy(policy, seed=int(fingerprint[:8], 16))
@@ -298,7 +304,7 @@ async def optimise(
             for name, arm in arms.items():  # an arm's answer to a result (a fix, a plan) joins its queue
                 search.extend(name, await arm.on_row(row))
             if search.observe(row) and backend is not None:
-                await search.expand(row.candidate, [n for n in ("transform", "tune") if n in gens])
+                await search.expand(row.candidate, [n for n in ("transform", "tune", *PTX_GENERATORS) if n in gens])
             if cancel is not None and cancel.is_set():
                 state = "cancelled"
                 break

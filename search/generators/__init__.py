@@ -14,6 +14,8 @@ REGISTRY = {
     "transpose": "ptxfactory.search.generators.transpose:TransposeFamily",
     "transform": "ptxfactory.search.generators.transform:TransformGenerator",
     "agent": "ptxfactory.search.agents.generator:AgentGenerator",
+    "ptx_transform": "ptxfactory.search.generators.ptx_transform:PtxTransformGenerator",
+    "ptx_tune": "ptxfactory.search.generators.ptx_tune:PtxTuneGenerator",
 }
 
 
