@@ -532,7 +532,15 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
 
     Raises:
         ScaffoldError: ``source`` has no ``__global__`` function called ``kernel``.
+
+    A PTX module's ``.entry`` is scaffolded by :func:`ptxfactory.harness.ptx_scaffold.scaffold_entry`.
     """
+    from .ptx import is_ptx
+
+    if is_ptx(source):
+        from .ptx_scaffold import scaffold_entry
+
+        return scaffold_entry(source, kernel, source_name)
     try:
         kdef = find_kernel(source, kernel)
     except KeyError as exc:
