@@ -433,3 +433,30 @@ def test_declarations_between_the_row_index_and_its_guard():
     assert "int n = N;" in text
     auto = rowpar("auto").apply(u)
     assert "(N)" in auto.launch.block[0]  # the loop bound n reads through int n = N
+
+
+ROWLOOP = """
+extern "C" __global__ void k(const float* x, float* y, int M, int N)
+{
+    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < M; r += blockDim.x * gridDim.x) {
+        float ss = 0.0f;
+        for (int j = 0; j < N; j++) ss += x[r * N + j] * x[r * N + j];
+        y[r * N] = ss;
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("lanes", [16, 32, 256, "auto"])
+def test_a_grid_stride_loop_over_rows_strides_over_groups(lanes):
+    spec = row_spec(grid='["min(cdiv(M, 128), 264)"]')
+    p = rowpar(lanes)
+    assert p.why_not(unit(ROWLOOP, spec)) is None
+    text = candidate_compiles(ROWLOOP, spec, lanes)
+    stride = {16: "(int)((unsigned long long)gridDim.x * blockDim.x / 16u)", 32: "(int)((unsigned long long)gridDim.x * blockDim.x / 32u)",
+              256: "(int)gridDim.x", "auto": "(int)((unsigned long long)gridDim.x * blockDim.y)"}[lanes]
+    assert f"r < M; r += {stride})" in text
+    assert text.index("const unsigned ptxf_lane") < text.index("for (int r =")
+    assert "if (ptxf_lane == 0u)" in text  # y[r * N] = ss by one lane
+    out = p.apply(unit(ROWLOOP, spec))
+    assert evaluate(out.launch.grid[0], {"M": 1000, "N": 64}) >= 1

@@ -1,8 +1,9 @@
 """``rowpar``: a kernel written one thread per row gets a group of lanes per row (a sub-warp, a warp, or a block).
 
 Pattern: the one-thread-per-row opening that ``grid_stride`` also reads (``T r = blockIdx.x *
-blockDim.x + threadIdx.x;`` then ``if (r >= n) return;`` or a final ``if (r < n) {...}``), then the
-row's code. What the pass does to the row's code, statement by statement (recursing into blocks and
+blockDim.x + threadIdx.x;``, declarations, then ``if (r >= n) return;`` or a final ``if (r < n)
+{...}``), then the row's code; or a grid-stride loop over rows (``for (T r = blockIdx.x * blockDim.x
++ threadIdx.x; r < n; r += blockDim.x * gridDim.x) {...}``), which then strides over groups of lanes. What the pass does to the row's code, statement by statement (recursing into blocks and
 ``if``/``else``, whose conditions are the same for every lane of a row, see below):
 
 - a ``for (T j = a; j < b; j++)`` loop whose iterations are independent apart from recognised
@@ -234,7 +235,7 @@ class RowParallelPass:
         if unit.body is None:
             raise Refused("no kernel body")
         threads = unit.block_threads()
-        g = _row_guard(unit)
+        g = _row_guard(unit) or _row_loop(unit)
         if g is None or threads is None:
             raise Refused("not one thread per row (index = blockIdx.x * blockDim.x + threadIdx.x, then a guard) "
                           "with a literal 1-D block and launch.policy = \"free\"")
@@ -309,11 +310,23 @@ class RowParallelPass:
             index = f"({ctype})(((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x) / {self.lanes}u)"
             lane = f"const unsigned {LANE} = threadIdx.x % {self.lanes}u;"
             how = f"{self.lanes} lanes per row"
-        first = _index_statement(unit, g)
-        indent, _ = sx.line_indent(data, first.start_byte)
-        new_first = (f"{decl} {g.name} = {index};  // {how} (transform rowpar)\n"
-                     f"{indent.decode()}{lane}").encode()
-        edits = [(first.start_byte, first.end_byte, new_first)] + rw.edits
+        if isinstance(g, RowLoop):  # for (row = ...; row < n; row += blockDim.x * gridDim.x): groups stride over rows
+            if self.auto:
+                stride = f"({ctype})((unsigned long long)gridDim.x * blockDim.y)"
+            elif self.block:
+                stride = f"({ctype})gridDim.x"
+            else:
+                stride = f"({ctype})((unsigned long long)gridDim.x * blockDim.x / {self.lanes}u)"
+            indent, _ = sx.line_indent(data, g.loop.start_byte)
+            edits = [(g.loop.start_byte, g.loop.start_byte, f"{lane}  // {how} (transform rowpar)\n{indent.decode()}".encode()),
+                     (g.init.start_byte, g.init.end_byte, index.encode()),
+                     (g.update.start_byte, g.update.end_byte, f"{g.name} += {stride}".encode())] + rw.edits
+        else:
+            first = _index_statement(unit, g)
+            indent, _ = sx.line_indent(data, first.start_byte)
+            new_first = (f"{decl} {g.name} = {index};  // {how} (transform rowpar)\n"
+                         f"{indent.decode()}{lane}").encode()
+            edits = [(first.start_byte, first.end_byte, new_first)] + rw.edits
         helpers = _helper_closure(rw.helpers)
         return unit.with_text(sx.apply_edits(data, edits), launch=launch, helpers=helpers, lanes=self.lanes)
 
@@ -621,6 +634,54 @@ def _visible_at(node: Node, unit: Unit) -> set[str]:
 def _span_nodes(stmts: list[Node]) -> Node:
     """A node covering ``stmts`` for the name helpers (their common parent)."""
     return stmts[0].parent if stmts else None
+
+
+@dataclass(frozen=True)
+class RowLoop:
+    """A grid-stride loop over rows, ``for (T r = blockIdx.x * blockDim.x + threadIdx.x; r < n; r += blockDim.x *
+    gridDim.x) {...}``, as the body's last statement: the index (name, type, initial value), the bound, the row's
+    code (``rest``), and the loop and its update (rewritten to stride over groups of lanes)."""
+
+    name: str
+    type_node: Node
+    init: Node
+    bound: Node
+    rest: list[Node]
+    loop: Node
+    update: Node
+
+
+def _row_loop(unit: Unit) -> RowLoop | None:
+    """The :class:`RowLoop` of a 1-D ``policy = "free"`` kernel, or None."""
+    if unit.body is None or unit.spec.launch.policy != "free" or len(unit.launch.grid) != 1 or not unit.block_is_1d():
+        return None
+    stmts = sx.statements(unit.body)
+    if not stmts or stmts[-1].type != "for_statement":
+        return None
+    loop = stmts[-1]
+    init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+    index = _index_decl(init) if init is not None and init.type == "declaration" else None
+    if index is None or cond is None or upd is None:
+        return None
+    name, type_node, value = index
+    c = sx.unparen(cond)
+    if c is None or c.type != "binary_expression":
+        return None
+    left, right, op = sx.unparen(c.child_by_field_name("left")), sx.unparen(c.child_by_field_name("right")), sx.operator(c)
+    bound = right if op == "<" and sx.is_ident(left, name) else left if op == ">" and sx.is_ident(right, name) else None
+    u = sx.unparen(upd)
+    if bound is None or u.type != "assignment_expression" or sx.operator(u) != "+=" or not sx.is_ident(sx.unparen(u.child_by_field_name("left")), name):
+        return None
+    step = sx.uncast(u.child_by_field_name("right"))
+    if step is None or step.type != "binary_expression" or sx.operator(step) != "*" or {
+            v for f in (step.child_by_field_name("left"), step.child_by_field_name("right"))
+            for v in ("blockDim", "gridDim") if sx.is_builtin(f, v)} != {"blockDim", "gridDim"}:
+        return None
+    body = loop.child_by_field_name("body")
+    rest = sx.statements(body) if body.type == "compound_statement" else [body]
+    if not rest or any(s.type != "declaration" or sx.written_names(s) - sx.declared_names(s) for s in stmts[:-1]):
+        return None
+    return RowLoop(name, type_node, value, bound, rest, loop, u)
 
 
 def _row_guard(unit: Unit) -> ElementGuard | None:
