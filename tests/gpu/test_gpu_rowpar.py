@@ -88,6 +88,35 @@ sizes = [{ M = 4096, N = 8192 }, { M = 65536, N = 256 }]
 """
 
 
+ROWLOOP = """
+extern "C" __global__ void sumsq_rows(const float* x, float* y, int M, int N)
+{
+    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < M; r += blockDim.x * gridDim.x) {
+        float ss = 0.0f;
+        for (int j = 0; j < N; j++) ss += x[(size_t)r * N + j] * x[(size_t)r * N + j];
+        y[r] = ss;
+    }
+}
+"""
+ROWLOOP_SPEC = """[kernel.sumsq_rows]
+arch = "sm_90a"
+args = [
+  { name = "x", role = "in", dtype = "f32", shape = ["M", "N"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["M"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+]
+launch = { grid = ["min(cdiv(M, 128), 264)"], block = [128], shared_mem = 0, policy = "free" }
+[kernel.sumsq_rows.check]
+rtol = 1e-4
+atol = 1e-3
+seeds = 2
+sizes = [{ M = 7, N = 100 }, { M = 1, N = 1 }, { M = 33, N = 3001 }, { M = 40000, N = 9 }]
+[kernel.sumsq_rows.bench]
+sizes = [{ M = 4096, N = 8192 }, { M = 262144, N = 64 }]
+"""
+
+
 def _job(tmp_path: Path, name: str, source: str, spec: str):
     path = tmp_path / f"{name}.cu"
     path.write_text(source)
@@ -108,9 +137,11 @@ def _report(summary) -> str:
     return "\n".join(f"{r.candidate.description}: {r.result.outcome} {getattr(r.result, 'speedup', '')} {r.reason}" for r in summary.rows)
 
 
-@pytest.mark.parametrize("name,source,spec", [("xent", XENT, XENT_SPEC), ("row_argmax", ARGMAX, ARGMAX_SPEC)])
+@pytest.mark.parametrize("name,source,spec", [("xent", XENT, XENT_SPEC), ("row_argmax", ARGMAX, ARGMAX_SPEC),
+                                              ("sumsq_rows", ROWLOOP, ROWLOOP_SPEC)])
 def test_rowpar_candidates_verify(tmp_path, name, source, spec):
-    """Integer-valued inputs for argmax make ties common: the first index must win them, as in the serial loop."""
+    """Integer-valued inputs for argmax make ties common: the first index must win them, as in the serial loop.
+    sumsq_rows strides over rows with a capped grid (40000 rows checked: several rows a group)."""
     summary = _job(tmp_path, name, source, spec)
     rows = [r for r in summary.rows if any(k.startswith("pass:rowpar_") for k in r.candidate.params)]
     assert len(rows) >= 4, _report(summary)
