@@ -1,6 +1,6 @@
 """The ``ptxfactory`` command line: ``optimise`` (the main job, headless), ``serve`` (the daemon), ``lsp`` (an
 editor's stdio bridge to it), ``jobs``/``watch``/``cancel``/``report``/``submit`` (the daemon's jobs), ``lessons``,
-``init`` (a spec scaffolded for a kernel that has none).
+``init`` (a spec scaffolded for a kernel that has none), ``show`` (the PTX or SASS of a job's candidate).
 
 :func:`build_app` builds the typer app; :func:`main` runs it on ``argv`` and returns the exit code.
 Exit codes of ``optimise`` (also in ``--help`` and README.md):
@@ -264,9 +264,9 @@ def _final_lines(summary: JobSummary, out_dir: Path) -> list[Text]:
     if summary.agent_spend is not None:
         lines.append(Text(summary.agent_spend.describe()))
     if summary.gpu is not None and summary.gpu.simulated:
-        lines.append(Text("simulated device: nothing ran on a GPU and nothing was verified (tests only): no best.cu", style="yellow"))
+        lines.append(Text(f"simulated device: nothing ran on a GPU and nothing was verified (tests only): no {report.best_name(summary)}", style="yellow"))
     if code == EXIT_FASTER:
-        lines.append(Text(f"wrote {where}/best.cu, report.md, report.json"))
+        lines.append(Text(f"wrote {where}/{report.best_name(summary)}, report.md, report.json"))
     else:
         lines.append(Text(f"{'partial report' if code == EXIT_INTERRUPTED else 'report'}: {where}/report.md"))
     return lines
@@ -637,6 +637,27 @@ def init_command(
         console.print(Text(f"{_shown(added.path)}:{line}: {message}"), soft_wrap=True)
 
 
+def show_command(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="the .cu or .ptx file a job ran on", show_default=False)],
+    kernel: Annotated[str, typer.Option("--kernel", "-k", help="the kernel (__global__ function or .entry)", show_default=False)],
+    candidate: Annotated[int | None, typer.Option("--candidate", "-n", min=0, help="candidate number as in the report (0: the original; default: the best)", show_default=False)] = None,
+    sass: Annotated[bool, typer.Option("--sass/--ptx", help="SASS (nvdisasm or cuobjdump of the cubin) or PTX")] = False,
+    report_json: Annotated[Path | None, typer.Option("--report", help="a job's report.json (default: the job store, then FILE's ptxfactory-out/KERNEL/report.json)", show_default=False)] = None,
+    store: Annotated[Path | None, typer.Option(help=STORE_HELP, show_default=False)] = None,
+) -> None:
+    """Print the PTX or SASS of a job's candidate, its innermost loops marked. Needs no GPU. Exit code 1: bad input."""
+    from .paths import default_jobs_path
+    from .show import ShowError, find_summary, listing
+
+    try:
+        summary = find_summary(file.resolve(), kernel, report_json, default_jobs_path(store))
+        shown = listing(summary, candidate, "sass" if sass else "ptx")
+    except ShowError as exc:
+        _error(_console(stderr=True), exc)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    sys.stdout.write(shown.text)
+
+
 def build_app() -> typer.Typer:
     """The ``ptxfactory`` typer app: ``optimise``, ``serve``, ``lsp``, ``jobs``, ``watch``, ``cancel``, ``report``, ``submit``, ``lessons``, ``init``."""
     app = typer.Typer(
@@ -653,6 +674,7 @@ def build_app() -> typer.Typer:
     app.command("submit", epilog=WATCH_EXIT_CODES_HELP)(submit_command)
     app.command("lessons")(lessons_command)
     app.command("init")(init_command)
+    app.command("show")(show_command)
     return app
 
 

@@ -308,7 +308,7 @@ def render_markdown(summary: JobSummary, now: datetime | None = None) -> str:
             out.append("- verified at: " + "; ".join(size_label(s) for s in r.verified_sizes))
         for note in getattr(r, "notes", None) or []:  # checks skipped or unavailable (misaligned views, the sanitizer)
             out.append(f"- note: {note}")
-        out += ["- full source: `best.cu` (the whole translation unit)", "", "### Launch", "", *launch_needed(summary), ""]
+        out += [f"- full source: `{best_name(summary)}` (the whole translation unit)", "", "### Launch", "", *launch_needed(summary), ""]
     out += accuracy_lines(summary)
     out += ["## Candidates", "", markdown_table(summary), ""]
     if summary.state != "compile_only":
@@ -420,6 +420,11 @@ def _write_in(dir_fd: int, name: str, text: str) -> None:
         raise
 
 
+def best_name(summary: JobSummary) -> str:
+    """The best candidate's file name in the report folder: ``best.ptx`` for a job on a ``.ptx`` file, else ``best.cu``."""
+    return "best.ptx" if str(summary.source_path).endswith(".ptx") else "best.cu"
+
+
 def write_outputs(summary: JobSummary, out_dir: Path, base: Path | None = None) -> list[Path]:
     """Write ``best.cu`` (when a faster verified candidate exists; a stale one is removed), ``report.md``, ``report.json``.
 
@@ -431,13 +436,14 @@ def write_outputs(summary: JobSummary, out_dir: Path, base: Path | None = None) 
     written = []
     try:
         best = summary.row(summary.best_key)
-        best_path = out_dir / "best.cu"
+        name = best_name(summary)
+        best_path = out_dir / name
         if best is not None and not getattr(best.result, "simulated", False):  # a simulated result verified nothing
-            _write_in(dir_fd, "best.cu", best.candidate.source)
+            _write_in(dir_fd, name, best.candidate.source)
             written.append(best_path)
         else:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink("best.cu", dir_fd=dir_fd)
+                os.unlink(name, dir_fd=dir_fd)
         _write_in(dir_fd, "report.md", render_markdown(summary))
         _write_in(dir_fd, "report.json", summary.model_dump_json(indent=2))
     finally:

@@ -260,7 +260,8 @@ HOT_END = "ptxfactory: hot loop ends ({label})"
 def innermost_loops(lines: list[str], label_at: Callable[[str], str | None],
                     branch_to: Callable[[str], str | None]) -> list[tuple[int, int, str]]:
     """The innermost loops of a listing: (line of the label, line of the branch back to it, label), 0-based, for
-    each branch to a label at or above it whose range holds no other such loop."""
+    each branch to a label above it whose range holds no other such loop. A branch right after its own label (a
+    spin, such as the ``BRA`` to itself that ends every SASS function) is no loop."""
     labels: dict[str, int] = {}
     loops = []
     for i, line in enumerate(lines):
@@ -268,7 +269,7 @@ def innermost_loops(lines: list[str], label_at: Callable[[str], str | None],
         if lab is not None:
             labels.setdefault(lab, i)
         target = branch_to(line)
-        if target is not None and target in labels and labels[target] <= i:
+        if target is not None and target in labels and labels[target] < i - 1:  # not a spin (``L: bra L;``)
             loops.append((labels[target], i, target))
     return [(a, b, lab) for a, b, lab in loops
             if not any((a2, b2) != (a, b) and a <= a2 and b2 <= b for a2, b2, _ in loops)]
