@@ -1,0 +1,948 @@
+"""``vector_loops``: a lane-strided loop over a row moves 16 bytes per load and store.
+
+Pattern: a loop whose iterations a group of lanes shares, one element per lane and step::
+
+    for (T j = a + LANE; j < n; j += L) BODY
+
+where ``LANE``/``L`` is ``threadIdx.x``/``blockDim.x`` (or the block's literal size) in a 1-D block,
+or a lane variable declared ``lane = threadIdx.x % C`` (``& (C - 1)``; rowpar's ``ptxf_lane``) with
+``L == C`` and the literal block a multiple of C (then the group is C consecutive threads), or
+``ptxf_lane = threadIdx.x`` with ``L`` the block. BODY reads (and writes) buffers at ``p[base + j]``
+(``__ldg(p + base + j)`` and the other hint forms too), ``base`` the same for every lane of the group.
+
+Rewrite: each lane takes VEC = 16 / sizeof(element) consecutive elements per step::
+
+    {   const T s = a + head;                       // head: scalar, up to the first 16-byte boundary
+        for (T v = s + LANE * VEC; v < e; v += L * VEC) {   // e: the end of the whole 16-byte chunks
+            one 16-byte load per buffer read (uint4), BODY once per element k = 0..VEC-1 in order of j
+            (``const T j = v + k``), one 16-byte store per buffer written
+        }
+        for (T j = e + LANE; j < n; j += L) BODY    // the tail, scalar, strided over the lanes
+    }
+
+Each lane still visits its elements in increasing ``j``; the group together visits every ``j`` in
+``[a, n)`` exactly once, but which lane gets which element changes: accumulations (recognised by
+:mod:`.reductions`) see other partial sums, so sums are re-associated (not exact); max/min stay exact,
+and an arg max/min only when rowpar's index-aware combine follows the loop.
+
+Alignment. The vectorised accesses need ``&p[base + s]`` 16-byte aligned for every buffer. When the
+spec proves it (the buffer's ``align`` >= 16, and ``base + a`` a multiple of VEC through integer
+literals and ``constraints`` such as ``N % 4 == 0``) there is no check and no head. Otherwise a
+runtime check, the same for every lane of the group (see below): all the buffers' addresses at
+``a`` must have the same remainder modulo 16 bytes; the head then runs the elements up to the first
+16-byte boundary scalar. When the remainders differ the original loop runs unchanged.
+
+Uniformity: the check, the head and the bounds must agree on every lane of the group, or lanes
+would take different paths and elements be lost or doubled. ``a``, ``n``, ``base`` and a local
+pointer ``p`` must be group-uniform: built from parameters and locals never written after their
+declaration, ``blockIdx``/``blockDim``/``gridDim``, literals, reads of buffers the kernel never
+writes, and for a sub-block group ``(blockIdx.x * blockDim.x + threadIdx.x) / D`` with C dividing D
+and D dividing the block. The loop must be reached by the whole group: enclosing ``if`` conditions
+and ``for`` headers uniform, no ``return`` before it under a non-uniform condition.
+
+Refused (the loop is left alone): ``break``/``continue``/``return``/``goto``, nested loops, barriers,
+warp collectives, atomics or ``asm`` in the body; a buffer written at anything but ``q[base + j]``,
+or read at another index or through another name in the loop; a write that is not a top-level
+``q[base + j] = v;`` (``op=``, ``__stcs``) statement of the body (so every element of a stored chunk
+is written, as in the original); a carried variable that is not a recognised accumulation; a float
+sum or product when the spec asks for exact results (``rtol = atol = 0``); an arg reduction without
+rowpar's combine; vectorised buffers of different element sizes or of a type without a packing here
+(float, int, unsigned, __half, __nv_bfloat16); a pointer used otherwise in the body (address taken,
+passed to a function). Reads that are not ``p[base + j]`` (neighbours ``x[j + 1]``, gathers, other
+strides) of buffers the loop does not write stay scalar loads. ``launch`` is kept, so the pass also
+applies under ``launch.policy = "fixed"``.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from . import syntax as sx
+from .affine import Poly, add, poly
+from .base import LOAD_FUNCS, STORE_FUNCS, Unit, access_kind
+from .grid_stride import COLLECTIVES
+from .reductions import loop_accumulators
+from .rowpar import _constants, _pointer_offsets, _pointer_roots
+from .syntax import Node
+from .vectorize import NA_V4, na_v4_helper
+
+VEC_BYTES = 16
+PREFIX = "ptxf_vl"
+# element type -> (size in bytes, bits -> element, element -> bits (an unsigned value))
+ELEMENTS = {
+    "float": (4, "__uint_as_float({})", "__float_as_uint((float)({}))"),
+    "int": (4, "(int)({})", "(unsigned)(int)({})"),
+    "int32_t": (4, "(int)({})", "(unsigned)(int)({})"),
+    "unsigned": (4, "({})", "(unsigned)({})"),
+    "unsigned int": (4, "({})", "(unsigned)({})"),
+    "uint32_t": (4, "({})", "(unsigned)({})"),
+    "__half": (2, "__ushort_as_half((unsigned short)({}))", "(unsigned)__half_as_ushort((__half)({}))"),
+    "half": (2, "__ushort_as_half((unsigned short)({}))", "(unsigned)__half_as_ushort((__half)({}))"),
+    "__nv_bfloat16": (2, "__ushort_as_bfloat16((unsigned short)({}))", "(unsigned)__bfloat16_as_ushort((__nv_bfloat16)({}))"),
+    "nv_bfloat16": (2, "__ushort_as_bfloat16((unsigned short)({}))", "(unsigned)__bfloat16_as_ushort((__nv_bfloat16)({}))"),
+}
+HINT_LOADS = frozenset({"__ldg", "__ldcs"})  # scalar hint -> the same function on the 16-byte value (uint4 overloads)
+HINT_STORES = frozenset({"__stcs"})
+PURE_FUNCS = sx.FLOAT_FUNCS | {"min", "max"}
+NARROW = ("short", "unsigned short", "char", "signed char", "unsigned char", "int8_t", "uint8_t")
+JUMPS = ("break_statement", "continue_statement", "return_statement", "goto_statement", "labeled_statement")
+COMPONENTS = "xyzw"
+
+
+class Refused(Exception):
+    """The loop does something the pass does not prove safe (the message says what)."""
+
+
+@dataclass
+class _Access:
+    """One access of a vectorised buffer in the body: the node replaced in each element copy."""
+
+    node: Node          # p[idx] (read or write target) or the hint call
+    j_node: Node        # the loop variable inside it
+    kind: str           # "read" | "write" | "update" (op=) | "store" (__stcs)
+    hint: str | None = None
+    value: Node | None = None  # the stored value of a __stcs call
+
+
+@dataclass
+class _Stream:
+    """One buffer range ``p[base + j]`` the loop reads or writes 16 bytes at a time."""
+
+    ptr: str
+    elem: str
+    base_terms: list[Node]
+    accesses: list[_Access] = field(default_factory=list)
+
+    @property
+    def written(self) -> bool:
+        return any(a.kind != "read" for a in self.accesses)
+
+    @property
+    def loaded(self) -> bool:
+        return any(a.kind in ("read", "update") for a in self.accesses)
+
+
+@dataclass
+class _Plan:
+    loop: Node
+    j: str
+    ctype: str
+    lane: str
+    step: str
+    step_vec: str  # the main loop's step: L * VEC
+    start: str
+    start_terms: list[Node]
+    bound: Node
+    streams: list[_Stream]
+    vec: int
+    size: int
+    proven: bool
+    pragma: Node | None
+    uses_j: bool
+
+
+class VectorLoopsPass:
+    """Lane-strided row loops -> VEC elements per lane and step: 16-byte loads and stores, scalar head and tail."""
+
+    name = "vector_loops"
+    group = None  # chains after rowpar (whose split loops it widens) and on block-per-row kernels alone
+    exact = False  # the elements move between lanes: sums are re-associated
+
+    def plans(self, unit: Unit) -> list[_Plan]:
+        """A plan per loop the pass rewrites (loops refused are left out)."""
+        if unit.body is None:
+            return []
+        a, out = _Analysis(unit), []
+        for n in sx.walk(unit.body):
+            if n.type == "for_statement":
+                try:
+                    out.append(self.plan(unit, n, a))
+                except Refused:
+                    continue
+        return out
+
+    def candidates(self, unit: Unit) -> list[tuple[Node, str | None]]:
+        """Every ``for`` loop of the kernel with why it is refused (None: rewritten)."""
+        if unit.body is None:
+            return []
+        a, out = _Analysis(unit), []
+        for n in sx.walk(unit.body):
+            if n.type == "for_statement":
+                try:
+                    self.plan(unit, n, a)
+                    out.append((n, None))
+                except Refused as e:
+                    out.append((n, str(e)))
+        return out
+
+    def why_not(self, unit: Unit) -> str | None:
+        """Why no loop is rewritten (None when one is): the reasons, one per loop."""
+        c = self.candidates(unit)
+        if any(r is None for _, r in c):
+            return None
+        return "; ".join(f"line {n.start_point[0] + 1}: {r}" for n, r in c) or "no loop"
+
+    def applies(self, unit: Unit) -> bool:
+        return bool(self.plans(unit))
+
+    # -- analysis -------------------------------------------------------------------------------------------
+
+    def plan(self, unit: Unit, loop: Node, a: "_Analysis | None" = None) -> _Plan:
+        """The rewrite of ``loop`` (raises :class:`Refused` with the reason when the loop is left alone)."""
+        a = a or _Analysis(unit)
+        init, cond, upd, body = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update", "body"))
+        if init is None or cond is None or upd is None or body is None or init.type != "declaration":
+            raise Refused("not a for loop declaring its index")
+        ds = init.children_by_field_name("declarator")
+        if len(ds) != 1 or ds[0].type != "init_declarator" or not sx.is_ident(ds[0].child_by_field_name("declarator")):
+            raise Refused("not one index declared")
+        ctype = sx.type_text(init.child_by_field_name("type"))
+        if ctype not in sx.INT_TYPES or ctype.startswith(NARROW) or any(c.type == "type_qualifier" for c in init.children):
+            raise Refused(f"index type {ctype!r}")
+        j = sx.text(ds[0].child_by_field_name("declarator"))
+        if any(i.startswith(PREFIX) for i in sx.identifiers(loop)) or a.inside_rewrite(loop):
+            raise Refused("already vectorised")
+        # the lane term of the start, the step
+        terms = _plus_terms(ds[0].child_by_field_name("value"))
+        lanes = [t for t in terms if a.lane_group(t) is not None]
+        if len(lanes) != 1:
+            raise Refused("the start is not a + LANE")
+        lane_node = lanes[0]
+        group = a.lane_group(lane_node)
+        start_terms = [t for t in terms if t is not lane_node]
+        u = sx.unparen(upd)
+        if not (u.type == "assignment_expression" and sx.operator(u) == "+=" and sx.is_ident(sx.unparen(u.child_by_field_name("left")), j)):
+            raise Refused("the step is not j += L")
+        step = sx.unparen(u.child_by_field_name("right"))
+        if not a.step_matches(group, step):
+            raise Refused(f"the step {sx.text(step)!r} is not the group's size")
+        c = sx.unparen(cond)
+        if c is None or c.type != "binary_expression":
+            raise Refused("the condition is not j < n")
+        op, left, right = sx.operator(c), sx.unparen(c.child_by_field_name("left")), sx.unparen(c.child_by_field_name("right"))
+        if op == "<" and sx.is_ident(left, j):
+            bound = c.child_by_field_name("right")
+        elif op == ">" and sx.is_ident(right, j):
+            bound = c.child_by_field_name("left")
+        else:
+            raise Refused("the condition is not j < n")
+        # the body
+        if sx.contains_type(body, JUMPS) or sx.contains_type(body, sx.LOOPS):
+            raise Refused("break, continue, return, goto or a nested loop in the body")
+        if sx.contains_call(body, COLLECTIVES) or any((sx.call_name(n) or "").startswith("atomic") for n in sx.walk(body)):
+            raise Refused("a barrier, warp collective or atomic in the body")
+        if any(n.type in ("gnu_asm_expression", "asm_statement") for n in sx.walk(body)):
+            raise Refused("asm in the body")
+        written = sx.written_names(body)
+        if j in written:
+            raise Refused("the index is written in the body")
+        extra = a.context_uniform(loop)
+        for t in start_terms + [bound]:
+            if not a.uniform(t, extra) or sx.identifiers(t) & written:
+                raise Refused(f"{sx.text(t)!r} is not the same for every lane of the group")
+        self._accumulators(unit, a, loop, body, j, written)
+        streams = self._streams(unit, a, body, j, extra, written)
+        sizes = {ELEMENTS[s.elem][0] for s in streams}
+        if len(sizes) != 1:
+            raise Refused("vectorised buffers of different element sizes")
+        size = sizes.pop()
+        vec = VEC_BYTES // size
+        proven = all(a.aligned(s, start_terms, vec) for s in streams)
+        spans = [(x.node.start_byte, x.node.end_byte) for s in streams for x in s.accesses]
+        uses_j = any(sx.is_ident(n, j) and not any(b <= n.start_byte < e for b, e in spans) for n in sx.walk(body))
+        start = " + ".join(sx.text(t) for t in start_terms) or "0"
+        lit = sx.literal_value(step) if sx.is_number(step) else None
+        step_vec = str(lit * vec) if isinstance(lit, int) else f"({ctype})({sx.text(step)}) * {vec}"
+        return _Plan(loop, j, ctype, sx.text(lane_node), sx.text(step), step_vec, start, start_terms, bound, streams, vec,
+                     size, proven, _pragma(loop), uses_j)
+
+    def _accumulators(self, unit: Unit, a: "_Analysis", loop: Node, body: Node, j: str, written: set[str]) -> None:
+        carried = written - sx.declared_names(body) - {j}
+        if any(n not in a.declared for n in carried):
+            raise Refused("a variable declared outside the kernel is written")
+        accs = loop_accumulators(body, carried, j)
+        if accs is None:
+            raise Refused("a carried variable that is not a recognised accumulation")
+        exact_only = unit.spec.check.rtol == 0 and unit.spec.check.atol == 0
+        for acc in accs.values():
+            kind = sx._kind(unit.types.scalar.get(acc.name))
+            if acc.kind in ("sum", "prod") and exact_only and kind != "int":
+                raise Refused(f"{acc.name}: a floating-point {acc.kind} would be re-associated (rtol = atol = 0)")
+            if acc.kind == "arg" and not _rowpar_arg_combine(loop, acc.name, acc.index):
+                raise Refused(f"{acc.name}: an arg reduction without rowpar's index-aware combine after the loop")
+
+    def _streams(self, unit: Unit, a: "_Analysis", body: Node, j: str, extra: set[str], written: set[str]) -> list[_Stream]:
+        local = sx.declared_names(body)
+        streams: dict[tuple, _Stream] = {}
+        scalar_roots: list[str | None] = []   # roots of buffer accesses kept scalar
+        for n in sx.walk(body):
+            if n.type != "identifier":
+                continue
+            name = sx.text(n)
+            if name in local or (name not in a.ptr_names and name not in a.arrays):
+                continue
+            acc = _access_of(n)
+            if acc is None:
+                raise Refused(f"{name!r} used otherwise than p[i] or a load/store hint (line {n.start_point[0] + 1})")
+            node, idx_terms, kind, hint, value = acc
+            if name in a.arrays:
+                if kind != "read":
+                    raise Refused(f"a thread-local or shared array {name!r} written in the loop")
+                continue
+            js = [t for t in idx_terms if sx.is_ident(t, j)]
+            base = [t for t in idx_terms if not sx.is_ident(t, j)]
+            elem = a.element(name)
+            vectorisable = (
+                len(js) == 1 and not any(j in sx.identifiers(t) for t in base) and elem is not None
+                and all(a.uniform(t, extra) and not (sx.identifiers(t) & (written | local)) for t in base)
+                and a.uniform_pointer(name)
+            )
+            if not vectorisable:
+                if kind != "read":
+                    raise Refused(f"a write not of the form q[base + j]: {sx.text(node)!r}")
+                scalar_roots.append(a.roots.get(name))
+                continue
+            key = (name, _key(base))
+            s = streams.setdefault(key, _Stream(name, elem, base))
+            s.accesses.append(_Access(node, js[0], kind, hint, value))
+        if not streams:
+            raise Refused("no access p[base + j] to vectorise")
+        out = list(streams.values())
+        written_roots = {}
+        for s in out:
+            if s.written:
+                root = a.roots.get(s.ptr)
+                if root is None:
+                    raise Refused(f"cannot tell which buffer {s.ptr!r} points into")
+                if root in written_roots:
+                    raise Refused(f"buffer {root!r} written at two places in the loop")
+                written_roots[root] = s
+                tops = [x for x in s.accesses if x.kind != "read" and _top_level_statement(x.node, body)]
+                if not tops:
+                    raise Refused(f"{s.ptr!r}: no top-level unconditional store (every element of a chunk must be written)")
+        if written_roots:
+            if None in scalar_roots or any(r in written_roots for r in scalar_roots):
+                raise Refused("a buffer written in the loop is also read at another index (or through an unknown pointer)")
+            for s in out:
+                if not s.written and (a.roots.get(s.ptr) in written_roots or a.roots.get(s.ptr) is None):
+                    raise Refused(f"{s.ptr!r} reads a buffer the loop writes, at another index or through another name")
+        return out
+
+    # -- rewrite ------------------------------------------------------------------------------------------
+
+    def apply(self, unit: Unit) -> Unit:
+        plans = self.plans(unit)
+        data = unit.data
+        edits, helpers = [], []
+        for p in plans:
+            text, hs = self._emit(unit, p)
+            start = p.pragma.start_byte if p.pragma is not None else p.loop.start_byte
+            edits.append((start, p.loop.end_byte, text.encode()))
+            helpers += hs
+        vec_elems = sorted({p.vec for p in plans})
+        return unit.with_text(sx.apply_edits(data, edits), helpers=helpers, vec=VEC_BYTES, vec_loops=len(plans),
+                              vec_elems=vec_elems[0] if len(vec_elems) == 1 else vec_elems)
+
+    def _emit(self, unit: Unit, p: _Plan) -> tuple[str, list]:
+        data = unit.data
+        ind = sx.line_indent(data, p.loop.start_byte)[0].decode()
+        i1, i2, i3 = ind + "    ", ind + "        ", ind + "            "
+        t, vec, j, lane, step = p.ctype, p.vec, p.j, p.lane, p.step
+        n = f"({sx.text(p.bound)})"
+        A, M, S, E, V = (f"{PREFIX}_{x}" for x in "amsev")
+        body = p.loop.child_by_field_name("body")
+        helpers = []
+        step_vec = p.step_vec
+        if body.type == "compound_statement":
+            scalar_body = " " + _reindent(sx.text(body), ind, i2)
+        else:
+            scalar_body = "\n" + i3 + _reindent(sx.text(body), ind + "    ", i3)
+
+        def addr(s: _Stream, at: str) -> str:
+            x = s.accesses[0]
+            text = sx.render(x.node, data, lambda nd: at.encode() if (nd.start_byte, nd.end_byte) == (x.j_node.start_byte, x.j_node.end_byte) else None).decode()
+            if x.node.type == "subscript_expression":
+                return f"&{text}"
+            return f"({_first_arg_text(x, at, data)})"
+
+        lines = [f"{ind}{{  // {vec} elements per lane and step: 16-byte loads and stores (transform vector_loops)",
+                 f"{i1}const {t} {A} = ({p.start});  // the loop's first element"]
+        if p.proven:
+            lines += [f"{i1}if ({A} < {n}) {{  // every buffer 16-byte aligned at {A} (spec: align, constraints)",
+                      f"{i2}const {t} {S} = {A};"]
+        else:
+            first = addr(p.streams[0], A)
+            same = "".join(f" && (reinterpret_cast<unsigned long long>({addr(s, A)}) & 15ull) == {M}" for s in p.streams[1:])
+            lines += [f"{i1}const unsigned {M} = (unsigned)(reinterpret_cast<unsigned long long>({first}) & 15ull);",
+                      f"{i1}if ({A} < {n}{same}) {{  // the same offset within 16 bytes for every buffer: vectorise",
+                      f"{i2}const {t} {S} = {A} + ({t})(((16u - {M}) & 15u) / {p.size}u);  // the first element on a 16-byte boundary",
+                      f"{i2}// the head, element by element",
+                      f"{i2}for ({t} {j} = {A} + {lane}; {j} < {S} && {j} < {n}; {j} += {step}){scalar_body}"]
+        lines.append(f"{i2}const {t} {E} = {S} < {n} ? ({t})({S} + ({n} - {S}) / {vec} * {vec}) : {S};  // the end of the whole 16-byte chunks")
+        if p.pragma is not None:
+            lines.append(f"{sx.text(p.pragma).strip()}")
+        lines.append(f"{i2}for ({t} {V} = {S} + ({t})({lane}) * {vec}; {V} < {E}; {V} += {step_vec}) {{")
+        # loads
+        chunk = {}
+        for k, s in enumerate(p.streams):
+            cname = f"{PREFIX}_c{k}"
+            chunk[id(s)] = cname
+            if not s.loaded:
+                continue
+            hint = next((x.hint for x in s.accesses if x.kind == "read" and x.hint), None)
+            ptr = f"reinterpret_cast<const uint4*>({addr(s, V)})"
+            if hint is None:
+                load = f"*{ptr}"
+            elif hint.startswith("ptxf_ldna_"):
+                load = f"{NA_V4}({addr(s, V)})"
+                helpers.append(na_v4_helper())
+            else:
+                load = f"{hint}({ptr})"
+            lines.append(f"{i3}const uint4 {cname} = {load};")
+        for s in p.streams:
+            if s.written:
+                cname = chunk[id(s)]
+                decls = [f"{cname}_{k}" + (f" = {_unpack(s.elem, cname, k, vec)}" if s.loaded else "") for k in range(vec)]
+                lines.append(f"{i3}{s.elem} " + ", ".join(decls) + ";")
+        # the body, once per element
+        replace = {}
+        for s in p.streams:
+            for x in s.accesses:
+                replace[(x.node.start_byte, x.node.end_byte)] = (s, x)
+        for k in range(vec):
+            def element(nd: Node, k=k) -> bytes | None:
+                hit = replace.get((nd.start_byte, nd.end_byte))
+                if hit is None:
+                    return None
+                s, x = hit
+                cname = chunk[id(s)]
+                if x.kind == "store":
+                    return f"{cname}_{k} = ({s.elem})({sx.render(x.value, data, element).decode()})".encode()
+                if s.written:
+                    return f"{cname}_{k}".encode()
+                return f"({_unpack(s.elem, cname, k, vec)})".encode()
+
+            copy = sx.render(body, data, element).decode()
+            if body.type == "compound_statement":
+                copy = copy[1:-1].strip()
+            lines.append(f"{i3}{{  // element {k}")
+            if p.uses_j:
+                lines.append(f"{i3}    const {t} {j} = {V} + {k};")
+            lines.append(f"{i3}    {_reindent(copy, ind + '    ', i3 + '    ')}")
+            lines.append(f"{i3}}}")
+        # stores
+        for s in p.streams:
+            if not s.written:
+                continue
+            cname = chunk[id(s)]
+            bits = ELEMENTS[s.elem][2]
+            if vec == 4:
+                words = [bits.format(f"{cname}_{k}") for k in range(4)]
+            else:
+                words = [f"{bits.format(f'{cname}_{2 * w}')} | ({bits.format(f'{cname}_{2 * w + 1}')} << 16)" for w in range(4)]
+            value = "make_uint4(" + ", ".join(words) + ")"
+            ptr = f"reinterpret_cast<uint4*>({addr(s, V)})"
+            store_hint = next((sx.call_name(x.node) for x in s.accesses if x.kind == "store"), None)
+            lines.append(f"{i3}{store_hint}({ptr}, {value});" if store_hint else f"{i3}*{ptr} = {value};")
+        lines.append(f"{i2}}}")
+        lines.append(f"{i2}// the tail, element by element")
+        lines.append(f"{i2}for ({t} {j} = {E} + {lane}; {j} < {n}; {j} += {step}){scalar_body}")
+        if p.proven:
+            lines.append(f"{i1}}}")
+        else:
+            lines.append(f"{i1}}} else {{  // the buffers' offsets within 16 bytes differ: the original loop")
+            lines.append(f"{i2}{_reindent(sx.text(p.loop), ind, i2)}")
+            lines.append(f"{i1}}}")
+        lines.append(f"{ind}}}")
+        return "\n".join(lines)[len(ind):], helpers
+
+
+# -- the analysis of one kernel -------------------------------------------------------------------------------
+
+
+class _Analysis:
+    """Facts about one kernel the loop checks share: declarations, pointers, uniform names, the spec's divisors."""
+
+    def __init__(self, unit: Unit):
+        self.unit = unit
+        fn, body = unit.fn, unit.body
+        self.declared: dict[str, int] = {}
+        self.inits: dict[str, Node] = {}
+        self.ptr_names: set[str] = set(unit.pointers)
+        self.arrays: set[str] = set()
+        for n in sx.walk(fn):
+            if n.type not in ("declaration", "parameter_declaration"):
+                continue
+            for d in n.children_by_field_name("declarator"):
+                ident = sx.innermost_identifier(d)
+                if ident is None:
+                    continue
+                name = sx.text(ident)
+                self.declared[name] = self.declared.get(name, 0) + 1
+                inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+                if inner is not None and inner.type == "pointer_declarator":
+                    self.ptr_names.add(name)
+                elif inner is not None and inner.type == "array_declarator":
+                    self.arrays.add(name)
+                if d.type == "init_declarator":
+                    self.inits[name] = d.child_by_field_name("value")
+        self.written = sx.written_names(fn)
+        self.roots = _pointer_roots(unit)
+        self.offsets = _pointer_offsets(unit, self.roots)
+        self.constants = _constants(body)
+        self.written_roots = self._written_roots()
+        self.block = unit.block_threads() if unit.block_is_1d() else None
+        self._memo: dict[str, bool] = {}
+        self.group_size: int | None = None  # C for the loop under study when its group is C lanes (not a block)
+
+    def _written_roots(self) -> set[str] | None:
+        """Buffers (by root) the kernel writes anywhere; None when a write's target is unknown."""
+        out = set()
+        for n in sx.walk(self.unit.body):
+            target = None
+            if n.type == "assignment_expression":
+                target = n.child_by_field_name("left")
+            elif n.type == "update_expression":
+                target = n.child_by_field_name("argument")
+            elif n.type == "call_expression":
+                name = sx.call_name(n) or ""
+                if name in LOAD_FUNCS or name in PURE_FUNCS or name.startswith("ptxf_ldna_"):
+                    continue
+                if name.startswith("atomic") or name in STORE_FUNCS or any(sx.identifiers(x) & self.ptr_names for x in sx.call_args(n)):
+                    bases = {i for x in sx.call_args(n) for i in sx.identifiers(x) if i in self.ptr_names}
+                    if any(b not in self.roots for b in bases):
+                        return None
+                    out |= {self.roots[b] for b in bases}
+                continue
+            t = sx.unparen(target)
+            while t is not None and t.type == "field_expression":
+                t = sx.unparen(t.child_by_field_name("argument"))
+            if t is None or t.type == "identifier":
+                continue
+            base = None
+            if t.type == "subscript_expression":
+                base = sx.uncast(t.child_by_field_name("argument"))
+            elif t.type == "pointer_expression":
+                ids = sx.identifiers(t) & self.ptr_names
+                if len(ids) != 1:
+                    return None
+                out.add(self.roots.get(ids.pop(), "?"))
+                continue
+            if not sx.is_ident(base):
+                return None
+            name = sx.text(base)
+            if name in self.arrays:
+                continue
+            if name not in self.roots:
+                return None
+            out.add(self.roots[name])
+        return out
+
+    # lanes and groups --------------------------------------------------------------------------------------
+
+    def lane_group(self, node: Node) -> int | str | None:
+        """``"block"`` when ``node`` is ``threadIdx.x`` (or a lane variable equal to it), C for a variable
+        ``threadIdx.x % C`` / ``threadIdx.x & (C - 1)``; None otherwise."""
+        node = sx.uncast(node)
+        if sx.is_builtin(node, "threadIdx", "x"):
+            return "block" if self.unit.block_is_1d() else None
+        if not sx.is_ident(node):
+            return None
+        name = sx.text(node)
+        if self.declared.get(name) != 1 or name in self.written or name not in self.inits:
+            return None
+        v = sx.uncast(self.inits[name])
+        if sx.is_builtin(v, "threadIdx", "x"):
+            return "block" if self.unit.block_is_1d() else None
+        if v is None or v.type != "binary_expression" or not sx.is_builtin(v.child_by_field_name("left"), "threadIdx", "x"):
+            return None
+        c = sx.unparen(v.child_by_field_name("right"))
+        value = sx.literal_value(c) if sx.is_number(c) else None
+        if not isinstance(value, int) or value <= 0:
+            return None
+        if sx.operator(v) == "%":
+            group = value
+        elif sx.operator(v) == "&" and value & (value + 1) == 0:
+            group = value + 1
+        else:
+            return None
+        if self.block is None or self.block % group:
+            return None
+        return group
+
+    def step_matches(self, group, step: Node) -> bool:
+        """The step is the group's size: ``blockDim.x`` (or the literal block) for a block, C for a group of C."""
+        v = sx.literal_value(sx.unparen(step)) if sx.is_number(step) else None
+        if group == "block":
+            return sx.is_builtin(step, "blockDim", "x") or (v is not None and v == self.block)
+        return v == group
+
+    # uniformity ----------------------------------------------------------------------------------------------
+
+    def uniform(self, node: Node | None, extra: set[str] = frozenset()) -> bool:
+        """``node`` has the same value on every lane of the group (see the module docstring)."""
+        node = sx.unparen(node)
+        if node is None:
+            return False
+        t = node.type
+        if t in ("number_literal", "true", "false", "char_literal", "sizeof_expression", "null"):
+            return True
+        if t == "identifier":
+            name = sx.text(node)
+            if name in extra:
+                return True
+            if name in self._memo:
+                return self._memo[name]
+            self._memo[name] = False  # cycles are not uniform
+            ok = self.declared.get(name) == 1 and name not in self.written and (
+                name not in self.inits and self._is_param(name) or name in self.inits and self.uniform(self.inits[name], extra))
+            self._memo[name] = ok
+            return ok
+        if t == "field_expression":
+            return any(sx.is_builtin(node, v, f) for v in ("blockIdx", "blockDim", "gridDim") for f in "xyz")
+        if t == "cast_expression":
+            return self.uniform(node.child_by_field_name("value"), extra)
+        if t == "unary_expression":
+            return self.uniform(node.child_by_field_name("argument"), extra)
+        if t == "binary_expression":
+            if self._group_quotient(node, extra):
+                return True
+            return self.uniform(node.child_by_field_name("left"), extra) and self.uniform(node.child_by_field_name("right"), extra)
+        if t == "conditional_expression":
+            return all(self.uniform(node.child_by_field_name(f), extra) for f in ("condition", "consequence", "alternative"))
+        if t == "subscript_expression":
+            arg = sx.uncast(node.child_by_field_name("argument"))
+            idx = [c for c in node.child_by_field_name("indices").named_children if c.type != "comment"]
+            return (sx.is_ident(arg) and self.written_roots is not None and sx.text(arg) in self.roots
+                    and self.roots[sx.text(arg)] not in self.written_roots and self.uniform(arg, extra)
+                    and len(idx) == 1 and self.uniform(idx[0], extra))
+        if t == "call_expression":
+            return sx.call_name(node) in PURE_FUNCS and all(self.uniform(x, extra) for x in sx.call_args(node))
+        return False
+
+    def _is_param(self, name: str) -> bool:
+        decl = sx.function_declarator(self.unit.fn)
+        return name in sx.declared_names(decl)
+
+    def _group_quotient(self, node: Node, extra: set[str]) -> bool:
+        """``(blockIdx.x * blockDim.x + threadIdx.x) / D``: the same on each aligned group of C lanes when C divides D
+        and D the block (the row index rowpar writes)."""
+        if sx.operator(node) != "/" or self.block is None or self.group_size is None:
+            return False
+        d = sx.unparen(node.child_by_field_name("right"))
+        dv = sx.literal_value(d) if sx.is_number(d) else None
+        if not isinstance(dv, int) or dv <= 0 or dv % self.group_size or self.block % dv:
+            return False
+        p = poly(node.child_by_field_name("left"))
+        if p is None or p.get(("threadIdx.x",)) != 1:
+            return False
+        for m, c in p.items():
+            if m == ("threadIdx.x",):
+                continue
+            coeff = c
+            for name in m:
+                if name == "blockDim.x":
+                    coeff *= self.block
+                elif name in ("blockIdx.x", "blockIdx.y", "blockIdx.z", "gridDim.x", "gridDim.y", "gridDim.z"):
+                    continue
+                elif not (name.isidentifier() and self.uniform(_ident(name), extra)):
+                    return False
+            if coeff % dv:
+                return False
+        return True
+
+    def uniform_pointer(self, name: str) -> bool:
+        return name in self.unit.pointers and name not in self.written or self.uniform(_ident(name))
+
+    def context_uniform(self, loop: Node) -> set[str]:
+        """The loop is reached by every lane of its group (enclosing conditions and loop headers uniform, no return
+        before it on a non-uniform path). Returns the enclosing loops' variables (uniform there). Raises Refused."""
+        group = self.lane_group_of(loop)
+        self.group_size = group if isinstance(group, int) else None
+        self._memo.clear()
+        extra: set[str] = set()
+        chain = []
+        child, parent = loop, loop.parent
+        while parent is not None and parent != self.unit.fn:
+            chain.append((child, parent))
+            child, parent = parent, parent.parent
+        for child, parent in reversed(chain):  # outermost first, so inner headers may use outer loop variables
+            if parent.type in ("compound_statement", "else_clause", "expression_statement"):
+                continue
+            if parent.type == "if_statement":
+                if not self.uniform(_condition(parent), extra):
+                    raise Refused(f"inside a condition not the same for the whole group (line {parent.start_point[0] + 1})")
+                continue
+            if parent.type == "for_statement" and child == parent.child_by_field_name("body"):
+                var = self._uniform_header(parent, extra)
+                if var is None:
+                    raise Refused(f"inside a loop whose header is not the same for the whole group (line {parent.start_point[0] + 1})")
+                extra.add(var)
+                continue
+            raise Refused(f"inside a {parent.type}")
+        for n in sx.walk(self.unit.body):
+            if n.type == "goto_statement":
+                raise Refused("goto in the kernel")
+            if n.type == "return_statement" and n.start_byte < loop.start_byte and not _in_lambda(n):
+                p = n.parent
+                while p is not None and p != self.unit.fn:
+                    if p.type == "if_statement":
+                        if not self.uniform(_condition(p), extra):
+                            raise Refused(f"a return before the loop under a condition not the same for the whole group (line {n.start_point[0] + 1})")
+                    elif p.type not in ("compound_statement", "else_clause"):
+                        raise Refused(f"a return before the loop inside a {p.type}")
+                    p = p.parent
+        return extra
+
+    def lane_group_of(self, loop: Node):
+        init = loop.child_by_field_name("initializer")
+        ds = init.children_by_field_name("declarator") if init is not None and init.type == "declaration" else []
+        if len(ds) != 1 or ds[0].type != "init_declarator":
+            return None
+        for t in _plus_terms(ds[0].child_by_field_name("value")):
+            g = self.lane_group(t)
+            if g is not None:
+                return g
+        return None
+
+    def _uniform_header(self, loop: Node, extra: set[str]) -> str | None:
+        init, cond, upd, body = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update", "body"))
+        if init is None or init.type != "declaration" or cond is None or upd is None:
+            return None
+        ds = init.children_by_field_name("declarator")
+        if len(ds) != 1 or ds[0].type != "init_declarator" or not sx.is_ident(ds[0].child_by_field_name("declarator")):
+            return None
+        var = sx.text(ds[0].child_by_field_name("declarator"))
+        inner = extra | {var}
+        if not self.uniform(ds[0].child_by_field_name("value"), extra) or not self.uniform(cond, inner):
+            return None
+        u = sx.unparen(upd)
+        if u.type == "update_expression":
+            ok = sx.is_ident(sx.unparen(u.child_by_field_name("argument")), var)
+        elif u.type == "assignment_expression":
+            ok = sx.is_ident(sx.unparen(u.child_by_field_name("left")), var) and self.uniform(u.child_by_field_name("right"), inner)
+        else:
+            ok = False
+        if not ok or (body is not None and var in sx.written_names(body)):
+            return None
+        if body is not None and sx.contains_type(body, ("break_statement", "continue_statement", "return_statement", "goto_statement")):
+            return None
+        return var
+
+    def inside_rewrite(self, loop: Node) -> bool:
+        """The loop is one this pass wrote (its head, tail or fallback: under a condition on its variables)."""
+        p = loop.parent
+        while p is not None:
+            if p.type == "if_statement" and any(i.startswith(PREFIX) for i in sx.identifiers(_condition(p))):
+                return True
+            p = p.parent
+        return False
+
+    # elements and alignment -----------------------------------------------------------------------------------
+
+    def element(self, name: str) -> str | None:
+        e = self.unit.types.element.get(name)
+        if e is None:
+            return None
+        e = " ".join(w for w in e.split() if w not in ("const", "volatile", "__restrict__"))
+        return e if e in ELEMENTS else None
+
+    def aligned(self, s: _Stream, start_terms: list[Node], vec: int) -> bool:
+        """The spec proves ``&p[base + a]`` 16-byte aligned: the buffer's ``align`` >= 16 and the element offset a multiple of VEC."""
+        root = self.roots.get(s.ptr)
+        arg = next((x for x in self.unit.spec.args if x.name == root), None)
+        if arg is None or (arg.align or 0) < VEC_BYTES or s.ptr not in self.offsets:
+            return False
+        total: Poly = dict(self.offsets[s.ptr])
+        for t in s.base_terms + start_terms:
+            p = poly(t, self.constants)
+            if p is None:
+                return False
+            total = add(total, p)
+        divisors = self._divisors()
+        for m, c in total.items():
+            f = c
+            for name in m:
+                f *= divisors.get(name, 1)
+            if f % vec:
+                return False
+        return True
+
+    def _divisors(self) -> dict[str, int]:
+        """Scalar parameters -> a number their value is always a multiple of (a literal value, or a size symbol's
+        ``S % d == 0`` constraint)."""
+        spec = self.unit.spec
+        by_symbol: dict[str, int] = {}
+        for c in spec.constraints:
+            try:
+                tree = ast.parse(c.strip(), mode="eval").body
+            except SyntaxError:
+                continue
+            for sym, d in _mod_facts(tree):
+                by_symbol[sym] = max(by_symbol.get(sym, 1), d)
+        out = {}
+        for a in spec.args:
+            if a.role != "scalar" or a.name in self.written:
+                continue
+            v = a.value
+            if isinstance(v, int) and not isinstance(v, bool) and v != 0:
+                out[a.name] = abs(v)
+            elif isinstance(v, str) and v.strip() in by_symbol:
+                out[a.name] = by_symbol[v.strip()]
+        return out
+
+
+# -- helpers on the syntax tree -------------------------------------------------------------------------------
+
+
+def _mod_facts(tree) -> list[tuple[str, int]]:
+    """``S % d == 0`` facts in a constraint (``and`` of comparisons)."""
+    if isinstance(tree, ast.BoolOp) and isinstance(tree.op, ast.And):
+        return [f for v in tree.values for f in _mod_facts(v)]
+    if isinstance(tree, ast.Compare) and len(tree.ops) == 1 and isinstance(tree.ops[0], ast.Eq):
+        left, right = tree.left, tree.comparators[0]
+        if isinstance(left, ast.Constant):
+            left, right = right, left
+        if (isinstance(right, ast.Constant) and right.value == 0 and isinstance(left, ast.BinOp) and isinstance(left.op, ast.Mod)
+                and isinstance(left.left, ast.Name) and isinstance(left.right, ast.Constant) and isinstance(left.right.value, int)
+                and left.right.value > 0):
+            return [(left.left.id, left.right.value)]
+    return []
+
+
+def _plus_terms(node: Node | None) -> list[Node]:
+    """The terms of a ``+`` chain (parentheses looked through, casts kept)."""
+    node = sx.unparen(node)
+    if node is None:
+        return []
+    if node.type == "binary_expression" and sx.operator(node) == "+":
+        return _plus_terms(node.child_by_field_name("left")) + _plus_terms(node.child_by_field_name("right"))
+    return [node]
+
+
+def _key(terms: list[Node]) -> tuple:
+    """A key for ``base`` (the terms besides ``j``): its polynomial, else its terms' texts."""
+    total: Poly | None = {}
+    for t in terms:
+        p = poly(t)
+        if p is None:
+            total = None
+            break
+        total = add(total, p)
+    if total is not None:
+        return ("poly", tuple(sorted(total.items())))
+    return ("text", tuple(sorted(" ".join(sx.text(t).split()) for t in terms)))
+
+
+def _access_of(ident: Node) -> tuple[Node, list[Node], str, str | None, Node | None] | None:
+    """How a pointer name is used: ``(node, index terms, kind, hint, stored value)``, or None for another use.
+
+    ``p[idx]``: terms of ``idx``; kind ``read``, ``write`` (``=``) or ``update`` (``op=``);
+    ``f(p + idx)`` with a load hint: ``read``; ``__stcs(p + idx, v)``: ``store``.
+    """
+    parent = ident.parent
+    if parent.type == "subscript_expression" and parent.child_by_field_name("argument") == ident:
+        idx = [c for c in parent.child_by_field_name("indices").named_children if c.type != "comment"]
+        if len(idx) != 1:
+            return None
+        kind = access_kind(parent)
+        if kind == "reads":
+            return parent, _plus_terms(idx[0]), "read", None, None
+        if kind != "writes":
+            return None
+        assign = parent.parent
+        if assign.type != "assignment_expression" or assign.child_by_field_name("left") != parent:
+            return None
+        return parent, _plus_terms(idx[0]), "write" if sx.operator(assign) == "=" else "update", None, None
+    # p + idx as the first argument of a hint call
+    top = ident
+    while top.parent is not None and (top.parent.type == "parenthesized_expression"
+                                      or (top.parent.type == "binary_expression" and sx.operator(top.parent) == "+")):
+        top = top.parent
+    args = top.parent
+    if args is None or args.type != "argument_list":
+        return None
+    call = args.parent
+    name = sx.call_name(call) or ""
+    cargs = sx.call_args(call)
+    if not cargs or cargs[0] != top:
+        return None
+    terms = _plus_terms(top)
+    if sum(1 for t in terms if t == ident) != 1:
+        return None
+    rest = [t for t in terms if t != ident]
+    if (name in HINT_LOADS or name.startswith("ptxf_ldna_")) and len(cargs) == 1:
+        return call, rest, "read", name, None
+    if name in HINT_STORES and len(cargs) == 2 and call.parent.type == "expression_statement":
+        return call, rest, "store", name, cargs[1]
+    return None
+
+
+def _first_arg_text(x: _Access, at: str, data: bytes) -> str:
+    arg = sx.call_args(x.node)[0]
+    return sx.render(arg, data, lambda nd: at.encode() if (nd.start_byte, nd.end_byte) == (x.j_node.start_byte, x.j_node.end_byte) else None).decode()
+
+
+def _top_level_statement(node: Node, body: Node) -> bool:
+    """``node`` (a store target or a store call) is the whole left side / call of a top-level statement of ``body``."""
+    stmt = node.parent
+    if stmt is not None and stmt.type == "assignment_expression":
+        stmt = stmt.parent
+    if stmt is None or stmt.type != "expression_statement":
+        return False
+    return stmt == body or stmt.parent == body
+
+
+def _condition(if_node: Node) -> Node | None:
+    c = if_node.child_by_field_name("condition")
+    if c is not None and c.type == "condition_clause":
+        v = c.child_by_field_name("value")
+        return v if v is not None else (c.named_children[0] if c.named_children else None)
+    return c
+
+
+def _pragma(loop: Node) -> Node | None:
+    prev = loop.prev_named_sibling
+    while prev is not None and prev.type == "comment":
+        prev = prev.prev_named_sibling
+    if prev is not None and prev.type == "preproc_call" and sx.text(prev.child_by_field_name("directive")) == "#pragma" \
+            and "unroll" in sx.text(prev):
+        return prev
+    return None
+
+
+def _rowpar_arg_combine(loop: Node, value: str, index: str | None) -> bool:
+    """rowpar's ``ptxf_group_reduce_arg<L>(v, k, ...)`` / ``ptxf_block_reduce_arg(v, k, ...)`` right after the loop."""
+    nxt = loop.next_named_sibling
+    while nxt is not None and nxt.type == "comment":
+        nxt = nxt.next_named_sibling
+    t = sx.text(nxt)
+    return index is not None and ("ptxf_group_reduce_arg<" in t or "ptxf_block_reduce_arg(" in t) and f"({value}, {index}," in t
+
+
+def _in_lambda(node: Node) -> bool:
+    p = node.parent
+    while p is not None:
+        if p.type == "lambda_expression":
+            return True
+        p = p.parent
+    return False
+
+
+def _reindent(text: str, old: str, new: str) -> str:
+    """``text`` (a statement's source) with ``old`` indentation replaced by ``new`` on every line after the first."""
+    lines = text.split("\n")
+    return "\n".join(lines[:1] + [new + ln[len(old):] if ln.startswith(old) else new + ln.lstrip() for ln in lines[1:]])
+
+
+def _ident(name: str) -> Node:
+    return sx.parse(f"int z = {name};".encode()).root_node.named_children[0].child_by_field_name("declarator").child_by_field_name("value")
+
+
+def _unpack(elem: str, chunk: str, k: int, vec: int) -> str:
+    """Element ``k`` of the 16-byte value ``chunk`` as an element-type expression."""
+    to_elem = ELEMENTS[elem][1]
+    if vec == 4:
+        return to_elem.format(f"{chunk}.{COMPONENTS[k]}")
+    word = f"{chunk}.{COMPONENTS[k // 2]}"
+    return to_elem.format(word + (" >> 16" if k % 2 else " & 0xffffu"))
