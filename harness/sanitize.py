@@ -1,5 +1,6 @@
-"""compute-sanitizer on the job's best candidate: memcheck (and racecheck when the kernel uses shared memory), once each,
-at the smallest check size, with the original kernel run the same way for comparison.
+"""compute-sanitizer on the job's best candidate: memcheck (racecheck when the kernel uses shared memory, synccheck when
+its translation unit uses barriers: :func:`uses_barriers`), once each, at the smallest check size, with the original
+kernel run the same way for comparison.
 
 Each run is ``compute-sanitizer --tool TOOL ... python -m ptxfactory.harness.sanitize_run JOB.json`` (:mod:`.sanitize_run`:
 one launch on exact-size buffers), a subprocess with an argument list (no shell) and a time limit. The tool is
@@ -66,9 +67,23 @@ def find_sanitizer(env: dict[str, str] | None = None) -> str | None:
     return None
 
 
+TOOLS = ("memcheck", "racecheck", "synccheck")
+# barriers in a translation unit: __syncthreads (and _count/_and/_or), __syncwarp, the PTX bar/barrier instructions in
+# inline asm, cooperative groups' sync(), CUB's block-wide collectives, cuda::barrier
+_BARRIER = re.compile(r"__syncthreads|__syncwarp|__barrier_sync|\bbar(?:rier)?\.(?:sync|arrive|red|warp)\b|"
+                      r"cooperative_groups|\bcub(?:/|::)|cuda::barrier|\.sync\s*\(\s*\)")
+
+
+def uses_barriers(source: str) -> bool:
+    """Whether ``source`` (a whole translation unit) may execute a barrier (synccheck's domain). Conservative: a
+    barrier in another kernel of the file counts too (synccheck then runs for nothing, which costs only time)."""
+    return bool(_BARRIER.search(source))
+
+
 def sanitizer_command(exe: str, tool: str, job_file: str, python: str = sys.executable) -> list[str]:
-    """The argument list of one run of ``tool`` (``memcheck`` or ``racecheck``) on the launch described by ``job_file``."""
-    if tool not in ("memcheck", "racecheck"):
+    """The argument list of one run of ``tool`` (``memcheck``, ``racecheck`` or ``synccheck``) on the launch described
+    by ``job_file``. Raises ValueError for another tool."""
+    if tool not in TOOLS:
         raise ValueError(f"unknown sanitizer tool {tool!r}")
     args = [exe, "--tool", tool, "--error-exitcode", str(EXIT_ON_ERROR), "--print-limit", str(PRINT_LIMIT),
             "--show-backtrace", "no", "--check-exit-code", "yes", "--target-processes", "all"]
@@ -176,14 +191,17 @@ def judge_runs(tool: str, original: ToolRun, best: ToolRun | None) -> tuple[str 
 
 def sanitize_pair(spec: KernelSpec, baseline, best, size: dict[str, int], exe: str | None,
                   timeout_s: float = RUN_TIMEOUT_S, env: dict[str, str] | None = None) -> Verdict:
-    """memcheck (then racecheck, for a best or original that uses shared memory) on ``baseline`` and ``best``
-    (:class:`~.compile.Compiled`) at ``size``. Blocking (run it on a thread)."""
+    """memcheck, then racecheck (a best or original that uses shared memory), then synccheck (a best or original whose
+    source uses barriers: :func:`uses_barriers`) on ``baseline`` and ``best`` (:class:`~.compile.Compiled`) at
+    ``size``. Blocking (run it on a thread)."""
     if exe is None:
         return Verdict(notes=["sanitizer unavailable: compute-sanitizer not found (or PTXFACTORY_SANITIZER=off)"])
     tools = ["memcheck"]
     if any(uses_shared_memory(spec, c.candidate.launch.model_dump(), c.resources.shared_bytes if c.resources else 0, size)
            for c in (baseline, best)):
         tools.append("racecheck")
+    if any(uses_barriers(c.candidate.source) for c in (baseline, best)):
+        tools.append("synccheck")
     verdict = Verdict()
     for tool in tools:
         original = run_tool(exe, tool, spec, baseline.cubin, baseline.lowered_name, baseline.candidate.launch.model_dump(),

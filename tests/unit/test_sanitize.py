@@ -45,6 +45,14 @@ RACE = """========= COMPUTE-SANITIZER
 =========
 ========= RACECHECK SUMMARY: 2 hazards displayed (1 error, 1 warning)
 """
+# synccheck's format (user guide, "Synccheck Tool": a divergent __syncthreads).
+BARRIER = """========= COMPUTE-SANITIZER
+========= Barrier error detected. Divergent thread(s) in warp
+=========     at rmsnorm+0x1f0
+=========     by thread (32,0,0) in block (0,0,0)
+=========
+========= ERROR SUMMARY: 1 error
+"""
 RACE_WARNINGS_ONLY = """========= COMPUTE-SANITIZER
 ========= Warning: Race reported between Read access at rmsnorm+0x120
 =========     and Write access at rmsnorm+0x140 [4 hazards]
@@ -108,11 +116,11 @@ def _fake_tool(tmp_path, outputs: dict[str, str], sleep: float = 0.0):
     return str(script)
 
 
-def _compiled(who: str, shared: int = 0):
+def _compiled(who: str, shared: int = 0, body: str = ""):
     from ptxfactory.harness.compile import Compiled
     from ptxfactory.protocol import Resources
 
-    cand = Candidate(kernel_name="rmsnorm", source=f"int {who};", kernel_text="", launch=LaunchConfig(grid=["M"], block=[256]),
+    cand = Candidate(kernel_name="rmsnorm", source=f"int {who};{body}", kernel_text="", launch=LaunchConfig(grid=["M"], block=[256]),
                      generator="test", description=who)
     return Compiled(candidate=cand, cubin=who.encode(), lowered_name="rmsnorm",
                     resources=Resources(registers=32, shared_bytes=shared), log="")
@@ -190,3 +198,36 @@ def test_vet_best_drops_a_best_with_errors_for_the_next():
     rows = [_row("fast", 2.0)]
     assert asyncio.run(S.vet_best(rows, best_of, {}, SPEC, None, backend)) is rows[0]
     assert asyncio.run(S.vet_best(rows, best_of, compiled, SPEC, None, object())) is rows[0]
+
+
+def test_synccheck_command_and_recorded_output():
+    cmd = S.sanitizer_command("/opt/cs", "synccheck", "/tmp/j.json", python="/usr/bin/python3")
+    assert cmd[:3] == ["/opt/cs", "--tool", "synccheck"] and "--racecheck-report" not in cmd
+    sync = S.parse_output(BARRIER, "synccheck")
+    assert sync.ran and sync.errors == 1
+    assert sync.first_error == "Barrier error detected. Divergent thread(s) in warp; at rmsnorm+0x1f0; by thread (32,0,0) in block (0,0,0)"
+
+
+@pytest.mark.parametrize("source,uses", [
+    ("__syncthreads();", True), ("if (__syncthreads_or(p)) {}", True), ("__syncwarp(0xffffffffu);", True),
+    ('asm volatile("bar.sync 1, 64;");', True), ('asm("barrier.sync.aligned 0;");', True),
+    ("cg::this_thread_block().sync();", True), ("#include <cub/block/block_reduce.cuh>", True),
+    ("cuda::barrier<cuda::thread_scope_block> b;", True),
+    ("float barrier = 1.0f; int bar = 2; y[i] = x[i] * barrier;", False), ("stream.synchronize();", False),
+])
+def test_which_sources_use_barriers(source, uses):
+    assert S.uses_barriers(source) is uses
+
+
+def test_synccheck_runs_only_where_barriers_are_used_and_drops_a_divergent_barrier(tmp_path):
+    exe = _fake_tool(tmp_path, {"memcheck": CLEAN, "synccheck": CLEAN, "best:synccheck": BARRIER})
+    no_barrier = S.sanitize_pair(SPEC, _compiled("orig"), _compiled("best"), SIZE, exe)
+    assert no_barrier.dropped is None and no_barrier.notes == ["compute-sanitizer memcheck: no errors"]
+    syncs = " __syncthreads();"
+    bad = S.sanitize_pair(SPEC, _compiled("orig", body=syncs), _compiled("best", body=syncs), SIZE, exe)
+    assert bad.dropped == ("compute-sanitizer synccheck: 1 error(s); first: Barrier error detected. Divergent thread(s) "
+                           "in warp; at rmsnorm+0x1f0; by thread (32,0,0) in block (0,0,0)")
+    good = S.sanitize_pair(SPEC, _compiled("orig", body=syncs), _compiled("good"), SIZE, exe)  # the original's barriers count
+    assert good.dropped is None and good.notes == ["compute-sanitizer memcheck: no errors", "compute-sanitizer synccheck: no errors"]
+    tools = [__import__("json").loads(r)[2] for r in (tmp_path / "argv.log").read_text().splitlines()]
+    assert tools == ["memcheck"] * 2 + ["memcheck", "memcheck", "synccheck", "synccheck"] * 2
