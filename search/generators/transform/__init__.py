@@ -16,6 +16,8 @@ pass                 what it does                                               
 ``rowpar_*``         one thread per row -> L lanes per row (sub-warp, warp, block); loops split  no (sums)
                      across lanes, accumulations (sum, max, min, arg max) combined by shuffles
 ``vectorize``        one thread per 16 bytes: 16-byte loads/stores, scalar tail, grid / VEC     yes
+``vector_loops``     lane-strided row loops (rowpar's, block per row): VEC elements per lane     no (sums)
+                     and step, 16-byte loads/stores, scalar head/tail, uniform alignment check
 ``grid_stride``      one thread per element -> grid-stride loop, grid capped at one wave (SMs)  yes
 ``unroll``           ``#pragma unroll`` (fixed trip count) / ``unroll 4`` (thread-strided)     yes
 ``launch_bounds``    ``__launch_bounds__(N)`` for a fixed block of N threads                   yes
@@ -28,7 +30,7 @@ when its precondition holds on the text so far), one chain per combination of gr
 (hint-major), and the prefixes of the first chain; duplicates (same key) dropped; at most
 :data:`MAX_CANDIDATES`. Each candidate records its passes in ``params`` (``{"pass:restrict": 1,
 ...}``, plus ``hint`` for a cache-hint pass, ``unroll`` for the unroll pass and ``vec: 16`` (bytes
-per access) for ``vectorize``) and in ``description`` (``transform restrict+ldg+shuffle_reduce``).
+per access) for ``vectorize`` and ``vector_loops``) and in ``description`` (``transform restrict+ldg+shuffle_reduce``).
 
 The generator returns ``[]`` for a kernel whose signature differs from the spec; a kernel template keeps its
 instantiation (``template_args``).
@@ -54,6 +56,7 @@ from .restrict import RestrictPass
 from .rowpar import RowParallelPass
 from .shuffle_reduce import ShuffleReducePass
 from .unroll import STRIDED_UNROLL, UnrollPass
+from .vector_loops import VectorLoopsPass
 from .vectorize import VectorizePass
 
 __all__ = ["TransformGenerator", "PASSES", "Unit", "unit_from_context"]
@@ -63,11 +66,12 @@ __all__ = ["TransformGenerator", "PASSES", "Unit", "unit_from_context"]
 ROWPAR_LANES = ("auto", 32, 256, 8, 1024, 16, 512, 4, 128)
 
 # Chain order: aliasing facts first, then the accesses, the arithmetic, the reductions, the loop
-# structure (vectorize after the hints, whose loads and stores it widens; grid_stride before unroll, so
-# the new loop can be unrolled), and the register budget last.
+# structure (vectorize after the hints, whose loads and stores it widens; vector_loops after rowpar, whose
+# split loops it widens; grid_stride before unroll, so the new loop can be unrolled), and the register budget last.
 PASSES: tuple[Pass, ...] = (
     RestrictPass(), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), ShuffleReducePass(),
-    *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), VectorizePass(), GridStridePass(), UnrollPass(), LaunchBoundsPass(),
+    *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), VectorizePass(), GridStridePass(), VectorLoopsPass(), UnrollPass(),
+    LaunchBoundsPass(),
 )
 MAX_CANDIDATES = 16
 
@@ -108,7 +112,7 @@ class TransformGenerator:
             params["hint"] = "stream" if hint == "stream" else "ldg"
         if "unroll" in names:
             params["unroll"] = STRIDED_UNROLL
-        if "vectorize" in names:
+        if "vectorize" in names or "vector_loops" in names:
             params["vec"] = unit.notes.get("vec", 16)  # bytes per load and store
         if "fast_math" in names:
             params["math"] = "fast"  # the knob shared by every generator: approximate intrinsics
