@@ -399,6 +399,8 @@ APPLIES = {  # pass -> examples where its precondition holds on the user's kerne
     "fast_math": {"softmax", "layernorm", "rmsnorm", "bias_gelu"},  # rtol 1e-2; rowsum, gemv (1e-4), transpose (0) refuse
     # one thread per row with a loop over the row: only gemv (the others already use a block per row or an element per thread)
     **{p.name: {"gemv"} for p in PASSES if p.name.startswith("rowpar_")},
+    # one block per row with shared-memory tree reductions
+    **{p.name: {"rowsum", "softmax", "layernorm", "rmsnorm"} for p in PASSES if p.name.startswith("blockrow_")},
 }
 
 

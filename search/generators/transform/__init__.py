@@ -15,6 +15,8 @@ pass                 what it does                                               
 ``shuffle_reduce``   shared-memory tree reduction -> warp shuffles + one cross-warp step       no (sums)
 ``rowpar_*``         one thread per row -> L lanes per row (sub-warp, warp, block); loops split  no (sums)
                      across lanes, accumulations (sum, max, min, arg max) combined by shuffles
+``blockrow_*``       one block per row (shared-memory tree reductions) -> L lanes per row, rows  no (sums)
+                     per block; the reductions by shuffles, the shared arrays gone
 ``vectorize``        one thread per 16 bytes: 16-byte loads/stores, scalar tail, grid / VEC     yes
 ``vector_loops``     lane-strided row loops (rowpar's, block per row): VEC elements per lane     no (sums)
                      and step, 16-byte loads/stores, scalar head/tail, uniform alignment check
@@ -24,7 +26,8 @@ pass                 what it does                                               
 ===================  ========================================================================  =====
 
 ``ldg``, ``ldg_na`` and ``stream`` are alternatives (group ``hint``), and so are ``vectorize``,
-``grid_stride`` and the ``rowpar`` variants (group ``grid``: all redefine what a thread of the grid does). Proposals, in this
+``grid_stride`` and the ``rowpar`` and ``blockrow`` variants (group ``grid``: all redefine what a thread of
+the grid does). Proposals, in this
 order: every applicable pass alone, then greedy chains (each pass in :data:`PASSES` order applied
 when its precondition holds on the text so far), one chain per combination of group alternatives
 (hint-major), and the prefixes of the first chain; duplicates (same key) dropped; at most
@@ -48,6 +51,7 @@ from ptxfactory.protocol import Candidate, LaunchConfig
 from ...base import GenContext
 from . import syntax as sx
 from .base import Pass, Unit
+from .blockrow import BlockRowPass
 from .fast_math import FastMathPass
 from .grid_stride import FACTS_NOTE, GridStridePass
 from .launch_bounds import LaunchBoundsPass
@@ -64,13 +68,15 @@ __all__ = ["TransformGenerator", "PASSES", "Unit", "unit_from_context"]
 # Lanes per row for ``rowpar``: chosen at launch from the row length and row count ("auto"), then fixed counts: a
 # warp, a block of 256, a sub-warp of 8, a block of 1024, then the rest (the lessons reorder them).
 ROWPAR_LANES = ("auto", 32, 256, 8, 1024, 16, 512, 4, 128)
+# Lanes per row for ``blockrow`` (a kernel written one block per row): chosen at launch, a warp, a block of 128.
+BLOCKROW_LANES = ("auto", 32, 128)
 
 # Chain order: aliasing facts first, then the accesses, the arithmetic, the reductions, the loop
 # structure (vectorize after the hints, whose loads and stores it widens; vector_loops after rowpar, whose
 # split loops it widens; grid_stride before unroll, so the new loop can be unrolled), and the register budget last.
 PASSES: tuple[Pass, ...] = (
     RestrictPass(), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), ShuffleReducePass(),
-    *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), VectorizePass(), GridStridePass(), VectorLoopsPass(), UnrollPass(),
+    *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES), VectorizePass(), GridStridePass(), VectorLoopsPass(), UnrollPass(),
     LaunchBoundsPass(),
 )
 MAX_CANDIDATES = 16

@@ -277,19 +277,9 @@ class RowParallelPass:
         return LaunchConfig(grid=[grid], block=block, shared_mem=unit.launch.shared_mem)
 
     def _auto_shape(self, unit: Unit, rows: str, rw: "_Rewrite") -> tuple[list[str], str]:
-        """``([lanes, rows per block], grid)`` as expressions of the sizes (see :data:`AUTO_TIERS`)."""
-        n = rw.length
-        if n is None:
+        if rw.length is None:
             raise Refused("the split loop's length is not an expression of the spec's sizes (lanes cannot follow it)")
-        from .grid_stride import FACTS_NOTE, threads_per_sm
-        facts = unit.notes.get(FACTS_NOTE)
-        want = f"cdiv({n}, {ELEMENTS_PER_LANE})"
-        if facts is not None:
-            want = f"max({want}, cdiv({facts.sm_count * threads_per_sm(facts.arch)}, {rows}))"
-        y = f"max(0, {want} - 1)"
-        lanes = str(AUTO_TIERS[0]) + "".join(f" + {b - a} * min(1, {y} // {a})" for a, b in zip(AUTO_TIERS, AUTO_TIERS[1:]))
-        per_block = f"max(1, {GROUP_BLOCK // 32} * (32 // ({lanes})))"  # 256 threads of rows up to a warp each; else one row
-        return [lanes, per_block], f"cdiv({rows}, {per_block})"
+        return auto_shape(unit, rows, rw.length)
 
     # -- rewrite ------------------------------------------------------------------------------------------
 
@@ -949,7 +939,23 @@ def _is_plus_one(node: Node | None, j: str) -> bool:
     return (sx.is_ident(a, j) and sx.is_number(b, 1)) or (sx.is_ident(b, j) and sx.is_number(a, 1))
 
 
-def _spec_expression(unit: Unit, bound: Node | None, start: Node | None) -> str | None:
+def auto_shape(unit: Unit, rows: str, n: str) -> tuple[list[str], str]:
+    """``([lanes, rows per block], grid)`` as expressions of the sizes, for ``rows`` rows of ``n`` elements: the fewest of
+    :data:`AUTO_TIERS` lanes giving each at most :data:`ELEMENTS_PER_LANE` elements and, with the GPU's facts in the
+    unit's notes, at least one full-occupancy wave of threads over all rows; 256 threads a block of rows up to a warp
+    each, else one row a block."""
+    from .grid_stride import FACTS_NOTE, threads_per_sm
+    facts = unit.notes.get(FACTS_NOTE)
+    want = f"cdiv({n}, {ELEMENTS_PER_LANE})"
+    if facts is not None:
+        want = f"max({want}, cdiv({facts.sm_count * threads_per_sm(facts.arch)}, {rows}))"
+    y = f"max(0, {want} - 1)"
+    lanes = str(AUTO_TIERS[0]) + "".join(f" + {b - a} * min(1, {y} // {a})" for a, b in zip(AUTO_TIERS, AUTO_TIERS[1:]))
+    per_block = f"max(1, {GROUP_BLOCK // 32} * (32 // ({lanes})))"
+    return [lanes, per_block], f"cdiv({rows}, {per_block})"
+
+
+def _spec_expression(unit: Unit, bound: Node | None, start: Node | None, start_zero: bool = False) -> str | None:
     """The trip count ``bound - start`` of a loop as a spec expression (scalar parameters replaced by their spec
     values, the row's constants by what they are initialised from, ``/`` by ``//``), or None when it is not one."""
     values = {a.name: a.value for a in unit.spec.args if a.role == "scalar" and a.value is not None}
@@ -987,7 +993,7 @@ def _spec_expression(unit: Unit, bound: Node | None, start: Node | None) -> str 
             return None if a is None or b is None else f"{a} {op} {b}"
         return None
 
-    b, a = render(bound), render(start)
+    b, a = render(bound), ("0" if start_zero else render(start))
     if b is None or a is None:
         return None
     expr = b if a == "0" else f"{b} - ({a})"

@@ -1,0 +1,287 @@
+"""``blockrow``: a kernel written one block per row gets any number of lanes per row (a sub-warp, a warp, a block).
+
+Pattern: the classic first version of a row reduction or normalisation::
+
+    __shared__ float partial[256];
+    int row = blockIdx.x;                       // (casts allowed); blockIdx is used nowhere else
+    if (row >= M) return;                       // optional
+    for (int i = threadIdx.x; i < N; i += blockDim.x) sum += ...;
+    partial[threadIdx.x] = sum;                 // a reduction idiom: the store,
+    __syncthreads();                            //   a barrier,
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {   //   the tree loop (the one shuffle_reduce reads),
+        if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+        __syncthreads();
+    }
+    float mu = partial[0] / N;                  //   then reads of partial[0] only, until the next store
+    ...
+    if (threadIdx.x == 0) mean[row] = mu;
+
+The block's threads are the row's lanes: ``threadIdx.x`` stays the lane and ``blockDim.x`` the number
+of lanes, and the block gets ``blockDim.y`` rows (``row = blockIdx.x * blockDim.y + threadIdx.y``).
+Each reduction idiom becomes ``const T ptxf_rK = ptxf_row_reduce(value, op);`` (shuffles within a
+warp's group of lanes, shared memory across warps only when a row has more than a warp), the reads
+of ``partial[0]`` read ``ptxf_rK``, the shared array goes, and every other ``__syncthreads()``
+becomes ``ptxf_row_sync()`` (the row's lanes: ``__syncwarp`` on their mask, or the block's barrier
+when a row is a whole block). The launch: lanes per row chosen at launch from the row's loop length
+(``auto``, as ``rowpar_auto`` does) or fixed, rows per block to fill 256 threads, and the grid the
+original grid (one block per row) divided by the rows per block.
+
+Refused: a launch that is not 1-D with a literal block (a multiple of 32) or ``policy = "fixed"``;
+``blockIdx`` other than in the row's declaration; ``gridDim``, ``threadIdx.y/z``, ``blockDim.y/z``;
+warp collectives; shared data used outside the reduction idioms; a sum in a spec that asks for
+exact results (the partial sums are combined in another order; max and min stay exact).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ptxfactory.protocol import LaunchConfig
+from ptxfactory.protocol.expr import ExprError, evaluate
+
+from . import syntax as sx
+from .base import Unit
+from .rowpar import GROUP_BLOCK, MAX_GRID, _helper_closure, _spec_expression, auto_shape
+from .shuffle_reduce import SHUFFLE_TYPES, _is_barrier, _is_sub, _is_tid, _match_loop, _shared_arrays, _tid_aliases
+from .syntax import Node
+
+COLLECTIVES = ("__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync", "__any_sync",
+               "__all_sync", "__activemask", "__reduce_add_sync", "__match_any_sync", "__syncwarp")
+
+
+class Refused(Exception):
+    """Why the pass leaves the kernel alone."""
+
+
+@dataclass
+class _Idiom:
+    store: Node  # sh[tid] = value;
+    loop: Node  # the tree loop
+    array: str
+    ctype: str
+    op: str
+    value: Node
+    reads: list[Node]  # sh[0] reads served by this reduction
+
+
+class BlockRowPass:
+    """One block per row -> ``lanes`` lanes per row (``"auto"``: chosen at launch). See the module docstring."""
+
+    group = "grid"
+    exact = False
+
+    def __init__(self, lanes: int | str):
+        if lanes not in ("auto", 8, 32, 128, 256, 1024):
+            raise ValueError(f"blockrow: lanes per row must be 'auto', 8, 32, 128, 256 or 1024, not {lanes!r}")
+        self.lanes = lanes
+        self.name = f"blockrow_{lanes}" if lanes == "auto" else f"blockrow_lanes{lanes}"
+
+    def why_not(self, unit: Unit) -> str | None:
+        try:
+            self._plan(unit)
+        except Refused as e:
+            return str(e)
+        return None
+
+    def applies(self, unit: Unit) -> bool:
+        return self.why_not(unit) is None
+
+    def _plan(self, unit: Unit):
+        threads = unit.block_threads()
+        if unit.body is None or unit.spec.launch.policy != "free" or len(unit.launch.grid) != 1 or not unit.block_is_1d() \
+                or threads is None or threads % 32:
+            raise Refused("not a 1-D launch of a literal block (a multiple of 32) with launch.policy = \"free\"")
+        body = unit.body
+        row = _row_decl(body)
+        if row is None:
+            raise Refused("no row = blockIdx.x declaration")
+        if sx.text(row.child_by_field_name("declarator")) in sx.written_names(body):
+            raise Refused("the row index is written")
+        for n in sx.walk(body):
+            if n.type == "field_expression":
+                arg, fld = sx.text(n.child_by_field_name("argument")), sx.text(n.child_by_field_name("field"))
+                if arg == "gridDim" or (arg in ("threadIdx", "blockDim") and fld != "x"):
+                    raise Refused(f"{sx.text(n)} used")
+                if arg == "blockIdx" and not _inside(n, row):
+                    raise Refused("blockIdx used outside the row's declaration")
+        if sx.contains_call(body, COLLECTIVES) or any(n.type == "gnu_asm_expression" for n in sx.walk(body)):
+            raise Refused("warp collectives or inline asm")
+        shared = _shared_arrays(body)
+        aliases = _tid_aliases(body)
+        idioms = _idioms(unit, body, shared, aliases, threads)
+        covered = {n.id for i in idioms for n in sx.walk(i.store)} | {n.id for i in idioms for n in sx.walk(i.loop)} \
+            | {n.id for i in idioms for r in i.reads for n in sx.walk(r)}
+        for n in sx.walk(body):
+            if sx.is_ident(n) and sx.text(n) in shared and n.id not in covered and not _declares_shared(n):
+                raise Refused(f"shared array {sx.text(n)!r} used outside a reduction idiom (line {n.start_point[0] + 1})")
+        if any(n.type in ("type_qualifier", "storage_class_specifier") and sx.text(n) == "__shared__"
+               and not _shared_decl_of(n, shared) for n in sx.walk(body)):
+            raise Refused("shared data other than reduction arrays")
+        if not idioms and not _strided_loops(body, aliases):
+            raise Refused("nothing a row's lanes share: no reduction idiom and no loop strided by blockDim.x")
+        exact_only = unit.spec.check.rtol == 0 and unit.spec.check.atol == 0
+        if exact_only and any(i.op == "+" and i.ctype in ("float", "double") for i in idioms):
+            raise Refused("a floating-point sum where the spec asks for exact results")
+        launch = self._launch(unit, body, aliases)
+        return row, idioms, shared, launch
+
+    def _launch(self, unit: Unit, body: Node, aliases: set[str]) -> LaunchConfig:
+        rows = f"({unit.launch.grid[0]})"  # one block per row
+        if self.lanes == "auto":
+            loops = _strided_loops(body, aliases)
+            n = None
+            for loop in loops:
+                c = sx.unparen(loop.child_by_field_name("condition"))
+                n = _spec_expression(unit, c.child_by_field_name("right"), None, start_zero=True)
+                if n is not None:
+                    break
+            if n is None:
+                raise Refused("the row's loop length is not an expression of the spec's sizes")
+            block, grid = auto_shape(unit, rows, n)
+        else:
+            per = GROUP_BLOCK // self.lanes if self.lanes <= 32 else 1  # a row wider than a warp has its block
+            block, grid = [self.lanes, per], (rows if per == 1 else f"cdiv({rows}, {per})")
+        for size in unit.spec.check.sizes + unit.spec.bench.sizes:
+            try:
+                g = int(evaluate(grid, size))
+                dims = [int(evaluate(b, size)) for b in block]
+            except ExprError as e:
+                raise Refused(f"launch cannot be evaluated at {size}: {e}") from None
+            if not 0 < g <= MAX_GRID or dims[0] * dims[1] > 1024:
+                raise Refused(f"launch out of range at {size}")
+        return LaunchConfig(grid=[grid], block=block, shared_mem=unit.launch.shared_mem)
+
+    def apply(self, unit: Unit) -> Unit:
+        row, idioms, shared, launch = self._plan(unit)
+        data = unit.data
+        edits = []
+        value = row.child_by_field_name("value")
+        ctype = sx.type_text(row.parent.child_by_field_name("type"))
+        edits.append((value.start_byte, value.end_byte,
+                      f"({ctype})((unsigned long long)blockIdx.x * blockDim.y + threadIdx.y)".encode()))
+        used = set()
+        for k, i in enumerate(idioms):
+            name = f"ptxf_r{k}"
+            combine = "a + b" if i.op == "+" else f"{i.op}(a, b)"
+            op = f"[](const {i.ctype}& a, const {i.ctype}& b) {{ return ({i.ctype})({combine}); }}"
+            stmt = f"const {i.ctype} {name} = ptxf_row_reduce(({i.ctype})({sx.text(i.value)}), {op});  // (transform blockrow)"
+            edits.append((i.store.start_byte, i.loop.end_byte, stmt.encode()))
+            for r in i.reads:
+                edits.append((r.start_byte, r.end_byte, name.encode()))
+            used.add("ptxf_row_reduce")
+        for n in sx.walk(unit.body):  # the other barriers order the row's global accesses: the row's lanes suffice
+            if _is_barrier(n) and not any(i.store.start_byte <= n.start_byte < i.loop.end_byte for i in idioms):
+                call = n.named_children[0]
+                edits.append((call.start_byte, call.end_byte, b"ptxf_row_sync()"))
+                used.add("ptxf_row_sync")
+        for n in sx.walk(unit.body):  # the shared arrays go
+            if n.type == "declaration" and any(c.type == "type_qualifier" and sx.text(c) == "__shared__" for c in n.children):
+                edits.append((n.start_byte, n.end_byte, b"// (transform blockrow: the shared reduction array is gone)"))
+        text = sx.apply_edits(data, edits)
+        return unit.with_text(text, launch=launch, helpers=_helper_closure(sorted(used)), lanes=self.lanes)
+
+
+def _row_decl(body: Node) -> Node | None:
+    """The ``init_declarator`` of ``T row = blockIdx.x;`` among the body's top-level statements."""
+    for stmt in sx.statements(body):
+        if stmt.type != "declaration":
+            continue
+        for d in stmt.children_by_field_name("declarator"):
+            if d.type == "init_declarator" and sx.is_builtin(d.child_by_field_name("value"), "blockIdx"):
+                return d if sx.type_text(stmt.child_by_field_name("type")) in sx.INT_TYPES else None
+    return None
+
+
+def _inside(node: Node, ancestor: Node) -> bool:
+    while node is not None:
+        if node == ancestor:
+            return True
+        node = node.parent
+    return False
+
+
+def _declares_shared(ident: Node) -> bool:
+    p = ident.parent
+    return p is not None and p.type == "array_declarator"
+
+
+def _shared_decl_of(qualifier: Node, shared: dict[str, str]) -> bool:
+    decl = qualifier.parent
+    if decl is None or decl.type != "declaration":
+        return False
+    names = [sx.text(sx.innermost_identifier(d)) for d in decl.children_by_field_name("declarator")]
+    return bool(names) and all(n in shared for n in names)
+
+
+def _strided_loops(body: Node, aliases: set[str]) -> list[Node]:
+    """Loops ``for (T i = threadIdx.x; i < n; i += blockDim.x)``."""
+    out = []
+    for loop in sx.walk(body):
+        if loop.type != "for_statement":
+            continue
+        init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+        if init is None or cond is None or upd is None or init.type != "declaration":
+            continue
+        ds = init.children_by_field_name("declarator")
+        if len(ds) != 1 or ds[0].type != "init_declarator" or not _is_tid(ds[0].child_by_field_name("value"), aliases):
+            continue
+        c = sx.unparen(cond)
+        if c.type != "binary_expression" or sx.operator(c) != "<":
+            continue
+        u = sx.unparen(upd)
+        if u.type == "assignment_expression" and sx.operator(u) == "+=" and sx.is_builtin(u.child_by_field_name("right"), "blockDim"):
+            out.append(loop)
+    return out
+
+
+def _idioms(unit: Unit, body: Node, shared: dict[str, str], aliases: set[str], threads: int) -> list[_Idiom]:
+    """Every reduction idiom (store, barrier, tree loop, reads of [0]) in the body's statement lists, in order."""
+    out = []
+    for block in [n for n in sx.walk(body) if n.type == "compound_statement"]:
+        stmts = sx.statements(block)
+        for k in range(len(stmts) - 2):
+            s1, s2, s3 = stmts[k:k + 3]
+            if s3.type != "for_statement" or not _is_barrier(s2):
+                continue
+            red = _match_loop(s3, shared, aliases, threads)
+            if red is None or red.ctype not in SHUFFLE_TYPES:
+                continue
+            if s1.type != "expression_statement" or s1.named_child_count != 1:
+                continue
+            a = s1.named_children[0]
+            if a.type != "assignment_expression" or sx.operator(a) != "=" or not _is_sub(a.child_by_field_name("left"), red.array,
+                                                                                          lambda i: _is_tid(i, aliases)):
+                continue
+            value = a.child_by_field_name("right")
+            if red.array in sx.identifiers(value):
+                continue
+            reads = _reads_of_first(block, stmts[k + 3:], red.array, aliases)
+            if reads is None:
+                raise_here = f"{red.array}[...] read other than at [0] after its reduction (line {s3.start_point[0] + 1})"
+                raise Refused(raise_here)
+            out.append(_Idiom(s1, s3, red.array, red.ctype, red.op, value, reads))
+    return out
+
+
+def _reads_of_first(block: Node, after: list[Node], array: str, aliases: set[str]) -> list[Node] | None:
+    """The ``array[0]`` reads in ``after`` up to the next ``array[tid] = ...`` store; None if another access comes first."""
+    reads = []
+    for stmt in after:
+        if stmt.type == "expression_statement" and stmt.named_child_count == 1:
+            a = stmt.named_children[0]
+            if a.type == "assignment_expression" and _is_sub(a.child_by_field_name("left"), array, lambda i: _is_tid(i, aliases)):
+                return reads
+        for n in sx.walk(stmt):
+            if sx.is_ident(n, array):
+                access = n.parent
+                if access is None or access.type != "subscript_expression":
+                    return None
+                idx = [c for c in access.child_by_field_name("indices").named_children if c.type != "comment"]
+                parent = access.parent
+                while parent is not None and parent.type == "parenthesized_expression":
+                    parent = parent.parent
+                if len(idx) != 1 or not sx.is_number(idx[0], 0) or (parent is not None and (
+                        parent.type in ("update_expression", "pointer_expression")
+                        or (parent.type == "assignment_expression" and parent.child_by_field_name("left") == access))):
+                    return None
+                reads.append(access)
+    return reads
