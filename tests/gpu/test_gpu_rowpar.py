@@ -148,3 +148,58 @@ def test_rowpar_candidates_verify(tmp_path, name, source, spec):
     assert all(isinstance(r.result, Measured) for r in rows), _report(summary)
     lanes = {r.candidate.params["lanes"] for r in rows}
     assert lanes & {4, 8, 16, 32} and lanes & {128, 256, 512, 1024} and "auto" in lanes, _report(summary)
+
+
+BLOCKROW = """
+extern "C" __global__ void softmax_rows(const float* x, float* y, int M, int N)
+{
+    __shared__ float red[256];
+    int row = blockIdx.x;
+    if (row >= M) return;
+    float m = -3.0e38f;
+    for (int i = threadIdx.x; i < N; i += blockDim.x) m = fmaxf(m, x[(size_t)row * N + i]);
+    red[threadIdx.x] = m;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
+        __syncthreads();
+    }
+    float mx = red[0];
+    __syncthreads();
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < N; i += blockDim.x) sum += expf(x[(size_t)row * N + i] - mx);
+    red[threadIdx.x] = sum;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+        __syncthreads();
+    }
+    float total = red[0];
+    for (int i = threadIdx.x; i < N; i += blockDim.x) y[(size_t)row * N + i] = expf(x[(size_t)row * N + i] - mx) / total;
+}
+"""
+BLOCKROW_SPEC = """[kernel.softmax_rows]
+arch = "sm_90a"
+args = [
+  { name = "x", role = "in", dtype = "f32", shape = ["M", "N"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["M", "N"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+]
+launch = { grid = ["M"], block = [256], shared_mem = 0, policy = "free" }
+[kernel.softmax_rows.check]
+rtol = 1e-4
+atol = 1e-6
+seeds = 2
+sizes = [{ M = 7, N = 100 }, { M = 1, N = 1 }, { M = 33, N = 5003 }, { M = 3000, N = 37 }]
+[kernel.softmax_rows.bench]
+sizes = [{ M = 4096, N = 4096 }, { M = 131072, N = 128 }]
+"""
+
+
+def test_blockrow_candidates_verify(tmp_path):
+    """A block-per-row softmax: every blockrow candidate (lanes chosen at launch, a warp, 128 lanes) verified."""
+    summary = _job(tmp_path, "softmax_rows", BLOCKROW, BLOCKROW_SPEC)
+    rows = [r for r in summary.rows if any(k.startswith("pass:blockrow_") for k in r.candidate.params)]
+    assert len(rows) >= 2, _report(summary)
+    assert all(isinstance(r.result, Measured) for r in rows), _report(summary)
