@@ -110,11 +110,15 @@ class GpuBackend:
         """Have the worker compute (and cache) the Python reference's outputs for every verification size and
         seed of ``plan``, with a deadline of its own (each call may take ``timeout_s``), so a slow reference is
         never mistaken for a hanging candidate. Raises ReferenceFailed (the job's error), WorkerError."""
+        request = {"op": "reference", "spec": spec.model_dump(mode="json"), "plan": plan.model_dump()}
+        self._reference_answer(plan, await self._call(request, _reference_deadline(plan)))
+
+    @staticmethod
+    def _reference_answer(plan: EvalPlan, answer: dict) -> None:
+        """Nothing for an ``ok`` answer to a ``reference`` request; else raises ReferenceFailed or WorkerError."""
         ref = plan.reference
         pairs = (len(plan.verify_sizes) + len(plan.heldout_sizes)) * len(plan.seeds)
-        deadline = 120.0 + pairs * (ref.timeout_s + 10.0)
-        request = {"op": "reference", "spec": spec.model_dump(mode="json"), "plan": plan.model_dump()}
-        answer = await self._call(request, deadline)
+        deadline = _reference_deadline(plan)
         if "ok" in answer:
             return
         if "reference_failed" in answer:
@@ -149,6 +153,12 @@ class GpuBackend:
         for _ in range(2):
             if not self.session_open(sid):
                 await self._open(sid, spec, plan, opener)
+            elif plan.reference is not None:  # outputs the worker evicted are computed again on their own deadline
+                answer = await self._call({"op": "reference", "session": sid}, _reference_deadline(plan))
+                if "no_session" in answer:
+                    self._sessions.pop(sid, None)
+                    continue
+                self._reference_answer(plan, answer)
             answer = await self._call(request, plan.timeout_s)
             if "no_session" not in answer:
                 return answer
@@ -207,6 +217,13 @@ class GpuBackend:
 
     async def close(self) -> None:
         self.worker.kill()
+
+
+def _reference_deadline(plan: EvalPlan) -> float:
+    """Seconds allowed for computing the Python reference's outputs of ``plan``: 120 plus each (size, seed) pair's
+    own limit and 10 s."""
+    pairs = (len(plan.verify_sizes) + len(plan.heldout_sizes)) * len(plan.seeds)
+    return 120.0 + pairs * (plan.reference.timeout_s + 10.0)
 
 
 def _payload(c: Compiled) -> dict:

@@ -179,6 +179,12 @@ class Evaluator:
         # the last time_size call: size, n_sets, reps, the sampled rounds, L2 flushes (for tests and benchmarks)
         self.last_timing: dict = {}
 
+    def close(self) -> None:
+        """Stop the Python reference's child process, if any (the worker's end)."""
+        if self._python is not None:
+            self._python.close()
+            self._python = None
+
     # -- facts ---------------------------------------------------------------------------------
     def facts(self) -> GpuFacts:
         """Device name, arch, SM count, L2 bytes, NVML peak bandwidth and a measured D2D copy bandwidth."""
@@ -560,7 +566,7 @@ class Evaluator:
                         for name, g in guards if not g.canaries_intact()), None)
         for h in held:
             for name, g in h["shared"].items():
-                if problem is None and not bool(cp.array_equal(g.view, h["pristine"][name])):
+                if problem is None and not bool(cp.array_equal(g.view.view(cp.uint8), h["pristine"][name].view(cp.uint8))):
                     problem = f"input {name!r} was modified while timed at {size}"
         if problem is not None:
             self.cache().pop(held_key)  # a broken band or input is never handed to the next candidate

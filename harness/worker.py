@@ -11,7 +11,8 @@ Requests are dicts:
   backend opens it again. An ``evaluate`` that carries ``"spec"``, ``"plan"`` and ``"baseline"`` itself opens
   (or reuses) their session first (the whole job in one request);
 - ``{"op": "close", "session": id}``;
-- ``{"op": "reference", "spec", "plan"}``: compute and cache the spec's Python reference outputs for the plan.
+- ``{"op": "reference", "spec", "plan"}`` or ``{"op": "reference", "session": id}``: compute and cache the spec's
+  Python reference outputs for the plan (``no_session`` as for ``evaluate``).
 
 Answers are ``{"ok": <result dict>}``, ``{"reference_failed": message}`` (the Python reference failed: the job's
 error, not the candidate's) or ``{"crashed": reason}`` (after which the worker exits: its CUDA
@@ -57,13 +58,20 @@ def worker_main(conn: Connection, parent_pid: int | None = None) -> None:
         try:
             req = conn.recv()
         except (EOFError, OSError):
+            ev.close()
             return
         try:
             if req["op"] == "facts":
                 conn.send({"ok": ev.facts().model_dump()})
             elif req["op"] == "reference":
-                spec = KernelSpec.model_validate(req["spec"])
-                plan = EvalPlan.model_validate(req["plan"])
+                if "spec" in req:
+                    spec, plan = KernelSpec.model_validate(req["spec"]), EvalPlan.model_validate(req["plan"])
+                else:  # an open session's
+                    session = sessions.get(req["session"])
+                    if session is None:
+                        conn.send({"no_session": req["session"]})
+                        continue
+                    spec, plan = session.spec, session.plan
                 conn.send({"ok": {"pairs": ev.prepare_reference(spec, plan)}})
             elif req["op"] == "open":
                 open_session(req["session"], req["spec"], req["plan"], req["baseline"])

@@ -152,6 +152,25 @@ def test_a_restarted_worker_gets_the_session_again(worker_eval, small):
         backend.worker.kill()
 
 
+def test_with_a_python_reference_the_open_session_is_asked_for_its_outputs_by_id(worker_eval, job):
+    spec, plan, _ = job
+    plan = plan.model_copy(update={"verify_sizes": [{"M": 3, "N": 8}], "heldout_sizes": [{"M": 5, "N": 1003}],
+                                   "bench_sizes": [SIZE]})
+    backend = _backend()
+    sent = []
+    call = backend.worker.call
+    backend.worker.call = lambda request, timeout_s: (sent.append((request, timeout_s)), call(request, timeout_s))[1]
+    base = _artifact(spec, "seq")
+    try:
+        for which in ("tree", "tree"):
+            assert isinstance(asyncio.run(backend.evaluate(spec, base, _artifact(spec, which), plan)), Measured)
+    finally:
+        backend.worker.kill()
+    assert backend.worker.ops == ["reference", "open", "evaluate", "reference", "evaluate"]
+    again, deadline = sent[3]
+    assert set(again) == {"op", "session"} and deadline >= 120 + plan.reference.timeout_s  # its own deadline
+
+
 def test_the_whole_job_in_one_evaluate_request_still_works(worker_eval, small):
     from ptxfactory.harness.gpu_backend import _payload
 
