@@ -30,7 +30,9 @@ def variant(old: str, new: str, **launch) -> object:
     return compiled
 
 
-def evaluate_all(*candidates, timeout_s: float = 120.0):
+def evaluate_all(*candidates, timeout_s: float = 120.0, stats: dict | None = None):
+    """(GPU facts, results) of evaluating ``candidates`` against the original in one backend; ``stats`` (when given)
+    gets the job sessions opened (``opened``) and the worker processes started (``workers``)."""
     async def go():
         backend = GpuBackend()
         try:
@@ -39,6 +41,8 @@ def evaluate_all(*candidates, timeout_s: float = 120.0):
             facts = await backend.facts()
             return facts, [await backend.evaluate(SPEC, base, c, plan) for c in candidates]
         finally:
+            if stats is not None:
+                stats.update(opened=backend.opened, workers=backend.worker.generation)
             await backend.close()
 
     return asyncio.run(go())
@@ -60,8 +64,10 @@ def test_wrong_answers_are_rejected_with_the_reason():
     wrong_scale = variant("v * inv_rms * __bfloat162float(w[i])", "v * inv_rms")  # ignores the weight
     writes_nothing = variant("y[(size_t)row * N + i] = ", "if (N < 0) y[(size_t)row * N + i] = ")
     half_rows = variant("if (row >= M) return;", "if (row >= M || (row & 1)) return;")
-    _, results = evaluate_all(no_eps, wrong_scale, writes_nothing, half_rows)
+    stats = {}
+    _, results = evaluate_all(no_eps, wrong_scale, writes_nothing, half_rows, stats=stats)
     assert [r.outcome for r in results] == ["rejected"] * 4, results
+    assert stats == {"opened": 1, "workers": 1}, stats  # one job session for the four candidates
     assert all(r.check == "correctness" for r in results), [r.reason for r in results]
     assert "never written" in results[2].reason
 
@@ -78,10 +84,12 @@ def test_crash_and_hang_kill_the_worker_not_the_caller():
     crash = variant("if (row >= M) return;", "if (row >= M) return; if (row == 0 && threadIdx.x == 0) *(volatile int*)0 = 1;")
     hang = variant("if (row >= M) return;", "if (row >= M) return; while (N > 0) { __nanosleep(1000); }")
     ok = compile_candidate(original_candidate(SPEC, SOURCE), SPEC.arch)
-    _, (r1, r2, r3) = evaluate_all(crash, hang, ok, timeout_s=20.0)
+    stats = {}
+    _, (r1, r2, r3) = evaluate_all(crash, hang, ok, timeout_s=20.0, stats=stats)
     assert r1.outcome == "crashed", r1
     assert r2.outcome == "timed_out", r2
     assert r3.outcome == "measured", r3  # the restarted worker carries on
+    assert stats == {"opened": 3, "workers": 3}, stats  # each restarted worker got the job session again
 
 
 def test_a_time_under_the_floor_is_rejected():
@@ -97,6 +105,28 @@ def test_a_time_under_the_floor_is_rejected():
     result = ev.evaluate(SPEC, loaded, base.candidate.key, loaded, plan, base.candidate.key)
     assert result.outcome == "rejected" and result.check == "impossible_time", result
     assert "floor" in result.reason
+
+
+def test_timing_flushes_l2_for_a_small_working_set_samples_launches_and_reuses_its_inputs():
+    """In-process Evaluator at a bench size whose 8 buffer sets stay under 3x L2: a scratch buffer is written before
+    every timed launch of both sides, a seeded sample of rounds is copied aside and checked, the inputs are checked
+    unchanged, the original matches itself; a second call reuses the timing inputs from the device cache."""
+    from ptxfactory.harness.gpu_eval import Evaluator
+
+    ev = Evaluator()
+    base = compile_candidate(original_candidate(SPEC, SOURCE), SPEC.arch)
+    loaded = ev.load(base.cubin, base.lowered_name, base.candidate.launch, base.candidate.key)
+    plan = make_plan(SPEC, secret=7)
+    small = {"M": 16, "N": 1024}  # 64 KiB in and out: 8 sets are far under 3x L2
+    cand_t, base_t, problem = ev.time_size(SPEC, loaded, loaded, small, plan)
+    t = ev.last_timing
+    print(f"\n[timing] {small}: {t}, median {sorted(cand_t)[len(cand_t) // 2]:.2f} us")
+    assert problem is None
+    assert t["n_sets"] == 8 and t["flushes"] == 2 * t["reps"] and len(t["sampled"]) == min(4, t["reps"] - 1)
+    hits = ev.cache().hits
+    assert ev.time_size(SPEC, loaded, loaded, small, plan)[2] is None and ev.cache().hits > hits
+    big = SPEC.bench.sizes[0]
+    assert ev.time_size(SPEC, loaded, loaded, big, plan)[2] is None and ev.last_timing["flushes"] == 0
 
 
 REDTEAM = Path(__file__).parents[1] / "redteam"
