@@ -123,15 +123,16 @@ def analyse_now(path: Path, text: str) -> FileAnalysis:
             result.kernels[kdef.name] = KernelAnalysis(**common, mismatch=f"{where}: does not match the kernel: {exc}")
             continue
         original = original_candidate(spec, text)
+        log_name = f"{kdef.name}.ptx" if kdef.language == "ptx" else f"{kdef.name}.cu"  # the name the compiler's log uses
         instance = original.name_expression if original.template_args else None
         compiled = shared_pool().prepare_blocking(original, spec, static=False).compiled
         if not isinstance(compiled, CompileFailed):
             result.kernels[kdef.name] = KernelAnalysis(
-                **common, resources=compiled.resources, messages=tuple(m for m in compile_messages(compiled.log, f"{kdef.name}.cu", kdef.name_line)
+                **common, resources=compiled.resources, messages=tuple(m for m in compile_messages(compiled.log, log_name, kdef.name_line)
                                                                        if m.severity == "warning"),
                 threads_per_block=threads, dynamic_smem=smem, instance=instance)
         else:
-            messages = compile_messages(compiled.log, f"{kdef.name}.cu", kdef.name_line) or (
+            messages = compile_messages(compiled.log, log_name, kdef.name_line) or (
                 CompileMessage(line=kdef.name_line, severity="error", text=compiled.log.strip()[:500]),)
             result.kernels[kdef.name] = KernelAnalysis(**common, messages=messages, failed=True, threads_per_block=threads,
                                                        dynamic_smem=smem, instance=instance)

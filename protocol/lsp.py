@@ -20,7 +20,11 @@ CANCEL = "ptxfactory.cancel"
 JOBS = "ptxfactory.jobs"
 WATCH = "ptxfactory.watch"
 REPORT = "ptxfactory.report"
-COMMANDS = (OPTIMISE, CANCEL, JOBS, WATCH, REPORT)
+SHOW = "ptxfactory.show"
+COMMANDS = (OPTIMISE, CANCEL, JOBS, WATCH, REPORT, SHOW)
+
+SHOW_SCHEME = "ptxfactory"
+"""URI scheme of the read-only documents ``ptxfactory.show`` opens (served by ``workspace/textDocumentContent``)."""
 
 PROGRESS_NOTIFICATION = "ptxfactory/progress"
 """Sent instead of ``$/progress`` to clients that do not declare ``window.workDoneProgress``."""
@@ -143,6 +147,29 @@ class ReportResult(_Model):
     shown: bool = False
 
 
+class ShowArgs(_Model):
+    """Arguments of ``ptxfactory.show``: the PTX or SASS of a job's candidate beside the original's."""
+
+    job_id: str = Field(min_length=1)
+    candidate: int | None = Field(default=None, ge=0, description="candidate number as in the report (0: the original; default: the best)")
+    view: Literal["ptx", "sass"] = "ptx"
+    show: bool = Field(default=True, description="open both with window/showDocument (original first, then the candidate)")
+
+
+class ShowResult(_Model):
+    """Result of ``ptxfactory.show``: the ptxfactory: URIs and texts of the original's and the candidate's view
+    (innermost loops marked with comment lines), and whether the editor showed them."""
+
+    job_id: str
+    candidate: int
+    view: Literal["ptx", "sass"]
+    original_uri: str
+    original_text: str
+    uri: str
+    text: str
+    shown: bool = False
+
+
 class ProgressNotification(_Model):
     """Params of ``ptxfactory/progress``: one begin, reports, one end per job, as with work-done progress."""
 
@@ -165,6 +192,7 @@ COMMAND_SHAPES: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {
     JOBS: (JobsArgs, JobsResult),
     WATCH: (WatchArgs, WatchResult),
     REPORT: (ReportArgs, ReportResult),
+    SHOW: (ShowArgs, ShowResult),
 }
 """Each command's argument object and result (``ptxfactory.optimise`` with ``wait`` answers a :class:`JobInfo`)."""
 
@@ -172,7 +200,7 @@ NOTIFICATION_SHAPES: dict[str, type[BaseModel]] = {PROGRESS_NOTIFICATION: Progre
 
 MODELS: tuple[type[BaseModel], ...] = (
     InitializationOptions, OptimiseArgs, OptimiseResult, CancelArgs, CancelResult, JobInfo, JobsArgs, JobsResult,
-    WatchArgs, WatchResult, ReportArgs, ReportResult, ProgressNotification,
+    WatchArgs, WatchResult, ReportArgs, ReportResult, ShowArgs, ShowResult, ProgressNotification,
 )
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "lsp.schema.json"

@@ -1,5 +1,6 @@
 """``textDocument/codeLens``: "Optimise kernel" above each ``__global__`` function that the spec describes,
-and "Show report" beside it once a job on that kernel has ended with results (``ptxfactory.report``).
+and "Show report", "Show PTX" and "Show SASS" beside it once a job on that kernel has ended with results
+(``ptxfactory.report``, ``ptxfactory.show``). A ``.ptx`` file's ``.entry`` kernels get them too.
 
 Kernels come from the open document's text; the spec (``<file>.toml``) is read from disk. A
 kernel gets a lens when the spec has a ``[kernel.NAME]`` table for it. A spec that fails to
@@ -15,7 +16,7 @@ from lsprotocol import types
 
 from ptxfactory.harness.source import find_kernels
 from ptxfactory.protocol import SpecError, load_spec, spec_path_for
-from ptxfactory.protocol.lsp import OPTIMISE, REPORT, OptimiseArgs, ReportArgs
+from ptxfactory.protocol.lsp import OPTIMISE, REPORT, SHOW, OptimiseArgs, ReportArgs, ShowArgs
 
 from ..jobs import path_key
 from .session import PtxServer
@@ -23,6 +24,7 @@ from .text import cuda_path, position_at
 
 TITLE = "Optimise kernel"
 REPORT_TITLE = "Show report"
+SHOW_TITLE = "Show"  # "Show PTX", "Show SASS"
 _TABLE = re.compile(r"^\s*\[\s*kernel\.([A-Za-z_]\w*)\s*[\].]", re.M)
 
 
@@ -56,6 +58,12 @@ async def code_lens(ls: PtxServer, params: types.CodeLensParams) -> list[types.C
                     range=types.Range(start=start, end=start),
                     command=types.Command(title=label, command=REPORT, arguments=[ReportArgs(job_id=job.job_id).model_dump(exclude_defaults=True)]),
                 ))
+                for view in ("ptx", "sass"):  # the best's (else the original's) beside the original's: lsp/virtual_docs.py
+                    lenses.append(types.CodeLens(
+                        range=types.Range(start=start, end=start),
+                        command=types.Command(title=f"{SHOW_TITLE} {view.upper()}", command=SHOW,
+                                              arguments=[ShowArgs(job_id=job.job_id, view=view).model_dump(exclude_defaults=True)]),
+                    ))
     return lenses
 
 

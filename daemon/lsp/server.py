@@ -23,7 +23,7 @@ from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import default_converter
 
-from . import code_actions, code_lens, diagnostics, hover, optimise, show_report
+from . import code_actions, code_lens, diagnostics, hover, optimise, show_report, virtual_docs
 from .session import PtxServer
 from .transport import attach_writer, run_session, stdin_reader
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FEATURES = (code_lens, optimise, code_actions, hover, diagnostics, show_report)
+FEATURES = (code_lens, optimise, code_actions, hover, diagnostics, show_report, virtual_docs)
 
 
 @functools.cache

@@ -13,7 +13,7 @@ from pygls import uris
 
 from ptxfactory.harness.source import KernelDef, find_kernels
 
-CUDA_SUFFIXES = (".cu", ".cuh")
+CUDA_SUFFIXES = (".cu", ".cuh", ".ptx")  # .ptx: a PTX module's .entry kernels (harness/ptx.py)
 EOL = re.compile(r"\r\n|\r|\n")
 
 
@@ -51,7 +51,7 @@ def kernel_at(text: str, rng: types.Range, encoding: str = types.PositionEncodin
 
 
 def cuda_path(uri: str) -> Path | None:
-    """The file system path of a ``file:`` URI of a .cu/.cuh file, else None."""
+    """The file system path of a ``file:`` URI of a .cu/.cuh (or .ptx) file, else None."""
     path = uris.to_fs_path(uri)
     if path is None or not path.endswith(CUDA_SUFFIXES):
         return None
