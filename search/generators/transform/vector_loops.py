@@ -4,8 +4,8 @@ Pattern: a loop whose iterations a group of lanes shares, one element per lane a
 
     for (T j = a + LANE; j < n; j += L) BODY
 
-where ``LANE``/``L`` is ``threadIdx.x``/``blockDim.x`` (or the block's literal size) in a 1-D block,
-or a lane variable declared ``lane = threadIdx.x % C`` (``& (C - 1)``; rowpar's ``ptxf_lane``) with
+where ``LANE``/``L`` is ``threadIdx.x``/``blockDim.x`` (or the block's literal x size; the group is then the threads of one
+``threadIdx.y``/``z``, rowpar's 2-D auto blocks included), or a lane variable declared ``lane = threadIdx.x % C`` (``& (C - 1)``; rowpar's ``ptxf_lane``) with
 ``L == C`` and the literal block a multiple of C (then the group is C consecutive threads), or
 ``ptxf_lane = threadIdx.x`` with ``L`` the block. BODY reads (and writes) buffers at ``p[base + j]``
 (``__ldg(p + base + j)`` and the other hint forms too), ``base`` the same for every lane of the group.
@@ -35,7 +35,8 @@ runtime check, the same for every lane of the group (see below): all the buffers
 Uniformity: the check, the head and the bounds must agree on every lane of the group, or lanes
 would take different paths and elements be lost or doubled. ``a``, ``n``, ``base`` and a local
 pointer ``p`` must be group-uniform: built from parameters and locals never written after their
-declaration, ``blockIdx``/``blockDim``/``gridDim``, literals, reads of buffers the kernel never
+declaration, ``blockIdx``/``blockDim``/``gridDim`` (and ``threadIdx.y``/``z`` for a
+group of ``threadIdx.x`` lanes), literals, reads of buffers the kernel never
 writes, and for a sub-block group ``(blockIdx.x * blockDim.x + threadIdx.x) / D`` with C dividing D
 and D dividing the block. The loop must be reached by the whole group: enclosing ``if`` conditions
 and ``for`` headers uniform, no ``return`` before it under a non-uniform condition.
@@ -59,7 +60,7 @@ from dataclasses import dataclass, field
 
 from . import syntax as sx
 from .affine import Poly, add, poly
-from .base import LOAD_FUNCS, STORE_FUNCS, Unit, access_kind
+from .base import LOAD_FUNCS, STORE_FUNCS, Unit, access_kind, int_literal
 from .grid_stride import COLLECTIVES
 from .reductions import loop_accumulators
 from .rowpar import _constants, _pointer_offsets, _pointer_roots
@@ -298,6 +299,8 @@ class VectorLoopsPass:
                 and a.uniform_pointer(name)
             )
             if not vectorisable:
+                if kind != "read" and elem is None and len(js) == 1:
+                    raise Refused(f"{name!r}: no 16-byte packing here for its element type")
                 if kind != "read":
                     raise Refused(f"a write not of the form q[base + j]: {sx.text(node)!r}")
                 scalar_roots.append(a.roots.get(name))
@@ -307,7 +310,7 @@ class VectorLoopsPass:
             s.accesses.append(_Access(node, js[0], kind, hint, value))
         if not streams:
             raise Refused("no access p[base + j] to vectorise")
-        out = list(streams.values())
+        out = _drop_neighbours(list(streams.values()), scalar_roots, a.roots)
         written_roots = {}
         for s in out:
             if s.written:
@@ -545,7 +548,7 @@ class _Analysis:
         ``threadIdx.x % C`` / ``threadIdx.x & (C - 1)``; None otherwise."""
         node = sx.uncast(node)
         if sx.is_builtin(node, "threadIdx", "x"):
-            return "block" if self.unit.block_is_1d() else None
+            return "block"
         if not sx.is_ident(node):
             return None
         name = sx.text(node)
@@ -553,7 +556,7 @@ class _Analysis:
             return None
         v = sx.uncast(self.inits[name])
         if sx.is_builtin(v, "threadIdx", "x"):
-            return "block" if self.unit.block_is_1d() else None
+            return "block"
         if v is None or v.type != "binary_expression" or not sx.is_builtin(v.child_by_field_name("left"), "threadIdx", "x"):
             return None
         c = sx.unparen(v.child_by_field_name("right"))
@@ -574,7 +577,7 @@ class _Analysis:
         """The step is the group's size: ``blockDim.x`` (or the literal block) for a block, C for a group of C."""
         v = sx.literal_value(sx.unparen(step)) if sx.is_number(step) else None
         if group == "block":
-            return sx.is_builtin(step, "blockDim", "x") or (v is not None and v == self.block)
+            return sx.is_builtin(step, "blockDim", "x") or (v is not None and v == int_literal(self.unit.launch.block[0]))
         return v == group
 
     # uniformity ----------------------------------------------------------------------------------------------
@@ -599,6 +602,8 @@ class _Analysis:
             self._memo[name] = ok
             return ok
         if t == "field_expression":
+            if self.group_size is None and any(sx.is_builtin(node, "threadIdx", f) for f in "yz"):
+                return True  # the group is the threads of one (y, z) of the block: threadIdx.x its lanes
             return any(sx.is_builtin(node, v, f) for v in ("blockIdx", "blockDim", "gridDim") for f in "xyz")
         if t == "cast_expression":
             return self.uniform(node.child_by_field_name("value"), extra)
@@ -878,6 +883,35 @@ def _access_of(ident: Node) -> tuple[Node, list[Node], str, str | None, Node | N
     return None
 
 
+def _drop_neighbours(streams: list[_Stream], scalar_roots: list, roots: dict) -> list[_Stream]:
+    """Read-only streams a constant number of elements (not a multiple of VEC) from another stream of the same pointer
+    (``x[j - 1]``, ``x[j + 1]`` beside ``x[j]``) stay scalar loads: their addresses can never share the other's
+    offset within 16 bytes, so the runtime check would always fail. The stream kept is the one with the most accesses."""
+    vec = VEC_BYTES // ELEMENTS[streams[0].elem][0] if len({ELEMENTS[s.elem][0] for s in streams}) == 1 else None
+    if vec is None:
+        return streams
+    keep = []
+    for s in sorted(streams, key=lambda s: (-len(s.accesses), s.accesses[0].node.start_byte)):
+        near = None
+        for k in keep:
+            d = _constant_difference(k, s)
+            if k.ptr == s.ptr and d is not None and d % vec:
+                near = k
+        if near is not None and not s.written:
+            scalar_roots.append(roots.get(s.ptr))
+            continue
+        keep.append(s)
+    return sorted(keep, key=lambda s: s.accesses[0].node.start_byte)
+
+
+def _constant_difference(a: _Stream, b: _Stream) -> int | None:
+    pa, pb = _key(a.base_terms), _key(b.base_terms)
+    if pa[0] != "poly" or pb[0] != "poly":
+        return None
+    d = add(dict(pb[1]), {m: -c for m, c in pa[1]})
+    return d.get((), 0) if all(m == () for m in d) else None
+
+
 def _first_arg_text(x: _Access, at: str, data: bytes) -> str:
     arg = sx.call_args(x.node)[0]
     return sx.render(arg, data, lambda nd: at.encode() if (nd.start_byte, nd.end_byte) == (x.j_node.start_byte, x.j_node.end_byte) else None).decode()
@@ -890,7 +924,7 @@ def _top_level_statement(node: Node, body: Node) -> bool:
         stmt = stmt.parent
     if stmt is None or stmt.type != "expression_statement":
         return False
-    return stmt == body or stmt.parent == body
+    return stmt == body or (body.type == "compound_statement" and stmt.parent == body)
 
 
 def _condition(if_node: Node) -> Node | None:
@@ -912,12 +946,13 @@ def _pragma(loop: Node) -> Node | None:
 
 
 def _rowpar_arg_combine(loop: Node, value: str, index: str | None) -> bool:
-    """rowpar's ``ptxf_group_reduce_arg<L>(v, k, ...)`` / ``ptxf_block_reduce_arg(v, k, ...)`` right after the loop."""
+    """rowpar's ``ptxf_group_reduce_arg<L>(v, k, ...)`` / ``ptxf_block_reduce_arg`` / ``ptxf_row_reduce_arg`` right after the loop."""
     nxt = loop.next_named_sibling
     while nxt is not None and nxt.type == "comment":
         nxt = nxt.next_named_sibling
     t = sx.text(nxt)
-    return index is not None and ("ptxf_group_reduce_arg<" in t or "ptxf_block_reduce_arg(" in t) and f"({value}, {index}," in t
+    combines = ("ptxf_group_reduce_arg<", "ptxf_block_reduce_arg(", "ptxf_row_reduce_arg(")
+    return index is not None and any(c in t for c in combines) and f"({value}, {index}," in t
 
 
 def _in_lambda(node: Node) -> bool:

@@ -1,0 +1,421 @@
+"""CPU tests of the ``vector_loops`` pass (lane-strided row loops -> 16-byte loads and stores).
+
+On small hand-written kernels: rowpar's split loops and block-per-row loops are widened (text, launch
+kept, every output compiled with NVRTC and its PTX holding 16-byte loads and stores); the spec's
+``align`` and ``constraints`` remove the runtime check; the loops it must refuse are left alone; and a
+host emulation (g++, one thread after another) checks element for element that the original and the
+rewritten kernels write the same outputs and the same per-row max and integer sum, at row lengths
+around multiples of VEC, aligned and misaligned, with 16-byte accesses checked for range and alignment.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from ptxfactory.harness.compile import CompileFailed, compile_candidate, compile_ptx
+from ptxfactory.search.generators.transform import PASSES, TransformGenerator
+from ptxfactory.search.generators.transform.ldg import LdgPass, StreamPass
+from ptxfactory.search.generators.transform.restrict import RestrictPass
+from ptxfactory.search.generators.transform.rowpar import RowParallelPass
+from ptxfactory.search.generators.transform.unroll import UnrollPass
+from ptxfactory.search.generators.transform.vector_loops import VectorLoopsPass
+
+from test_rowpar import ARGMAX, ARGMAX_ARGS, L2NORM, ROW_ARGS, row_spec
+from test_transform import make_ctx, spec_for, unit
+
+VL = VectorLoopsPass()
+V4_LOAD = re.compile(r"\bld\.global(\.nc|\.cs)?(\.L1::no_allocate)?\.v4\.(u32|b32|f32)")
+V4_STORE = re.compile(r"\bst\.global(\.cs)?\.v4\.(u32|b32|f32)")
+
+
+def rowpar(lanes):
+    return next(p for p in PASSES if isinstance(p, RowParallelPass) and p.lanes == lanes)
+
+
+def compiled_ptx(source: str, spec, out, chain) -> str:
+    """The generator's candidate for ``out`` compiles with NVRTC (no spills); returns its PTX."""
+    cand = TransformGenerator().candidate(make_ctx(source, spec), out, chain)
+    assert cand is not None and cand.params["pass:vector_loops"] == 1 and cand.params["vec"] == 16
+    r = compile_candidate(cand, "sm_90a")
+    assert not isinstance(r, CompileFailed), r.log
+    assert r.resources.spill_stores == 0 and r.resources.local_bytes == 0
+    return compile_ptx(cand, "sm_90a")
+
+
+@pytest.mark.parametrize("lanes", [32, 8, 256])
+def test_rowpar_split_loops_are_widened(lanes):
+    spec = row_spec()
+    u = rowpar(lanes).apply(unit(L2NORM, spec))
+    assert VL.why_not(u) is None
+    out = VL.apply(u)
+    text = out.text
+    assert text.count("(transform vector_loops)") == 2  # the sum of squares and the map
+    assert f"ptxf_vl_v += {lanes * 4})" in text and "(int)(ptxf_lane) * 4" in text
+    assert "*reinterpret_cast<const uint4*>(&x[r * N + ptxf_vl_v]);" in text
+    assert "*reinterpret_cast<uint4*>(&y[r * N + ptxf_vl_v]) = make_uint4(" in text
+    # the runtime check compares the two buffers' offsets within 16 bytes; the original loop is the fallback
+    assert "(reinterpret_cast<unsigned long long>(&x[r * N + ptxf_vl_a]) & 15ull) == ptxf_vl_m" in text
+    assert text.count(f"for (int j = (0) + ptxf_lane; j < N; j += {lanes})") == 2
+    # elements in order of j within a lane: element 0..3 of each chunk
+    assert text.index("ptxf_vl_c0.x") < text.index("ptxf_vl_c0.y") < text.index("ptxf_vl_c0.z") < text.index("ptxf_vl_c0.w")
+    assert out.launch == u.launch and out.helpers == u.helpers
+    assert not VL.applies(out)  # not twice
+    ptx = compiled_ptx(L2NORM, spec, out, [rowpar(lanes), VL])
+    assert V4_LOAD.search(ptx) and V4_STORE.search(ptx)
+
+
+BF16_ARGS = """
+  { name = "x", role = "in", dtype = "bf16", shape = ["M", "N"] },
+  { name = "w", role = "in", dtype = "bf16", shape = ["N"] },
+  { name = "y", role = "out", dtype = "bf16", shape = ["M", "N"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+"""
+BF16_BLOCK_ROW = """#include <cuda_bf16.h>
+extern "C" __global__ void k(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int M, int N)
+{
+    __shared__ float part[256];
+    int row = blockIdx.x;
+    if (row >= M) return;
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < N; i += blockDim.x) {
+        float v = __bfloat162float(x[(size_t)row * N + i]);
+        sum += v * v;
+    }
+    part[threadIdx.x] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0) { float t = 0.0f; for (int k = 0; k < 256; ++k) t += part[k]; part[0] = rsqrtf(t / N + 1e-6f); }
+    __syncthreads();
+    float inv = part[0];
+    for (int i = threadIdx.x; i < N; i += blockDim.x)
+        y[(size_t)row * N + i] = __float2bfloat16(__bfloat162float(x[(size_t)row * N + i]) * inv * __bfloat162float(w[i]));
+}
+"""
+
+
+def test_block_per_row_bf16_eight_elements_per_lane():
+    spec = row_spec(args=BF16_ARGS, grid='["M"]', block="[256]")
+    u = unit(BF16_BLOCK_ROW, spec)
+    assert VL.why_not(u) is None
+    out = VL.apply(u)
+    text = out.text
+    assert text.count("(transform vector_loops)") == 2 and "// element 7" in text
+    assert "ptxf_vl_v += (int)(blockDim.x) * 8)" in text
+    assert "__ushort_as_bfloat16((unsigned short)(ptxf_vl_c0.w >> 16))" in text  # element 7 = the high half of word 3
+    assert "(unsigned)__bfloat16_as_ushort((__nv_bfloat16)(ptxf_vl_c0_0)) | ((unsigned)__bfloat16_as_ushort" in text
+    assert "/ 2u)" in text  # the head counts 2-byte elements
+    assert "for (int k = 0; k < 256; ++k)" in text  # the first lane's serial loop is not lane-strided: left alone
+    ptx = compiled_ptx(BF16_BLOCK_ROW, spec, out, [VL])
+    assert V4_LOAD.search(ptx) and V4_STORE.search(ptx)
+    # the literal block size as the step is the same group
+    lit = BF16_BLOCK_ROW.replace("i += blockDim.x", "i += 256")
+    assert VL.apply(unit(lit, spec)).text.count("ptxf_vl_v += 2048)") == 2
+    # a step that is not the block: not the lanes' group
+    assert not VL.applies(unit(BF16_BLOCK_ROW.replace("i += blockDim.x", "i += 128"), spec))
+
+
+def test_spec_alignment_and_constraints_remove_the_check():
+    aligned = ROW_ARGS.replace('shape = ["M", "N"] }', 'shape = ["M", "N"], align = 16 }')
+    proven = spec_for("k", aligned, grid='["cdiv(M, 128)"]', sizes="[{ M = 7, N = 100 }]")
+    proven = proven.model_copy(update={"constraints": ["N % 4 == 0"]})
+    u = rowpar(32).apply(unit(L2NORM, proven))
+    text = VL.apply(u).text
+    assert "15ull" not in text and "else" not in text and "every buffer 16-byte aligned" in text
+    assert "the head" not in text
+    compiled_ptx(L2NORM, proven, VL.apply(u), [rowpar(32), VL])
+    # no constraint on N (rows of odd length), or no align on a buffer: the runtime check stays
+    for spec in (proven.model_copy(update={"constraints": ["N % 2 == 0"]}),
+                 spec_for("k", ROW_ARGS, grid='["cdiv(M, 128)"]', sizes="[{ M = 7, N = 100 }]").model_copy(update={"constraints": ["N % 4 == 0"]})):
+        assert "15ull" in VL.apply(rowpar(32).apply(unit(L2NORM, spec))).text
+    # a loop starting at 1 is not on a 16-byte boundary even when the rows are
+    start1 = L2NORM.replace("for (int j = 0; j < N; j++) {", "for (int j = 1; j < N; j++) {")
+    assert VL.apply(rowpar(32).apply(unit(start1, proven))).text.count("15ull") == 1
+
+
+def test_hints_keep_their_16_byte_forms():
+    src = L2NORM.replace("float v = x[r * N + j];", "float v = x[(size_t)r * N + j];")
+    spec = row_spec()
+    u = rowpar(32).apply(StreamPass().apply(RestrictPass().apply(unit(src, spec))))
+    out = VL.apply(u)
+    assert "__ldcs(reinterpret_cast<const uint4*>((x + ((size_t)r * N + ptxf_vl_v))))" in out.text
+    assert "__stcs(reinterpret_cast<uint4*>((y + (r * N + ptxf_vl_v))), make_uint4(" in out.text
+    ptx = compiled_ptx(src, spec, out, [RestrictPass(), StreamPass(), rowpar(32), VL])
+    assert re.search(r"ld\.global\.cs\.v4", ptx) and re.search(r"st\.global\.cs\.v4", ptx)
+    # then unroll: the main loop (a rowpar lane start and a literal step) takes #pragma unroll 4
+    assert "#pragma unroll 4\n" in UnrollPass().apply(out).text
+
+
+def test_neighbours_stay_scalar_beside_the_vector():
+    src = L2NORM.replace("y[r * N + j] = x[r * N + j] * inv;",
+                         "y[r * N + j] = x[r * N + j] * inv + (j + 1 < N ? x[r * N + j + 1] : 0.0f) - (j > 0 ? x[r * N + j - 1] : 0.0f);")
+    spec = row_spec()
+    out = VL.apply(rowpar(32).apply(unit(src, spec)))
+    assert out.text.count("(transform vector_loops)") == 2
+    assert "x[r * N + j + 1]" in out.text and "x[r * N + j - 1]" in out.text  # scalar loads, j = ptxf_vl_v + k
+    assert "const int j = ptxf_vl_v + 3;" in out.text
+    assert "&x[r * N + ptxf_vl_a + 1]" not in out.text  # not part of the alignment check
+    compiled_ptx(src, spec, out, [rowpar(32), VL])
+
+
+def test_exact_specs_keep_max_and_integer_sums_refuse_float_sums():
+    exact = row_spec().model_copy(update={"check": row_spec().check.model_copy(update={"rtol": 0.0, "atol": 0.0})})
+    u = rowpar(32).apply(unit(L2NORM, exact))
+    text = VL.apply(u).text
+    assert text.count("(transform vector_loops)") == 1 and "ss += v * v;\n            }\n            ss = ptxf_group_reduce" not in text
+    assert "sum of squares" not in text  # (the map loop alone)
+    assert text.index("(transform vector_loops)") > text.index("rsqrtf")
+    src = L2NORM.replace("ss += v * v;", "ss = fmaxf(ss, v);")
+    assert VL.apply(rowpar(32).apply(unit(src, exact))).text.count("(transform vector_loops)") == 2
+
+
+def test_argmax_only_with_rowpars_index_aware_combine():
+    spec = row_spec("argmax", ARGMAX_ARGS)
+    u = rowpar(16).apply(unit(ARGMAX, spec))
+    out = VL.apply(u)
+    assert "(transform vector_loops)" in out.text and "const int j = ptxf_vl_v + 3;" in out.text
+    compiled_ptx(ARGMAX, spec, out, [rowpar(16), VL])
+    # written one block per row by hand, the combine after the loop is unknown: the arg reduction is refused
+    hand = """
+extern "C" __global__ void argmax(const float* x, float* best, int* where, int M, int N)
+{
+    int r = blockIdx.x;
+    if (r >= M) return;
+    float b = -1e30f;
+    int w = 0;
+    for (int j = threadIdx.x; j < N; j += blockDim.x) {
+        float v = x[(size_t)r * N + j];
+        if (v > b) { b = v; w = j; }
+    }
+    if (threadIdx.x == 0) { best[r] = b; where[r] = w; }
+}
+"""
+    why = VL.why_not(unit(hand, row_spec("argmax", ARGMAX_ARGS, grid='["M"]')))
+    assert why is not None and "index-aware combine" in why
+
+
+LOOP_HEAD = ('extern "C" __global__ void k(const float* x, float* y, int M, int N)\n{\n'
+             "    __shared__ float sh[128];\n    int r = blockIdx.x;\n    if (r >= M) return;\n")
+REFUSED = {
+    "a break": ("    for (int j = threadIdx.x; j < N; j += blockDim.x) { if (x[r * N + j] < 0.0f) break; y[r * N + j] = 1.0f; }\n",
+                "break"),
+    "a write at another index than its read": ("    for (int j = threadIdx.x; j < N; j += blockDim.x) y[r * N + j] = y[r * N + j + 1];\n",
+                                               "another index"),
+    "a conditional store": ("    for (int j = threadIdx.x; j < N; j += blockDim.x) if (x[r * N + j] > 0.0f) y[r * N + j] = 1.0f;\n",
+                            "top-level"),
+    "stride two": ("    for (int j = threadIdx.x; j < N; j += blockDim.x) y[r * N + 2 * j] = x[r * N + 2 * j];\n", "q[base + j]"),
+    "a recurrence": ("    float h = 0.0f;\n    for (int j = threadIdx.x; j < N; j += blockDim.x) h = 0.5f * h + x[r * N + j];\n"
+                     "    y[r] = h;\n", "accumulation"),
+    "a base that differs between lanes": ("    for (int j = threadIdx.x; j < N; j += blockDim.x) y[threadIdx.x + j] = x[r * N + j];\n",
+                                          "q[base + j]"),
+    "a lane-dependent return before the loop": ("    if (threadIdx.x >= N) return;\n"
+                                               "    for (int j = threadIdx.x; j < N; j += blockDim.x) y[r * N + j] = x[r * N + j];\n",
+                                               "return before the loop"),
+    "a shared array written": ("    for (int j = threadIdx.x; j < N; j += blockDim.x) sh[j % 128] = x[r * N + j];\n", "shared array"),
+    "a loop bound that differs between lanes": ("    for (int j = threadIdx.x; j < N - threadIdx.x; j += blockDim.x) y[r * N + j] = x[r * N + j];\n",
+                                               "not the same for every lane"),
+    "a pointer passed to a function": ("    for (int j = threadIdx.x; j < N; j += blockDim.x) { y[r * N + j] = x[r * N + j]; sink(y); }\n",
+                                      "used otherwise"),
+    "an atomic": ("    for (int j = threadIdx.x; j < N; j += blockDim.x) atomicAdd(&y[r * N + j], x[r * N + j]);\n", "atomic"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(REFUSED))
+def test_loops_it_cannot_prove_safe_are_left_alone(what):
+    body, reason = REFUSED[what]
+    src = "__device__ void sink(float* p) { p[0] = 1.0f; }\n" + LOOP_HEAD + body + "}\n"
+    spec = row_spec(grid='["M"]', block="[128]")
+    why = VL.why_not(unit(src, spec))
+    assert why is not None and reason in why, (what, why)
+    assert VL.why_not(unit(src.replace(body, "    for (int j = threadIdx.x; j < N; j += blockDim.x) y[r * N + j] = x[r * N + j];\n"), spec)) is None
+
+
+def test_types_without_a_packing_and_mixed_sizes_are_refused():
+    dbl = ROW_ARGS.replace('"f32"', '"f64"')
+    src = LOOP_HEAD.replace("float", "double") + "    for (int j = threadIdx.x; j < N; j += blockDim.x) y[r * N + j] = x[r * N + j];\n}\n"
+    assert "no 16-byte packing" in VL.why_not(unit(src, row_spec(args=dbl, grid='["M"]')))
+    mixed = BF16_ARGS.replace('{ name = "w", role = "in", dtype = "bf16"', '{ name = "w", role = "in", dtype = "f32"')
+    msrc = BF16_BLOCK_ROW.replace("const __nv_bfloat16* w", "const float* w").replace("__bfloat162float(w[i])", "w[i]")
+    reasons = [r for _, r in VL.candidates(unit(msrc, row_spec(args=mixed, grid='["M"]', block="[256]")))]
+    assert reasons[0] is None and "different element sizes" in reasons[-1]  # the sum loop is widened, the map is not
+
+
+def test_in_the_generator_chains_after_rowpar():
+    spec = row_spec()
+    cands = TransformGenerator().propose(make_ctx(L2NORM, spec))
+    vl = [c for c in cands if "pass:vector_loops" in c.params]
+    assert vl and all(any(k.startswith("pass:rowpar_") for k in c.params) and c.params["vec"] == 16 for c in vl)
+    for c in vl:
+        names = [k[5:] for k in c.params if k.startswith("pass:")]
+        assert names.index("vector_loops") > max(i for i, n in enumerate(names) if n.startswith("rowpar_"))
+        r = compile_candidate(c, "sm_90a")
+        assert not isinstance(r, CompileFailed), f"{c.description}: {r.log}"
+
+
+# ---------------------------------------------------------------- host emulation
+
+EMU_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["M", "N"] },
+  { name = "w", role = "in", dtype = "f32", shape = ["N"] },
+  { name = "c", role = "in", dtype = "i32", shape = ["M", "N"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["M", "N"] },
+  { name = "pm", role = "out", dtype = "f32", shape = ["M", 8] },
+  { name = "ps", role = "out", dtype = "i32", shape = ["M", 8] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+"""
+LOOP = """
+    float m = -1e30f;
+    int s = 0;
+    for (int j = START; j < N; j += STEP) {
+        float v = x[(size_t)row * N + j];
+        float nb = j + 1 < N ? x[(size_t)row * N + j + 1] : 0.0f;
+        m = fmaxf(m, v);
+        s += c[(size_t)row * N + j] * (j + 1);
+        y[(size_t)row * N + j] = v * w[j] + nb;
+    }
+"""
+EMU_BLOCK = """
+extern "C" __global__ void k(const float* x, const float* w, const int* c, float* y, float* pm, int* ps, int M, int N)
+{
+    int row = blockIdx.x;
+    if (row >= M) return;
+""" + LOOP.replace("START", "threadIdx.x").replace("STEP", "blockDim.x") + """
+    pm[row * 8 + threadIdx.x] = m;
+    ps[row * 8 + threadIdx.x] = s;
+}
+"""
+EMU_GROUP = """
+extern "C" __global__ void k(const float* x, const float* w, const int* c, float* y, float* pm, int* ps, int M, int N)
+{
+    int row = (int)(((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x) / 4u);
+    const unsigned lane = threadIdx.x % 4u;
+    if (row >= M) return;
+""" + LOOP.replace("START", "1 + lane").replace("STEP", "4") + """
+    pm[row * 8 + lane] = m;
+    ps[row * 8 + lane] = s;
+}
+"""
+EMU_SHIM = r"""
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __restrict__
+struct uint4 { unsigned x, y, z, w; };
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+struct ptxf_dim { unsigned x; };
+ptxf_dim threadIdx, blockIdx, blockDim;
+inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+const char* g_range[6][2];
+long g_vec;
+template <class T> T* checked(T* p) {
+    const char* c = (const char*)p;
+    bool in = false;
+    for (auto& r : g_range) in = in || (c >= r[0] && c + sizeof(T) <= r[1]);
+    if ((uintptr_t)c % sizeof(T) || !in) { printf("bad %zu-byte access\n", sizeof(T)); std::exit(2); }
+    return p;
+}
+template <class T> T __ldg(const T* p) { g_vec += sizeof(T) == 16; return *checked(p); }
+template <class T> T __ldcs(const T* p) { g_vec += sizeof(T) == 16; return *checked(p); }
+template <class T> void __stcs(T* p, T v) { g_vec += sizeof(T) == 16; *checked(p) = v; }
+"""
+EMU_MAIN = r"""
+int main() {
+    const long M = 3, GUARD = 64;
+    const long lengths[] = {1, 2, 3, 4, 5, 7, 8, 9, 31, 32, 33, 100};
+    const long offsets[][6] = {{0, 0, 0, 0, 0, 0}, {1, 1, 1, 1, 0, 0}, {3, 3, 3, 3, 0, 0}, {0, 1, 0, 0, 0, 0}, {2, 2, 1, 2, 0, 0}};
+    unsigned seed = 12345;
+    long vec_total = 0;
+    for (long N : lengths)
+        for (auto& off : offsets) {
+            const long len[6] = {M * N, N, M * N, M * N, M * 8, M * 8};
+            char* mem[3][6];
+            for (int v = 0; v < 3; ++v)
+                for (int b = 0; b < 6; ++b) {
+                    mem[v][b] = (char*)aligned_alloc(256, ((len[b] + 2 * GUARD) * 4 + 255) / 256 * 256);
+                    std::memset(mem[v][b], 0x5a, (len[b] + 2 * GUARD) * 4);
+                }
+            for (int b = 0; b < 3; ++b)
+                for (long e = 0; e < len[b]; ++e) {
+                    seed = seed * 1664525u + 1013904223u;
+                    int bits = b == 2 ? (int)(seed >> 20) - 2048 : (int)(0x3f000000u | (seed >> 9) | ((seed & 1u) << 31));
+                    for (int v = 0; v < 3; ++v) std::memcpy(mem[v][b] + (GUARD + off[b] + e) * 4, &bits, 4);
+                }
+            for (int v = 0; v < 3; ++v) {
+                float* x = (float*)(mem[v][0] + (GUARD + off[0]) * 4);
+                float* w = (float*)(mem[v][1] + (GUARD + off[1]) * 4);
+                int* c = (int*)(mem[v][2] + (GUARD + off[2]) * 4);
+                float* y = (float*)(mem[v][3] + (GUARD + off[3]) * 4);
+                float* pm = (float*)(mem[v][4] + (GUARD + off[4]) * 4);
+                int* ps = (int*)(mem[v][5] + (GUARD + off[5]) * 4);
+                const char* ptrs[6] = {(const char*)x, (const char*)w, (const char*)c, (const char*)y, (const char*)pm, (const char*)ps};
+                for (int b = 0; b < 6; ++b) { g_range[b][0] = ptrs[b]; g_range[b][1] = ptrs[b] + len[b] * 4; }
+                g_vec = 0;
+                blockDim.x = 8;
+                for (long blk = 0; blk < GRID; ++blk)
+                    for (unsigned t = 0; t < 8; ++t) {
+                        blockIdx.x = (unsigned)blk; threadIdx.x = t;
+                        if (v == 0) orig::k(x, w, c, y, pm, ps, (int)M, (int)N);
+                        if (v == 1) vec::k(x, w, c, y, pm, ps, (int)M, (int)N);
+                        if (v == 2) hinted::k(x, w, c, y, pm, ps, (int)M, (int)N);
+                    }
+                if (v == 2) vec_total += g_vec;
+            }
+            for (int v = 1; v < 3; ++v) {
+                if (std::memcmp(mem[0][3], mem[v][3], (len[3] + 2 * GUARD) * 4)) { printf("N=%ld off=%ld,%ld: y differs (variant %d)\n", N, off[0], off[1], v); return 1; }
+                for (long r = 0; r < M; ++r) {
+                    float m0 = -INFINITY, m1 = -INFINITY; int s0 = 0, s1 = 0;
+                    for (long l = 0; l < LANES; ++l) {
+                        float a, b; int p, q;
+                        std::memcpy(&a, mem[0][4] + (GUARD + r * 8 + l) * 4, 4); std::memcpy(&b, mem[v][4] + (GUARD + r * 8 + l) * 4, 4);
+                        std::memcpy(&p, mem[0][5] + (GUARD + r * 8 + l) * 4, 4); std::memcpy(&q, mem[v][5] + (GUARD + r * 8 + l) * 4, 4);
+                        m0 = fmaxf(m0, a); m1 = fmaxf(m1, b); s0 += p; s1 += q;
+                    }
+                    if (m0 != m1 || s0 != s1) { printf("N=%ld row %ld: max %g vs %g, sum %d vs %d (variant %d)\n", N, r, m0, m1, s0, s1, v); return 1; }
+                }
+            }
+            for (auto& vm : mem) for (auto& b : vm) free(b);
+        }
+    if (vec_total == 0) { printf("no 16-byte access\n"); return 1; }
+    printf("ok %ld\n", vec_total);
+    return 0;
+}
+"""
+
+
+def _host(text: str) -> str:
+    return text.replace('extern "C" ', "")
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the host emulation")
+@pytest.mark.parametrize("kind", ["block", "group"])
+def test_same_outputs_on_host_emulation(kind, tmp_path):
+    """Original, vector_loops and restrict+ldg+stream+vector_loops: the same y (bit for bit, guards included), the same
+    per-row max and integer sum over the lanes' partial results, at 12 row lengths and 5 alignments of the buffers."""
+    src = EMU_BLOCK if kind == "block" else EMU_GROUP
+    grid, lanes = ('["M"]', 8) if kind == "block" else ('["cdiv(M * 4, 8)"]', 4)
+    spec = spec_for("k", EMU_ARGS, grid=grid, block="[8]", sizes="[{ M = 3, N = 100 }]")
+    u = unit(src, spec)
+    plain = VL.apply(u)
+    hinted = VL.apply(StreamPass().apply(LdgPass().apply(RestrictPass().apply(u))))
+    for t in (plain.text, hinted.text):
+        assert t.count("(transform vector_loops)") == 1 and "x[(size_t)row * N + j + 1]" in t.replace("__ldg(x + ((size_t)row * N + j + 1))", "x[(size_t)row * N + j + 1]")
+    assert "__ldg(reinterpret_cast<const uint4*>" in hinted.text and "__stcs(reinterpret_cast<uint4*>" in hinted.text
+    for out, chain in ((plain, [VL]), (hinted, [RestrictPass(), LdgPass(), StreamPass(), VL])):
+        compiled_ptx(src, spec, out, chain)
+    program = (EMU_SHIM + "".join(f"namespace {ns} {{\n{_host(t)}\n}}\n" for ns, t in (("orig", src), ("vec", plain.text), ("hinted", hinted.text)))
+               + EMU_MAIN.replace("GRID", "M" if kind == "block" else "((M * 4 + 7) / 8)").replace("LANES", str(lanes)))
+    cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
+    cpp.write_text(program)
+    build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", "-ffp-contract=off", str(cpp), "-o", str(exe)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.startswith("ok"), run.stdout + run.stderr
