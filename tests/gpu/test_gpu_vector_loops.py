@@ -1,0 +1,127 @@
+"""GPU tier: the ``vector_loops`` pass (16-byte loads and stores in lane-strided row loops) verified for real.
+
+Two naive kernels, each through a job of the ``transform`` generator only: an fp32 L2 row
+normalisation written one thread per row (rowpar splits its loops, vector_loops widens them) and a
+bf16 RMSNorm-like kernel written one block per row (vector_loops applies to its loops directly, 8
+elements per lane). The check sizes mix row lengths that keep rows 16-byte aligned (vector path),
+odd ones (the runtime check fails on most rows: the original loop) and ones shorter than a vector;
+the verifier's misaligned views move every buffer by one element (the scalar head). Every candidate
+carrying the pass must pass the verifier (spec and held-out sizes, poisoned outputs, canaries, reruns).
+"""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from ptxfactory.harness.gpu_backend import GpuBackend
+from ptxfactory.protocol import Measured
+from ptxfactory.search.lessons import LessonStore
+from ptxfactory.search.strategy import optimise
+
+pytestmark = pytest.mark.gpu
+
+L2NORM = """
+extern "C" __global__ void l2rows(const float* x, float* y, int M, int N)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= M) return;
+    float ss = 0.0f;
+    for (int j = 0; j < N; j++) {
+        float v = x[(size_t)r * N + j];
+        ss += v * v;
+    }
+    float inv = rsqrtf(ss + 1e-6f);
+    for (int j = 0; j < N; j++)
+        y[(size_t)r * N + j] = x[(size_t)r * N + j] * inv;
+}
+"""
+L2NORM_SPEC = """[kernel.l2rows]
+arch = "sm_90a"
+args = [
+  { name = "x", role = "in", dtype = "f32", shape = ["M", "N"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["M", "N"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+]
+launch = { grid = ["cdiv(M, 128)"], block = [128], shared_mem = 0, policy = "free" }
+[kernel.l2rows.check]
+rtol = 1e-4
+atol = 1e-5
+seeds = 2
+sizes = [{ M = 7, N = 1000 }, { M = 1, N = 1 }, { M = 33, N = 4099 }, { M = 300, N = 36 }, { M = 5, N = 3 }]
+[kernel.l2rows.bench]
+sizes = [{ M = 4096, N = 4096 }]
+"""
+
+RMS = """#include <cuda_bf16.h>
+extern "C" __global__ void rms(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int M, int N)
+{
+    __shared__ float part[256];
+    int row = blockIdx.x;
+    if (row >= M) return;
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < N; i += blockDim.x) {
+        float v = __bfloat162float(x[(size_t)row * N + i]);
+        sum += v * v;
+    }
+    part[threadIdx.x] = sum;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s /= 2) {
+        if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+        __syncthreads();
+    }
+    float inv = rsqrtf(part[0] / N + 1e-6f);
+    for (int i = threadIdx.x; i < N; i += blockDim.x)
+        y[(size_t)row * N + i] = __float2bfloat16(__bfloat162float(x[(size_t)row * N + i]) * inv * __bfloat162float(w[i]));
+}
+"""
+RMS_SPEC = """[kernel.rms]
+arch = "sm_90a"
+args = [
+  { name = "x", role = "in", dtype = "bf16", shape = ["M", "N"] },
+  { name = "w", role = "in", dtype = "bf16", shape = ["N"], init = "normal(1.0, 0.1)" },
+  { name = "y", role = "out", dtype = "bf16", shape = ["M", "N"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+]
+launch = { grid = ["M"], block = [256], shared_mem = 0, policy = "free" }
+[kernel.rms.check]
+rtol = 1e-2
+atol = 1e-2
+seeds = 2
+sizes = [{ M = 7, N = 1000 }, { M = 1, N = 1 }, { M = 33, N = 4100 }, { M = 64, N = 4096 }, { M = 5, N = 7 }]
+[kernel.rms.bench]
+sizes = [{ M = 4096, N = 4096 }]
+"""
+
+
+def _job(tmp_path: Path, name: str, source: str, spec: str):
+    path = tmp_path / f"{name}.cu"
+    path.write_text(source)
+    path.with_name(f"{name}.cu.toml").write_text(spec)
+
+    async def go():
+        backend, store = GpuBackend(), await LessonStore.open(tmp_path / "lessons.sqlite")
+        try:
+            return await optimise(path, name, backend=backend, store=store, generators=("transform",), max_candidates=40,
+                                  patience=None)
+        finally:
+            await backend.close()
+            await store.close()
+
+    return asyncio.run(go())
+
+
+def _report(summary) -> str:
+    return "\n".join(f"{r.candidate.description}: {r.result.outcome} {getattr(r.result, 'speedup', '')} {r.reason}" for r in summary.rows)
+
+
+@pytest.mark.parametrize("name,source,spec", [("l2rows", L2NORM, L2NORM_SPEC), ("rms", RMS, RMS_SPEC)])
+def test_vector_loops_candidates_verify(tmp_path, name, source, spec):
+    summary = _job(tmp_path, name, source, spec)
+    rows = [r for r in summary.rows if "pass:vector_loops" in r.candidate.params]
+    assert rows, _report(summary)
+    assert all(isinstance(r.result, Measured) for r in rows), _report(summary)
+    assert all(r.candidate.params["vec"] == 16 for r in rows)
