@@ -36,7 +36,7 @@ _ALLOWED_PTXAS_OPTION = re.compile(
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _ENTRY = re.compile(r"^[ \t]*((?:\.(?:visible|weak|extern)\s+)*)\.entry\s+([A-Za-z_$%][\w$]*)\s*\(", re.M)
 _PARAM = re.compile(
-    r"\.param\s+((?:\.\w+\s+)*?)\.(u8|u16|u32|u64|s8|s16|s32|s64|b8|b16|b32|b64|f16|f16x2|bf16|f32|f64)"
+    r"\.param\s+((?:\.align\s+\d+\s+|\.\w+\s+)*?)\.(u8|u16|u32|u64|s8|s16|s32|s64|b8|b16|b32|b64|f16|f16x2|bf16|f32|f64)"
     r"((?:\s+\.\w+)*?)(?:\s+\.align\s+(\d+))?\s+([A-Za-z_$%][\w$]*)\s*(?:\[\s*(\d+)\s*\])?\s*$", re.S)
 
 # spec dtype -> PTX parameter types that pass such a scalar
@@ -132,8 +132,10 @@ def parse_param(text: str, line: int = 0) -> PtxParam:
         raise PtxSyntaxError(f"cannot read the parameter {flat!r}", line)
     attrs = (m.group(1) + " " + m.group(3)).split()
     space = next((a[1:] for a in attrs if a in (".global", ".shared", ".const", ".local")), None)
+    early = re.search(r"\.align\s+(\d+)", m.group(1))  # .param .align 8 .b8 p[16]
+    align = m.group(4) or (early.group(1) if early else None)
     return PtxParam(name=m.group(5), type=m.group(2), ptr=".ptr" in attrs, space=space,
-                    align=int(m.group(4)) if m.group(4) else None, array=int(m.group(6)) if m.group(6) else None, line=line)
+                    align=int(align) if align else None, array=int(m.group(6)) if m.group(6) else None, line=line)
 
 
 def parse_entries(ptx: str) -> list[PtxEntry]:

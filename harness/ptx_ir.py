@@ -200,6 +200,38 @@ def _immediate(op: str) -> int | None:
     return None
 
 
+def _align_value(s: Stmt, of: Callable[[str], int], param_align: Mapping[str, int]) -> int:
+    """The alignment of what ``s`` writes, given ``of`` (an operand's alignment); see :func:`alignments`."""
+    head, ops = s.parts[0], s.operands
+    if s.opcode.startswith("ld.param"):
+        a = address(ops[1]) if len(ops) > 1 else None
+        return param_align.get(a[0], 1) if a is not None and a[1] == 0 else 1
+    if s.guard is not None or len(ops) < 2:
+        return 1
+    if head in ("mov", "cvt", "cvta") and len(ops) == 2:
+        return of(ops[1])
+    if head in ("add", "sub") and len(ops) == 3:
+        return min(of(ops[1]), of(ops[2]))
+    if head == "mul" and len(ops) == 3 and not s.parts[-1].startswith(("f", "bf")) and "hi" not in s.parts:
+        return min(of(ops[1]) * of(ops[2]), ALIGN_CAP)
+    if head == "shl" and len(ops) == 3 and _immediate(ops[2]) is not None:
+        return min(of(ops[1]) << min(_immediate(ops[2]), 12), ALIGN_CAP)
+    if head == "mad" and len(ops) == 4 and ("lo" in s.parts or "wide" in s.parts):
+        return min(of(ops[1]) * of(ops[2]), of(ops[3]), ALIGN_CAP)
+    return 1
+
+
+def _pow2_floor(v: int) -> int:
+    return 1 << (v.bit_length() - 1) if v > 0 else 1
+
+
+def _operand(op: str, lookup: Callable[[str], int]) -> int:
+    imm = _immediate(op)
+    if imm is not None:
+        return _pow2_divisor(imm)
+    return lookup(op.strip()) if op.strip().startswith("%") else 1
+
+
 def alignments(stmts: list[Stmt], param_align: Mapping[str, int]) -> dict[str, int]:
     """Register -> a power of two (bytes or units, as the value is) known to divide its value everywhere.
 
@@ -213,42 +245,36 @@ def alignments(stmts: list[Stmt], param_align: Mapping[str, int]) -> dict[str, i
         for d in s.dest:
             defs.setdefault(d, []).append(s)
     align = {r: ALIGN_CAP for r in defs}
-
-    def of(op: str) -> int:
-        imm = _immediate(op)
-        if imm is not None:
-            return _pow2_divisor(imm)
-        return align.get(op.strip(), 1) if op.strip().startswith("%") else 1
-
-    def value(s: Stmt) -> int:
-        head, ops = s.parts[0], s.operands
-        if s.opcode.startswith("ld.param"):
-            a = address(ops[1]) if len(ops) > 1 else None
-            return param_align.get(a[0], 1) if a is not None and a[1] == 0 else 1
-        if s.guard is not None or len(ops) < 2:
-            return 1
-        if head in ("mov", "cvt", "cvta") and len(ops) == 2:
-            return of(ops[1])
-        if head in ("add", "sub") and len(ops) == 3:
-            return min(of(ops[1]), of(ops[2]))
-        if head == "mul" and len(ops) == 3 and not s.parts[-1].startswith(("f", "bf")) and "hi" not in s.parts:
-            return min(of(ops[1]) * of(ops[2]), ALIGN_CAP)
-        if head == "shl" and len(ops) == 3 and _immediate(ops[2]) is not None:
-            return min(of(ops[1]) << min(_immediate(ops[2]), 12), ALIGN_CAP)
-        if head == "mad" and len(ops) == 4 and ("lo" in s.parts or "wide" in s.parts):
-            return min(of(ops[1]) * of(ops[2]), of(ops[3]), ALIGN_CAP)
-        return 1
-
+    lookup = lambda r: align.get(r, 1)  # noqa: E731
     changed = True
     while changed:
         changed = False
         for r, ss in defs.items():
-            new = min(min(value(s) for s in ss), ALIGN_CAP)
-            new = 1 << (new.bit_length() - 1) if new > 0 else 1  # a power of two
+            new = _pow2_floor(min(min(_align_value(s, lambda op: _operand(op, lookup), param_align) for s in ss), ALIGN_CAP))
             if new < align[r]:
                 align[r] = new
                 changed = True
     return align
+
+
+def alignments_at(stmts: list[Stmt], param_align: Mapping[str, int]) -> list[dict[str, int]]:
+    """For each statement, what :func:`alignments` knows of the registers just before it, sharpened in straight-line
+    code: within a basic block a register has the alignment of its last definition above; at a label (where
+    branches join) every register falls back to its whole-body value from :func:`alignments`. Only the registers
+    defined so far in the block are listed; look others up in :func:`alignments`."""
+    whole = alignments(stmts, param_align)
+    cur: dict[str, int] = {}
+    out = []
+    lookup = lambda r: cur.get(r, whole.get(r, 1))  # noqa: E731
+    for s in stmts:
+        if s.label is not None:
+            cur = {}
+        out.append(dict(cur))
+        if s.dest:
+            value = _pow2_floor(min(_align_value(s, lambda op: _operand(op, lookup), param_align), ALIGN_CAP))
+            for d in s.dest:
+                cur[d] = value
+    return out
 
 
 # --- innermost loops ---------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from ptxfactory.harness.ptx import PtxEntry, entry_of
-from ptxfactory.harness.ptx_ir import Access, Stmt, accesses, alignments, param_origins, statements
+from ptxfactory.harness.ptx_ir import Access, Stmt, accesses, alignments, alignments_at, param_origins, statements
 from ptxfactory.harness.source import KernelDef, replace_kernel
 from ptxfactory.protocol import Candidate, KernelSpec
 
@@ -137,7 +137,8 @@ def _type_bytes(t: str) -> int | None:
 def vectorize_edits(body: _Body, width: int) -> list[Edit]:
     """Groups of ``width`` (2 or 4) scalar global loads or stores of consecutive elements from one base register in
     one basic block merged into one vector access (see the module's docstring for when it is safe)."""
-    align = alignments(body.stmts, param_alignments(body.spec, body.entry))
+    pa = param_alignments(body.spec, body.entry)
+    whole, before = alignments(body.stmts, pa), alignments_at(body.stmts, pa)
     index = {id(s): i for i, s in enumerate(body.stmts)}
     by_stmt = {id(a.stmt): a for a in body.accesses}
     edits: list[Edit] = []
@@ -148,7 +149,7 @@ def vectorize_edits(body: _Body, width: int) -> list[Edit]:
         if (a.kind not in ("load", "store") or first in used or size is None or a.stmt.guard or not _plain(a, allow=("ca", "cg", "cs", "nc", "lu", "wb", "wt"))
                 or any(p.startswith("v") and p[1:].isdigit() for p in a.stmt.parts) or not a.base.startswith("%")
                 or a.base in a.stmt.dest
-                or size * width > 16 or a.offset % (size * width) or align.get(a.base, 1) < size * width):
+                or size * width > 16 or a.offset % (size * width) or before[first].get(a.base, whole.get(a.base, 1)) < size * width):
             continue
         group = [first]
         want = a.offset + size
