@@ -395,6 +395,8 @@ APPLIES = {  # pass -> examples where its precondition holds on the user's kerne
     "shuffle_reduce": {"rowsum", "softmax", "layernorm", "rmsnorm"},
     "unroll": {"rowsum", "softmax", "layernorm", "rmsnorm"},
     "grid_stride": {"bias_gelu", "gemv"},
+    # lane-strided row loops: the block-per-row examples (transpose has no row loop, gemv's loop is serial per thread)
+    "vector_loops": {"rowsum", "softmax", "layernorm", "rmsnorm"},
     "vectorize": set(),  # bias_gelu reads b[col] and its grid is cdiv(M * N, 256); the others are not elementwise
     "fast_math": {"softmax", "layernorm", "rmsnorm", "bias_gelu"},  # rtol 1e-2; rowsum, gemv (1e-4), transpose (0) refuse
     # one thread per row with a loop over the row: only gemv (the others already use a block per row or an element per thread)
