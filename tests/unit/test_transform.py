@@ -21,7 +21,7 @@ from ptxfactory.harness.static_checks import MAX_GRID_DIMS, static_check
 from ptxfactory.protocol import Candidate, LaunchConfig, evaluate, load_spec, parse_spec
 from ptxfactory.search.base import GenContext
 from ptxfactory.search.generators import load
-from ptxfactory.search.generators.transform import PASSES, TransformGenerator, unit_from_context
+from ptxfactory.search.generators.transform import MAX_CANDIDATES, PASSES, TransformGenerator, unit_from_context
 from ptxfactory.search.generators.transform.fast_math import FastMathPass
 from ptxfactory.search.generators.transform.grid_stride import GridStridePass
 from ptxfactory.search.generators.transform.launch_bounds import LaunchBoundsPass
@@ -426,7 +426,7 @@ def proposals() -> dict[str, tuple[GenContext, list[Candidate], dict]]:
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_candidates_compile_and_pass_static_checks(proposals, name):
     ctx, cands, compiled = proposals[name]
-    assert 5 <= len(cands) <= 16
+    assert 5 <= len(cands) <= MAX_CANDIDATES
     for c in cands:
         r = compiled[c.key]
         assert not isinstance(r, CompileFailed), f"{c.description}: {r.log}"

@@ -79,11 +79,11 @@ PASSES: tuple[Pass, ...] = (
     *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES), VectorizePass(), GridStridePass(), VectorLoopsPass(), UnrollPass(),
     LaunchBoundsPass(),
 )
-MAX_CANDIDATES = 16
+MAX_CANDIDATES = 24  # singles (the lane and block variants are many) plus the first greedy chains
 
 
 class TransformGenerator:
-    """Semantics-preserving source passes on the parent kernel, alone and chained (at most 16 candidates)."""
+    """Semantics-preserving source passes on the parent kernel, alone and chained (at most MAX_CANDIDATES candidates)."""
 
     name = "transform"
 
