@@ -41,10 +41,11 @@ from .priors import Priors, candidate_score, generator_kind
 
 # Every family first (each applies only to kernels whose spec fits its skeleton), then the passes, then tuning.
 # "agent" (language models, search/agents/) is inert unless a provider is configured.
-DEFAULT_GENERATORS = ("rowwise", "softmax", "rowreduce", "elementwise", "transpose", "transform", "tune", "agent",
-                      "ptx_transform", "ptx_tune")
-# A kernel written in PTX (a .ptx file's .entry) gets only these: the others write CUDA C++.
+DEFAULT_GENERATORS = ("rowwise", "softmax", "rowreduce", "elementwise", "transpose", "transform", "tune", "agent")
+# A kernel written in PTX (a .ptx file's .entry) gets only these (the others write CUDA C++): "transform" and
+# "tune" stand for their PTX counterparts there, other names are dropped.
 PTX_GENERATORS = ("ptx_transform", "ptx_tune")
+PTX_COUNTERPART = {"transform": "ptx_transform", "tune": "ptx_tune", "ptx_transform": "ptx_transform", "ptx_tune": "ptx_tune"}
 DEFAULT_PATIENCE = 24
 
 
@@ -182,7 +183,7 @@ async def optimise(
     reference = await check_reference(spec, source_path, notify)
     pool = pool or shared_pool()
     if is_ptx(source):
-        generators = tuple(n for n in generators if n in PTX_GENERATORS)
+        generators = tuple(dict.fromkeys(PTX_COUNTERPART[n] for n in generators if n in PTX_COUNTERPART))
     gens = {name: load_generator(name) for name in generators}
     fingerprint = kernel_fingerprint(original.kernel_text)
     chooser = make_policy(policy, seed=int(fingerprint[:8], 16))
