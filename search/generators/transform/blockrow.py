@@ -40,16 +40,12 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
 from .base import Unit
-from .rowpar import GROUP_BLOCK, MAX_GRID, _helper_closure, _spec_expression, auto_shape
+from .rowpar import GROUP_BLOCK, MAX_GRID, PlannedPass, Refused, _helper_closure, _spec_expression, auto_shape
 from .shuffle_reduce import SHUFFLE_TYPES, _is_barrier, _is_sub, _is_tid, _match_loop, _shared_arrays, _tid_aliases
 from .syntax import Node
 
 COLLECTIVES = ("__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync", "__any_sync",
                "__all_sync", "__activemask", "__reduce_add_sync", "__match_any_sync", "__syncwarp")
-
-
-class Refused(Exception):
-    """Why the pass leaves the kernel alone."""
 
 
 @dataclass
@@ -63,7 +59,7 @@ class _Idiom:
     reads: list[Node]  # sh[0] reads served by this reduction
 
 
-class BlockRowPass:
+class BlockRowPass(PlannedPass):
     """One block per row -> ``lanes`` lanes per row (``"auto"``: chosen at launch). See the module docstring."""
 
     group = "grid"
@@ -74,16 +70,6 @@ class BlockRowPass:
             raise ValueError(f"blockrow: lanes per row must be 'auto', 8, 32, 128, 256 or 1024, not {lanes!r}")
         self.lanes = lanes
         self.name = f"blockrow_{lanes}" if lanes == "auto" else f"blockrow_lanes{lanes}"
-
-    def why_not(self, unit: Unit) -> str | None:
-        try:
-            self._plan(unit)
-        except Refused as e:
-            return str(e)
-        return None
-
-    def applies(self, unit: Unit) -> bool:
-        return self.why_not(unit) is None
 
     def _plan(self, unit: Unit):
         threads = unit.block_threads()

@@ -192,6 +192,24 @@ class Refused(Exception):
     """The row's code does something the pass does not prove safe (the message says what)."""
 
 
+class PlannedPass:
+    """A pass whose ``_plan(unit)`` works out the whole rewrite or raises :class:`Refused` with the reason."""
+
+    def _plan(self, unit: Unit):
+        raise NotImplementedError
+
+    def why_not(self, unit: Unit) -> str | None:
+        """Why the pass refuses ``unit`` (None when it applies)."""
+        try:
+            self._plan(unit)
+        except Refused as e:
+            return str(e)
+        return None
+
+    def applies(self, unit: Unit) -> bool:
+        return self.why_not(unit) is None
+
+
 @dataclass
 class _Rewrite:
     """What the walk over the row's code collected: byte edits, helpers used, loops split."""
@@ -202,7 +220,7 @@ class _Rewrite:
     length: str | None = None  # the first split loop's trip count as a spec expression (None: not one)
 
 
-class RowParallelPass:
+class RowParallelPass(PlannedPass):
     """One thread per row -> ``lanes`` threads per row (``lanes`` <= 32: a sub-warp or warp, 256-thread blocks;
     above 32: one block of ``lanes`` threads per row). See the module docstring."""
 
@@ -219,17 +237,6 @@ class RowParallelPass:
         self.step = "blockDim.x" if self.auto else str(lanes)
 
     # -- precondition -------------------------------------------------------------------------------------
-
-    def why_not(self, unit: Unit) -> str | None:
-        """Why the pass refuses ``unit`` (None when it applies)."""
-        try:
-            self._plan(unit)
-        except Refused as e:
-            return str(e)
-        return None
-
-    def applies(self, unit: Unit) -> bool:
-        return self.why_not(unit) is None
 
     def _plan(self, unit: Unit) -> tuple[ElementGuard, _Rewrite, LaunchConfig]:
         if unit.body is None:
