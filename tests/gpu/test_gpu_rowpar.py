@@ -8,15 +8,13 @@ evaluates must pass the verifier (spec and held-out sizes, poisoned outputs, can
 """
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 
-from ptxfactory.harness.gpu_backend import GpuBackend
 from ptxfactory.protocol import Measured
-from ptxfactory.search.lessons import LessonStore
-from ptxfactory.search.strategy import optimise
+
+from _transform_job import describe_rows, transform_job
 
 pytestmark = pytest.mark.gpu
 
@@ -118,23 +116,11 @@ sizes = [{ M = 4096, N = 8192 }, { M = 262144, N = 64 }]
 
 
 def _job(tmp_path: Path, name: str, source: str, spec: str):
-    path = tmp_path / f"{name}.cu"
-    path.write_text(source)
-    path.with_name(f"{name}.cu.toml").write_text(spec)
-
-    async def go():
-        backend, store = GpuBackend(), await LessonStore.open(tmp_path / "lessons.sqlite")
-        try:
-            return await optimise(path, name, backend=backend, store=store, generators=("transform",), max_candidates=20)
-        finally:
-            await backend.close()
-            await store.close()
-
-    return asyncio.run(go())
+    return transform_job(tmp_path, name, source, spec, max_candidates=20)
 
 
 def _report(summary) -> str:
-    return "\n".join(f"{r.candidate.description}: {r.result.outcome} {getattr(r.result, 'speedup', '')} {r.reason}" for r in summary.rows)
+    return describe_rows(summary)
 
 
 @pytest.mark.parametrize("name,source,spec", [("xent", XENT, XENT_SPEC), ("row_argmax", ARGMAX, ARGMAX_SPEC),
