@@ -57,8 +57,9 @@ def _compiled(cu: Path, name: str) -> Compiled:
 def test_every_example_folder_holds_a_kernel_and_its_spec():
     folders = sorted(p for p in EXAMPLES_DIR.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
     for folder in folders:
-        pairs = [cu for cu in folder.glob("*.cu") if spec_path_for(cu).exists()]
-        assert pairs, f"{folder} has no NAME.cu with a NAME.cu.toml beside it"
+        # a kernel written in PTX (NAME.ptx + NAME.ptx.toml) is an example too; tests/unit/test_ptx.py checks those
+        pairs = [src for pattern in ("*.cu", "*.ptx") for src in folder.glob(pattern) if spec_path_for(src).exists()]
+        assert pairs, f"{folder} has no NAME.cu (or NAME.ptx) with its spec beside it"
     assert REQUIRED <= {cu.parent.name for cu, _ in PAIRS}
 
 
