@@ -460,3 +460,12 @@ def test_a_grid_stride_loop_over_rows_strides_over_groups(lanes):
     assert "if (ptxf_lane == 0u)" in text  # y[r * N] = ss by one lane
     out = p.apply(unit(ROWLOOP, spec))
     assert evaluate(out.launch.grid[0], {"M": 1000, "N": 64}) >= 1
+
+
+def test_an_exact_spec_keeps_floating_point_sums_serial():
+    exact = row_spec(rtol=0, atol=0)
+    # the sum's loop stays serial on every lane; the map loop is still split
+    text = rowpar(32).apply(unit(L2NORM, exact)).text
+    assert text.count("j += 32") == 1 and "ss += v * v;" in text and "ptxf_group_reduce" not in text
+    # max and arg max stay exact
+    assert rowpar(32).why_not(unit(ARGMAX, row_spec("argmax", ARGMAX_ARGS, rtol=0, atol=0))) is None
