@@ -10,6 +10,7 @@ The file is ``$PTXFACTORY_CONFIG``, else ``$XDG_CONFIG_HOME/ptxfactory/config.to
     budget_usd = 0.50           # per job, from the prices below
     ideas = 3                   # ideas the planner is asked for
     rounds = 2                  # planning rounds per job (the first, then after each new best)
+    record = "~/agent-transcript.json"  # optional: write every reply to a transcript the replay provider reads
 
     [agents.providers.local]
     kind = "openai"             # "openai" (any OpenAI-compatible endpoint), "anthropic" or "replay"
@@ -24,7 +25,8 @@ The file is ``$PTXFACTORY_CONFIG``, else ``$XDG_CONFIG_HOME/ptxfactory/config.to
 
 The environment overrides the file (or configures a provider without one): ``PTXFACTORY_AGENT_KIND``,
 ``PTXFACTORY_AGENT_MODEL``, ``PTXFACTORY_AGENT_BASE_URL``, ``PTXFACTORY_AGENT_KEY_ENV``,
-``PTXFACTORY_AGENT_BUDGET_TOKENS``, ``PTXFACTORY_AGENT_BUDGET_USD``, ``PTXFACTORY_AGENTS=off``.
+``PTXFACTORY_AGENT_BUDGET_TOKENS``, ``PTXFACTORY_AGENT_BUDGET_USD``, ``PTXFACTORY_AGENT_RECORD``,
+``PTXFACTORY_AGENTS=off``.
 A key in the file itself is refused: the config names the variable, the key stays in the environment.
 """
 from __future__ import annotations
@@ -77,6 +79,7 @@ class AgentConfig:
     budget_usd: float | None = None
     ideas: int = 3
     rounds: int = 2
+    record: str | None = None  # a transcript file every answered call is written to (providers.RecordingProvider)
     source: str = field(default="defaults", compare=False)  # where it came from, for messages
 
     @property
@@ -102,6 +105,13 @@ def _number(table: dict, key: str, kind, where: str, default=None):
     return kind(value)
 
 
+def _path(table: dict, key: str, where: str) -> str | None:
+    value = table.get(key)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ConfigError(f"{where}.{key}: expected a file path (a string)")
+    return value
+
+
 def _provider(name: str, table: dict, where: str) -> ProviderConfig:
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: expected a table")
@@ -123,7 +133,7 @@ def _provider(name: str, table: dict, where: str) -> ProviderConfig:
         timeout_s=_number(table, "timeout_s", float, where, 120.0),
         max_retries=_number(table, "max_retries", int, where, 2),
         max_output_tokens=_number(table, "max_output_tokens", int, where, 4096),
-        transcript=table.get("transcript"),
+        transcript=_path(table, "transcript", where),
     )
 
 
@@ -146,6 +156,7 @@ def parse_config(data: dict, where: str = "config") -> AgentConfig:
         budget_usd=_number(agents, "budget_usd", float, w, None),
         ideas=max(1, _number(agents, "ideas", int, w, 3)),
         rounds=max(1, _number(agents, "rounds", int, w, 2)),
+        record=_path(agents, "record", w),
         source=where,
     )
 
@@ -178,7 +189,8 @@ def _from_env(config: AgentConfig, env) -> AgentConfig:
             usd = float(env["PTXFACTORY_AGENT_BUDGET_USD"])
     except ValueError as exc:
         raise ConfigError(f"agent budget in the environment: {exc}") from None
-    return replace(config, provider=provider, budget_tokens=tokens, budget_usd=usd)
+    record = env.get("PTXFACTORY_AGENT_RECORD") or config.record
+    return replace(config, provider=provider, budget_tokens=tokens, budget_usd=usd, record=record)
 
 
 def load_config(path: Path | None = None, env=None) -> AgentConfig:

@@ -24,7 +24,7 @@ from . import evidence, parse, prompts
 from .arm import JobView
 from .budget import Budget
 from .config import AgentConfig, ConfigError, config_path, load_config
-from .providers import Provider, ProviderError, Request, make_provider
+from .providers import Provider, ProviderError, RecordingProvider, Request, make_provider
 from .redact import redact
 
 log = logging.getLogger(__name__)
@@ -95,6 +95,10 @@ class AgentGenerator:
                 log.info(why)
             return
         self._config = config
+        if config.record and not isinstance(self._provider, RecordingProvider) and config.provider.kind != "replay":
+            self._provider = RecordingProvider(self._provider, config.record)
+            job.say(f"agents: recording replies to {self._provider.path} (replay it with kind = \"replay\", "
+                    f"transcript = that file)")
         self.budget = Budget(config.budget_tokens, config.budget_usd)
         self._sem = asyncio.Semaphore(config.concurrency)
         job.say(f"agents on: {config.provider.kind} {config.provider.model} ({config.provider.name}); {self.budget.spend.describe()}")

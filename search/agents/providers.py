@@ -2,7 +2,8 @@
 
 ``openai``: any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, SGLang, Ollama, LiteLLM)
 through the official ``openai`` SDK; ``anthropic``: the Messages API through the official
-``anthropic`` SDK; ``replay``: recorded transcripts (request hash -> reply), for tests and demos.
+``anthropic`` SDK; ``replay``: recorded transcripts (request hash -> reply), for tests and demos;
+:class:`RecordingProvider` wraps any of them and writes such a transcript as the job goes.
 The SDKs retry 408/409/429/5xx and connection errors with exponential backoff (honouring
 ``retry-after``/``retry-after-ms``) up to ``max_retries`` times, each attempt bounded by ``timeout_s``;
 what still fails raises :class:`ProviderError`, whose message never holds the key.
@@ -11,6 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +22,8 @@ from typing import Protocol
 
 from .config import ProviderConfig
 from .redact import install_log_filter, redact, remember
+
+log = logging.getLogger(__name__)
 
 
 class ProviderError(RuntimeError):
@@ -153,6 +159,53 @@ class ReplayProvider:
 
     async def close(self) -> None:
         return None
+
+
+class RecordingProvider:
+    """Wraps a provider and records each answered request in a transcript that :class:`ReplayProvider` reads
+    (``{"replies": {request hash: {"text", "input_tokens", "output_tokens"}}}``), so a job can be re-run without
+    paying twice. The file is rewritten (atomically, mode 0600) after every answer, so a cancelled or crashed job
+    keeps what it paid for; an existing transcript at the path is added to, not replaced. It holds the replies and
+    their token counts only: no key, no header, no prompt (texts pass through :func:`redact` first). A failed call
+    records nothing."""
+
+    def __init__(self, inner: Provider, path: str | Path):
+        self.inner, self.config = inner, inner.config
+        self.path = Path(path).expanduser()
+        self.replies: dict[str, dict] = {}
+        try:
+            old = json.loads(self.path.read_text()).get("replies", {})
+            if isinstance(old, dict):
+                self.replies.update(old)
+        except (OSError, ValueError, AttributeError):
+            pass  # no transcript yet (or not one): start afresh
+
+    async def complete(self, request: Request) -> Reply:
+        reply = await self.inner.complete(request)
+        self.replies[request.digest()] = {"role": request.role, "text": redact(reply.text),
+                                          "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens}
+        try:
+            self._write()
+        except OSError as exc:  # the call succeeded; losing the record must not lose the reply
+            log.warning("%s: cannot write the transcript %s: %s", self.config.name, self.path, exc.strerror)
+        return reply
+
+    def _write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = {"recorded_from": {"provider": self.config.name, "kind": self.config.kind, "model": self.config.model},
+                "replies": self.replies}
+        fd, tmp = tempfile.mkstemp(prefix=".transcript-", dir=self.path.parent)  # mkstemp: mode 0600
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f, indent=1, sort_keys=True)
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    async def close(self) -> None:
+        await self.inner.close()
 
 
 def make_provider(config: ProviderConfig) -> Provider:

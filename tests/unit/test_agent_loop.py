@@ -194,3 +194,46 @@ def test_ptxfactory_lessons_lists_the_agents_lessons_class_first_then_by_effect(
     res = CliRunner().invoke(build_app(), ["lessons", "--store", str(path)])
     assert res.exit_code == 0, res.output
     assert "4 agent lessons" in res.stdout and "clocks are refused" in res.stdout and "7.00x" in res.stdout
+
+
+async def test_a_recorded_job_replays_with_the_endpoint_gone(agent_env, monkeypatch, tmp_path):
+    """Record a job's replies (``PTXFACTORY_AGENT_RECORD``) against the loopback endpoint, stop it, then replay the
+    transcript: the same candidates and the same token counts, no request anywhere; the transcript is 0600 and
+    holds no key and no header."""
+    transcript = tmp_path / "rec" / "transcript.json"
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    with ScriptedServer(script()) as srv:
+        url = srv.openai_url
+        agent_env("openai", url)
+        monkeypatch.setenv("PTXFACTORY_AGENT_RECORD", str(transcript))
+        recorded, messages, _, _ = await run_job(first)
+        assert srv.saw_credential(KEY) and len(srv.requests) == 7
+    monkeypatch.delenv("PTXFACTORY_AGENT_RECORD")
+    assert any("recording replies to" in m for m in messages)
+
+    assert transcript.stat().st_mode & 0o777 == 0o600
+    text = transcript.read_text()
+    assert KEY not in text and "authorization" not in text.lower() and "x-api-key" not in text.lower()
+    data = json.loads(text)
+    assert len(data["replies"]) == 7 and data["recorded_from"]["model"] == "scripted-model"
+    assert "base_url" not in text and url not in text
+
+    # the endpoint is gone (a request to it would fail): only the transcript answers
+    (tmp_path / "replay.toml").write_text(
+        "[agents]\nconcurrency = 2\nbudget_tokens = 100000\nideas = 4\nrounds = 1\n"
+        f'[agents.providers.rec]\nkind = "replay"\ntranscript = "{transcript}"\n'
+        "usd_per_mtok_in = 2.0\nusd_per_mtok_out = 10.0\n")
+    monkeypatch.setenv("PTXFACTORY_CONFIG", str(tmp_path / "replay.toml"))
+    replayed, messages, _, _ = await run_job(second)
+
+    def agent_rows(summary):
+        return sorted((r.candidate.key, r.candidate.description, r.result.outcome) for r in summary.rows
+                      if r.candidate.generator == "agent")
+
+    assert len(agent_rows(recorded)) == 4 and agent_rows(replayed) == agent_rows(recorded)
+    assert replayed.best_key == recorded.best_key
+    assert all(c.ok for c in replayed.agent_spend.calls) and len(replayed.agent_spend.calls) == 7
+    assert (replayed.agent_spend.input_tokens, replayed.agent_spend.output_tokens) == (700, 350)
+    assert replayed.agent_spend.cost_usd == pytest.approx(recorded.agent_spend.cost_usd)
+    assert not any("recording replies" in m for m in messages)

@@ -127,3 +127,34 @@ def test_every_prompt_template_renders():
                                        signature="int n", launch_note="")
     with pytest.raises(KeyError):
         prompts.render("coder", kernel_name=K)
+
+
+def test_record_from_the_file_or_the_environment(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[agents]\nrecord = "~/t.json"\n[agents.providers.x]\nkind = "openai"\nmodel = "m"\n')
+    assert load_config(path, env={}).record == "~/t.json"
+    assert load_config(path, env={"PTXFACTORY_AGENT_RECORD": "/tmp/r.json"}).record == "/tmp/r.json"
+    assert load_config(tmp_path / "missing.toml", env={}).record is None
+    path.write_text('[agents]\nrecord = 3\n')
+    with pytest.raises(ConfigError, match="agents.record: expected a file path"):
+        load_config(path, env={})
+
+
+async def test_recording_provider_keeps_answers_only_and_adds_to_a_transcript(tmp_path):
+    from ptxfactory.search.agents.providers import RecordingProvider
+
+    cfg = ProviderConfig(name="r", kind="replay", model="replay")
+    path = tmp_path / "t.json"
+    one = Request(role="planner", system="s", user="u1", max_tokens=100)
+    two = Request(role="coder", system="s", user="u2", max_tokens=100)
+    rec = RecordingProvider(ReplayProvider(cfg, {one.digest(): {"text": IDEAS, "input_tokens": 7, "output_tokens": 3}}), path)
+    assert (await rec.complete(one)).text == IDEAS
+    with pytest.raises(ProviderError):
+        await rec.complete(two)  # a failed call records nothing
+    again = RecordingProvider(ReplayProvider(cfg, {two.digest(): "LESSON: x"}), path)
+    await again.complete(two)
+    replay = ReplayProvider(ProviderConfig(name="r", kind="replay", model="replay", transcript=str(path)))
+    first = await replay.complete(one)
+    assert (first.text, first.input_tokens, first.output_tokens) == (IDEAS, 7, 3)
+    assert (await replay.complete(two)).text == "LESSON: x"
+    assert path.stat().st_mode & 0o777 == 0o600 and not list(tmp_path.glob(".transcript-*"))
