@@ -94,7 +94,31 @@ def cubin_of(candidate: Candidate, arch: str) -> bytes:
     compiled = compile_candidate(candidate, arch, fast_math_allowed=True)
     if isinstance(compiled, CompileFailed):
         raise ShowError(f"{candidate.description} does not compile: {compiled.log.strip()[:400]}")
-    return compiled.cubin
+    return whole_elf(compiled.cubin)
+
+
+def whole_elf(cubin: bytes) -> bytes:
+    """The cubin padded with zero bytes up to the end of its last header table or section, as its ELF header says.
+
+    cupy's ``nvrtc.getCUBIN`` drops the last byte (it strips a trailing NUL as for PTX text): the driver loads such a
+    cubin, but nvdisasm calls it "an invalid ELF file". Anything that is not a 64-bit little-endian ELF is returned as
+    it is."""
+    import struct
+
+    if len(cubin) < 64 or cubin[:6] != b"\x7fELF\x02\x01":
+        return cubin
+    phoff, shoff = struct.unpack_from("<QQ", cubin, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", cubin, 0x36)
+    end = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
+    for i in range(shnum):
+        at = shoff + i * shentsize
+        if at + 64 > len(cubin):
+            break
+        kind, = struct.unpack_from("<I", cubin, at + 4)
+        offset, size = struct.unpack_from("<QQ", cubin, at + 0x18)
+        if kind != 8:  # SHT_NOBITS takes no room in the file
+            end = max(end, offset + size)
+    return cubin + b"\0" * (end - len(cubin)) if end > len(cubin) and end - len(cubin) < 4096 else cubin
 
 
 def disassemble(cubin: bytes, timeout_s: float = DISASSEMBLE_TIMEOUT_S) -> str:
