@@ -112,7 +112,21 @@ class JobRecord:
 
 
 def end_message(summary: JobSummary) -> str:
-    """The progress end message: the job's best (``summary.best_key``) and how many are faster, or the reason there is none."""
+    """The progress end message: the job's best (``summary.best_key``) and how many are faster, or the reason there is
+    none; then what the language-model agents spent when they ran (nothing when they were off)."""
+    return _end_head(summary) + agent_spend_note(summary)
+
+
+def agent_spend_note(summary: JobSummary) -> str:
+    """``"; agents: 7 calls, 1,050 tokens, $0.0049"`` (and why they stopped early), or ``""`` when agents were off."""
+    spend = summary.agent_spend
+    if spend is None:
+        return ""
+    note = f"; agents: {len(spend.calls)} calls, {spend.tokens:,} tokens, ${spend.cost_usd:.4f}"
+    return note + (f" (stopped: {spend.stopped})" if spend.stopped else "")
+
+
+def _end_head(summary: JobSummary) -> str:
     faster = summary.faster()
     if not faster:
         return summary.message
