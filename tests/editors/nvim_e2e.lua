@@ -6,7 +6,8 @@
 --   PTX_FILE        the copy of examples/rmsnorm/rmsnorm.cu to open
 --   PTX_OUT         where the buffer is written after the preferred candidate is applied
 --   PTX_RESULT      where a JSON summary goes (progress kinds, the end message, action titles, the report)
---   PTX_FLOW        "apply" (default): optimise, wait for the progress end, :PtxReport, :PtxApplyBest, write;
+--   PTX_FLOW        "apply" (default): optimise, wait for the progress end, :PtxReport, :PtxShow (the PTX views),
+--                   :PtxApplyBest, write;
 --                   "cancel": the "Optimise kernel" code lens (vim.lsp.codelens.run) starts the job, :PtxCancel
 --                   stops it once the first candidates are reported
 --   PTX_TIMEOUT_MS  how long to wait for each step
@@ -142,6 +143,30 @@ local function main()
   result.report = report
   result.report_source = ptx.last_report_source
   step("report: " .. #report .. " lines")
+
+  -- :PtxShow: the best candidate's PTX beside the original's, as ptxfactory:// buffers read from the server.
+  local src_win = vim.api.nvim_get_current_win()
+  vim.cmd("PtxShow ptx")
+  local function views()
+    local out = {}
+    for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+      local b = vim.api.nvim_win_get_buf(w)
+      local name = vim.api.nvim_buf_get_name(b)
+      local first = vim.api.nvim_buf_get_lines(b, 0, 1, false)[1] or ""
+      if vim.startswith(name, "ptxfactory://") and vim.startswith(first, "// ptxfactory: PTX of") then
+        local text = table.concat(vim.api.nvim_buf_get_lines(b, 0, -1, false), "\n")
+        table.insert(out, { uri = name, first = first, modifiable = vim.bo[b].modifiable, readonly = vim.bo[b].readonly,
+          filetype = vim.bo[b].filetype, hot = select(2, text:gsub("hot loop begins", "")),
+          attached = #vim.lsp.get_clients({ bufnr = b }), current = w == vim.api.nvim_get_current_win() })
+      end
+    end
+    return out
+  end
+  wait(":PtxShow's two views", function() return #views() == 2 end)
+  result.views = views()
+  step(":PtxShow: " .. result.views[1].uri .. " | " .. result.views[2].uri)
+  vim.cmd("tabclose")
+  vim.api.nvim_set_current_win(src_win)
 
   -- The titles the server offers at the cursor (what :PtxCandidates lists), then :PtxApplyBest.
   local client = ptx.client(buf)

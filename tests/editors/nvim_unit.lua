@@ -77,7 +77,7 @@ check("filetypes", vim.lsp.config.ptxfactory.filetypes, { "cuda", "ptx" })
 check("lens command handled here", type(vim.lsp.config.ptxfactory.commands["ptxfactory.optimise"]), "function")
 check("ptx filetype", vim.filetype.match({ filename = "k.ptx" }), "ptx")
 check("cu filetype", vim.filetype.match({ filename = "k.cu" }), "cuda")
-for _, c in ipairs({ "PtxOptimise", "PtxCancel", "PtxReport", "PtxCandidates", "PtxApplyBest" }) do
+for _, c in ipairs({ "PtxOptimise", "PtxCancel", "PtxReport", "PtxCandidates", "PtxApplyBest", "PtxShow" }) do
   check("command " .. c, vim.fn.exists(":" .. c), 2)
 end
 -- A second setup with a shorter cmd replaces it whole (no index-wise merge).
@@ -104,5 +104,61 @@ check("token", ptx.token({ token = "t" }), "t")
 local tf = vim.fn.tempname()
 vim.fn.writefile({ "from-file " }, tf)
 check("token file", ptx.token({ token_file = tf }), "from-file")
+
+-- ptxfactory:// views: the URI and :PtxShow's arguments.
+check("show uri", ptx.parse_show_uri("ptxfactory://show/ab12/3/rmsnorm.sass"),
+  { job_id = "ab12", candidate = 3, kernel = "rmsnorm", view = "sass" })
+check("not a show uri", ptx.parse_show_uri("file:///x/rmsnorm.ptx"), nil)
+check("bad view", ptx.parse_show_uri("ptxfactory://show/ab12/3/rmsnorm.cu"), nil)
+check("show args none", ptx.parse_show_args({}), { view = "ptx" })
+check("show args", ptx.parse_show_args({ "2", "sass" }), { view = "sass", candidate = 2 })
+check("show args job", ptx.parse_show_args({ "ptx", "job=ab12" }), { view = "ptx", job_id = "ab12" })
+check("show args bad", select(2, ptx.parse_show_args({ "fast" })), '"fast" is not a candidate number, ptx or sass')
+check("BufReadCmd registered", #vim.api.nvim_get_autocmds({ group = "ptxfactory", event = "BufReadCmd" }), 1)
+
+-- BufReadCmd fills a read-only buffer from a (fake) server: workspace/textDocumentContent first...
+local asked = {}
+local content_ok = true
+local fake = {
+  id = 99,
+  request = function(_, method, params, cb)
+    table.insert(asked, method)
+    if method == "workspace/textDocumentContent" then
+      if content_ok then
+        return cb(nil, { text = "// ptxfactory: PTX of candidate 1\n.visible .entry k()\n{\n}\n" })
+      end
+      return cb({ code = -32602, message = "unknown here" }, nil)
+    end
+    local a = params.arguments[1]
+    check("show asked without showDocument", { params.command, a.job_id, a.candidate, a.view, a.show },
+      { "ptxfactory.show", "ab12", 1, "ptx", false })
+    cb(nil, { job_id = "ab12", candidate = 1, view = "ptx", original_uri = "ptxfactory://show/ab12/0/k.ptx",
+      original_text = "// original\n", uri = "ptxfactory://show/ab12/1/k.ptx", text = "// again from show\nret;\n", shown = false })
+  end,
+}
+local real_client = ptx.client
+ptx.client = function() return fake end
+vim.cmd("edit ptxfactory://show/ab12/1/k.ptx")
+local vb = vim.api.nvim_get_current_buf()
+check("view lines", vim.api.nvim_buf_get_lines(vb, 0, -1, false), { "// ptxfactory: PTX of candidate 1", ".visible .entry k()", "{", "}" })
+check("view read-only", { vim.bo[vb].modifiable, vim.bo[vb].readonly, vim.bo[vb].buftype, vim.bo[vb].modified },
+  { false, true, "nofile", false })
+check("view filetype", vim.bo[vb].filetype, "ptx")
+check("asked content", asked, { "workspace/textDocumentContent" })
+-- ...then, when the server no longer has it, ptxfactory.show again with the URI's job, candidate and view.
+content_ok, asked = false, {}
+vim.cmd("bwipeout! " .. vb)
+vim.cmd("edit ptxfactory://show/ab12/1/k.ptx")
+check("view from show", vim.api.nvim_buf_get_lines(0, 0, -1, false), { "// again from show", "ret;" })
+check("asked show", asked, { "workspace/textDocumentContent", "workspace/executeCommand" })
+check("both texts kept", ptx.views["ptxfactory://show/ab12/0/k.ptx"], "// original\n")
+-- open_views: the original on the left, the candidate on the right, in a new tab.
+content_ok = true
+local left, right = ptx.open_views({ original_uri = "ptxfactory://show/ab12/0/k.ptx", uri = "ptxfactory://show/ab12/1/k.ptx" })
+check("two windows", #vim.api.nvim_tabpage_list_wins(0), 2)
+check("sides", { vim.api.nvim_buf_get_name(left), vim.api.nvim_buf_get_name(right) },
+  { "ptxfactory://show/ab12/0/k.ptx", "ptxfactory://show/ab12/1/k.ptx" })
+check("right has the cursor", vim.api.nvim_get_current_buf(), right)
+ptx.client = real_client
 io.stdout:write(("%d passed, 0 failed\n"):format(n))
 os.exit(0)

@@ -98,8 +98,8 @@ def test_plugin_units():
 
 
 def test_optimise_then_apply_the_preferred_candidate(work: Path):
-    """Open the example, :PtxOptimise in the kernel, wait for the LspProgress end, :PtxReport,
-    :PtxApplyBest (code actions filtered to ours, the preferred one applied), write the buffer: it now
+    """Open the example, :PtxOptimise in the kernel, wait for the LspProgress end, :PtxReport, :PtxShow (the
+    original's and the best candidate's PTX side by side, ptxfactory:// buffers filled by BufReadCmd), :PtxApplyBest (code actions filtered to ours, the preferred one applied), write the buffer: it now
     holds the candidate's kernel, and that compiles (NVRTC, sm_90a). Backend: simulated."""
     print(f"backend: {BACKEND}")
     original = work.read_text()
@@ -121,6 +121,19 @@ def test_optimise_then_apply_the_preferred_candidate(work: Path):
         assert report[0] == "# ptxfactory: rmsnorm" and f"- {preferred[0]['title']} (preferred)" in report
     else:  # the daemon's report.md
         assert summary["report_source"] == "server" and any("rmsnorm" in line for line in report), report
+
+    # :PtxShow opened the original's and the best candidate's PTX side by side, read-only, from the server.
+    original_view, best_view = summary["views"]
+    job_id = summary["job"]["job_id"]
+    assert original_view["uri"] == f"ptxfactory://show/{job_id}/0/rmsnorm.ptx"
+    assert best_view["uri"].startswith(f"ptxfactory://show/{job_id}/") and best_view["uri"].endswith("/rmsnorm.ptx")
+    assert best_view["uri"] != original_view["uri"] and best_view["current"] and not original_view["current"]
+    assert original_view["first"].startswith("// ptxfactory: PTX of the original of rmsnorm")
+    assert best_view["first"].startswith("// ptxfactory: PTX of candidate ")
+    for view in (original_view, best_view):
+        assert not view["modifiable"] and view["readonly"] and view["filetype"] == "ptx"
+        assert view["attached"] == 0  # a view is not a document the server analyses
+        assert view["hot"] >= 1  # the hot loop is marked
 
     applied = out.read_text()
     assert applied != original

@@ -5,6 +5,10 @@
 ---   :PtxReport             the latest results for the kernel at the cursor, in a scratch buffer
 ---   :PtxCandidates         the "Apply candidate N" code actions at the cursor (ours only)
 ---   :PtxApplyBest          apply the preferred (fastest) candidate at the cursor without asking
+---   :PtxShow [N] [ptx|sass] the PTX (default) or SASS of candidate N (default: the best) of the kernel's latest
+---                          job, beside the original's, as read-only ptxfactory:// buffers
+--- Buffers named ptxfactory://show/JOB/N/KERNEL.ptx|.sass are read from the server (BufReadCmd:
+--- workspace/textDocumentContent, else ptxfactory.show again), so `:edit` on such a URI works too.
 ---
 --- require("ptxfactory").setup{
 ---   cmd = { "ptxfactory", "lsp" },  -- the server command (argv); e.g. { "ptxfactory", "serve", "--stdio" }
@@ -20,6 +24,8 @@ M.OPTIMISE = "ptxfactory.optimise"
 M.CANCEL = "ptxfactory.cancel"
 M.REPORT = "ptxfactory.report" -- used only when the server advertises it (the shared daemon)
 M.JOBS = "ptxfactory.jobs" -- likewise
+M.SHOW = "ptxfactory.show"
+M.SCHEME = "ptxfactory" -- the read-only documents of ptxfactory.show: ptxfactory://show/JOB/N/KERNEL.VIEW
 M.PROGRESS = "ptxfactory/progress"
 M.KIND = "refactor.rewrite.ptxfactory"
 
@@ -488,6 +494,195 @@ function M.token(opts)
   return nil
 end
 
+--- Texts of the ptxfactory:// documents this Neovim was sent (ptxfactory.show answers both), by URI.
+M.views = {}
+
+--- "ptxfactory://show/JOB/N/KERNEL.VIEW" → { job_id, candidate (number), kernel, view }, or nil.
+function M.parse_show_uri(uri)
+  local job, n, kernel, view = tostring(uri):match("^ptxfactory://show/([^/]+)/(%d+)/([^/]+)%.(%a+)$")
+  if not job or (view ~= "ptx" and view ~= "sass") then
+    return nil
+  end
+  return { job_id = job, candidate = tonumber(n), kernel = kernel, view = view }
+end
+
+--- :PtxShow's arguments ("3 sass", "ptx", "") → { candidate = number|nil, view = "ptx"|"sass", job_id = nil|string };
+--- anything else is an error (a string) as the second value.
+function M.parse_show_args(fargs)
+  local out = { view = "ptx" }
+  for _, a in ipairs(fargs or {}) do
+    if a == "ptx" or a == "sass" then
+      out.view = a
+    elseif a:match("^%d+$") then
+      out.candidate = tonumber(a)
+    elseif a:match("^job=") then
+      out.job_id = a:sub(5)
+    else
+      return nil, ("%q is not a candidate number, ptx or sass"):format(a)
+    end
+  end
+  return out
+end
+
+--- Lines and filetype of a view's text, for a buffer.
+local function fill(buf, text, view)
+  vim.bo[buf].modifiable, vim.bo[buf].readonly = true, false
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(text, "\n", { plain = true, trimempty = false }))
+  if vim.api.nvim_buf_get_lines(buf, -2, -1, false)[1] == "" and vim.api.nvim_buf_line_count(buf) > 1 then
+    vim.api.nvim_buf_set_lines(buf, -2, -1, false, {}) -- the text's final newline
+  end
+  vim.bo[buf].buftype, vim.bo[buf].swapfile, vim.bo[buf].bufhidden = "nofile", false, "hide"
+  vim.bo[buf].modified, vim.bo[buf].modifiable, vim.bo[buf].readonly = false, false, true
+  vim.bo[buf].filetype = view == "sass" and "asm" or "ptx"
+end
+
+local function any_client()
+  local name = (M.options or M.defaults).name
+  return M.client(0) or vim.lsp.get_clients({ name = name })[1]
+end
+
+local function request_show(client, args, callback)
+  args = vim.tbl_extend("force", args, { show = false }) -- opened here, not through window/showDocument
+  client:request("workspace/executeCommand", { command = M.SHOW, arguments = { args } }, function(err, result)
+    if err or type(result) ~= "table" then
+      return callback(nil, err and err.message or "no result")
+    end
+    M.views[result.original_uri] = result.original_text
+    M.views[result.uri] = result.text
+    callback(result)
+  end)
+end
+
+--- BufReadCmd for ptxfactory://*: fills the read-only scratch buffer from the server: workspace/textDocumentContent,
+--- else (a server without it, or one that no longer has the document) ptxfactory.show with the URI's job, candidate
+--- and view, else the text this Neovim was last sent for that URI. `done(ok)` is called when it has been filled.
+function M.read_view(buf, uri, done)
+  done = done or function() end
+  local parsed = M.parse_show_uri(uri)
+  local function use(text)
+    if vim.api.nvim_buf_is_valid(buf) then
+      fill(buf, text, parsed and parsed.view)
+    end
+    done(true)
+  end
+  local function fail(why)
+    if M.views[uri] then
+      return use(M.views[uri])
+    end
+    if vim.api.nvim_buf_is_valid(buf) then
+      fill(buf, "// ptxfactory: cannot read " .. uri .. ": " .. why, parsed and parsed.view)
+    end
+    notify(uri .. ": " .. why, vim.log.levels.WARN)
+    done(false)
+  end
+  local client = any_client()
+  if not client then
+    return fail("no ptxfactory server is running")
+  end
+  local function by_show(why)
+    if not parsed then
+      return fail(why)
+    end
+    request_show(client, { job_id = parsed.job_id, candidate = parsed.candidate, view = parsed.view }, function(result, err)
+      if not result then
+        return fail(err)
+      end
+      use(result.uri == uri and result.text or result.original_text)
+    end)
+  end
+  client:request("workspace/textDocumentContent", { uri = uri }, function(err, result)
+    if err or type(result) ~= "table" or type(result.text) ~= "string" then
+      return by_show(err and err.message or "no text")
+    end
+    M.views[uri] = result.text
+    use(result.text)
+  end)
+end
+
+--- Opens a view of a ptxfactory.show result: the original's and the candidate's buffers side by side in a new tab
+--- (the candidate on the right, with the cursor), read through BufReadCmd. Returns the two buffers.
+function M.open_views(result)
+  vim.cmd("tab split " .. vim.fn.fnameescape(result.original_uri))
+  local left, left_win = vim.api.nvim_get_current_buf(), vim.api.nvim_get_current_win()
+  vim.wo[left_win].wrap = false
+  if result.uri == result.original_uri then
+    return left, left
+  end
+  vim.cmd("rightbelow vsplit " .. vim.fn.fnameescape(result.uri))
+  vim.wo.wrap = false
+  return left, vim.api.nvim_get_current_buf()
+end
+
+--- The job to show: opts.job_id, else the newest job of this Neovim on the kernel at the cursor (or on the buffer),
+--- else (the server lists them) the newest ended job the server has on this buffer's file. Calls back with its id.
+local function job_to_show(bufnr, opts, callback)
+  if opts.job_id and opts.job_id ~= "" then
+    return callback(opts.job_id, any_client())
+  end
+  local client = client_or_warn(bufnr)
+  if not client then
+    return
+  end
+  local uri = vim.uri_from_bufnr(bufnr)
+  local function newest(kernel)
+    local pick
+    for _, j in pairs(M.jobs) do
+      if j.uri == uri and j.state ~= "running" and (kernel == nil or j.kernel == kernel) and (pick == nil or j.seq > pick.seq) then
+        pick = j
+      end
+    end
+    return pick
+  end
+  local function from_server(kernel)
+    if not advertises(client, M.JOBS) then
+      notify("no ended job on this buffer to show: :PtxOptimise first", vim.log.levels.WARN)
+      return
+    end
+    client:request("workspace/executeCommand", { command = M.JOBS, arguments = { { uri = uri } } }, function(err, result)
+      for _, info in ipairs((not err and result and result.jobs) or {}) do -- newest first
+        if info.state ~= "queued" and info.state ~= "running" and (kernel == nil or info.kernel == kernel) then
+          return callback(info.job_id, client)
+        end
+      end
+      notify("no ended job on this buffer to show: :PtxOptimise first", vim.log.levels.WARN)
+    end, bufnr)
+  end
+  M.kernels(bufnr, function(kernels)
+    local k = M.kernel_at(kernels, vim.api.nvim_win_get_cursor(0)[1] - 1)
+    local kernel = k and k.kernel
+    local job = newest(kernel) or (kernel == nil and newest(nil)) or nil
+    if job then
+      return callback(job.job_id, client)
+    end
+    from_server(kernel)
+  end)
+end
+
+--- :PtxShow: the PTX or SASS (opts.view) of candidate opts.candidate (default: the best) of the latest ended job on
+--- the kernel at the cursor (or opts.job_id), beside the original's. opts.on_result(result, left_buf, right_buf) is
+--- called once both are open.
+function M.show(opts)
+  opts = opts or {}
+  local bufnr = vim.api.nvim_get_current_buf()
+  job_to_show(bufnr, opts, function(job_id, client)
+    if not client then
+      notify("no ptxfactory server is running", vim.log.levels.WARN)
+      return
+    end
+    local args = { job_id = job_id, view = opts.view or "ptx", candidate = opts.candidate }
+    request_show(client, args, function(result, err)
+      if not result then
+        notify(("show %s of job %s: %s"):format(args.view, job_id, err), vim.log.levels.ERROR)
+        return
+      end
+      local left, right = M.open_views(result)
+      if opts.on_result then
+        opts.on_result(result, left, right)
+      end
+    end)
+  end)
+end
+
 local function define_commands()
   local cmd = vim.api.nvim_create_user_command
   cmd("PtxOptimise", function(a) M.optimise({ kernel = a.args }) end,
@@ -499,6 +694,17 @@ local function define_commands()
   cmd("PtxCandidates", function() M.code_action({}) end, { desc = "ptxfactory: the candidates at the cursor" })
   cmd("PtxApplyBest", function() M.code_action({ preferred = true, apply = true }) end,
     { desc = "ptxfactory: apply the preferred candidate at the cursor" })
+  cmd("PtxShow", function(a)
+    local args, err = M.parse_show_args(a.fargs)
+    if not args then
+      return notify(":PtxShow: " .. err, vim.log.levels.ERROR)
+    end
+    M.show(args)
+  end, {
+    nargs = "*",
+    complete = function() return { "ptx", "sass" } end,
+    desc = "ptxfactory: the PTX or SASS of candidate N (default: the best) beside the original's",
+  })
 end
 
 function M.setup(opts)
@@ -518,8 +724,8 @@ function M.setup(opts)
     filetypes = opts.filetypes,
     root_dir = function(bufnr, on_dir)
       local name = vim.api.nvim_buf_get_name(bufnr)
-      if name == "" then
-        return
+      if name == "" or vim.startswith(name, M.SCHEME .. "://") then
+        return -- no file, or one of our read-only views (not a document for the server)
       end
       on_dir(vim.fs.root(bufnr, markers) or vim.fs.dirname(name))
     end,
@@ -546,6 +752,13 @@ function M.setup(opts)
       if p then
         on_progress(p.token, p.value)
       end
+    end,
+  })
+  vim.api.nvim_create_autocmd("BufReadCmd", {
+    group = group,
+    pattern = M.SCHEME .. "://*",
+    callback = function(ev)
+      M.read_view(ev.buf, ev.match)
     end,
   })
   if opts.commands then
