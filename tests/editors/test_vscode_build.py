@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ptxfactory.protocol.lsp import CANCEL, CODE_ACTION_KIND, COMMANDS, OPTIMISE, PROGRESS_NOTIFICATION
+from ptxfactory.protocol.lsp import CANCEL, CODE_ACTION_KIND, COMMANDS, OPTIMISE, PROGRESS_NOTIFICATION, SHOW, SHOW_SCHEME
 
 VSCODE = Path(__file__).resolve().parents[2] / "editors" / "vscode"
 PACKAGE = json.loads((VSCODE / "package.json").read_text())
@@ -37,8 +37,17 @@ def test_protocol_names_match_the_server():
     """The names src/config.ts sends are protocol/lsp.py's."""
     config = (VSCODE / "src" / "config.ts").read_text()
     for name, value in {"OPTIMISE": OPTIMISE, "CANCEL": CANCEL, "PROGRESS_NOTIFICATION": PROGRESS_NOTIFICATION,
-                        "CODE_ACTION_KIND": CODE_ACTION_KIND}.items():
+                        "CODE_ACTION_KIND": CODE_ACTION_KIND, "SHOW": SHOW, "SHOW_SCHEME": SHOW_SCHEME}.items():
         assert f'export const {name} = "{value}";' in config
+
+
+def test_ptxfactory_documents_are_served_and_opened_side_by_side():
+    """The extension serves the ptxfactory: scheme (the server's views) and has Show PTX/SASS commands."""
+    source = (VSCODE / "src" / "extension.ts").read_text()
+    assert "registerTextDocumentContentProvider(SHOW_SCHEME" in source
+    assert "TEXT_DOCUMENT_CONTENT" in source and '"vscode.diff"' in source
+    contributed = {c["command"] for c in PACKAGE["contributes"]["commands"]}
+    assert {"ptxfactory-vscode.showPtx", "ptxfactory-vscode.showSass"} <= contributed
 
 
 def test_settings_declared():

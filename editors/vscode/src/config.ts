@@ -10,6 +10,11 @@ export const CANCEL = "ptxfactory.cancel";
 export const REPORT = "ptxfactory.report";
 /** Used only when the server advertises it: the daemon's job list (jobs of every session). */
 export const JOBS = "ptxfactory.jobs";
+/** The PTX or SASS of a job's candidate beside the original's, as read-only ptxfactory: documents. */
+export const SHOW = "ptxfactory.show";
+/** The scheme of those documents: ptxfactory://show/JOB/N/KERNEL.ptx|.sass (served by workspace/textDocumentContent). */
+export const SHOW_SCHEME = "ptxfactory";
+export const TEXT_DOCUMENT_CONTENT = "workspace/textDocumentContent";
 export const PROGRESS_NOTIFICATION = "ptxfactory/progress";
 export const CODE_ACTION_KIND = "refactor.rewrite.ptxfactory";
 
@@ -333,4 +338,107 @@ export class NotificationProgressFeature implements StaticFeature {
     return { kind: "static" };
   }
   clear(): void {}
+}
+
+export type View = "ptx" | "sass";
+
+/** What a ptxfactory://show/JOB/N/KERNEL.VIEW URI names. */
+export interface ShowUri {
+  jobId: string;
+  candidate: number;
+  kernel: string;
+  view: View;
+}
+
+/** Parses a ptxfactory://show/JOB/N/KERNEL.ptx|.sass URI; undefined for anything else. */
+export function parseShowUri(uri: string): ShowUri | undefined {
+  const m = /^ptxfactory:\/\/show\/([^/]+)\/(\d+)\/([^/]+)\.(ptx|sass)$/.exec(uri);
+  return m ? { jobId: m[1], candidate: Number(m[2]), kernel: m[3], view: m[4] as View } : undefined;
+}
+
+/** ptxfactory.show's arguments (ShowArgs in protocol/lsp.py): show=false, the extension opens the documents itself. */
+export function showArgs(jobId: string, view: View, candidate?: number): { job_id: string; view: View; candidate?: number; show: boolean } {
+  return candidate === undefined ? { job_id: jobId, view, show: false } : { job_id: jobId, view, candidate, show: false };
+}
+
+/** The original's and the candidate's views of a ptxfactory.show answer (ShowResult). */
+export interface ShownViews {
+  jobId: string;
+  candidate: number;
+  view: View;
+  originalUri: string;
+  originalText: string;
+  uri: string;
+  text: string;
+}
+
+/** A ptxfactory.show answer checked; undefined when it is not one. */
+export function shownViews(result: unknown): ShownViews | undefined {
+  const r = result as Record<string, unknown> | null;
+  if (!r || typeof r !== "object") {
+    return undefined;
+  }
+  const strings = ["job_id", "original_uri", "original_text", "uri", "text"].every((k) => typeof r[k] === "string");
+  if (!strings || typeof r.candidate !== "number" || (r.view !== "ptx" && r.view !== "sass")) {
+    return undefined;
+  }
+  return {
+    jobId: r.job_id as string,
+    candidate: r.candidate,
+    view: r.view,
+    originalUri: r.original_uri as string,
+    originalText: r.original_text as string,
+    uri: r.uri as string,
+    text: r.text as string,
+  };
+}
+
+/** The text of a workspace/textDocumentContent answer ({text}); undefined otherwise. */
+export function contentText(result: unknown): string | undefined {
+  const r = result as { text?: unknown } | null;
+  return r && typeof r === "object" && typeof r.text === "string" ? r.text : undefined;
+}
+
+/** The diff editor's title for a ptxfactory.show answer: "rmsnorm PTX: original ↔ candidate 2". */
+export function viewsTitle(v: ShownViews): string {
+  const kernel = parseShowUri(v.uri)?.kernel ?? "kernel";
+  const what = v.uri === v.originalUri ? "the original" : `original ↔ candidate ${v.candidate}`;
+  return `${kernel} ${v.view.toUpperCase()}: ${what}`;
+}
+
+/** The texts of the ptxfactory: documents this window was sent, by URI, the newest kept (at most `max`). */
+export class ViewCache {
+  private readonly texts = new Map<string, string>();
+  constructor(private readonly max = 64) {}
+
+  set(uri: string, text: string): void {
+    this.texts.delete(uri);
+    this.texts.set(uri, text);
+    while (this.texts.size > this.max) {
+      this.texts.delete(this.texts.keys().next().value as string);
+    }
+  }
+
+  get(uri: string): string | undefined {
+    return this.texts.get(uri);
+  }
+
+  /** Keeps both texts of a ptxfactory.show answer. */
+  add(v: ShownViews): void {
+    this.set(v.originalUri, v.originalText);
+    this.set(v.uri, v.text);
+  }
+
+  get size(): number {
+    return this.texts.size;
+  }
+}
+
+/** The candidate number typed in the input box: "" → the best (undefined); a whole number ≥ 0; else an error (string). */
+export function parseCandidate(input: string): { candidate?: number } | string {
+  const t = input.trim();
+  if (t === "") {
+    return {};
+  }
+  return /^\d+$/.test(t) ? { candidate: Number(t) } : `"${t}" is not a candidate number (0 is the original; empty: the best)`;
 }

@@ -6,7 +6,9 @@
 // registers those as VS Code commands itself), and calls the server's commands with
 // workspace/executeCommand. Job progress goes to the notification area: the client declares no
 // window.workDoneProgress, so the server reports on ptxfactory/progress (which names the job, its kernel
-// and document), shown here with window.withProgress and a Cancel button.
+// and document), shown here with window.withProgress and a Cancel button. "Show PTX"/"Show SASS" open a
+// candidate's listing beside the original's in a diff editor, as read-only ptxfactory:// documents that
+// ViewProvider serves (ptxfactory.show's texts, else workspace/textDocumentContent).
 import * as net from "net";
 import * as vscode from "vscode";
 import {
@@ -34,13 +36,24 @@ import {
   ProgressNotification,
   REPORT,
   ResolvedServer,
+  SHOW,
+  SHOW_SCHEME,
   Settings,
   SettingsError,
+  TEXT_DOCUMENT_CONTENT,
+  View,
+  ViewCache,
+  contentText,
   kernelAt,
   kernelLenses,
   reportMarkdown,
   reportText,
+  parseCandidate,
+  parseShowUri,
   resolveServer,
+  showArgs,
+  shownViews,
+  viewsTitle,
 } from "./config";
 
 const CMD = {
@@ -49,11 +62,14 @@ const CMD = {
   report: "ptxfactory-vscode.showReport",
   applyBest: "ptxfactory-vscode.applyBestCandidate",
   restart: "ptxfactory-vscode.restartServer",
+  showPtx: "ptxfactory-vscode.showPtx",
+  showSass: "ptxfactory-vscode.showSass",
 };
 
 let client: LanguageClient | undefined;
 let output: vscode.OutputChannel;
 const jobs = new JobTable();
+const views = new ViewCache();
 
 /** Progress notifications in flight, by job id. */
 interface OpenProgress {
@@ -377,6 +393,116 @@ async function applyBest(): Promise<void> {
   });
 }
 
+/** Serves ptxfactory://show/JOB/N/KERNEL.ptx|.sass read-only documents (the server's window/showDocument, and ours):
+ * the text this window was sent, else the server's workspace/textDocumentContent, else ptxfactory.show again with
+ * the URI's job, candidate and view (a server that no longer has it, e.g. after a restart). */
+class ViewProvider implements vscode.TextDocumentContentProvider {
+  async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
+    const key = uri.toString(true);
+    const known = views.get(key);
+    if (known !== undefined) {
+      return known;
+    }
+    const c = client;
+    if (!c || !c.isRunning()) {
+      return `// ptxfactory: the server is not running; cannot read ${key}\n`;
+    }
+    let why = "";
+    try {
+      const text = contentText(await c.sendRequest(TEXT_DOCUMENT_CONTENT, { uri: key }));
+      if (text !== undefined) {
+        views.set(key, text);
+        return text;
+      }
+    } catch (e) {
+      why = messageOf(e);
+    }
+    const parsed = parseShowUri(key);
+    if (parsed) {
+      try {
+        const shown = shownViews(
+          await c.sendRequest(ExecuteCommandRequest.type, { command: SHOW, arguments: [showArgs(parsed.jobId, parsed.view, parsed.candidate)] }),
+        );
+        if (shown) {
+          views.add(shown);
+          return shown.uri === key ? shown.text : shown.originalText;
+        }
+      } catch (e) {
+        why = messageOf(e);
+      }
+    }
+    return `// ptxfactory: cannot read ${key}: ${why || "the server has no such document"}\n`;
+  }
+}
+
+/** The ended job to show for the kernel at the cursor: the newest this window knows, else the newest the server
+ * lists for the file (ptxfactory.jobs, when it has that command). */
+async function jobToShow(c: LanguageClient, kernel: KernelLens): Promise<Job | undefined> {
+  const known = jobs.all().find((j) => j.uri === kernel.uri && j.kernel === kernel.kernel && !j.running);
+  if (known || !advertises(c, JOBS)) {
+    return known;
+  }
+  try {
+    const listed = await c.sendRequest(ExecuteCommandRequest.type, { command: JOBS, arguments: [{ uri: kernel.uri }] });
+    const info = (listed?.jobs ?? []).find(
+      (j: { kernel: string; state: string }) => j.kernel === kernel.kernel && j.state !== "queued" && j.state !== "running",
+    );
+    return info ? jobs.listed(info) : undefined;
+  } catch (e) {
+    output.appendLine(`${JOBS}: ${messageOf(e)}`);
+    return undefined;
+  }
+}
+
+/** "Show PTX" / "Show SASS": candidate N (asked; empty: the best) of the kernel's latest ended job, in a diff editor
+ * beside the original's (ptxfactory.show with show=false, then vscode.diff on the two ptxfactory: URIs). */
+async function showViews(view: View): Promise<void> {
+  const c = activeClient();
+  const found = c && (await kernelAtCursor(c));
+  if (!c || !found) {
+    return;
+  }
+  const job = await jobToShow(c, found.kernel);
+  if (!job) {
+    void vscode.window.showInformationMessage(`ptxfactory: no ended job on ${found.kernel.kernel} yet: optimise it first`);
+    return;
+  }
+  const typed = await vscode.window.showInputBox({
+    title: `ptxfactory: ${view.toUpperCase()} of ${found.kernel.kernel} (job ${job.jobId})`,
+    prompt: "Candidate number as in the report (0: the original); empty: the best",
+    validateInput: (text) => {
+      const parsed = parseCandidate(text);
+      return typeof parsed === "string" ? parsed : undefined;
+    },
+  });
+  if (typed === undefined) {
+    return;
+  }
+  const parsed = parseCandidate(typed);
+  if (typeof parsed === "string") {
+    return;
+  }
+  try {
+    const shown = shownViews(
+      await c.sendRequest(ExecuteCommandRequest.type, { command: SHOW, arguments: [showArgs(job.jobId, view, parsed.candidate)] }),
+    );
+    if (!shown) {
+      void vscode.window.showErrorMessage(`ptxfactory: ${SHOW} gave no views`);
+      return;
+    }
+    views.add(shown);
+    const left = vscode.Uri.parse(shown.originalUri, true);
+    const right = vscode.Uri.parse(shown.uri, true);
+    if (shown.uri === shown.originalUri) {
+      await vscode.window.showTextDocument(right, { viewColumn: vscode.ViewColumn.Beside, preview: true });
+    } else {
+      await vscode.commands.executeCommand("vscode.diff", left, right, viewsTitle(shown), { viewColumn: vscode.ViewColumn.Beside, preview: true });
+    }
+  } catch (e) {
+    void vscode.window.showErrorMessage(`ptxfactory: show ${view}: ${messageOf(e)}`);
+  }
+}
+
 function messageOf(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
@@ -389,6 +515,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand(CMD.cancel, () => cancelJob()),
     vscode.commands.registerCommand(CMD.report, () => showReport()),
     vscode.commands.registerCommand(CMD.applyBest, applyBest),
+    vscode.commands.registerCommand(CMD.showPtx, () => showViews("ptx")),
+    vscode.commands.registerCommand(CMD.showSass, () => showViews("sass")),
+    vscode.workspace.registerTextDocumentContentProvider(SHOW_SCHEME, new ViewProvider()),
     vscode.commands.registerCommand(CMD.restart, async () => {
       await stopClient();
       await startClient();

@@ -8,14 +8,23 @@ import {
   DEFAULT_SETTINGS,
   JobTable,
   NotificationProgressFeature,
+  SHOW,
+  SHOW_SCHEME,
   SettingsError,
+  ViewCache,
+  contentText,
   kernelAt,
   kernelLenses,
+  parseCandidate,
+  parseShowUri,
   parseTcpAddress,
   reportMarkdown,
   reportText,
   resolveServer,
   shellQuote,
+  showArgs,
+  shownViews,
+  viewsTitle,
 } from "../src/config";
 
 test("defaults: the stdio bridge to the shared daemon, `ptxfactory lsp`", () => {
@@ -172,4 +181,47 @@ test("NotificationProgressFeature withdraws window.workDoneProgress (so the serv
   new NotificationProgressFeature().fillClientCapabilities(caps);
   assert.deepEqual(caps, { window: { workDoneProgress: false, showDocument: { support: true } } });
   assert.deepEqual(new NotificationProgressFeature().getState(), { kind: "static" });
+});
+
+test("ptxfactory:// URIs: job, candidate, kernel and view; anything else is not one", () => {
+  assert.deepEqual(parseShowUri("ptxfactory://show/ab12/3/rmsnorm.sass"), { jobId: "ab12", candidate: 3, kernel: "rmsnorm", view: "sass" });
+  assert.equal(parseShowUri("file:///x/rmsnorm.ptx"), undefined);
+  assert.equal(parseShowUri("ptxfactory://show/ab12/3/rmsnorm.cu"), undefined);
+  assert.equal(parseShowUri("ptxfactory://show/ab12/x/rmsnorm.ptx"), undefined);
+  assert.equal(SHOW, "ptxfactory.show");
+  assert.equal(SHOW_SCHEME, "ptxfactory");
+});
+
+test("ptxfactory.show's arguments never ask the server to open the documents", () => {
+  assert.deepEqual(showArgs("j1", "ptx"), { job_id: "j1", view: "ptx", show: false });
+  assert.deepEqual(showArgs("j1", "sass", 0), { job_id: "j1", view: "sass", candidate: 0, show: false });
+  assert.deepEqual(parseCandidate(""), {});
+  assert.deepEqual(parseCandidate(" 2 "), { candidate: 2 });
+  assert.match(parseCandidate("best") as string, /not a candidate number/);
+  assert.match(parseCandidate("-1") as string, /not a candidate number/);
+});
+
+test("a ptxfactory.show answer: both views kept, titled, served from the cache", () => {
+  const answer = {
+    job_id: "j1", candidate: 2, view: "ptx", original_uri: "ptxfactory://show/j1/0/rmsnorm.ptx", original_text: "// original\n",
+    uri: "ptxfactory://show/j1/2/rmsnorm.ptx", text: "// candidate 2\n", shown: false,
+  };
+  const v = shownViews(answer)!;
+  assert.equal(v.candidate, 2);
+  assert.equal(viewsTitle(v), "rmsnorm PTX: original ↔ candidate 2");
+  assert.equal(viewsTitle({ ...v, uri: v.originalUri, candidate: 0 }), "rmsnorm PTX: the original");
+  assert.equal(shownViews({ ...answer, view: "cubin" }), undefined);
+  assert.equal(shownViews(null), undefined);
+  assert.equal(shownViews("text"), undefined);
+  const cache = new ViewCache(3);
+  cache.add(v);
+  assert.equal(cache.get("ptxfactory://show/j1/0/rmsnorm.ptx"), "// original\n");
+  assert.equal(cache.get(v.uri), "// candidate 2\n");
+  cache.set("a", "1");
+  cache.set("b", "2");
+  assert.equal(cache.size, 3);
+  assert.equal(cache.get(v.originalUri), undefined); // the oldest went first
+  assert.equal(contentText({ text: "x" }), "x");
+  assert.equal(contentText({}), undefined);
+  assert.equal(contentText(null), undefined);
 });
