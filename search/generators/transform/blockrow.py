@@ -242,8 +242,7 @@ def _idioms(unit: Unit, body: Node, shared: dict[str, str], aliases: set[str], t
                 continue
             reads = _reads_of_first(block, stmts[k + 3:], red.array, aliases)
             if reads is None:
-                raise_here = f"{red.array}[...] read other than at [0] after its reduction (line {s3.start_point[0] + 1})"
-                raise Refused(raise_here)
+                raise Refused(f"{red.array}[...] read other than at [0] after its reduction (line {s3.start_point[0] + 1})")
             out.append(_Idiom(s1, s3, red.array, red.ctype, red.op, value, reads))
     return out
 

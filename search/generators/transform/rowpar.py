@@ -52,7 +52,7 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 from . import syntax as sx
 from .affine import Poly, add, independent, poly
 from .base import LOAD_FUNCS, STORE_FUNCS, Unit, access_kind
-from .grid_stride import COLLECTIVES, ElementGuard, element_guard, _index_decl
+from .grid_stride import COLLECTIVES, FACTS_NOTE, ElementGuard, _index_decl, element_guard, threads_per_sm
 from .reductions import Accumulator, loop_accumulators
 from .syntax import Node
 
@@ -400,7 +400,7 @@ class _Walk:
         head = _loop_head(loop)
         if head is None:
             return False
-        j, start, init_node = head
+        j, start = head
         body = loop.child_by_field_name("body")
         bound_node = sx.unparen(loop.child_by_field_name("condition"))
         if sx.contains_type(body, ("break_statement", "return_statement", "goto_statement", "labeled_statement")):
@@ -448,7 +448,6 @@ class _Walk:
             self.rw.helpers.append(self.p.sync_helper())
         if after:
             self.rw.edits.append((loop.end_byte, loop.end_byte, "".join(f"\n{ind}{x}" for x in after).encode()))
-        del init_node
         self.rw.split += 1
         return True
 
@@ -485,35 +484,28 @@ class _Walk:
 
     def writes_memory(self, node: Node) -> bool:
         """``node`` writes a buffer, calls an atomic or a store intrinsic, or writes a variable the kernel does not declare."""
-        if self.written_roots(node) or any(
-                sx.call_name(n) and (sx.call_name(n).startswith("atomic") or sx.call_name(n) in STORE_FUNCS) for n in sx.walk(node)):
-            return True
-        return any(n not in self.declared for n in sx.written_names(node))
+        return bool(self.written_roots(node)) or any(n not in self.declared for n in sx.written_names(node))
 
     def written_roots(self, node: Node) -> set[str]:
         """Buffers (pointer parameters, through local pointers) written under ``node``; thread-local arrays excluded."""
         out = set()
         for n in sx.walk(node):
-            target = None
-            if n.type == "assignment_expression":
-                target = n.child_by_field_name("left")
-            elif n.type == "update_expression":
-                target = n.child_by_field_name("argument")
-            elif sx.call_name(n) and (sx.call_name(n).startswith("atomic") or sx.call_name(n) in STORE_FUNCS):
-                args = sx.call_args(n)
-                base = _base_name(args[0]) if args else None
-                if base is None:
-                    raise Refused(f"cannot tell what {sx.text(n)!r} writes")
-                out.add(self.roots.get(base, base))
+            target = _target(n)
+            if target is None:
+                name = sx.call_name(n)
+                if name and (name.startswith("atomic") or name in STORE_FUNCS):
+                    args = sx.call_args(n)
+                    base = _base_name(args[0]) if args else None
+                    if base is None:
+                        raise Refused(f"cannot tell what {sx.text(n)!r} writes")
+                    out.add(self.roots.get(base, base))
+                elif n.type == "call_expression" and name not in LOAD_FUNCS and any(
+                        _base_name(a) in self.roots or _base_name(a) in self.arrays for a in sx.call_args(n)):
+                    raise Refused(f"a pointer passed to {sx.text(n.child_by_field_name('function'))!r}: what it writes is unknown")
                 continue
-            elif n.type == "call_expression" and sx.call_name(n) not in LOAD_FUNCS and any(
-                    _base_name(a) in self.roots or _base_name(a) in self.arrays for a in sx.call_args(n)):
-                raise Refused(f"a pointer passed to {sx.text(n.child_by_field_name('function'))!r}: what it writes is unknown")
-            base = _access_base(sx.unparen(target)) if target is not None else None
-            if base is None:
-                continue
-            if base in self.arrays:
-                continue
+            base = _access_base(sx.unparen(target))
+            if base is None or base in self.arrays:
+                continue  # a scalar, or a thread-local array
             if base not in self.roots:
                 raise Refused(f"cannot tell which buffer {base!r} points into")
             out.add(self.roots[base])
@@ -877,43 +869,21 @@ def _subscript_index(node: Node) -> Node | None:
     return items[0] if len(items) == 1 else None
 
 
+def _target(n: Node) -> Node | None:
+    """What an assignment (``=``, ``op=``) or an increment/decrement writes; None for any other node."""
+    if n.type == "assignment_expression":
+        return n.child_by_field_name("left")
+    if n.type == "update_expression":
+        return n.child_by_field_name("argument")
+    return None
+
+
 def _array_written(body: Node, name: str) -> bool:
-    for n in sx.walk(body):
-        target = None
-        if n.type == "assignment_expression":
-            target = n.child_by_field_name("left")
-        elif n.type == "update_expression":
-            target = n.child_by_field_name("argument")
-        if target is not None and _access_base(sx.unparen(target)) == name:
-            return True
-    return False
+    return any((t := _target(n)) is not None and _access_base(sx.unparen(t)) == name for n in sx.walk(body))
 
 
-def _affine_in(idx: Node | None, j: str) -> bool:
-    """``j`` occurs once in ``idx``, reached only through ``+``, ``-``, ``*`` by a ``j``-free factor, casts and
-    parentheses: distinct ``j`` give distinct indices."""
-    occ = [n for n in sx.walk(idx) if sx.is_ident(n, j)] if idx is not None else []
-    if len(occ) != 1:
-        return False
-    node = occ[0]
-    while node != idx:
-        parent = node.parent
-        if parent.type in ("parenthesized_expression", "cast_expression"):
-            pass
-        elif parent.type == "binary_expression" and sx.operator(parent) in ("+", "-"):
-            pass
-        elif parent.type == "binary_expression" and sx.operator(parent) == "*":
-            other = parent.child_by_field_name("left") if parent.child_by_field_name("right") == node else parent.child_by_field_name("right")
-            if other is None or j in sx.identifiers(other) or sx.is_number(other, 0):
-                return False
-        else:
-            return False
-        node = parent
-    return True
-
-
-def _loop_head(loop: Node) -> tuple[str, Node, Node] | None:
-    """``(j, a, init)`` for ``for (T j = a; j < b; j++)`` (``<=``, ``b > j``; ``++j``, ``j += 1``, ``j = j + 1``)."""
+def _loop_head(loop: Node) -> tuple[str, Node] | None:
+    """``(j, a)`` for ``for (T j = a; j < b; j++)`` (``<=``, ``b > j``; ``++j``, ``j += 1``, ``j = j + 1``)."""
     init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
     if init is None or cond is None or upd is None or init.type != "declaration":
         return None
@@ -939,7 +909,7 @@ def _loop_head(loop: Node) -> tuple[str, Node, Node] | None:
     )
     if not step_one:
         return None
-    return j, start, init
+    return j, start
 
 
 def _is_plus_one(node: Node | None, j: str) -> bool:
@@ -954,7 +924,6 @@ def auto_shape(unit: Unit, rows: str, n: str) -> tuple[list[str], str]:
     :data:`AUTO_TIERS` lanes giving each at most :data:`ELEMENTS_PER_LANE` elements and, with the GPU's facts in the
     unit's notes, at least one full-occupancy wave of threads over all rows; 256 threads a block of rows up to a warp
     each, else one row a block."""
-    from .grid_stride import FACTS_NOTE, threads_per_sm
     facts = unit.notes.get(FACTS_NOTE)
     want = f"cdiv({n}, {ELEMENTS_PER_LANE})"
     if facts is not None:
