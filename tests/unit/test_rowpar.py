@@ -469,3 +469,12 @@ def test_an_exact_spec_keeps_floating_point_sums_serial():
     assert text.count("j += 32") == 1 and "ss += v * v;" in text and "ptxf_group_reduce" not in text
     # max and arg max stay exact
     assert rowpar(32).why_not(unit(ARGMAX, row_spec("argmax", ARGMAX_ARGS, rtol=0, atol=0))) is None
+
+
+def test_a_refusal_says_why_each_loop_stays_serial():
+    """A Welford update (three accumulators updated together) is not a recognised accumulation: the refusal names them."""
+    src = L2NORM.replace("float ss = 0.0f;", "float n = 0.0f, m = 0.0f, m2 = 0.0f, ss = 0.0f;").replace(
+        "        ss += v * v;\n", "        n += 1.0f; float d = v - m; m += d / n; m2 += d * (v - m);\n").replace(
+        "for (int j = 0; j < N; j++)\n        y[r * N + j] = x[r * N + j] * inv;", "y[r * N] = m2 / n + inv;")
+    why = rowpar(32).why_not(unit(src, row_spec()))
+    assert why.startswith("no loop to split across lanes (line 6: carried m, m2, n: not recognised accumulations")

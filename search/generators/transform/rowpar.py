@@ -218,6 +218,7 @@ class _Rewrite:
     helpers: list[str] = field(default_factory=list)
     split: int = 0
     length: str | None = None  # the first split loop's trip count as a spec expression (None: not one)
+    kept_serial: list[str] = field(default_factory=list)  # loops not split, and why
 
 
 class RowParallelPass(PlannedPass):
@@ -258,7 +259,7 @@ class RowParallelPass(PlannedPass):
         ctx = _Walk(unit, self, roots, unit_arrays, rw, g.rest)
         ctx.statements(g.rest)
         if rw.split == 0:
-            raise Refused("no loop to split across lanes")
+            raise Refused("no loop to split across lanes" + (f" ({'; '.join(rw.kept_serial)})" if rw.kept_serial else ""))
         launch = self._launch(unit, g, threads, rw)
         return g, rw, launch
 
@@ -396,36 +397,38 @@ class _Walk:
     # loops -------------------------------------------------------------------------------------------------
 
     def split(self, loop: Node) -> bool:
-        """Split ``loop`` across lanes when it is safe; False when it is not a loop to split."""
+        """Split ``loop`` across lanes when it is safe; False when it is not a loop to split (the reason is kept in
+        ``self.rw.kept_serial`` for the refusal message when no loop at all is split)."""
         head = _loop_head(loop)
         if head is None:
-            return False
+            return self._serial(loop, "not for (T j = a; j < b; j++)")
         j, start = head
         body = loop.child_by_field_name("body")
         bound_node = sx.unparen(loop.child_by_field_name("condition"))
         if sx.contains_type(body, ("break_statement", "return_statement", "goto_statement", "labeled_statement")):
-            return False
+            return self._serial(loop, "break, return or goto in the body")
         written = sx.written_names(body)
         if j in written or (sx.identifiers(bound_node) & written):
-            return False
+            return self._serial(loop, "the loop variable or the bound is written in the body")
         carried = (written - sx.declared_names(body)) - {j}
         if (sx.declared_names(body) | {j}) & _visible_at(loop, self.unit):
-            return False  # a name of the loop shadows one declared around it: too subtle to follow
+            return self._serial(loop, "a name of the loop shadows one declared around it")
         if any(n not in self.declared for n in carried):
-            return False  # a global variable written in the loop
+            return self._serial(loop, "a global variable is written in the loop")
         accs = loop_accumulators(body, carried, j)
         if accs is None:
-            return False
+            return self._serial(loop, f"carried {', '.join(sorted(carried))}: not recognised accumulations "
+                                      "(sum, product, max, min, arg max/min, each updated alone)")
         trip = _trip(start, bound_node, j)
         if not self.stores_distinct(body, j, trip):
-            return False
+            return self._serial(loop, "two iterations may touch one element of a buffer it writes")
         types = self.unit.types.scalar
         exact_only = self.unit.spec.check.rtol == 0 and self.unit.spec.check.atol == 0
         for a in accs.values():
             if types.get(a.name) not in SHUFFLE_TYPES or (a.kind == "arg" and types.get(a.index) not in SHUFFLE_TYPES):
-                return False
+                return self._serial(loop, f"{a.name}'s type cannot be shuffled")
             if exact_only and a.kind in ("sum", "prod") and types.get(a.name) in ("float", "double"):
-                return False  # re-associated floating-point sums cannot match an exact spec (max, min, integer sums can)
+                return self._serial(loop, f"{a.name}: a floating-point sum, and the spec asks for exact results")
         # the rewrite: lanes' starting values, the strided header, the combines after the loop
         indent, _ = sx.line_indent(self.data, loop.start_byte)
         ind = indent.decode()
@@ -450,6 +453,10 @@ class _Walk:
             self.rw.edits.append((loop.end_byte, loop.end_byte, "".join(f"\n{ind}{x}" for x in after).encode()))
         self.rw.split += 1
         return True
+
+    def _serial(self, loop: Node, why: str) -> bool:
+        self.rw.kept_serial.append(f"line {loop.start_point[0] + 1}: {why}")
+        return False
 
     def serial(self, loop: Node) -> None:
         """A loop that stays serial. One that carries nothing (a ``for`` whose variables are all its own) runs on
