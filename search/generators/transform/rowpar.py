@@ -50,7 +50,7 @@ from ptxfactory.protocol import LaunchConfig
 from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
-from .affine import Poly, add, independent, poly
+from .affine import Poly, add, independent, poly, split
 from .base import LOAD_FUNCS, STORE_FUNCS, Unit, access_kind
 from .grid_stride import COLLECTIVES, FACTS_NOTE, ElementGuard, _index_decl, element_guard, threads_per_sm
 from .reductions import Accumulator, loop_accumulators
@@ -219,6 +219,7 @@ class _Rewrite:
     split: int = 0
     length: str | None = None  # the first split loop's trip count as a spec expression (None: not one)
     kept_serial: list[str] = field(default_factory=list)  # loops not split, and why
+    loops: list[tuple[Node, str]] = field(default_factory=list)  # the loops split, with their variables
 
 
 class RowParallelPass(PlannedPass):
@@ -260,11 +261,20 @@ class RowParallelPass(PlannedPass):
         ctx.statements(g.rest)
         if rw.split == 0:
             raise Refused("no loop to split across lanes" + (f" ({'; '.join(rw.kept_serial)})" if rw.kept_serial else ""))
+        self._check_layout(ctx, g, rw)
         launch = self._launch(unit, g, threads, rw)
         return g, rw, launch
 
+    def _check_layout(self, walk: "_Walk", g: ElementGuard, rw: "_Rewrite") -> None:
+        """Refuses a split loop that walks a column (:meth:`_Walk.strides_columns`): its lanes would read elements a
+        stride apart where the original's threads read consecutive ones (``colpar``'s case)."""
+        for loop, j in rw.loops:
+            if walk.strides_columns(loop, j, g.name):
+                raise Refused(f"the loop at line {loop.start_point[0] + 1} strides along {j} while consecutive threads read "
+                              f"consecutive elements (a column reduction: colpar's case); split, its lanes would not coalesce")
+
     def _launch(self, unit: Unit, g: ElementGuard, threads: int, rw: "_Rewrite") -> LaunchConfig:
-        rows = _rows_expression(unit, g.bound)
+        rows = rows_expression(unit, g.bound)
         if rows is None:
             rows = f"({unit.launch.grid[0]}) * {threads}"  # the original grid's threads: one row each
         if self.auto:
@@ -320,7 +330,7 @@ class RowParallelPass(PlannedPass):
                      (g.init.start_byte, g.init.end_byte, index.encode()),
                      (g.update.start_byte, g.update.end_byte, f"{g.name} += {stride}".encode())] + rw.edits
         else:
-            first = _index_statement(unit, g)
+            first = index_statement(unit, g)
             indent, _ = sx.line_indent(data, first.start_byte)
             new_first = (f"{decl} {g.name} = {index};  // {how} (transform rowpar)\n"
                          f"{indent.decode()}{lane}").encode()
@@ -452,6 +462,7 @@ class _Walk:
         if after:
             self.rw.edits.append((loop.end_byte, loop.end_byte, "".join(f"\n{ind}{x}" for x in after).encode()))
         self.rw.split += 1
+        self.rw.loops.append((loop, j))
         return True
 
     def _serial(self, loop: Node, why: str) -> bool:
@@ -572,6 +583,32 @@ class _Walk:
                 return None
         off = self.offsets.get(base)
         return None if off is None or idx is None else add(off, idx)
+
+    def strides_columns(self, loop: Node, j: str, index: str) -> bool:
+        """The loop over ``j`` walks columns: every buffer access in it whose index moves with ``j`` is ``a * j + index +
+        b`` (``a`` not 1, ``a`` and ``b`` free of ``index``), and there is at least one; ``index`` is the thread's own
+        (row or column) index. Thread-local arrays are not counted; an index that is no polynomial makes it False."""
+        body = loop.child_by_field_name("body")
+        subst = {k: v for k, v in _constants(self.unit.body).items() if k != index}
+        found = False
+        for n in sx.walk(body):
+            if not (n.type == "subscript_expression" or (n.type == "pointer_expression" and sx.operator(n) == "*")):
+                continue
+            base = _access_base(n)
+            if base in self.arrays or base not in self.roots:
+                continue
+            f = self.index_poly(n, subst)
+            parts = None if f is None else split(f, j)
+            if parts is None:
+                return False
+            a, b = parts
+            if not a:
+                continue  # the same element in every iteration
+            if a == {(): 1} or any(index in m for m in a) or b.get((index,)) != 1 or any(
+                    index in m for m in b if m != (index,)):
+                return False
+            found = True
+        return found
 
     def read_later(self, node: Node, roots: set[str]) -> bool:
         """Code after ``node`` in the row's code reads one of ``roots`` (through any name)."""
@@ -726,7 +763,8 @@ def _row_guard(unit: Unit) -> ElementGuard | None:
                         between + rest, g2.start, stmts[-1].end_byte)
 
 
-def _index_statement(unit: Unit, g: ElementGuard) -> Node:
+def index_statement(unit: Unit, g: ElementGuard) -> Node:
+    """The statement declaring the thread's index (the first of :class:`ElementGuard` ``g``)."""
     return next(s for s in sx.statements(unit.body) if s.start_byte == g.start)
 
 
@@ -991,7 +1029,7 @@ def _spec_expression(unit: Unit, bound: Node | None, start: Node | None, start_z
     return expr
 
 
-def _rows_expression(unit: Unit, bound: Node) -> str | None:
+def rows_expression(unit: Unit, bound: Node) -> str | None:
     """The guard's bound as a spec expression (its names replaced by the spec's scalar values), or None."""
     values = {a.name: a.value for a in unit.spec.args if a.role == "scalar" and a.value is not None}
     names = [n for n in sx.walk(bound) if n.type == "identifier"]
