@@ -5,7 +5,11 @@ For any candidate (CUDA or PTX, the original being number 0, numbered as in the 
 - **PTX**: a PTX candidate's own module; a CUDA one's PTX from NVRTC (nvcc for what only nvcc compiles),
   cut to the kernel and what it calls (:func:`ptxfactory.harness.static_checks.kernel_ptx`);
 - **SASS**: its cubin (compiled again on the CPU, same arch and options) disassembled by ``nvdisasm`` (labels and
-  branch targets by name), else ``cuobjdump -sass``; each a subprocess with an argument list and a time limit.
+  branch targets by name), else ``cuobjdump -sass``; each a subprocess with an argument list and a time limit
+  (:mod:`ptxfactory.harness.sass`).
+
+Compilation (NVRTC) runs in the compile pool's processes (:mod:`ptxfactory.harness.compile_pool`), never in the
+daemon: its memory stays out of the daemon's resident set.
 
 Both have their innermost loops (a branch back to a label above it) marked with comment lines
 (:func:`ptxfactory.harness.ptx_ir.mark_hot_loops`) and a header naming the candidate. The job comes from a
@@ -15,16 +19,12 @@ Both have their innermost loops (a branch back to a label above it) marked with 
 from __future__ import annotations
 
 import asyncio
-import re
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from ptxfactory.protocol import Candidate, CandidateRow, JobSummary
 
-DISASSEMBLE_TIMEOUT_S = 60.0  # one nvdisasm or cuobjdump run, seconds
 View = Literal["ptx", "sass"]
 
 
@@ -68,8 +68,8 @@ def candidate_row(summary: JobSummary, number: int | None) -> tuple[int, Candida
     return number, rows[number]
 
 
-def ptx_of(candidate: Candidate, arch: str) -> str:
-    """The candidate's PTX (see the module's docstring).
+def kernel_ptx_of(candidate: Candidate, arch: str) -> str:
+    """The candidate's PTX (see the module's docstring). Blocking (NVRTC): :func:`ptx_of` runs it in the compile pool.
 
     Raises:
         ShowError: the candidate does not compile to PTX any more (the message has the compiler's first lines).
@@ -86,98 +86,34 @@ def ptx_of(candidate: Candidate, arch: str) -> str:
         raise ShowError(f"cannot make the PTX of {candidate.description}: {str(exc).strip()[:400]}") from None
 
 
+def ptx_of(candidate: Candidate, arch: str) -> str:
+    """:func:`kernel_ptx_of`, compiled in the compile pool's processes (never in the daemon). Raises ShowError."""
+    from ptxfactory.harness.compile_pool import shared_pool
+
+    return shared_pool().run_blocking(kernel_ptx_of, candidate, arch)
+
+
 def cubin_of(candidate: Candidate, arch: str) -> bytes:
-    """The candidate's cubin, compiled as the job compiled it. Raises ShowError when it does not compile."""
-    from ptxfactory.harness.compile import compile_candidate
-    from ptxfactory.protocol import CompileFailed
+    """The candidate's cubin, compiled as the job compiled it, in the compile pool's processes (never in the daemon).
+    Raises ShowError when it does not compile."""
+    from ptxfactory.harness.compile_pool import shared_pool
+    from ptxfactory.harness.sass import SassError, compiled_for
 
-    compiled = compile_candidate(candidate, arch, fast_math_allowed=True)
-    if isinstance(compiled, CompileFailed):
-        raise ShowError(f"{candidate.description} does not compile: {compiled.log.strip()[:400]}")
-    return whole_elf(compiled.cubin)
-
-
-def whole_elf(cubin: bytes) -> bytes:
-    """The cubin padded with zero bytes up to the end of its last header table or section, as its ELF header says.
-
-    cupy's ``nvrtc.getCUBIN`` drops the last byte (it strips a trailing NUL as for PTX text): the driver loads such a
-    cubin, but nvdisasm calls it "an invalid ELF file". Anything that is not a 64-bit little-endian ELF is returned as
-    it is."""
-    import struct
-
-    if len(cubin) < 64 or cubin[:6] != b"\x7fELF\x02\x01":
-        return cubin
-    phoff, shoff = struct.unpack_from("<QQ", cubin, 0x20)
-    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", cubin, 0x36)
-    end = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
-    for i in range(shnum):
-        at = shoff + i * shentsize
-        if at + 64 > len(cubin):
-            break
-        kind, = struct.unpack_from("<I", cubin, at + 4)
-        offset, size = struct.unpack_from("<QQ", cubin, at + 0x18)
-        if kind != 8:  # SHT_NOBITS takes no room in the file
-            end = max(end, offset + size)
-    return cubin + b"\0" * (end - len(cubin)) if end > len(cubin) and end - len(cubin) < 4096 else cubin
+    try:
+        return shared_pool().run_blocking(compiled_for, candidate, arch).cubin
+    except SassError as exc:
+        raise ShowError(str(exc)) from None
 
 
-def disassemble(cubin: bytes, timeout_s: float = DISASSEMBLE_TIMEOUT_S) -> str:
-    """SASS of a cubin: ``nvdisasm -c`` (code sections only, with labels), else ``cuobjdump -sass``; each run as an
-    argument list in a temporary folder, killed after ``timeout_s`` seconds.
+def disassemble(cubin: bytes) -> str:
+    """SASS of a cubin (:func:`ptxfactory.harness.sass.disassemble`). Raises ShowError: no disassembler, or it failed."""
+    from ptxfactory.harness.sass import SassError
+    from ptxfactory.harness.sass import disassemble as run_disassembler
 
-    Raises:
-        ShowError: neither tool is installed, or the one found fails or times out.
-    """
-    from ptxfactory.harness.cuda_paths import tool_path
-
-    tools = [(t, args) for t, args in (("nvdisasm", ["-c"]), ("cuobjdump", ["-sass"])) if tool_path(t)]
-    if not tools:
-        raise ShowError("no nvdisasm or cuobjdump found (CUDA_PATH, CUDA_HOME, PATH, /usr/local/cuda/bin, the "
-                        "nvidia-cuda-nvdisasm wheel): install one to see SASS")
-    errors = []
-    with tempfile.TemporaryDirectory(prefix="ptxfactory-sass-") as tmp:
-        path = Path(tmp) / "kernel.cubin"
-        path.write_bytes(cubin)
-        for name, args in tools:
-            try:
-                proc = subprocess.run([tool_path(name), *args, str(path)], capture_output=True, text=True, timeout=timeout_s, cwd=tmp)
-            except subprocess.TimeoutExpired:
-                errors.append(f"{name} did not finish within {timeout_s:.0f} s")
-                continue
-            except OSError as exc:
-                errors.append(f"{name} could not be run: {exc}")
-                continue
-            if proc.returncode == 0 and proc.stdout.strip():
-                return proc.stdout.replace(str(path), "kernel.cubin")
-            errors.append(f"{name} failed (exit code {proc.returncode}): {proc.stderr.strip()[:300]}")
-    raise ShowError("; ".join(errors))
-
-
-_SASS_LABEL = re.compile(r"^\s*(\.L_x_\d+|\.L_\w+)\s*:")
-_SASS_BRANCH = re.compile(r"\b(?:BRA|BRX|JMP)\b[^;]*?(?:`\((\.L_\w+)\)|\b(0x[0-9a-fA-F]+)\b)")
-_SASS_ADDRESS = re.compile(r"/\*([0-9a-fA-F]{4,})\*/")
-
-
-def _sass_label(line: str) -> str | None:
-    m = _SASS_LABEL.match(line)
-    if m:
-        return m.group(1)
-    a = _SASS_ADDRESS.search(line)  # cuobjdump: no labels, every instruction has its address
-    return f"0x{int(a.group(1), 16):x}" if a and not line.lstrip().startswith("//") else None
-
-
-def _sass_branch(line: str) -> str | None:
-    m = _SASS_BRANCH.search(line)
-    if not m:
-        return None
-    return m.group(1) or f"0x{int(m.group(2), 16):x}"
-
-
-def mark_sass(sass: str) -> str:
-    """A SASS listing (nvdisasm's or cuobjdump's) with its innermost loops marked (``//`` comment lines)."""
-    from ptxfactory.harness.ptx_ir import mark_hot_loops
-
-    return mark_hot_loops(sass, _sass_label, _sass_branch)
+    try:
+        return run_disassembler(cubin)
+    except SassError as exc:
+        raise ShowError(str(exc)) from None
 
 
 def listing(summary: JobSummary, number: int | None, view: View, arch: str | None = None) -> Listing:
@@ -189,6 +125,7 @@ def listing(summary: JobSummary, number: int | None, view: View, arch: str | Non
         ShowError: see :func:`candidate_row`, :func:`ptx_of`, :func:`cubin_of`, :func:`disassemble`.
     """
     from ptxfactory.harness.ptx_ir import HOT_BEGIN, mark_ptx_hot_loops
+    from ptxfactory.harness.sass import mark_sass
 
     number, row = candidate_row(summary, number)
     arch = arch or _spec_arch(summary)

@@ -15,11 +15,14 @@ the PTX built with ``-lineinfo``): the ``asm`` statement for inline PTX.
 """
 from __future__ import annotations
 
+import ctypes
+import os
 import re
 import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from cupy_backends.cuda.libs import nvrtc
@@ -45,7 +48,9 @@ _PTXAS_ERROR = re.compile(r"^ptxas\b[^\n]*?, line (\d+); (error|warning)\s*: (.*
 @dataclass(frozen=True)
 class Compiled:
     """A compiled candidate: ``cubin`` bytes, the lowered (mangled) kernel name to load, resources, the log,
-    and the ``compiler`` that built it (``"nvrtc"``, or ``"nvcc"`` for a source NVRTC could not compile)."""
+    and the ``compiler`` that built it (``"nvrtc"``, ``"nvcc"`` for a source NVRTC could not compile, ``"ptxas"`` for
+    PTX, or ``"driver"`` for PTX left to the driver's JIT where no ptxas was found: then ``cubin`` is the PTX image,
+    NUL-terminated text, and ``resources`` None; see :func:`ptxfactory.harness.ptx.driver_jit_candidate`)."""
 
     candidate: Candidate
     cubin: bytes
@@ -119,13 +124,45 @@ def _compile_nvrtc(candidate: Candidate, arch: str) -> Compiled | CompileFailed:
             return CompileFailed(candidate_key=candidate.key, log=log)
         log = nvrtc.getProgramLog(prog).replace("\0", "")
         lowered = nvrtc.getLoweredName(prog, candidate.name_expression)
-        cubin = nvrtc.getCUBIN(prog)
+        cubin = nvrtc_cubin(prog)
     finally:
         nvrtc.destroyProgram(prog)
     if "Compiling entry function" not in log:
         # some NVRTC builds keep ptxas's report out of the log: ask ptxas itself (same arch and options)
         log += _ptxas_report(candidate, arch, opts)
     return Compiled(candidate=candidate, cubin=cubin, lowered_name=lowered, resources=parse_ptxas_report(log, lowered), log=log)
+
+
+@lru_cache(maxsize=1)
+def _nvrtc_library() -> ctypes.CDLL:
+    """The NVRTC library CuPy has loaded (``libnvrtc.so.MAJOR``, found among the loaded ones, never loaded anew: a
+    program handle belongs to the library that made it)."""
+    major = nvrtc.getVersion()[0]
+    return ctypes.CDLL(f"libnvrtc.so.{major}", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+
+
+def nvrtc_cubin(prog: int) -> bytes:
+    """The whole cubin of a compiled NVRTC program (``prog``: CuPy's program handle), every byte of it.
+
+    CuPy's ``nvrtc.getCUBIN`` returns one byte fewer than ``nvrtcGetCUBINSize`` says (it strips a trailing NUL as
+    for PTX text, but a cubin is binary: the byte dropped is the end of its last ELF table, and nvdisasm then calls
+    the file "an invalid ELF file"); so the two C functions are called here, on the library CuPy loaded.
+
+    Raises:
+        nvrtc.NVRTCError: NVRTC refuses.
+        ValueError: it made no cubin (compiled for a virtual arch, ``compute_XX``).
+    """
+    lib = _nvrtc_library()
+    size = ctypes.c_size_t()
+    status = lib.nvrtcGetCUBINSize(ctypes.c_void_p(prog), ctypes.byref(size))
+    if status == 0 and size.value <= 1:
+        raise ValueError("NVRTC made no cubin (a virtual arch, compute_XX, was given rather than sm_XX)")
+    if status == 0:
+        buf = ctypes.create_string_buffer(size.value)
+        status = lib.nvrtcGetCUBIN(ctypes.c_void_p(prog), buf)
+    if status != 0:
+        raise nvrtc.NVRTCError(status)
+    return buf.raw
 
 
 def _nvrtc_ptxas_failure(candidate: Candidate, arch: str) -> str:

@@ -22,6 +22,7 @@ import threading
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from typing import Callable, TypeVar
 
 from ptxfactory.protocol import Candidate, CompileFailed, KernelSpec
 
@@ -30,6 +31,7 @@ from .elf import code_digest
 from .lifeline import die_with_parent
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 from .static_checks import StaticFinding, static_check
 
 
@@ -95,19 +97,28 @@ class CompilePool:
 
     async def prepare(self, candidate: Candidate, spec: KernelSpec, static: bool = True) -> Prepared:
         """Compile and check ``candidate`` off the event loop (see :func:`prepare`)."""
+        return await self.run(prepare, candidate, spec, static)
+
+    def prepare_blocking(self, candidate: Candidate, spec: KernelSpec, static: bool = True) -> Prepared:
+        """:meth:`prepare` for a caller on a plain thread (blocks that thread until the pool answers)."""
+        return self.run_blocking(prepare, candidate, spec, static)
+
+    async def run(self, fn: Callable[..., T], *args) -> T:
+        """``fn(*args)`` in a worker, off the event loop: other CPU work that compiles (``fn`` a module-level function,
+        its arguments and result picklable; its exceptions are raised here)."""
         loop = asyncio.get_running_loop()
         for attempt in range(3):
             try:
-                return await loop.run_in_executor(self._pool(), prepare, candidate, spec, static)
+                return await loop.run_in_executor(self._pool(), fn, *args)
             except BrokenProcessPool:
                 self._broken(attempt)
         raise AssertionError("unreachable: the third attempt runs on a thread")
 
-    def prepare_blocking(self, candidate: Candidate, spec: KernelSpec, static: bool = True) -> Prepared:
-        """:meth:`prepare` for a caller on a plain thread (blocks that thread until the pool answers)."""
+    def run_blocking(self, fn: Callable[..., T], *args) -> T:
+        """:meth:`run` for a caller on a plain thread (blocks that thread until the pool answers)."""
         for attempt in range(3):
             try:
-                return self._pool().submit(prepare, candidate, spec, static).result()
+                return self._pool().submit(fn, *args).result()
             except BrokenProcessPool:
                 self._broken(attempt)
         raise AssertionError("unreachable: the third attempt runs on a thread")
