@@ -28,12 +28,20 @@ def sections(cubin: bytes) -> dict[str, int]:
     return {name: size for name, _kind, _offset, size in _headers(cubin)}
 
 
+def is_elf(image: bytes) -> bool:
+    """Whether ``image`` is an ELF file (a cubin), not PTX text left to the driver's JIT."""
+    return image[:4] == b"\x7fELF"
+
+
 def code_digest(cubin: bytes) -> str:
     """A hash of what the GPU executes: the machine code (``.text.*``), constant data, global and
     shared memory sizes. Two cubins with equal digests run the same instructions on the same data
     layout, even when their metadata differ (e.g. a ``-maxrregcount`` above what ptxas used is
-    recorded in ``.nv.info`` but changes no instruction). 16 hex digits.
+    recorded in ``.nv.info`` but changes no instruction). A PTX image (no ptxas: the driver compiles
+    it at load) is hashed whole. 16 hex digits.
     """
+    if not is_elf(cubin):
+        return hashlib.sha256(cubin).hexdigest()[:16]
     h = hashlib.sha256()
     for name, kind, offset, size in sorted(_headers(cubin)):
         if name.startswith((".text.", ".nv.constant", ".nv.global", ".nv.shared", ".nv.local")):

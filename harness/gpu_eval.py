@@ -32,6 +32,7 @@ from . import buffers as B
 from . import compare as C
 from . import reference as R
 from .device_cache import DeviceCache
+from .elf import is_elf
 from .plan import EvalPlan
 from .stats import speedup_interval
 
@@ -58,11 +59,20 @@ def is_sticky(exc: BaseException) -> bool:
 
 
 class LoadedKernel:
-    """A cubin loaded into the worker's context, launchable at any size of the spec."""
+    """A cubin loaded into the worker's context, launchable at any size of the spec. ``cubin`` may also be a PTX
+    image (NUL-terminated text: no ptxas where it was compiled), which the driver JIT-compiles here; either way the
+    resources are the loaded function's attributes. Raises the driver's error for a cubin it refuses, RuntimeError
+    ("the CUDA driver's JIT refused the PTX: ...") for such PTX."""
 
     def __init__(self, cubin: bytes, lowered_name: str, launch: LaunchConfig):
         self.module = cp.cuda.function.Module()
-        self.module.load(cubin)
+        self.jit = not is_elf(cubin)
+        try:
+            self.module.load(cubin)
+        except driver.CUDADriverError as exc:
+            if not self.jit:
+                raise
+            raise RuntimeError(f"the CUDA driver's JIT refused the PTX: {exc}") from None
         self.function = self.module.get_function(lowered_name)
         self.launch = launch
         ptr = self.function.ptr

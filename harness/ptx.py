@@ -8,6 +8,12 @@ function. A candidate whose source is PTX compiles with ``ptxas`` for the spec's
 list, a time limit: :data:`PTXAS_TIMEOUT_S`); its errors are put at their line of the file as
 ``NAME.ptx(LINE): error: ptxas: MESSAGE`` (what :func:`ptxfactory.daemon.analysis.compile_messages`
 reads).
+
+Where no ``ptxas`` is found (:func:`ptx_route`), the module is left to the CUDA driver's JIT: the "compiled"
+image is the PTX text itself, which the worker loads like a cubin (``cuModuleLoadData`` takes both) and the
+driver compiles for the GPU it has; the resources then come from the loaded function's attributes, and what
+only ptxas gives (the assembly check, its resource report and error lines, its options) is missing, with a
+warning at the entry's line saying so (:func:`driver_jit_candidate`).
 """
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .cuda_paths import tool_path
+from . import cuda_paths
 from .source import KernelDef, Param, SignatureMismatch
 
 if TYPE_CHECKING:
@@ -52,6 +58,7 @@ class PtxSyntaxError(ValueError):
 
     def __init__(self, message: str, line: int):
         super().__init__(f"line {line}: {message}")
+        self.message = message
         self.line = line
 
 
@@ -239,7 +246,32 @@ def check_entry_signature(spec: "KernelSpec", kernel: KernelDef) -> None:
                                         key=f"args[{i}].dtype")
 
 
-# --- ptxas ------------------------------------------------------------------------------------------------
+# --- ptxas, or the driver's JIT ------------------------------------------------------------------------------
+
+DRIVER_JIT = "driver"  # ``Compiled.compiler`` of a PTX module left to the CUDA driver's JIT
+NO_PTXAS = "no ptxas found through CUDA_PATH, CUDA_HOME, PATH, /usr/local/cuda or the pip wheels"
+
+
+@dataclass(frozen=True)
+class PtxRoute:
+    """How a PTX module becomes machine code on this machine: ``compiler`` is ``"ptxas"`` (assembled here, ahead of the
+    GPU: a cubin, ptxas's resource report, errors at their lines, the candidate's ptxas options) or ``"driver"``
+    (:data:`DRIVER_JIT`: the PTX itself goes to the worker, whose CUDA driver JIT-compiles it at module load).
+    ``ptxas`` is the tool's path (None on the driver's route); ``why`` says why the driver's route was taken and what
+    it gives up (None on ptxas's)."""
+
+    compiler: str
+    ptxas: str | None = None
+    why: str | None = None
+
+
+def ptx_route() -> PtxRoute:
+    """ptxas's route when :func:`~ptxfactory.harness.cuda_paths.tool_path` finds ``ptxas``, else the driver's JIT."""
+    ptxas = cuda_paths.tool_path("ptxas")
+    if ptxas is not None:
+        return PtxRoute("ptxas", ptxas)
+    return PtxRoute(DRIVER_JIT, None, f"{NO_PTXAS}: the CUDA driver JIT-compiles this PTX when the job loads it on the GPU "
+                                      "(no assembly check, ptxas resource report or ptxas options here)")
 
 @dataclass(frozen=True)
 class PtxasRun:
@@ -265,9 +297,9 @@ def run_ptxas(ptx: str, arch: str, options: list[str] | tuple[str, ...] = (), na
     """Assemble ``ptx`` for ``arch`` (``sm_90a``) with ``ptxas -v`` and ``options``, in a temporary folder, as an
     argument list, within ``timeout_s`` seconds (the process is killed past it). ``name`` is the file name that
     the log shows. Never raises for bad PTX: a failure is a non-zero or None ``returncode`` with the log."""
-    ptxas = tool_path("ptxas")
+    ptxas = ptx_route().ptxas
     if ptxas is None:
-        return PtxasRun(-1, "no ptxas found through CUDA_PATH, CUDA_HOME, PATH, /usr/local/cuda or the pip wheels", None)
+        return PtxasRun(-1, NO_PTXAS, None)
     name = Path(name).name or "kernel.ptx"
     with tempfile.TemporaryDirectory(prefix="ptxfactory-ptxas-") as tmp:
         src = Path(tmp) / name
@@ -305,7 +337,8 @@ def compile_ptx_candidate(candidate: "Candidate", arch: str) -> "Compiled | Comp
     """A PTX candidate assembled by ptxas for ``arch``: :class:`~ptxfactory.harness.compile.Compiled` with the cubin,
     the entry's name and the resources from ptxas's report (``compiler = "ptxas"``), or
     :class:`~ptxfactory.protocol.CompileFailed` with the log (errors at their lines, see :func:`map_ptxas_log`) for
-    PTX ptxas refuses, a refused option, or an entry missing from the cubin. Never raises for bad PTX."""
+    PTX ptxas refuses, a refused option, or an entry missing from the cubin. Without ptxas (:func:`ptx_route`):
+    :func:`driver_jit_candidate`. Never raises for bad PTX."""
     from ptxfactory.protocol import CompileFailed
 
     from .compile import Compiled, parse_ptxas_report
@@ -314,6 +347,9 @@ def compile_ptx_candidate(candidate: "Candidate", arch: str) -> "Compiled | Comp
     bad = check_ptxas_options(list(candidate.options))
     if bad:
         return CompileFailed(candidate_key=candidate.key, log=bad, compiler="ptxas")
+    route = ptx_route()
+    if route.compiler == DRIVER_JIT:
+        return driver_jit_candidate(candidate, route.why or NO_PTXAS)
     name = source_name(candidate.kernel_name)
     run = run_ptxas(candidate.source, arch, candidate.options, name)
     if run.cubin is None:
@@ -325,3 +361,34 @@ def compile_ptx_candidate(candidate: "Candidate", arch: str) -> "Compiled | Comp
                              log=f"ptxas assembled no entry {candidate.kernel_name} (entries: {', '.join(entries) or 'none'})")
     return Compiled(candidate=candidate, cubin=run.cubin, lowered_name=candidate.kernel_name,
                     resources=parse_ptxas_report(run.log, candidate.kernel_name), log=run.log, compiler="ptxas")
+
+
+def driver_jit_candidate(candidate: "Candidate", why: str) -> "Compiled | CompileFailed":
+    """A PTX candidate left to the CUDA driver's JIT (no ptxas here; ``why`` says so).
+
+    Returns :class:`~ptxfactory.harness.compile.Compiled` whose ``cubin`` is the image the worker loads: the module's
+    text, NUL-terminated (what ``cuModuleLoadData`` takes for PTX), ``resources`` None (the worker reads the loaded
+    function's registers, shared and local bytes), ``compiler = "driver"`` and a log whose first line is
+    ``NAME.ptx(LINE): warning: ptxas not run: WHY`` at the entry's line. :class:`~ptxfactory.protocol.CompileFailed`
+    for what the CPU can still refuse: an entry that cannot be parsed (an error at its line), no ``.entry`` of the
+    kernel's name, or ptxas options (the driver's JIT is given none: they would not be what ran). PTX the driver
+    refuses is refused when the worker loads it (``Rejected``, check ``load``)."""
+    from ptxfactory.protocol import CompileFailed
+
+    from .compile import Compiled
+
+    name = source_name(candidate.kernel_name)
+    if candidate.options:
+        return CompileFailed(candidate_key=candidate.key, compiler=DRIVER_JIT,
+                             log=f"ptxas options {' '.join(candidate.options)} need ptxas: {why}")
+    try:
+        entries = parse_entries(candidate.source)
+    except PtxSyntaxError as exc:
+        return CompileFailed(candidate_key=candidate.key, compiler=DRIVER_JIT, log=f"{name}({exc.line}): error: {exc.message}\n({why})")
+    entry = next((e for e in entries if e.name == candidate.kernel_name), None)
+    if entry is None:
+        return CompileFailed(candidate_key=candidate.key, compiler=DRIVER_JIT,
+                             log=f"no .entry {candidate.kernel_name} in the module (entries: {', '.join(e.name for e in entries) or 'none'})")
+    log = f"{name}({entry.name_line + 1}): warning: ptxas not run: {why}"
+    return Compiled(candidate=candidate, cubin=candidate.source.encode() + b"\0", lowered_name=candidate.kernel_name,
+                    resources=None, log=log, compiler=DRIVER_JIT)

@@ -20,7 +20,7 @@ from ptxfactory.protocol import Candidate, KernelSpec, Resources
 from ptxfactory.protocol.expr import ExprError, evaluate
 
 from .compile import compile_ptx
-from .elf import mutable_global_bytes
+from .elf import is_elf, mutable_global_bytes
 
 # sm_90 limits (CUDA C++ Programming Guide, "Technical Specifications per Compute Capability").
 MAX_THREADS_PER_BLOCK = 1024
@@ -308,7 +308,7 @@ def check_binary(candidate: Candidate, cubin: bytes | None, arch: str) -> Static
         why = scan_ptx(code)
         if why:
             return StaticFinding("static_binary", f"compiled code {why}")
-        if not mutable_global_bytes(cubin):
+        if is_elf(cubin) and not mutable_global_bytes(cubin):  # a PTX image (driver JIT): the PTX scan below decides
             return None
     except Exception as exc:  # noqa: BLE001: any failure means the code was not scanned
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

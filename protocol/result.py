@@ -80,8 +80,9 @@ class _Result(BaseModel):
     resources: Resources | None = None
     wall_s: float = Field(default=0.0, description="wall time of the whole evaluation in the worker, seconds")
     verify_s: float = Field(default=0.0, description="wall time of verification alone, seconds")
-    compiler: Literal["nvrtc", "nvcc", "ptxas"] = Field(default="nvrtc", description="what compiled the candidate: NVRTC, nvcc for a "
-                                                        "source NVRTC cannot compile (a header it lacks, host code), or ptxas for PTX")
+    compiler: Literal["nvrtc", "nvcc", "ptxas", "driver"] = Field(
+        default="nvrtc", description="what compiled the candidate: NVRTC, nvcc for a source NVRTC cannot compile (a header it "
+                                     "lacks, host code), ptxas for PTX, or the CUDA driver's JIT for PTX where no ptxas was found")
 
 
 class CompileFailed(_Result):
