@@ -15,6 +15,8 @@ pass                 what it does                                               
 ``shuffle_reduce``   shared-memory tree reduction -> warp shuffles + one cross-warp step       no (sums)
 ``rowpar_*``         one thread per row -> L lanes per row (sub-warp, warp, block); loops split  no (sums)
                      across lanes, accumulations (sum, max, min, arg max) combined by shuffles
+``colpar_*``         one thread per column -> a 2-D block, columns on x, the column's loop     no (sums)
+                     split over y; accumulations combined in shared memory, in order
 ``blockrow_*``       one block per row (shared-memory tree reductions) -> L lanes per row, rows  no (sums)
                      per block; the reductions by shuffles, the shared arrays gone
 ``vectorize``        one thread per 16 bytes: 16-byte loads/stores, scalar tail, grid / VEC     yes
@@ -26,7 +28,7 @@ pass                 what it does                                               
 ===================  ========================================================================  =====
 
 ``ldg``, ``ldg_na`` and ``stream`` are alternatives (group ``hint``), and so are ``vectorize``,
-``grid_stride`` and the ``rowpar`` and ``blockrow`` variants (group ``grid``: all redefine what a thread of
+``grid_stride`` and the ``rowpar``, ``colpar`` and ``blockrow`` variants (group ``grid``: all redefine what a thread of
 the grid does). Proposals, in this
 order: every applicable pass alone, then greedy chains (each pass in :data:`PASSES` order applied
 when its precondition holds on the text so far), one chain per combination of group alternatives
@@ -52,6 +54,7 @@ from ...base import GenContext
 from . import syntax as sx
 from .base import Pass, Unit
 from .blockrow import BlockRowPass
+from .colpar import ColumnParallelPass
 from .fast_math import FastMathPass
 from .grid_stride import FACTS_NOTE, GridStridePass
 from .launch_bounds import LaunchBoundsPass
@@ -70,13 +73,15 @@ __all__ = ["TransformGenerator", "PASSES", "Unit", "unit_from_context"]
 ROWPAR_LANES = ("auto", 32, 256, 8, 1024, 16, 512, 4, 128)
 # Lanes per row for ``blockrow`` (a kernel written one block per row): chosen at launch, a warp, a block of 128.
 BLOCKROW_LANES = ("auto", 32, 128)
+# Threads per column for ``colpar`` (a column reduction written one thread per column): chosen at launch, then fixed.
+COLPAR_SPLITS = ("auto", 8, 32, 16, 4)
 
 # Chain order: aliasing facts first, then the accesses, the arithmetic, the reductions, the loop
 # structure (vectorize after the hints, whose loads and stores it widens; vector_loops after rowpar, whose
 # split loops it widens; grid_stride before unroll, so the new loop can be unrolled), and the register budget last.
 PASSES: tuple[Pass, ...] = (
     RestrictPass(), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), ShuffleReducePass(),
-    *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES), VectorizePass(), GridStridePass(), VectorLoopsPass(), UnrollPass(),
+    *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES), VectorizePass(), GridStridePass(), VectorLoopsPass(), UnrollPass(),
     LaunchBoundsPass(),
 )
 MAX_CANDIDATES = 24  # singles (the lane and block variants are many) plus the first greedy chains

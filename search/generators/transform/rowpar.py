@@ -592,12 +592,15 @@ class _Walk:
         subst = {k: v for k, v in _constants(self.unit.body).items() if k != index}
         found = False
         for n in sx.walk(body):
-            if not (n.type == "subscript_expression" or (n.type == "pointer_expression" and sx.operator(n) == "*")):
+            if n.type == "call_expression" and sx.call_name(n) in LOAD_FUNCS | STORE_FUNCS and sx.call_args(n):
+                base, f = self.address_poly(sx.call_args(n)[0], subst)  # __ldg(p + i), __stcs(&p[i], v)
+            elif n.type == "subscript_expression" or (n.type == "pointer_expression" and sx.operator(n) == "*"):
+                base = _access_base(n)
+                f = self.index_poly(n, subst) if base in self.roots else None
+            else:
                 continue
-            base = _access_base(n)
             if base in self.arrays or base not in self.roots:
                 continue
-            f = self.index_poly(n, subst)
             parts = None if f is None else split(f, j)
             if parts is None:
                 return False
@@ -609,6 +612,19 @@ class _Walk:
                 return False
             found = True
         return found
+
+    def address_poly(self, arg: Node, subst: dict[str, Poly] | None = None) -> tuple[str | None, Poly | None]:
+        """``(pointer name, element as a polynomial relative to its buffer's start)`` of an address ``p``, ``p + i`` or
+        ``&p[i]`` (an intrinsic's pointer argument); ``(name or None, None)`` when it is not one of these."""
+        base = _base_name(arg)
+        a = sx.unparen(sx.uncast(arg))
+        if a is not None and a.type == "pointer_expression" and sx.operator(a) == "&":
+            sub = sx.unparen(a.child_by_field_name("argument"))
+            return base, self.index_poly(sub, subst) if sub is not None and sub.type == "subscript_expression" else None
+        p, off = poly(arg, subst), self.offsets.get(base)
+        if p is None or off is None or p.get((base,)) != 1 or any(base in m for m in p if m != (base,)):
+            return base, None
+        return base, add(add(p, {(base,): -1}), off)
 
     def read_later(self, node: Node, roots: set[str]) -> bool:
         """Code after ``node`` in the row's code reads one of ``roots`` (through any name)."""
