@@ -19,6 +19,8 @@ pass                 what it does                                               
                      split over y; accumulations combined in shared memory, in order
 ``blockrow_*``       one block per row (shared-memory tree reductions) -> L lanes per row, rows  no (sums)
                      per block; the reductions by shuffles, the shared arrays gone
+``hold_row_*``       a row that several lane-strided loops read: read once into registers       yes
+                     (8/16/32 elements per lane, or auto from the spec's sizes), else original
 ``vectorize``        one thread per 16 bytes: 16-byte loads/stores, scalar tail, grid / VEC     yes
 ``vector_loops``     lane-strided row loops (rowpar's, block per row): VEC elements per lane     no (sums)
                      and step, 16-byte loads/stores, scalar head/tail, uniform alignment check
@@ -57,6 +59,7 @@ from .blockrow import BlockRowPass
 from .colpar import ColumnParallelPass
 from .fast_math import FastMathPass
 from .grid_stride import FACTS_NOTE, GridStridePass
+from .hold_row import VARIANTS as HOLD_VARIANTS, HoldRowPass
 from .launch_bounds import LaunchBoundsPass
 from .ldg import LdgNoAllocatePass, LdgPass, StreamPass
 from .restrict import RestrictPass
@@ -78,10 +81,11 @@ COLPAR_SPLITS = ("auto", 8, 32, 16, 4)
 
 # Chain order: aliasing facts first, then the accesses, the arithmetic, the reductions, the loop
 # structure (vectorize after the hints, whose loads and stores it widens; vector_loops after rowpar, whose
-# split loops it widens; grid_stride before unroll, so the new loop can be unrolled), and the register budget last.
+# split loops it widens, and after hold_row, whose original loops (the long rows' path) it widens; grid_stride before unroll, so the new loop can be unrolled), and the register budget last.
 PASSES: tuple[Pass, ...] = (
     RestrictPass(), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), ShuffleReducePass(),
-    *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES), VectorizePass(), GridStridePass(), VectorLoopsPass(), UnrollPass(),
+    *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
+    *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), VectorLoopsPass(), UnrollPass(),
     LaunchBoundsPass(),
 )
 MAX_CANDIDATES = 24  # singles (the lane and block variants are many) plus the first greedy chains
@@ -135,6 +139,8 @@ class TransformGenerator:
             params["lanes"] = unit.notes["lanes"]  # threads per row ("auto": chosen at launch)
             if unit.notes["lanes"] != "auto":
                 params["block"] = unit.launch.block[0]
+        if unit.notes.get("held"):
+            params["held"] = unit.notes["held"]  # elements per lane hold_row keeps in registers
         if unit.notes.get("grid_cap"):
             params["grid_cap"] = unit.notes["grid_cap"]
         block = _definition_block(ctx, unit)

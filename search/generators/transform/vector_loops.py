@@ -511,8 +511,9 @@ class _Analysis:
                 name = sx.call_name(n) or ""
                 if name in LOAD_FUNCS or name in PURE_FUNCS or name.startswith("ptxf_ldna_"):
                     continue
-                if name.startswith("atomic") or name in STORE_FUNCS or any(sx.identifiers(x) & self.ptr_names for x in sx.call_args(n)):
-                    bases = {i for x in sx.call_args(n) for i in sx.identifiers(x) if i in self.ptr_names}
+                bases = {sx.text(i) for x in sx.call_args(n) for i in sx.walk(x)  # pointers passed, not elements read
+                         if sx.is_ident(i) and sx.text(i) in self.ptr_names and not _element_value(i)}
+                if name.startswith("atomic") or name in STORE_FUNCS or bases:
                     if any(b not in self.roots for b in bases):
                         return None
                     out |= {self.roots[b] for b in bases}
@@ -953,6 +954,12 @@ def _rowpar_arg_combine(loop: Node, value: str, index: str | None) -> bool:
     t = sx.text(nxt)
     combines = ("ptxf_group_reduce_arg<", "ptxf_block_reduce_arg(", "ptxf_row_reduce_arg(")
     return index is not None and any(c in t for c in combines) and f"({value}, {index}," in t
+
+
+def _element_value(ident: Node) -> bool:
+    """``ident`` is the pointer of ``p[i]`` whose element value is read (so a call given it gets a value, not the pointer)."""
+    p = ident.parent
+    return p is not None and p.type == "subscript_expression" and p.child_by_field_name("argument") == ident and access_kind(p) == "reads"
 
 
 def _in_lambda(node: Node) -> bool:
