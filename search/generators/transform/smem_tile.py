@@ -1,0 +1,639 @@
+"""``smem_tile``: a thread-per-output kernel's inner-product loop staged through shared-memory tiles.
+
+Pattern (a naive GEMM, a batched GEMM, a convolution written as a GEMM)::
+
+    T row = blockIdx.y * blockDim.y + threadIdx.y;     // y index (either operand order, casts allowed)
+    T col = blockIdx.x * blockDim.x + threadIdx.x;     // x index
+    ...uniform declarations (int b = blockIdx.z;)...
+    if (row < M && col < N) {                          // or: if (row >= M || col >= N) return; ...rest...
+        ...declarations (float acc = 0.0f;)...
+        for (T k = a; k < b; k++) acc += A[row * lda + k] * B[k * ldb + col];
+        ...epilogue (C[row * N + col] = alpha * acc + beta * C[row * N + col];)...
+    }
+
+becomes, for a 16 x 16 block of threads each computing ``RM x RN`` outputs (rows ``threadIdx.y + i * 16``,
+columns ``threadIdx.x + j * 16`` of the block's ``16 RM x 16 RN`` tile): the accumulators in registers,
+initialised per output as the original's declarations do; for each step of ``TK`` values of ``k``, every
+thread of the block loads its share of each operand's tile (``TK x 16 RM`` of the row-side loads, ``TK x
+16 RN`` of the column-side ones) into shared memory, consecutive threads along ``k`` when ``k``'s
+stride is 1, else along the row or column (coalesced either way), elements outside the guard or past the
+loop's end filled with zero; a barrier; every output's loop body for those ``k`` (ascending; the
+last, partial step runs only the ``k`` the loop has, so zero fills are never used); a barrier. Then the
+guard, the declarations (the accumulator's now its register) and the epilogue, per output. Every output
+sees the same operations in the same order as in the original, so results are bit-identical.
+
+What is proven on the syntax tree (:mod:`.affine`, :mod:`.reductions`), else refused with the reason
+(``why_not``): a 2-D launch whose block has ``z = 1`` and ``policy = "free"``; the two indices from the
+usual openings, nothing else before the guard but side-effect-free declarations uniform over a block
+(scalar parameters, ``blockIdx.z``); a guard that is a conjunction (``&&``, or ``||`` before a
+``return``) of parts each about the row, the column or neither, no memory reads or calls in it, and
+a part ``row < M`` / ``col < N`` whose bound is an expression of the spec's scalars (the grid is
+recomputed from it); one ``for`` loop in the guarded code, stepping by one from and to bounds uniform
+over the block, carrying exactly one recognised accumulation (sum, product, max, min) declared before
+it, with no branches, nested loops, writes to memory or to other variables declared outside it, and
+no use of the row or column outside its loads; each load in the loop ``p[e]`` of a read-only pointer
+parameter with ``e`` (through the constants the code declares) ``s * k + f(row)`` or ``s * k +
+f(col)``, ``s`` uniform (the unit or uniform stride) and ``f`` free of ``k``; declarations before the
+loop without side effects; an epilogue without ``return``, barriers, shared memory or writes to
+variables declared before the guard; no ``threadIdx``/``blockIdx``/``blockDim``/``gridDim`` but in
+the openings (``blockIdx.z`` allowed); no ``__shared__``, barriers, warp collectives, ``asm`` or
+``__launch_bounds__``; the shared tiles within 48 KiB; the grid within the hardware's limits at every
+spec size; the original's launch covering every row and column its guard allows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ptxfactory.protocol import LaunchConfig
+from ptxfactory.protocol.expr import ExprError, evaluate
+
+from . import syntax as sx
+from .affine import Poly, add, mul, poly, split
+from .base import Unit
+from .grid_stride import COLLECTIVES
+from .reductions import loop_accumulators
+from .rowpar import PlannedPass, Refused, _constants, _loop_head, rows_expression, _subscript_index
+from .syntax import Node
+
+THREADS = 16  # threads per block along x and along y
+# the tiles each variant gives a thread: (rows, columns, k per step)
+CONFIGS = ((1, 1, 16), (2, 2, 16), (4, 4, 16), (8, 8, 8))
+SHARED_LIMIT = 48 * 1024  # bytes of static shared memory a block may declare
+MAX_OPERANDS = 4  # distinct tiles staged per step
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+ELEMENT_BYTES = {"float": 4, "double": 8, "__half": 2, "half": 2, "__nv_bfloat16": 2, "nv_bfloat16": 2,
+                 **{t: 4 for t in ("int", "unsigned", "unsigned int", "int32_t", "uint32_t")},
+                 **{t: 8 for t in ("long long", "unsigned long long", "int64_t", "uint64_t", "size_t")}}
+BUILTINS = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim"})
+UNIFORM_BUILTINS = frozenset({"blockIdx.z", "gridDim.z"})
+PURE_CALLS = sx.FLOAT_FUNCS | {"min", "max", "fma", "fmin", "fmax", "fabs", "sqrt", "exp", "log", "tanh", "abs"}
+Y_INDEX: Poly = {("blockDim.y", "blockIdx.y"): 1, ("threadIdx.y",): 1}
+X_INDEX: Poly = {("blockDim.x", "blockIdx.x"): 1, ("threadIdx.x",): 1}
+
+
+@dataclass
+class _Index:
+    """One of the two output indices: its name, declared type, and the declaration statement holding it."""
+
+    name: str
+    ctype: str
+    stmt: Node
+
+
+@dataclass
+class _Operand:
+    """A staged load: buffer ``ptr`` at ``index`` (a polynomial in the side's index, ``k`` and uniform names)."""
+
+    ptr: str
+    index: Poly
+    side: str  # "y" (depends on the row index) or "x" (on the column index)
+    ctype: str
+    k_fastest: bool  # k's stride is 1: consecutive threads load consecutive k
+    nodes: list[Node]
+
+
+@dataclass
+class _Plan:
+    y: _Index
+    x: _Index
+    uniform_stmts: list[Node]
+    cond: Node  # the guard's condition (its value)
+    negated: bool  # ``if (cond) return;``: the guard holds when cond does not
+    parts: dict[str, list[str]]  # "y", "x", "u": the guard's parts as C conditions (positive)
+    pre: list[Node]
+    acc_decl: Node  # the accumulator's init_declarator
+    acc: str
+    acc_type: str
+    loop: Node
+    k: str
+    k_type: str
+    k_start: Node
+    k_end: str  # C expression: one past the last k
+    post: list[Node]
+    operands: list[_Operand]
+    launch: LaunchConfig
+
+
+class SmemTilePass(PlannedPass):
+    """A thread per output -> 16 x 16 threads per block, ``rm x rn`` outputs per thread, operands staged in
+    shared memory ``tk`` values of ``k`` at a time (see the module docstring)."""
+
+    group = "grid"  # redefines what a thread of the grid does, like rowpar and grid_stride
+    exact = True  # every output's operations and their order are the original's
+
+    def __init__(self, rm: int, rn: int, tk: int):
+        if not (1 <= rm <= 8 and 1 <= rn <= 8 and 1 <= tk <= 64):
+            raise ValueError(f"smem_tile: outputs per thread must be 1..8 per side and k steps 1..64, not {rm} x {rn}, {tk}")
+        self.rm, self.rn, self.tk = rm, rn, tk
+        self.tm, self.tn = THREADS * rm, THREADS * rn
+        self.name = f"smem_tile_{rm}x{rn}"
+
+    # -- precondition -------------------------------------------------------------------------------------
+
+    def _plan(self, unit: Unit) -> _Plan:
+        if unit.body is None or unit.fn is None:
+            raise Refused("no kernel body")
+        _check_kernel(unit)
+        stmts = sx.statements(unit.body)
+        guard_at = next((i for i, s in enumerate(stmts) if s.type != "declaration"), None)
+        if guard_at is None or stmts[guard_at].type != "if_statement":
+            raise Refused("no guard (if) after the index declarations")
+        y, x, uniform_stmts, uniform = _openings(unit, stmts[:guard_at])
+        cond, negated, rest = _guard(stmts, guard_at)
+        parts = _guard_parts(cond, negated, y.name, x.name, uniform)
+        loops = [i for i, s in enumerate(rest) if s.type == "for_statement"]
+        if len(loops) != 1:
+            raise Refused(f"{len(loops)} top-level for loops in the guarded code (one inner-product loop wanted)")
+        pre, loop, post = rest[:loops[0]], rest[loops[0]], rest[loops[0] + 1:]
+        if any(sx.contains_type(s, sx.LOOPS) for s in pre):
+            raise Refused("a loop before the inner-product loop")
+        head = _loop_head(loop)
+        if head is None:
+            raise Refused("the inner loop is not for (T k = a; k < b; k++)")
+        k, k_start = head
+        k_type = sx.type_text(loop.child_by_field_name("initializer").child_by_field_name("type"))
+        k_end = _loop_end(loop, k)
+        for node in (k_start, k_end[0]):
+            if not _is_uniform(node, uniform):
+                raise Refused(f"the loop bound {sx.text(node)!r} is not uniform over the block")
+        _check_pre(pre, y.name, x.name)
+        body = loop.child_by_field_name("body")
+        acc, acc_decl, acc_type = _accumulator(unit, body, k, pre)
+        consts = _compose({**_merge_constants(pre), **_constants(loop)}, {y.name, x.name, k, acc})
+        operands = _operands(unit, body, k, y.name, x.name, acc, uniform, consts)
+        _check_post(post, pre, y.name, x.name)
+        self._check_shared(operands)
+        launch = self._launch(unit, {side: rows_expression(unit, node) for side, node in parts["bound_nodes"].items()})
+        end = f"({sx.text(k_end[0])})" + (" + 1" if k_end[1] else "")
+        return _Plan(y, x, uniform_stmts, cond, negated, parts["text"], pre, acc_decl, acc, acc_type, loop, k, k_type,
+                     k_start, end, post, operands, launch)
+
+    def _check_shared(self, operands: list[_Operand]) -> None:
+        total = sum(self.tk * ((self.tm if o.side == "y" else self.tn) + 1) * ELEMENT_BYTES[o.ctype] for o in operands)
+        if total > SHARED_LIMIT:
+            raise Refused(f"{total} bytes of shared tiles (over {SHARED_LIMIT})")
+
+    def _launch(self, unit: Unit, bounds: dict[str, str | None]) -> LaunchConfig:
+        spec = unit.spec
+        if spec.launch.policy != "free":
+            raise Refused('launch.policy = "fixed"')
+        grid, block = list(unit.launch.grid), list(unit.launch.block)
+        if len(grid) not in (2, 3) or len(block) not in (2, 3) or (len(block) == 3 and str(block[2]).strip() != "1"):
+            raise Refused(f"not a 2-D launch (grid {grid}, block {block})")
+        rows, cols = bounds.get("y"), bounds.get("x")
+        if rows is None or cols is None:
+            raise Refused("the guard's row or column bound is not an expression of the spec's scalars")
+        new_grid = [f"cdiv({cols}, {self.tn})", f"cdiv({rows}, {self.tm})"] + grid[2:]
+        for size in spec.check.sizes + spec.bench.sizes:
+            try:
+                n, m = int(evaluate(cols, size)), int(evaluate(rows, size))
+                old = [int(evaluate(str(g), size)) for g in grid]
+                threads = [int(evaluate(str(b), size)) for b in block]
+                dims = [int(evaluate(g, size)) for g in new_grid]
+            except ExprError as e:
+                raise Refused(f"the launch cannot be evaluated at {size}: {e}") from None
+            if old[0] * threads[0] < n or old[1] * threads[1] < m:
+                raise Refused(f"the original launch covers fewer rows or columns than the guard allows at {size}")
+            if any(not 0 < d <= lim for d, lim in zip(dims, GRID_LIMITS)):
+                raise Refused(f"grid {new_grid} out of range at {size}")
+        return LaunchConfig(grid=new_grid, block=[THREADS, THREADS], shared_mem=unit.launch.shared_mem)
+
+    # -- rewrite ------------------------------------------------------------------------------------------
+
+    def apply(self, unit: Unit) -> Unit:
+        p = self._plan(unit)
+        data = unit.data
+        ind = "    "
+        out = [f"{{   // smem_tile (transform): {self.tm} x {self.tn} outputs per {THREADS} x {THREADS} block, "
+               f"{self.rm} x {self.rn} per thread, k in steps of {self.tk}"]
+        for s in p.uniform_stmts:
+            out.append(ind + sx.text(s))
+        for n, o in enumerate(p.operands):
+            extent = self.tm if o.side == "y" else self.tn
+            out.append(f"{ind}__shared__ {o.ctype} ptxf_s{n}[{self.tk}][{extent + 1}];")
+        out += [f"{ind}const int ptxf_tid = threadIdx.y * {THREADS} + threadIdx.x;",
+                f"{ind}const long long ptxf_y0 = (long long)blockIdx.y * {self.tm}, ptxf_x0 = (long long)blockIdx.x * {self.tn};",
+                f"{ind}{p.acc_type} ptxf_acc[{self.rm}][{self.rn}];"]
+        acc_init = p.acc_decl.child_by_field_name("value")
+        init = self._init_body(p, data, acc_init)
+        out += self._per_output(p, ind, init, indices=len(init) > 1)
+        kb = "ptxf_kb"
+        out += [f"{ind}const {p.k_type} ptxf_kend = {p.k_end};",
+                f"{ind}for ({p.k_type} {kb} = {sx.text(p.k_start)}; {kb} < ptxf_kend; {kb} += {self.tk}) {{",
+                f"{ind}    const int ptxf_kn = ptxf_kend - {kb} < {self.tk} ? (int)(ptxf_kend - {kb}) : {self.tk};"]
+        for n, o in enumerate(p.operands):
+            out += self._load(p, n, o, ind + "    ")
+        out.append(f"{ind}    __syncthreads();")
+        body = self._body(p, data)
+        out += [f"{ind}    if (ptxf_kn == {self.tk}) {{", "#pragma unroll",
+                f"{ind}        for (int ptxf_kk = 0; ptxf_kk < {self.tk}; ++ptxf_kk) {{"]
+        out += [ind * 3 + line for line in body]
+        out += [f"{ind}        }}", f"{ind}    }} else {{",
+                f"{ind}        for (int ptxf_kk = 0; ptxf_kk < ptxf_kn; ++ptxf_kk) {{"]
+        out += [ind * 3 + line for line in body]
+        out += [f"{ind}        }}", f"{ind}    }}", f"{ind}    __syncthreads();", f"{ind}}}"]
+        out += self._per_output(p, ind, self._epilogue(p, data, acc_init))
+        out.append("}")
+        text = sx.apply_edits(data, [(unit.body.start_byte, unit.body.end_byte, "\n".join(out).encode())])
+        return unit.with_text(text, launch=p.launch)
+
+    def _per_output(self, p: _Plan, ind: str, inner: list[str], indices: bool = True) -> list[str]:
+        """``inner`` once per output of the thread's register tile, with the row and column declared (``indices``)."""
+        decls = [f"{ind}        const {p.y.ctype} {p.y.name} = ({p.y.ctype})(ptxf_y0 + threadIdx.y + ptxf_i * {THREADS});",
+                 f"{ind}        const {p.x.ctype} {p.x.name} = ({p.x.ctype})(ptxf_x0 + threadIdx.x + ptxf_j * {THREADS});"]
+        return (["#pragma unroll", f"{ind}for (int ptxf_i = 0; ptxf_i < {self.rm}; ++ptxf_i) {{", "#pragma unroll",
+                 f"{ind}    for (int ptxf_j = 0; ptxf_j < {self.rn}; ++ptxf_j) {{"] + (decls if indices else [])
+                + [ind * 2 + line for line in inner] + [f"{ind}    }}", f"{ind}}}"])
+
+    def _guard_text(self, p: _Plan) -> str:
+        return f"!({sx.text(p.cond)})" if p.negated else sx.text(p.cond)
+
+    def _init_body(self, p: _Plan, data: bytes, init: Node | None) -> list[str]:
+        mine = "ptxf_acc[ptxf_i][ptxf_j]"
+        if init is None:
+            raise Refused("the accumulator has no initial value")  # checked in _accumulator
+        if sx.is_number(init) and len(p.pre) == 1:
+            return [f"    {mine} = {sx.text(init)};"]
+        lines = [f"    {mine} = 0;", f"    if ({self._guard_text(p)}) {{"]
+        lines += ["        " + sx.text(s) for s in p.pre]
+        lines += [f"        {mine} = {p.acc};", "    }"]
+        return lines
+
+    def _epilogue(self, p: _Plan, data: bytes, init: Node) -> list[str]:
+        lines = [f"    if ({self._guard_text(p)}) {{"]
+        for s in p.pre:  # the accumulator's declaration now takes the output's register
+            text = sx.render(s, data, lambda n: b"ptxf_acc[ptxf_i][ptxf_j]" if n.id == init.id else None)
+            lines.append("        " + text.decode())
+        for s in p.post:
+            lines += ["        " + line for line in _dedent(sx.text(s), data, s)]
+        lines.append("    }")
+        return lines
+
+    def _load(self, p: _Plan, n: int, o: _Operand, ind: str) -> list[str]:
+        """The block's share of operand ``n``'s tile for this step: ``TK x extent`` elements, zero outside."""
+        extent = self.tm if o.side == "y" else self.tn
+        idx = p.y if o.side == "y" else p.x
+        origin = "ptxf_y0" if o.side == "y" else "ptxf_x0"
+        if o.k_fastest:
+            split_e = f"const int ptxf_kk = ptxf_e % {self.tk}, ptxf_m = ptxf_e / {self.tk};"
+        else:
+            split_e = f"const int ptxf_m = ptxf_e % {extent}, ptxf_kk = ptxf_e / {extent};"
+        conds = ["ptxf_kk < ptxf_kn"] + [f"({c})" for c in p.parts[o.side] + p.parts["u"]]
+        return ["#pragma unroll",
+                f"{ind}for (int ptxf_e = ptxf_tid; ptxf_e < {self.tk * extent}; ptxf_e += {THREADS * THREADS}) {{",
+                f"{ind}    {split_e}",
+                f"{ind}    const {idx.ctype} {idx.name} = ({idx.ctype})({origin} + ptxf_m);",
+                f"{ind}    const {p.k_type} {p.k} = ptxf_kb + ptxf_kk;",
+                f"{ind}    ptxf_s{n}[ptxf_kk][ptxf_m] = {' && '.join(conds)} ? {o.ptr}[{_render(o.index)}] : {o.ctype}();",
+                f"{ind}}}"]
+
+    def _body(self, p: _Plan, data: bytes) -> list[str]:
+        """The loop body once per output, its loads read from the tiles."""
+        reads = {}
+        for n, o in enumerate(p.operands):
+            at = f"threadIdx.y + ptxf_i * {THREADS}" if o.side == "y" else f"threadIdx.x + ptxf_j * {THREADS}"
+            for node in o.nodes:
+                reads[node.id] = f"ptxf_s{n}[ptxf_kk][{at}]".encode()
+        k_text = f"(({p.k_type})(ptxf_kb + ptxf_kk))".encode()
+
+        def replace(node: Node) -> bytes | None:
+            if node.id in reads:
+                return reads[node.id]
+            if sx.is_ident(node, p.acc):
+                return b"ptxf_acc[ptxf_i][ptxf_j]"
+            if sx.is_ident(node, p.k):
+                return k_text
+            return None
+
+        body = p.loop.child_by_field_name("body")
+        text = sx.render(body, data, replace).decode()
+        if body.type != "compound_statement":
+            text = "{ " + text + " }"
+        lines = text.split("\n")
+        return (["#pragma unroll", f"for (int ptxf_i = 0; ptxf_i < {self.rm}; ++ptxf_i) {{", "#pragma unroll",
+                 f"    for (int ptxf_j = 0; ptxf_j < {self.rn}; ++ptxf_j) {lines[0]}"]
+                + ["    " + line for line in _dedent_lines(lines[1:])] + ["}"])
+
+
+# -- the pieces of the precondition ------------------------------------------------------------------------
+
+
+def _check_kernel(unit: Unit) -> None:
+    """What no part of the kernel may hold (shared memory, barriers, collectives, asm, launch bounds)."""
+    if "__launch_bounds__" in unit.text:
+        raise Refused("__launch_bounds__ fixed for the original block")
+    for n in sx.walk(unit.body):
+        if n.type in ("__shared__",) or (n.type == "type_qualifier" and sx.text(n) == "__shared__") or sx.text(n) == "__shared__":
+            raise Refused("the kernel already uses shared memory")
+        if n.type in ("gnu_asm_expression", "asm_statement"):
+            raise Refused("inline asm")
+        if n.type == "goto_statement":
+            raise Refused("goto")
+        if sx.call_name(n) in COLLECTIVES:
+            raise Refused(f"{sx.call_name(n)} in the kernel")
+
+
+def _builtin(node: Node) -> str | None:
+    """``threadIdx.x`` and the like for a builtin's field expression, else None."""
+    if node.type == "field_expression":
+        arg = node.child_by_field_name("argument")
+        if sx.is_ident(arg) and sx.text(arg) in BUILTINS:
+            return f"{sx.text(arg)}.{sx.text(node.child_by_field_name('field'))}"
+    return None
+
+
+def _openings(unit: Unit, decls: list[Node]) -> tuple[_Index, _Index, list[Node], set[str]]:
+    """The y and x output indices, the other (uniform) declarations before the guard, and the uniform names."""
+    scalars = {a.name for a in unit.spec.args if a.role == "scalar"}
+    written = sx.written_names(unit.body)
+    uniform = {s for s in scalars if s not in written}
+    found: dict[str, _Index] = {}
+    others = []
+    for stmt in decls:
+        ctype = sx.type_text(stmt.child_by_field_name("type"))
+        kinds = []
+        for d in stmt.children_by_field_name("declarator"):
+            name = sx.text(sx.innermost_identifier(d))
+            value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+            p = poly(value) if value is not None and sx.is_ident(d.child_by_field_name("declarator")) else None
+            kind = "y" if p == Y_INDEX else "x" if p == X_INDEX else None
+            if kind is not None:
+                if kind in found or ctype not in sx.INT_TYPES or name in written:
+                    raise Refused(f"the {kind} index {name!r}: declared twice, not an integer, or written")
+                found[kind] = _Index(name, ctype, stmt)
+            elif value is None or not _is_uniform(value, uniform) or name in written:
+                raise Refused(f"the declaration of {name!r} before the guard is not uniform over the block")
+            else:
+                uniform.add(name)
+            kinds.append(kind)
+        if any(kinds) and not all(kinds):
+            raise Refused("an index declared with other names in one statement")
+        if not any(kinds):
+            others.append(stmt)
+    if set(found) != {"y", "x"}:
+        raise Refused("not a 2-D thread-per-output kernel (blockIdx.y * blockDim.y + threadIdx.y and the same in x)")
+    for n in sx.walk(unit.body):
+        b = _builtin(n)
+        if b is not None and b not in UNIFORM_BUILTINS and not any(s.start_byte <= n.start_byte < s.end_byte
+                                                                   for s in (found["y"].stmt, found["x"].stmt)):
+            raise Refused(f"{b} used beyond the index declarations")
+    return found["y"], found["x"], others, uniform
+
+
+def _is_uniform(node: Node | None, uniform: set[str]) -> bool:
+    """``node`` is the same for every thread of a block: uniform names, literals, arithmetic, ``blockIdx.z``."""
+    if node is None:
+        return False
+    for n in sx.walk(node):
+        if n.type in ("call_expression", "subscript_expression", "assignment_expression", "update_expression",
+                      "pointer_expression", "conditional_expression"):
+            return False
+        if n.type == "field_expression" and _builtin(n) not in UNIFORM_BUILTINS:
+            return False
+        if n.type == "identifier" and sx.text(n) not in uniform and not (n.parent is not None and n.parent.type == "field_expression"):
+            return False
+    return True
+
+
+def _guard(stmts: list[Node], at: int) -> tuple[Node, bool, list[Node]]:
+    """``(condition, negated, guarded statements)`` for ``if (c) return; ...`` or a final ``if (c) {...}``."""
+    g = stmts[at]
+    if g.child_by_field_name("alternative") is not None:
+        raise Refused("the guard has an else branch")
+    cond = sx.unparen(g.child_by_field_name("condition").child_by_field_name("value"))
+    cons = g.child_by_field_name("consequence")
+    inner = sx.statements(cons) if cons.type == "compound_statement" else [cons]
+    if len(inner) == 1 and inner[0].type == "return_statement" and inner[0].named_child_count == 0:
+        rest = stmts[at + 1:]
+        negated = True
+    elif at == len(stmts) - 1:
+        rest, negated = inner, False
+    else:
+        raise Refused("code after the guarded block")
+    if any(n.type == "return_statement" for s in rest for n in sx.walk(s)):
+        raise Refused("a return in the guarded code (it would end the thread's other outputs)")
+    return cond, negated, rest
+
+
+def _guard_parts(cond: Node, negated: bool, y: str, x: str, uniform: set[str]) -> dict:
+    """The guard's parts by what they are about (``"y"``, ``"x"``, ``"u"``), as positive C conditions, and the row and
+    column bounds (the node of ``y < M``'s ``M``) for the grid. Raises :class:`Refused` for a part about both."""
+    joint = "||" if negated else "&&"
+    parts: list[Node] = []
+
+    def flatten(n: Node) -> None:
+        n = sx.unparen(n)
+        if n.type == "binary_expression" and sx.operator(n) == joint:
+            flatten(n.child_by_field_name("left"))
+            flatten(n.child_by_field_name("right"))
+        else:
+            parts.append(n)
+
+    flatten(cond)
+    text: dict[str, list[str]] = {"y": [], "x": [], "u": []}
+    bounds: dict[str, Node] = {}
+    for part in parts:
+        if any(n.type in ("call_expression", "subscript_expression", "pointer_expression", "assignment_expression",
+                          "update_expression") for n in sx.walk(part)):
+            raise Refused(f"the guard part {sx.text(part)!r} reads memory or calls a function")
+        names = sx.identifiers(part)
+        if y in names and x in names:
+            raise Refused(f"the guard part {sx.text(part)!r} is about both the row and the column")
+        side = "y" if y in names else "x" if x in names else "u"
+        if side == "u" and not _is_uniform(part, uniform):
+            raise Refused(f"the guard part {sx.text(part)!r} is not uniform over the block")
+        text[side].append(f"!({sx.text(part)})" if negated else sx.text(part))
+        if side != "u" and side not in bounds:
+            b = _upper_bound(part, y if side == "y" else x, negated)
+            if b is not None:
+                bounds[side] = b
+    return {"text": text, "bound_nodes": bounds}
+
+
+def _upper_bound(part: Node, name: str, negated: bool) -> Node | None:
+    """``M`` of ``name < M`` (``M > name``; negated: ``name >= M``, ``M <= name``), else None."""
+    if part.type != "binary_expression":
+        return None
+    op, a, b = sx.operator(part), sx.uncast(part.child_by_field_name("left")), sx.uncast(part.child_by_field_name("right"))
+    want = (">=", "<=") if negated else ("<", ">")
+    if op == want[0] and sx.is_ident(a, name):
+        return part.child_by_field_name("right")
+    if op == want[1] and sx.is_ident(b, name):
+        return part.child_by_field_name("left")
+    return None
+
+
+def _loop_end(loop: Node, k: str) -> tuple[Node, bool]:
+    """``(b, inclusive)`` for the loop condition ``k < b`` (``k <= b``: inclusive; ``b > k``, ``b >= k``)."""
+    c = sx.unparen(loop.child_by_field_name("condition"))
+    op = sx.operator(c)
+    bound = c.child_by_field_name("right" if op in ("<", "<=") else "left")
+    return bound, op in ("<=", ">=")
+
+
+def _check_pre(pre: list[Node], y: str, x: str) -> None:
+    for s in pre:
+        if s.type != "declaration":
+            raise Refused(f"a statement before the loop that is not a declaration: {sx.text(s)!r}")
+        for n in sx.walk(s):
+            if n.type in ("assignment_expression", "update_expression") or (
+                    n.type == "call_expression" and sx.call_name(n) not in PURE_CALLS):
+                raise Refused(f"a declaration before the loop with a side effect: {sx.text(s)!r}")
+
+
+def _accumulator(unit: Unit, body: Node, k: str, pre: list[Node]) -> tuple[str, Node, str]:
+    """The loop's one accumulator: its name, its ``init_declarator`` among ``pre``, its type."""
+    declared = sx.declared_names(body)
+    if k in sx.written_names(body):
+        raise Refused(f"the loop variable {k} is written in the loop")
+    for n in sx.walk(body):
+        if n.type in sx.LOOPS or n.type in ("if_statement", "conditional_expression", "switch_statement", "break_statement",
+                                            "continue_statement", "return_statement"):
+            raise Refused(f"a branch or loop inside the inner-product loop ({n.type})")
+        if n.type == "binary_expression" and sx.operator(n) in ("&&", "||"):
+            raise Refused("a short-circuit condition inside the inner-product loop")
+    carried = sx.written_names(body) - declared - {k}
+    accs = loop_accumulators(body, carried, k) if carried else None
+    if not accs or len(accs) != 1:
+        raise Refused(f"the loop carries {sorted(carried) or 'nothing'}, not one recognised accumulation")
+    acc = next(iter(accs.values()))
+    if acc.kind == "arg":
+        raise Refused("an arg max/min accumulation (two carried variables)")
+    for s in pre:
+        for d in s.children_by_field_name("declarator"):
+            if sx.text(sx.innermost_identifier(d)) == acc.name:
+                if d.type != "init_declarator" or not sx.is_ident(d.child_by_field_name("declarator")):
+                    raise Refused(f"the accumulator {acc.name} is declared without an initial value")
+                return acc.name, d, sx.type_text(s.child_by_field_name("type"))
+    raise Refused(f"the accumulator {acc.name} is not declared in the guarded code before the loop")
+
+
+def _merge_constants(stmts: list[Node]) -> dict[str, Poly]:
+    out: dict[str, Poly] = {}
+    for s in stmts:
+        for name, p in _constants(s).items():
+            out.setdefault(name, p)
+    return out
+
+
+def _compose(consts: dict[str, Poly], keep: set[str]) -> dict[str, Poly]:
+    """``consts`` with every name that is itself a constant substituted (to a fixed point), ``keep`` never substituted."""
+    consts = {n: p for n, p in consts.items() if n not in keep}
+    for _ in range(8):
+        changed = False
+        for n in consts:
+            q = _substitute(consts[n], consts)
+            if q != consts[n]:
+                consts[n], changed = q, True
+        if not changed:
+            return consts
+    return {}
+
+
+def _substitute(p: Poly, consts: dict[str, Poly]) -> Poly:
+    out: Poly = {}
+    for mono, c in p.items():
+        term: Poly = {(): c}
+        for name in mono:
+            term = mul(term, consts.get(name, {(name,): 1}))
+        out = add(out, term)
+    return out
+
+
+def _operands(unit: Unit, body: Node, k: str, y: str, x: str, acc: str, uniform: set[str],
+              consts: dict[str, Poly]) -> list[_Operand]:
+    """Every load of the loop, by buffer and index, with its side; refuses any other use of memory or of the indices."""
+    pointers = unit.pointers
+    local = sx.declared_names(body)
+    found: dict[tuple, _Operand] = {}
+    inside: set[int] = set()
+    for n in sx.walk(body):
+        if n.type == "pointer_expression":
+            raise Refused(f"{sx.text(n)!r} in the loop (only p[i] loads are staged)")
+        if n.type != "subscript_expression":
+            continue
+        arg = sx.uncast(n.child_by_field_name("argument"))
+        name = sx.text(arg) if sx.is_ident(arg) else None
+        if name not in pointers or name in local:
+            raise Refused(f"{sx.text(n)!r} in the loop is not a load of a pointer parameter")
+        pp = pointers[name]
+        if pp.writes or pp.other:
+            raise Refused(f"{name} is written or aliased in the kernel")
+        idx = _subscript_index(n)
+        p = poly(idx) if idx is not None else None
+        p = _substitute(p, consts) if p is not None else None
+        if p is None:
+            raise Refused(f"the index of {sx.text(n)!r} is not a polynomial")
+        names = {v for mono in p for v in mono}
+        if not names <= uniform | {k, y, x}:
+            raise Refused(f"the index of {sx.text(n)!r} uses {sorted(names - uniform - {k, y, x})}, not uniform")
+        parts = split(p, k)
+        if parts is None or not parts[0]:
+            raise Refused(f"the load {sx.text(n)!r} does not advance with {k}")
+        stride, rest = parts
+        if any(v in (y, x) for mono in stride for v in mono):
+            raise Refused(f"the stride of {k} in {sx.text(n)!r} is not uniform")
+        rest_names = {v for mono in rest for v in mono}
+        if y in rest_names and x in rest_names:
+            raise Refused(f"the load {sx.text(n)!r} depends on both the row and the column")
+        if y not in rest_names and x not in rest_names:
+            raise Refused(f"the load {sx.text(n)!r} depends on neither the row nor the column")
+        side = "y" if y in rest_names else "x"
+        ctype = " ".join(w for w in pp.base.split() if w not in ("const", "volatile"))
+        if ctype not in ELEMENT_BYTES:
+            raise Refused(f"{name}'s element type {ctype!r} is not staged")
+        key = (name, tuple(sorted(p.items())))
+        if key not in found:
+            found[key] = _Operand(name, p, side, ctype, stride == {(): 1}, [])
+        found[key].nodes.append(n)
+        inside.update(m.id for m in sx.walk(n))
+    if not found:
+        raise Refused("no loads in the loop")
+    if len(found) > MAX_OPERANDS:
+        raise Refused(f"{len(found)} distinct loads in the loop (at most {MAX_OPERANDS} are staged)")
+    for n in sx.walk(body):
+        if n.id in inside or n.type != "identifier" or (n.parent is not None and n.parent.type == "call_expression"
+                                                        and n.parent.child_by_field_name("function") == n):
+            continue
+        v = sx.text(n)
+        if v in (y, x):
+            raise Refused(f"{v} used in the loop outside its loads")
+        if v not in local | uniform | {k, acc}:
+            raise Refused(f"{v} (declared before the loop) used in the loop outside its loads")
+    for n in sx.walk(body):
+        if n.type == "call_expression" and sx.call_name(n) not in PURE_CALLS:
+            raise Refused(f"a call to {sx.text(n.child_by_field_name('function'))} in the loop")
+    return list(found.values())
+
+
+def _check_post(post: list[Node], pre: list[Node], y: str, x: str) -> None:
+    mine = set().union(*(sx.declared_names(s) for s in pre + post)) if pre + post else set()
+    for s in post:
+        stray = sx.written_names(s) - mine
+        if stray:
+            raise Refused(f"the epilogue writes {sorted(stray)}, declared before the guard (it now runs once per output)")
+        if sx.contains_type(s, ("break_statement", "continue_statement")) and not sx.contains_type(s, sx.LOOPS):
+            raise Refused("break or continue in the epilogue")
+
+
+def _render(p: Poly) -> str:
+    """A polynomial as a 64-bit C expression (``(long long)row * (long long)K + (long long)k``)."""
+    terms = []
+    for mono, c in sorted(p.items()):
+        factors = [f"(long long)({v})" for v in mono]
+        if c != 1 or not factors:
+            factors.insert(0, f"({c}LL)")
+        terms.append(" * ".join(factors))
+    return " + ".join(terms) if terms else "0"
+
+
+def _dedent_lines(lines: list[str]) -> list[str]:
+    pad = min((len(line) - len(line.lstrip()) for line in lines if line.strip()), default=0)
+    return [line[pad:] for line in lines]
+
+
+def _dedent(text: str, data: bytes, node: Node) -> list[str]:
+    """A statement's text as lines, its continuation lines dedented by the statement's own indentation."""
+    indent, _ = sx.line_indent(data, node.start_byte)
+    lines = text.split("\n")
+    return [lines[0]] + [line[len(indent):] if line.startswith(indent.decode()) else line for line in lines[1:]]
