@@ -21,6 +21,8 @@ pass                 what it does                                               
                      per block; the reductions by shuffles, the shared arrays gone
 ``hold_row_*``       a row that several lane-strided loops read: read once into registers       yes
                      (8/16/32 elements per lane, or auto from the spec's sizes), else original
+``smem_tile_*``      one thread per output of an inner-product loop -> 16x16 threads, RxR      yes
+                     outputs each (1, 2, 4, 8), operand tiles staged in shared memory
 ``vectorize``        one thread per 16 bytes: 16-byte loads/stores, scalar tail, grid / VEC     yes
 ``vector_loops``     lane-strided row loops (rowpar's, block per row): VEC elements per lane     no (sums)
                      and step, 16-byte loads/stores, scalar head/tail, uniform alignment check
@@ -30,7 +32,7 @@ pass                 what it does                                               
 ===================  ========================================================================  =====
 
 ``ldg``, ``ldg_na`` and ``stream`` are alternatives (group ``hint``), and so are ``vectorize``,
-``grid_stride`` and the ``rowpar``, ``colpar`` and ``blockrow`` variants (group ``grid``: all redefine what a thread of
+``grid_stride`` and the ``rowpar``, ``colpar``, ``blockrow`` and ``smem_tile`` variants (group ``grid``: all redefine what a thread of
 the grid does). Proposals, in this
 order: every applicable pass alone, then greedy chains (each pass in :data:`PASSES` order applied
 when its precondition holds on the text so far), one chain per combination of group alternatives
@@ -65,6 +67,7 @@ from .ldg import LdgNoAllocatePass, LdgPass, StreamPass
 from .restrict import RestrictPass
 from .rowpar import RowParallelPass
 from .shuffle_reduce import ShuffleReducePass
+from .smem_tile import CONFIGS as SMEM_TILES, SmemTilePass
 from .unroll import STRIDED_UNROLL, UnrollPass
 from .vector_loops import VectorLoopsPass
 from .vectorize import VectorizePass
@@ -80,10 +83,10 @@ BLOCKROW_LANES = ("auto", 32, 128)
 COLPAR_SPLITS = ("auto", 8, 32, 16, 4)
 
 # Chain order: aliasing facts first, then the accesses, the arithmetic, the reductions, the loop
-# structure (vectorize after the hints, whose loads and stores it widens; vector_loops after rowpar, whose
+# structure (smem_tile before the hints, whose loads it stages; vectorize after the hints, whose loads and stores it widens; vector_loops after rowpar, whose
 # split loops it widens, and after hold_row, whose original loops (the long rows' path) it widens; grid_stride before unroll, so the new loop can be unrolled), and the register budget last.
 PASSES: tuple[Pass, ...] = (
-    RestrictPass(), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), ShuffleReducePass(),
+    RestrictPass(), *(SmemTilePass(*t) for t in SMEM_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), ShuffleReducePass(),
     *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
     *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), VectorLoopsPass(), UnrollPass(),
     LaunchBoundsPass(),
