@@ -2,9 +2,11 @@
 
 A session holds editor state only (its open documents, the progress it shows, the jobs it
 watches); jobs, stores and the backend belong to the :class:`~ptxfactory.daemon.engine.Engine`.
-:class:`SessionProtocol` (pygls's ``protocol_cls`` hook) changes three things of pygls's protocol,
-through its public methods only (``lsp_exit``, ``handle_message``):
+:class:`SessionProtocol` (pygls's ``protocol_cls`` hook) changes four things of pygls's protocol,
+through its public methods only (``lsp_initialize``, ``lsp_exit``, ``handle_message``):
 
+- ``initialize`` also advertises what pygls 2.1's capability builder leaves out: ``workspace.textDocumentContent``
+  (LSP 3.18), with the options its handler was registered with (``feature(WORKSPACE_TEXT_DOCUMENT_CONTENT, ...)``);
 - ``exit`` ends this session only (pygls's calls ``sys.exit()``, which would end every session);
 - nothing but ``initialize``/``exit`` is served before a successful ``initialize``
   (``ServerNotInitialized``), and a daemon that requires a token refuses an ``initialize``
@@ -23,7 +25,7 @@ import functools
 import hmac
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
@@ -54,6 +56,19 @@ class SessionProtocol(LanguageServerProtocol):
     def __init__(self, server: "PtxServer", converter):
         super().__init__(server, converter)
         self.session = server
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
+        """pygls's ``initialize``; then the server's ``workspace.textDocumentContent`` capability (LSP 3.18), which
+        pygls 2.1 does not build, from the options of the registered ``workspace/textDocumentContent`` feature."""
+        result = yield from super().lsp_initialize(params)
+        options = self.fm.feature_options.get(types.WORKSPACE_TEXT_DOCUMENT_CONTENT)
+        if options is not None:
+            workspace = result.capabilities.workspace or types.WorkspaceOptions()
+            if workspace.text_document_content is None:
+                workspace.text_document_content = options
+            result.capabilities.workspace = workspace
+        return result
 
     @lsp_method(types.EXIT)
     def lsp_exit(self, *args) -> Any:
