@@ -16,7 +16,6 @@ best is considered (:func:`vet_best`, called once by the search at the end of a 
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -139,12 +138,10 @@ def parse_output(text: str, tool: str = "memcheck") -> ToolRun:
 def run_tool(exe: str, tool: str, spec: KernelSpec, cubin: bytes, lowered_name: str, launch: dict, size: dict[str, int],
              timeout_s: float = RUN_TIMEOUT_S, env: dict[str, str] | None = None) -> ToolRun:
     """Run ``tool`` once on one launch of ``cubin`` at ``size`` (files in a private temporary folder, removed after)."""
+    from .sanitize_run import write_job
+
     with tempfile.TemporaryDirectory(prefix="ptxf-sanitize-") as tmp:
-        cubin_path = Path(tmp) / "kernel.cubin"
-        cubin_path.write_bytes(cubin)
-        job = Path(tmp) / "job.json"
-        job.write_text(json.dumps({"cubin": str(cubin_path), "lowered_name": lowered_name, "launch": launch,
-                                   "spec": spec.model_dump(mode="json"), "size": size, "seed": 0}))
+        job = write_job(Path(tmp), spec, cubin, lowered_name, launch, size)
         try:
             done = subprocess.run(sanitizer_command(exe, tool, str(job)), capture_output=True, text=True, errors="replace",
                                   timeout=timeout_s, env=env, cwd=tmp)

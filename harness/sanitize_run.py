@@ -15,6 +15,17 @@ import sys
 from pathlib import Path
 
 
+def write_job(folder: Path, spec, cubin: bytes, lowered_name: str, launch: dict, size: dict[str, int], seed: int = 0) -> Path:
+    """Write ``kernel.cubin`` and ``job.json`` (the format above) into ``folder``; the path of ``job.json``. ``spec``: a
+    :class:`~ptxfactory.protocol.KernelSpec`. Used by compute-sanitizer's runs and Nsight Compute's (:mod:`.ncu`)."""
+    cubin_path = folder / "kernel.cubin"
+    cubin_path.write_bytes(cubin)
+    job = folder / "job.json"
+    job.write_text(json.dumps({"cubin": str(cubin_path), "lowered_name": lowered_name, "launch": launch,
+                               "spec": spec.model_dump(mode="json"), "size": size, "seed": seed}))
+    return job
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
