@@ -1,5 +1,5 @@
-"""The eight naive examples no family knows (issue 12): l2norm_rows, xent_fwd, standardize_rows, rope,
-sgd_momentum, swiglu, stencil5, row_argmax. Each is a kernel as a newcomer writes it, a spec and a Python
+"""The naive examples no family knows (issue 12): l2norm_rows, xent_fwd, standardize_rows, rope,
+sgd_momentum, swiglu, stencil5, row_argmax; and colsum (a column reduction, for the colpar pass). Each is a kernel as a newcomer writes it, a spec and a Python
 reference (``ref.py``, float64) that judges every candidate.
 
 CPU tier (tests/unit/test_examples.py checks every example's spec, compilation, launch and bench sizes too):
@@ -37,7 +37,8 @@ from ptxfactory.search.strategy import original_candidate
 from _generator_support import example_ctx
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
-NAIVE = ("l2norm_rows", "xent_fwd", "standardize_rows", "rope", "sgd_momentum", "swiglu", "stencil5", "row_argmax")
+NAIVE = ("l2norm_rows", "xent_fwd", "standardize_rows", "rope", "sgd_momentum", "swiglu", "stencil5", "row_argmax",
+         "colsum")
 FAMILIES = ("rowwise", "softmax", "rowreduce", "elementwise", "transpose")
 F32 = np.float32
 F64 = np.float64
@@ -280,6 +281,12 @@ def argmax_kernel(v, order="loop", ties="first"):
     return {"vmax": vals[:, 0], "imax": idx[:, 0]}
 
 
+def colsum_kernel(v, total=running_sum, skip_last=False):
+    """Each column's sum down the rows (``total`` along the last axis of x transposed); ``skip_last``: a bug."""
+    x = v["x"][:-1] if skip_last else v["x"]
+    return {"out": total(np.ascontiguousarray(x.T))}
+
+
 @dataclass(frozen=True)
 class Emulation:
     kernel: Callable[[dict], dict]  # the source's own loop and order
@@ -303,6 +310,9 @@ EMULATIONS = {
     "stencil5": Emulation(stencil_kernel, (lambda v: stencil_kernel(v, "pairs"), lambda v: stencil_kernel(v, "rhs_first")),
                           lambda v: stencil_kernel(v, copy_boundary=False)),
     "row_argmax": Emulation(argmax_kernel, (lambda v: argmax_kernel(v, "tree"),), lambda v: argmax_kernel(v, ties="last")),
+    # colpar's order: rows split over 32 threads of a column, each a strided running sum, then combined
+    "colsum": Emulation(colsum_kernel, (lambda v: colsum_kernel(v, total=lambda t: strided_tree_sum(t, threads=32)),),
+                        lambda v: colsum_kernel(v, skip_last=True)),
 }
 assert set(EMULATIONS) == set(NAIVE)
 
