@@ -65,6 +65,22 @@ def test_the_original_becomes_a_ptx_image_with_a_warning_at_the_entry(no_ptxas):
     assert [(m.line, m.severity) for m in messages] == [(line - 1, "warning")] and "driver" in messages[0].text
 
 
+def test_the_editor_analysis_shows_the_warning_and_no_resources(no_ptxas, monkeypatch, tmp_path):
+    """daemon/analysis.py on the example's text: the kernel compiles (the driver's route), with no resources and one
+    warning on the entry's line, which diagnostics.py publishes and hover explains ("no ptxas report")."""
+    from ptxfactory.daemon.analysis import analyse_now
+    from ptxfactory.harness import compile_pool
+
+    monkeypatch.setattr(compile_pool, "_SHARED", CompilePool(workers=0))  # the patched finder must reach the compiler
+    for name in ("rowsum_ptx.ptx", "rowsum_ptx.ptx.toml", "ref.py"):
+        (tmp_path / name).write_text((EXAMPLE.parent / name).read_text())
+    text = EXAMPLE.read_text()
+    kernel = analyse_now(tmp_path / "rowsum_ptx.ptx", text).kernels["rowsum_ptx"]
+    assert not kernel.failed and kernel.mismatch is None and kernel.resources is None
+    assert [(m.line, m.severity) for m in kernel.messages] == [(entry_line(text) - 1, "warning")]
+    assert "ptxas not run" in kernel.messages[0].text and "driver" in kernel.messages[0].text
+
+
 def test_what_the_cpu_can_still_refuse_is_refused_with_its_reason(no_ptxas):
     spec, source = load_job(EXAMPLE, "rowsum_ptx")
     cand = original_candidate(spec, source)
