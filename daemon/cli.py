@@ -1,6 +1,7 @@
 """The ``ptxfactory`` command line: ``optimise`` (the main job, headless), ``serve`` (the daemon), ``lsp`` (an
 editor's stdio bridge to it), ``jobs``/``watch``/``cancel``/``report``/``submit`` (the daemon's jobs), ``lessons``,
-``init`` (a spec scaffolded for a kernel that has none), ``show`` (the PTX or SASS of a job's candidate).
+``init`` (a spec scaffolded for a kernel that has none), ``show`` (the PTX or SASS of a job's candidate), ``profile``
+(a kernel's resources, SASS summary and Nsight Compute counters).
 
 :func:`build_app` builds the typer app; :func:`main` runs it on ``argv`` and returns the exit code.
 Exit codes of ``optimise`` (also in ``--help`` and README.md):
@@ -658,6 +659,42 @@ def show_command(
     sys.stdout.write(shown.text)
 
 
+def profile_command(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="the .cu or .ptx file with the kernel (and FILE.toml)", show_default=False)],
+    kernel: Annotated[str, typer.Option("--kernel", "-k", help="the kernel (__global__ function or .entry)", show_default=False)],
+    candidate: Annotated[int | None, typer.Option("--candidate", "-n", min=0, help="a job's candidate, numbered as in the report (0: the original; default: the kernel as written in FILE)", show_default=False)] = None,
+    counters: Annotated[bool, typer.Option("--counters/--no-counters", help="run Nsight Compute (ncu) for the hardware counters, where a GPU and ncu are")] = True,
+    report_json: Annotated[Path | None, typer.Option("--report", help="a job's report.json, for --candidate (default: the job store, then FILE's ptxfactory-out/KERNEL/report.json)", show_default=False)] = None,
+    store: Annotated[Path | None, typer.Option(help=STORE_HELP, show_default=False)] = None,
+) -> None:
+    """Print a kernel's resources (registers, spills, shared memory, occupancy), its SASS summary and Nsight Compute's
+    counters (or why there are none): what the agents' planner is shown. Exit code 1: bad input."""
+    from .paths import default_jobs_path
+    from .profile import ProfileError, profile
+
+    try:
+        found = profile(file.resolve(), kernel, candidate, report_json, default_jobs_path(store) if candidate is not None else None,
+                        counters=counters)
+    except ProfileError as exc:
+        _error(_console(stderr=True), exc)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    console = _console()
+    console.print(Text(f"{found.what}, {found.arch}; launch {found.candidate.launch.describe()}", style="bold"), soft_wrap=True)
+    table = Table(title=Text("resources (ptxas)"), title_justify="left", show_header=False)
+    r = found.resources
+    for name, value in (("registers/thread", r.registers if r else "?"), ("spills (stored / loaded)", f"{r.spill_stores} B / {r.spill_loads} B" if r else "?"),
+                        ("static shared memory/block", f"{r.shared_bytes} B" if r else "?"), ("local memory (stack)/thread", f"{r.local_bytes} B" if r else "?"),
+                        ("theoretical occupancy", found.occupancy)):
+        table.add_row(Text(name), Text(str(value)))
+    console.print(table)
+    console.print(Text("SASS", style="bold"))
+    console.print(Text(found.sass), soft_wrap=True)
+    size = " ".join(f"{k}={v}" for k, v in found.size.items())
+    console.print(Text(f"Nsight Compute, one launch at {size}", style="bold"))
+    for line in found.counters.lines():
+        console.print(Text(f"- {line}"), soft_wrap=True)
+
+
 def build_app() -> typer.Typer:
     """The ``ptxfactory`` typer app: ``optimise``, ``serve``, ``lsp``, ``jobs``, ``watch``, ``cancel``, ``report``, ``submit``, ``lessons``, ``init``."""
     app = typer.Typer(
@@ -675,6 +712,7 @@ def build_app() -> typer.Typer:
     app.command("lessons")(lessons_command)
     app.command("init")(init_command)
     app.command("show")(show_command)
+    app.command("profile")(profile_command)
     return app
 
 
