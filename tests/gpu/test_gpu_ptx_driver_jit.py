@@ -50,3 +50,22 @@ def test_transform_job_on_a_ptx_kernel_without_ptxas_verifies_through_the_driver
     for row in (original, *verified):
         res = row.result.resources
         assert res is not None and res.registers > 0 and res.max_threads_per_block and res.max_threads_per_block >= 128, (row.candidate.description, res)
+
+
+def test_the_worker_loads_a_ptx_image_and_names_the_jit_when_it_refuses(monkeypatch):
+    """In-process: the example's PTX image loads through the driver (``jit``), with the function's attributes as its
+    resources; PTX the driver cannot compile is refused as "the CUDA driver's JIT refused the PTX"."""
+    from ptxfactory.harness.compile import compile_candidate
+    from ptxfactory.harness.gpu_eval import LoadedKernel
+    from ptxfactory.search.strategy import load_job, original_candidate
+
+    real = cuda_paths.tool_path
+    monkeypatch.setattr(cuda_paths, "tool_path", lambda name: None if name == "ptxas" else real(name))
+    spec, source = load_job(EXAMPLE, "rowsum_ptx")
+    image = compile_candidate(original_candidate(spec, source), spec.arch)
+    assert image.compiler == DRIVER_JIT
+    loaded = LoadedKernel(image.cubin, image.lowered_name, image.candidate.launch)
+    assert loaded.jit and loaded.resources.registers > 0 and loaded.resources.max_threads_per_block >= 128
+    broken = source.replace("add.f32             %f1, %f1, %f2;", "add.f32             %f1, %f1, %nope;").encode() + b"\0"
+    with pytest.raises(RuntimeError, match="the CUDA driver's JIT refused the PTX"):
+        LoadedKernel(broken, "rowsum_ptx", image.candidate.launch)
