@@ -585,11 +585,14 @@ class _Walk:
         return None if off is None or idx is None else add(off, idx)
 
     def strides_columns(self, loop: Node, j: str, index: str) -> bool:
-        """The loop over ``j`` walks columns: every buffer access in it whose index moves with ``j`` is ``a * j + index +
-        b`` (``a`` not 1, ``a`` and ``b`` free of ``index``), and there is at least one; ``index`` is the thread's own
-        (row or column) index. Thread-local arrays are not counted; an index that is no polynomial makes it False."""
+        """The loop over ``j`` walks columns: at least one buffer access in it is ``a * j + index + b`` (``a`` not 1, ``a``
+        and ``b`` free of ``index``: consecutive threads on consecutive elements, iterations a stride apart), and every
+        other access that moves with ``j`` is free of ``index`` (``v[j]``: the same element for every thread); ``index``
+        is the thread's own (row or column) index. Thread-local arrays are not counted; an index that is no polynomial,
+        or that holds ``index`` any other way (``x[index * N + j]``: a row), makes it False."""
         body = loop.child_by_field_name("body")
-        subst = {k: v for k, v in _constants(self.unit.body).items() if k != index}
+        subst = _constants(self.unit.body)
+        mine = subst.pop(index, None)  # what index is initialised from, folded back into index where constants hold it
         found = False
         for n in sx.walk(body):
             if n.type == "call_expression" and sx.call_name(n) in LOAD_FUNCS | STORE_FUNCS and sx.call_args(n):
@@ -601,12 +604,16 @@ class _Walk:
                 continue
             if base in self.arrays or base not in self.roots:
                 continue
+            if f is not None and mine:
+                k = f.get(next(iter(mine)), 0) // next(iter(mine.values()))
+                if k and all(f.get(m) == k * c for m, c in mine.items()):
+                    f = add(add(f, {m: -k * c for m, c in mine.items()}), {(index,): k})
             parts = None if f is None else split(f, j)
             if parts is None:
                 return False
             a, b = parts
-            if not a:
-                continue  # the same element in every iteration
+            if not a or not any(index in m for m in list(a) + list(b)):
+                continue  # the same element in every iteration, or for every thread
             if a == {(): 1} or any(index in m for m in a) or b.get((index,)) != 1 or any(
                     index in m for m in b if m != (index,)):
                 return False
