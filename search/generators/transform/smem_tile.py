@@ -111,6 +111,7 @@ class _Plan:
     k_end: str  # C expression: one past the last k
     post: list[Node]
     operands: list[_Operand]
+    dropped: set[int]  # loop-body declarations of index constants only the staged loads used
     launch: LaunchConfig
 
 
@@ -160,13 +161,13 @@ class SmemTilePass(PlannedPass):
         body = loop.child_by_field_name("body")
         acc, acc_decl, acc_type = _accumulator(unit, body, k, pre)
         consts = _compose({**_merge_constants(pre), **_constants(loop)}, {y.name, x.name, k, acc})
-        operands = _operands(unit, body, k, y.name, x.name, acc, uniform, consts)
+        operands, dropped = _operands(unit, body, k, y.name, x.name, acc, uniform, consts)
         _check_post(post, pre, y.name, x.name)
         self._check_shared(operands)
         launch = self._launch(unit, {side: rows_expression(unit, node) for side, node in parts["bound_nodes"].items()})
         end = f"({sx.text(k_end[0])})" + (" + 1" if k_end[1] else "")
         return _Plan(y, x, uniform_stmts, cond, negated, parts["text"], pre, acc_decl, acc, acc_type, loop, k, k_type,
-                     k_start, end, post, operands, launch)
+                     k_start, end, post, operands, {d.id for d in dropped}, launch)
 
     def _check_shared(self, operands: list[_Operand]) -> None:
         total = sum(self.tk * ((self.tm if o.side == "y" else self.tn) + 1) * ELEMENT_BYTES[o.ctype] for o in operands)
@@ -252,7 +253,7 @@ class SmemTilePass(PlannedPass):
         mine = "ptxf_acc[ptxf_i][ptxf_j]"
         if init is None:
             raise Refused("the accumulator has no initial value")  # checked in _accumulator
-        if sx.is_number(init) and len(p.pre) == 1:
+        if sx.is_number(init):  # the same for every output: no declaration needed
             return [f"    {mine} = {sx.text(init)};"]
         lines = [f"    {mine} = 0;", f"    if ({self._guard_text(p)}) {{"]
         lines += ["        " + sx.text(s) for s in p.pre]
@@ -297,6 +298,8 @@ class SmemTilePass(PlannedPass):
         k_text = f"(({p.k_type})(ptxf_kb + ptxf_kk))".encode()
 
         def replace(node: Node) -> bytes | None:
+            if node.id in p.dropped:
+                return b""
             if node.id in reads:
                 return reads[node.id]
             if sx.is_ident(node, p.acc):
@@ -492,6 +495,10 @@ def _accumulator(unit: Unit, body: Node, k: str, pre: list[Node]) -> tuple[str, 
             raise Refused(f"a branch or loop inside the inner-product loop ({n.type})")
         if n.type == "binary_expression" and sx.operator(n) in ("&&", "||"):
             raise Refused("a short-circuit condition inside the inner-product loop")
+        target = n.child_by_field_name("left") if n.type == "assignment_expression" else (
+            n.child_by_field_name("argument") if n.type == "update_expression" else None)
+        if target is not None and not sx.is_ident(sx.unparen(target)):
+            raise Refused(f"the loop writes memory ({sx.text(n)!r})")
     carried = sx.written_names(body) - declared - {k}
     accs = loop_accumulators(body, carried, k) if carried else None
     if not accs or len(accs) != 1:
@@ -541,8 +548,9 @@ def _substitute(p: Poly, consts: dict[str, Poly]) -> Poly:
 
 
 def _operands(unit: Unit, body: Node, k: str, y: str, x: str, acc: str, uniform: set[str],
-              consts: dict[str, Poly]) -> list[_Operand]:
-    """Every load of the loop, by buffer and index, with its side; refuses any other use of memory or of the indices."""
+              consts: dict[str, Poly]) -> tuple[list[_Operand], list[Node]]:
+    """Every load of the loop, by buffer and index, with its side, and the index declarations only those loads use;
+    refuses any other use of memory or of the indices."""
     pointers = unit.pointers
     local = sx.declared_names(body)
     found: dict[tuple, _Operand] = {}
@@ -565,8 +573,9 @@ def _operands(unit: Unit, body: Node, k: str, y: str, x: str, acc: str, uniform:
         if p is None:
             raise Refused(f"the index of {sx.text(n)!r} is not a polynomial")
         names = {v for mono in p for v in mono}
-        if not names <= uniform | {k, y, x}:
-            raise Refused(f"the index of {sx.text(n)!r} uses {sorted(names - uniform - {k, y, x})}, not uniform")
+        allowed = uniform | UNIFORM_BUILTINS | {k, y, x}
+        if not names <= allowed:
+            raise Refused(f"the index of {sx.text(n)!r} uses {sorted(names - allowed)}, not uniform over the block")
         parts = split(p, k)
         if parts is None or not parts[0]:
             raise Refused(f"the load {sx.text(n)!r} does not advance with {k}")
@@ -591,6 +600,8 @@ def _operands(unit: Unit, body: Node, k: str, y: str, x: str, acc: str, uniform:
         raise Refused("no loads in the loop")
     if len(found) > MAX_OPERANDS:
         raise Refused(f"{len(found)} distinct loads in the loop (at most {MAX_OPERANDS} are staged)")
+    dropped = _index_declarations(body, consts, inside)
+    inside |= {m.id for d in dropped for m in sx.walk(d)}
     for n in sx.walk(body):
         if n.id in inside or n.type != "identifier" or (n.parent is not None and n.parent.type == "call_expression"
                                                         and n.parent.child_by_field_name("function") == n):
@@ -603,7 +614,27 @@ def _operands(unit: Unit, body: Node, k: str, y: str, x: str, acc: str, uniform:
     for n in sx.walk(body):
         if n.type == "call_expression" and sx.call_name(n) not in PURE_CALLS:
             raise Refused(f"a call to {sx.text(n.child_by_field_name('function'))} in the loop")
-    return list(found.values())
+    return list(found.values()), dropped
+
+
+def _index_declarations(body: Node, consts: dict[str, Poly], inside: set[int]) -> list[Node]:
+    """The loop body's declarations of index constants (``int xi = ci * P + p;``) used only in staged loads: gone
+    from the per-output body, where the tiles replace the loads."""
+    if body.type != "compound_statement":
+        return []
+    out = []
+    for s in sx.statements(body):
+        if s.type != "declaration":
+            continue
+        names = [sx.text(sx.innermost_identifier(d)) for d in s.children_by_field_name("declarator")]
+        if not names or any(d.type != "init_declarator" for d in s.children_by_field_name("declarator")) \
+                or not all(v in consts for v in names):
+            continue
+        uses = [n for n in sx.walk(body) if n.type == "identifier" and sx.text(n) in names
+                and not s.start_byte <= n.start_byte < s.end_byte]
+        if all(n.id in inside for n in uses):
+            out.append(s)
+    return out
 
 
 def _check_post(post: list[Node], pre: list[Node], y: str, x: str) -> None:

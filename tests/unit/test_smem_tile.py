@@ -1,0 +1,350 @@
+"""CPU tests of the ``smem_tile`` pass (a thread-per-output inner-product loop -> shared-memory tiles, a register
+tile of outputs per thread).
+
+Each kernel is small and hand-written the way a first version is (a naive GEMM, transposed operands, leading
+dimensions as scalars, a bias and alpha/beta epilogue, a batch from ``blockIdx.z``, a 1x1 convolution as a
+GEMM): what the pass writes (tiles, thread order of the loads, the launch), what it refuses and why, and every
+output compiled with NVRTC through the transform generator's candidate.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ptxfactory.harness.compile import CompileFailed, compile_candidate
+from ptxfactory.protocol import evaluate, parse_spec
+from ptxfactory.search.generators.transform import PASSES, TransformGenerator
+from ptxfactory.search.generators.transform.smem_tile import CONFIGS, SmemTilePass
+
+from _generator_support import example_ctx
+from test_transform import make_ctx, spec_for, unit
+
+GEMM_ARGS = """
+  { name = "A", role = "in", dtype = "f32", shape = ["M", "K"] },
+  { name = "B", role = "in", dtype = "f32", shape = ["K", "N"] },
+  { name = "C", role = "out", dtype = "f32", shape = ["M", "N"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+  { name = "K", role = "scalar", dtype = "i32", value = "K" },
+"""
+GRID = '["cdiv(N, 16)", "cdiv(M, 16)"]'
+SIZES = "[{ M = 33, N = 65, K = 100 }, { M = 1, N = 1, K = 1 }]"
+
+
+def spec3(args: str, grid: str, sizes: str, bench: str):
+    """A spec with its own bench size (spec_for's sets every symbol to 4096: too large a 3-D buffer)."""
+    return parse_spec(f"""
+[kernel.k]
+args = [{args}]
+launch = {{ grid = {grid}, block = [16, 16], policy = "free" }}
+[kernel.k.check]
+rtol = 1e-4
+atol = 1e-4
+sizes = {sizes}
+[kernel.k.bench]
+sizes = [{bench}]
+""").kernels["k"]
+
+
+def gemm_spec(name="k", args=GEMM_ARGS, **kw):
+    kw.setdefault("grid", GRID)
+    kw.setdefault("block", "[16, 16]")
+    kw.setdefault("sizes", SIZES)
+    return spec_for(name, args, **kw)
+
+
+NAIVE = """
+extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K)
+{
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < M && col < N) {
+        float acc = 0.0f;
+        for (int k = 0; k < K; k++)
+            acc += A[row * K + k] * B[k * N + col];
+        C[row * N + col] = acc;
+    }
+}
+"""
+
+# B stored transposed ([N, K]), leading dimensions as scalars, 64-bit indices, an early return, alpha/beta and a
+# bias in the epilogue, the accumulator read through loop-local names
+GEMM_NT_ARGS = """
+  { name = "A", role = "in", dtype = "f32", shape = ["M", "K"] },
+  { name = "B", role = "in", dtype = "f32", shape = ["N", "K"] },
+  { name = "bias", role = "in", dtype = "f32", shape = ["N"] },
+  { name = "C", role = "inout", dtype = "f32", shape = ["M", "N"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+  { name = "K", role = "scalar", dtype = "i32", value = "K" },
+  { name = "lda", role = "scalar", dtype = "i32", value = "K" },
+  { name = "ldb", role = "scalar", dtype = "i32", value = "K" },
+  { name = "alpha", role = "scalar", dtype = "f32", value = 1.5 },
+  { name = "beta", role = "scalar", dtype = "f32", value = 0.5 },
+"""
+GEMM_NT = """
+extern "C" __global__ void k(const float* A, const float* B, const float* bias, float* C, int M, int N, int K,
+                             int lda, int ldb, float alpha, float beta)
+{
+    const int col = threadIdx.x + blockIdx.x * blockDim.x;
+    const int row = threadIdx.y + blockDim.y * blockIdx.y;
+    if (row >= M || col >= N) return;
+    const size_t arow = (size_t)row * lda;
+    float sum = 0.0f;
+    for (int k = 0; k < K; ++k) {
+        float a = A[arow + k];
+        float b = B[(size_t)col * ldb + k];
+        sum += a * b;
+    }
+    float out = alpha * sum + beta * C[(size_t)row * N + col];
+    C[(size_t)row * N + col] = out + bias[col];
+}
+"""
+
+# A stored transposed ([K, M]): its k has the stride M, its row the stride 1
+GEMM_TN_ARGS = """
+  { name = "A", role = "in", dtype = "f32", shape = ["K", "M"] },
+  { name = "B", role = "in", dtype = "f32", shape = ["K", "N"] },
+  { name = "C", role = "out", dtype = "f32", shape = ["M", "N"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+  { name = "K", role = "scalar", dtype = "i32", value = "K" },
+"""
+GEMM_TN = """
+extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K)
+{
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < M && col < N) {
+        double acc = 0.0;
+        for (int k = 0; k < K; k++) acc += (double)A[k * M + row] * B[k * N + col];
+        C[row * N + col] = (float)acc;
+    }
+}
+"""
+
+BATCHED_ARGS = """
+  { name = "A", role = "in", dtype = "f32", shape = ["Bt", "M", "K"] },
+  { name = "B", role = "in", dtype = "f32", shape = ["Bt", "K", "N"] },
+  { name = "C", role = "out", dtype = "f32", shape = ["Bt", "M", "N"] },
+  { name = "batch", role = "scalar", dtype = "i32", value = "Bt" },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+  { name = "K", role = "scalar", dtype = "i32", value = "K" },
+"""
+BATCHED = """
+extern "C" __global__ void k(const float* A, const float* B, float* C, int batch, int M, int N, int K)
+{
+    int b = blockIdx.z;
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b < batch && row < M && col < N) {
+        float acc = 0.0f;
+        for (int k = 0; k < K; k++)
+            acc += A[(b * M + row) * K + k] * B[(b * K + k) * N + col];
+        C[(b * M + row) * N + col] = acc;
+    }
+}
+"""
+BATCHED_SIZES = "[{ Bt = 3, M = 33, N = 65, K = 100 }]"
+
+# a 1x1 convolution (NCHW) as a GEMM: output channel = row, pixel = column, input channel = k, image = z
+CONV_ARGS = """
+  { name = "w", role = "in", dtype = "f32", shape = ["Co", "Ci"] },
+  { name = "x", role = "in", dtype = "f32", shape = ["Nb", "Ci", "P"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["Nb", "Co", "P"] },
+  { name = "bias", role = "in", dtype = "f32", shape = ["Co"] },
+  { name = "Co", role = "scalar", dtype = "i32", value = "Co" },
+  { name = "Ci", role = "scalar", dtype = "i32", value = "Ci" },
+  { name = "P", role = "scalar", dtype = "i32", value = "P" },
+"""
+CONV = """
+extern "C" __global__ void k(const float* w, const float* x, float* y, const float* bias, int Co, int Ci, int P)
+{
+    int p = blockIdx.x * blockDim.x + threadIdx.x;
+    int co = blockIdx.y * blockDim.y + threadIdx.y;
+    const int n = blockIdx.z;
+    if (co < Co && p < P) {
+        float acc = bias[co];
+        for (int ci = 0; ci < Ci; ci++) {
+            int xi = (n * Ci + ci) * P + p;
+            acc = acc + w[co * Ci + ci] * x[xi];
+        }
+        y[(n * Co + co) * P + p] = fmaxf(acc, 0.0f);
+    }
+}
+"""
+CONV_SIZES = "[{ Nb = 2, Co = 40, Ci = 19, P = 300 }]"
+CONV_GRID = '["cdiv(P, 16)", "cdiv(Co, 16)", "Nb"]'
+
+
+def tile(rm: int) -> SmemTilePass:
+    return next(p for p in PASSES if isinstance(p, SmemTilePass) and p.rm == rm)
+
+
+def compiled(source: str, spec, p: SmemTilePass) -> str:
+    """The transform generator's single-pass candidate compiles with NVRTC without spills; returns its kernel text."""
+    ctx = make_ctx(source, spec)
+    out = p.apply(unit(source, spec))
+    cand = TransformGenerator().candidate(ctx, out, [p])
+    assert cand is not None and cand.params[f"pass:{p.name}"] == 1
+    r = compile_candidate(cand, "sm_90a")
+    assert not isinstance(r, CompileFailed), r.log
+    assert r.resources.spill_stores == 0 and r.resources.local_bytes == 0, r.resources
+    assert r.resources.shared_bytes > 0
+    return cand.kernel_text
+
+
+def test_registered_variants_are_the_configurations_in_group_grid():
+    names = [p.name for p in PASSES if isinstance(p, SmemTilePass)]
+    assert names == [f"smem_tile_{rm}x{rn}" for rm, rn, _ in CONFIGS]
+    assert all(p.group == "grid" and p.exact for p in PASSES if isinstance(p, SmemTilePass))
+    with pytest.raises(ValueError):
+        SmemTilePass(0, 4, 16)
+
+
+@pytest.mark.parametrize("rm,rn,tk", CONFIGS)
+def test_naive_gemm_tiles_and_launch(rm, rn, tk):
+    spec = gemm_spec()
+    u = unit(NAIVE, spec)
+    p = SmemTilePass(rm, rn, tk)
+    assert p.why_not(u) is None
+    out = p.apply(u)
+    tm, tn = 16 * rm, 16 * rn
+    assert out.launch.block == [16, 16]
+    assert [evaluate(g, {"M": 1000, "N": 1000, "K": 7}) for g in out.launch.grid] == [-(-1000 // tn), -(-1000 // tm)]
+    text = compiled(NAIVE, spec, p)
+    assert f"__shared__ float ptxf_s0[{tk}][{tm + 1}];" in text and f"__shared__ float ptxf_s1[{tk}][{tn + 1}];" in text
+    assert text.count("__syncthreads();") == 2 and f"float ptxf_acc[{rm}][{rn}];" in text
+    # A's k has stride 1: consecutive threads along k; B's column has stride 1: consecutive threads along the column
+    assert f"const int ptxf_kk = ptxf_e % {tk}, ptxf_m = ptxf_e / {tk};" in text
+    assert f"const int ptxf_m = ptxf_e % {tn}, ptxf_kk = ptxf_e / {tn};" in text
+    # zero-filled outside the guard and past K; the guard stays on the store, per output
+    assert "ptxf_kk < ptxf_kn && (row < M) ? A[" in text and ": float();" in text
+    assert re.search(r"if \(row < M && col < N\) \{\s*float acc = ptxf_acc\[ptxf_i\]\[ptxf_j\];\s*C\[row \* N \+ col\] = acc;", text)
+    # the loop body per output, k ascending; a partial last step runs only the k the loop has
+    assert "ptxf_acc[ptxf_i][ptxf_j] += ptxf_s0[ptxf_kk][threadIdx.y + ptxf_i * 16] * ptxf_s1[ptxf_kk][threadIdx.x + ptxf_j * 16];" in text
+    assert "for (int ptxf_kk = 0; ptxf_kk < ptxf_kn; ++ptxf_kk)" in text
+
+
+def test_transposed_b_leading_dimensions_early_return_and_epilogue():
+    spec = gemm_spec(args=GEMM_NT_ARGS)
+    p = tile(4)
+    assert p.why_not(unit(GEMM_NT, spec)) is None
+    text = compiled(GEMM_NT, spec, p)
+    # both operands advance along k with stride 1: both loads consecutive along k
+    assert text.count("const int ptxf_kk = ptxf_e % 16, ptxf_m = ptxf_e / 16;") == 2
+    # the index through the row's constant (arow = row * lda), in 64 bits
+    assert "A[(long long)(k) + (long long)(lda) * (long long)(row)]" in text
+    assert "B[(long long)(col) * (long long)(ldb) + (long long)(k)]" in text
+    # the early return's condition, negated, guards loads and outputs
+    assert "(!(row >= M))" in text and "if (!(row >= M || col >= N)) {" in text
+    assert "float sum = ptxf_acc[ptxf_i][ptxf_j];" in text and "C[(size_t)row * N + col] = out + bias[col];" in text
+    # loop-local names stay in the per-output body
+    assert "float a = ptxf_s0[ptxf_kk][threadIdx.y + ptxf_i * 16];" in text
+
+
+def test_transposed_a_loads_along_the_row_and_a_double_accumulator():
+    spec = gemm_spec(args=GEMM_TN_ARGS)
+    text = compiled(GEMM_TN, spec, tile(2))
+    assert "double ptxf_acc[2][2];" in text
+    assert text.count("const int ptxf_m = ptxf_e % 32, ptxf_kk = ptxf_e / 32;") == 2  # A: row stride 1, B: col stride 1
+    assert "(double)ptxf_s0[ptxf_kk][threadIdx.y + ptxf_i * 16] * ptxf_s1" in text
+
+
+def test_batched_gemm_keeps_the_batch_on_z_and_its_uniform_guard():
+    spec = spec3(BATCHED_ARGS, '["cdiv(N, 16)", "cdiv(M, 16)", "Bt"]', BATCHED_SIZES, "{ Bt = 8, M = 1024, N = 1000, K = 512 }")
+    p = tile(4)
+    out = p.apply(unit(BATCHED, spec))
+    assert out.launch.grid == ["cdiv((N), 64)", "cdiv((M), 64)", "Bt"]
+    text = compiled(BATCHED, spec, p)
+    assert "int b = blockIdx.z;" in text
+    assert "ptxf_kk < ptxf_kn && (row < M) && (b < batch) ? A[" in text
+    assert "ptxf_kk < ptxf_kn && (col < N) && (b < batch) ? B[" in text
+
+
+def test_pointwise_convolution_as_gemm_with_a_bias_initialised_accumulator():
+    spec = spec3(CONV_ARGS, CONV_GRID, CONV_SIZES, "{ Nb = 16, Co = 256, Ci = 128, P = 3136 }")
+    u = unit(CONV, spec)
+    p = tile(2)
+    assert p.why_not(u) is None, p.why_not(u)
+    text = compiled(CONV, spec, p)
+    # the initial value is the output's own (bias[co]), read under the guard
+    assert re.search(r"ptxf_acc\[ptxf_i\]\[ptxf_j\] = 0;\s*if \(co < Co && p < P\) \{", text)
+    assert "ptxf_acc[ptxf_i][ptxf_j] = acc;" in text
+    # x's index through the loop-local constant xi; the image index from blockIdx.z
+    assert "x[(long long)(Ci) * (long long)(P) * (long long)(n) + (long long)(P) * (long long)(ci) + (long long)(p)]" in text
+    assert "y[(n * Co + co) * P + p] = fmaxf(acc, 0.0f);" in text
+
+
+REFUSED = {
+    "1-D kernel": ("""
+extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < M * N) {
+        float acc = 0.0f;
+        for (int k = 0; k < K; k++) acc += A[(i / N) * K + k] * B[k * N + i % N];
+        C[i] = acc;
+    }
+}""", "not a 2-D thread-per-output kernel"),
+    "load on both indices": (NAIVE.replace("A[row * K + k]", "A[row * K + col + k]"), "depends on both the row and the column"),
+    "load without k": (NAIVE.replace("A[row * K + k]", "A[row * K]"), "does not advance with k"),
+    "load without row or col": (NAIVE.replace("A[row * K + k]", "A[k]"), "depends on neither"),
+    "non-uniform stride": (NAIVE.replace("A[row * K + k]", "A[row * K + k * row]"), "stride of k"),
+    "not a polynomial": (NAIVE.replace("A[row * K + k]", "A[(row * K + k) / 2]"), "not a polynomial"),
+    "triangular loop": (NAIVE.replace("k < K", "k <= row"), "not uniform over the block"),
+    "write in the loop": (NAIVE.replace("acc += A[row * K + k] * B[k * N + col];",
+                                        "{ acc += A[row * K + k] * B[k * N + col]; C[row * N + k] = 0.0f; }"),
+                          "the loop writes memory"),
+    "load of a written buffer": (NAIVE.replace("B[k * N + col]", "C[k * N + col]"), "written or aliased"),
+    "two accumulators": (NAIVE.replace("float acc = 0.0f;", "float acc = 0.0f, c2 = 0.0f;")
+                         .replace("acc += A[row * K + k] * B[k * N + col];",
+                                  "{ acc += A[row * K + k] * B[k * N + col]; c2 += A[row * K + k]; }"), "not one recognised"),
+    "branch in the loop": (NAIVE.replace("acc += A[row * K + k] * B[k * N + col];",
+                                         "if (k != row) acc += A[row * K + k] * B[k * N + col];"), "a branch or loop"),
+    "row outside a load": (NAIVE.replace("acc += A[row * K + k] * B[k * N + col];",
+                                         "acc += A[row * K + k] * B[k * N + col] * row;"), "row used in the loop"),
+    "guard on both": (NAIVE.replace("row < M && col < N", "row < M && col < N && col <= row"), "about both"),
+    "shared memory": (NAIVE.replace("float acc = 0.0f;", "__shared__ float t[16]; float acc = 0.0f;"), "shared memory"),
+    "barrier": (NAIVE.replace("C[row * N + col] = acc;", "__syncthreads(); C[row * N + col] = acc;"), "__syncthreads"),
+    "return in the epilogue": (NAIVE.replace("C[row * N + col] = acc;", "if (acc > 0) return; C[row * N + col] = acc;"),
+                               "a return in the guarded code"),
+    "thread state in the epilogue": (NAIVE.replace("int col =", "int hits = 0; int col =")
+                                     .replace("C[row * N + col] = acc;", "hits++; C[row * N + col] = acc + hits;"),
+                                     "not uniform over the block"),
+    "no loop": (NAIVE.replace("for (int k = 0; k < K; k++)\n            acc += A[row * K + k] * B[k * N + col];", ""),
+                "0 top-level for loops"),
+    "blockDim elsewhere": (NAIVE.replace("C[row * N + col] = acc;", "C[row * N + col] = acc * blockDim.x;"),
+                           "blockDim.x used beyond"),
+    "launch bounds": (NAIVE.replace('extern "C" __global__ void', 'extern "C" __global__ void __launch_bounds__(256)'),
+                      "__launch_bounds__"),
+    "bound not a spec scalar": (NAIVE.replace("col < N", "col < (N | 1)"), "bound is not an expression"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(REFUSED))
+def test_refusals_say_why(what):
+    source, reason = REFUSED[what]
+    why = tile(4).why_not(unit(source, gemm_spec()))
+    assert why is not None and reason in why, why
+
+
+def test_a_fixed_launch_and_a_launch_covering_less_than_the_guard_are_refused():
+    assert 'policy = "fixed"' in tile(4).why_not(unit(NAIVE, gemm_spec(policy="fixed")))
+    short = gemm_spec(grid='["cdiv(N, 32)", "cdiv(M, 16)"]')  # half the columns: the guard allows more than ran
+    assert "covers fewer" in tile(4).why_not(unit(NAIVE, short))
+
+
+def test_the_example_gets_every_tile_and_every_proposal_compiles():
+    ctx = example_ctx("matmul_naive")
+    cands = TransformGenerator().propose(ctx)
+    names = {c.description for c in cands}
+    assert {f"transform smem_tile_{rm}x{rn}" for rm, rn, _ in CONFIGS} <= names
+    assert any("smem_tile_4x4" in n and "ldg" in n for n in names)  # chained: the staged loads then get the hint
+    for c in cands:
+        r = compile_candidate(c, "sm_90a")
+        assert not isinstance(r, CompileFailed), (c.description, r.log)
+        if any(k.startswith("pass:smem_tile") for k in c.params):
+            assert c.launch.block == [16, 16] and r.resources.spill_stores == 0
