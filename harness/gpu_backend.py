@@ -215,6 +215,20 @@ class GpuBackend:
             return await asyncio.to_thread(sanitize_pair, spec, baseline, candidate, smallest_check_size(spec),
                                            find_sanitizer(), env=env)
 
+    async def profile(self, spec: KernelSpec, candidate: Compiled, timeout_s: float | None = None):
+        """Nsight Compute's counters of one launch of ``candidate`` at the largest timed size (:mod:`.ncu`), on a thread,
+        while no evaluation runs; a :class:`~.ncu.Counters` (never raises for the tool's absence or refusal)."""
+        import os
+
+        from .ncu import NCU_TIMEOUT_S, find_ncu, profile_launch, profile_size
+
+        env = dict(os.environ)
+        env.setdefault("CUDA_VISIBLE_DEVICES", str(self.worker.device))
+        async with self._lock:
+            return await asyncio.to_thread(profile_launch, find_ncu(), spec, candidate.cubin, candidate.lowered_name,
+                                           candidate.candidate.launch.model_dump(), profile_size(spec),
+                                           timeout_s or NCU_TIMEOUT_S, env)
+
     async def close(self) -> None:
         self.worker.kill()
 

@@ -49,11 +49,13 @@ _PERMISSION = "ERR_NVGPUCTRPERM"
 @dataclass(frozen=True)
 class Counters:
     """One launch's counters: ``values`` (raw metric name -> number) and ``units`` (name -> ncu's unit), or the
-    ``problem`` that kept ncu from reading them (values empty)."""
+    ``problem`` that kept ncu from reading them (values empty); ``lasting``: a problem that trying again on this host
+    will not cure (no ncu, counters refused)."""
 
     values: dict[str, float] = field(default_factory=dict)
     units: dict[str, str] = field(default_factory=dict)
     problem: str | None = None
+    lasting: bool = False
 
     @property
     def ok(self) -> bool:
@@ -153,7 +155,8 @@ def read_output(text: str, lowered_name: str) -> Counters:
     reason there are none: counters refused (``ERR_NVGPUCTRPERM``), ncu's first error, no launch profiled."""
     if _PERMISSION in text:
         return Counters(problem="the driver refuses the GPU's performance counters to this user (ERR_NVGPUCTRPERM: "
-                                "profiling needs admin rights, or the nvidia module's NVreg_RestrictProfilingToAdminUsers=0)")
+                                "profiling needs admin rights, or the nvidia module's NVreg_RestrictProfilingToAdminUsers=0)",
+                        lasting=True)
     launches = [r for r in parse_raw_csv(text) if r.get("Kernel Name", ("", ""))[0] in (lowered_name, "")] or parse_raw_csv(text)
     values, units = {}, {}
     if launches:
@@ -185,7 +188,7 @@ def profile_launch(exe: str | None, spec: KernelSpec, cubin: bytes, lowered_name
     from .sanitize_run import write_job
 
     if exe is None:
-        return Counters(problem=not_found_reason(env))
+        return Counters(problem=not_found_reason(env), lasting=True)
     with tempfile.TemporaryDirectory(prefix="ptxf-ncu-") as tmp:
         job = write_job(Path(tmp), spec, cubin, lowered_name, launch, size)
         try:  # a session of its own: at the time limit ncu and the program it runs are killed together

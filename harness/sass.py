@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ptxfactory.protocol import Candidate, CompileFailed, Resources
+from ptxfactory.protocol import Candidate, CompileFailed
 
 from . import cuda_paths
 
@@ -265,21 +265,12 @@ def summarise(sass: str, function: str | None = None) -> SassSummary:
     return SassSummary(whole=Mix.of(lines), loops=mixes, loop_text="\n".join(quoted), function=function if found else None)
 
 
-def resources_line(resources: Resources | None) -> str:
-    """Registers, spills and local memory from ptxas's report, on one line (or why there is none)."""
-    if resources is None:
-        return "resources: not reported by ptxas"
-    r = resources
-    return (f"resources: {r.registers} registers/thread, {r.shared_bytes} B static shared/block, {r.local_bytes} B "
-            f"local (stack)/thread, spills: {r.spill_stores} B stored, {r.spill_loads} B loaded")
-
-
 def candidate_summary(candidate: Candidate, arch: str, timeout_s: float = DISASSEMBLE_TIMEOUT_S) -> str:
-    """The bounded SASS summary of a candidate as text (its resources line first), or ``SASS unavailable: WHY``.
+    """The bounded SASS summary of a candidate as text (:meth:`SassSummary.text`), or ``SASS unavailable: WHY``.
     Blocking (compiles, runs a disassembler): run it in the compile pool."""
     try:
         compiled = compiled_for(candidate, arch)
         sass = disassemble(compiled.cubin, timeout_s)
     except SassError as exc:
         return f"SASS unavailable: {exc}"
-    return f"- {resources_line(compiled.resources)}\n{summarise(sass, compiled.lowered_name).text()}"
+    return summarise(sass, compiled.lowered_name).text()

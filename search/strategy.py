@@ -33,6 +33,7 @@ from ptxfactory.protocol import (
 from ptxfactory.protocol.job import best_row, noise_hi
 
 from .agents.arm import JobView
+from .agents.evidence import profiler
 from .base import GenContext
 from .generators import load as load_generator
 from .lessons import LessonStore
@@ -209,7 +210,8 @@ async def optimise(
     for g in arms.values():
         await g.start_job(JobView(job_id=job_id, spec=spec, kernel_class=kernel_class, arch=spec.arch, store=store,
                                   facts=facts, baseline_key=original.key,
-                                  say=lambda m: notify(Progress(len(rows), search.total_estimate(len(rows)), m))))
+                                  say=lambda m: notify(Progress(len(rows), search.total_estimate(len(rows)), m)),
+                                  pool=pool, profile=profiler(backend, pool, spec)))
 
     async def record(cand: Candidate, result: EvalResult, fresh: bool) -> CandidateRow:
         row = CandidateRow(candidate=cand, result=result)

@@ -13,7 +13,7 @@ generator has them (duck-typed, so the search needs no import of this package):
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -24,7 +24,9 @@ from ptxfactory.protocol.agent import AgentSpend
 @dataclass(frozen=True)
 class JobView:
     """What an arm sees of the job: its id, spec, kernel class and architecture, the lesson store (None: no
-    store), the GPU's facts (None: no GPU), the original's key, and ``say`` (a progress message to the user)."""
+    store), the GPU's facts (None: no GPU), the original's key, ``say`` (a progress message to the user), the job's
+    compile ``pool`` (None: the shared one) and ``profile`` (a candidate's Nsight Compute counters, a worker-side run:
+    :func:`.evidence.profiler`; None: the backend cannot profile)."""
 
     job_id: str
     spec: KernelSpec
@@ -34,6 +36,8 @@ class JobView:
     facts: GpuFacts | None
     baseline_key: str
     say: Callable[[str], None]
+    pool: Any | None = None
+    profile: Callable[[Candidate], Awaitable[Any]] | None = None
 
 
 class Arm(Protocol):

@@ -1,14 +1,19 @@
 """What the planner is shown, as text: the spec, resources, the roofline position of the best so far,
-the rejected candidates with their reasons, past lessons, and (when available) SASS and profiler counters."""
+the rejected candidates with their reasons, past lessons, the parent's SASS summary (:mod:`ptxfactory.harness.sass`)
+and its Nsight Compute counters (:mod:`ptxfactory.harness.ncu`), or why either is unavailable. Each part is bounded."""
 from __future__ import annotations
 
+import asyncio
 import re
-import shutil
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from ptxfactory.protocol import CandidateRow, GpuFacts, KernelSpec, Measured
+from ptxfactory.protocol import Candidate, CandidateRow, CompileFailed, GpuFacts, KernelSpec, Measured
 
 MAX_REJECTED = 8
 MAX_LESSONS = 10
+SASS_TIMEOUT_S = 120.0  # compiling and disassembling the parent for the planner, seconds
+COUNTERS_TIMEOUT_S = 90.0  # one ncu run for the planner, seconds
 
 
 def signature(kernel_text: str, name: str) -> str:
@@ -97,19 +102,58 @@ def lessons_text(lessons: list[dict]) -> str:
     return "\n".join(out)
 
 
-def sass_text(sass: str | None = None) -> str:
-    """The hot loop's SASS when the job has it; otherwise why not (no disassembler, or no cubin handed over)."""
-    if sass:
-        return f"```\n{sass}\n```"
-    if not (shutil.which("nvdisasm") or shutil.which("cuobjdump")):
-        return "not available (no nvdisasm or cuobjdump on this machine)"
-    return "not available (the job does not hand compiled binaries to the agents yet)"
+async def sass_text(candidate: Candidate, arch: str, pool=None, timeout_s: float = SASS_TIMEOUT_S) -> str:
+    """The SASS summary of ``candidate`` (instruction mix of the whole kernel and of its hot loops, the hot loops'
+    instructions; bounded: :func:`ptxfactory.harness.sass.candidate_summary`), compiled and disassembled in the compile
+    ``pool``'s processes (default: the shared one), never on the event loop; or ``SASS unavailable: WHY``."""
+    from ptxfactory.harness.compile_pool import shared_pool
+    from ptxfactory.harness.sass import candidate_summary
+
+    try:
+        return await asyncio.wait_for((pool or shared_pool()).run(candidate_summary, candidate, arch), timeout_s)
+    except asyncio.TimeoutError:
+        return f"SASS unavailable: compiling and disassembling took more than {timeout_s:g} s"
+    except Exception as exc:  # noqa: BLE001: evidence is never worth a failed plan
+        return f"SASS unavailable: {type(exc).__name__}: {str(exc)[:200]}"
 
 
-def counters_text(counters: dict | None = None) -> str:
-    """Nsight Compute counters of the best so far when profiled; otherwise why not."""
-    if counters:
-        return "\n".join(f"- {k}: {v}" for k, v in counters.items())
-    if not shutil.which("ncu"):
-        return "not available (Nsight Compute, ncu, is not installed here)"
-    return "not available (profiling, `ptxfactory profile`, is not part of the job yet)"
+Profiler = Callable[[Candidate], Awaitable[Any]]
+
+
+def profiler(backend, pool, spec: KernelSpec, timeout_s: float = COUNTERS_TIMEOUT_S) -> Profiler | None:
+    """What the job gives the arms (:attr:`~.arm.JobView.profile`): a coroutine function that compiles a candidate in
+    ``pool`` and has ``backend`` read its Nsight Compute counters (``backend.profile``: a worker-side run with a time
+    limit, while no evaluation runs), returning :class:`~ptxfactory.harness.ncu.Counters`. None when the backend
+    cannot profile (no GPU, a simulated device). A lasting refusal (no ncu, counters refused on this host) is
+    remembered: ncu is not tried again in the job."""
+    check = getattr(backend, "profile", None)
+    if check is None:
+        return None
+    refused: list[Any] = []
+
+    async def profile(candidate: Candidate):
+        from ptxfactory.harness.ncu import Counters
+
+        if refused:
+            return refused[0]
+        compiled = (await pool.prepare(candidate, spec, static=False)).compiled
+        if isinstance(compiled, CompileFailed):
+            return Counters(problem=f"{candidate.description} does not compile")
+        counters = await check(spec, compiled, timeout_s)
+        if counters.lasting:
+            refused.append(counters)
+        return counters
+
+    return profile
+
+
+async def counters_text(profile: Profiler | None, candidate: Candidate) -> str:
+    """Nsight Compute's counters of ``candidate`` (one line each, a fixed number of lines), or one line saying why
+    there are none (no GPU, no ncu, counters refused, a failure)."""
+    if profile is None:
+        return "counters unavailable: no GPU in this job (Nsight Compute needs one)"
+    try:
+        counters = await profile(candidate)
+    except Exception as exc:  # noqa: BLE001: evidence is never worth a failed plan
+        return f"counters unavailable: {type(exc).__name__}: {str(exc)[:200]}"
+    return "\n".join(f"- {line}" for line in counters.lines())

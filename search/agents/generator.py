@@ -154,7 +154,8 @@ class AgentGenerator:
         user = prompts.render(
             "planner", ideas=self._config.ideas, arch=job.arch, kernel_name=spec.name, kernel=kernel.text,
             spec=evidence.spec_text(spec), resources=evidence.resources_text(best_row),
-            roofline=evidence.roofline_text(best_row, job.facts), sass=evidence.sass_text(), counters=evidence.counters_text(),
+            roofline=evidence.roofline_text(best_row, job.facts), sass=await evidence.sass_text(parent, job.arch, job.pool),
+            counters=await evidence.counters_text(job.profile, parent),
             rejected=evidence.rejected_text(self.rows, job.baseline_key), kernel_class=job.kernel_class,
             lessons=evidence.lessons_text(lessons))
         reply = await self._call("planner", user)

@@ -53,7 +53,7 @@ def test_counters_from_a_recording():
 
 def test_refused_counters_are_a_reason():
     c = ncu.read_output(REFUSED, "rmsnorm")
-    assert not c.ok and "ERR_NVGPUCTRPERM" in c.problem and "admin" in c.problem
+    assert not c.ok and "ERR_NVGPUCTRPERM" in c.problem and "admin" in c.problem and c.lasting
     assert c.lines() == [f"counters unavailable: {c.problem}"]
 
 
@@ -71,7 +71,7 @@ def test_missing_or_turned_off_ncu(monkeypatch):
     assert ncu.find_ncu({"PTXFACTORY_NCU": "off"}) is None
     assert ncu.not_found_reason({"PTXFACTORY_NCU": "off"}) == "Nsight Compute is turned off (PTXFACTORY_NCU=off)"
     c = ncu.profile_launch(None, _spec(), b"\x7fELF", "rmsnorm", {}, {"M": 1, "N": 1}, env={})
-    assert not c.ok and "not installed" in c.problem
+    assert not c.ok and "not installed" in c.problem and c.lasting
 
 
 def test_a_stand_in_ncu_is_given_one_launch_of_the_kernel(tmp_path):
@@ -106,4 +106,4 @@ def test_a_failing_ncu_says_why(tmp_path):
 def test_a_slow_ncu_is_stopped(tmp_path):
     exe = _script(tmp_path, "sleep 30\n")
     c = ncu.profile_launch(exe, _spec(), b"x", "rmsnorm", {}, {"M": 1, "N": 1}, timeout_s=0.5)
-    assert not c.ok and c.problem == "ncu took more than 0.5 s"
+    assert not c.ok and c.problem == "ncu took more than 0.5 s" and not c.lasting

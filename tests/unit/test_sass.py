@@ -196,6 +196,6 @@ def test_a_candidate_that_does_not_compile_is_a_reason():
                     reason="no nvdisasm or cuobjdump here")
 def test_summary_of_a_real_kernel():
     text = sass.candidate_summary(_candidate(), "sm_90a")
-    assert text.startswith("- resources: ") and "registers/thread" in text
+    assert text.startswith("- whole kernel: ")
     assert "innermost loop" in text and "global loads (128-bit" in text and "global stores (128-bit x1)" in text
     assert "FFMA" in text and len(text) <= sass.MAX_TEXT + 200
