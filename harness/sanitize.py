@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -188,7 +189,7 @@ def judge_runs(tool: str, original: ToolRun, best: ToolRun | None) -> tuple[str 
 
 def sanitize_pair(spec: KernelSpec, baseline, best, size: dict[str, int], exe: str | None,
                   timeout_s: float = RUN_TIMEOUT_S, env: dict[str, str] | None = None) -> Verdict:
-    """memcheck, then racecheck (a best or original that uses shared memory), then synccheck (a best or original whose
+    """memcheck, racecheck (a best or original that uses shared memory) and synccheck (a best or original whose
     source uses barriers: :func:`uses_barriers`) on ``baseline`` and ``best`` (:class:`~.compile.Compiled`) at
     ``size``. Blocking (run it on a thread)."""
     if exe is None:
@@ -199,12 +200,26 @@ def sanitize_pair(spec: KernelSpec, baseline, best, size: dict[str, int], exe: s
         tools.append("racecheck")
     if any(uses_barriers(c.candidate.source) for c in (baseline, best)):
         tools.append("synccheck")
+
+    def run(tool: str, c) -> ToolRun:
+        return run_tool(exe, tool, spec, c.cubin, c.lowered_name, c.candidate.launch.model_dump(), size, timeout_s, env)
+
+    # The original's memcheck alone first: it says whether the tool works here at all. Then every other (tool,
+    # kernel) run at once: each is a process whose time is mostly instrumentation on the CPU, so the wall time is
+    # that of the slowest run, not of their sum. The verdict reads them in the sequential order (the original's run
+    # of a tool decides whether the best's counts), so it is the verdict of running them in turn.
+    probe = run(tools[0], baseline)
+    if not probe.ran:
+        return Verdict(notes=[judge_runs(tools[0], probe, None)[1]])
+    with ThreadPoolExecutor(max_workers=2 * len(tools)) as pool:
+        runs = {(tool, who): pool.submit(run, tool, c) for tool in tools for who, c in (("original", baseline), ("best", best))
+                if (tool, who) != (tools[0], "original")}
+    runs[tools[0], "original"] = Future()
+    runs[tools[0], "original"].set_result(probe)
     verdict = Verdict()
     for tool in tools:
-        original = run_tool(exe, tool, spec, baseline.cubin, baseline.lowered_name, baseline.candidate.launch.model_dump(),
-                            size, timeout_s, env)
-        best_run = run_tool(exe, tool, spec, best.cubin, best.lowered_name, best.candidate.launch.model_dump(), size,
-                            timeout_s, env) if original.ran and not original.errors else None
+        original = runs[tool, "original"].result()
+        best_run = runs[tool, "best"].result() if original.ran and not original.errors else None
         drop, note, go_on = judge_runs(tool, original, best_run)
         if note:
             verdict.notes.append(note)
