@@ -211,9 +211,9 @@ REFUSED = {
     for (int j = 0; j < N; j++) h = 0.5f * h + x[r * N + j];
     y[r * N] = h;
 """,
-    "an online softmax (two accumulators updated together)": """
+    "an online softmax without its rescale (two accumulators updated together)": """
     float m = -INFINITY, s = 0.0f;
-    for (int j = 0; j < N; j++) { float v = x[r * N + j]; float mn = fmaxf(m, v); s = s * expf(m - mn) + expf(v - mn); m = mn; }
+    for (int j = 0; j < N; j++) { float v = x[r * N + j]; float mn = fmaxf(m, v); s = s + expf(v - mn); m = mn; }
     y[r * N] = s;
 """,
     "a gather write": """
@@ -472,9 +472,10 @@ def test_an_exact_spec_keeps_floating_point_sums_serial():
 
 
 def test_a_refusal_says_why_each_loop_stays_serial():
-    """A Welford update (three accumulators updated together) is not a recognised accumulation: the refusal names them."""
+    """A Welford update whose count is updated under a condition is not a recognised accumulation: the refusal names
+    its variables."""
     src = L2NORM.replace("float ss = 0.0f;", "float n = 0.0f, m = 0.0f, m2 = 0.0f, ss = 0.0f;").replace(
-        "        ss += v * v;\n", "        n += 1.0f; float d = v - m; m += d / n; m2 += d * (v - m);\n").replace(
+        "        ss += v * v;\n", "        if (v > 0.0f) n += 1.0f; float d = v - m; m += d / n; m2 += d * (v - m);\n").replace(
         "for (int j = 0; j < N; j++)\n        y[r * N + j] = x[r * N + j] * inv;", "y[r * N] = m2 / n + inv;")
     why = rowpar(32).why_not(unit(src, row_spec()))
     assert why.startswith("no loop to split across lanes (line 6: carried m, m2, n: not recognised accumulations")

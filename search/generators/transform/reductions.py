@@ -23,15 +23,38 @@ kind       updates                                                              
 
 Every occurrence of ``v`` (and ``k``) in the body must belong to one of these updates, and all of
 ``v``'s updates must be of one kind: a value read in the loop (``y[j] = v``) or an update of two
-kinds is a dependence the recogniser does not prove safe. Not recognised (the loop is refused):
-an online softmax's rescaled sum or a Welford update (two accumulators updated together), bitwise
-accumulations, and anything written through a pointer that is not an array access.
+kinds is a dependence the recogniser does not prove safe.
+
+Tuples (``tuples=True``): variables updated together, each statement of the loop body that reads one of them while
+writing another linking them. The body's top-level statements that mention the tuple (or a temporary computed from it)
+are evaluated symbolically (:mod:`.symbolic`) and what they leave in each variable must be, whatever the spelling
+(temporaries, ``op=``, statement order, ``if``/``else``), one of (``e`` a value the loop does not change between its
+reads: a local never written after its declaration, ``x[j]`` when the loop writes no memory):
+
+===========  ====================================================================================================
+``softmax``  ``(m, s)``: ``m = max(m, e)`` (``fmaxf``/``fmax``/``max``, or a comparison picking the larger),
+             ``s = s * X(m_old - m) + X(e - m)`` with ``X`` one of ``expf``, ``__expf``, ``exp``; or, under
+             ``if (e > m)`` (``>=``, either side), ``s = s * X(m - e) + 1; m = e;`` else ``s += X(e - m)``
+             (the ``1`` may be ``X(e - e)``, the else's ``s`` may be ``s * X(m - m)``)
+``welford``  ``(n, mean, M2)``: ``n = n + 1``, ``mean = mean + (e - mean) / n_new``, ``M2 = M2 + (e - mean_old) *
+             (e - mean_new)`` (``n`` an integer or a float); or ``(mean, M2)`` with the count ``j + c`` from the
+             loop index (``j - a + 1`` over ``j`` from ``a``; ``counts`` are those expressions, ``count_start``
+             the count before the first iteration)
+===========  ====================================================================================================
+
+Anything else is refused with the reason (``why``): a wrong sign, a missing rescale, a temporary also used for
+something else (``y[j] = m_new``), a count updated under a condition, a ``continue`` in the loop (it could skip part of
+an update), a value that changes between its reads. Not recognised at all: bitwise accumulations, and anything
+written through a pointer that is not an array access.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from . import syntax as sx
+from .affine import add, poly
+from .base import LOAD_FUNCS, STORE_FUNCS
+from .symbolic import Evaluator, Expr, NotStraight, branch, conditions, free, replace, same, show
 from .syntax import Node
 
 MAX_FUNCS = frozenset({"fmaxf", "fmax", "max"})
@@ -44,10 +67,14 @@ FLIP = {">": "<", "<": ">", ">=": "<=", "<=": ">="}
 class Accumulator:
     """One loop-carried accumulator.
 
-    ``name``: the variable; ``kind``: ``"sum" | "prod" | "max" | "min" | "arg"``; ``combine``: a C
-    expression of ``{a}`` and ``{b}`` (two partial results) for sum/prod/max/min; for ``arg``,
+    ``name``: the variable; ``kind``: ``"sum" | "prod" | "max" | "min" | "arg" | "softmax" | "welford"``;
+    ``combine``: a C expression of ``{a}`` and ``{b}`` (two partial results) for sum/prod/max/min; for ``arg``,
     ``index`` (the index variable), ``direction`` (``"max"``/``"min"``) and ``first`` (ties go to the
-    smaller index). ``updates``: the statements that update it (for tests and diagnostics).
+    smaller index). A tuple (softmax, welford) is listed under one of its variables and names them all in
+    ``members`` by role (``{"max": m, "sum": s}``; ``{"count": n or None, "mean": mean, "m2": M2}``), with
+    ``exp`` (the softmax's exponential) or, for a count taken from the loop index, ``counts`` (those expressions'
+    nodes) and ``count_start`` (the count before the first iteration). ``updates``: the statements that update it
+    (for tests and diagnostics).
     """
 
     name: str
@@ -57,20 +84,36 @@ class Accumulator:
     direction: str | None = None
     first: bool = True
     updates: list[Node] = field(default_factory=list)
+    members: dict[str, str | None] = field(default_factory=dict)
+    exp: str | None = None
+    counts: list[Node] = field(default_factory=list)
+    count_start: int = 0
 
     @property
     def identity(self) -> str | None:
         """The value a lane other than the first starts from (sum 0, product 1), or None when the
-        initial value may be shared by every lane (max, min, arg: combining it twice changes nothing)."""
+        initial value may be shared by every lane (max, min, arg: combining it twice changes nothing) or the
+        accumulator is a tuple (whose lanes' starting values the pass that splits the loop chooses)."""
         return {"sum": "0", "prod": "1"}.get(self.kind)
 
+    @property
+    def names(self) -> list[str]:
+        """Every variable the accumulator carries (a tuple's members, an arg reduction's value and index)."""
+        if self.members:
+            return [v for v in self.members.values() if v is not None]
+        return [self.name] + ([self.index] if self.index else [])
 
-def loop_accumulators(body: Node, carried: set[str], loop_var: str) -> dict[str, Accumulator] | None:
+
+def loop_accumulators(body: Node, carried: set[str], loop_var: str, *, tuples: bool = False, start: Node | None = None,
+                      why: list[str] | None = None) -> dict[str, Accumulator] | None:
     """The accumulators of a loop ``body`` whose carried variables are ``carried``, or None if one is not recognised.
 
     ``carried``: names declared outside the body and written in it (the loop variable excluded);
-    ``loop_var``: the loop's index, which an ``arg`` reduction's index must follow. Returns a dict by
-    name (an ``arg`` reduction appears once, under its value's name).
+    ``loop_var``: the loop's index, which an ``arg`` reduction's index must follow. ``tuples``: also recognise the
+    tuples of the module docstring (online softmax, Welford); a pass that combines them asks for them. ``start``:
+    the loop variable's first value (a count taken from the loop index needs it). ``why``: when given, the reasons
+    a tuple was not recognised are appended to it. Returns a dict by name (an ``arg`` reduction appears once, under
+    its value's name; a tuple under its ``name``).
     """
     occurrences: dict[str, list[Node]] = {v: [] for v in carried}
     for n in sx.walk(body):
@@ -78,7 +121,14 @@ def loop_accumulators(body: Node, carried: set[str], loop_var: str) -> dict[str,
             occurrences[sx.text(n)].append(n)
     consumed: set[int] = set()
     found: dict[str, Accumulator] = {}
+    spans: list[tuple[int, int]] = []  # the tuples' statements, left out of the one-variable walk
+    for acc in (_tuple_accumulators(body, carried, loop_var, start, why if why is not None else []) if tuples else []):
+        found[acc.name] = acc
+        spans += [(u.start_byte, u.end_byte) for u in acc.updates]
+        consumed.update(x.id for v in acc.names for x in occurrences[v])
     for n in sx.walk(body):
+        if any(a <= n.start_byte < b for a, b in spans):
+            continue
         upd = _update(n, carried, loop_var)
         if upd is None:
             continue
@@ -99,9 +149,273 @@ def loop_accumulators(body: Node, carried: set[str], loop_var: str) -> dict[str,
     indices = {a.index for a in found.values() if a.kind == "arg"}
     if indices & set(found) or len(indices) != sum(a.kind == "arg" for a in found.values()):
         return None  # an index also accumulated, or one index shared by two arg reductions
-    if set(found) | indices != carried:
+    names = [v for a in found.values() for v in a.names]
+    if len(names) != len(set(names)) or set(names) != carried:
         return None
     return found
+
+
+# -- tuples: online softmax, Welford ------------------------------------------------------------------------------
+
+EXP_FUNCS = frozenset({"expf", "__expf", "exp"})
+# calls a stable value may make: the math library, conversions and the read-only loads
+PURE_CALLS = sx.FLOAT_FUNCS | LOAD_FUNCS | MAX_FUNCS | MIN_FUNCS | EXP_FUNCS | frozenset({
+    "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "fabs", "abs", "pow", "tanh", "sin", "cos", "floor", "ceil",
+    "__float2half", "__half2float", "__bfloat162float", "__float2bfloat16", "__ldg"})
+ONE = ("num", 1.0)
+SOFTMAX_FORM = ("an online softmax (m = max(m, e); s = s * exp(m_old - m) + exp(e - m); or if (e > m) "
+                "{ s = s * exp(m - e) + 1; m = e; } else s += exp(e - m))")
+WELFORD_FORM = ("a Welford update (n += 1; mean += (e - mean) / n; M2 += (e - mean_old) * (e - mean); "
+                "or mean and M2 alone with the count j + c from the loop index)")
+
+
+def _tuple_accumulators(body: Node, carried: set[str], j: str, start: Node | None, why: list[str]) -> list[Accumulator]:
+    """The tuples among ``carried`` (see the module docstring); a group of linked variables that is none of them is
+    left to the one-variable recogniser (an arg max's pair is one), its reason appended to ``why``."""
+    stmts = [c for c in (sx.statements(body) if body.type == "compound_statement" else [body]) if c.type != "comment"]
+    reach: dict[str, set[str]] = {}  # temporaries -> the carried variables their value reads
+    links: list[set[str]] = []
+    for st in stmts:
+        ids = sx.identifiers(st)
+        k = (ids & carried).union(*(reach[t] for t in ids if t in reach))
+        if st.type == "declaration" and k:
+            for name in sx.declared_names(st):
+                reach[name] = k
+        links.append(k)
+    groups: list[set[str]] = []
+    for k in links:
+        if len(k) < 2:
+            continue
+        joined = [g for g in groups if g & k]
+        groups = [g for g in groups if not g & k] + [set(k).union(*joined)]
+    out = []
+    for group in groups:
+        mine = [st for st, k in zip(stmts, links) if k & group]
+        names = ", ".join(sorted(group))
+        try:
+            acc = _tuple(group, mine, body, j, start, stmts)
+        except NotStraight as e:
+            why.append(f"{names}: updated together, not recognised: {e}")
+            continue
+        if isinstance(acc, str):
+            why.append(f"{names}: updated together, but {acc}")
+            continue
+        out.append(acc)
+    return out
+
+
+def _tuple(group: set[str], mine: list[Node], body: Node, j: str, start: Node | None, stmts: list[Node]) -> Accumulator | str:
+    """The tuple ``group`` updated by the statements ``mine``, or why it is not one."""
+    if sx.contains_type(body, ("continue_statement",)):
+        return "the loop has a continue (it could skip part of the update)"
+    written = sx.written_names(body)
+    stores = _writes_memory(body)
+
+    def atom_ok(node: Node) -> str | None:
+        for n in sx.walk(node):
+            if n.type in ("assignment_expression", "update_expression", "comma_expression"):
+                return f"{sx.text(node)!r} writes something"
+            if n.type == "call_expression" and sx.call_name(n) not in PURE_CALLS:
+                return f"{sx.text(node)!r} calls {sx.text(n.child_by_field_name('function'))!r}"
+            if stores and (n.type == "subscript_expression" or (n.type == "pointer_expression" and sx.operator(n) == "*")
+                           or sx.call_name(n) in LOAD_FUNCS):
+                return f"{sx.text(node)!r} reads memory the loop also writes"
+        changing = sx.identifiers(node) & written
+        if changing:
+            return f"{sx.text(node)!r} reads {', '.join(sorted(changing))}, written in the loop"
+        return None
+
+    ev = Evaluator(group, atom_ok)
+    final = ev.run(mine)
+    shown = "; ".join(f"{v} = {show(final[v])}" for v in sorted(group))
+    updates = list(mine)
+    if len(group) == 2:
+        a, b = sorted(group)
+        for m, s in ((a, b), (b, a)):
+            f = _online_softmax(final[m], final[s], m, s)
+            if f is not None:
+                return Accumulator(m, "softmax", members={"max": m, "sum": s}, exp=f, updates=updates)
+        for mean, m2 in ((a, b), (b, a)):
+            key = _welford_indexed(final[mean], final[m2], mean, m2)
+            if key is None:
+                continue
+            counts, c0 = _index_counts(ev.atoms[key], j, start, stmts, mine)
+            if isinstance(counts, str):
+                return counts
+            return Accumulator(mean, "welford", members={"count": None, "mean": mean, "m2": m2}, counts=counts,
+                               count_start=c0, updates=updates)
+        return f"neither {SOFTMAX_FORM} nor {WELFORD_FORM}: {shown}"
+    if len(group) == 3:
+        for n, mean, m2 in _permutations(sorted(group)):
+            if _welford(final[n], final[mean], final[m2], n, mean, m2):
+                return Accumulator(mean, "welford", members={"count": n, "mean": mean, "m2": m2}, updates=updates)
+        return f"not {WELFORD_FORM}: {shown}"
+    return f"{len(group)} variables updated together (an online softmax has 2, a Welford update 2 or 3)"
+
+
+def _permutations(xs: list[str]) -> list[tuple[str, ...]]:
+    if len(xs) <= 1:
+        return [tuple(xs)]
+    return [(x, *rest) for i, x in enumerate(xs) for rest in _permutations(xs[:i] + xs[i + 1:])]
+
+
+def _writes_memory(node: Node) -> bool:
+    """``node`` stores through a pointer or an array, or calls an atomic or a store intrinsic."""
+    for n in sx.walk(node):
+        target = n.child_by_field_name("left") if n.type == "assignment_expression" else (
+            n.child_by_field_name("argument") if n.type == "update_expression" else None)
+        if target is not None and not sx.is_ident(sx.unparen(target)):
+            return True
+        name = sx.call_name(n)
+        if name and (name.startswith("atomic") or name in STORE_FUNCS):
+            return True
+    return False
+
+
+def _subtrees(e: Expr):
+    yield e
+    for c in e[1:]:
+        if isinstance(c, tuple):
+            yield from _subtrees(c)
+
+
+def _online_softmax(fm: Expr, fs: Expr, m: str, s: str) -> str | None:
+    """The exponential function when ``(fm, fs)`` (what the statements leave in ``m`` and ``s``) is one step of an
+    online softmax over some element ``e`` (see the module docstring), else None."""
+    M, S = ("var", m), ("var", s)
+    exps = {x[1] for x in _subtrees(fs) if x[0] == "call" and x[1] in EXP_FUNCS}
+    if len(exps) != 1:
+        return None
+    f = exps.pop()
+
+    def X(e: Expr) -> Expr:
+        return ("call", f, e)
+
+    conds = conditions(fm) + [c for c in conditions(fs) if c not in conditions(fm)]
+    if not conds:
+        if fm[0] != "call" or fm[1] not in MAX_FUNCS or len(fm) != 4:
+            return None
+        others = [x for x in fm[2:] if not same(x, M)]
+        if len(others) != 1 or not free(others[0]):
+            return None
+        e = others[0]
+        return f if same(fs, ("+", ("*", S, X(("-", M, fm))), X(("-", e, fm)))) else None
+    if len(conds) != 1 or conds[0][0] != "cmp" or conds[0][1] not in (">", ">="):
+        return None
+    c = conds[0]
+    if same(c[3], M) and free(c[2]):
+        e, big = c[2], True  # e > m: the branch taken is the one where e is the new maximum
+    elif same(c[2], M) and free(c[3]):
+        e, big = c[3], False  # m > e: the branch not taken is
+    else:
+        return None
+
+    def settle(x: Expr, larger: bool) -> Expr:  # max(m, e) where the condition says which is larger
+        for g in MAX_FUNCS:
+            x = replace(x, ("call", g, M, e), e if larger else M)
+        return x
+
+    m_big, m_small = settle(branch(fm, c, big), True), settle(branch(fm, c, not big), False)
+    s_big, s_small = settle(branch(fs, c, big), True), settle(branch(fs, c, not big), False)
+    rescaled = ("*", S, X(("-", M, e)))
+    ok = (same(m_big, e) and same(m_small, M)
+          and any(same(s_big, ("+", rescaled, one)) for one in (ONE, X(("-", e, e))))
+          and any(same(s_small, ("+", kept, X(("-", e, M)))) for kept in (S, ("*", S, X(("-", M, M))))))
+    return f if ok else None
+
+
+def _welford(fn: Expr, fmean: Expr, fm2: Expr, n: str, mean: str, m2: str) -> bool:
+    """``(fn, fmean, fm2)`` is one Welford step ``n + 1``, ``mean + (e - mean) / (n + 1)``, ``M2 + (e - mean) * (e -
+    mean_new)`` over some element ``e``."""
+    N, MU, Q = ("var", n), ("var", mean), ("var", m2)
+    if not same(fn, ("+", N, ONE)):
+        return False
+    for x in _subtrees(fmean):
+        if x[0] == "-" and same(x[2], MU) and free(x[1]):
+            e = x[1]
+            if same(fmean, ("+", MU, ("/", ("-", e, MU), ("+", N, ONE)))) and                     same(fm2, ("+", Q, ("*", ("-", e, MU), ("-", e, fmean)))):
+                return True
+    return False
+
+
+def _welford_indexed(fmean: Expr, fm2: Expr, mean: str, m2: str) -> str | None:
+    """The count's atom key when ``(fmean, fm2)`` is a Welford step whose count ``d`` is an expression of the loop
+    (``mean + (e - mean) / d``, ``M2 + (e - mean) * (e - mean_new)``), else None."""
+    MU, Q = ("var", mean), ("var", m2)
+    for x in _subtrees(fmean):
+        if x[0] == "/" and x[2][0] == "atom" and x[1][0] == "-" and same(x[1][2], MU) and free(x[1][1]):
+            e, d = x[1][1], x[2]
+            if same(fmean, ("+", MU, ("/", ("-", e, MU), d))) and same(fm2, ("+", Q, ("*", ("-", e, MU), ("-", e, fmean)))):
+                return d[1]
+    return None
+
+
+def _index_counts(nodes: list[Node], j: str, start: Node | None, stmts: list[Node], mine: list[Node]) -> tuple[list[Node] | str, int]:
+    """The expressions to replace by a per-lane count, and the count before the first iteration, for a Welford count
+    read at ``nodes``: ``j + c`` (through a local ``T n = j + c;`` used by the update alone), the same count ``c0 >= 0``
+    at ``j = start``; else ``(why not, 0)``."""
+    if start is None:
+        return "the count comes from the loop index, and the loop's start is not known", 0
+    targets, starts = [], set()
+    for node in nodes:
+        target = node
+        if sx.is_ident(node) and not sx.is_ident(node, j):
+            target = _local_initialiser(sx.text(node), stmts, mine)
+            if target is None:
+                return f"the count {sx.text(node)!r} is not a local j + c read by the update alone", 0
+        c0 = _count_start(target, j, start)
+        if c0 is None:
+            return f"the count {sx.text(target)!r} is not {j} + c with a count >= 0 before the first iteration", 0
+        targets.append(target)
+        starts.add(c0)
+    if len(starts) != 1:
+        return "two different counts", 0
+    return targets, starts.pop()
+
+
+def _local_initialiser(name: str, stmts: list[Node], mine: list[Node]) -> Node | None:
+    """The initialiser of ``name`` when it is declared once in the body's top-level statements, never written, and
+    read only in ``mine``; else None."""
+    decls = [d for st in stmts if st.type == "declaration" for d in st.children_by_field_name("declarator")
+             if sx.text(sx.innermost_identifier(d)) == name]
+    if len(decls) != 1 or decls[0].type != "init_declarator" or not sx.is_ident(decls[0].child_by_field_name("declarator")):
+        return None
+    spans = [(m.start_byte, m.end_byte) for m in mine]
+    for st in stmts:
+        for n in sx.walk(st):
+            if sx.is_ident(n, name) and n.parent is not decls[0] and n != decls[0].child_by_field_name("declarator") \
+                    and not any(a <= n.start_byte < b for a, b in spans):
+                return None
+    if any(name in sx.written_names(st) for st in stmts):
+        return None
+    return decls[0].child_by_field_name("value")
+
+
+def _count_start(node: Node, j: str, start: Node) -> int | None:
+    """For ``node`` = ``j + c`` (a polynomial with ``j``'s coefficient 1; ``c`` may be an integral float literal): the
+    count ``j + c - 1`` at ``j = start``, when it is a constant >= 0; else None."""
+    p = poly(node)
+    if p is None:
+        u = sx.uncast(node)
+        if u is None or u.type != "binary_expression" or sx.operator(u) != "+":
+            return None
+        a, b = sx.uncast(u.child_by_field_name("left")), sx.uncast(u.child_by_field_name("right"))
+        if not sx.is_ident(a, j):
+            a, b = b, a
+        v = sx.literal_value(b) if b is not None and b.type == "number_literal" else None
+        if not sx.is_ident(a, j) or v is None or float(v) != int(v):
+            return None
+        p = {(j,): 1, (): int(v)} if int(v) else {(j,): 1}
+    if p.get((j,)) != 1 or any(j in mono for mono in p if mono != (j,)):
+        return None
+    ps = poly(start)
+    if ps is None:
+        return None
+    c = add(add(add(p, {(j,): -1}), ps), {(): -1})
+    if any(mono != () for mono in c):
+        return None
+    c0 = c.get((), 0)
+    return c0 if c0 >= 0 else None
 
 
 def _update(n: Node, carried: set[str], j: str) -> tuple[Accumulator, list[Node]] | None:

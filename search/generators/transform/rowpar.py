@@ -7,12 +7,16 @@ blockDim.x + threadIdx.x;``, declarations, then ``if (r >= n) return;`` or a fin
 ``if``/``else``, whose conditions are the same for every lane of a row, see below):
 
 - a ``for (T j = a; j < b; j++)`` loop whose iterations are independent apart from recognised
-  accumulations (:mod:`.reductions`: sums, products, max, min, arg max/min) becomes ``for (T j = a +
+  accumulations (:mod:`.reductions`: sums, products, max, min, arg max/min, tuples) becomes ``for (T j = a +
   lane; j < b; j += L)``; lanes other than the first start a sum at 0 (a product at 1); after the
   loop each accumulator is combined across the group (butterfly shuffles; for a block, shuffles then
   shared memory), so every lane holds the row's value and code after the loop sees what it saw
-  before. Global stores in the loop must write distinct elements per iteration: each written buffer
-  is accessed in the loop through one name and one index, affine in ``j`` (``p[r * N + j]``).
+  before. A tuple updated together (an online softmax's (max, sum), a Welford (count, mean, M2)) is
+  merged as a whole (``ptxf_softmax``/``ptxf_welford`` parts: the max's rescale, Chan's merge), the
+  other lanes starting an empty part (a max at the lowest finite value, so a lane's first element
+  -inf gives no NaN; a count taken from the loop index becomes a per-lane count); every merge gives
+  the same bits in either order, so the butterfly leaves all lanes one value. Global stores in the
+  loop must write distinct elements per iteration: each written buffer is accessed in the loop through one name and one index, affine in ``j`` (``p[r * N + j]``).
 - any other loop stays serial. A ``for`` loop that carries nothing from one iteration to the next
   but its own variables (an outer loop over heads, say) runs on every lane with the same values,
   and its body is handled like the row's code: the loops inside it are split. Another loop runs on
@@ -165,6 +169,104 @@ HELPER_NEEDS = {
     "ptxf_row_sync": ("ptxf_row_mask",), "ptxf_row_reduce": ("ptxf_row_mask", "ptxf_block_reduce"),
     "ptxf_row_reduce_arg": ("ptxf_row_mask", "ptxf_block_reduce_arg"),
 }
+# Tuple accumulators (online softmax, Welford: :mod:`.reductions`): each lane's part is a struct with ``shfl`` (the part
+# of the lane o away) and ``merge`` (fold another part in). A merge gives the same bits in either order (products summed
+# through __fmul_rn/__fadd_rn, which are never contracted into an FMA), so a butterfly leaves every lane the same value.
+HELPERS.update({
+    "ptxf_rn": """\
+template <typename T>
+static __device__ __forceinline__ T ptxf_mul_rn(T a, T b)
+{   // a * b rounded to nearest, never contracted into an FMA
+    if constexpr (sizeof(T) == 4) return __fmul_rn(a, b); else return __dmul_rn(a, b);
+}
+template <typename T>
+static __device__ __forceinline__ T ptxf_add_rn(T a, T b)
+{
+    if constexpr (sizeof(T) == 4) return __fadd_rn(a, b); else return __dadd_rn(a, b);
+}
+template <typename T>
+static __device__ __forceinline__ T ptxf_lowest()
+{   // the lowest finite value of float or double
+    if constexpr (sizeof(T) == 4) return -3.402823466e+38f; else return -1.7976931348623157e+308;
+}""",
+    "ptxf_softmax": """\
+template <typename T, int FAST>
+struct ptxf_softmax
+{   // a part of a row's online softmax: s = the sum of exp(x - m) over its elements x, m their maximum (or its start)
+    T m, s;
+    __device__ __forceinline__ ptxf_softmax shfl(unsigned mask, int o) const
+    {
+        return {__shfl_xor_sync(mask, m, o), __shfl_xor_sync(mask, s, o)};
+    }
+    static __device__ __forceinline__ T ex(T x)
+    {
+        if constexpr (sizeof(T) == 4) return FAST ? __expf(x) : expf(x); else return exp(x);
+    }
+    __device__ __forceinline__ void merge(const ptxf_softmax& b)
+    {   // a part without elements (s = 0, m = the lowest value or -inf) is scaled by exp(-inf) = 0 or by 1: no NaN
+        const T mx = fmax(m, b.m);
+        const T fa = m == mx ? T(1) : ex(m - mx), fb = b.m == mx ? T(1) : ex(b.m - mx);
+        s = ptxf_add_rn(ptxf_mul_rn(s, fa), ptxf_mul_rn(b.s, fb));
+        m = mx;
+    }
+    __device__ __forceinline__ T max_or(T start) const
+    {   // the row's maximum; its start value when no element reached the lowest finite value (the other lanes' start)
+        return s == T(0) && m == ptxf_lowest<T>() ? start : m;
+    }
+};""",
+    "ptxf_welford": """\
+template <typename C, typename T>
+struct ptxf_welford
+{   // a part of a Welford reduction: n elements, their mean, m2 = the sum of their squared deviations from it
+    C n;
+    T mean, m2;
+    __device__ __forceinline__ ptxf_welford shfl(unsigned mask, int o) const
+    {
+        return {__shfl_xor_sync(mask, n, o), __shfl_xor_sync(mask, mean, o), __shfl_xor_sync(mask, m2, o)};
+    }
+    __device__ __forceinline__ void merge(const ptxf_welford& b)
+    {   // Chan et al.'s pairwise merge, the mean as the weighted mean; a part without elements (0, 0, 0) adds nothing
+        if (n == C(0) || b.n == C(0)) { n += b.n; mean += b.mean; m2 += b.m2; return; }
+        const T na = T(n), nb = T(b.n), d = b.mean - mean, nt = T(n + b.n);
+        mean = ptxf_add_rn(ptxf_mul_rn(na, mean), ptxf_mul_rn(nb, b.mean)) / nt;
+        m2 = ptxf_add_rn(m2, b.m2) + ptxf_mul_rn(ptxf_mul_rn(d, d), ptxf_mul_rn(na, nb)) / nt;
+        n += b.n;
+    }
+};""",
+    "ptxf_group_merge": """\
+template <int L, typename P>
+static __device__ __forceinline__ void ptxf_group_merge(P& p)
+{   // butterfly over the group's L lanes: every lane ends with all their parts merged
+    const unsigned m = ptxf_group_mask<L < 32 ? L : 32>();
+#pragma unroll
+    for (int o = (L < 32 ? L : 32) / 2; o > 0; o >>= 1) p.merge(p.shfl(m, o));
+}""",
+    "ptxf_block_merge": """\
+template <typename P>
+static __device__ __forceinline__ void ptxf_block_merge(P& p)
+{   // every thread of the block ends with all parts merged (warps first, then the warps' parts in order)
+    __shared__ P part[32];
+    ptxf_group_merge<32>(p);
+    __syncthreads();
+    if ((threadIdx.x & 31u) == 0u) part[threadIdx.x >> 5] = p;
+    __syncthreads();
+    p = part[0];
+    for (unsigned w = 1; w < (blockDim.x + 31u) >> 5; ++w) p.merge(part[w]);
+}""",
+    "ptxf_row_merge": """\
+template <typename P>
+static __device__ __forceinline__ void ptxf_row_merge(P& p)
+{   // the parts of the row's blockDim.x lanes merged (a group within a warp, or the block when blockDim.y == 1)
+    if (blockDim.x > 32u) { ptxf_block_merge(p); return; }
+    const unsigned m = ptxf_row_mask();
+    for (unsigned o = blockDim.x >> 1; o > 0u; o >>= 1) p.merge(p.shfl(m, o));
+}""",
+})
+HELPER_NEEDS.update({
+    "ptxf_softmax": ("ptxf_rn",), "ptxf_welford": ("ptxf_rn",), "ptxf_group_merge": ("ptxf_group_mask",),
+    "ptxf_block_merge": ("ptxf_group_merge",), "ptxf_row_merge": ("ptxf_row_mask", "ptxf_block_merge"),
+})
+TUPLE_PARTS = {"softmax": "ptxf_softmax", "welford": "ptxf_welford"}  # the part struct of each tuple kind
 # The auto variant's lanes per row, chosen at launch from the row length n and the row count: the fewest of these
 # tiers giving each lane at most ELEMENTS_PER_LANE elements of the row's loop, and (with the GPU's facts) at least
 # one full-occupancy wave of threads over all rows.
@@ -364,9 +466,63 @@ class RowParallelPass(PlannedPass):
         return self._fn("ptxf_row_sync", "ptxf_group_mask", "ptxf_group_mask")
 
     def helpers_for(self, acc: Accumulator) -> list[str]:
+        if acc.kind in TUPLE_PARTS:
+            return [TUPLE_PARTS[acc.kind], self._fn("ptxf_row_merge", "ptxf_block_merge", "ptxf_group_merge")]
         if acc.kind == "arg":
             return [self._fn("ptxf_row_reduce_arg", "ptxf_block_reduce_arg", "ptxf_group_reduce_arg")]
         return [self._fn("ptxf_row_reduce", "ptxf_block_reduce", "ptxf_group_reduce")]
+
+    # -- tuples (online softmax, Welford) ---------------------------------------------------------------------
+
+    def merges_tuples(self) -> bool:
+        """Whether this pass merges tuple accumulators after a split loop: rowpar's helpers do; a subclass that names
+        its combine helpers otherwise (its own ``_fn``) has no tuple merge unless it says so by overriding this."""
+        return type(self)._fn is RowParallelPass._fn
+
+    @staticmethod
+    def tuple_types(acc: Accumulator, types: dict[str, str | None]) -> tuple[str, str | None] | str:
+        """``(value type, count type)`` of a tuple accumulator (the count's type None for a softmax, ``unsigned`` for a
+        count taken from the loop index), or why its declared types do not fit (float or double values, alike)."""
+        m = acc.members
+        values = [m["max"], m["sum"]] if acc.kind == "softmax" else [m["mean"], m["m2"]]
+        kinds = {types.get(v) for v in values}
+        if len(kinds) != 1 or not kinds <= {"float", "double"}:
+            return f"{', '.join(values)}: not all float or all double"
+        count = None if acc.kind == "softmax" else types.get(m["count"]) if m["count"] else "unsigned"
+        if acc.kind == "welford" and count not in SHUFFLE_TYPES:
+            return f"{m['count']}'s type cannot be shuffled"
+        return kinds.pop(), count
+
+    @staticmethod
+    def tuple_start(acc: Accumulator, value: str, tag: int) -> list[str]:
+        """The statements before the split loop: every lane but the first starts an empty part (a softmax's max at the
+        lowest finite value, not -inf: its own first element -inf then gives exp(-inf) = 0, not exp(-inf - -inf))."""
+        m = acc.members
+        if acc.kind == "softmax":
+            return [f"const {value} ptxf_start{tag} = {m['max']};  // the max's first value (transform rowpar)",
+                    f"if ({LANE} != 0u) {{ {m['max']} = ptxf_lowest<{value}>(); {m['sum']} = 0; }}  "
+                    "// each lane its own (max, sum of exp) (transform rowpar)"]
+        zero = f"{m['mean']} = 0; {m['m2']} = 0;"
+        if m["count"]:
+            return [f"if ({LANE} != 0u) {{ {m['count']} = 0; {zero} }}  // each lane its own (count, mean, M2) (transform rowpar)"]
+        first = f"{LANE} == 0u ? {acc.count_start}u : 0u" if acc.count_start else "0u"  # the count before the loop's start
+        return [f"unsigned ptxf_count{tag} = {first};  // this lane's count (transform rowpar)",
+                f"if ({LANE} != 0u) {{ {zero} }}  // each lane its own (mean, M2) (transform rowpar)"]
+
+    def tuple_combine(self, acc: Accumulator, value: str, count: str | None, tag: int) -> str:
+        """The statement merging a tuple's parts across the group (every lane gets the row's values)."""
+        m = acc.members
+        if acc.kind == "softmax":
+            part = f"ptxf_softmax<{value}, {int(acc.exp == '__expf')}>"
+            fields = [("m", m["max"]), ("s", m["sum"])]
+            finish = f"{m['max']} = ptxf_part.max_or(ptxf_start{tag}); {m['sum']} = ptxf_part.s;"
+        else:
+            part = f"ptxf_welford<{count}, {value}>"
+            fields = [("n", m["count"] or f"ptxf_count{tag}"), ("mean", m["mean"]), ("m2", m["m2"])]
+            finish = " ".join(f"{v} = ptxf_part.{f};" for f, v in fields)
+        fn = self._fn("ptxf_row_merge", "ptxf_block_merge", f"ptxf_group_merge<{self.lanes}>")
+        return (f"{{ {part} ptxf_part = {{{', '.join(v for _, v in fields)}}}; {fn}(ptxf_part); {finish} }}  "
+                "// the lanes' parts merged (transform rowpar)")
 
 
 class _Walk:
@@ -425,16 +581,31 @@ class _Walk:
             return self._serial(loop, "a name of the loop shadows one declared around it")
         if any(n not in self.declared for n in carried):
             return self._serial(loop, "a global variable is written in the loop")
-        accs = loop_accumulators(body, carried, j)
+        why: list[str] = []
+        accs = loop_accumulators(body, carried, j, tuples=self.p.merges_tuples(), start=start, why=why)
         if accs is None:
             return self._serial(loop, f"carried {', '.join(sorted(carried))}: not recognised accumulations "
-                                      "(sum, product, max, min, arg max/min, each updated alone)")
+                                      "(sum, product, max, min, arg max/min, each updated alone; online softmax, "
+                                      "Welford)" + "".join(f"; {w}" for w in why))
         trip = _trip(start, bound_node, j)
         if not self.stores_distinct(body, j, trip):
             return self._serial(loop, "two iterations may touch one element of a buffer it writes")
         types = self.unit.types.scalar
         exact_only = self.unit.spec.check.rtol == 0 and self.unit.spec.check.atol == 0
+        tag = self.rw.split
+        tuples: dict[str, tuple[str, str | None]] = {}  # a tuple's name -> (value type, count type)
         for a in accs.values():
+            if a.kind in TUPLE_PARTS:
+                t = self.p.tuple_types(a, types)
+                if isinstance(t, str):
+                    return self._serial(loop, t)
+                if exact_only:
+                    return self._serial(loop, f"{', '.join(a.names)}: a {a.kind} merge re-associates, and the spec asks "
+                                              "for exact results")
+                if a.counts and body.type != "compound_statement":
+                    return self._serial(loop, "a count from the loop index in a body that is not a block")
+                tuples[a.name] = t
+                continue
             if types.get(a.name) not in SHUFFLE_TYPES or (a.kind == "arg" and types.get(a.index) not in SHUFFLE_TYPES):
                 return self._serial(loop, f"{a.name}'s type cannot be shuffled")
             if exact_only and a.kind in ("sum", "prod") and types.get(a.name) in ("float", "double"):
@@ -444,6 +615,12 @@ class _Walk:
         ind = indent.decode()
         before = "".join(f"if ({LANE} != 0u) {a.name} = {a.identity};  // each lane adds its share (transform rowpar)\n{ind}"
                          for a in accs.values() if a.identity is not None)
+        for a in accs.values():
+            if a.name in tuples:
+                before += "".join(f"{x}\n{ind}" for x in self.p.tuple_start(a, tuples[a.name][0], tag))
+            if a.counts:  # this lane's count, where the loop read its index
+                self.rw.edits.append((body.start_byte + 1, body.start_byte + 1, f" ++ptxf_count{tag};".encode()))
+                self.rw.edits += [(c.start_byte, c.end_byte, f"(ptxf_count{tag})".encode()) for c in a.counts]
         if before:
             self.rw.edits.append((loop.start_byte, loop.start_byte, before.encode()))
         self.rw.edits.append((start.start_byte, start.end_byte, f"({sx.text(start)}) + {LANE}".encode()))
@@ -454,7 +631,10 @@ class _Walk:
                 "right" if sx.operator(bound_node) in ("<", "<=") else "left"), start)
         after = []
         for a in accs.values():
-            after.append(self.p.combine(a, types[a.name], types.get(a.index) if a.index else None))
+            if a.name in tuples:
+                after.append(self.p.tuple_combine(a, *tuples[a.name], tag))
+            else:
+                after.append(self.p.combine(a, types[a.name], types.get(a.index) if a.index else None))
             self.rw.helpers += self.p.helpers_for(a)
         if self.written_roots(body) and self.read_later(loop, self.written_roots(body)):
             after.append(self.p.sync())
