@@ -226,6 +226,7 @@ def test_auto_shape_follows_the_sizes_and_the_gpu():
     assert sh[(100, 7)] == ([8, 128], 1)  # 7 columns cannot fill the GPU: as many threads a column as a block takes
     assert sh[(64, 4224)] == ([32, 32], 132)  # 132 blocks of 32 columns, one an SM; a wave wants 64 threads a column
     assert sh[(64, 4100)][0][0] == 8  # 129 blocks of 32 would leave SMs idle: 8 columns a block
+    assert block_at(wide.launch, {"M": 3, "N": 5}) == [8, 4]  # no more threads a column than rows (3 -> 4)
     for size in ({"M": 100, "N": 7}, {"M": 5000, "N": 300}):
         x, y = block_at(wide.launch, size)
         assert 1 <= x * y <= 1024 and evaluate(wide.launch.grid[0], size) * x >= size["N"]

@@ -20,10 +20,10 @@ part in the same number of barriers (``ptxf_col_idle``) and then leave. The barr
 
 The launch: block ``[32, Y]`` with ``Y`` in {4, 8, 16, 32}, or (``auto``) ``[X, Y]`` chosen at launch: ``X`` = 32
 columns, or 8 (an fp32 row segment of one 32-byte sector) when blocks of 32 columns would not give every SM one (with
-the GPU's facts), and ``Y`` the smallest power of two giving each thread at most
-:data:`.rowpar.ELEMENTS_PER_LANE` rows and (with the facts) one full-occupancy wave over all columns, at most
-``1024 / X``. The grid is the column count (the guard's bound through the spec's scalars, else the original grid's
-threads) over ``X``.
+the GPU's facts), and ``Y`` the smallest power of two giving each thread at most :data:`.rowpar.ELEMENTS_PER_LANE`
+rows and (with the facts) one full-occupancy wave over all columns, but no more threads than rows (the power of two
+at or above) and at most ``1024 / X``. The grid is the column count (the guard's bound through the spec's scalars,
+else the original grid's threads) over ``X``.
 
 Refused, besides rowpar's own refusals (shared memory, barriers, ``threadIdx`` in the column's code, carried variables
 that are not accumulations, writes two iterations may share, ...): a grid-stride loop over columns (blocks would run
@@ -169,7 +169,7 @@ class ColumnParallelPass(RowParallelPass):
         if facts is not None:
             x = f"{NARROW} + {COLUMNS - NARROW} * min(1, cdiv({cols}, {COLUMNS}) // {facts.sm_count})"
             want = f"max({want}, cdiv({facts.sm_count * threads_per_sm(facts.arch)}, {cols}))"
-        w = f"max(0, {want} - 1)"
+        w = f"max(0, min({rows}, {want}) - 1)"  # no more threads than rows
         tiers = [2**k for k in range(10)]  # 1 .. 512: the sum below is the smallest power of two >= want
         y = "1" + "".join(f" + {t} * min(1, {w} // {t})" for t in tiers)
         return x, f"min({MAX_BLOCK} // ({x}), {y})"
