@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ptxfactory.harness.compile import CompileFailed, compile_candidate
+from ptxfactory.harness.static_checks import static_check
 from ptxfactory.protocol import GpuFacts, evaluate, load_spec
 from ptxfactory.search.generators.transform import PASSES, TransformGenerator
 from ptxfactory.search.generators.transform.colpar import ColumnParallelPass
@@ -246,8 +247,15 @@ def test_the_example_colsum():
             x, y = block_at(out.launch, size)
             assert 1 <= x * y <= 1024 and evaluate(out.launch.grid[0], size) * x >= size["N"]
         candidate_compiles(source, spec, split, facts=FACTS)
-    names = [c.description for c in TransformGenerator().propose(make_ctx(source, spec))]
+    cands = TransformGenerator().propose(make_ctx(source, spec))
+    names = [c.description for c in cands]
     assert "transform colpar_auto" in names and not any("rowpar" in n for n in names)
+    assert any("colpar_rows8+" in n for n in names)  # chained with the hints, unroll and launch bounds
+    for c in cands:  # every proposal (colpar's chains included) compiles, unspilled, and passes the static checks
+        r = compile_candidate(c, spec.arch, spec.check.fast_math)
+        assert not isinstance(r, CompileFailed), f"{c.description}: {r.log}"
+        assert r.resources.spill_stores == 0 and r.resources.local_bytes == 0, c.description
+        assert static_check(c, spec, r.resources, r.cubin) is None, c.description
 
 
 # ---------------------------------------------------------------- what it refuses
