@@ -26,6 +26,7 @@ EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 REQUIRED = {"rmsnorm", "softmax", "layernorm", "rowsum", "transpose", "bias_gelu", "gemv", "rowsum_seq",
             "dequant_int8", "scale_bias"}  # <cstdint> and a template on its element type
 MIN_BENCH_BYTES = 64 * 2**20  # below this an H200 is launch-bound, not memory-bound
+MIN_BENCH_FLOPS = 10**9  # a compute-bound example's least work per bench size (~0.1 ms at a naive kernel's rate)
 # 2 GiB (plus rmsnorm's 32 KiB weight vector at 32768 x 16384 bf16); the newer examples stay under 1 GiB
 MAX_BENCH_BYTES = 2 * 2**30 + 2**20
 HELDOUT_SECRETS = range(8)
@@ -106,6 +107,9 @@ def test_bench_sizes_are_memory_bound_and_fit_one_gpu(cu: Path, name: str):
     assert 2 <= len(spec.bench.sizes) <= 4
     for size in spec.bench.sizes:
         nbytes = spec.bytes_moved_at(size)
+        if spec.flops_at(size) > 0:  # compute-bound (matmul_naive: judged against the peak FLOP rate): enough work
+            assert spec.flops_at(size) >= MIN_BENCH_FLOPS and nbytes <= MAX_BENCH_BYTES, f"{size}: {spec.flops_at(size):.3g} FLOP"
+            continue
         assert MIN_BENCH_BYTES <= nbytes <= MAX_BENCH_BYTES, f"{size}: {nbytes / 2**20:.0f} MiB"
 
 

@@ -1,5 +1,5 @@
 """The naive examples no family knows (issue 12): l2norm_rows, xent_fwd, standardize_rows, rope,
-sgd_momentum, swiglu, stencil5, row_argmax; and colsum (a column reduction, for the colpar pass). Each is a kernel as a newcomer writes it, a spec and a Python
+sgd_momentum, swiglu, stencil5, row_argmax; and colsum (a column reduction, for the colpar pass); and matmul_naive (a GEMM, for the smem_tile pass). Each is a kernel as a newcomer writes it, a spec and a Python
 reference (``ref.py``, float64) that judges every candidate.
 
 CPU tier (tests/unit/test_examples.py checks every example's spec, compilation, launch and bench sizes too):
@@ -38,7 +38,7 @@ from _generator_support import example_ctx
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 NAIVE = ("l2norm_rows", "xent_fwd", "standardize_rows", "rope", "sgd_momentum", "swiglu", "stencil5", "row_argmax",
-         "colsum")
+         "colsum", "matmul_naive")
 FAMILIES = ("rowwise", "softmax", "rowreduce", "elementwise", "transpose")
 F32 = np.float32
 F64 = np.float64
@@ -287,6 +287,20 @@ def colsum_kernel(v, total=running_sum, skip_last=False):
     return {"out": total(np.ascontiguousarray(x.T))}
 
 
+def matmul_kernel(v, partials=1, drop_last=False):
+    """C = A @ B as fp32 fmas, k ascending (``partials`` > 1: that many running sums over k mod partials, added
+    pairwise); ``drop_last``: a bug (the last k left out)."""
+    a, b = v["A"], v["B"]
+    k_len = a.shape[1] - (1 if drop_last else 0)
+    part = np.zeros((partials, a.shape[0], b.shape[1]), F32)
+    for k in range(k_len):
+        part[k % partials] = fma(a[:, k, None], b[None, k, :], part[k % partials])
+    while part.shape[0] > 1:
+        h = part.shape[0] // 2
+        part = (part[:h] + part[h:]).astype(F32)
+    return {"C": part[0]}
+
+
 @dataclass(frozen=True)
 class Emulation:
     kernel: Callable[[dict], dict]  # the source's own loop and order
@@ -313,6 +327,9 @@ EMULATIONS = {
     # colpar's order: rows split over 32 threads of a column, each a strided running sum, then combined
     "colsum": Emulation(colsum_kernel, (lambda v: colsum_kernel(v, total=lambda t: strided_tree_sum(t, threads=32)),),
                         lambda v: colsum_kernel(v, skip_last=True)),
+    # smem_tile keeps the kernel's order; 8 partial sums are what an unrolled or split-k candidate would add
+    "matmul_naive": Emulation(matmul_kernel, (lambda v: matmul_kernel(v, partials=8),),
+                              lambda v: matmul_kernel(v, drop_last=True)),
 }
 assert set(EMULATIONS) == set(NAIVE)
 
