@@ -16,7 +16,8 @@ blockDim.x + threadIdx.x;``, declarations, then ``if (r >= n) return;`` or a fin
   other lanes starting an empty part (a max at the lowest finite value, so a lane's first element
   -inf gives no NaN; a count taken from the loop index becomes a per-lane count); every merge gives
   the same bits in either order, so the butterfly leaves all lanes one value. Global stores in the
-  loop must write distinct elements per iteration: each written buffer is accessed in the loop through one name and one index, affine in ``j`` (``p[r * N + j]``).
+  loop must write distinct elements per iteration: each written buffer is accessed in the loop
+  through one name and one index, affine in ``j`` (``p[r * N + j]``).
 - any other loop stays serial. A ``for`` loop that carries nothing from one iteration to the next
   but its own variables (an outer loop over heads, say) runs on every lane with the same values,
   and its body is handled like the row's code: the loops inside it are split. Another loop runs on
@@ -43,7 +44,8 @@ Refused (the kernel is left alone): a launch that is not 1-D or whose block is n
 loop to split, a carried variable that is not a recognised accumulation, a written buffer accessed
 through two names or indices in one loop, a thread-local array written in a loop to split, a
 memory-writing serial loop that also sets row variables, a grid over 2^31 - 1 blocks at a spec
-size, and a kernel with no loop to split.
+size, a loop to split that walks a column (consecutive threads on consecutive elements, iterations a
+stride apart: :mod:`.colpar`'s kernel, whose lanes would not coalesce), and a kernel with no loop to split.
 """
 from __future__ import annotations
 
