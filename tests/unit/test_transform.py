@@ -403,6 +403,8 @@ APPLIES = {  # pass -> examples where its precondition holds on the user's kerne
     **{p.name: {"gemv"} for p in PASSES if p.name.startswith("rowpar_")},
     # one block per row with shared-memory tree reductions
     **{p.name: {"rowsum", "softmax", "layernorm", "rmsnorm"} for p in PASSES if p.name.startswith("blockrow_")},
+    # a row read by two or more blockDim-strided loops (rowsum reads it once)
+    **{p.name: {"softmax", "layernorm", "rmsnorm"} for p in PASSES if p.name.startswith("hold_row")},
 }
 
 

@@ -33,7 +33,7 @@ what it computed before, in the same order; only the loads are fewer.
 
 H: 8, 16 or 32 elements per lane, or ``auto``: the smallest power of two holding every bench size's
 elements per lane (the loop length through the spec's sizes, over the lanes: a literal step or the
-launch's ``block[0]``) that fit in at most 32. A fixed H whose fast path would run at no bench size
+launch's ``block[0]``) among those that fit in 16 registers per lane (all held buffers together). A fixed H whose fast path would run at no bench size
 is refused, and so is any H whose held words per lane exceed half the registers a thread of the
 largest block can have (65536 / threads).
 
@@ -66,7 +66,9 @@ HELD = "ptxf_held"
 FLAG = "ptxf_hold"
 STEP_VAR = "ptxf_t"
 VARIANTS = ("auto", 8, 16, 32)
-MAX_HELD = 32  # elements per lane and buffer the auto variant holds at most
+AUTO_WORDS = 16  # held 32-bit registers per lane the auto variant takes at most (room left for the loops' own
+# loads in flight, e.g. vector_loops' 16-byte chunks 4x unrolled on the long rows' path, under launch_bounds' register
+# target: 32 floats held spill there); the fixed variants go up to 32 elements
 REGISTERS_PER_SM_BLOCK = 65536  # 32-bit registers a block may use (every sm_70+ GPU)
 ELEMENT_WORDS = {"double": 2, "long long": 2, "unsigned long long": 2, "int64_t": 2, "uint64_t": 2, "size_t": 2,
                  "float2": 2, "int2": 2, "uint2": 2, "float4": 4, "int4": 4, "uint4": 4, "double2": 4}
@@ -141,6 +143,7 @@ class HoldRowPass(PlannedPass):
                     groups.setdefault(lp.key, []).append(lp)
             for loops in groups.values():
                 if len(loops) < 2:
+                    why.append(f"line {loops[0].node.start_point[0] + 1}: no other loop of its block with its bounds and step")
                     continue
                 try:
                     held = self._held(unit, a, block, loops)
@@ -222,12 +225,12 @@ class HoldRowPass(PlannedPass):
         if self.held == "auto":
             if counts is None:
                 raise Refused("elements per lane unknown at the bench sizes (the loop length or the step is not a spec expression)")
-            fit = [c for c in counts if c <= MAX_HELD]
+            per = sum(ELEMENT_WORDS.get(x.elem, 1) for x in held)  # registers per element held
+            fit = [_pow2(c) for c in counts if _pow2(c) * per <= AUTO_WORDS]
             if not fit:
-                raise Refused(f"no bench size fits: {max(counts)} elements per lane or more (at most {MAX_HELD})")
-            h = 1
-            while h < max(max(fit), 2):
-                h *= 2
+                raise Refused(f"no bench size fits: {min(counts)} elements per lane or more, {per} registers each "
+                              f"(at most {AUTO_WORDS} registers)")
+            h = max(fit)
         else:
             h = self.held
             if counts is not None and all(c > h for c in counts):
@@ -409,6 +412,14 @@ def _per_lane(unit: Unit, lp: _Loop) -> list[int] | None:
             return None
         out.append(max(0, -(-n // s)))
     return out or None
+
+
+def _pow2(n: int) -> int:
+    """The smallest power of two >= n (2 at least: a loop of one iteration per lane gains nothing held)."""
+    h = 2
+    while h < n:
+        h *= 2
+    return h
 
 
 def _max_threads(unit: Unit) -> int:
