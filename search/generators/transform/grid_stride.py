@@ -3,7 +3,7 @@
 Pattern (the kernel body starts with it; casts and either operand order allowed)::
 
     T i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;            // or: if (i < n) { ... } as the last statement
+    if (i >= n) return;            // or: if (i < n) { ... } (or one statement) as the last statement
     ...rest...
 
 becomes ``for (T i = <same>; i < n; i += (T)gridDim.x * (T)blockDim.x) { ...rest... }`` and the
@@ -136,7 +136,7 @@ class ElementGuard(NamedTuple):
 
 def element_guard(unit: Unit) -> ElementGuard | None:
     """The module docstring's pattern at the start of a 1-D ``policy = "free"`` kernel's body, in either
-    form (``if (i >= n) return; ...`` or a final ``if (i < n) { ... }``), with at least one statement guarded."""
+    form (``if (i >= n) return; ...`` or a final ``if (i < n) { ... }`` or ``if (i < n) stmt;``), with at least one statement guarded."""
     if unit.body is None or unit.spec.launch.policy != "free" or len(unit.launch.grid) != 1 or not unit.block_is_1d():
         return None
     stmts = sx.statements(unit.body)
@@ -152,13 +152,13 @@ def element_guard(unit: Unit) -> ElementGuard | None:
     cond = sx.unparen(guard.child_by_field_name("condition").child_by_field_name("value"))
     cons = guard.child_by_field_name("consequence")
     bound = _bound(cond, name, (">=",), ("<=",))
-    if bound is not None and _is_return(cons):
+    if bound is not None and is_bare_return(cons):
         rest = stmts[2:]
     else:
         bound = _bound(cond, name, ("<",), (">",))
-        if bound is None or cons.type != "compound_statement" or len(stmts) != 2:
+        if bound is None or len(stmts) != 2:
             return None
-        rest = sx.statements(cons)
+        rest = sx.statements(cons) if cons.type == "compound_statement" else [cons]
     if not rest:
         return None
     return ElementGuard(name, type_node, init, bound, rest, stmts[0].start_byte, stmts[-1].end_byte)
@@ -203,7 +203,8 @@ def _bound(cond: Node | None, name: str, ops_left: tuple[str, ...], ops_right: t
     return None
 
 
-def _is_return(node: Node | None) -> bool:
+def is_bare_return(node: Node | None) -> bool:
+    """``node`` is ``return;`` or ``{ return; }``."""
     if node is not None and node.type == "compound_statement":
         stmts = sx.statements(node)
         node = stmts[0] if len(stmts) == 1 else None

@@ -318,3 +318,10 @@ def _kind(ctype: str | None) -> str | None:
     if ctype in INT_TYPES:
         return "int"
     return None
+
+
+def subscript_index(node: Node) -> Node | None:
+    """The index expression of a ``subscript_expression`` ``p[i]`` (None for ``p[i, k]`` or an empty subscript)."""
+    idx = node.child_by_field_name("indices")
+    items = [c for c in idx.named_children if c.type != "comment"] if idx is not None else []
+    return items[0] if len(items) == 1 else None
