@@ -300,6 +300,10 @@ REFUSED = {
     for (int r = 0; r < M; r++) s += y[r * N + c];
     out[c] = s;
 """, "read back"),
+    "a Welford update down the column (a tuple colpar does not merge)": ("""    float n = 0.0f, m = 0.0f, m2 = 0.0f;
+    for (int r = 0; r < M; r++) { float v = x[r * N + c]; n += 1.0f; float d = v - m; m += d / n; m2 += d * (v - m); }
+    out[c] = m2 / n;
+""", "no loop to split"),
     "a recurrence down the column": ("""    float h = 0.0f;
     for (int r = 0; r < M; r++) h = 0.5f * h + x[r * N + c];
     out[c] = h;
