@@ -16,6 +16,7 @@ the PTX built with ``-lineinfo``): the ``asm`` statement for inline PTX.
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import re
 import shutil
@@ -32,6 +33,8 @@ from ptxfactory.protocol import Candidate, CompileFailed, Resources
 from .cuda_paths import nvcc_path, nvrtc_include_dirs
 from .elf import entry_names
 from .ptx import compile_ptx_candidate, is_ptx
+
+log = logging.getLogger(__name__)
 
 # Options a candidate may add; everything else is refused (they are passed to NVRTC, never to a shell).
 _ALLOWED_OPTION = re.compile(
@@ -152,7 +155,11 @@ def nvrtc_cubin(prog: int) -> bytes:
         nvrtc.NVRTCError: NVRTC refuses.
         ValueError: it made no cubin (compiled for a virtual arch, ``compute_XX``).
     """
-    lib = _nvrtc_library()
+    try:
+        lib = _nvrtc_library()
+    except (OSError, AttributeError) as exc:  # not the library's usual name: CuPy's bytes, which the driver loads
+        log.warning("NVRTC's library not found by name (%s): cubins come from CuPy's getCUBIN, one byte short", exc)
+        return nvrtc.getCUBIN(prog)
     size = ctypes.c_size_t()
     status = lib.nvrtcGetCUBINSize(ctypes.c_void_p(prog), ctypes.byref(size))
     if status == 0 and size.value <= 1:

@@ -199,3 +199,29 @@ def test_summary_of_a_real_kernel():
     assert text.startswith("- whole kernel: ")
     assert "innermost loop" in text and "global loads (128-bit" in text and "global stores (128-bit x1)" in text
     assert "FFMA" in text and len(text) <= sass.MAX_TEXT + 200
+
+
+def test_show_compiles_in_the_compile_pool(monkeypatch):
+    """``ptxfactory show``'s compilations (the cubin for SASS, the PTX) go through the compile pool, whose workers are
+    processes in the daemon (never NVRTC on a daemon thread)."""
+    import ptxfactory.harness.compile_pool as compile_pool
+    from ptxfactory.daemon import show
+
+    ran = []
+
+    class Recording(compile_pool.CompilePool):
+        def run_blocking(self, fn, *args):
+            ran.append(fn.__name__)
+            return super().run_blocking(fn, *args)
+
+    pool = Recording(0)
+    monkeypatch.setattr(compile_pool, "_SHARED", pool)
+    try:
+        cubin = show.cubin_of(_candidate(), "sm_90a")
+        ptx = show.ptx_of(_candidate(), "sm_90a")
+        with pytest.raises(show.ShowError, match="does not compile"):
+            show.cubin_of(_candidate().model_copy(update={"source": "not C++"}), "sm_90a")
+    finally:
+        pool.close()
+    assert ran == ["compiled_for", "kernel_ptx_of", "compiled_for"]
+    assert len(cubin) == _elf_extent(cubin) and ".visible .entry axpy4(" in ptx
