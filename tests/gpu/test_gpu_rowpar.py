@@ -189,3 +189,76 @@ def test_blockrow_candidates_verify(tmp_path):
     rows = [r for r in summary.rows if any(k.startswith("pass:blockrow_") for k in r.candidate.params)]
     assert len(rows) >= 2, _report(summary)
     assert all(isinstance(r.result, Measured) for r in rows), _report(summary)
+
+
+# Tuple accumulators (tests/unit/test_tuple_reductions.py): a Welford row mean/variance whose count is the loop index
+# (each lane gets its own count, the lanes' parts merged by Chan's update), and an online-softmax cross-entropy in the
+# if/else spelling with a -inf start (the other lanes start at the lowest finite value; parts merged with the rescale).
+WELFORD = """
+extern "C" __global__ void row_stats(const float* x, float* mean, float* var, int M, int N)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= M) return;
+    float mu = 0.0f, m2 = 0.0f;
+    for (int j = 0; j < N; j++) {
+        float v = x[(size_t)r * N + j];
+        float d = v - mu;
+        mu += d / (float)(j + 1);
+        m2 += d * (v - mu);
+    }
+    mean[r] = mu;
+    var[r] = m2 / N;
+}
+"""
+WELFORD_SPEC = """[kernel.row_stats]
+arch = "sm_90a"
+args = [
+  { name = "x", role = "in", dtype = "f32", shape = ["M", "N"], init = "normal(3, 2)" },
+  { name = "mean", role = "out", dtype = "f32", shape = ["M"] },
+  { name = "var", role = "out", dtype = "f32", shape = ["M"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+]
+launch = { grid = ["cdiv(M, 128)"], block = [128], shared_mem = 0, policy = "free" }
+[kernel.row_stats.check]
+rtol = 1e-4
+atol = 1e-5
+seeds = 2
+sizes = [{ M = 7, N = 100 }, { M = 1, N = 1 }, { M = 33, N = 5003 }, { M = 300, N = 37 }]
+[kernel.row_stats.bench]
+sizes = [{ M = 4096, N = 8192 }, { M = 65536, N = 256 }]
+"""
+
+XENT_ONLINE = """
+extern "C" __global__ void xent_online(const float* logits, const int* target, float* loss, int M, int V)
+{
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < M) {
+        float mx = __int_as_float(0xff800000);  // -inf
+        float sum = 0.0f;
+        for (int j = 0; j < V; j++) {
+            float v = logits[(size_t)row * V + j];
+            if (v > mx) {
+                sum = sum * expf(mx - v) + 1.0f;
+                mx = v;
+            } else {
+                sum += expf(v - mx);
+            }
+        }
+        loss[row] = logf(sum) + mx - logits[(size_t)row * V + target[row]];
+    }
+}
+"""
+XENT_ONLINE_SPEC = XENT_SPEC.replace("kernel.xent", "kernel.xent_online")
+
+
+@pytest.mark.parametrize("name,source,spec", [("row_stats", WELFORD, WELFORD_SPEC),
+                                              ("xent_online", XENT_ONLINE, XENT_ONLINE_SPEC)])
+def test_rowpar_tuple_candidates_verify(tmp_path, name, source, spec):
+    """Every rowpar candidate of a Welford and of an online softmax passes the verifier (sub-warp, block and auto)."""
+    summary = _job(tmp_path, name, source, spec)
+    rows = [r for r in summary.rows if any(k.startswith("pass:rowpar_") for k in r.candidate.params)]
+    assert len(rows) >= 3, _report(summary)
+    assert all(isinstance(r.result, Measured) for r in rows), _report(summary)
+    lanes = {r.candidate.params["lanes"] for r in rows}
+    assert lanes & {4, 8, 16, 32} and lanes & {128, 256, 512, 1024}, _report(summary)
