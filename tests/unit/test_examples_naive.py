@@ -1,5 +1,5 @@
 """The naive examples no family knows (issue 12): l2norm_rows, xent_fwd, standardize_rows, rope,
-sgd_momentum, swiglu, stencil5, row_argmax; and colsum (a column reduction, for the colpar pass); and matmul_naive (a GEMM, for the smem_tile pass). Each is a kernel as a newcomer writes it, a spec and a Python
+sgd_momentum, swiglu, stencil5, row_argmax; and colsum (a column reduction, for the colpar pass); and matmul_naive (a GEMM, for the smem_tile pass); and dot_atomic (one atomicAdd per element, for the atomic_agg pass). Each is a kernel as a newcomer writes it, a spec and a Python
 reference (``ref.py``, float64) that judges every candidate.
 
 CPU tier (tests/unit/test_examples.py checks every example's spec, compilation, launch and bench sizes too):
@@ -38,7 +38,7 @@ from _generator_support import example_ctx
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 NAIVE = ("l2norm_rows", "xent_fwd", "standardize_rows", "rope", "sgd_momentum", "swiglu", "stencil5", "row_argmax",
-         "colsum", "matmul_naive")
+         "colsum", "matmul_naive", "dot_atomic")
 FAMILIES = ("rowwise", "softmax", "rowreduce", "elementwise", "transpose")
 F32 = np.float32
 F64 = np.float64
@@ -301,6 +301,34 @@ def matmul_kernel(v, partials=1, drop_last=False):
     return {"C": part[0]}
 
 
+GRID_STRIDE_THREADS = 132 * 2048  # grid_stride's one wave on an H200 (132 SMs x 2048 threads)
+
+
+def dot_warp_sums(x, y, threads=GRID_STRIDE_THREADS) -> np.ndarray:
+    """atomic_agg's per-warp sums of x * y: ``threads`` threads each fma-accumulating elements t, t + threads, ...
+    in a register, then a down-shuffle tree per warp (lane l adds lane l + 16, then + 8, ...)."""
+    per = -(-x.size // threads)
+    xs, ys = np.zeros(per * threads, F32), np.zeros(per * threads, F32)
+    xs[:x.size], ys[:y.size] = x, y
+    acc = np.zeros(threads, F32)
+    for k in range(per):
+        acc = fma(xs[k * threads:(k + 1) * threads], ys[k * threads:(k + 1) * threads], acc)
+    w = acc.reshape(-1, 32)
+    for o in (16, 8, 4, 2, 1):
+        w = (w[:, :o] + w[:, o:2 * o]).astype(F32)
+    return w[:, 0]
+
+
+def dot_kernel(v, order="atomics", threads=GRID_STRIDE_THREADS, drop_last=False):
+    """out + x . y: fp32 products added to out one at a time (``"atomics"``: in index order, one order the atomics
+    may take), or atomic_agg's (``"warps"``): :func:`dot_warp_sums` added to out in order. ``drop_last``: a bug."""
+    x, y = v["x"].reshape(-1), v["y"].reshape(-1)
+    if drop_last:
+        x, y = x[:-1], y[:-1]
+    terms = f(x * y) if order == "atomics" else dot_warp_sums(x, y, threads)
+    return {"out": running_sum(np.concatenate([v["out"].reshape(-1), terms]))[None]}
+
+
 @dataclass(frozen=True)
 class Emulation:
     kernel: Callable[[dict], dict]  # the source's own loop and order
@@ -330,6 +358,10 @@ EMULATIONS = {
     # smem_tile keeps the kernel's order; 8 partial sums are what an unrolled or split-k candidate would add
     "matmul_naive": Emulation(matmul_kernel, (lambda v: matmul_kernel(v, partials=8),),
                               lambda v: matmul_kernel(v, drop_last=True)),
+    # atomic_agg alone (a thread per element, warps' sums) and after grid_stride (a wave of threads)
+    "dot_atomic": Emulation(dot_kernel, (lambda v: dot_kernel(v, "warps", threads=-(-v["x"].size // 256) * 256),
+                                         lambda v: dot_kernel(v, "warps")),
+                            lambda v: dot_kernel(v, drop_last=True)),
 }
 assert set(EMULATIONS) == set(NAIVE)
 
@@ -476,3 +508,23 @@ def test_no_family_matches_or_proposes_anything(name: str):
         module = importlib.import_module(f"ptxfactory.search.generators.{family}")
         assert module.match_spec(ctx.spec) is None, f"{family} matches {name}"
         assert load_generator(family).propose(ctx) == [], f"{family} proposes for {name}"
+
+
+def test_dot_atomic_timed_launches_stay_within_the_tolerance_of_each_other():
+    """The timed launches add to the same inout buffer (it is not reset between them): after a round's ~44 launches
+    (3 warm-up, 1 probe, 40 timed) at the first bench size, the naive kernel's running fp32 sum and
+    atomic_agg's (after grid_stride) stay well within rtol of each other, as the spec's comment says."""
+    spec = _spec("dot_atomic")
+    size = spec.bench.sizes[0]
+    v = kernel_view(spec, size, stress_inputs(spec, size, 0, seed=1000))
+    x, y = v["x"], v["y"]
+    terms, warp_sums = f(x * y), dot_warp_sums(x, y)
+    naive = cand = F32(0)
+    launches = 44
+    for _ in range(launches):
+        naive = running_sum(np.concatenate([[naive], terms]))
+        cand = running_sum(np.concatenate([[cand], warp_sums]))
+    truth = launches * float(np.dot(x.astype(F64), y.astype(F64)))
+    ratio = abs(float(naive) - float(cand)) / (spec.check.atol + spec.check.rtol * abs(float(cand)))
+    assert ratio <= 0.25, f"{ratio:.3g} of the tolerance after {launches} launches at {size}"
+    assert abs(float(cand) - truth) < abs(float(naive) - truth)  # the aggregated sum is the better one
