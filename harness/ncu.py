@@ -39,11 +39,17 @@ METRICS = {
     "l1tex__t_sector_hit_rate.pct": "L1 hit rate",
     "lts__t_sector_hit_rate.pct": "L2 hit rate",
 }
-STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
-STALLS = "regex:" + re.escape(STALL_PREFIX) + ".*" + re.escape(STALL_SUFFIX)  # every stall reason ncu knows
+STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active"
+# every stall reason ncu knows, by its full name (``..._per_issue_active.ratio``) or its base name
+STALLS = "regex:^" + re.escape(STALL_PREFIX) + ".*" + re.escape(STALL_SUFFIX) + r"(\.ratio)?$"
 TOP_STALLS = 3
 _NOT_A_STALL = ("selected",)  # the warp issued: not a stall
 _PERMISSION = "ERR_NVGPUCTRPERM"
+
+
+def _is_stall(name: str) -> bool:
+    """Whether a metric name is a warp stall reason's cycles per issued instruction (``.ratio``, or no suffix)."""
+    return name.startswith(STALL_PREFIX) and name.split(".")[0].endswith(STALL_SUFFIX) and name.endswith((STALL_SUFFIX, ".ratio"))
 
 
 @dataclass(frozen=True)
@@ -63,8 +69,7 @@ class Counters:
 
     def stalls(self, n: int = TOP_STALLS) -> list[tuple[str, float]]:
         """The ``n`` largest warp stall reasons (``long_scoreboard``...), cycles per issued instruction, largest first."""
-        found = [(name[len(STALL_PREFIX):-len(STALL_SUFFIX)], v) for name, v in self.values.items()
-                 if name.startswith(STALL_PREFIX) and name.endswith(STALL_SUFFIX)]
+        found = [(name[len(STALL_PREFIX):].split(STALL_SUFFIX)[0], v) for name, v in self.values.items() if _is_stall(name)]
         found = [(r, v) for r, v in found if r not in _NOT_A_STALL and v > 0]
         return sorted(found, key=lambda rv: -rv[1])[:n]
 
@@ -161,7 +166,7 @@ def read_output(text: str, lowered_name: str) -> Counters:
     values, units = {}, {}
     if launches:
         for name, (value, unit) in launches[-1].items():
-            if name in METRICS or (name.startswith(STALL_PREFIX) and name.endswith(STALL_SUFFIX)):
+            if name in METRICS or _is_stall(name):
                 v = _number(value)
                 if v is not None:
                     values[name], units[name] = v, unit

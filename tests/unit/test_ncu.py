@@ -86,7 +86,7 @@ def test_a_stand_in_ncu_is_given_one_launch_of_the_kernel(tmp_path):
     assert "--clock-control" in args and args[args.index("--clock-control") + 1] == "none"
     assert args[args.index("--kernel-name") + 1] == "rmsnorm" and args[args.index("--launch-count") + 1] == "1"
     assert args[-3:-1] == ["-m", "ptxfactory.harness.sanitize_run"] and args[-1].endswith("job.json")
-    assert any(m.startswith("regex:smsp__average_warps_issue_stalled_") for m in args[args.index("--metrics") + 1].split(","))
+    assert any(m.startswith("regex:^smsp__average_warps_issue_stalled_") for m in args[args.index("--metrics") + 1].split(","))
 
 
 def test_the_profiled_size_is_the_largest_timed_one():
