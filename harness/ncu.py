@@ -123,12 +123,13 @@ def not_found_reason(env: dict[str, str] | None = None) -> str:
     return "Nsight Compute (ncu) is not installed here (CUDA_PATH, CUDA_HOME, PATH, /usr/local/cuda/bin; or set PTXFACTORY_NCU)"
 
 
-def ncu_command(exe: str, job_file: str, lowered_name: str, python: str = sys.executable) -> list[str]:
-    """The argument list of one profile of the launch described by ``job_file`` (kernel ``lowered_name`` only)."""
+def ncu_command(exe: str, job_file: str, lowered_name: str, python: str = sys.executable, stalls: bool = True) -> list[str]:
+    """The argument list of one profile of the launch described by ``job_file`` (kernel ``lowered_name`` only);
+    ``stalls``: the warp stall reasons too (:data:`STALLS`)."""
     return [exe, "--csv", "--page", "raw", "--print-units", "base", "--clock-control", "none",
             "--target-processes", "all", "--kernel-name-base", "mangled", "--print-kernel-base", "mangled",
             "--kernel-name", lowered_name,
-            "--launch-count", "1", "--metrics", ",".join([*METRICS, STALLS]),
+            "--launch-count", "1", "--metrics", ",".join([*METRICS, *([STALLS] if stalls else [])]),
             python, "-m", "ptxfactory.harness.sanitize_run", job_file]
 
 
@@ -196,19 +197,27 @@ def profile_launch(exe: str | None, spec: KernelSpec, cubin: bytes, lowered_name
         return Counters(problem=not_found_reason(env), lasting=True)
     with tempfile.TemporaryDirectory(prefix="ptxf-ncu-") as tmp:
         job = write_job(Path(tmp), spec, cubin, lowered_name, launch, size)
-        try:  # a session of its own: at the time limit ncu and the program it runs are killed together
-            proc = subprocess.Popen(ncu_command(exe, str(job), lowered_name), stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True, errors="replace", env=env, cwd=tmp,
-                                    start_new_session=True)
-        except OSError as exc:
-            return Counters(problem=f"could not start {exe}: {exc}")
-        try:
-            out, err = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            return Counters(problem=f"ncu took more than {timeout_s:g} s")
+        counters = _run(ncu_command(exe, str(job), lowered_name), lowered_name, timeout_s, env, tmp)
+        if not counters.ok and not counters.lasting and "metric" in (counters.problem or "").lower():
+            # this ncu does not know a metric asked for (the stall reasons' pattern): once more without them
+            counters = _run(ncu_command(exe, str(job), lowered_name, stalls=False), lowered_name, timeout_s, env, tmp)
+    return counters
+
+
+def _run(args: list[str], lowered_name: str, timeout_s: float, env: dict[str, str] | None, cwd: str) -> Counters:
+    """One ncu run in a session of its own (at the time limit ncu and the program it runs are killed together)."""
+    try:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                                env=env, cwd=cwd, start_new_session=True)
+    except OSError as exc:
+        return Counters(problem=f"could not start {args[0]}: {exc}")
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return Counters(problem=f"ncu took more than {timeout_s:g} s")
     counters = read_output(out + "\n" + err, lowered_name)
     if not counters.ok and proc.returncode != 0 and counters.problem and "exit code" not in counters.problem:
-        counters = Counters(problem=f"{counters.problem} (ncu exit code {proc.returncode})")
+        counters = Counters(problem=f"{counters.problem} (ncu exit code {proc.returncode})", lasting=counters.lasting)
     return counters

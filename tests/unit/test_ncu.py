@@ -107,3 +107,12 @@ def test_a_slow_ncu_is_stopped(tmp_path):
     exe = _script(tmp_path, "sleep 30\n")
     c = ncu.profile_launch(exe, _spec(), b"x", "rmsnorm", {}, {"M": 1, "N": 1}, timeout_s=0.5)
     assert not c.ok and c.problem == "ncu took more than 0.5 s" and not c.lasting
+
+
+def test_an_ncu_that_knows_no_stall_metric_is_asked_again_without(tmp_path):
+    calls = tmp_path / "calls"
+    exe = _script(tmp_path, f"echo x >> {calls}\ncase \"$*\" in *regex:*) echo '==ERROR== Failed to find metric regex:^smsp__average_warps' >&2; exit 1;; esac\n"
+                            f"cat {FIXTURES / 'ncu_raw_rmsnorm.csv'}\n")
+    c = ncu.profile_launch(exe, _spec(), b"x", "rmsnorm", {}, {"M": 1, "N": 1})
+    assert c.ok and c.get("DRAM throughput") == pytest.approx(61.84)
+    assert len(calls.read_text().split()) == 2
