@@ -1,6 +1,7 @@
-"""One launch of a compiled kernel, for compute-sanitizer (and Nsight Compute, :mod:`.ncu`) to watch: ``python -m ptxfactory.harness.sanitize_run JOB.json``.
+"""One launch of a compiled kernel, for compute-sanitizer (and Nsight Compute, :mod:`.ncu`) to watch:
+``python -m ptxfactory.harness.sanitize_run JOB.json``.
 
-``JOB.json`` (written by :func:`ptxfactory.harness.sanitize.run_tool`): ``{"cubin": path of the cubin file,
+``JOB.json`` (written by :func:`write_job`): ``{"cubin": path of the cubin file,
 "lowered_name": str, "launch": LaunchConfig dict, "spec": KernelSpec dict, "size": {symbol: int}, "seed": int}``.
 
 Every buffer is its own ``cudaMalloc`` of exactly its size (CuPy's memory pool is switched off, so that memcheck
