@@ -168,7 +168,7 @@ class AtomicAggPass(PlannedPass):
         calls = [n for n in sx.walk(body) if (sx.call_name(n) or "").startswith("atomic")]
         if not calls:
             raise Refused("no atomic in the kernel")
-        guards = _return_guards(body)
+        guards = return_guards(body)
         uniform = _uniform_names(unit, guards[0].start_byte if guards else body.end_byte)
         reasons: list[str] = []
         groups: dict[tuple, Group] = {}
@@ -176,7 +176,7 @@ class AtomicAggPass(PlannedPass):
             try:
                 site, group = self._site(unit, call, uniform)
             except Refused as e:
-                reasons.append(f"{_short(call)}: {e}")
+                reasons.append(f"{site_text(call)}: {e}")
                 continue
             key = (group.root, group.op, _index_key(site.index))
             groups.setdefault(key, group).sites.append(site)
@@ -191,14 +191,14 @@ class AtomicAggPass(PlannedPass):
             raise Refused(f"{func} is not a commutative reduction")
         if func not in OPS:
             raise Refused(f"{func} is not one of {', '.join(OPS)}")
-        stmt = _statement_of(call)
+        stmt = statement_of(call)
         if stmt is None:
             raise Refused("its return value is used")
         args = sx.call_args(call)
         if len(args) != 2:
             raise Refused("not two arguments")
         address, value = args
-        parsed = _address(address, unit)
+        parsed = atomic_address(address, unit)
         if parsed is None:
             raise Refused("the address is not p, p + e or &p[e] of a pointer parameter")
         root_node, index = parsed
@@ -239,7 +239,7 @@ class AtomicAggPass(PlannedPass):
             elif len(ops[g.root]) > 1:
                 reasons.append(f"{g.root!r} is updated by more than one kind of atomic ({', '.join(sorted(ops[g.root]))})")
             elif others:
-                reasons.append(f"{g.root!r} is also used outside its atomics ({_short(others[0].parent)}): moving the "
+                reasons.append(f"{g.root!r} is also used outside its atomics ({site_text(others[0].parent)}): moving the "
                                "updates to the end of the kernel could be seen")
             else:
                 kept.append(g)
@@ -250,7 +250,7 @@ class AtomicAggPass(PlannedPass):
     def apply(self, unit: Unit) -> Unit:
         plan = self._plan(unit)
         if plan.guards:
-            unit = unit.with_text(_without_returns(unit, plan.guards))
+            unit = unit.with_text(without_returns(unit, plan.guards))
             plan = self._plan(unit)
         data, body = unit.data, unit.body
         stmts = sx.statements(body)
@@ -310,8 +310,9 @@ def _combine(plan: Plan, names: list[tuple[str, str]], indent: str) -> tuple[str
     return "\n".join(indent + x for x in lines), folds
 
 
-def _without_returns(unit: Unit, guards: list[Node]) -> bytes:
-    """The kernel with each top-level ``if (c) return; rest`` turned into ``if (!(c)) { rest }`` (nested)."""
+def without_returns(unit: Unit, guards: list[Node], mark: str = MARK) -> bytes:
+    """The kernel's text with each top-level ``if (c) return; rest`` (``guards``: :func:`return_guards`) turned into
+    ``if (!(c)) { rest }`` (nested), so every thread reaches the end; ``mark`` names the pass in a comment."""
     data, body = unit.data, unit.body
     stmts = sx.statements(body)
     indent = sx.line_indent(data, stmts[0].start_byte)[0].decode()
@@ -324,15 +325,16 @@ def _without_returns(unit: Unit, guards: list[Node]) -> bytes:
         inner = data[stmts[k + 1].start_byte:stmts[end - 1].end_byte].decode() if end > k + 1 else ""
         if nxt is not None:
             inner = (inner + "\n" + indent if inner else "") + wrapped(nxt)
-        head = f"if (!({cond})) {{  // was an early exit: every lane must reach its warp's combine {MARK}"
+        head = f"if (!({cond})) {{  // was an early exit: every thread goes on to the end {mark}"
         return head + ("\n" + indent + "    " + inner.replace("\n", "\n    ") if inner else "") + "\n" + indent + "}"
 
     first = next(k for k, s in enumerate(stmts) if s.id in gids)
     return sx.apply_edits(data, [(stmts[first].start_byte, stmts[-1].end_byte, wrapped(first).encode())])
 
 
-def _return_guards(body: Node) -> list[Node]:
-    """The top-level ``if (c) return;`` statements of ``body``; Refused for any other ``return``, a ``goto`` or ``asm``."""
+def return_guards(body: Node, why: str = "a thread leaving early would miss its warp's combining shuffles") -> list[Node]:
+    """The top-level ``if (c) return;`` statements of a kernel's ``body``. Raises :class:`Refused` for any other
+    ``return`` (``why`` says why it matters), a ``goto`` or inline ``asm``."""
     if sx.contains_type(body, ("goto_statement", "labeled_statement")):
         raise Refused("goto in the kernel")
     if sx.contains_type(body, ("gnu_asm_expression",)):
@@ -344,8 +346,7 @@ def _return_guards(body: Node) -> list[Node]:
         guard = n.parent if n.parent.type == "if_statement" else n.parent.parent if n.parent.type == "compound_statement" else None
         if (guard is None or guard.type != "if_statement" or guard.parent != body
                 or guard.child_by_field_name("alternative") is not None or not is_bare_return(guard.child_by_field_name("consequence"))):
-            raise Refused(f"a return other than a top-level 'if (...) return;' (line {n.start_point[0] + 1}): a thread "
-                          "leaving early would miss its warp's combining shuffles")
+            raise Refused(f"a return other than a top-level 'if (...) return;' (line {n.start_point[0] + 1}): {why}")
         guards.append(guard)
     return guards
 
@@ -413,7 +414,7 @@ def _uniform(node: Node | None, names: set[str]) -> bool:
     return False
 
 
-def _address(node: Node, unit: Unit) -> tuple[Node, list[Node]] | None:
+def atomic_address(node: Node, unit: Unit) -> tuple[Node, list[Node]] | None:
     """``(the pointer parameter's identifier, the index's terms)`` of an atomic's address: ``p``, ``&p[e]`` or a sum of
     ``p`` and terms (``p + e``, ``e + p``, ``p + a + b``)."""
     node = sx.unparen(node)
@@ -452,7 +453,7 @@ def _index_key(index: list[Node]) -> tuple:
     return tuple(sorted(total.items()))
 
 
-def _statement_of(call: Node) -> Node | None:
+def statement_of(call: Node) -> Node | None:
     """The expression statement that is nothing but ``call`` (possibly parenthesised or cast to void), else None."""
     node = call
     while node.parent is not None and (node.parent.type == "parenthesized_expression"
@@ -477,6 +478,7 @@ def _arch_number(arch: str) -> int:
     return int(digits) if digits else 0
 
 
-def _short(node: Node) -> str:
+def site_text(node: Node) -> str:
+    """``line L: <the node's text, whitespace folded, cut at 60 characters>`` for refusal reasons."""
     t = " ".join(sx.text(node).split())
     return f"line {node.start_point[0] + 1}: {t[:60]}{'...' if len(t) > 60 else ''}"
