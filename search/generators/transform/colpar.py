@@ -119,6 +119,8 @@ class ColumnParallelPass(RowParallelPass):
     # -- precondition (rowpar's _plan, with this layout's checks and launch) ----------------------------------
 
     def _check_layout(self, walk, g: ElementGuard, rw) -> None:
+        """Raises :class:`Refused` unless every split loop walks a column and sits in the column's code itself, the
+        guard opens the kernel (no grid-stride loop), and nothing in the column's code returns or needs a barrier."""
         if isinstance(g, RowLoop):
             raise Refused("a grid-stride loop over columns: a block's threads would run different numbers of combines")
         top = {(s.start_byte, s.end_byte) for s in g.rest}
