@@ -37,7 +37,7 @@ launch's ``block[0]``) among those that fit in 16 registers per lane (all held b
 is refused, and so is any H whose held words per lane exceed half the registers a thread of the
 largest block can have (65536 / threads).
 
-Refused (with the reason): vector_loops' output (``hold_row`` goes before it in a chain: it then
+Refused (with the reason): ``goto`` in the kernel; vector_loops' output (``hold_row`` goes before it in a chain: it then
 widens the original loops left in the ``else`` branches); a kernel already held; no two such loops
 in one block; no buffer read by two of them at the same index (the index as a polynomial through the
 local pointers' offsets and the constants of :mod:`.rowpar`, the loop variable renamed); a buffer
@@ -127,6 +127,8 @@ class HoldRowPass(PlannedPass):
             raise Refused("vector_loops has rewritten the row's loops (hold_row goes before it in a chain)")
         if any(i.startswith(HELD) for i in ids):
             raise Refused("the row is already held")
+        if sx.contains_type(unit.body, ("goto_statement",)):
+            raise Refused("goto in the kernel (a jump could cross the held array's declaration)")
         a = _Analysis(unit)
         if a.written_roots is None:
             raise Refused("cannot tell which buffers the kernel writes")
