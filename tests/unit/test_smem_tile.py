@@ -212,20 +212,31 @@ def test_naive_gemm_tiles_and_launch(rm, rn, tk):
     assert p.why_not(u) is None
     out = p.apply(u)
     tm, tn = 16 * rm, 16 * rn
+    pad_m, pad_n = (4 if rm % 4 == 0 else 1), (4 if rn % 4 == 0 else 1)  # 16-byte rows for grouped outputs
     assert out.launch.block == [16, 16]
     assert [evaluate(g, {"M": 1000, "N": 1000, "K": 7}) for g in out.launch.grid] == [-(-1000 // tn), -(-1000 // tm)]
     text = compiled(NAIVE, spec, p)
-    assert f"__shared__ float ptxf_s0[{tk}][{tm + 1}];" in text and f"__shared__ float ptxf_s1[{tk}][{tn + 1}];" in text
+    assert f"float ptxf_s0[{tk}][{tm + pad_m}];" in text and f"float ptxf_s1[{tk}][{tn + pad_n}];" in text
     assert text.count("__syncthreads();") == 2 and f"float ptxf_acc[{rm}][{rn}];" in text
+    each = tk * tm // 256
+    assert f"float ptxf_p0[{each}];" in text and f"for (int ptxf_u = 0; ptxf_u < {each}; ++ptxf_u)" in text
     # A's k has stride 1: consecutive threads along k; B's column has stride 1: consecutive threads along the column
     assert f"const int ptxf_kk = ptxf_e % {tk}, ptxf_m = ptxf_e / {tk};" in text
     assert f"const int ptxf_m = ptxf_e % {tn}, ptxf_kk = ptxf_e / {tn};" in text
-    # zero-filled outside the guard and past K; the guard stays on the store, per output
-    assert "ptxf_kk < ptxf_kn && (row < M) ? A[" in text and ": float();" in text
+    # zero-filled outside the guard and past K, fetched into registers a step ahead; the guard stays on the store,
+    # per output
+    assert f"ptxf_e < {tk * tm} && ptxf_kf + ptxf_kk < ptxf_kend && (row < M) ? A[" in text and ": float();" in text
+    assert f"if (ptxf_kend - ptxf_kb > {tk}) {{" in text and f"const int ptxf_kf = ptxf_kb + {tk};" in text
     assert re.search(r"if \(row < M && col < N\) \{\s*float acc = ptxf_acc\[ptxf_i\]\[ptxf_j\];\s*C\[row \* N \+ col\] = acc;", text)
-    # the loop body per output, k ascending; a partial last step runs only the k the loop has
-    assert "ptxf_acc[ptxf_i][ptxf_j] += ptxf_s0[ptxf_kk][threadIdx.y + ptxf_i * 16] * ptxf_s1[ptxf_kk][threadIdx.x + ptxf_j * 16];" in text
+    # the loop body per output, k ascending, from registers; a partial last step runs only the k the loop has
+    assert "ptxf_acc[ptxf_i][ptxf_j] += ptxf_r0[ptxf_i] * ptxf_r1[ptxf_j];" in text
     assert "for (int ptxf_kk = 0; ptxf_kk < ptxf_kn; ++ptxf_kk)" in text
+    if rm % 4 == 0:  # groups of 4 adjacent outputs: one 16-byte shared read each
+        assert "*reinterpret_cast<const float4*>(&ptxf_s0[ptxf_kk][ptxf_g * 64 + threadIdx.y * 4]);" in text
+        assert "const int row = (int)(ptxf_y0 + (ptxf_i / 4) * 64 + threadIdx.y * 4 + ptxf_i % 4);" in text
+    else:  # every 16th output
+        assert "ptxf_r0[ptxf_q] = ptxf_s0[ptxf_kk][threadIdx.y + ptxf_q * 16];" in text
+        assert "const int row = (int)(ptxf_y0 + threadIdx.y + ptxf_i * 16);" in text
 
 
 def test_transposed_b_leading_dimensions_early_return_and_epilogue():
@@ -234,23 +245,24 @@ def test_transposed_b_leading_dimensions_early_return_and_epilogue():
     assert p.why_not(unit(GEMM_NT, spec)) is None
     text = compiled(GEMM_NT, spec, p)
     # both operands advance along k with stride 1: both loads consecutive along k
-    assert text.count("const int ptxf_kk = ptxf_e % 16, ptxf_m = ptxf_e / 16;") == 2
+    # (each operand's element order three times: the first fetch, the fetch a step ahead, the store)
+    assert text.count("const int ptxf_kk = ptxf_e % 16, ptxf_m = ptxf_e / 16;") == 6
     # the index through the row's constant (arow = row * lda), in 64 bits
     assert "A[(long long)(k) + (long long)(lda) * (long long)(row)]" in text
     assert "B[(long long)(col) * (long long)(ldb) + (long long)(k)]" in text
     # the early return's condition, negated, guards loads and outputs
-    assert "(!(row >= M))" in text and "if (!(row >= M || col >= N)) {" in text
+    assert "&& (!(row >= M)) ? A[" in text and "if (!(row >= M || col >= N)) {" in text
     assert "float sum = ptxf_acc[ptxf_i][ptxf_j];" in text and "C[(size_t)row * N + col] = out + bias[col];" in text
     # loop-local names stay in the per-output body
-    assert "float a = ptxf_s0[ptxf_kk][threadIdx.y + ptxf_i * 16];" in text
+    assert "float a = ptxf_r0[ptxf_i];" in text and "float b = ptxf_r1[ptxf_j];" in text
 
 
 def test_transposed_a_loads_along_the_row_and_a_double_accumulator():
     spec = gemm_spec(args=GEMM_TN_ARGS)
     text = compiled(GEMM_TN, spec, tile(2))
     assert "double ptxf_acc[2][2];" in text
-    assert text.count("const int ptxf_m = ptxf_e % 32, ptxf_kk = ptxf_e / 32;") == 2  # A: row stride 1, B: col stride 1
-    assert "(double)ptxf_s0[ptxf_kk][threadIdx.y + ptxf_i * 16] * ptxf_s1" in text
+    assert text.count("const int ptxf_m = ptxf_e % 32, ptxf_kk = ptxf_e / 32;") == 6  # A: row stride 1, B: col stride 1
+    assert "acc[ptxf_i][ptxf_j] += (double)ptxf_r0[ptxf_i] * ptxf_r1[ptxf_j];" in text
 
 
 def test_batched_gemm_keeps_the_batch_on_z_and_its_uniform_guard():
@@ -260,8 +272,8 @@ def test_batched_gemm_keeps_the_batch_on_z_and_its_uniform_guard():
     assert out.launch.grid == ["cdiv((N), 64)", "cdiv((M), 64)", "Bt"]
     text = compiled(BATCHED, spec, p)
     assert "int b = blockIdx.z;" in text
-    assert "ptxf_kk < ptxf_kn && (row < M) && (b < batch) ? A[" in text
-    assert "ptxf_kk < ptxf_kn && (col < N) && (b < batch) ? B[" in text
+    assert "ptxf_kf + ptxf_kk < ptxf_kend && (row < M) && (b < batch) ? A[" in text
+    assert "ptxf_kf + ptxf_kk < ptxf_kend && (col < N) && (b < batch) ? B[" in text
 
 
 def test_pointwise_convolution_as_gemm_with_a_bias_initialised_accumulator():

@@ -11,16 +11,23 @@ Pattern (a naive GEMM, a batched GEMM, a convolution written as a GEMM)::
         ...epilogue (C[row * N + col] = alpha * acc + beta * C[row * N + col];)...
     }
 
-becomes, for a 16 x 16 block of threads each computing ``RM x RN`` outputs (rows ``threadIdx.y + i * 16``,
-columns ``threadIdx.x + j * 16`` of the block's ``16 RM x 16 RN`` tile): the accumulators in registers,
-initialised per output as the original's declarations do; for each step of ``TK`` values of ``k``, every
-thread of the block loads its share of each operand's tile (``TK x 16 RM`` of the row-side loads, ``TK x
-16 RN`` of the column-side ones) into shared memory, consecutive threads along ``k`` when ``k``'s
-stride is 1, else along the row or column (coalesced either way), elements outside the guard or past the
-loop's end filled with zero; a barrier; every output's loop body for those ``k`` (ascending; the
-last, partial step runs only the ``k`` the loop has, so zero fills are never used); a barrier. Then the
-guard, the declarations (the accumulator's now its register) and the epilogue, per output. Every output
-sees the same operations in the same order as in the original, so results are bit-identical.
+becomes, for a 16 x 16 block of threads each computing ``RM x RN`` outputs of the block's ``16 RM x 16 RN`` tile
+(rows ``threadIdx.y + 16 i``, every 16th; or, when ``RM`` is a multiple of 4, groups of 4 adjacent rows 64
+apart, ``64 (i / 4) + 4 threadIdx.y + i % 4``, read from shared memory 16 bytes at a time; columns likewise):
+the accumulators in registers, initialised per output as the original's declarations do; for each step
+of ``TK`` values of ``k``, every thread of the block stores its share of each operand's tile (``TK x 16
+RM`` of the row-side loads, ``TK x 16 RN`` of the column-side ones), fetched from global memory into
+registers one step ahead (the next step's loads are in flight during this step's arithmetic), into
+shared memory; consecutive threads load along ``k`` when ``k``'s stride is 1, else along the row or
+column (coalesced either way); elements outside the guard or past the loop's end are zero. A barrier;
+for each ``k`` of the step, ascending, the thread's values of each tile into registers, then every
+output's loop body (the last, partial step runs only the ``k`` the loop has, so zero fills are never
+used); a barrier. Then the guard, the declarations (the accumulator's now its register) and the
+epilogue, per output. Every output sees the same operations in the same order as in the original, so
+results are bit-identical. Variants (:data:`CONFIGS`): 1 x 1, 2 x 2, 4 x 4 outputs per thread with
+``TK = 16``, 8 x 8 with ``TK = 8`` (16 to 128 outputs a side per block: small grids of small outputs
+keep their SMs busy with the first, large ones get the fewest shared-memory reads per multiply-add
+from the last).
 
 What is proven on the syntax tree (:mod:`.affine`, :mod:`.reductions`), else refused with the reason
 (``why_not``): a 2-D launch whose block has ``z = 1`` and ``policy = "free"``; the two indices from the
@@ -56,6 +63,7 @@ from .rowpar import PlannedPass, Refused, _constants, _loop_head, rows_expressio
 from .syntax import Node
 
 THREADS = 16  # threads per block along x and along y
+GROUP = 4  # a side of R outputs per thread, R a multiple of 4: groups of 4 adjacent outputs (one 16-byte shared read)
 # the tiles each variant gives a thread: (rows, columns, k per step)
 CONFIGS = ((1, 1, 16), (2, 2, 16), (4, 4, 16), (8, 8, 8))
 SHARED_LIMIT = 48 * 1024  # bytes of static shared memory a block may declare
@@ -210,8 +218,11 @@ class SmemTilePass(PlannedPass):
         for s in p.uniform_stmts:
             out.append(ind + sx.text(s))
         for n, o in enumerate(p.operands):
-            extent = self.tm if o.side == "y" else self.tn
-            out.append(f"{ind}__shared__ {o.ctype} ptxf_s{n}[{self.tk}][{extent + 1}];")
+            extent, r = (self.tm, self.rm) if o.side == "y" else (self.tn, self.rn)
+            align = "__align__(16) " if self._grouped(o.side) else ""
+            out.append(f"{ind}__shared__ {align}{o.ctype} ptxf_s{n}[{self.tk}][{extent + self._pad(o.side)}];")
+            out.append(f"{ind}{o.ctype} ptxf_r{n}[{r}];  // this thread's values of the tile for one k")
+            out.append(f"{ind}{o.ctype} ptxf_p{n}[{self._share(o)[1]}];  // this thread's share of the next tile")
         out += [f"{ind}const int ptxf_tid = threadIdx.y * {THREADS} + threadIdx.x;",
                 f"{ind}const long long ptxf_y0 = (long long)blockIdx.y * {self.tm}, ptxf_x0 = (long long)blockIdx.x * {self.tn};",
                 f"{ind}{p.acc_type} ptxf_acc[{self.rm}][{self.rn}];"]
@@ -219,12 +230,18 @@ class SmemTilePass(PlannedPass):
         init = self._init_body(p, data, acc_init)
         out += self._per_output(p, ind, init, indices=len(init) > 1)
         kb = "ptxf_kb"
-        out += [f"{ind}const {p.k_type} ptxf_kend = {p.k_end};",
-                f"{ind}for ({p.k_type} {kb} = {sx.text(p.k_start)}; {kb} < ptxf_kend; {kb} += {self.tk}) {{",
+        out += [f"{ind}const {p.k_type} ptxf_kend = {p.k_end};"]
+        for n, o in enumerate(p.operands):
+            out += self._fetch(p, n, o, f"({sx.text(p.k_start)})", ind)
+        out += [f"{ind}for ({p.k_type} {kb} = {sx.text(p.k_start)}; {kb} < ptxf_kend; {kb} += {self.tk}) {{",
                 f"{ind}    const int ptxf_kn = ptxf_kend - {kb} < {self.tk} ? (int)(ptxf_kend - {kb}) : {self.tk};"]
         for n, o in enumerate(p.operands):
-            out += self._load(p, n, o, ind + "    ")
-        out.append(f"{ind}    __syncthreads();")
+            out += self._store(n, o, ind + "    ")
+        out += [f"{ind}    __syncthreads();", f"{ind}    if (ptxf_kend - {kb} > {self.tk}) {{  // the next step's loads, in flight "
+                "during this step's arithmetic"]
+        for n, o in enumerate(p.operands):
+            out += self._fetch(p, n, o, f"{kb} + {self.tk}", ind + "        ")
+        out.append(f"{ind}    }}")
         body = self._body(p, data)
         out += [f"{ind}    if (ptxf_kn == {self.tk}) {{", "#pragma unroll",
                 f"{ind}        for (int ptxf_kk = 0; ptxf_kk < {self.tk}; ++ptxf_kk) {{"]
@@ -240,8 +257,8 @@ class SmemTilePass(PlannedPass):
 
     def _per_output(self, p: _Plan, ind: str, inner: list[str], indices: bool = True) -> list[str]:
         """``inner`` once per output of the thread's register tile, with the row and column declared (``indices``)."""
-        decls = [f"{ind}        const {p.y.ctype} {p.y.name} = ({p.y.ctype})(ptxf_y0 + threadIdx.y + ptxf_i * {THREADS});",
-                 f"{ind}        const {p.x.ctype} {p.x.name} = ({p.x.ctype})(ptxf_x0 + threadIdx.x + ptxf_j * {THREADS});"]
+        decls = [f"{ind}        const {p.y.ctype} {p.y.name} = ({p.y.ctype})(ptxf_y0 + {self._offset('y', 'ptxf_i')});",
+                 f"{ind}        const {p.x.ctype} {p.x.name} = ({p.x.ctype})(ptxf_x0 + {self._offset('x', 'ptxf_j')});"]
         return (["#pragma unroll", f"{ind}for (int ptxf_i = 0; ptxf_i < {self.rm}; ++ptxf_i) {{", "#pragma unroll",
                  f"{ind}    for (int ptxf_j = 0; ptxf_j < {self.rn}; ++ptxf_j) {{"] + (decls if indices else [])
                 + [ind * 2 + line for line in inner] + [f"{ind}    }}", f"{ind}}}"])
@@ -270,31 +287,77 @@ class SmemTilePass(PlannedPass):
         lines.append("    }")
         return lines
 
-    def _load(self, p: _Plan, n: int, o: _Operand, ind: str) -> list[str]:
-        """The block's share of operand ``n``'s tile for this step: ``TK x extent`` elements, zero outside."""
+    def _share(self, o: _Operand) -> tuple[int, int]:
+        """``(elements of the operand's tile, elements each thread loads)``."""
+        total = self.tk * (self.tm if o.side == "y" else self.tn)
+        return total, -(-total // (THREADS * THREADS))
+
+    def _element(self, o: _Operand) -> str:
+        """``ptxf_kk`` and ``ptxf_m`` (k and row or column within the tile) of the thread's element ``ptxf_e``: consecutive
+        threads along k when k's stride is 1, else along the row or column (coalesced loads either way)."""
         extent = self.tm if o.side == "y" else self.tn
+        if o.k_fastest:
+            return f"const int ptxf_kk = ptxf_e % {self.tk}, ptxf_m = ptxf_e / {self.tk};"
+        return f"const int ptxf_m = ptxf_e % {extent}, ptxf_kk = ptxf_e / {extent};"
+
+    def _fetch(self, p: _Plan, n: int, o: _Operand, kb: str, ind: str) -> list[str]:
+        """The thread's share of operand ``n``'s tile for the step at ``kb``, from global memory into registers
+        (``ptxf_p{n}``): zero outside the guard and past the loop's end."""
+        total, each = self._share(o)
         idx = p.y if o.side == "y" else p.x
         origin = "ptxf_y0" if o.side == "y" else "ptxf_x0"
-        if o.k_fastest:
-            split_e = f"const int ptxf_kk = ptxf_e % {self.tk}, ptxf_m = ptxf_e / {self.tk};"
-        else:
-            split_e = f"const int ptxf_m = ptxf_e % {extent}, ptxf_kk = ptxf_e / {extent};"
-        conds = ["ptxf_kk < ptxf_kn"] + [f"({c})" for c in p.parts[o.side] + p.parts["u"]]
-        return ["#pragma unroll",
-                f"{ind}for (int ptxf_e = ptxf_tid; ptxf_e < {self.tk * extent}; ptxf_e += {THREADS * THREADS}) {{",
-                f"{ind}    {split_e}",
-                f"{ind}    const {idx.ctype} {idx.name} = ({idx.ctype})({origin} + ptxf_m);",
-                f"{ind}    const {p.k_type} {p.k} = ptxf_kb + ptxf_kk;",
-                f"{ind}    ptxf_s{n}[ptxf_kk][ptxf_m] = {' && '.join(conds)} ? {o.ptr}[{_render(o.index)}] : {o.ctype}();",
-                f"{ind}}}"]
+        conds = [f"ptxf_e < {total}", "ptxf_kf + ptxf_kk < ptxf_kend"] + [f"({c})" for c in p.parts[o.side] + p.parts["u"]]
+        return [f"{ind}{{", f"{ind}    const {p.k_type} ptxf_kf = {kb};", "#pragma unroll",
+                f"{ind}    for (int ptxf_u = 0; ptxf_u < {each}; ++ptxf_u) {{",
+                f"{ind}        const int ptxf_e = ptxf_tid + ptxf_u * {THREADS * THREADS};",
+                f"{ind}        {self._element(o)}",
+                f"{ind}        const {idx.ctype} {idx.name} = ({idx.ctype})({origin} + ptxf_m);",
+                f"{ind}        const {p.k_type} {p.k} = ptxf_kf + ptxf_kk;",
+                f"{ind}        ptxf_p{n}[ptxf_u] = {' && '.join(conds)} ? {o.ptr}[{_render(o.index)}] : {o.ctype}();",
+                f"{ind}    }}", f"{ind}}}"]
+
+    def _store(self, n: int, o: _Operand, ind: str) -> list[str]:
+        """Operand ``n``'s registers (``ptxf_p{n}``) into its shared tile."""
+        total, each = self._share(o)
+        return ["#pragma unroll", f"{ind}for (int ptxf_u = 0; ptxf_u < {each}; ++ptxf_u) {{",
+                f"{ind}    const int ptxf_e = ptxf_tid + ptxf_u * {THREADS * THREADS};",
+                f"{ind}    {self._element(o)}",
+                f"{ind}    if (ptxf_e < {total}) ptxf_s{n}[ptxf_kk][ptxf_m] = ptxf_p{n}[ptxf_u];", f"{ind}}}"]
+
+    def _grouped(self, side: str) -> bool:
+        return (self.rm if side == "y" else self.rn) % GROUP == 0
+
+    def _pad(self, side: str) -> int:
+        """Elements after each k's row of a tile: 4 keeps the rows 16-byte aligned (grouped), else 1 (fewer bank conflicts)."""
+        return GROUP if self._grouped(side) else 1
+
+    def _offset(self, side: str, q: str) -> str:
+        """Where this thread's output ``q`` (0..R-1) of a side sits in the block's tile: every 16th (strided), or
+        groups of 4 adjacent ones, 64 apart (grouped)."""
+        t = "threadIdx.y" if side == "y" else "threadIdx.x"
+        if self._grouped(side):
+            return f"({q} / {GROUP}) * {GROUP * THREADS} + {t} * {GROUP} + {q} % {GROUP}"
+        return f"{t} + {q} * {THREADS}"
+
+    def _registers(self, n: int, o: _Operand) -> list[str]:
+        """Operand ``n``'s values for this thread's outputs at one k, from the tile into registers."""
+        r = self.rm if o.side == "y" else self.rn
+        t = "threadIdx.y" if o.side == "y" else "threadIdx.x"
+        if self._grouped(o.side) and o.ctype == "float":
+            return ["#pragma unroll", f"for (int ptxf_g = 0; ptxf_g < {r // GROUP}; ++ptxf_g) {{",
+                    f"    const float4 ptxf_v = *reinterpret_cast<const float4*>(&ptxf_s{n}[ptxf_kk][ptxf_g * {GROUP * THREADS} + {t} * {GROUP}]);",
+                    *(f"    ptxf_r{n}[ptxf_g * {GROUP} + {c}] = ptxf_v.{f};" for c, f in enumerate("xyzw")), "}"]
+        return ["#pragma unroll", f"for (int ptxf_q = 0; ptxf_q < {r}; ++ptxf_q) ptxf_r{n}[ptxf_q] = ptxf_s{n}[ptxf_kk][{self._offset(o.side, 'ptxf_q')}];"]
 
     def _body(self, p: _Plan, data: bytes) -> list[str]:
-        """The loop body once per output, its loads read from the tiles."""
+        """One k for every output: the operands' values into registers, then the loop body once per output, its loads
+        read from those registers."""
         reads = {}
+        regs: list[str] = []
         for n, o in enumerate(p.operands):
-            at = f"threadIdx.y + ptxf_i * {THREADS}" if o.side == "y" else f"threadIdx.x + ptxf_j * {THREADS}"
+            regs += self._registers(n, o)
             for node in o.nodes:
-                reads[node.id] = f"ptxf_s{n}[ptxf_kk][{at}]".encode()
+                reads[node.id] = f"ptxf_r{n}[{'ptxf_i' if o.side == 'y' else 'ptxf_j'}]".encode()
         k_text = f"(({p.k_type})(ptxf_kb + ptxf_kk))".encode()
 
         def replace(node: Node) -> bytes | None:
@@ -313,7 +376,7 @@ class SmemTilePass(PlannedPass):
         if body.type != "compound_statement":
             text = "{ " + text + " }"
         lines = text.split("\n")
-        return (["#pragma unroll", f"for (int ptxf_i = 0; ptxf_i < {self.rm}; ++ptxf_i) {{", "#pragma unroll",
+        return regs + (["#pragma unroll", f"for (int ptxf_i = 0; ptxf_i < {self.rm}; ++ptxf_i) {{", "#pragma unroll",
                  f"    for (int ptxf_j = 0; ptxf_j < {self.rn}; ++ptxf_j) {lines[0]}"]
                 + ["    " + line for line in _dedent_lines(lines[1:])] + ["}"])
 
