@@ -41,6 +41,9 @@ def test_main_job_on_a_ptx_kernel_verifies_a_ptx_candidate(tmp_path):
     assert all(r.result.compiler == "ptxas" for r in summary.rows), [(r.candidate.description, r.result.compiler) for r in summary.rows]
     verified = [r for r in summary.rows if r.key != summary.baseline_key and isinstance(r.result, Measured) and r.verified]
     assert verified, [(r.candidate.description, r.reason) for r in summary.rows]
+    best = max(verified, key=lambda r: r.result.speedup)  # for the closing note (pytest -s)
+    print(f"\n[rowsum_ptx, ptxas] best verified: {best.candidate.description}: {best.result.speedup:.2f}x "
+          f"(interval {best.result.speedup_lo} to {best.result.speedup_hi}); job's best: {summary.message}")
 
     from ptxfactory.daemon.show import listing
 

@@ -47,6 +47,9 @@ def test_transform_job_on_a_ptx_kernel_without_ptxas_verifies_through_the_driver
     assert isinstance(original.result, Measured), rows
     verified = [r for r in summary.rows if r.key != summary.baseline_key and isinstance(r.result, Measured) and r.verified]
     assert verified, rows
+    best = max(verified, key=lambda r: r.result.speedup)  # for the closing note (pytest -s)
+    print(f"\n[rowsum_ptx, driver JIT] best verified: {best.candidate.description}: {best.result.speedup:.2f}x "
+          f"(interval {best.result.speedup_lo} to {best.result.speedup_hi}); job's best: {summary.message}")
     for row in (original, *verified):
         res = row.result.resources
         assert res is not None and res.registers > 0 and res.max_threads_per_block and res.max_threads_per_block >= 128, (row.candidate.description, res)
