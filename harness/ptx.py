@@ -273,6 +273,7 @@ def ptx_route() -> PtxRoute:
     return PtxRoute(DRIVER_JIT, None, f"{NO_PTXAS}: the CUDA driver JIT-compiles this PTX when the job loads it on the GPU "
                                       "(no assembly check, ptxas resource report or ptxas options here)")
 
+
 @dataclass(frozen=True)
 class PtxasRun:
     """One ptxas run: ``returncode`` (None: it timed out or could not start), its ``log`` (stderr and stdout,
