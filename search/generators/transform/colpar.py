@@ -20,7 +20,7 @@ part in the same number of barriers (``ptxf_col_idle``) and then leave. The barr
 
 The launch: block ``[32, Y]`` with ``Y`` in {4, 8, 16, 32}, or (``auto``) ``[X, Y]`` chosen at launch: ``X`` = 32
 columns, or 8 (an fp32 row segment of one 32-byte sector) when blocks of 32 columns would not give every SM one (with
-the GPU's facts), and ``Y`` the smallest power of two giving each thread at most :data:`.rowpar.ELEMENTS_PER_LANE`
+the GPU's facts), and ``Y`` the smallest power of two giving each thread at most :data:`ROWS_PER_THREAD`
 rows and (with the facts) one full-occupancy wave over all columns, but no more threads than rows (the power of two
 at or above) and at most ``1024 / X``. The grid is the column count (the guard's bound through the spec's scalars,
 else the original grid's threads) over ``X``.
@@ -44,8 +44,10 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 from . import syntax as sx
 from .base import Unit
 from .grid_stride import FACTS_NOTE, ElementGuard, threads_per_sm
-from .rowpar import ELEMENTS_PER_LANE, LANE, MAX_GRID, Refused, RowLoop, RowParallelPass, index_statement, rows_expression
+from .rowpar import LANE, MAX_GRID, Refused, RowLoop, RowParallelPass, index_statement, rows_expression
 from .syntax import Node
+
+ROWS_PER_THREAD = 16  # colpar_auto: the most rows of its column one thread sums before the combine
 
 SPLITS = (4, 8, 16, 32)  # threads per column of the fixed variants
 COLUMNS = 32  # columns per block (a warp's consecutive columns)
@@ -166,7 +168,7 @@ class ColumnParallelPass(RowParallelPass):
         """``(X, Y)``: columns per block and threads per column as expressions of the sizes, for ``cols`` columns of
         ``rows`` rows (see the module docstring; the GPU's facts from the unit's notes)."""
         facts = unit.notes.get(FACTS_NOTE)
-        want = f"cdiv({rows}, {ELEMENTS_PER_LANE})"
+        want = f"cdiv({rows}, {ROWS_PER_THREAD})"
         x = str(COLUMNS)
         if facts is not None:
             x = f"{NARROW} + {COLUMNS - NARROW} * min(1, cdiv({cols}, {COLUMNS}) // {facts.sm_count})"
