@@ -253,3 +253,12 @@ def test_registers_bound_the_held_size():
     s = spec_for("k", args, grid='["cdiv(M * 32, 1024)"]', block="[1024]", sizes="[{ M = 7, N = 100 }]")
     s = s.model_copy(update={"bench": s.bench.model_copy(update={"sizes": [{"M": 64, "N": 1024}]})})
     assert "held registers" in HoldRowPass(32).why_not(unit_from_context(make_ctx(src, s)))
+
+
+def test_a_cast_pointer_is_not_taken_for_its_buffer():
+    # xi points into x through a cast: its index counts ints, not x's floats, so its read stays a global load
+    src = WARP.replace("int lane = threadIdx.x & 31;", "int lane = threadIdx.x & 31;\n    const int* xi = (const int*)x;").replace(
+        "float d = x[row * N + j] * w[j] - m;", "float d = __int_as_float(xi[row * N + j]) * w[j] - m;")
+    u, _ = held(["hold_row_auto"], src, small_spec(256))
+    assert "__int_as_float(xi[row * N + j]) * ptxf_held1[ptxf_t]" in u.text  # w held, xi read from memory
+    assert "(ptxf_held0[ptxf_t] * ptxf_held1[ptxf_t] - m) * r" in u.text  # x held by the first and last loops

@@ -149,11 +149,9 @@ class HoldRowPass(PlannedPass):
                     continue
                 try:
                     held = self._held(unit, a, block, loops)
+                    return block, loops, held, self._size(unit, loops[0], held)
                 except Refused as e:
                     why.append(str(e))
-                    continue
-                h = self._size(unit, loops[0], held)
-                return block, loops, held, h
         raise Refused("no two lane-strided loops (for (T j = a + lane; j < n; j += step)) of one block, with the same "
                       "bounds and step, read one buffer at one index" + (f" ({'; '.join(why)})" if why else ""))
 
@@ -190,10 +188,9 @@ class HoldRowPass(PlannedPass):
                 if root in a.written_roots:
                     why.append(f"{root} is written by the kernel")
                     continue
-                elem = a.unit.types.element.get(name)
-                elem = " ".join(w for w in (elem or "").split() if w not in ("const", "volatile", "__restrict__"))
-                if not elem:
-                    why.append(f"{name}'s element type is unknown")
+                elem = _element(a, name)
+                if not elem or elem != _element(a, root):
+                    why.append(f"{name}'s element type is unknown or not {root}'s")  # a cast pointer: offsets in other units
                     continue
                 h = found.setdefault((root, tuple(sorted(index.items()))), _Held(root, elem))
                 h.reads.setdefault(k, []).append(node)
@@ -356,6 +353,12 @@ def _index(a: _Analysis, name: str, terms: list[Node], subst: dict[str, Poly], j
             return None
         total = add(total, p)
     return {tuple(sorted(J if x == j else x for x in m)): c for m, c in total.items()}
+
+
+def _element(a: _Analysis, name: str) -> str:
+    """The element type of pointer ``name`` (qualifiers dropped; "" when unknown)."""
+    elem = a.unit.types.element.get(name)
+    return " ".join(w for w in (elem or "").split() if w not in ("const", "volatile", "__restrict__"))
 
 
 def _unconditional(node: Node, body: Node) -> bool:
