@@ -51,11 +51,6 @@ def compiled_for(candidate: Candidate, arch: str):
     return compiled
 
 
-def disassembler() -> str | None:
-    """The name of the disassembler :func:`disassemble` would use first (``nvdisasm`` or ``cuobjdump``), or None."""
-    return next((t for t in ("nvdisasm", "cuobjdump") if cuda_paths.tool_path(t)), None)
-
-
 def disassemble(cubin: bytes, timeout_s: float = DISASSEMBLE_TIMEOUT_S) -> str:
     """SASS of a cubin: ``nvdisasm -c`` (code sections only, with labels), else ``cuobjdump -sass``; each run as an
     argument list in a temporary folder, killed after ``timeout_s`` seconds. The temporary path is not in the text.
