@@ -13,6 +13,8 @@ import re
 import pytest
 
 from ptxfactory.harness.compile import CompileFailed, compile_candidate
+from ptxfactory.harness.plan import make_plan
+from ptxfactory.harness.static_checks import check_launch, static_check
 from ptxfactory.protocol import evaluate, parse_spec
 from ptxfactory.search.generators.transform import PASSES, TransformGenerator
 from ptxfactory.search.generators.transform.smem_tile import CONFIGS, SmemTilePass
@@ -355,8 +357,12 @@ def test_the_example_gets_every_tile_and_every_proposal_compiles():
     names = {c.description for c in cands}
     assert {f"transform smem_tile_{rm}x{rn}" for rm, rn, _ in CONFIGS} <= names
     assert any("smem_tile_4x4" in n and "ldg" in n for n in names)  # chained: the staged loads then get the hint
+    heldout = make_plan(ctx.spec, secret=0).heldout_sizes
+    as_heldout = ctx.spec.model_copy(update={"check": ctx.spec.check.model_copy(update={"sizes": heldout})})
     for c in cands:
         r = compile_candidate(c, "sm_90a")
         assert not isinstance(r, CompileFailed), (c.description, r.log)
+        assert static_check(c, ctx.spec, r.resources, r.cubin) is None, c.description
         if any(k.startswith("pass:smem_tile") for k in c.params):
             assert c.launch.block == [16, 16] and r.resources.spill_stores == 0
+            assert check_launch(c, as_heldout, r.resources) is None, c.description
