@@ -262,3 +262,28 @@ def test_a_cast_pointer_is_not_taken_for_its_buffer():
     u, _ = held(["hold_row_auto"], src, small_spec(256))
     assert "__int_as_float(xi[row * N + j]) * ptxf_held1[ptxf_t]" in u.text  # w held, xi read from memory
     assert "(ptxf_held0[ptxf_t] * ptxf_held1[ptxf_t] - m) * r" in u.text  # x held by the first and last loops
+
+
+SOFTMAX = """
+extern "C" __global__ void k(const float* x, const float* w, float* y, int M, int N)
+{
+    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < M; r += blockDim.x * gridDim.x) {
+        float m = -3.0e38f;
+        for (int j = 0; j < N; j++) m = fmaxf(m, x[(size_t)r * N + j]);
+        float s = 0.0f;
+        for (int j = 0; j < N; j++) s += expf(x[(size_t)r * N + j] - m);
+        for (int j = 0; j < N; j++) y[(size_t)r * N + j] = expf(x[(size_t)r * N + j] - m) / s;
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("grid,h", [("rowpar_lanes32", 16), ("rowpar_auto", 16), ("rowpar_block256", 2)])
+def test_a_grid_stride_softmax_after_rowpar(grid, h):
+    # a thread per row over a grid-stride loop of rows, x read by three loops; bench rows of 512
+    s = spec_for("k", ARGS, grid='["cdiv(M, 128)"]', block="[128]", sizes="[{ M = 7, N = 100 }]")
+    s = s.model_copy(update={"bench": s.bench.model_copy(update={"sizes": [{"M": 4096, "N": 512}]})})
+    u, _ = held([grid, "hold_row_auto"], SOFTMAX, s)
+    assert u.notes["held"] == h and u.text.count("if (ptxf_hold) {") == 3
+    assert u.text.count("ptxf_held0[ptxf_t] = x[(size_t)r * N + j];") == 1
+    assert "y[(size_t)r * N + j] = expf(ptxf_held0[ptxf_t] - m) / s;" in u.text
