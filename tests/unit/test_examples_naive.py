@@ -1,5 +1,5 @@
 """The naive examples no family knows (issue 12): l2norm_rows, xent_fwd, standardize_rows, rope,
-sgd_momentum, swiglu, stencil5, row_argmax; and colsum (a column reduction, for the colpar pass); and matmul_naive (a GEMM, for the smem_tile pass); and dot_atomic (one atomicAdd per element, for the atomic_agg pass). Each is a kernel as a newcomer writes it, a spec and a Python
+sgd_momentum, swiglu, stencil5, row_argmax; and colsum (a column reduction, for the colpar pass); and matmul_naive (a GEMM, for the smem_tile pass); and dot_atomic (one atomicAdd per element, for the atomic_agg pass); and histogram (for smem_hist). Each is a kernel as a newcomer writes it, a spec and a Python
 reference (``ref.py``, float64) that judges every candidate.
 
 CPU tier (tests/unit/test_examples.py checks every example's spec, compilation, launch and bench sizes too):
@@ -38,7 +38,7 @@ from _generator_support import example_ctx
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 NAIVE = ("l2norm_rows", "xent_fwd", "standardize_rows", "rope", "sgd_momentum", "swiglu", "stencil5", "row_argmax",
-         "colsum", "matmul_naive", "dot_atomic")
+         "colsum", "matmul_naive", "dot_atomic", "histogram")
 FAMILIES = ("rowwise", "softmax", "rowreduce", "elementwise", "transpose")
 F32 = np.float32
 F64 = np.float64
@@ -81,8 +81,9 @@ def stress_inputs(spec: KernelSpec, size: dict[str, int], variant: int, seed: in
         kind, a, b = arg.distribution(size)
         dtype = arg.dtype.value
         if not arg.dtype.is_float:
-            assert kind == "randint"
-            out[arg.name] = rng.integers(int(a), int(b), n).astype(R.STORAGE[dtype])
+            assert kind in ("randint", "zeros")
+            values = rng.integers(int(a), int(b), n) if kind == "randint" else np.zeros(n, np.int64)
+            out[arg.name] = values.astype(R.STORAGE[dtype])
             continue
         if override is not None and kind in ("normal", "uniform"):
             kind, a, b = override
@@ -329,6 +330,17 @@ def dot_kernel(v, order="atomics", threads=GRID_STRIDE_THREADS, drop_last=False)
     return {"out": running_sum(np.concatenate([v["out"].reshape(-1), terms]))[None]}
 
 
+def histogram_kernel(v, blocks=1, scale_minus_one=False):
+    """hist + each element's bin (int)(x * B) (the product in fp32), clamped to [0, B - 1]; ``blocks`` > 1: that many
+    partial histograms (smem_hist's blocks) added; ``scale_minus_one``: a bug, (int)(x * (B - 1))."""
+    x, hist = v["x"].reshape(-1), v["hist"].reshape(-1)
+    bins = hist.size
+    scaled = x * F32(bins - 1 if scale_minus_one else bins)
+    b = np.clip(np.trunc(scaled.astype(F64)), 0, bins - 1).astype(np.int64)
+    parts = [np.bincount(chunk, minlength=bins) for chunk in np.array_split(b, blocks)]
+    return {"hist": hist + np.sum(parts, axis=0)}
+
+
 @dataclass(frozen=True)
 class Emulation:
     kernel: Callable[[dict], dict]  # the source's own loop and order
@@ -362,6 +374,8 @@ EMULATIONS = {
     "dot_atomic": Emulation(dot_kernel, (lambda v: dot_kernel(v, "warps", threads=-(-v["x"].size // 256) * 256),
                                          lambda v: dot_kernel(v, "warps")),
                             lambda v: dot_kernel(v, drop_last=True)),
+    "histogram": Emulation(histogram_kernel, (lambda v: histogram_kernel(v, blocks=7),),
+                           lambda v: histogram_kernel(v, scale_minus_one=True)),
 }
 assert set(EMULATIONS) == set(NAIVE)
 

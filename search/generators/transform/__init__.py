@@ -29,6 +29,8 @@ pass                 what it does                                               
 ``grid_stride``      one thread per element -> grid-stride loop, grid capped at one wave (SMs)  yes
 ``atomic_agg``       atomics to a warp-uniform address -> a register per thread, one atomic     no (float
                      per warp (lane 0, after shuffles); after grid_stride, one per warp in all  sums)
+``smem_hist``        a histogram's global atomics (B bins, from the spec) -> a shared-memory    no (float
+                     copy per block, merged with one atomic per nonzero bin                     bins)
 ``unroll``           ``#pragma unroll`` (fixed trip count) / ``unroll 4`` (thread-strided)     yes
 ``launch_bounds``    ``__launch_bounds__(N)`` for a fixed block of N threads                   yes
 ===================  ========================================================================  =====
@@ -70,6 +72,7 @@ from .ldg import LdgNoAllocatePass, LdgPass, StreamPass
 from .restrict import RestrictPass
 from .rowpar import RowParallelPass
 from .shuffle_reduce import ShuffleReducePass
+from .smem_hist import SmemHistPass
 from .smem_tile import CONFIGS as SMEM_TILES, SmemTilePass
 from .unroll import STRIDED_UNROLL, UnrollPass
 from .vector_loops import VectorLoopsPass
@@ -87,11 +90,11 @@ COLPAR_SPLITS = ("auto", 8, 32, 16, 4)
 
 # Chain order: aliasing facts first, then the accesses, the arithmetic, the reductions, the loop
 # structure (smem_tile before the hints, whose loads it stages; vectorize after the hints, whose loads and stores it widens; vector_loops after rowpar, whose
-# split loops it widens, and after hold_row, whose original loops (the long rows' path) it widens; grid_stride before unroll, so the new loop can be unrolled, and before atomic_agg, which accumulates over it), and the register budget last.
+# split loops it widens, and after hold_row, whose original loops (the long rows' path) it widens; grid_stride before unroll, so the new loop can be unrolled, and before atomic_agg and smem_hist, which accumulate over it), and the register budget last.
 PASSES: tuple[Pass, ...] = (
     RestrictPass(), *(SmemTilePass(*t) for t in SMEM_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), ShuffleReducePass(),
     *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
-    *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), AtomicAggPass(), VectorLoopsPass(), UnrollPass(),
+    *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), UnrollPass(),
     LaunchBoundsPass(),
 )
 MAX_CANDIDATES = 24  # singles (the lane and block variants are many) plus the first greedy chains
