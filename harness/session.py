@@ -21,8 +21,10 @@ from typing import Any
 def session_id(spec: dict, plan: dict, baseline: dict) -> str:
     """The id (32 hex digits) of the session of ``spec`` and ``plan`` (their JSON-able dicts, as sent to the worker)
     against ``baseline`` (the worker payload: ``{"key", "cubin", "lowered_name", "launch"}``; the cubin is hashed,
-    never its source key alone). Equal inputs give equal ids; any difference gives another."""
+    never its source key alone). Equal inputs give equal ids; any difference gives another, except the plan's
+    ``timeout_s``."""
     h = hashlib.sha256()
+    plan = {k: v for k, v in plan.items() if k != "timeout_s"}  # how long the caller waits changes no answer
     for part in (spec, plan, {k: v for k, v in baseline.items() if k != "cubin"}):
         h.update(json.dumps(part, sort_keys=True, default=str).encode())
         h.update(b"\0")

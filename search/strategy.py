@@ -302,6 +302,8 @@ async def optimise(
                 if prepared.binary is not None:
                     binaries[prepared.binary] = cand.key
                 row = await record(cand, await outcome(cand, prepared), fresh=True)
+                if cand.key == original.key and isinstance(row.result, Measured):  # a hang costs a few originals' time
+                    plan = plan.model_copy(update={"timeout_s": candidate_timeout(row.result.wall_s, plan.timeout_s)})
                 if isinstance(row.result, Measured) and isinstance(prepared.compiled, Compiled):
                     measured[cand.key] = prepared.compiled  # the artifact the re-timing of the best runs again
             for name, arm in arms.items():  # an arm's answer to a result (a fix, a plan) joins its queue
@@ -536,6 +538,19 @@ def _reward(result: EvalResult, best_before: float) -> float:
 
 
 REVERIFY_FACTOR = 10.0
+HANG_FACTOR = 5.0  # a candidate may take this many times the original's evaluation ...
+HANG_FLOOR_S = 20.0  # ... and at least this long, before it is taken for a hang
+
+
+def candidate_timeout(original_wall_s: float | None, default_s: float) -> float:
+    """Seconds one candidate's evaluation (verification and timing) may take before the worker is killed as hung:
+    HANG_FACTOR times the original's evaluation (``original_wall_s``, s), at least HANG_FLOOR_S, at most
+    ``default_s`` (the plan's own limit). The original's evaluation did the same work (every size verified, every
+    bench size timed against itself), so a candidate that takes five times as long is hung or of no use; without a
+    measured original, ``default_s``."""
+    if not original_wall_s or original_wall_s <= 0:
+        return default_s
+    return min(default_s, max(HANG_FLOOR_S, HANG_FACTOR * original_wall_s))
 
 
 async def _evaluate(backend: EvaluationBackend, spec: KernelSpec, baseline: Compiled, compiled: Compiled, plan, rows):

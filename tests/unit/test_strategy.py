@@ -202,3 +202,30 @@ def test_the_best_within_noise_is_the_first_evaluated():
     original = row("original", 1.0).model_copy(update={"result": Measured(candidate_key="o", timings=[], speedup=1.0,
                                                                            speedup_lo=0.95, speedup_hi=1.06)})
     assert _best([original, row("inside the A/A spread", 1.05)], original.candidate.key) is None
+
+
+@pytest.mark.parametrize("original_wall_s,expected", [(0.0, 120.0), (1.0, 20.0), (10.0, 50.0), (60.0, 120.0)])
+async def test_a_candidate_may_take_a_few_times_the_original_before_it_counts_as_hung(example_copy, original_wall_s, expected):
+    """After the original's evaluation, each candidate's time limit is 5x its wall time (at least 20 s, at most the
+    plan's 120 s), so a hanging candidate costs a few originals' time, not two minutes of a one-minute job; the
+    session (what the worker keeps) does not change with it."""
+    from ptxfactory.harness.session import session_id
+    from ptxfactory.harness.simulated import SimulatedDevice
+
+    class Recording(SimulatedDevice):
+        def __init__(self):
+            super().__init__(delay_s=0)
+            self.plans = []
+
+        async def evaluate(self, spec, baseline, candidate, plan):
+            self.plans.append(plan)
+            result = await super().evaluate(spec, baseline, candidate, plan)
+            if candidate.candidate.key == baseline.candidate.key:
+                return result.model_copy(update={"wall_s": original_wall_s})
+            return result
+
+    backend = Recording()
+    await optimise(example_copy, "rmsnorm", backend=backend, generators=("tune",), max_candidates=3)
+    assert backend.plans[0].timeout_s == 120.0 and {p.timeout_s for p in backend.plans[1:-1]} == {expected}
+    first, later = (p.model_dump(mode="json") for p in (backend.plans[0], backend.plans[1]))
+    assert session_id({}, first, {"key": "k"}) == session_id({}, later, {"key": "k"})
