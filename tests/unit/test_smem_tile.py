@@ -206,6 +206,15 @@ def test_registered_variants_are_the_configurations_in_group_grid():
         SmemTilePass(0, 4, 16)
 
 
+def test_the_block_size_written_as_a_literal_is_read_as_blockdim():
+    src = NAIVE.replace("blockIdx.y * blockDim.y", "16 * blockIdx.y").replace("blockIdx.x * blockDim.x", "blockIdx.x * 16")
+    assert tile(4).why_not(unit(src, gemm_spec())) is None
+    compiled(src, gemm_spec(), tile(4))
+    # a literal that is not the launch's block size: not this kernel's opening
+    assert "'row' before the guard is neither an output index" in tile(4).why_not(
+        unit(src.replace("16 * blockIdx.y", "32 * blockIdx.y"), gemm_spec()))
+
+
 @pytest.mark.parametrize("rm,rn,tk", CONFIGS)
 def test_naive_gemm_tiles_and_launch(rm, rn, tk):
     spec = gemm_spec()
@@ -327,7 +336,7 @@ extern "C" __global__ void k(const float* A, const float* B, float* C, int M, in
                                "a return in the guarded code"),
     "thread state in the epilogue": (NAIVE.replace("int col =", "int hits = 0; int col =")
                                      .replace("C[row * N + col] = acc;", "hits++; C[row * N + col] = acc + hits;"),
-                                     "not uniform over the block"),
+                                     "'hits' before the guard is neither an output index"),
     "no loop": (NAIVE.replace("for (int k = 0; k < K; k++)\n            acc += A[row * K + k] * B[k * N + col];", ""),
                 "0 top-level for loops"),
     "blockDim elsewhere": (NAIVE.replace("C[row * N + col] = acc;", "C[row * N + col] = acc * blockDim.x;"),

@@ -56,7 +56,7 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
 from .affine import Poly, add, mul, poly, split
-from .base import Unit
+from .base import Unit, int_literal
 from .grid_stride import COLLECTIVES
 from .reductions import loop_accumulators
 from .rowpar import PlannedPass, Refused, _constants, _loop_head, rows_expression, _subscript_index
@@ -415,6 +415,11 @@ def _openings(unit: Unit, decls: list[Node]) -> tuple[_Index, _Index, list[Node]
     uniform = {s for s in scalars if s not in written}
     found: dict[str, _Index] = {}
     others = []
+    # blockDim, or the launch's literal block size written in its place (blockIdx.y * 16 + threadIdx.y)
+    y_forms, x_forms = [Y_INDEX], [X_INDEX]
+    for forms, d, b in ((x_forms, "x", unit.launch.block[0]), (y_forms, "y", unit.launch.block[1] if len(unit.launch.block) > 1 else None)):
+        if int_literal(b) is not None:
+            forms.append({(f"blockIdx.{d}",): int_literal(b), (f"threadIdx.{d}",): 1})
     for stmt in decls:
         ctype = sx.type_text(stmt.child_by_field_name("type"))
         kinds = []
@@ -422,13 +427,14 @@ def _openings(unit: Unit, decls: list[Node]) -> tuple[_Index, _Index, list[Node]
             name = sx.text(sx.innermost_identifier(d))
             value = d.child_by_field_name("value") if d.type == "init_declarator" else None
             p = poly(value) if value is not None and sx.is_ident(d.child_by_field_name("declarator")) else None
-            kind = "y" if p == Y_INDEX else "x" if p == X_INDEX else None
+            kind = "y" if p in y_forms else "x" if p in x_forms else None
             if kind is not None:
                 if kind in found or ctype not in sx.INT_TYPES or name in written:
                     raise Refused(f"the {kind} index {name!r}: declared twice, not an integer, or written")
                 found[kind] = _Index(name, ctype, stmt)
             elif value is None or not _is_uniform(value, uniform) or name in written:
-                raise Refused(f"the declaration of {name!r} before the guard is not uniform over the block")
+                raise Refused(f"the declaration of {name!r} before the guard is neither an output index (blockIdx * blockDim "
+                              "+ threadIdx, the launch's block) nor uniform over the block")
             else:
                 uniform.add(name)
             kinds.append(kind)
