@@ -168,3 +168,9 @@ def test_the_histogram_example_gets_smem_hist_after_grid_stride():
         assert not isinstance(r, CompileFailed), r.log
         for size in ctx.spec.check.sizes + ctx.spec.bench.sizes:
             assert evaluate(c.launch.shared_mem, size) == 4 * size["B"]
+
+
+def test_refuses_a_reduction_to_one_address_which_is_atomic_agg_s():
+    ctx = example_ctx("dot_atomic")  # out: a 1-element buffer, every thread's atomicAdd to it
+    assert "atomic_agg's" in HIST.why_not(unit_from_context(ctx))
+    assert not any("pass:smem_hist" in c.params for c in TransformGenerator().propose(ctx))

@@ -169,7 +169,7 @@ class AtomicAggPass(PlannedPass):
         if not calls:
             raise Refused("no atomic in the kernel")
         guards = return_guards(body)
-        uniform = _uniform_names(unit, guards[0].start_byte if guards else body.end_byte)
+        uniform = uniform_names(unit, guards[0].start_byte if guards else body.end_byte)
         reasons: list[str] = []
         groups: dict[tuple, Group] = {}
         for call in calls:
@@ -203,7 +203,7 @@ class AtomicAggPass(PlannedPass):
             raise Refused("the address is not p, p + e or &p[e] of a pointer parameter")
         root_node, index = parsed
         root = sx.text(root_node)
-        if not all(_uniform(t, uniform) for t in index):
+        if not all(warp_uniform(t, uniform) for t in index):
             raise Refused(f"the address {sx.text(address)!r} may differ between the lanes of a warp (or over a thread's "
                           "life): it uses threadIdx, a loop variable, a load, a call or a variable written in the kernel")
         if any((sx.call_name(n) or "").startswith("atomic") for n in sx.walk(value)):
@@ -360,7 +360,7 @@ def _in_lambda(node: Node, stop: Node) -> bool:
     return False
 
 
-def _uniform_names(unit: Unit, before: int) -> set[str]:
+def uniform_names(unit: Unit, before: int) -> set[str]:
     """Names whose value is the same on every lane of a warp and never changes: scalar parameters never written,
     and locals declared once at the top level of the body before byte ``before`` from such values, never written."""
     body = unit.body
@@ -386,12 +386,12 @@ def _uniform_names(unit: Unit, before: int) -> set[str]:
             if not sx.is_ident(inner):
                 continue
             name = sx.text(inner)
-            if name not in written and counts.get(name) == 1 and _uniform(d.child_by_field_name("value"), names):
+            if name not in written and counts.get(name) == 1 and warp_uniform(d.child_by_field_name("value"), names):
                 names.add(name)
     return names
 
 
-def _uniform(node: Node | None, names: set[str]) -> bool:
+def warp_uniform(node: Node | None, names: set[str]) -> bool:
     """``node`` has the same value on every lane of a warp: literals, uniform names, blockIdx/blockDim/gridDim, arithmetic."""
     node = sx.unparen(node)
     if node is None:
@@ -404,13 +404,13 @@ def _uniform(node: Node | None, names: set[str]) -> bool:
     if t == "field_expression":
         return any(sx.is_builtin(node, v, f) for v in UNIFORM_BUILTINS for f in "xyz")
     if t == "cast_expression":
-        return _uniform(node.child_by_field_name("value"), names)
+        return warp_uniform(node.child_by_field_name("value"), names)
     if t == "unary_expression":
-        return _uniform(node.child_by_field_name("argument"), names)
+        return warp_uniform(node.child_by_field_name("argument"), names)
     if t == "binary_expression":
-        return _uniform(node.child_by_field_name("left"), names) and _uniform(node.child_by_field_name("right"), names)
+        return warp_uniform(node.child_by_field_name("left"), names) and warp_uniform(node.child_by_field_name("right"), names)
     if t == "conditional_expression":
-        return all(_uniform(node.child_by_field_name(f), names) for f in ("condition", "consequence", "alternative"))
+        return all(warp_uniform(node.child_by_field_name(f), names) for f in ("condition", "consequence", "alternative"))
     return False
 
 

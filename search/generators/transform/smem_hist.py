@@ -22,7 +22,7 @@ of blocks, each looping over many elements), or the block has at least :data:`MI
 times ``B`` threads. Integer counts stay exact (sums in any order); a floating-point ``hist`` is re-
 associated, so it is refused under an exact spec (``rtol = atol = 0``) or ``check.deterministic = true``.
 
-Refused besides: ``hist`` used by anything but ``atomicAdd`` statements whose return value is unused;
+Refused besides: atomics whose addresses are all warp-uniform (a reduction: ``atomic_agg``); ``hist`` used by anything but ``atomicAdd`` statements whose return value is unused;
 a kernel that already has dynamic shared memory (or ``launch.policy = "fixed"`` with a symbolic ``B``,
 whose shared memory is part of the launch); a ``return`` other than top-level guards
 (``if (c) return;``, turned around the rest so every thread reaches both barriers), ``goto`` or ``asm``.
@@ -35,7 +35,7 @@ from ptxfactory.protocol import LaunchConfig
 from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
-from .atomic_agg import KINDS, atomic_address, return_guards, site_text, statement_of, without_returns
+from .atomic_agg import KINDS, atomic_address, return_guards, site_text, statement_of, uniform_names, warp_uniform, without_returns
 from .base import Unit
 from .rowpar import PlannedPass, Refused
 from .syntax import Node
@@ -106,11 +106,15 @@ class SmemHistPass(PlannedPass):
             raise Refused("a floating-point histogram would be re-associated, and the spec asks for exact results or "
                           "repeatable bits")
         bins, bins_expr, static = self._bins(unit, arg.shape[0], arg.dtype.itemsize)
-        idents = set()
+        idents, uniform, varying = set(), uniform_names(unit, unit.body.end_byte), False
         for call in calls:
             if statement_of(call) is None:
                 raise Refused(f"{site_text(call)}: its return value is used")
-            idents.add(atomic_address(sx.call_args(call)[0], unit)[0].id)
+            root_node, index = atomic_address(sx.call_args(call)[0], unit)
+            idents.add(root_node.id)
+            varying = varying or not all(warp_uniform(t, uniform) for t in index)
+        if not varying:
+            raise Refused("every address is the same on all lanes of a warp: a reduction (atomic_agg's), not a histogram")
         if root in sx.declared_names(unit.body):
             raise Refused("declared again in the kernel")
         other = next((n for n in sx.walk(unit.body) if sx.is_ident(n, root) and n.id not in idents), None)
