@@ -60,7 +60,7 @@ from .grid_stride import COLLECTIVES
 from .rowpar import PlannedPass, Refused, _spec_expression
 from .syntax import Node
 from .vector_loops import PREFIX as VECTOR_PREFIX
-from .vector_loops import _access_of, _Analysis, _plus_terms, _pragma, _reindent
+from .vector_loops import LoopAnalysis, access_of, plus_terms, reindent, unroll_pragma
 
 HELD = "ptxf_held"
 FLAG = "ptxf_hold"
@@ -129,7 +129,7 @@ class HoldRowPass(PlannedPass):
             raise Refused("the row is already held")
         if sx.contains_type(unit.body, ("goto_statement",)):
             raise Refused("goto in the kernel (a jump could cross the held array's declaration)")
-        a = _Analysis(unit)
+        a = LoopAnalysis(unit)
         if a.written_roots is None:
             raise Refused("cannot tell which buffers the kernel writes")
         why: list[str] = []
@@ -155,7 +155,7 @@ class HoldRowPass(PlannedPass):
         raise Refused("no two lane-strided loops (for (T j = a + lane; j < n; j += step)) of one block, with the same "
                       "bounds and step, read one buffer at one index" + (f" ({'; '.join(why)})" if why else ""))
 
-    def _held(self, unit: Unit, a: _Analysis, block: Node, loops: list[_Loop]) -> list[_Held]:
+    def _held(self, unit: Unit, a: LoopAnalysis, block: Node, loops: list[_Loop]) -> list[_Held]:
         """The elements two or more of ``loops`` read (raises Refused with the reason when none can be held)."""
         first, last = loops[0].node, loops[-1].node
         span = [s for s in sx.statements(block) if first.start_byte <= s.start_byte and s.end_byte <= last.end_byte]
@@ -172,7 +172,7 @@ class HoldRowPass(PlannedPass):
             for n in sx.walk(lp.body):
                 if n.type != "identifier" or sx.text(n) not in a.roots or sx.text(n) in local:
                     continue
-                acc = _access_of(n)
+                acc = access_of(n)
                 if acc is None or acc[2] != "read":
                     continue
                 node, terms, _, _, _ = acc
@@ -250,7 +250,7 @@ class HoldRowPass(PlannedPass):
         lp0 = first
         rest = " + ".join(f"(long long)({sx.text(t)})" for t in lp0.rest) or "0"
         extra = " + 1" if lp0.inclusive else ""
-        ind = sx.line_indent(data, (_pragma(first.node) or first.node).start_byte)[0].decode()
+        ind = sx.line_indent(data, (unroll_pragma(first.node) or first.node).start_byte)[0].decode()
         decls = [f"{x.elem} {HELD}{i}[{h}];  // {x.root}'s elements of this lane, read once (transform hold_row)"
                  for i, x in enumerate(held)]
         decls.append(f"const bool {FLAG} = (long long)({sx.text(lp0.bound)}){extra} - ({rest}) <= (long long){h} * "
@@ -258,7 +258,7 @@ class HoldRowPass(PlannedPass):
         edits = []
         for k in users:
             lp = loops[k]
-            pragma = _pragma(lp.node)
+            pragma = unroll_pragma(lp.node)
             start = (pragma or lp.node).start_byte
             text = self._emit(unit, lp, k, held, h, pragma)
             if k == users[0]:
@@ -283,18 +283,18 @@ class HoldRowPass(PlannedPass):
                  f"{i2}const {lp.ctype} {lp.j} = ({lp.ctype})(({sx.text(lp.start)}) + (long long){slot} * (long long)({sx.text(lp.step)}));",
                  f"{i2}if ({sx.text(lp.node.child_by_field_name('condition'))}) {{"]
         lines += [f"{i3}{x}" for x in loads]
-        lines.append(f"{i3}{_reindent(body, ind + '    ', i3)}")
+        lines.append(f"{i3}{reindent(body, ind + '    ', i3)}")
         lines += [f"{i2}}}", f"{i1}}}", f"{ind}}} else {{  // more than {h} elements per lane: the original loop"]
         if pragma is not None:
             lines.append(f"{i1}{sx.text(pragma).strip()}")
-        lines += [f"{i1}{_reindent(sx.text(lp.node), ind, i1)}", f"{ind}}}"]
+        lines += [f"{i1}{reindent(sx.text(lp.node), ind, i1)}", f"{ind}}}"]
         return "\n".join(lines)
 
 
 # -- the loops ------------------------------------------------------------------------------------------------
 
 
-def _lane_loop(a: _Analysis, loop: Node) -> _Loop | str:
+def _lane_loop(a: LoopAnalysis, loop: Node) -> _Loop | str:
     """``loop`` as a :class:`_Loop`, or why it is not one."""
     init, cond, upd, body = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update", "body"))
     if init is None or cond is None or upd is None or body is None or init.type != "declaration":
@@ -307,7 +307,7 @@ def _lane_loop(a: _Analysis, loop: Node) -> _Loop | str:
         return f"index type {ctype!r}"
     j = sx.text(ds[0].child_by_field_name("declarator"))
     start = ds[0].child_by_field_name("value")
-    terms = _plus_terms(start)
+    terms = plus_terms(start)
     lanes = [t for t in terms if a.lane_group(t) is not None]
     if len(lanes) != 1 or any(j in sx.identifiers(t) for t in terms):
         return "the start is not a + lane"
@@ -341,7 +341,7 @@ def _lane_loop(a: _Analysis, loop: Node) -> _Loop | str:
     return _Loop(loop, j, ctype, start, [t for t in terms if t is not lanes[0]], step, bound, inclusive, body, key)
 
 
-def _index(a: _Analysis, name: str, terms: list[Node], subst: dict[str, Poly], j: str) -> Poly | None:
+def _index(a: LoopAnalysis, name: str, terms: list[Node], subst: dict[str, Poly], j: str) -> Poly | None:
     """The element ``name[terms]`` reads, from the start of its buffer, as a polynomial with ``j`` renamed :data:`J`."""
     off = a.offsets.get(name)
     if off is None:
@@ -355,7 +355,7 @@ def _index(a: _Analysis, name: str, terms: list[Node], subst: dict[str, Poly], j
     return {tuple(sorted(J if x == j else x for x in m)): c for m, c in total.items()}
 
 
-def _element(a: _Analysis, name: str) -> str:
+def _element(a: LoopAnalysis, name: str) -> str:
     """The element type of pointer ``name`` (qualifiers dropped; "" when unknown)."""
     elem = a.unit.types.element.get(name)
     return " ".join(w for w in (elem or "").split() if w not in ("const", "volatile", "__restrict__"))
@@ -374,7 +374,7 @@ def _unconditional(node: Node, body: Node) -> bool:
     return True
 
 
-def _hoisted(a: _Analysis, access: Node, lp: _Loop) -> str | None:
+def _hoisted(a: LoopAnalysis, access: Node, lp: _Loop) -> str | None:
     """The text of ``access`` valid at the top of the loop's body: names the body declares (constants: declared once,
     never written) replaced by their initial values; None when one cannot be."""
     local = sx.declared_names(lp.body)

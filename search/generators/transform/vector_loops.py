@@ -153,7 +153,7 @@ class VectorLoopsPass:
         """A plan per loop the pass rewrites (loops refused are left out)."""
         if unit.body is None:
             return []
-        a, out = _Analysis(unit), []
+        a, out = LoopAnalysis(unit), []
         for n in sx.walk(unit.body):
             if n.type == "for_statement":
                 try:
@@ -166,7 +166,7 @@ class VectorLoopsPass:
         """Every ``for`` loop of the kernel with why it is refused (None: rewritten)."""
         if unit.body is None:
             return []
-        a, out = _Analysis(unit), []
+        a, out = LoopAnalysis(unit), []
         for n in sx.walk(unit.body):
             if n.type == "for_statement":
                 try:
@@ -188,9 +188,9 @@ class VectorLoopsPass:
 
     # -- analysis -------------------------------------------------------------------------------------------
 
-    def plan(self, unit: Unit, loop: Node, a: "_Analysis | None" = None) -> _Plan:
+    def plan(self, unit: Unit, loop: Node, a: "LoopAnalysis | None" = None) -> _Plan:
         """The rewrite of ``loop`` (raises :class:`Refused` with the reason when the loop is left alone)."""
-        a = a or _Analysis(unit)
+        a = a or LoopAnalysis(unit)
         init, cond, upd, body = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update", "body"))
         if init is None or cond is None or upd is None or body is None or init.type != "declaration":
             raise Refused("not a for loop declaring its index")
@@ -204,7 +204,7 @@ class VectorLoopsPass:
         if any(i.startswith(PREFIX) for i in sx.identifiers(loop)) or a.inside_rewrite(loop):
             raise Refused("already vectorised")
         # the lane term of the start, the step
-        terms = _plus_terms(ds[0].child_by_field_name("value"))
+        terms = plus_terms(ds[0].child_by_field_name("value"))
         lanes = [t for t in terms if a.lane_group(t) is not None]
         if len(lanes) != 1:
             raise Refused("the start is not a + LANE")
@@ -255,9 +255,9 @@ class VectorLoopsPass:
         lit = sx.literal_value(step) if sx.is_number(step) else None
         step_vec = str(lit * vec) if isinstance(lit, int) else f"({ctype})({sx.text(step)}) * {vec}"
         return _Plan(loop, j, ctype, sx.text(lane_node), sx.text(step), step_vec, start, start_terms, bound, streams, vec,
-                     size, proven, _pragma(loop), uses_j)
+                     size, proven, unroll_pragma(loop), uses_j)
 
-    def _accumulators(self, unit: Unit, a: "_Analysis", loop: Node, body: Node, j: str, written: set[str]) -> None:
+    def _accumulators(self, unit: Unit, a: "LoopAnalysis", loop: Node, body: Node, j: str, written: set[str]) -> None:
         carried = written - sx.declared_names(body) - {j}
         if any(n not in a.declared for n in carried):
             raise Refused("a variable declared outside the kernel is written")
@@ -272,7 +272,7 @@ class VectorLoopsPass:
             if acc.kind == "arg" and not _rowpar_arg_combine(loop, acc.name, acc.index):
                 raise Refused(f"{acc.name}: an arg reduction without rowpar's index-aware combine after the loop")
 
-    def _streams(self, unit: Unit, a: "_Analysis", body: Node, j: str, extra: set[str], written: set[str]) -> list[_Stream]:
+    def _streams(self, unit: Unit, a: "LoopAnalysis", body: Node, j: str, extra: set[str], written: set[str]) -> list[_Stream]:
         local = sx.declared_names(body)
         streams: dict[tuple, _Stream] = {}
         scalar_roots: list[str | None] = []   # roots of buffer accesses kept scalar
@@ -282,7 +282,7 @@ class VectorLoopsPass:
             name = sx.text(n)
             if name in local or (name not in a.ptr_names and name not in a.arrays):
                 continue
-            acc = _access_of(n)
+            acc = access_of(n)
             if acc is None:
                 raise Refused(f"{name!r} used otherwise than p[i] or a load/store hint (line {n.start_point[0] + 1})")
             node, idx_terms, kind, hint, value = acc
@@ -357,9 +357,9 @@ class VectorLoopsPass:
         helpers = []
         step_vec = p.step_vec
         if body.type == "compound_statement":
-            scalar_body = " " + _reindent(sx.text(body), ind, i2)
+            scalar_body = " " + reindent(sx.text(body), ind, i2)
         else:
-            scalar_body = "\n" + i3 + _reindent(sx.text(body), ind + "    ", i3)
+            scalar_body = "\n" + i3 + reindent(sx.text(body), ind + "    ", i3)
 
         def addr(s: _Stream, at: str) -> str:
             x = s.accesses[0]
@@ -431,7 +431,7 @@ class VectorLoopsPass:
             lines.append(f"{i3}{{  // element {k}")
             if p.uses_j:
                 lines.append(f"{i3}    const {t} {j} = {V} + {k};")
-            lines.append(f"{i3}    {_reindent(copy, ind + '    ', i3 + '    ')}")
+            lines.append(f"{i3}    {reindent(copy, ind + '    ', i3 + '    ')}")
             lines.append(f"{i3}}}")
         # stores
         for s in p.streams:
@@ -454,7 +454,7 @@ class VectorLoopsPass:
             lines.append(f"{i1}}}")
         else:
             lines.append(f"{i1}}} else {{  // the buffers' offsets within 16 bytes differ: the original loop")
-            lines.append(f"{i2}{_reindent(sx.text(p.loop), ind, i2)}")
+            lines.append(f"{i2}{reindent(sx.text(p.loop), ind, i2)}")
             lines.append(f"{i1}}}")
         lines.append(f"{ind}}}")
         return "\n".join(lines)[len(ind):], helpers
@@ -463,7 +463,7 @@ class VectorLoopsPass:
 # -- the analysis of one kernel -------------------------------------------------------------------------------
 
 
-class _Analysis:
+class LoopAnalysis:
     """Facts about one kernel the loop checks share: declarations, pointers, uniform names, the spec's divisors."""
 
     def __init__(self, unit: Unit):
@@ -705,7 +705,7 @@ class _Analysis:
         ds = init.children_by_field_name("declarator") if init is not None and init.type == "declaration" else []
         if len(ds) != 1 or ds[0].type != "init_declarator":
             return None
-        for t in _plus_terms(ds[0].child_by_field_name("value")):
+        for t in plus_terms(ds[0].child_by_field_name("value")):
             g = self.lane_group(t)
             if g is not None:
                 return g
@@ -816,13 +816,13 @@ def _mod_facts(tree) -> list[tuple[str, int]]:
     return []
 
 
-def _plus_terms(node: Node | None) -> list[Node]:
+def plus_terms(node: Node | None) -> list[Node]:
     """The terms of a ``+`` chain (parentheses looked through, casts kept)."""
     node = sx.unparen(node)
     if node is None:
         return []
     if node.type == "binary_expression" and sx.operator(node) == "+":
-        return _plus_terms(node.child_by_field_name("left")) + _plus_terms(node.child_by_field_name("right"))
+        return plus_terms(node.child_by_field_name("left")) + plus_terms(node.child_by_field_name("right"))
     return [node]
 
 
@@ -840,7 +840,7 @@ def _key(terms: list[Node]) -> tuple:
     return ("text", tuple(sorted(" ".join(sx.text(t).split()) for t in terms)))
 
 
-def _access_of(ident: Node) -> tuple[Node, list[Node], str, str | None, Node | None] | None:
+def access_of(ident: Node) -> tuple[Node, list[Node], str, str | None, Node | None] | None:
     """How a pointer name is used: ``(node, index terms, kind, hint, stored value)``, or None for another use.
 
     ``p[idx]``: terms of ``idx``; kind ``read``, ``write`` (``=``) or ``update`` (``op=``);
@@ -853,13 +853,13 @@ def _access_of(ident: Node) -> tuple[Node, list[Node], str, str | None, Node | N
             return None
         kind = access_kind(parent)
         if kind == "reads":
-            return parent, _plus_terms(idx[0]), "read", None, None
+            return parent, plus_terms(idx[0]), "read", None, None
         if kind != "writes":
             return None
         assign = parent.parent
         if assign.type != "assignment_expression" or assign.child_by_field_name("left") != parent:
             return None
-        return parent, _plus_terms(idx[0]), "write" if sx.operator(assign) == "=" else "update", None, None
+        return parent, plus_terms(idx[0]), "write" if sx.operator(assign) == "=" else "update", None, None
     # p + idx as the first argument of a hint call
     top = ident
     while top.parent is not None and (top.parent.type == "parenthesized_expression"
@@ -873,7 +873,7 @@ def _access_of(ident: Node) -> tuple[Node, list[Node], str, str | None, Node | N
     cargs = sx.call_args(call)
     if not cargs or cargs[0] != top:
         return None
-    terms = _plus_terms(top)
+    terms = plus_terms(top)
     if sum(1 for t in terms if t == ident) != 1:
         return None
     rest = [t for t in terms if t != ident]
@@ -936,7 +936,8 @@ def _condition(if_node: Node) -> Node | None:
     return c
 
 
-def _pragma(loop: Node) -> Node | None:
+def unroll_pragma(loop: Node) -> Node | None:
+    """The ``#pragma unroll ...`` line right before ``loop`` (comments between allowed), or None."""
     prev = loop.prev_named_sibling
     while prev is not None and prev.type == "comment":
         prev = prev.prev_named_sibling
@@ -971,7 +972,7 @@ def _in_lambda(node: Node) -> bool:
     return False
 
 
-def _reindent(text: str, old: str, new: str) -> str:
+def reindent(text: str, old: str, new: str) -> str:
     """``text`` (a statement's source) with ``old`` indentation replaced by ``new`` on every line after the first."""
     lines = text.split("\n")
     return "\n".join(lines[:1] + [new + ln[len(old):] if ln.startswith(old) else new + ln.lstrip() for ln in lines[1:]])
