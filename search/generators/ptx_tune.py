@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ptxfactory.harness.ptx import blank_comments
+from ptxfactory.harness.ptx import DRIVER_JIT, blank_comments, ptx_route
 from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
 
 from ..base import GenContext
@@ -44,17 +44,18 @@ class PtxTuneGenerator:
     name = "ptx_tune"
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
-        """Each knob alone, in a fixed order; [] for a CUDA kernel."""
+        """Each knob alone, in a fixed order (the ptxas options only where ptxas runs); [] for a CUDA kernel."""
         if getattr(ctx.kernel, "language", "cuda") != "ptx":
             return []
         parent = ctx.original
         base = [o for o in parent.options if not re.match(r"-O\d|--?maxrregcount=|--def-load-cache=", o)]
         variants: list[tuple[list[str], LaunchConfig, str, dict]] = []
-        for level in O_LEVELS:
+        options_apply = ptx_route().compiler != DRIVER_JIT  # without ptxas the driver JIT-compiles, and takes no options
+        for level in (O_LEVELS if options_apply else ()):
             variants.append((base + [f"-O{level}"], parent.launch, f"ptxas -O{level}", {"O": level}))
-        for regs in MAXRREG:
+        for regs in (MAXRREG if options_apply else ()):
             variants.append((base + [f"-maxrregcount={regs}"], parent.launch, f"ptxas -maxrregcount={regs}", {"maxrreg": regs}))
-        for cop in LOAD_CACHE:
+        for cop in (LOAD_CACHE if options_apply else ()):
             variants.append((base + [f"--def-load-cache={cop}"], parent.launch, f"ptxas --def-load-cache={cop}", {"dlcm": cop}))
         numerator = free_block_grid(ctx.spec, parent.launch, ctx.kernel.text, ctx.source)
         if numerator is not None:
