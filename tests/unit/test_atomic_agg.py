@@ -399,3 +399,25 @@ def test_the_dot_atomic_example_gets_atomic_agg_alone_and_after_grid_stride():
         kernel = kernel_part(c.kernel_text)
         assert len(re.findall(r"\batomicAdd\(", kernel)) == 1 and "ptxf_warp_fold(" in kernel
     assert all("for (int i = " in c.kernel_text for c in chained)
+
+
+def test_two_early_returns_nest_and_a_uniform_local_may_build_the_address():
+    src = """extern "C" __global__ void dot(const float* x, const float* y, float* out, int N)
+{
+    const int base = blockIdx.y * N;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N) return;
+    float a = x[i];
+    if (a != a) { return; }
+    float b = y[i];
+    atomicAdd(out + 0 * base, a * b);
+}
+"""
+    text = kernel_part(candidate(src, dot_spec(), [AGG]))
+    assert "return;" not in text
+    outer, inner = text.index("if (!(i >= N)) {"), text.index("if (!(a != a)) {")
+    assert outer < text.index("float a = x[i];") < inner < text.index("ptxf_acc0 += a * b;") < text.index("ptxf_warp_lanes()")
+    assert "atomicAdd(out + 0 * base, ptxf_acc0);" in text
+    # declared after the first early return, the same local is not visible at the end: refused
+    late = src.replace("    const int base = blockIdx.y * N;\n", "").replace("    float b = y[i];", "    const int base = blockIdx.y * N;\n    float b = y[i];")
+    assert "may differ between the lanes" in AGG.why_not(unit(late, dot_spec()))

@@ -193,7 +193,7 @@ class AtomicAggPass(PlannedPass):
             raise Refused(f"{func} is not one of {', '.join(OPS)}")
         stmt = statement_of(call)
         if stmt is None:
-            raise Refused("its return value is used")
+            raise Refused("its return value is used (or it is not a statement of its own)")
         args = sx.call_args(call)
         if len(args) != 2:
             raise Refused("not two arguments")
