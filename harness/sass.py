@@ -41,13 +41,18 @@ def compiled_for(candidate: Candidate, arch: str):
     compile pool (:meth:`~ptxfactory.harness.compile_pool.CompilePool.run`).
 
     Raises:
-        SassError: it does not compile (the message has the compiler's first lines).
+        SassError: it does not compile (the message has the compiler's first lines), or it is PTX and no ptxas was
+            found (the driver's JIT makes its machine code on the GPU machine; nothing to disassemble).
     """
     from .compile import compile_candidate
+    from .ptx import DRIVER_JIT
 
     compiled = compile_candidate(candidate, arch, fast_math_allowed=True)
     if isinstance(compiled, CompileFailed):
         raise SassError(f"{candidate.description} does not compile: {compiled.log.strip()[:400]}")
+    if compiled.compiler == DRIVER_JIT:  # a PTX image: the machine code is made on the GPU machine
+        raise SassError(f"{candidate.description} has no SASS here: no ptxas was found, so the CUDA driver JIT-compiles "
+                        "its PTX when the job loads it on the GPU, and no cubin exists to disassemble")
     return compiled
 
 

@@ -152,3 +152,13 @@ def test_a_compile_only_job_runs_without_ptxas(no_ptxas):
     assert all(r.result.resources is None for r in ran)
     assert not any(r.candidate.options for r in summary.rows), [r.candidate.description for r in summary.rows if r.candidate.options]
     assert not [r for r in summary.rows if isinstance(r.result, CompileFailed)]  # (an option that came anyway: refused above)
+
+
+def test_no_sass_without_ptxas_says_why(no_ptxas):
+    """``show --sass`` and the planner's SASS evidence ask ``compiled_for``: without ptxas there is no cubin, and the
+    reason says so instead of a disassembler's complaint about a file that is not ELF."""
+    from ptxfactory.harness.sass import SassError, compiled_for
+
+    spec, source = load_job(EXAMPLE, "rowsum_ptx")
+    with pytest.raises(SassError, match="no SASS here: no ptxas was found"):
+        compiled_for(original_candidate(spec, source), spec.arch)
