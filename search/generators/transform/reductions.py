@@ -50,6 +50,7 @@ written through a pointer that is not an array access.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import permutations
 
 from . import syntax as sx
 from .affine import add, poly
@@ -246,17 +247,11 @@ def _tuple(group: set[str], mine: list[Node], body: Node, j: str, start: Node | 
                                count_start=c0, updates=updates)
         return f"neither {SOFTMAX_FORM} nor {WELFORD_FORM}: {shown}"
     if len(group) == 3:
-        for n, mean, m2 in _permutations(sorted(group)):
+        for n, mean, m2 in permutations(sorted(group)):
             if _welford(final[n], final[mean], final[m2], n, mean, m2):
                 return Accumulator(mean, "welford", members={"count": n, "mean": mean, "m2": m2}, updates=updates)
         return f"not {WELFORD_FORM}: {shown}"
     return f"{len(group)} variables updated together (an online softmax has 2, a Welford update 2 or 3)"
-
-
-def _permutations(xs: list[str]) -> list[tuple[str, ...]]:
-    if len(xs) <= 1:
-        return [tuple(xs)]
-    return [(x, *rest) for i, x in enumerate(xs) for rest in _permutations(xs[:i] + xs[i + 1:])]
 
 
 def _writes_memory(node: Node) -> bool:
