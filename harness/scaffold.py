@@ -3,7 +3,7 @@
 Everything is read from the CUDA source with tree-sitter-cuda (kernels found by :mod:`.source`):
 
 - **roles**: a ``const T*`` is ``in``; a ``T*`` the body only writes (``p[i] = ...``) is ``out``, one it
-  also reads (``p[i] += ...``, ``v = p[i]``, ``atomicAdd(&p[i], ...)``) is ``inout``, one it only reads
+  also reads (``p[i] += ...``, ``v = p[i]``, ``atomicAdd(p, ...)``, ``atomicAdd(&p[i], ...)``) is ``inout``, one it only reads
   is ``in``; a pointer the body passes on or aliases gets a TODO;
 - **dtypes** from the C types (``float`` -> f32, ``__nv_bfloat16`` -> bf16, ``int`` -> i32, ``int64_t`` -> i64,
   a template type parameter -> the type it is instantiated with);
@@ -191,6 +191,11 @@ def _uses(body: ts.Node | None, name: str, depth: int = 0) -> tuple[list[int], l
                 writes += w
                 unknown += u
                 continue
+        if access is None and parent.type == "argument_list" and parent.named_children[:1] == [n] \
+                and _text(parent.parent.child_by_field_name("function")).startswith("atomic"):
+            reads.append(line)  # atomicAdd(p, v): read, then written
+            writes.append(line)
+            continue
         if access is None:
             what = "passed on" if parent.type == "argument_list" else "aliased" if parent.type in ("init_declarator", "assignment_expression", "binary_expression", "cast_expression") else "used"
             unknown.append((line, what))
