@@ -8,8 +8,9 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
 export PTXFACTORY_HOME=/tmp/ptxf-home
 if [ -z "${SKIP_TESTS:-}" ]; then
-  timeout ${TEST_TIMEOUT:-300} python3 -m pytest -m gpu -q -p no:cacheprovider -rfEx ${PYTEST_ARGS:-} 2>&1 | tail -80 > "$OUT/pytest-gpu.txt"
-  tail -25 "$OUT/pytest-gpu.txt"
+  # straight to the file (-v: one line per test as it ends), so a run cut off by the time limit still says how far it got
+  timeout ${TEST_TIMEOUT:-300} python3 -m pytest -m gpu -v -p no:cacheprovider -rfEx --durations=15 ${PYTEST_ARGS:-} > "$OUT/pytest-gpu.txt" 2>&1
+  tail -40 "$OUT/pytest-gpu.txt"
 fi
 # (the default list, at up to JOB_TIMEOUT s each, takes more than one 10-minute call: split it with EXAMPLES=...)
 for ex in ${EXAMPLES:-embedding rowsum_seq dequant_int8 scale_bias l2norm_rows xent_fwd standardize_rows rope sgd_momentum swiglu stencil5 row_argmax}; do
