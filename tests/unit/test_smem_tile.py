@@ -287,6 +287,44 @@ def test_batched_gemm_keeps_the_batch_on_z_and_its_uniform_guard():
     assert "ptxf_kf + ptxf_kk < ptxf_kend && (col < N) && (b < batch) ? B[" in text
 
 
+BATCHED_POINTERS = """
+extern "C" __global__ void k(const float* A, const float* B, float* C, int batch, int M, int N, int K)
+{
+    const int b = blockIdx.z;
+    const float* Ab = A + (size_t)b * M * K;
+    const float* Bb = B + (size_t)b * K * N;
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < M && col < N) {
+        const float* arow = Ab + row * K;
+        float acc = 0.0f;
+        for (int k = 0; k < K; k++)
+            acc += arow[k] * Bb[k * N + col];
+        C[((size_t)b * M + row) * N + col] = acc;
+    }
+}
+"""
+
+
+def test_batched_gemm_through_pointers_into_the_batch_and_the_row():
+    spec = spec3(BATCHED_ARGS, '["cdiv(N, 16)", "cdiv(M, 16)", "Bt"]', BATCHED_SIZES, "{ Bt = 8, M = 1024, N = 1000, K = 512 }")
+    p = tile(8)
+    assert p.why_not(unit(BATCHED_POINTERS, spec)) is None
+    text = compiled(BATCHED_POINTERS, spec, p)
+    # the batch's pointers stay (uniform, before the guard); the loads go through the parameter at the summed offset
+    assert "const float* Ab = A + (size_t)b * M * K;" in text
+    assert "A[(long long)(K) * (long long)(M) * (long long)(b) + (long long)(K) * (long long)(row) + (long long)(k)]" in text
+    assert "B[(long long)(K) * (long long)(N) * (long long)(b) + (long long)(N) * (long long)(k) + (long long)(col)]" in text
+    # a pointer that reads the parameter as another type, or a pointer written through, is refused
+    cast = BATCHED_POINTERS.replace("const float* arow = Ab + row * K;", "const int* arow = (const int*)Ab + row * K;")
+    assert "as another type" in p.why_not(unit(cast, spec))
+    args = BATCHED_ARGS.replace('name = "B", role = "in"', 'name = "B", role = "inout"')
+    wspec = spec3(args, '["cdiv(N, 16)", "cdiv(M, 16)", "Bt"]', BATCHED_SIZES, "{ Bt = 8, M = 1024, N = 1000, K = 512 }")
+    written = BATCHED_POINTERS.replace("const float* B,", "float* B,").replace("const float* Bb", "float* Bb").replace(
+        "C[((size_t)b * M + row) * N + col] = acc;", "C[((size_t)b * M + row) * N + col] = acc; Bb[col] = 0.0f;")
+    assert "written or aliased" in p.why_not(unit(written, wspec))
+
+
 def test_pointwise_convolution_as_gemm_with_a_bias_initialised_accumulator():
     spec = spec3(CONV_ARGS, CONV_GRID, CONV_SIZES, "{ Nb = 16, Co = 256, Ci = 128, P = 3136 }")
     u = unit(CONV, spec)

@@ -59,7 +59,8 @@ from .affine import Poly, add, mul, poly, split
 from .base import Unit, int_literal
 from .grid_stride import COLLECTIVES
 from .reductions import loop_accumulators
-from .rowpar import PlannedPass, Refused, _constants, _loop_head, rows_expression, _subscript_index
+from .rowpar import (PlannedPass, Refused, _array_written, _constants, _loop_head, _pointer_offsets, _pointer_roots,
+                     _subscript_index, rows_expression)
 from .syntax import Node
 
 THREADS = 16  # threads per block along x and along y
@@ -412,7 +413,7 @@ def _openings(unit: Unit, decls: list[Node]) -> tuple[_Index, _Index, list[Node]
     """The y and x output indices, the other (uniform) declarations before the guard, and the uniform names."""
     scalars = {a.name for a in unit.spec.args if a.role == "scalar"}
     written = sx.written_names(unit.body)
-    uniform = {s for s in scalars if s not in written}
+    uniform = {s for s in scalars if s not in written} | {p for p in unit.pointers if p not in written}
     found: dict[str, _Index] = {}
     others = []
     # blockDim, or the launch's literal block size written in its place (blockIdx.y * 16 + threadIdx.y)
@@ -621,6 +622,8 @@ def _operands(unit: Unit, body: Node, k: str, y: str, x: str, acc: str, uniform:
     """Every load of the loop, by buffer and index, with its side, and the index declarations only those loads use;
     refuses any other use of memory or of the indices."""
     pointers = unit.pointers
+    roots = _pointer_roots(unit)
+    offsets = _pointer_offsets(unit, roots)
     local = sx.declared_names(body)
     found: dict[tuple, _Operand] = {}
     inside: set[int] = set()
@@ -630,15 +633,20 @@ def _operands(unit: Unit, body: Node, k: str, y: str, x: str, acc: str, uniform:
         if n.type != "subscript_expression":
             continue
         arg = sx.uncast(n.child_by_field_name("argument"))
-        name = sx.text(arg) if sx.is_ident(arg) else None
-        if name not in pointers or name in local:
-            raise Refused(f"{sx.text(n)!r} in the loop is not a load of a pointer parameter")
+        via = sx.text(arg) if sx.is_ident(arg) else None
+        name = roots.get(via)
+        if name not in pointers or via in local or via not in offsets:
+            raise Refused(f"{sx.text(n)!r} in the loop is not a load of a pointer parameter (or of a pointer into one "
+                          "at a known offset)")
         pp = pointers[name]
-        if pp.writes or pp.other:
+        if _unqualified(unit.types.element.get(via)) != _unqualified(pp.base):
+            raise Refused(f"{via} points into {name} as another type")
+        aliases = [a for a, r in roots.items() if r == name]
+        if pp.writes or any(_array_written(unit.body, a) for a in aliases) or not all(_alias_init(u, roots) for u in pp.other):
             raise Refused(f"{name} is written or aliased in the kernel")
         idx = _subscript_index(n)
         p = poly(idx) if idx is not None else None
-        p = _substitute(p, consts) if p is not None else None
+        p = _substitute(add(offsets[via], p), consts) if p is not None else None
         if p is None:
             raise Refused(f"the index of {sx.text(n)!r} is not a polynomial")
         names = {v for mono in p for v in mono}
@@ -657,7 +665,7 @@ def _operands(unit: Unit, body: Node, k: str, y: str, x: str, acc: str, uniform:
         if y not in rest_names and x not in rest_names:
             raise Refused(f"the load {sx.text(n)!r} depends on neither the row nor the column")
         side = "y" if y in rest_names else "x"
-        ctype = " ".join(w for w in pp.base.split() if w not in ("const", "volatile"))
+        ctype = _unqualified(pp.base)
         if ctype not in ELEMENT_BYTES:
             raise Refused(f"{name}'s element type {ctype!r} is not staged")
         key = (name, tuple(sorted(p.items())))
@@ -684,6 +692,23 @@ def _operands(unit: Unit, body: Node, k: str, y: str, x: str, acc: str, uniform:
         if n.type == "call_expression" and sx.call_name(n) not in PURE_CALLS:
             raise Refused(f"a call to {sx.text(n.child_by_field_name('function'))} in the loop")
     return list(found.values()), dropped
+
+
+def _unqualified(ctype: str | None) -> str | None:
+    return None if ctype is None else " ".join(w for w in ctype.split() if w not in ("const", "volatile"))
+
+
+def _alias_init(use: Node, roots: dict[str, str]) -> bool:
+    """``use`` (a pointer parameter's name) sits in the initial value of a pointer declared from it (``T* p = A + e``)."""
+    node = use.parent
+    while node is not None and node.type not in ("init_declarator", "compound_statement"):
+        node = node.parent
+    if node is None or node.type != "init_declarator":
+        return False
+    d = node.child_by_field_name("declarator")
+    value = node.child_by_field_name("value")
+    return (d is not None and d.type == "pointer_declarator" and sx.text(sx.innermost_identifier(d)) in roots
+            and value is not None and value.start_byte <= use.start_byte < value.end_byte)
 
 
 def _index_declarations(body: Node, consts: dict[str, Poly], inside: set[int]) -> list[Node]:
