@@ -4,7 +4,7 @@ A job of the ``transform`` generator alone on examples/matmul_naive (judged by i
 not multiples of any tile, and a skinny one), and on three hand-written variants judged against the original
 kernel (the pass keeps every output's order of operations): B transposed with leading dimensions, an early
 return and an alpha/beta/bias epilogue on an ``inout`` C; a batched GEMM on ``blockIdx.z`` with a guard on the
-batch; a 1x1 convolution as a GEMM with a bias-initialised accumulator. Every ``smem_tile`` candidate the job
+batch, and one through pointers to the batch's matrices and the row; a 1x1 convolution as a GEMM with a bias-initialised accumulator. Every ``smem_tile`` candidate the job
 evaluates must pass the verifier (spec and held-out sizes, stress inputs, poisoned outputs, canaries).
 """
 from __future__ import annotations
@@ -118,6 +118,25 @@ sizes = [{ Bt = 3, M = 7, N = 9, K = 5 }, { Bt = 1, M = 1, N = 1, K = 1 }, { Bt 
 sizes = [{ Bt = 16, M = 512, N = 512, K = 256 }, { Bt = 64, M = 129, N = 200, K = 64 }]
 """
 
+BATCHED_POINTERS = """
+extern "C" __global__ void bmm_ptr(const float* A, const float* B, float* C, int batch, int M, int N, int K)
+{
+    const int b = blockIdx.z;
+    const float* Ab = A + (size_t)b * M * K;
+    const float* Bb = B + (size_t)b * K * N;
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < M && col < N) {
+        const float* arow = Ab + row * K;
+        float acc = 0.0f;
+        for (int k = 0; k < K; k++)
+            acc += arow[k] * Bb[k * N + col];
+        C[((size_t)b * M + row) * N + col] = acc;
+    }
+}
+"""
+BATCHED_POINTERS_SPEC = BATCHED_SPEC.replace("kernel.bmm", "kernel.bmm_ptr")
+
 CONV = """
 extern "C" __global__ void conv1x1(const float* w, const float* x, float* y, const float* bias, int Co, int Ci, int P)
 {
@@ -157,6 +176,7 @@ sizes = [{ Nb = 16, Co = 256, Ci = 128, P = 3136 }, { Nb = 8, Co = 512, Ci = 512
 
 
 @pytest.mark.parametrize("name,source,spec", [("gemm_nt", NT, NT_SPEC), ("bmm", BATCHED, BATCHED_SPEC),
+                                              ("bmm_ptr", BATCHED_POINTERS, BATCHED_POINTERS_SPEC),
                                               ("conv1x1", CONV, CONV_SPEC)])
 def test_smem_tile_variants_verify_against_the_original(tmp_path, name, source, spec):
     summary = transform_job(tmp_path, name, source, spec, max_candidates=24, patience=None)

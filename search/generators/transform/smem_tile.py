@@ -39,7 +39,8 @@ recomputed from it); one ``for`` loop in the guarded code, stepping by one from 
 over the block, carrying exactly one recognised accumulation (sum, product, max, min) declared before
 it, with no branches, nested loops, writes to memory or to other variables declared outside it, and
 no use of the row or column outside its loads; each load in the loop ``p[e]`` of a read-only pointer
-parameter with ``e`` (through the constants the code declares) ``s * k + f(row)`` or ``s * k +
+parameter, or of a pointer into one at a known offset (``const float* Ab = A + b * M * K;``, of the
+same element type, never written through), with ``e`` plus that offset (through the constants the code declares) ``s * k + f(row)`` or ``s * k +
 f(col)``, ``s`` uniform (the unit or uniform stride) and ``f`` free of ``k``; declarations before the
 loop without side effects; an epilogue without ``return``, barriers, shared memory or writes to
 variables declared before the guard; no ``threadIdx``/``blockIdx``/``blockDim``/``gridDim`` but in
