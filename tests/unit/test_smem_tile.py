@@ -363,6 +363,7 @@ extern "C" __global__ void k(const float* A, const float* B, float* C, int M, in
     "two accumulators": (NAIVE.replace("float acc = 0.0f;", "float acc = 0.0f, c2 = 0.0f;")
                          .replace("acc += A[row * K + k] * B[k * N + col];",
                                   "{ acc += A[row * K + k] * B[k * N + col]; c2 += A[row * K + k]; }"), "not one recognised"),
+    "accumulator initialised in braces": (NAIVE.replace("float acc = 0.0f;", "float acc{0.0f};"), "not declared as T acc = value"),
     "branch in the loop": (NAIVE.replace("acc += A[row * K + k] * B[k * N + col];",
                                          "if (k != row) acc += A[row * K + k] * B[k * N + col];"), "a branch or loop"),
     "row outside a load": (NAIVE.replace("acc += A[row * K + k] * B[k * N + col];",

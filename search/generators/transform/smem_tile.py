@@ -580,8 +580,9 @@ def _accumulator(unit: Unit, body: Node, k: str, pre: list[Node]) -> tuple[str, 
     for s in pre:
         for d in s.children_by_field_name("declarator"):
             if sx.text(sx.innermost_identifier(d)) == acc.name:
-                if d.type != "init_declarator" or not sx.is_ident(d.child_by_field_name("declarator")):
-                    raise Refused(f"the accumulator {acc.name} is declared without an initial value")
+                if d.type != "init_declarator" or not sx.is_ident(d.child_by_field_name("declarator")) \
+                        or d.child_by_field_name("value").type in ("argument_list", "initializer_list"):
+                    raise Refused(f"the accumulator {acc.name} is not declared as T {acc.name} = value;")
                 return acc.name, d, sx.type_text(s.child_by_field_name("type"))
     raise Refused(f"the accumulator {acc.name} is not declared in the guarded code before the loop")
 
