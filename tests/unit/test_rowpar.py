@@ -479,3 +479,33 @@ def test_a_refusal_says_why_each_loop_stays_serial():
         "for (int j = 0; j < N; j++)\n        y[r * N + j] = x[r * N + j] * inv;", "y[r * N] = m2 / n + inv;")
     why = rowpar(32).why_not(unit(src, row_spec()))
     assert why.startswith("no loop to split across lanes (line 6: carried m, m2, n: not recognised accumulations")
+
+
+BRACELESS = """
+extern "C" __global__ void k(const float* x, float* y, int M, int N)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= M) return;
+    float s = 1.0f;
+    if (N > 4)
+        for (int j = 0; j < N; j++) s += x[r * N + j];
+    else
+        for (int j = 0; j < N; j++) s += 2.0f * x[r * N + j];
+    y[r * N] = s;
+}
+"""
+
+
+@pytest.mark.parametrize("lanes", [8, 256])
+def test_a_split_loop_that_is_a_braceless_body_keeps_its_lane_start_and_combine_inside(lanes):
+    """A loop that is the whole body of an ``if``/``else`` without braces: what the pass adds before it (the other
+    lanes' start at 0) and after it (the combine) goes into one block with it, so neither escapes the branch."""
+    out = rowpar(lanes).apply(unit(BRACELESS, row_spec()))
+    fn = sx.kernel_function(sx.parse(out.text.encode()).root_node)
+    branch = next(n for n in sx.walk(fn) if n.type == "if_statement" and "N > 4" in sx.text(n.child_by_field_name("condition")))
+    then, other = branch.child_by_field_name("consequence"), branch.child_by_field_name("alternative")
+    for arm in (then, other.named_children[-1] if other.type == "else_clause" else other):
+        assert arm.type == "compound_statement", sx.text(arm)
+        text = sx.text(arm)
+        assert text.index("if (ptxf_lane != 0u) s = 0") < text.index("for (") < text.index("s = ptxf_")
+    candidate_compiles(BRACELESS, row_spec(), lanes)

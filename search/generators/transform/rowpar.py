@@ -586,7 +586,8 @@ class _Walk:
         if any(n not in self.declared for n in carried):
             return self._serial(loop, "a global variable is written in the loop")
         why: list[str] = []
-        accs = loop_accumulators(body, carried, j, tuples=self.p.merges_tuples(), start=start, why=why)
+        dead = carried - _mentioned_outside(self.unit, loop, carried)  # scratch variables declared before the loop
+        accs = loop_accumulators(body, carried, j, tuples=self.p.merges_tuples(), start=start, why=why, dead_after=dead)
         if accs is None:
             return self._serial(loop, f"carried {', '.join(sorted(carried))}: not recognised accumulations "
                                       "(sum, product, max, min, arg max/min, each updated alone; online softmax, "
@@ -625,8 +626,6 @@ class _Walk:
             if a.counts:  # this lane's count, where the loop read its index
                 self.rw.edits.append((body.start_byte + 1, body.start_byte + 1, f" ++ptxf_count{tag};".encode()))
                 self.rw.edits += [(c.start_byte, c.end_byte, f"(ptxf_count{tag})".encode()) for c in a.counts]
-        if before:
-            self.rw.edits.append((loop.start_byte, loop.start_byte, before.encode()))
         self.rw.edits.append((start.start_byte, start.end_byte, f"({sx.text(start)}) + {LANE}".encode()))
         update = loop.child_by_field_name("update")
         self.rw.edits.append((update.start_byte, update.end_byte, f"{j} += {self.p.step}".encode()))
@@ -643,8 +642,12 @@ class _Walk:
         if self.written_roots(body) and self.read_later(loop, self.written_roots(body)):
             after.append(self.p.sync())
             self.rw.helpers.append(self.p.sync_helper())
-        if after:
-            self.rw.edits.append((loop.end_byte, loop.end_byte, "".join(f"\n{ind}{x}" for x in after).encode()))
+        # a loop that is the whole body of an if, else or loop (no braces) takes what is added around it into a block
+        braced = (before or after) and loop.parent is not None and loop.parent.type not in ("compound_statement", "translation_unit")
+        if before or braced:
+            self.rw.edits.append((loop.start_byte, loop.start_byte, (("{ " if braced else "") + before).encode()))
+        if after or braced:
+            self.rw.edits.append((loop.end_byte, loop.end_byte, ("".join(f"\n{ind}{x}" for x in after) + (" }" if braced else "")).encode()))
         self.rw.split += 1
         self.rw.loops.append((loop, j))
         return True
@@ -841,6 +844,22 @@ def _check_whole(stmt: Node) -> None:
             raise Refused("inline asm in the row's code")
         if n.type in ("goto_statement", "labeled_statement"):
             raise Refused("goto in the row's code")
+
+
+def _mentioned_outside(unit: Unit, loop: Node, names: set[str]) -> set[str]:
+    """Those of ``names`` that the kernel mentions outside ``loop`` other than as the name a declaration declares
+    (without reading anything: ``float v;``, ``float v = 0.0f;``)."""
+    out = set()
+    for n in sx.walk(unit.fn):
+        if n.type != "identifier" or sx.text(n) not in names or loop.start_byte <= n.start_byte < loop.end_byte:
+            continue
+        parent = n.parent
+        declares = parent is not None and parent.child_by_field_name("declarator") == n and (
+            parent.type == "declaration" or (parent.type == "init_declarator" and parent.parent is not None
+                                             and parent.parent.type == "declaration"))
+        if not declares:
+            out.add(sx.text(n))
+    return out
 
 
 def _declaration_counts(unit: Unit) -> dict[str, int]:
