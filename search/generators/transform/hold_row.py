@@ -33,19 +33,21 @@ what it computed before, in the same order; only the loads are fewer.
 
 H: 8, 16 or 32 elements per lane, or ``auto``: the smallest power of two holding every bench size's
 elements per lane (the loop length through the spec's sizes, over the lanes: a literal step or the
-launch's ``block[0]``) among those that fit in 16 registers per lane (all held buffers together). A fixed H whose fast path would run at no bench size
-is refused, and so is any H whose held words per lane exceed half the registers a thread of the
-largest block can have (65536 / threads).
+launch's ``block[0]``) among those that fit in 16 registers per lane (all held buffers together).
+A fixed H whose held path would run at no bench size is refused, and so is any H whose held
+registers per lane exceed half of what a thread of the largest block may have (65536 / threads).
 
-Refused (with the reason): ``goto`` in the kernel; vector_loops' output (``hold_row`` goes before it in a chain: it then
-widens the original loops left in the ``else`` branches); a kernel already held; no two such loops
-in one block; no buffer read by two of them at the same index (the index as a polynomial through the
-local pointers' offsets and the constants of :mod:`.rowpar`, the loop variable renamed); a buffer
-the kernel writes anywhere (distinct parameters are distinct buffers, as ``restrict`` assumes: the
-verifier never passes overlapping ones); a first read under a condition, or after a ``continue``
-(the hoisted load could touch an element the original never read); ``break``/``return``/``goto``,
-barriers or warp collectives in a loop; a name of the bounds, the step or the index written between
-the first and the last loop.
+Refused (with the reason): ``goto`` in the kernel; vector_loops' output (``hold_row`` goes before
+it in a chain: vector_loops then widens the original loops left in the ``else`` branches); a kernel
+already held; no two such loops in one block (loops whose starts differ, such as a max from
+``j = 1`` and a sum from ``j = 0``, give their lanes other elements); no buffer read by two of them
+at the same index (the index as a polynomial through the local pointers' offsets and the constants
+of :mod:`.rowpar`, the loop variable renamed; a pointer cast to another element type is not taken
+for its buffer); a buffer the kernel writes anywhere, in-place updates included (distinct parameters
+are distinct buffers, as ``restrict`` assumes: the verifier never passes overlapping ones); a first
+read under a condition, or a ``continue`` in the first loop (the hoisted load could touch an element
+the original never read); ``break``/``return``/``goto``, barriers or warp collectives in a loop; a
+name of the bounds, the step or the index written between the first and the last loop.
 """
 from __future__ import annotations
 
@@ -235,9 +237,10 @@ class HoldRowPass(PlannedPass):
             if counts is not None and all(c > h for c in counts):
                 raise Refused(f"more than {h} elements per lane at every bench size: the held path would never run")
         words = h * sum(ELEMENT_WORDS.get(x.elem, 1) for x in held)
-        cap = REGISTERS_PER_SM_BLOCK // _max_threads(unit) // 2
+        threads = _max_threads(unit)
+        cap = REGISTERS_PER_SM_BLOCK // threads // 2
         if words > cap:
-            raise Refused(f"{words} held registers per lane; a block of {_max_threads(unit)} threads leaves {cap}")
+            raise Refused(f"{words} held registers per lane; a block of {threads} threads leaves {cap}")
         return h
 
     # -- rewrite ------------------------------------------------------------------------------------------
@@ -247,14 +250,13 @@ class HoldRowPass(PlannedPass):
         data = unit.data
         users = sorted({k for x in held for k in x.reads})
         first = loops[users[0]]
-        lp0 = first
-        rest = " + ".join(f"(long long)({sx.text(t)})" for t in lp0.rest) or "0"
-        extra = " + 1" if lp0.inclusive else ""
+        rest = " + ".join(f"(long long)({sx.text(t)})" for t in first.rest) or "0"
+        extra = " + 1" if first.inclusive else ""
         ind = sx.line_indent(data, (unroll_pragma(first.node) or first.node).start_byte)[0].decode()
         decls = [f"{x.elem} {HELD}{i}[{h}];  // {x.root}'s elements of this lane, read once (transform hold_row)"
                  for i, x in enumerate(held)]
-        decls.append(f"const bool {FLAG} = (long long)({sx.text(lp0.bound)}){extra} - ({rest}) <= (long long){h} * "
-                     f"(long long)({sx.text(lp0.step)});  // at most {h} elements per lane")
+        decls.append(f"const bool {FLAG} = (long long)({sx.text(first.bound)}){extra} - ({rest}) <= (long long){h} * "
+                     f"(long long)({sx.text(first.step)});  // at most {h} elements per lane")
         edits = []
         for k in users:
             lp = loops[k]
@@ -267,10 +269,11 @@ class HoldRowPass(PlannedPass):
         return unit.with_text(sx.apply_edits(data, edits), held=h)
 
     def _emit(self, unit: Unit, lp: _Loop, k: int, held: list[_Held], h: int, pragma: Node | None) -> str:
+        """The text replacing loop ``k`` (and its unroll pragma): the held path, else the original loop."""
         data = unit.data
         ind = sx.line_indent(data, (pragma or lp.node).start_byte)[0].decode()
         i1, i2, i3 = ind + "    ", ind + "        ", ind + "            "
-        slot = f"{STEP_VAR}"
+        slot = STEP_VAR
         repl = {(n.start_byte, n.end_byte): f"{HELD}{i}[{slot}]" for i, x in enumerate(held) for n in x.reads.get(k, [])}
         body = sx.render(lp.body, data, lambda nd: repl[(nd.start_byte, nd.end_byte)].encode()
                          if (nd.start_byte, nd.end_byte) in repl else None).decode()
