@@ -314,6 +314,50 @@ def test_welford_in_double_over_a_grid_stride_loop(lanes):
     assert "ptxf_welford<long long, double> ptxf_part = {n, mu, m2};" in text
 
 
+WELFORD_C89 = """
+extern "C" __global__ void stats(const float* x, float* mean, float* var, int M, int N)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    float v, delta, delta2;
+    int n;
+    float mu, m2;
+    if (r >= M) return;
+    n = 0; mu = 0.0f; m2 = 0.0f;
+    for (int j = 0; j < N; j++) {
+        v = x[(size_t)r * N + j];
+        n++;
+        delta = v - mu;
+        mu += delta / n;
+        delta2 = v - mu;
+        m2 += delta * delta2;
+    }
+    mean[r] = mu;
+    var[r] = m2 / n;
+}
+"""
+
+
+@pytest.mark.parametrize("lanes", [16, 128])
+def test_scratch_variables_declared_before_the_loop(lanes):
+    """Temporaries declared before the loop (C89 style), each set once per iteration before it is read and read nowhere
+    else, are read as locals of the body; one read after the loop keeps the loop serial."""
+    spec = row_spec(**STATS_SPEC)
+    text = candidate_compiles(WELFORD_C89, spec, lanes)
+    assert "ptxf_welford<int, float> ptxf_part = {n, mu, m2};" in text and "float v, delta, delta2;" in text
+    why = rowpar(lanes).why_not(unit(WELFORD_C89.replace("m2 / n;", "m2 / n + delta;"), spec))
+    assert why is not None and "carried delta, delta2, m2, mu, n, v: not recognised" in why
+    accs, _ = recognise("t = x[j]; s += t * t;", "s t", tuples=False)
+    assert accs is None  # without the caller's word that t is dead after the loop
+    src = "void f() { for (int j = 0; j < n; j++) { t = x[j]; s += t * t; } }"
+    loop = next(n for n in sx.walk(sx.parse(src.encode()).root_node) if n.type == "for_statement")
+    body = loop.child_by_field_name("body")
+    assert set(loop_accumulators(body, {"s", "t"}, "j", dead_after={"t"})) == {"s"}
+    for twice in ("t = x[j]; t = t * t; s += t;", "s += t; t = x[j];", "if (j) t = x[j]; s += t;", "t = t + x[j]; s += t;"):
+        src = f"void f() {{ for (int j = 0; j < n; j++) {{ {twice} }} }}"
+        loop = next(n for n in sx.walk(sx.parse(src.encode()).root_node) if n.type == "for_statement")
+        assert loop_accumulators(loop.child_by_field_name("body"), {"s", "t"}, "j", dead_after={"t"}) is None, twice
+
+
 def test_refusals_of_rowpar_and_colpar():
     # an exact spec: the merges re-associate
     why = rowpar(32).why_not(unit(WELFORD_COUNT, row_spec(**STATS_SPEC, rtol=0, atol=0)))

@@ -42,7 +42,9 @@ reads: a local never written after its declaration, ``x[j]`` when the loop write
              the count before the first iteration)
 ===========  ====================================================================================================
 
-Anything else is refused with the reason (``why``): a wrong sign, a missing rescale, a temporary also used for
+A carried variable that the caller proves dead after the loop (``dead_after``) and that the body sets once, ``v = e;``
+as a top-level statement before reading it (a temporary declared before the loop, C89 style) is read as a local of the
+body. Anything else is refused with the reason (``why``): a wrong sign, a missing rescale, a temporary also used for
 something else (``y[j] = m_new``), a count updated under a condition, a ``continue`` in the loop (it could skip part of
 an update), a value that changes between its reads. Not recognised at all: bitwise accumulations, and anything
 written through a pointer that is not an array access.
@@ -106,16 +108,20 @@ class Accumulator:
 
 
 def loop_accumulators(body: Node, carried: set[str], loop_var: str, *, tuples: bool = False, start: Node | None = None,
-                      why: list[str] | None = None) -> dict[str, Accumulator] | None:
+                      why: list[str] | None = None, dead_after: set[str] = frozenset()) -> dict[str, Accumulator] | None:
     """The accumulators of a loop ``body`` whose carried variables are ``carried``, or None if one is not recognised.
 
     ``carried``: names declared outside the body and written in it (the loop variable excluded);
     ``loop_var``: the loop's index, which an ``arg`` reduction's index must follow. ``tuples``: also recognise the
     tuples of the module docstring (online softmax, Welford); a pass that combines them asks for them. ``start``:
     the loop variable's first value (a count taken from the loop index needs it). ``why``: when given, the reasons
-    a tuple was not recognised are appended to it. Returns a dict by name (an ``arg`` reduction appears once, under
-    its value's name; a tuple under its ``name``).
+    a tuple was not recognised are appended to it. ``dead_after``: carried variables whose value no code outside the
+    loop reads (the caller's proof); one of them that the body assigns once, ``v = e;`` as a top-level statement
+    before any read of it (a scratch variable declared before the loop), is read as a local of the body. Returns a
+    dict by name (an ``arg`` reduction appears once, under its value's name; a tuple under its ``name``).
     """
+    scratch = _scratch(body, carried & set(dead_after))
+    carried = carried - scratch
     occurrences: dict[str, list[Node]] = {v: [] for v in carried}
     for n in sx.walk(body):
         if n.type == "identifier" and sx.text(n) in occurrences:
@@ -123,7 +129,7 @@ def loop_accumulators(body: Node, carried: set[str], loop_var: str, *, tuples: b
     consumed: set[int] = set()
     found: dict[str, Accumulator] = {}
     spans: list[tuple[int, int]] = []  # the tuples' statements, left out of the one-variable walk
-    for acc in (_tuple_accumulators(body, carried, loop_var, start, why if why is not None else []) if tuples else []):
+    for acc in (_tuple_accumulators(body, carried, loop_var, start, why if why is not None else [], scratch) if tuples else []):
         found[acc.name] = acc
         spans += [(u.start_byte, u.end_byte) for u in acc.updates]
         consumed.update(x.id for v in acc.names for x in occurrences[v])
@@ -170,17 +176,19 @@ WELFORD_FORM = ("a Welford update (n += 1; mean += (e - mean) / n; M2 += (e - me
                 "or mean and M2 alone with the count j + c from the loop index)")
 
 
-def _tuple_accumulators(body: Node, carried: set[str], j: str, start: Node | None, why: list[str]) -> list[Accumulator]:
+def _tuple_accumulators(body: Node, carried: set[str], j: str, start: Node | None, why: list[str],
+                        scratch: set[str]) -> list[Accumulator]:
     """The tuples among ``carried`` (see the module docstring); a group of linked variables that is none of them is
-    left to the one-variable recogniser (an arg max's pair is one), its reason appended to ``why``."""
+    left to the one-variable recogniser (an arg max's pair is one), its reason appended to ``why``. ``scratch``:
+    variables read as locals of the body (see :func:`loop_accumulators`)."""
     stmts = [c for c in (sx.statements(body) if body.type == "compound_statement" else [body]) if c.type != "comment"]
     reach: dict[str, set[str]] = {}  # temporaries -> the carried variables their value reads
     links: list[set[str]] = []
     for st in stmts:
         ids = sx.identifiers(st)
         k = (ids & carried).union(*(reach[t] for t in ids if t in reach))
-        if st.type == "declaration" and k:
-            for name in sx.declared_names(st):
+        if k and (st.type == "declaration" or _scratch_assigned(st, scratch)):
+            for name in sx.declared_names(st) | ({_scratch_assigned(st, scratch)} - {None}):
                 reach[name] = k
         links.append(k)
     groups: list[set[str]] = []
@@ -194,7 +202,7 @@ def _tuple_accumulators(body: Node, carried: set[str], j: str, start: Node | Non
         mine = [st for st, k in zip(stmts, links) if k & group]
         names = ", ".join(sorted(group))
         try:
-            acc = _tuple(group, mine, body, j, start, stmts)
+            acc = _tuple(group, mine, body, j, start, stmts, scratch)
         except NotStraight as e:
             why.append(f"{names}: updated together, not recognised: {e}")
             continue
@@ -205,11 +213,12 @@ def _tuple_accumulators(body: Node, carried: set[str], j: str, start: Node | Non
     return out
 
 
-def _tuple(group: set[str], mine: list[Node], body: Node, j: str, start: Node | None, stmts: list[Node]) -> Accumulator | str:
+def _tuple(group: set[str], mine: list[Node], body: Node, j: str, start: Node | None, stmts: list[Node],
+           scratch: set[str]) -> Accumulator | str:
     """The tuple ``group`` updated by the statements ``mine``, or why it is not one."""
     if sx.contains_type(body, ("continue_statement",)):
         return "the loop has a continue (it could skip part of the update)"
-    written = sx.written_names(body)
+    written = sx.written_names(body) - scratch  # a scratch variable is assigned once, before its reads
     stores = _writes_memory(body)
 
     def atom_ok(node: Node) -> str | None:
@@ -226,7 +235,7 @@ def _tuple(group: set[str], mine: list[Node], body: Node, j: str, start: Node | 
             return f"{sx.text(node)!r} reads {', '.join(sorted(changing))}, written in the loop"
         return None
 
-    ev = Evaluator(group, atom_ok)
+    ev = Evaluator(group, atom_ok, scratch)
     final = ev.run(mine)
     shown = "; ".join(f"{v} = {show(final[v])}" for v in sorted(group))
     updates = list(mine)
@@ -252,6 +261,31 @@ def _tuple(group: set[str], mine: list[Node], body: Node, j: str, start: Node | 
                 return Accumulator(mean, "welford", members={"count": n, "mean": mean, "m2": m2}, updates=updates)
         return f"not {WELFORD_FORM}: {shown}"
     return f"{len(group)} variables updated together (an online softmax has 2, a Welford update 2 or 3)"
+
+
+def _scratch(body: Node, names: set[str]) -> set[str]:
+    """Those of ``names`` that ``body`` assigns exactly once, ``v = e;`` (``e`` free of ``v``) as a top-level statement,
+    and mentions nowhere before it: each iteration sets them before reading them, like locals of the body."""
+    stmts = [c for c in (sx.statements(body) if body.type == "compound_statement" else [body]) if c.type != "comment"]
+    out = set()
+    for v in names:
+        writes = [n for n in sx.walk(body) if v in sx.written_names(n) and n.type in ("assignment_expression",
+                                                                                        "update_expression", "pointer_expression")]
+        first = next((n for n in sx.walk(body) if sx.is_ident(n, v)), None)
+        if len(writes) != 1 or first is None or not any(_scratch_assigned(st, {v}) for st in stmts):
+            continue
+        if first == sx.unparen(writes[0].child_by_field_name("left")) and v not in sx.identifiers(writes[0].child_by_field_name("right")):
+            out.add(v)
+    return out
+
+
+def _scratch_assigned(st: Node, scratch: set[str]) -> str | None:
+    """The variable of ``scratch`` that the statement ``st`` assigns, as ``v = e;``, else None."""
+    e = st.named_children[0] if st.type == "expression_statement" and st.named_child_count == 1 else None
+    if e is None or e.type != "assignment_expression" or sx.operator(e) != "=":
+        return None
+    left = sx.unparen(e.child_by_field_name("left"))
+    return sx.text(left) if sx.is_ident(left) and sx.text(left) in scratch else None
 
 
 def _writes_memory(node: Node) -> bool:

@@ -18,6 +18,8 @@ blockDim.x + threadIdx.x;``, declarations, then ``if (r >= n) return;`` or a fin
   the same bits in either order, so the butterfly leaves all lanes one value. Global stores in the
   loop must write distinct elements per iteration: each written buffer is accessed in the loop
   through one name and one index, affine in ``j`` (``p[r * N + j]``).
+  A variable declared before the loop, set once by a statement of the body before any read of it
+  and mentioned nowhere else, is a local of the loop's body (each lane its own).
 - any other loop stays serial. A ``for`` loop that carries nothing from one iteration to the next
   but its own variables (an outer loop over heads, say) runs on every lane with the same values,
   and its body is handled like the row's code: the loops inside it are split. Another loop runs on
@@ -854,9 +856,10 @@ def _mentioned_outside(unit: Unit, loop: Node, names: set[str]) -> set[str]:
         if n.type != "identifier" or sx.text(n) not in names or loop.start_byte <= n.start_byte < loop.end_byte:
             continue
         parent = n.parent
-        declares = parent is not None and parent.child_by_field_name("declarator") == n and (
-            parent.type == "declaration" or (parent.type == "init_declarator" and parent.parent is not None
-                                             and parent.parent.type == "declaration"))
+        declares = parent is not None and (
+            (parent.type == "declaration" and any(d == n for d in parent.children_by_field_name("declarator")))
+            or (parent.type == "init_declarator" and parent.child_by_field_name("declarator") == n
+                and parent.parent is not None and parent.parent.type == "declaration"))
         if not declares:
             out.add(sx.text(n))
     return out

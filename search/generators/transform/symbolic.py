@@ -47,11 +47,13 @@ class Evaluator:
     """Evaluates statements over ``tracked`` variables (their values before: ``("var", name)``).
 
     ``atom_ok(node)``: None when ``node`` (an expression mentioning no tracked variable) is a stable value, else why
-    not. After :meth:`run`, ``env`` maps each tracked variable to its value as a tree, and ``atoms`` each atom's key
-    to the nodes it was read from."""
+    not. ``scratch``: variables the statements may set with ``v = e;`` as if declaring them (temporaries declared
+    before). After :meth:`run`, ``env`` maps each tracked variable to its value as a tree, and ``atoms`` each atom's
+    key to the nodes it was read from."""
 
-    def __init__(self, tracked: set[str], atom_ok: Callable[[Node], str | None]):
+    def __init__(self, tracked: set[str], atom_ok: Callable[[Node], str | None], scratch: set[str] = frozenset()):
         self.tracked = set(tracked)
+        self.scratch = set(scratch)
         self.atom_ok = atom_ok
         self.env: dict[str, Expr] = {v: ("var", v) for v in tracked}
         self.atoms: dict[str, list[Node]] = {}
@@ -103,6 +105,9 @@ class Evaluator:
     def effect(self, e: Node) -> None:
         if e.type == "assignment_expression":
             left, op = sx.unparen(e.child_by_field_name("left")), sx.operator(e)
+            if sx.is_ident(left) and sx.text(left) in self.scratch and op == "=":
+                self.env[sx.text(left)] = self.expr(e.child_by_field_name("right"))
+                return
             if not sx.is_ident(left) or sx.text(left) not in self.tracked:
                 raise NotStraight(f"{sx.text(e)!r} writes what is not one of the updated variables")
             v = sx.text(left)
