@@ -25,6 +25,7 @@ def test_standardize_rows_hold_row_candidates_verify(tmp_path):
     (tmp_path / "ref.py").write_text((EXAMPLE / "ref.py").read_text())  # the spec's reference = "python:ref.py:..."
     summary = transform_job(tmp_path, "standardize_rows", (EXAMPLE / "standardize_rows.cu").read_text(),
                             (EXAMPLE / "standardize_rows.cu.toml").read_text(), max_candidates=40, patience=None)
+    print(describe_rows(summary))  # for the closing note (pytest -s): the speedups of the held candidates
     rows = [r for r in summary.rows if any(k.startswith("pass:hold_row") for k in r.candidate.params)]
     assert rows, describe_rows(summary)
     assert all(isinstance(r.result, Measured) for r in rows), describe_rows(summary)
