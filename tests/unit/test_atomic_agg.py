@@ -421,3 +421,32 @@ def test_two_early_returns_nest_and_a_uniform_local_may_build_the_address():
     # declared after the first early return, the same local is not visible at the end: refused
     late = src.replace("    const int base = blockIdx.y * N;\n", "").replace("    float b = y[i];", "    const int base = blockIdx.y * N;\n    float b = y[i];")
     assert "may differ between the lanes" in AGG.why_not(unit(late, dot_spec()))
+
+
+@pytest.mark.parametrize("lanes", ["auto", 32, 8])
+def test_after_rowpar_the_first_lanes_row_values_are_added_once_per_warp(lanes):
+    """A row's sum added to a total: rowpar leaves the atomic to each row's first lane, atomic_agg folds those per warp."""
+    from ptxfactory.search.generators.transform import PASSES
+    from ptxfactory.search.generators.transform.rowpar import RowParallelPass
+
+    args = """
+  { name = "x", role = "in", dtype = "f32", shape = ["M", "N"] },
+  { name = "total", role = "inout", dtype = "f32", shape = [1], init = "zeros" },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+"""
+    src = """extern "C" __global__ void sumsq(const float* x, float* total, int M, int N)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= M) return;
+    float s = 0.0f;
+    for (int j = 0; j < N; j++) s += x[(size_t)r * N + j] * x[(size_t)r * N + j];
+    atomicAdd(total, s);
+}
+"""
+    sp = spec("sumsq", args, grid='["cdiv(M, 128)"]', block="[128]", sizes="[{ M = 7, N = 100 }]",
+              bench="[{ M = 4096, N = 4096 }]")
+    rowpar = next(p for p in PASSES if isinstance(p, RowParallelPass) and p.lanes == lanes)
+    text = kernel_part(candidate(src, sp, [rowpar, AGG]))
+    assert "if (ptxf_lane == 0u) {" in text and "ptxf_acc0 += s; ptxf_hit0 = true;" in text
+    assert text.count("atomicAdd(") == 1 and "return;" not in text
