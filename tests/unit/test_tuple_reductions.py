@@ -300,6 +300,13 @@ def test_welford_with_the_count_from_the_loop_index(lanes):
     assert "ptxf_welford<unsigned, float> ptxf_part = {ptxf_count0, mu, m2};" in text
 
 
+def test_a_split_loop_without_braces_around_it():
+    """A loop that is an if's whole body: its lanes' start, count and merge go into one block with it."""
+    src = WELFORD_INDEX.replace("    for (int j = 0; j < N; j++) {", "    if (N > 0)\n    for (int j = 0; j < N; j++) {")
+    text = candidate_compiles(src, row_spec(**STATS_SPEC), "auto")
+    assert "if (N > 0)\n    { unsigned ptxf_count0 = 0u;" in text
+
+
 def test_welford_from_one_keeps_the_first_lanes_count():
     src = WELFORD_INDEX.replace("float mu = 0.0f", "float mu = x[(size_t)r * N]").replace(
         "int j = 0", "int j = 1").replace("(float)(j + 1)", "(j + 1)")

@@ -528,7 +528,7 @@ class RowParallelPass(PlannedPass):
             finish = " ".join(f"{v} = ptxf_part.{f};" for f, v in fields)
         fn = self._fn("ptxf_row_merge", "ptxf_block_merge", f"ptxf_group_merge<{self.lanes}>")
         return (f"{{ {part} ptxf_part = {{{', '.join(v for _, v in fields)}}}; {fn}(ptxf_part); {finish} }}  "
-                "// the lanes' parts merged (transform rowpar)")
+                "/* the lanes' parts merged (transform rowpar) */")
 
 
 class _Walk:
