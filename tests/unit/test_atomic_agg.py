@@ -450,3 +450,23 @@ def test_after_rowpar_the_first_lanes_row_values_are_added_once_per_warp(lanes):
     text = kernel_part(candidate(src, sp, [rowpar, AGG]))
     assert "if (ptxf_lane == 0u) {" in text and "ptxf_acc0 += s; ptxf_hit0 = true;" in text
     assert text.count("atomicAdd(") == 1 and "return;" not in text
+
+
+def test_the_one_statement_guard_is_also_read_by_grid_stride_and_vectorize():
+    """grid_stride.element_guard takes ``if (i < n) stmt;`` as it takes ``if (i < n) { stmt; }`` (the naive
+    reductions' form); the passes that read it rewrite and compile it alike."""
+    from ptxfactory.search.generators.transform.vectorize import VectorizePass
+
+    from test_transform import elementwise_spec
+
+    src = """extern "C" __global__ void axpy(const float* a, float* c, float* b, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) b[i] = a[i] * 2.0f + c[i];
+}
+"""
+    sp = elementwise_spec()
+    text = kernel_part(candidate(src, sp, [GridStridePass()]))
+    assert "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += " in text and "if (i < n)" not in text
+    text = kernel_part(candidate(src, sp, [VectorizePass()]))
+    assert "reinterpret_cast<uint4*>(b + ptxf_v0)" in text
