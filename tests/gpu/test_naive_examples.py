@@ -89,7 +89,9 @@ def test_the_original_passes_against_its_python_reference(name: str):
     limit = WITHIN_TOL_UP_TO.get(name)
     checked = 0
     for e in result.ref_errors:
-        assert math.isfinite(e.candidate_max_abs) and e.candidate_max_abs == e.original_max_abs, e  # the same code, bits
+        assert math.isfinite(e.candidate_max_abs), e
+        # the same code, the same bits; but float atomics (dot_atomic, deterministic = false) add in another order each run
+        assert e.candidate_max_abs == e.original_max_abs or not spec.check.deterministic, e
         if limit is None or e.size[limit[0]] <= limit[1]:
             checked += 1
             assert e.within_tol, f"{name}: the original is outside rtol/atol of ref.py at {e.size} ({e.output}: " \
