@@ -22,7 +22,8 @@ from test_transform import unit
 def recognise(body: str, carried: str, start: str = "0", tuples: bool = True):
     """``loop_accumulators`` of ``for (int j = start; j < n; j++) { body }`` with ``carried`` (space-separated), and the
     reasons it gave."""
-    src = f"void f() {{ for (int j = {start}; j < n; j++) {{ {body} }} }}"
+    src = f"void f(const float* x, float* y, int len) {{ float m, s, mu, q, t, a, b, c; int n, w;\n" \
+          f"for (int j = {start}; j < len; j++) {{ {body} }} }}"
     loop = next(n for n in sx.walk(sx.parse(src.encode()).root_node) if n.type == "for_statement")
     first = loop.child_by_field_name("initializer").children_by_field_name("declarator")[0].child_by_field_name("value")
     why: list[str] = []
@@ -64,6 +65,11 @@ WELFORD_FORMS = {
                     "n mu q", "0", None),
     "old mean kept": ("float v = x[j]; ++n; float old = mu; mu += (v - mu) / n; q += (v - old) * (v - mu);",
                       "n mu q", "0", None),
+    "West's M2": ("float v = x[j]; n++; float d = v - mu; mu += d / n; q += d * d * (n - 1) / n;", "n mu q", "0", None),
+    "running mean": ("float v = x[j]; float d = v - mu; mu = (mu * n + v) / (n + 1); q += d * (v - mu); n += 1;",
+                     "n mu q", "0", None),
+    "running mean, count first": ("float v = x[j]; n += 1; float d = v - mu; mu = ((n - 1) * mu + v) / n; "
+                                  "q = q + d * d * ((n - 1) / (float)n);", "n mu q", "0", None),
     "count j + 1": ("float v = x[j]; float d = v - mu; mu += d / (j + 1); q += d * (v - mu);", "mu q", "0", 0),
     "count (float)(j + 1)": ("float v = x[j]; float d = v - mu; mu += d / (float)(j + 1); q += d * (v - mu);",
                              "mu q", "0", 0),
@@ -113,6 +119,12 @@ NEAR_MISSES = {
     "count updated conditionally": ("float v = x[j]; if (v > 0.0f) n += 1; float d = v - mu; mu += d / n; "
                                     "q += d * (v - mu);", "n mu q", "not a Welford update"),
     "count += 2": ("float v = x[j]; n += 2; float d = v - mu; mu += d / n; q += d * (v - mu);", "n mu q", "not a Welford"),
+    "West's M2 over the new count": ("float v = x[j]; n++; float d = v - mu; mu += d / n; q += d * d * n / (n + 1);",
+                                     "n mu q", "not a Welford"),
+    "running mean without the element": ("float v = x[j]; n += 1; float d = v - mu; mu = (n - 1) * mu / n; "
+                                         "q += d * (v - mu);", "n mu q", "not a Welford"),
+    "an integer division": ("float v = x[j]; n += 1; float d = v - mu; mu += d / n; q = q + d * d * ((n - 1) / n);",
+                            "n mu q", "integer division"),
     "M2 with the old mean twice": ("float v = x[j]; n += 1; float d = v - mu; mu += d / n; q += d * d;", "n mu q",
                                    "not a Welford"),
     "mean divided by the old count": ("float v = x[j]; float d = v - mu; mu += d / n; q += d * (v - mu); n += 1;",

@@ -235,7 +235,10 @@ def _tuple(group: set[str], mine: list[Node], body: Node, j: str, start: Node | 
             return f"{sx.text(node)!r} reads {', '.join(sorted(changing))}, written in the loop"
         return None
 
-    ev = Evaluator(group, atom_ok, scratch)
+    fn = body
+    while fn.parent is not None and fn.type != "function_definition":
+        fn = fn.parent
+    ev = Evaluator(group, atom_ok, scratch, sx.Types(fn))
     final = ev.run(mine)
     shown = "; ".join(f"{v} = {show(final[v])}" for v in sorted(group))
     updates = list(mine)
@@ -354,16 +357,24 @@ def _online_softmax(fm: Expr, fs: Expr, m: str, s: str) -> str | None:
 
 
 def _welford(fn: Expr, fmean: Expr, fm2: Expr, n: str, mean: str, m2: str) -> bool:
-    """``(fn, fmean, fm2)`` is one Welford step ``n + 1``, ``mean + (e - mean) / (n + 1)``, ``M2 + (e - mean) * (e -
-    mean_new)`` over some element ``e``."""
+    """``(fn, fmean, fm2)`` is one Welford step over some element ``e``: ``n + 1``; ``mean + (e - mean) / (n + 1)`` or
+    ``(n * mean + e) / (n + 1)``; ``M2 + (e - mean) * (e - mean_new)`` or ``M2 + (e - mean)^2 * n / (n + 1)`` (``n``
+    also spelled ``(n + 1) - 1``: the count read after its update)."""
     N, MU, Q = ("var", n), ("var", mean), ("var", m2)
-    if not same(fn, ("+", N, ONE)):
+    n1 = ("+", N, ONE)
+    if not same(fn, n1):
         return False
     for x in _subtrees(fmean):
-        if x[0] == "-" and same(x[2], MU) and free(x[1]):
-            e = x[1]
-            if same(fmean, ("+", MU, ("/", ("-", e, MU), ("+", N, ONE)))) and                     same(fm2, ("+", Q, ("*", ("-", e, MU), ("-", e, fmean)))):
-                return True
+        if not (x[0] == "-" and same(x[2], MU) and free(x[1])) and not (x[0] == "+" and free(x[2])):
+            continue
+        e = x[1] if x[0] == "-" else x[2]
+        d = ("-", e, MU)
+        olds = (N, ("-", n1, ONE))
+        means = [("+", MU, ("/", d, n1))] + [("/", ("+", ("*", old, MU), e), n1) for old in olds]
+        m2s = [("+", Q, ("*", d, ("-", e, fmean)))] + [("+", Q, w) for old in olds for w in (
+            ("/", ("*", ("*", d, d), old), n1), ("*", ("*", d, d), ("/", old, n1)))]
+        if any(same(fmean, m) for m in means) and any(same(fm2, m) for m in m2s):
+            return True
     return False
 
 

@@ -17,10 +17,11 @@ variable with the known updates, whatever the spelling (temporaries, compound as
 ``("cond", c, a, b)``           ``c ? a : b``, also what an ``if``/``else`` leaves in a variable
 ==============================  ==============================================================================
 
-Casts to ``float``/``double`` are read through (they change rounding, not the algebra); any other cast of a tracked
-value, an assignment to anything but a tracked variable, a temporary that is not ``float``/``double`` or is written
-after its declaration, a loop, a call with a tracked argument that is not ``f(...)`` of plain arguments: refused
-(:class:`NotStraight`, with the reason). Whether an atom is a stable value (the same wherever it is read in the
+Casts to ``float``/``double`` are read through (they change rounding, not the algebra). Refused (:class:`NotStraight`,
+with the reason): a division not known to be a floating-point one (neither side ``float``/``double`` by the kernel's
+declared types: it may be an integer division), any other cast of a tracked value, an assignment to anything but a
+tracked variable, a temporary that is not ``float``/``double`` or is written after its declaration, a loop, a call
+with a tracked argument that is not ``f(...)`` of plain arguments. Whether an atom is a stable value (the same wherever it is read in the
 statements) is the caller's question (``atom_ok``).
 """
 from __future__ import annotations
@@ -51,10 +52,12 @@ class Evaluator:
     before). After :meth:`run`, ``env`` maps each tracked variable to its value as a tree, and ``atoms`` each atom's
     key to the nodes it was read from."""
 
-    def __init__(self, tracked: set[str], atom_ok: Callable[[Node], str | None], scratch: set[str] = frozenset()):
+    def __init__(self, tracked: set[str], atom_ok: Callable[[Node], str | None], scratch: set[str] = frozenset(),
+                 types: sx.Types | None = None):
         self.tracked = set(tracked)
         self.scratch = set(scratch)
         self.atom_ok = atom_ok
+        self.types = types  # a division is read only where an operand is known to be float or double
         self.env: dict[str, Expr] = {v: ("var", v) for v in tracked}
         self.atoms: dict[str, list[Node]] = {}
 
@@ -111,6 +114,8 @@ class Evaluator:
             if not sx.is_ident(left) or sx.text(left) not in self.tracked:
                 raise NotStraight(f"{sx.text(e)!r} writes what is not one of the updated variables")
             v = sx.text(left)
+            if op == "/=" and not (self.types is not None and self.types.of(left) in FLOAT_TYPES):
+                raise NotStraight(f"{sx.text(e)!r} may be an integer division ({v} is not known to be float)")
             value = self.expr(e.child_by_field_name("right"))
             if op == "=":
                 self.env[v] = value
@@ -144,8 +149,11 @@ class Evaluator:
                 raise NotStraight(f"a cast to {ctype!r} of an updated value: {sx.text(node)!r}")
             return self.expr(node.child_by_field_name("value"))
         if t == "binary_expression" and sx.operator(node) in ARITH + COMPARE:
-            a, b = self.expr(node.child_by_field_name("left")), self.expr(node.child_by_field_name("right"))
             op = sx.operator(node)
+            if op == "/" and not any(self.types is not None and self.types.of(node.child_by_field_name(f)) in FLOAT_TYPES
+                                     for f in ("left", "right")):
+                raise NotStraight(f"{sx.text(node)!r} may be an integer division (neither side is known to be float)")
+            a, b = self.expr(node.child_by_field_name("left")), self.expr(node.child_by_field_name("right"))
             return (op, a, b) if op in ARITH else ("cmp", op, a, b)
         if t == "unary_expression" and sx.operator(node) in ("-", "+"):
             a = self.expr(node.child_by_field_name("argument"))
