@@ -36,10 +36,11 @@ reads: a local never written after its declaration, ``x[j]`` when the loop write
              ``s = s * X(m_old - m) + X(e - m)`` with ``X`` one of ``expf``, ``__expf``, ``exp``; or, under
              ``if (e > m)`` (``>=``, either side), ``s = s * X(m - e) + 1; m = e;`` else ``s += X(e - m)``
              (the ``1`` may be ``X(e - e)``, the else's ``s`` may be ``s * X(m - m)``)
-``welford``  ``(n, mean, M2)``: ``n = n + 1``, ``mean = mean + (e - mean) / n_new``, ``M2 = M2 + (e - mean_old) *
-             (e - mean_new)`` (``n`` an integer or a float); or ``(mean, M2)`` with the count ``j + c`` from the
-             loop index (``j - a + 1`` over ``j`` from ``a``; ``counts`` are those expressions, ``count_start``
-             the count before the first iteration)
+``welford``  ``(n, mean, M2)``: ``n = n + 1``, ``mean = mean + (e - mean) / n_new`` (or ``(n_old * mean + e) /
+             n_new``), ``M2 = M2 + (e - mean_old) * (e - mean_new)`` (or ``+ (e - mean_old)^2 * n_old / n_new``),
+             ``n`` an integer or a float, every division a floating-point one; or ``(mean, M2)`` with the
+             count ``j + c`` from the loop index (``j - a + 1`` over ``j`` from ``a``; ``counts`` are those
+             expressions, ``count_start`` the count before the first iteration)
 ===========  ====================================================================================================
 
 A carried variable that the caller proves dead after the loop (``dead_after``) and that the body sets once, ``v = e;``
