@@ -10,13 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ptxfactory.harness.compile import CompileFailed, compile_candidate
+from ptxfactory.search.generators.transform import TransformGenerator
 from ptxfactory.search.generators.transform import syntax as sx
 from ptxfactory.search.generators.transform.colpar import ColumnParallelPass
 from ptxfactory.search.generators.transform.reductions import loop_accumulators
 from ptxfactory.search.generators.transform.symbolic import Evaluator, canon, same
 
 from test_rowpar import XENT_ARGS, candidate_compiles, row_spec, rowpar
-from test_transform import unit
+from test_transform import make_ctx, unit
 
 
 def recognise(body: str, carried: str, start: str = "0", tuples: bool = True):
@@ -526,3 +528,15 @@ def test_merges_are_symmetric_bit_for_bit():
         assert softmax_merge((F(-np.inf), F(0)), (LOWEST, F(0))) == (LOWEST, 0)
         assert softmax_merge((F(-np.inf), F(0)), (F(2), F(3))) == (2, 3)
         assert softmax_merge((F(-np.inf), F(0)), (F(-np.inf), F(0))) == (-np.inf, 0)  # not exp(-inf - -inf)
+
+
+@pytest.mark.parametrize("source,spec", [(WELFORD_INDEX, STATS_SPEC), (XENT_BRANCH, XENT_SPEC)],
+                         ids=["welford", "online softmax"])
+def test_every_transform_proposal_compiles(source, spec):
+    """The transform generator's proposals (rowpar's variants and the chains after them) all compile."""
+    cands = TransformGenerator().propose(make_ctx(source, row_spec(**spec)))
+    lanes = {c.params["lanes"] for c in cands if any(k.startswith("pass:rowpar_") for k in c.params)}
+    assert lanes == {4, 8, 16, 32, 128, 256, 512, 1024, "auto"}
+    for c in cands:
+        r = compile_candidate(c, "sm_90a")
+        assert not isinstance(r, CompileFailed), (c.description, r.log)
