@@ -405,6 +405,13 @@ def softmax_step(m, s, v):
     return mn, F(F(s * np.exp(F(m - mn))) + np.exp(F(v - mn)))
 
 
+def softmax_step_branch(m, s, v):
+    """The if/else spelling: ``if (v > m) { s = s * exp(m - v) + 1; m = v; } else s += exp(v - m);``, in float32."""
+    if v > m:
+        return v, F(F(s * np.exp(F(m - v))) + F(1))
+    return m, F(s + np.exp(F(v - m)))
+
+
 def softmax_merge(a, b):
     """ptxf_softmax::merge."""
     (ma, sa), (mb, sb) = a, b
@@ -453,12 +460,12 @@ def merged(parts: list, merge) -> tuple:
     return p
 
 
-def split_softmax(row, lanes, m0):
+def split_softmax(row, lanes, m0, step=softmax_step):
     parts = []
     for lane in range(lanes):
         m, s = (F(m0), F(0)) if lane == 0 else (LOWEST, F(0))
         for v in row[lane::lanes]:
-            m, s = softmax_step(m, s, v)
+            m, s = step(m, s, v)
         parts.append((m, s))
     m, s = merged(parts, softmax_merge)
     return (F(m0) if s == 0 and m == LOWEST else m), s  # max_or
@@ -471,8 +478,9 @@ def serial(row, start, step):
     return state
 
 
+@pytest.mark.parametrize("step", [softmax_step, softmax_step_branch], ids=["max temporary", "if/else"])
 @pytest.mark.parametrize("lanes", [4, 32, 256])
-def test_softmax_merge_model_matches_the_serial_loop(lanes):
+def test_softmax_merge_model_matches_the_serial_loop(lanes, step):
     rng = np.random.default_rng(lanes)
     rows = [rng.normal(0, 4, n).astype(F) for n in (0, 1, 3, lanes - 1, lanes, 5 * lanes + 3, 1000)]
     causal = rng.normal(0, 4, 300).astype(F)
@@ -483,8 +491,8 @@ def test_softmax_merge_model_matches_the_serial_loop(lanes):
     with np.errstate(all="ignore"):
         for m0 in (-np.inf, F(-1e30)):
             for row in rows:
-                want_m, want_s = serial(row, (F(m0), F(0)), softmax_step)
-                got_m, got_s = split_softmax(row, lanes, m0)
+                want_m, want_s = serial(row, (F(m0), F(0)), step)
+                got_m, got_s = split_softmax(row, lanes, m0, step)
                 if np.isnan(want_s):  # the serial loop's own NaN (its first element -inf from a -inf start)
                     assert np.isnan(got_s)
                     continue
