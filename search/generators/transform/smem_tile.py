@@ -43,7 +43,7 @@ parameter, or of a pointer into one at a known offset (``const float* Ab = A + b
 same element type, never written through), with ``e`` plus that offset (through the constants the code declares) ``s * k + f(row)`` or ``s * k +
 f(col)``, ``s`` uniform (the unit or uniform stride) and ``f`` free of ``k``; declarations before the
 loop without side effects; an epilogue without ``return``, barriers, shared memory or writes to
-variables declared before the guard; no ``threadIdx``/``blockIdx``/``blockDim``/``gridDim`` but in
+variables declared before the guard, accessing each buffer it writes at one index (its output's element); no ``threadIdx``/``blockIdx``/``blockDim``/``gridDim`` but in
 the openings (``blockIdx.z`` allowed); no ``__shared__``, barriers, warp collectives, ``asm`` or
 ``__launch_bounds__``; the shared tiles within 48 KiB; the grid within the hardware's limits at every
 spec size; the original's launch covering every row and column its guard allows.
@@ -57,10 +57,10 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
 from .affine import Poly, add, mul, poly, split
-from .base import Unit, int_literal
+from .base import Unit, access_kind, int_literal
 from .grid_stride import COLLECTIVES
 from .reductions import loop_accumulators
-from .rowpar import (PlannedPass, Refused, _array_written, _constants, _loop_head, _pointer_offsets, _pointer_roots,
+from .rowpar import (PlannedPass, Refused, _access_base, _array_written, _constants, _loop_head, _pointer_offsets, _pointer_roots,
                      _subscript_index, rows_expression)
 from .syntax import Node
 
@@ -173,6 +173,7 @@ class SmemTilePass(PlannedPass):
         consts = _compose({**_merge_constants(pre), **_constants(loop)}, {y.name, x.name, k, acc})
         operands, dropped = _operands(unit, body, k, y.name, x.name, acc, uniform, consts)
         _check_post(post, pre, y.name, x.name)
+        _check_outputs(unit, pre + post, _compose({**_merge_constants(pre + post), **_constants(loop)}, {y.name, x.name, k, acc}))
         self._check_shared(operands)
         launch = self._launch(unit, {side: rows_expression(unit, node) for side, node in parts["bound_nodes"].items()})
         end = f"({sx.text(k_end[0])})" + (" + 1" if k_end[1] else "")
@@ -180,7 +181,8 @@ class SmemTilePass(PlannedPass):
                      k_start, end, post, operands, {d.id for d in dropped}, launch)
 
     def _check_shared(self, operands: list[_Operand]) -> None:
-        total = sum(self.tk * ((self.tm if o.side == "y" else self.tn) + 1) * ELEMENT_BYTES[o.ctype] for o in operands)
+        total = sum(self.tk * ((self.tm if o.side == "y" else self.tn) + self._pad(o.side)) * ELEMENT_BYTES[o.ctype]
+                    for o in operands)
         if total > SHARED_LIMIT:
             raise Refused(f"{total} bytes of shared tiles (over {SHARED_LIMIT})")
 
@@ -741,6 +743,37 @@ def _check_post(post: list[Node], pre: list[Node], y: str, x: str) -> None:
             raise Refused(f"the epilogue writes {sorted(stray)}, declared before the guard (it now runs once per output)")
         if sx.contains_type(s, ("break_statement", "continue_statement")) and not sx.contains_type(s, sx.LOOPS):
             raise Refused("break or continue in the epilogue")
+
+
+def _check_outputs(unit: Unit, stmts: list[Node], consts: dict[str, Poly]) -> None:
+    """Each buffer the epilogue writes is accessed there at one index (its own output's element): reading another
+    output's element would now depend on the order of a thread's outputs (and was a race between threads before)."""
+    roots = _pointer_roots(unit)
+    offsets = _pointer_offsets(unit, roots)
+    seen: dict[str, set] = {}
+    written: set[str] = set()
+    local = set().union(*(sx.declared_names(s) for s in stmts)) - set(roots) if stmts else set()
+    for s in stmts:
+        for n in sx.walk(s):
+            if n.type != "subscript_expression" and not (n.type == "pointer_expression" and sx.operator(n) == "*"):
+                continue
+            via = _access_base(n)
+            if via in local:
+                continue  # a thread-local array
+            root = roots.get(via)
+            if root is None:
+                if access_kind(n) != "reads":
+                    raise Refused(f"the epilogue writes through {sx.text(n)!r}, not a known pointer into a buffer")
+                continue
+            idx = _subscript_index(n) if n.type == "subscript_expression" else None
+            p = poly(idx) if idx is not None else None
+            key = None if p is None or via not in offsets else tuple(sorted(_substitute(add(offsets[via], p), consts).items()))
+            seen.setdefault(root, set()).add(key)
+            if access_kind(n) != "reads":
+                written.add(root)
+    for root in sorted(written):
+        if len(seen[root]) != 1 or None in seen[root]:
+            raise Refused(f"the epilogue accesses {root}, which it writes, at more than one (or an unknown) index")
 
 
 def _render(p: Poly) -> str:
