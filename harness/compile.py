@@ -30,7 +30,7 @@ from cupy_backends.cuda.libs import nvrtc
 
 from ptxfactory.protocol import Candidate, CompileFailed, Resources
 
-from .cuda_paths import nvcc_path, nvrtc_include_dirs
+from .cuda_paths import PRELUDE, nvcc_path, nvrtc_include_dirs
 from .elf import entry_names
 from .ptx import compile_ptx_candidate, is_ptx
 
@@ -107,9 +107,14 @@ def compile_candidate(candidate: Candidate, arch: str, fast_math_allowed: bool =
     return via_nvcc
 
 
+_PRELUDE_MACROS = re.compile(r"\b(INFINITY|NAN|HUGE_VALF?)\b")  # what harness/include/ptxf_prelude.h defines
+
+
 def _nvrtc_options(arch: str, candidate: Candidate, lineinfo: bool = False) -> list[str]:
     opts = [f"-arch={arch}", "-std=c++17", "--ptxas-options=-v"]
     opts += [f"-I{d}" for d in nvrtc_include_dirs()]
+    if _PRELUDE_MACROS.search(candidate.source):  # INFINITY and NAN without an #include, as under nvcc
+        opts.append(f"--pre-include={PRELUDE}")
     return opts + (["-lineinfo"] if lineinfo else []) + list(candidate.options)
 
 

@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 SHIM_DIR = Path(__file__).resolve().parent / "include"
+PRELUDE = SHIM_DIR / "ptxf_prelude.h"  # NVRTC's --pre-include: the macros nvcc's implicit headers define
 
 
 def _roots() -> list[Path]:

@@ -206,3 +206,26 @@ def test_the_cstdint_and_typename_examples_compile_with_nvrtc():
         out = compile_candidate(original_candidate(spec, text), spec.arch, compiler="nvrtc")
         assert isinstance(out, Compiled) and out.compiler == "nvrtc", getattr(out, "log", "")
     assert find_kernel((root / "scale_bias" / "scale_bias.cu").read_text(), "scale_bias").template_types == ("T",)
+
+
+@pytest.mark.parametrize("include,expr", [
+    ("", "-INFINITY"), ("", "NAN + HUGE_VALF + (float)HUGE_VAL"),  # nvcc's implicit <math.h> has them
+    ("#include <cfloat>", "-FLT_MAX + FLT_MIN + FLT_EPSILON"), ("#include <float.h>", "(float)(DBL_EPSILON * DBL_MAX / DBL_MAX)"),
+    ("#include <cuda/std/cmath>", "-INFINITY + NAN"),  # libcu++ redefines them under NVRTC: identically, no warning
+])
+def test_what_a_naive_kernel_takes_for_granted_compiles_with_nvrtc(include, expr):
+    """``-INFINITY`` and ``NAN`` with no #include (nvcc's implicit headers define them; NVRTC's do not: the prelude
+    does, for a source that names them), and ``FLT_MAX`` after <cfloat>/<float.h> (libcu++ leaves it undefined under
+    NVRTC: the shims define it), all without falling back to nvcc and without a warning."""
+    source = f"{include}\n__global__ void k(float* y) {{ y[threadIdx.x] = {expr}; }}\n"
+    out = compile_candidate(cand(source), "sm_90a")
+    assert isinstance(out, Compiled) and out.compiler == "nvrtc", getattr(out, "log", "")
+    assert "warning" not in out.log, out.log
+
+
+def test_the_prelude_is_given_only_to_a_source_that_names_its_macros():
+    from ptxfactory.harness.compile import _nvrtc_options
+    from ptxfactory.harness.cuda_paths import PRELUDE
+
+    with_inf = _nvrtc_options("sm_90a", cand(BODY.replace("2.0f", "INFINITY")))
+    assert f"--pre-include={PRELUDE}" in with_inf and f"--pre-include={PRELUDE}" not in _nvrtc_options("sm_90a", cand(BODY))
