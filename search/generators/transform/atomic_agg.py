@@ -365,13 +365,7 @@ def uniform_names(unit: Unit, before: int) -> set[str]:
     and locals declared once at the top level of the body before byte ``before`` from such values, never written."""
     body = unit.body
     written = sx.written_names(body)
-    counts: dict[str, int] = {}
-    for n in sx.walk(unit.fn):
-        if n.type in ("declaration", "parameter_declaration"):
-            for d in n.children_by_field_name("declarator"):
-                ident = sx.innermost_identifier(d)
-                if ident is not None:
-                    counts[sx.text(ident)] = counts.get(sx.text(ident), 0) + 1
+    counts = sx.declaration_counts(unit.fn)
     decl = sx.function_declarator(unit.fn)
     names = set()
     for p in decl.child_by_field_name("parameters").named_children:

@@ -539,7 +539,7 @@ class _Walk:
         self.unit, self.p, self.roots, self.arrays, self.rw = unit, p, roots, arrays, rw
         self.data = unit.data
         self.end = rest[-1].end_byte if rest else 0
-        self.declared = _declaration_counts(unit)  # every name the kernel declares, with how often
+        self.declared = sx.declaration_counts(unit.fn)  # every name the kernel declares, with how often
         self.offsets = _pointer_offsets(unit, roots)
 
     def statements(self, stmts: list[Node]) -> None:
@@ -862,18 +862,6 @@ def _mentioned_outside(unit: Unit, loop: Node, names: set[str]) -> set[str]:
                 and parent.parent is not None and parent.parent.type == "declaration"))
         if not declares:
             out.add(sx.text(n))
-    return out
-
-
-def _declaration_counts(unit: Unit) -> dict[str, int]:
-    """How many times each name is declared in the kernel (parameters included)."""
-    out: dict[str, int] = {}
-    for n in sx.walk(unit.fn):
-        if n.type in ("declaration", "parameter_declaration"):
-            for d in n.children_by_field_name("declarator"):
-                ident = sx.innermost_identifier(d)
-                if ident is not None:
-                    out[sx.text(ident)] = out.get(sx.text(ident), 0) + 1
     return out
 
 

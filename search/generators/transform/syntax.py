@@ -325,3 +325,15 @@ def subscript_index(node: Node) -> Node | None:
     idx = node.child_by_field_name("indices")
     items = [c for c in idx.named_children if c.type != "comment"] if idx is not None else []
     return items[0] if len(items) == 1 else None
+
+
+def declaration_counts(fn: Node) -> dict[str, int]:
+    """How many times each name is declared in the function ``fn`` (its parameters included)."""
+    out: dict[str, int] = {}
+    for n in walk(fn):
+        if n.type in ("declaration", "parameter_declaration"):
+            for d in n.children_by_field_name("declarator"):
+                ident = innermost_identifier(d)
+                if ident is not None:
+                    out[text(ident)] = out.get(text(ident), 0) + 1
+    return out
