@@ -264,6 +264,9 @@ def _final_lines(summary: JobSummary, out_dir: Path) -> list[Text]:
     lines = [Text(report.result_line(summary), style=style)]
     if summary.agent_spend is not None:
         lines.append(Text(summary.agent_spend.describe()))
+    if summary.passes_refused:
+        n = len({name for passes, _ in summary.passes_refused for name in passes.split(", ")})
+        lines.append(Text(f"{n} restructuring passes left the original alone: why, in report.md"))
     if summary.gpu is not None and summary.gpu.simulated:
         lines.append(Text(f"simulated device: nothing ran on a GPU and nothing was verified (tests only): no {report.best_name(summary)}", style="yellow"))
     if code == EXIT_FASTER:

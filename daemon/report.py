@@ -311,6 +311,9 @@ def render_markdown(summary: JobSummary, now: datetime | None = None) -> str:
         out += [f"- full source: `{best_name(summary)}` (the whole translation unit)", "", "### Launch", "", *launch_needed(summary), ""]
     out += accuracy_lines(summary)
     out += ["## Candidates", "", markdown_table(summary), ""]
+    if summary.passes_refused:  # what a user asks first when a kernel got little: which rewrites were not tried, and why
+        out += ["## Restructuring passes that left the original alone", ""]
+        out += [f"- {_md_cell(passes)}: {_md_cell(reason)}" for passes, reason in summary.passes_refused] + [""]
     if summary.state != "compile_only":
         failed = [(i, row) for i, row in enumerate(summary.rows) if not isinstance(row.result, Measured)]
         if failed:

@@ -71,6 +71,8 @@ class JobSummary(BaseModel):
     best_retimed: Measured | None = Field(None, description="the best candidate verified and timed again on a fresh plan "
                                           "(new seeds, held-out sizes and inputs) before it was reported: the speedup to quote")
     agent_spend: AgentSpend | None = Field(None, description="what the job's language-model agents spent (None: agents off)")
+    passes_refused: list[tuple[str, str]] = Field(default_factory=list, description="(passes, reason): the restructuring "
+                                                  "passes that left the original kernel alone, and why")
 
     def row(self, key: str | None) -> CandidateRow | None:
         return next((r for r in self.rows if r.key == key), None) if key else None

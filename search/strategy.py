@@ -337,6 +337,7 @@ async def optimise(
         gpu_busy_s=round(busy.seconds, 3) if backend is not None else None, duplicates=search.duplicates,
         stop_reason="cancelled" if state == "cancelled" else (search.stop_reason or "every proposal evaluated"),
         agent_spend=next((s for s in (a.spend() for a in arms.values()) if s is not None), None),
+        passes_refused=search.passes_refused,
     )
     # a cancelled job ends short of what it would have done; a finished one at 100%
     notify(Progress(len(rows), search.total_estimate(len(rows)) if state == "cancelled" else len(rows), summary.message))
@@ -399,6 +400,7 @@ class _Search:
         self.best_seen = 1.0  # the best verified speedup so far
         self.since_best = 0
         self.duplicates = 0
+        self.passes_refused: list[tuple[str, str]] = []  # (passes, reason), for the original kernel
         self.stop_reason: str | None = None
 
     async def expand(self, parent: Candidate, names: list[str]) -> None:
@@ -427,6 +429,8 @@ class _Search:
     def _propose(self, parent: Candidate, names: list[str]) -> dict[str, list[Candidate]]:
         ctx = GenContext(spec=self.spec, source=parent.source, kernel=find_kernel(parent.source, self.spec.name), original=parent,
                          facts=self.facts)
+        if parent.key == self.original.key:  # why each restructuring pass leaves the user's kernel alone (the report says)
+            self.passes_refused = [r for n in names for r in getattr(self.gens[n], "refusals", lambda _: [])(ctx)]
         return {name: self.gens[name].propose(ctx) for name in names}
 
     def kernel_class(self) -> str:

@@ -229,3 +229,22 @@ async def test_a_candidate_may_take_a_few_times_the_original_before_it_counts_as
     assert backend.plans[0].timeout_s == 120.0 and {p.timeout_s for p in backend.plans[1:-1]} == {expected}
     first, later = (p.model_dump(mode="json") for p in (backend.plans[0], backend.plans[1]))
     assert session_id({}, first, {"key": "k"}) == session_id({}, later, {"key": "k"})
+
+
+async def test_the_report_says_why_each_restructuring_pass_left_the_original_alone():
+    """A column sum: rowpar refuses it for colpar's case, smem_tile for want of a 2-D output, the atomic passes for
+    want of an atomic; each reason once, its variants together; report.md and the CLI's last lines say so."""
+    from ptxfactory.daemon.cli import _final_lines
+    from ptxfactory.daemon.report import render_markdown
+
+    colsum = Path(__file__).resolve().parents[2] / "examples" / "colsum" / "colsum.cu"
+    summary = await optimise(colsum, "colsum", backend=None, generators=("transform",), use_lessons=False)
+    refused = dict(summary.passes_refused)
+    rowpar = next(p for p in refused if p.startswith("rowpar_auto"))
+    assert "rowpar_lanes32" in rowpar and "colpar's case" in refused[rowpar]
+    assert any(p.startswith("smem_tile") for p in refused) and refused.get("atomic_agg") == "no atomic in the kernel"
+    assert not any(p.startswith("colpar") for p in refused)  # it applies
+    assert len(set(refused.values())) == len(refused)
+    md = render_markdown(summary)
+    assert "## Restructuring passes that left the original alone" in md and "colpar's case" in md
+    assert any("restructuring passes left the original alone" in str(t) for t in _final_lines(summary, colsum.parent))

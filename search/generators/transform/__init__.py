@@ -78,7 +78,7 @@ from .unroll import STRIDED_UNROLL, UnrollPass
 from .vector_loops import VectorLoopsPass
 from .vectorize import VectorizePass
 
-__all__ = ["TransformGenerator", "PASSES", "Unit", "unit_from_context"]
+__all__ = ["TransformGenerator", "PASSES", "Unit", "refusals", "unit_from_context"]
 
 # Lanes per row for ``rowpar``: chosen at launch from the row length and row count ("auto"), then fixed counts: a
 # warp, a block of 256, a sub-warp of 8, a block of 1024, then the rest (the lessons reorder them).
@@ -125,6 +125,15 @@ class TransformGenerator:
                 out.append(cand)
         return out
 
+    def refusals(self, ctx: GenContext) -> list[tuple[str, str]]:
+        """Why each restructuring pass leaves the parent alone (:func:`refusals`); [] when the signature differs."""
+        try:
+            check_signature(ctx.spec, ctx.kernel)
+        except SignatureMismatch:
+            return []
+        unit = unit_from_context(ctx)
+        return refusals(unit) if unit.fn is not None else []
+
     def candidate(self, ctx: GenContext, unit: Unit, chain: list[Pass]) -> Candidate | None:
         """The candidate for a transformed unit (None when the passes changed nothing)."""
         if unit.text == ctx.kernel.text and unit.launch == ctx.original.launch:
@@ -159,6 +168,18 @@ class TransformGenerator:
             options=list(ctx.original.options), generator=self.name, description=desc, params=params,
             parent=ctx.original.key, template_args=list(ctx.original.template_args),
         )
+
+
+def refusals(unit: Unit) -> list[tuple[str, str]]:
+    """``(passes, reason)`` for each restructuring pass (one that says ``why_not``) that does not apply to ``unit``;
+    variants refused for the same reason share one entry (``"rowpar_auto, rowpar_lanes32: ..."``), in PASSES order."""
+    by_reason: dict[str, list[str]] = {}
+    for p in PASSES:
+        why = getattr(p, "why_not", None)
+        reason = why(unit) if why is not None else None
+        if reason:
+            by_reason.setdefault(reason, []).append(p.name)
+    return [(", ".join(names), reason) for reason, names in by_reason.items()]
 
 
 def unit_from_context(ctx: GenContext) -> Unit:
