@@ -40,7 +40,7 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
 from .base import Unit
-from .rowpar import GROUP_BLOCK, MAX_GRID, PlannedPass, Refused, _helper_closure, _spec_expression, auto_shape
+from .rowpar import GROUP_BLOCK, MAX_GRID, PlannedPass, Refused, helper_closure, spec_expression, auto_shape
 from .shuffle_reduce import SHUFFLE_TYPES, _is_barrier, _is_sub, _is_tid, _match_loop, _shared_arrays, _tid_aliases
 from .syntax import Node
 
@@ -117,7 +117,7 @@ class BlockRowPass(PlannedPass):
             n = None
             for loop in loops:
                 c = sx.unparen(loop.child_by_field_name("condition"))
-                n = _spec_expression(unit, c.child_by_field_name("right"), None, start_zero=True)
+                n = spec_expression(unit, c.child_by_field_name("right"), None, start_zero=True)
                 if n is not None:
                     break
             if n is None:
@@ -163,7 +163,7 @@ class BlockRowPass(PlannedPass):
             if n.type == "declaration" and any(c.type == "type_qualifier" and sx.text(c) == "__shared__" for c in n.children):
                 edits.append((n.start_byte, n.end_byte, b"// (transform blockrow: the shared reduction array is gone)"))
         text = sx.apply_edits(data, edits)
-        return unit.with_text(text, launch=launch, helpers=_helper_closure(sorted(used)), lanes=self.lanes)
+        return unit.with_text(text, launch=launch, helpers=helper_closure(sorted(used)), lanes=self.lanes)
 
 
 def _row_decl(body: Node) -> Node | None:

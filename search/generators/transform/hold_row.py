@@ -59,7 +59,7 @@ from . import syntax as sx
 from .affine import Poly, add, poly
 from .base import Unit, access_kind
 from .grid_stride import COLLECTIVES
-from .rowpar import PlannedPass, Refused, _spec_expression
+from .rowpar import PlannedPass, Refused, spec_expression
 from .syntax import Node
 from .vector_loops import PREFIX as VECTOR_PREFIX
 from .vector_loops import LoopAnalysis, access_of, plus_terms, reindent, unroll_pragma
@@ -404,7 +404,7 @@ def _per_lane(unit: Unit, lp: _Loop) -> list[int] | None:
     """Elements per lane of the loop at each bench size (None when the length or the step is not known there)."""
     if len(lp.rest) > 1:
         return None
-    length = _spec_expression(unit, lp.bound, lp.rest[0] if lp.rest else None, start_zero=not lp.rest)
+    length = spec_expression(unit, lp.bound, lp.rest[0] if lp.rest else None, start_zero=not lp.rest)
     if length is None:
         return None
     lit = sx.literal_value(lp.step) if sx.is_number(lp.step) else None

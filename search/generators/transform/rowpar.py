@@ -280,7 +280,7 @@ AUTO_TIERS = (8, 32, 256, 1024)
 ELEMENTS_PER_LANE = 32
 
 
-def _helper_closure(used: list[str]) -> list[tuple[str, str]]:
+def helper_closure(used: list[str]) -> list[tuple[str, str]]:
     """``(name, definition)`` of the helpers ``used`` and what they need, each after what it needs."""
     out: list[str] = []
 
@@ -363,7 +363,7 @@ class RowParallelPass(PlannedPass):
         if sx.written_names(_span_nodes(g.rest)) & ({g.name} | sx.identifiers(g.bound)):
             raise Refused("the row index or the row count is written in the row's code")
         unit_arrays = _local_arrays(unit.body)
-        roots = _pointer_roots(unit)
+        roots = pointer_roots(unit)
         rw = _Rewrite()
         ctx = _Walk(unit, self, roots, unit_arrays, rw, g.rest)
         ctx.statements(g.rest)
@@ -443,7 +443,7 @@ class RowParallelPass(PlannedPass):
             new_first = (f"{decl} {g.name} = {index};  // {how} (transform rowpar)\n"
                          f"{indent.decode()}{lane}").encode()
             edits = [(first.start_byte, first.end_byte, new_first)] + rw.edits
-        helpers = _helper_closure(rw.helpers)
+        helpers = helper_closure(rw.helpers)
         return unit.with_text(sx.apply_edits(data, edits), launch=launch, helpers=helpers, lanes=self.lanes)
 
     # -- what the rewrite writes ----------------------------------------------------------------------------
@@ -540,7 +540,7 @@ class _Walk:
         self.data = unit.data
         self.end = rest[-1].end_byte if rest else 0
         self.declared = sx.declaration_counts(unit.fn)  # every name the kernel declares, with how often
-        self.offsets = _pointer_offsets(unit, roots)
+        self.offsets = pointer_offsets(unit, roots)
 
     def statements(self, stmts: list[Node]) -> None:
         for s in stmts:
@@ -571,7 +571,7 @@ class _Walk:
     def split(self, loop: Node) -> bool:
         """Split ``loop`` across lanes when it is safe; False when it is not a loop to split (the reason is kept in
         ``self.rw.kept_serial`` for the refusal message when no loop at all is split)."""
-        head = _loop_head(loop)
+        head = loop_head(loop)
         if head is None:
             return self._serial(loop, "not for (T j = a; j < b; j++)")
         j, start = head
@@ -632,7 +632,7 @@ class _Walk:
         update = loop.child_by_field_name("update")
         self.rw.edits.append((update.start_byte, update.end_byte, f"{j} += {self.p.step}".encode()))
         if self.rw.length is None:
-            self.rw.length = _spec_expression(self.unit, bound_node.child_by_field_name(
+            self.rw.length = spec_expression(self.unit, bound_node.child_by_field_name(
                 "right" if sx.operator(bound_node) in ("<", "<=") else "left"), start)
         after = []
         for a in accs.values():
@@ -710,7 +710,7 @@ class _Walk:
                         _base_name(a) in self.roots or _base_name(a) in self.arrays for a in sx.call_args(n)):
                     raise Refused(f"a pointer passed to {sx.text(n.child_by_field_name('function'))!r}: what it writes is unknown")
                 continue
-            base = _access_base(sx.unparen(target))
+            base = access_base(sx.unparen(target))
             if base is None or base in self.arrays:
                 continue  # a scalar, or a thread-local array
             if base not in self.roots:
@@ -727,17 +727,17 @@ class _Walk:
         except Refused:
             return False
         if not written:
-            return not any(_array_written(body, a) for a in self.arrays)
+            return not any(array_written(body, a) for a in self.arrays)
         if trip is None:
             return False
         accesses: dict[str, list[tuple[bool, Poly | None]]] = {}
-        subst = _constants(body)
+        subst = row_constants(body)
         for n in sx.walk(body):
             if not (n.type == "subscript_expression" or (n.type == "pointer_expression" and sx.operator(n) == "*")):
                 continue
-            base = _access_base(n)
+            base = access_base(n)
             if base in self.arrays:
-                if _array_written(body, base):
+                if array_written(body, base):
                     return False  # a thread-local array filled across iterations: lanes would each hold a part
                 continue
             root = self.roots.get(base)
@@ -761,7 +761,7 @@ class _Walk:
         """The element ``access`` (``p[i]``, ``*p``, ``*(p + i)``) touches, as a polynomial relative to its buffer's start."""
         if access.type == "subscript_expression":
             base = sx.text(sx.uncast(access.child_by_field_name("argument")))
-            idx = poly(_subscript_index(access), subst)
+            idx = poly(sx.subscript_index(access), subst)
         else:
             arg = sx.uncast(access.child_by_field_name("argument"))
             if sx.is_ident(arg):
@@ -780,14 +780,14 @@ class _Walk:
         is the thread's own (row or column) index. Thread-local arrays are not counted; an index that is no polynomial,
         or that holds ``index`` any other way (``x[index * N + j]``: a row), makes it False."""
         body = loop.child_by_field_name("body")
-        subst = _constants(self.unit.body)
+        subst = row_constants(self.unit.body)
         mine = subst.pop(index, None)  # what index is initialised from, folded back into index where constants hold it
         found = False
         for n in sx.walk(body):
             if n.type == "call_expression" and sx.call_name(n) in LOAD_FUNCS | STORE_FUNCS and sx.call_args(n):
                 base, f = self.address_poly(sx.call_args(n)[0], subst)  # __ldg(p + i), __stcs(&p[i], v)
             elif n.type == "subscript_expression" or (n.type == "pointer_expression" and sx.operator(n) == "*"):
-                base = _access_base(n)
+                base = access_base(n)
                 f = self.index_poly(n, subst) if base in self.roots else None
             else:
                 continue
@@ -998,7 +998,7 @@ def _local_arrays(body: Node) -> set[str]:
     return out
 
 
-def _pointer_roots(unit: Unit) -> dict[str, str]:
+def pointer_roots(unit: Unit) -> dict[str, str]:
     """Each pointer name (parameters, and local pointers initialised from one of them) -> the parameter it points into.
 
     A local pointer initialised from two buffers, or from none, is left out (writes through it refuse the pass).
@@ -1026,7 +1026,7 @@ def _pointer_roots(unit: Unit) -> dict[str, str]:
     return roots
 
 
-def _pointer_offsets(unit: Unit, roots: dict[str, str]) -> dict[str, Poly]:
+def pointer_offsets(unit: Unit, roots: dict[str, str]) -> dict[str, Poly]:
     """Each pointer name -> its offset from the start of its buffer, as a polynomial (parameters: 0; ``T* p = x +
     e``, ``e + x``, ``&x[e]``: x's offset + e). Pointers written after their declaration, or initialised otherwise, are left out."""
     offsets: dict[str, Poly] = {name: {} for name in unit.pointers}
@@ -1054,7 +1054,7 @@ def _pointer_offsets(unit: Unit, roots: dict[str, str]) -> dict[str, Poly]:
                 sub = sx.unparen(value.child_by_field_name("argument"))
                 arg = sx.uncast(sub.child_by_field_name("argument")) if sub is not None and sub.type == "subscript_expression" else None
                 if sx.is_ident(arg) and sx.text(arg) in offsets:
-                    e = poly(_subscript_index(sub))
+                    e = poly(sx.subscript_index(sub))
                     off = None if e is None else add(offsets[sx.text(arg)], e)
             elif sx.is_ident(value) and sx.text(value) in offsets:
                 off = dict(offsets[sx.text(value)])
@@ -1086,11 +1086,11 @@ def _base_name(node: Node | None) -> str | None:
     if node.type == "binary_expression" and sx.operator(node) in ("+", "-"):
         return _base_name(node.child_by_field_name("left")) or _base_name(node.child_by_field_name("right"))
     if node.type == "pointer_expression" and sx.operator(node) == "&":
-        return _access_base(sx.unparen(node.child_by_field_name("argument")))
+        return access_base(sx.unparen(node.child_by_field_name("argument")))
     return None
 
 
-def _access_base(node: Node | None) -> str | None:
+def access_base(node: Node | None) -> str | None:
     """The array or pointer name accessed by ``p[i]``, ``*p``, ``*(p + i)``, ``p[i].x``; None for a plain variable."""
     while node is not None and node.type == "field_expression":
         node = sx.unparen(node.child_by_field_name("argument"))
@@ -1104,7 +1104,7 @@ def _access_base(node: Node | None) -> str | None:
     return None
 
 
-def _constants(body: Node) -> dict[str, Poly]:
+def row_constants(body: Node) -> dict[str, Poly]:
     """Scalars declared in ``body`` with an initialiser and never written after (``int idx = r * N + j;``), as
     polynomials of what they are initialised from (earlier ones substituted)."""
     written = sx.written_names(body)
@@ -1124,13 +1124,6 @@ def _constants(body: Node) -> dict[str, Poly]:
     return out
 
 
-def _subscript_index(node: Node) -> Node | None:
-    """The index expression of ``p[i]`` (None for ``p[i, k]`` or an empty subscript)."""
-    idx = node.child_by_field_name("indices")
-    items = [c for c in idx.named_children if c.type != "comment"] if idx is not None else []
-    return items[0] if len(items) == 1 else None
-
-
 def _target(n: Node) -> Node | None:
     """What an assignment (``=``, ``op=``) or an increment/decrement writes; None for any other node."""
     if n.type == "assignment_expression":
@@ -1140,11 +1133,12 @@ def _target(n: Node) -> Node | None:
     return None
 
 
-def _array_written(body: Node, name: str) -> bool:
-    return any((t := _target(n)) is not None and _access_base(sx.unparen(t)) == name for n in sx.walk(body))
+def array_written(body: Node, name: str) -> bool:
+    """Whether ``body`` assigns to an element of array or pointer ``name`` (``name[i] = ...``, ``*name += ...``)."""
+    return any((t := _target(n)) is not None and access_base(sx.unparen(t)) == name for n in sx.walk(body))
 
 
-def _loop_head(loop: Node) -> tuple[str, Node] | None:
+def loop_head(loop: Node) -> tuple[str, Node] | None:
     """``(j, a)`` for ``for (T j = a; j < b; j++)`` (``<=``, ``b > j``; ``++j``, ``j += 1``, ``j = j + 1``)."""
     init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
     if init is None or cond is None or upd is None or init.type != "declaration":
@@ -1196,7 +1190,7 @@ def auto_shape(unit: Unit, rows: str, n: str) -> tuple[list[str], str]:
     return [lanes, per_block], f"cdiv({rows}, {per_block})"
 
 
-def _spec_expression(unit: Unit, bound: Node | None, start: Node | None, start_zero: bool = False) -> str | None:
+def spec_expression(unit: Unit, bound: Node | None, start: Node | None, start_zero: bool = False) -> str | None:
     """The trip count ``bound - start`` of a loop as a spec expression (scalar parameters replaced by their spec
     values, the row's constants by what they are initialised from, ``/`` by ``//``), or None when it is not one."""
     values = {a.name: a.value for a in unit.spec.args if a.role == "scalar" and a.value is not None}

@@ -60,8 +60,8 @@ from .affine import Poly, add, mul, poly, split
 from .base import Unit, access_kind, int_literal
 from .grid_stride import COLLECTIVES
 from .reductions import loop_accumulators
-from .rowpar import (PlannedPass, Refused, _access_base, _array_written, _constants, _loop_head, _pointer_offsets, _pointer_roots,
-                     _subscript_index, rows_expression)
+from .rowpar import (PlannedPass, Refused, access_base, array_written, row_constants, loop_head, pointer_offsets, pointer_roots,
+                     rows_expression)
 from .syntax import Node
 
 THREADS = 16  # threads per block along x and along y
@@ -158,7 +158,7 @@ class SmemTilePass(PlannedPass):
         pre, loop, post = rest[:loops[0]], rest[loops[0]], rest[loops[0] + 1:]
         if any(sx.contains_type(s, sx.LOOPS) for s in pre):
             raise Refused("a loop before the inner-product loop")
-        head = _loop_head(loop)
+        head = loop_head(loop)
         if head is None:
             raise Refused("the inner loop is not for (T k = a; k < b; k++)")
         k, k_start = head
@@ -170,10 +170,10 @@ class SmemTilePass(PlannedPass):
         _check_pre(pre, y.name, x.name)
         body = loop.child_by_field_name("body")
         acc, acc_decl, acc_type = _accumulator(unit, body, k, pre)
-        consts = _compose({**_merge_constants(pre), **_constants(loop)}, {y.name, x.name, k, acc})
+        consts = _compose({**_merge_constants(pre), **row_constants(loop)}, {y.name, x.name, k, acc})
         operands, dropped = _operands(unit, body, k, y.name, x.name, acc, uniform, consts)
         _check_post(post, pre, y.name, x.name)
-        _check_outputs(unit, pre + post, _compose({**_merge_constants(pre + post), **_constants(loop)}, {y.name, x.name, k, acc}))
+        _check_outputs(unit, pre + post, _compose({**_merge_constants(pre + post), **row_constants(loop)}, {y.name, x.name, k, acc}))
         self._check_shared(operands)
         launch = self._launch(unit, {side: rows_expression(unit, node) for side, node in parts["bound_nodes"].items()})
         end = f"({sx.text(k_end[0])})" + (" + 1" if k_end[1] else "")
@@ -592,7 +592,7 @@ def _accumulator(unit: Unit, body: Node, k: str, pre: list[Node]) -> tuple[str, 
 def _merge_constants(stmts: list[Node]) -> dict[str, Poly]:
     out: dict[str, Poly] = {}
     for s in stmts:
-        for name, p in _constants(s).items():
+        for name, p in row_constants(s).items():
             out.setdefault(name, p)
     return out
 
@@ -626,8 +626,8 @@ def _operands(unit: Unit, body: Node, k: str, y: str, x: str, acc: str, uniform:
     """Every load of the loop, by buffer and index, with its side, and the index declarations only those loads use;
     refuses any other use of memory or of the indices."""
     pointers = unit.pointers
-    roots = _pointer_roots(unit)
-    offsets = _pointer_offsets(unit, roots)
+    roots = pointer_roots(unit)
+    offsets = pointer_offsets(unit, roots)
     local = sx.declared_names(body)
     found: dict[tuple, _Operand] = {}
     inside: set[int] = set()
@@ -646,9 +646,9 @@ def _operands(unit: Unit, body: Node, k: str, y: str, x: str, acc: str, uniform:
         if _unqualified(unit.types.element.get(via)) != _unqualified(pp.base):
             raise Refused(f"{via} points into {name} as another type")
         aliases = [a for a, r in roots.items() if r == name]
-        if pp.writes or any(_array_written(unit.body, a) for a in aliases) or not all(_alias_init(u, roots) for u in pp.other):
+        if pp.writes or any(array_written(unit.body, a) for a in aliases) or not all(_alias_init(u, roots) for u in pp.other):
             raise Refused(f"{name} is written or aliased in the kernel")
-        idx = _subscript_index(n)
+        idx = sx.subscript_index(n)
         p = poly(idx) if idx is not None else None
         p = _substitute(add(offsets[via], p), consts) if p is not None else None
         if p is None:
@@ -748,8 +748,8 @@ def _check_post(post: list[Node], pre: list[Node], y: str, x: str) -> None:
 def _check_outputs(unit: Unit, stmts: list[Node], consts: dict[str, Poly]) -> None:
     """Each buffer the epilogue writes is accessed there at one index (its own output's element): reading another
     output's element would now depend on the order of a thread's outputs (and was a race between threads before)."""
-    roots = _pointer_roots(unit)
-    offsets = _pointer_offsets(unit, roots)
+    roots = pointer_roots(unit)
+    offsets = pointer_offsets(unit, roots)
     seen: dict[str, set] = {}
     written: set[str] = set()
     local = set().union(*(sx.declared_names(s) for s in stmts)) - set(roots) if stmts else set()
@@ -757,7 +757,7 @@ def _check_outputs(unit: Unit, stmts: list[Node], consts: dict[str, Poly]) -> No
         for n in sx.walk(s):
             if n.type != "subscript_expression" and not (n.type == "pointer_expression" and sx.operator(n) == "*"):
                 continue
-            via = _access_base(n)
+            via = access_base(n)
             if via in local:
                 continue  # a thread-local array
             root = roots.get(via)
@@ -765,7 +765,7 @@ def _check_outputs(unit: Unit, stmts: list[Node], consts: dict[str, Poly]) -> No
                 if access_kind(n) != "reads":
                     raise Refused(f"the epilogue writes through {sx.text(n)!r}, not a known pointer into a buffer")
                 continue
-            idx = _subscript_index(n) if n.type == "subscript_expression" else None
+            idx = sx.subscript_index(n) if n.type == "subscript_expression" else None
             p = poly(idx) if idx is not None else None
             key = None if p is None or via not in offsets else tuple(sorted(_substitute(add(offsets[via], p), consts).items()))
             seen.setdefault(root, set()).add(key)

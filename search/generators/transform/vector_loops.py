@@ -63,7 +63,7 @@ from .affine import Poly, add, poly
 from .base import LOAD_FUNCS, STORE_FUNCS, Unit, access_kind, int_literal
 from .grid_stride import COLLECTIVES
 from .reductions import loop_accumulators
-from .rowpar import _constants, _pointer_offsets, _pointer_roots
+from .rowpar import row_constants, pointer_offsets, pointer_roots
 from .syntax import Node
 from .vectorize import NA_V4, na_v4_helper
 
@@ -490,9 +490,9 @@ class LoopAnalysis:
                 if d.type == "init_declarator":
                     self.inits[name] = d.child_by_field_name("value")
         self.written = sx.written_names(fn)
-        self.roots = _pointer_roots(unit)
-        self.offsets = _pointer_offsets(unit, self.roots)
-        self.constants = _constants(body)
+        self.roots = pointer_roots(unit)
+        self.offsets = pointer_offsets(unit, self.roots)
+        self.constants = row_constants(body)
         self.written_roots = self._written_roots()
         self.block = unit.block_threads() if unit.block_is_1d() else None
         self._memo: dict[str, bool] = {}
