@@ -548,3 +548,35 @@ def test_every_transform_proposal_compiles(source, spec):
     for c in cands:
         r = compile_candidate(c, "sm_90a")
         assert not isinstance(r, CompileFailed), (c.description, r.log)
+
+
+@pytest.mark.parametrize("source,spec", [(XENT_ONLINE, XENT_SPEC), (XENT_BRANCH, XENT_SPEC), (WELFORD_COUNT, STATS_SPEC),
+                                         (WELFORD_INDEX, STATS_SPEC)], ids=["softmax", "softmax if/else", "welford", "welford j+1"])
+@pytest.mark.parametrize("lanes", [32, "auto"])
+def test_vector_loops_widens_a_split_tuple_loop_before_rowpar_merge(source, spec, lanes):
+    """After rowpar, a lane's (max, sum) or (count, mean, M2) part does not depend on which of the row's elements the
+    lane takes, so vector_loops gives it 16-byte loads (VEC elements a step, each through the loop's own body); rowpar's
+    merge after the loop combines the parts as before. The output compiles."""
+    from ptxfactory.search.generators.transform.vector_loops import VectorLoopsPass
+
+    spec = row_spec(**spec)
+    split = rowpar(lanes).apply(unit(source, spec))
+    vl = VectorLoopsPass()
+    assert vl.why_not(split) is None, vl.why_not(split)
+    out = vl.apply(split)
+    assert "reinterpret_cast<const uint4*>" in out.text and out.text.count("ptxf_part") == split.text.count("ptxf_part")
+    ctx = make_ctx(source, spec)
+    cand = TransformGenerator().candidate(ctx, out, [rowpar(lanes), vl])
+    r = compile_candidate(cand, "sm_90a")
+    assert not isinstance(r, CompileFailed), r.log
+
+
+def test_vector_loops_leaves_a_tuple_loop_without_rowpar_merge():
+    """A lane-strided Welford whose loop is not followed by rowpar's merge of the lanes' parts: left alone, with why."""
+    from ptxfactory.search.generators.transform.vector_loops import VectorLoopsPass
+
+    spec = row_spec(**STATS_SPEC)
+    split = rowpar(32).apply(unit(WELFORD_COUNT, spec))
+    mine = split.text[:split.text.index("{ ptxf_welford")] + split.text[split.text.index("/* the lanes' parts merged (transform rowpar) */") + 48:]
+    why = VectorLoopsPass().why_not(unit(mine, spec))
+    assert why is not None and "without rowpar's merge" in why, why

@@ -23,7 +23,8 @@ Rewrite: each lane takes VEC = 16 / sizeof(element) consecutive elements per ste
 Each lane still visits its elements in increasing ``j``; the group together visits every ``j`` in
 ``[a, n)`` exactly once, but which lane gets which element changes: accumulations (recognised by
 :mod:`.reductions`) see other partial sums, so sums are re-associated (not exact); max/min stay exact,
-and an arg max/min only when rowpar's index-aware combine follows the loop.
+and an arg max/min only when rowpar's index-aware combine follows the loop; an online softmax's or a Welford's
+part (rowpar's tuples) is order-free within a lane, and is taken only when rowpar's merge of the parts follows.
 
 Alignment. The vectorised accesses need ``&p[base + s]`` 16-byte aligned for every buffer. When the
 spec proves it (the buffer's ``align`` >= 16, and ``base + a`` a multiple of VEC through integer
@@ -47,7 +48,7 @@ or read at another index or through another name in the loop; a write that is no
 ``q[base + j] = v;`` (``op=``, ``__stcs``) statement of the body (so every element of a stored chunk
 is written, as in the original); a carried variable that is not a recognised accumulation; a float
 sum or product when the spec asks for exact results (``rtol = atol = 0``); an arg reduction without
-rowpar's combine; vectorised buffers of different element sizes or of a type without a packing here
+rowpar's combine, a tuple without rowpar's merge, or a tuple whose count is the loop index; vectorised buffers of different element sizes or of a type without a packing here
 (float, int, unsigned, __half, __nv_bfloat16); a pointer used otherwise in the body (address taken,
 passed to a function). Reads that are not ``p[base + j]`` (neighbours ``x[j + 1]``, gathers, other
 strides) of buffers the loop does not write stay scalar loads. ``launch`` is kept, so the pass also
@@ -261,11 +262,19 @@ class VectorLoopsPass:
         carried = written - sx.declared_names(body) - {j}
         if any(n not in a.declared for n in carried):
             raise Refused("a variable declared outside the kernel is written")
-        accs = loop_accumulators(body, carried, j)
+        accs = loop_accumulators(body, carried, j, tuples=True)
         if accs is None:
             raise Refused("a carried variable that is not a recognised accumulation")
         exact_only = unit.spec.check.rtol == 0 and unit.spec.check.atol == 0
         for acc in accs.values():
+            if acc.kind in ("softmax", "welford"):  # each lane's part is order-free: rowpar's merge after the loop combines them
+                if exact_only:
+                    raise Refused(f"{', '.join(acc.names)}: a {acc.kind} merge re-associates (rtol = atol = 0)")
+                if acc.counts:
+                    raise Refused(f"{', '.join(acc.names)}: a {acc.kind} whose count is read from the loop index")
+                if not _rowpar_tuple_merge(loop):
+                    raise Refused(f"{', '.join(acc.names)}: a {acc.kind} without rowpar's merge of the lanes' parts after the loop")
+                continue
             kind = sx._kind(unit.types.scalar.get(acc.name))
             if acc.kind in ("sum", "prod") and exact_only and kind != "int":
                 raise Refused(f"{acc.name}: a floating-point {acc.kind} would be re-associated (rtol = atol = 0)")
@@ -955,6 +964,16 @@ def _rowpar_arg_combine(loop: Node, value: str, index: str | None) -> bool:
     t = sx.text(nxt)
     combines = ("ptxf_group_reduce_arg<", "ptxf_block_reduce_arg(", "ptxf_row_reduce_arg(")
     return index is not None and any(c in t for c in combines) and f"({value}, {index}," in t
+
+
+def _rowpar_tuple_merge(loop: Node) -> bool:
+    """rowpar's merge of a tuple's lane parts (``{ ptxf_softmax<...> ptxf_part = ...; ptxf_..._merge(ptxf_part); ... }``)
+    right after the loop."""
+    nxt = loop.next_named_sibling
+    while nxt is not None and nxt.type == "comment":
+        nxt = nxt.next_named_sibling
+    t = sx.text(nxt)
+    return "ptxf_part" in t and "_merge" in t and ("ptxf_softmax<" in t or "ptxf_welford<" in t)
 
 
 def _element_value(ident: Node) -> bool:
