@@ -302,7 +302,10 @@ async def optimise(
                 if prepared.binary is not None:
                     binaries[prepared.binary] = cand.key
                 row = await record(cand, await outcome(cand, prepared), fresh=True)
-                if cand.key == original.key and isinstance(row.result, Measured):  # a hang costs a few originals' time
+                if cand.key == original.key and isinstance(row.result, Measured) and plan.reference is None:
+                    # a hang costs a few originals' time. Not under a Python reference: the first candidate whose outputs
+                    # differ from the original's computes the reference at the bench sizes inside its own evaluation
+                    # (up to a minute on the host for GiB-sized rows), which the original never needed.
                     plan = plan.model_copy(update={"timeout_s": candidate_timeout(row.result.wall_s, plan.timeout_s)})
                 if isinstance(row.result, Measured) and isinstance(prepared.compiled, Compiled):
                     measured[cand.key] = prepared.compiled  # the artifact the re-timing of the best runs again

@@ -58,10 +58,10 @@ def test_snippet_optimise_then_apply_best(tmp_path: Path):
     (tmp_path / "ptxfactory.el").write_text(snippet())
     out, result = tmp_path / "applied.cu", tmp_path / "result.json"
     env = {**os.environ, "PTX_SNIPPET": str(tmp_path / "ptxfactory.el"), "PTX_SERVER": json.dumps(SERVER),
-           "PTX_FILE": str(tmp_path / "rmsnorm.cu"), "PTX_OUT": str(out), "PTX_RESULT": str(result), "PTX_TIMEOUT": "60"}
+           "PTX_FILE": str(tmp_path / "rmsnorm.cu"), "PTX_OUT": str(out), "PTX_RESULT": str(result), "PTX_TIMEOUT": "180"}
 
     proc = subprocess.run([EMACS, "--batch", "-q", "-l", str(E2E)], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=150)
+                          capture_output=True, text=True, timeout=400)
 
     assert proc.returncode == 0, proc.stderr[-6000:] + proc.stdout[-2000:]
     summary = json.loads(result.read_text())

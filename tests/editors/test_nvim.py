@@ -39,8 +39,8 @@ UNIT = Path(__file__).with_name("nvim_unit.lua")
 EXAMPLE = ROOT / "examples" / "rmsnorm"
 SERVER = [sys.executable, "-m", "ptxfactory.daemon.lsp", "--backend", "simulated"]
 BACKEND = "simulated (SimulatedDevice: no GPU in CI; never runs or verifies kernels, speedups are modelled)"
-STEP_TIMEOUT_MS = 60_000
-RUN_TIMEOUT_S = 150
+STEP_TIMEOUT_MS = 180_000  # liveness bounds: a whole simulated job compiles up to 64 candidates
+RUN_TIMEOUT_S = 400
 
 
 def find_nvim() -> tuple[Path, Path] | None:

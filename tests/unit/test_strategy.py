@@ -242,9 +242,32 @@ async def test_the_report_says_why_each_restructuring_pass_left_the_original_alo
     refused = dict(summary.passes_refused)
     rowpar = next(p for p in refused if p.startswith("rowpar_auto"))
     assert "rowpar_lanes32" in rowpar and "colpar's case" in refused[rowpar]
+    loop_line = next(i for i, line in enumerate(colsum.read_text().splitlines(), 1) if line.lstrip().startswith("for ("))
+    assert f"the loop at line {loop_line} " in refused[rowpar]  # the file's line, not the kernel text's
     assert any(p.startswith("smem_tile") for p in refused) and refused.get("atomic_agg") == "no atomic in the kernel"
     assert not any(p.startswith("colpar") for p in refused)  # it applies
     assert len(set(refused.values())) == len(refused)
     md = render_markdown(summary)
     assert "## Restructuring passes that left the original alone" in md and "colpar's case" in md
     assert any("restructuring passes left the original alone" in str(t) for t in _final_lines(summary, colsum.parent))
+
+
+async def test_under_a_python_reference_the_hang_limit_stays_the_plans():
+    """With a Python reference, the first candidate whose outputs differ computes the reference at the bench sizes
+    inside its evaluation, which the original never did: the limit is not cut to a few originals' time."""
+    from ptxfactory.harness.simulated import SimulatedDevice
+
+    class Recording(SimulatedDevice):
+        def __init__(self):
+            super().__init__(delay_s=0)
+            self.plans = []
+
+        async def evaluate(self, spec, baseline, candidate, plan):
+            self.plans.append(plan)
+            result = await super().evaluate(spec, baseline, candidate, plan)
+            return result.model_copy(update={"wall_s": 1.0})
+
+    backend = Recording()
+    rowsum_seq = Path(__file__).resolve().parents[2] / "examples" / "rowsum_seq" / "rowsum_seq.cu"
+    await optimise(rowsum_seq, "rowsum_seq", backend=backend, generators=("tune",), max_candidates=3, use_lessons=False)
+    assert backend.plans[0].reference is not None and {p.timeout_s for p in backend.plans} == {120.0}

@@ -132,7 +132,11 @@ class TransformGenerator:
         except SignatureMismatch:
             return []
         unit = unit_from_context(ctx)
-        return refusals(unit) if unit.fn is not None else []
+        if unit.fn is None:
+            return []
+        # the passes count lines in the kernel's own text: the file's lines are offset by the lines before the kernel
+        offset = ctx.source.encode()[: ctx.kernel.start_byte].count(b"\n")
+        return [(names, _file_lines(reason, offset)) for names, reason in refusals(unit)]
 
     def candidate(self, ctx: GenContext, unit: Unit, chain: list[Pass]) -> Candidate | None:
         """The candidate for a transformed unit (None when the passes changed nothing)."""
@@ -180,6 +184,12 @@ def refusals(unit: Unit) -> list[tuple[str, str]]:
         if reason:
             by_reason.setdefault(reason, []).append(p.name)
     return [(", ".join(names), reason) for reason, names in by_reason.items()]
+
+
+def _file_lines(reason: str, offset: int) -> str:
+    """``reason`` with each ``line N`` (``lines N/M``, ``line N: ...``) of the kernel's text moved ``offset`` lines down."""
+    shift = lambda m: m.group(1) + "/".join(str(int(n) + offset) for n in m.group(2).split("/"))  # noqa: E731
+    return re.sub(r"\b(lines? )(\d+(?:/\d+)*)", shift, reason)
 
 
 def unit_from_context(ctx: GenContext) -> Unit:
