@@ -269,6 +269,8 @@ def search_lines(summary: JobSummary) -> list[str]:
         out.append(f"- wall time: {summary.wall_s:.1f} s{busy}")
     if summary.agent_spend is not None:  # what the language-model agents cost (search/agents/)
         out.append(f"- {summary.agent_spend.describe()}")
+    if summary.duplicates:  # not in the table: they were never evaluated
+        out.append(f"- {summary.duplicates} candidates dropped after compiling: the same machine code and launch as one evaluated")
     return out
 
 

@@ -249,6 +249,9 @@ async def test_the_report_says_why_each_restructuring_pass_left_the_original_alo
     assert len(set(refused.values())) == len(refused)
     md = render_markdown(summary)
     assert "## Restructuring passes that left the original alone" in md and "colpar's case" in md
+    dropped = render_markdown(summary.model_copy(update={"duplicates": 5}))
+    assert "- 5 candidates dropped after compiling: the same machine code and launch as one evaluated" in dropped
+    assert "dropped after compiling" not in md or summary.duplicates
     assert any("restructuring passes left the original alone" in str(t) for t in _final_lines(summary, colsum.parent))
 
 
