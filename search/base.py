@@ -1,6 +1,8 @@
 """The generator interface: one method, ``propose``, from a context to candidates."""
 from __future__ import annotations
 
+import re
+
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -48,6 +50,21 @@ class Generator(Protocol):
 
 
 Config = TypeVar("Config")
+
+
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+# an exponential as naive kernels call it: expf, __expf, exp, exp2f, exp10f, hexp / h2exp (half), std::exp
+EXP_CALL = r"\b(?:__|h2?)?exp(?:2|10)?f?\s*\("
+
+
+def source_mentions(source: str, pattern: str) -> bool:
+    """Whether ``source`` (a whole translation unit, comments left out) matches the regular expression ``pattern``.
+
+    A family's evidence that the kernel computes what its skeleton does (a softmax calls an exponential; a tanh-GELU
+    epilogue, ``tanh``): a family cannot read the user's math, but it can see which functions it calls, and a
+    candidate proposed without that evidence computes another function, which only a GPU's verification would tell.
+    The whole unit is read, so a ``__device__`` helper beside the kernel counts."""
+    return re.search(pattern, _COMMENTS.sub(" ", source)) is not None
 
 
 def family_candidates(ctx: GenContext, fits: bool, configs: Iterable[Config],

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import GenContext, family_candidate, family_candidates, shape_dims, size_args
+from ..base import GenContext, family_candidate, family_candidates, shape_dims, size_args, source_mentions
 from .cuda_text import load_template, floats_to_word, word_to_floats
 
 _TEMPLATE = Path(__file__).with_name("elementwise.cu")
@@ -43,6 +43,16 @@ _WORDS = {4: ["u"], 8: ["u.x", "u.y"], 16: ["u.x", "u.y", "u.z", "u.w"]}
 _ZERO = {4: "0u", 8: "make_uint2(0u, 0u)", 16: "make_uint4(0u, 0u, 0u, 0u)"}
 
 EPILOGUES = ("gelu_tanh", "gelu_erf", "silu", "relu", "identity")
+# what the source must call for an epilogue's configurations to be proposed: the tanh-GELU's 18 (the others are one
+# configuration each, proposed always)
+EVIDENCE = {"gelu_tanh": r"\btanh"}
+
+
+def plausible(epilogue: str, source: str) -> bool:
+    """Whether ``source`` calls what ``epilogue`` computes with (:data:`EVIDENCE`): the family proposes no tanh-GELU
+    for a kernel that never calls ``tanh``."""
+    pattern = EVIDENCE.get(epilogue)
+    return pattern is None or source_mentions(source, pattern)
 
 
 @dataclass(frozen=True)
@@ -172,7 +182,8 @@ class ElementwiseFamily:
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
         m = match_spec(ctx.spec)
-        return family_candidates(ctx, m is not None, tuning_space(ctx.spec) if m else (), lambda cfg: self.instantiate(ctx, m, cfg))
+        configs = [c for c in tuning_space(ctx.spec) if plausible(c.epilogue, ctx.source)] if m else ()
+        return family_candidates(ctx, m is not None, configs, lambda cfg: self.instantiate(ctx, m, cfg))
 
     def instantiate(self, ctx: GenContext, m: ElementwiseMatch, cfg: ElementwiseConfig) -> Candidate:
         """The candidate for one configuration (the spec must match: ``m = match_spec(ctx.spec)``)."""

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import GenContext, family_candidate, family_candidates, size_args
+from ..base import EXP_CALL, GenContext, family_candidate, family_candidates, size_args, source_mentions
 from .cuda_text import load_template, floats_to_word, word_to_floats
 from .rowwise import _CTYPE, _FLOATS, _ITEMSIZE, _is_2d, grid_expr
 
@@ -187,7 +187,7 @@ class SoftmaxFamily:
     name = "softmax"
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
-        m = match_spec(ctx.spec)
+        m = match_spec(ctx.spec) if source_mentions(ctx.source, EXP_CALL) else None  # no exponential: not a softmax
         return family_candidates(ctx, m is not None, tuning_space(m) if m else (), lambda cfg: self.instantiate(ctx, m, cfg))
 
     def instantiate(self, ctx: GenContext, m: SoftmaxMatch, cfg: SoftmaxConfig) -> Candidate:

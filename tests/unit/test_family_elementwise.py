@@ -221,7 +221,8 @@ def test_f16_no_bias_cxx_linkage():
     spec = parse_spec(NO_BIAS_SPEC).kernels["act_rows"]
     ctx = make_ctx(spec=spec, source=NO_BIAS)
     cands = ElementwiseFamily().propose(ctx)
-    assert {c.params["epilogue"] for c in cands} == set(EPILOGUES)
+    # a relu kernel never calls tanh: none of the 18 tanh-GELU configurations is proposed for it
+    assert {c.params["epilogue"] for c in cands} == set(EPILOGUES) - {"gelu_tanh"}
     for c in cands[:2] + cands[-3:]:
         k = find_kernel(c.source, "act_rows")
         check_signature(spec, k)

@@ -233,3 +233,15 @@ def test_f16_inside_extern_c_block_compiles():
         r = compile_candidate(c, "sm_90a")
         assert not isinstance(r, CompileFailed), r.log
         assert r.lowered_name == "softmax" and spill_free(r.log)
+
+
+def test_a_kernel_that_calls_no_exponential_gets_no_softmax():
+    """The family matches signatures; a kernel of the same signature that never calls an exponential (a prefix sum,
+    a row copy) is not a softmax, and proposing the skeleton for it would only spend GPU time on candidates that
+    compute another function. A comment naming ``expf`` is no evidence."""
+    ctx = make_ctx()
+    assert SoftmaxFamily().propose(ctx)
+    body = ctx.kernel.text
+    plain = body.replace("__expf(", "(").replace("expf(", "(").replace("exp(", "(") + "\n// expf( in a comment\n"
+    bare = make_ctx(source=ctx.source.replace(body, plain))
+    assert "exp" not in bare.kernel.text.split("//")[0] and SoftmaxFamily().propose(bare) == []
