@@ -210,21 +210,7 @@ async def test_a_candidate_may_take_a_few_times_the_original_before_it_counts_as
     plan's 120 s), so a hanging candidate costs a few originals' time, not two minutes of a one-minute job; the
     session (what the worker keeps) does not change with it."""
     from ptxfactory.harness.session import session_id
-    from ptxfactory.harness.simulated import SimulatedDevice
-
-    class Recording(SimulatedDevice):
-        def __init__(self):
-            super().__init__(delay_s=0)
-            self.plans = []
-
-        async def evaluate(self, spec, baseline, candidate, plan):
-            self.plans.append(plan)
-            result = await super().evaluate(spec, baseline, candidate, plan)
-            if candidate.candidate.key == baseline.candidate.key:
-                return result.model_copy(update={"wall_s": original_wall_s})
-            return result
-
-    backend = Recording()
+    backend = _PlanRecorder(original_wall_s)
     await optimise(example_copy, "rmsnorm", backend=backend, generators=("tune",), max_candidates=3)
     assert backend.plans[0].timeout_s == 120.0 and {p.timeout_s for p in backend.plans[1:-1]} == {expected}
     first, later = (p.model_dump(mode="json") for p in (backend.plans[0], backend.plans[1]))
@@ -260,7 +246,17 @@ async def test_under_a_python_reference_the_hang_limit_stays_the_plans():
     inside its evaluation, which the original never did: the limit is not cut to a few originals' time."""
     from ptxfactory.harness.simulated import SimulatedDevice
 
-    class Recording(SimulatedDevice):
+    backend = _PlanRecorder(1.0)
+    rowsum_seq = Path(__file__).resolve().parents[2] / "examples" / "rowsum_seq" / "rowsum_seq.cu"
+    await optimise(rowsum_seq, "rowsum_seq", backend=backend, generators=("tune",), max_candidates=3, use_lessons=False)
+    assert backend.plans[0].reference is not None and {p.timeout_s for p in backend.plans} == {120.0}
+
+
+def _PlanRecorder(original_wall_s: float):
+    """A simulated device that records each evaluation's plan and reports the original's wall time as given."""
+    from ptxfactory.harness.simulated import SimulatedDevice
+
+    class PlanRecorder(SimulatedDevice):
         def __init__(self):
             super().__init__(delay_s=0)
             self.plans = []
@@ -268,9 +264,8 @@ async def test_under_a_python_reference_the_hang_limit_stays_the_plans():
         async def evaluate(self, spec, baseline, candidate, plan):
             self.plans.append(plan)
             result = await super().evaluate(spec, baseline, candidate, plan)
-            return result.model_copy(update={"wall_s": 1.0})
+            if candidate.candidate.key == baseline.candidate.key:
+                return result.model_copy(update={"wall_s": original_wall_s})
+            return result
 
-    backend = Recording()
-    rowsum_seq = Path(__file__).resolve().parents[2] / "examples" / "rowsum_seq" / "rowsum_seq.cu"
-    await optimise(rowsum_seq, "rowsum_seq", backend=backend, generators=("tune",), max_candidates=3, use_lessons=False)
-    assert backend.plans[0].reference is not None and {p.timeout_s for p in backend.plans} == {120.0}
+    return PlanRecorder()
