@@ -44,9 +44,11 @@ from .priors import Priors, candidate_score, generator_kind
 # "agent" (language models, search/agents/) is inert unless a provider is configured.
 DEFAULT_GENERATORS = ("rowwise", "softmax", "rowreduce", "elementwise", "transpose", "transform", "tune", "agent")
 # A kernel written in PTX (a .ptx file's .entry) gets only these (the others write CUDA C++): "transform" and
-# "tune" stand for their PTX counterparts there, other names are dropped.
+# "tune" stand for their PTX counterparts there, "agent" (its PTX prompts: search/agents/) is offered too, other
+# names are dropped.
 PTX_GENERATORS = ("ptx_transform", "ptx_tune")
-PTX_COUNTERPART = {"transform": "ptx_transform", "tune": "ptx_tune", "ptx_transform": "ptx_transform", "ptx_tune": "ptx_tune"}
+PTX_COUNTERPART = {"transform": "ptx_transform", "tune": "ptx_tune", "ptx_transform": "ptx_transform", "ptx_tune": "ptx_tune",
+                   "agent": "agent"}
 DEFAULT_PATIENCE = 24
 
 
@@ -301,6 +303,9 @@ async def optimise(
                     continue
                 if prepared.binary is not None:
                     binaries[prepared.binary] = cand.key
+                if backend is not None and not isinstance(prepared.compiled, CompileFailed):
+                    notify(Progress(len(rows), search.total_estimate(len(rows) + len(inflight) + 1),
+                                    f"evaluating #{len(rows)} {cand.generator}: {cand.description}"))
                 row = await record(cand, await outcome(cand, prepared), fresh=True)
                 if cand.key == original.key and isinstance(row.result, Measured) and plan.reference is None:
                     # a hang costs a few originals' time. Not under a Python reference: the first candidate whose outputs
@@ -328,8 +333,10 @@ async def optimise(
     if best is not None and backend is not None and state == "finished":  # compute-sanitizer; a best with errors is dropped
         from ptxfactory.harness.sanitize import vet_best
 
+        notify(Progress(len(rows), len(rows) + 1, f"checking the best (#{rows.index(best)}) under compute-sanitizer"))
         best = await vet_best(rows, lambda rs: _best(rs, original.key), measured, spec, baseline, backend)
     if best is not None and backend is not None and state == "finished":
+        notify(Progress(len(rows), len(rows) + 1, f"re-timing the best (#{rows.index(best)}) on fresh inputs"))
         best, retimed = await _confirm(best, measured.get(best.candidate.key), rows, original.key, backend, spec, baseline,
                                        pool, busy, reference)
     summary = JobSummary(

@@ -1,6 +1,10 @@
 """What the planner is shown, as text: the spec, resources, the roofline position of the best so far,
 the rejected candidates with their reasons, past lessons, the parent's SASS summary (:mod:`ptxfactory.harness.sass`)
-and its Nsight Compute counters (:mod:`ptxfactory.harness.ncu`), or why either is unavailable. Each part is bounded."""
+and its Nsight Compute counters (:mod:`ptxfactory.harness.ncu`), or why either is unavailable. Each part is bounded.
+
+Nothing here assumes CUDA C++: a kernel written in PTX (``KernelDef.language == "ptx"``) is shown as its ``.entry``
+with its innermost loops marked (:func:`kernel_listing`), its ``.param`` list (:func:`ptx_params`) and its module's
+header (:func:`ptx_header`); its resources are ptxas's report and its SASS the cubin's, as for CUDA."""
 from __future__ import annotations
 
 import asyncio
@@ -26,6 +30,43 @@ def signature(kernel_text: str, name: str) -> str:
         depth += {"(": 1, ")": -1}.get(kernel_text[i], 0)
         i += 1
     return " ".join(kernel_text[m.end(): i - 1].split())
+
+
+def ptx_params(kernel_text: str) -> str:
+    """The ``.param`` list of the (first) ``.entry`` in ``kernel_text``, one declaration a line (``- .param .u64 .ptr
+    .global .align 4 x``), read by :func:`ptxfactory.harness.ptx.parse_entries`; ``(unknown)`` when none can be read."""
+    from ptxfactory.harness.ptx import PtxSyntaxError, parse_entries
+
+    try:
+        entries = parse_entries(kernel_text)
+    except PtxSyntaxError:
+        entries = []
+    if not entries:
+        return "(unknown)"
+    lines = []
+    for p in entries[0].params:
+        attrs = "".join([" .ptr" if p.ptr else "", f" .{p.space}" if p.space else "", f" .align {p.align}" if p.align else ""])
+        lines.append(f"- .param .{p.type}{attrs} {p.name}" + (f"[{p.array}]" if p.array is not None else ""))
+    return "\n".join(lines) or "(none)"
+
+
+def ptx_header(source: str) -> str:
+    """The module header a PTX candidate keeps (``.version 8.0; .target sm_90a; .address_size 64``): the module's
+    ``.version``, ``.target`` and ``.address_size`` directives, comments left out."""
+    from ptxfactory.harness.ptx import blank_comments
+
+    found = re.findall(r"^[ \t]*(\.(?:version|target|address_size)\b[^\n;]*)", blank_comments(source), re.M)
+    return "; ".join(" ".join(d.split()) for d in found) or "no header directives found"
+
+
+def kernel_listing(kernel) -> str:
+    """The kernel's text as the planner sees it: a CUDA kernel's definition as written; a PTX entry with its innermost
+    loops marked (:func:`ptxfactory.harness.ptx_ir.mark_ptx_hot_loops`)."""
+    if getattr(kernel, "language", "cuda") != "ptx":
+        return kernel.text
+    from ptxfactory.harness.ptx_ir import mark_ptx_hot_loops
+
+    return mark_ptx_hot_loops(kernel.text)
 
 
 def spec_text(spec: KernelSpec) -> str:

@@ -8,6 +8,11 @@ best appears (any generator's), the planner plans again from it, up to ``rounds`
 outcome is stored as a lesson (:meth:`LessonStore.record_agent_lesson`); every call is charged to the
 job's budget (:mod:`.budget`) and stored with the job (:meth:`LessonStore.record_agent_call`); at the
 budget the agents stop and the job carries on with the other generators.
+
+A kernel written in PTX (a ``.ptx`` module's ``.entry``) gets the same roles with its own templates
+(``prompts/*_ptx.md``: the entry's PTX, its ``.param`` list, the module's header); a reply's new entry
+(:func:`.parse.ptx_entry`, checked against the parent's entry) replaces the old one in the module, as the PTX passes'
+candidates do, and goes through ptxas (or the driver's JIT) and the same verifier.
 """
 from __future__ import annotations
 
@@ -16,8 +21,9 @@ import logging
 import time
 from dataclasses import dataclass
 
-from ptxfactory.harness.source import check_signature, find_kernel, replace_kernel
-from ptxfactory.protocol import Candidate, CandidateRow, LaunchConfig, Measured
+from ptxfactory.harness.ptx import PtxSyntaxError, entry_of, is_ptx
+from ptxfactory.harness.source import KernelDef, check_signature, find_kernel, replace_kernel
+from ptxfactory.protocol import Candidate, CandidateRow, KernelSpec, LaunchConfig, Measured
 from ptxfactory.protocol.agent import AgentCall, AgentSpend
 
 from . import evidence, parse, prompts
@@ -32,6 +38,46 @@ log = logging.getLogger(__name__)
 MAX_FAILED_CALLS = 3  # consecutive failed calls (after the SDK's own retries) before the agents give up on the job
 FASTER = 1.01  # a verified candidate at least this much faster than its parent counts as "faster"
 _said_off = False
+
+
+def planner_prompt(kernel: KernelDef, source: str, spec: KernelSpec, arch: str, ideas: int, *, resources: str, roofline: str,
+                   sass: str, counters: str, rejected: str, kernel_class: str, lessons: str) -> str:
+    """The planner's request for ``kernel`` (the parent's, found in its ``source``), with the evidence given as text."""
+    return prompts.render(
+        prompts.named("planner", kernel.language), ideas=ideas, arch=arch, kernel_name=spec.name,
+        kernel=evidence.kernel_listing(kernel), spec=evidence.spec_text(spec), resources=resources, roofline=roofline,
+        sass=sass, counters=counters, rejected=rejected, kernel_class=kernel_class, lessons=lessons,
+        header=evidence.ptx_header(source) if kernel.language == "ptx" else "")
+
+
+def coder_prompt(parent: Candidate, spec: KernelSpec, arch: str, idea: str) -> str:
+    """The coder's request: implement ``idea`` as a new definition of the kernel of ``parent`` (its ``.entry`` for PTX)."""
+    kernel = find_kernel(parent.source, spec.name)
+    launch = f"grid={list(parent.launch.grid)} block={list(parent.launch.block)} shared_mem={parent.launch.shared_mem}"
+    if spec.launch.policy == "free":
+        symbols = ", ".join(sorted({str(a.value) for a in spec.args if not a.is_buffer and isinstance(a.value, str)}))
+        rule = prompts.render("coder_launch_free", launch=launch, symbols=symbols)
+    else:
+        rule = prompts.render("coder_launch_fixed", launch=launch)
+    if kernel.language == "ptx":
+        return prompts.render("coder_ptx", kernel_name=spec.name, arch=arch, idea=idea, launch_rule=rule,
+                              params=evidence.ptx_params(kernel.text), header=evidence.ptx_header(parent.source),
+                              kernel=kernel.text, spec=evidence.spec_text(spec))
+    return prompts.render("coder", kernel_name=spec.name, arch=arch, idea=idea, launch_rule=rule,
+                          signature=evidence.signature(kernel.text, spec.name), kernel=kernel.text,
+                          spec=evidence.spec_text(spec))
+
+
+def reviewer_prompt(candidate: Candidate, spec: KernelSpec, arch: str, idea: str, failure: str) -> str:
+    """The reviewer's request: ``candidate`` (written for ``idea``) failed with ``failure``; fix it or give a lesson."""
+    note = ", then the LAUNCH line" if spec.launch.policy == "free" else ""
+    if is_ptx(candidate.source):
+        return prompts.render("reviewer_ptx", kernel_name=spec.name, arch=arch, idea=idea, failure=failure,
+                              candidate=candidate.kernel_text, params=evidence.ptx_params(candidate.kernel_text),
+                              header=evidence.ptx_header(candidate.source), launch_note=note)
+    return prompts.render("reviewer", kernel_name=spec.name, arch=arch, idea=idea, failure=failure,
+                          candidate=candidate.kernel_text, signature=evidence.signature(candidate.kernel_text, spec.name)
+                          if spec.name in candidate.kernel_text else "as the original", launch_note=note)
 
 
 @dataclass
@@ -63,6 +109,7 @@ class AgentGenerator:
         self.original: Candidate | None = None
         self.failed_calls = 0
         self.stopped: str | None = None
+        self.language = "cuda"  # the original's: "ptx" for an .entry of a PTX module (its prompts: prompts/*_ptx.md)
         self._sem: asyncio.Semaphore | None = None
 
     # -- the generator interface -------------------------------------------------------------------------
@@ -110,6 +157,7 @@ class AgentGenerator:
             return []
         if row.key == self.job.baseline_key:
             self.original = row.candidate
+            self.language = "ptx" if is_ptx(row.candidate.source) else "cuda"
         attempt = self.attempts.pop(row.key, None)
         out: list[Candidate] = []
         if attempt is not None:
@@ -151,9 +199,8 @@ class AgentGenerator:
         lessons = await job.store.agent_lessons(job.kernel_class, job.arch) if job.store is not None else []
         base_row = next((r for r in self.rows if r.key == job.baseline_key), None)
         best_row = self.best or base_row
-        user = prompts.render(
-            "planner", ideas=self._config.ideas, arch=job.arch, kernel_name=spec.name, kernel=kernel.text,
-            spec=evidence.spec_text(spec), resources=evidence.resources_text(best_row),
+        user = planner_prompt(
+            kernel, parent.source, spec, job.arch, self._config.ideas, resources=evidence.resources_text(best_row),
             roofline=evidence.roofline_text(best_row, job.facts), sass=await evidence.sass_text(parent, job.arch, job.pool),
             counters=await evidence.counters_text(job.profile, parent),
             rejected=evidence.rejected_text(self.rows, job.baseline_key), kernel_class=job.kernel_class,
@@ -172,17 +219,7 @@ class AgentGenerator:
         return [c for c in made if c is not None]
 
     async def _code(self, idea: str, parent: Candidate, parent_speedup: float) -> Candidate | None:
-        spec = self.job.spec
-        kernel = find_kernel(parent.source, spec.name)
-        launch = f"grid={list(parent.launch.grid)} block={list(parent.launch.block)} shared_mem={parent.launch.shared_mem}"
-        if spec.launch.policy == "free":
-            symbols = ", ".join(sorted({str(a.value) for a in spec.args if not a.is_buffer and isinstance(a.value, str)}))
-            rule = prompts.render("coder_launch_free", launch=launch, symbols=symbols)
-        else:
-            rule = prompts.render("coder_launch_fixed", launch=launch)
-        user = prompts.render("coder", kernel_name=spec.name, arch=self.job.arch, idea=idea, launch_rule=rule,
-                              signature=evidence.signature(kernel.text, spec.name), kernel=kernel.text,
-                              spec=evidence.spec_text(spec))
+        user = coder_prompt(parent, self.job.spec, self.job.arch, idea)
         reply = await self._call("coder", user)
         return await self._candidate(reply, idea, parent, parent_speedup, turn=1)
 
@@ -191,19 +228,16 @@ class AgentGenerator:
         if reply is None:
             return None  # the call failed or the budget ran out: nothing learnt about the idea
         spec = self.job.spec
-        code = parse.kernel_code(reply, spec.name)
-        why = None
-        if code is None:
-            why = "the reply had no definition of the kernel"
-        else:
+        code, why, outcome = self._code_of(reply, parent)
+        if code is not None:
             try:
                 source = replace_kernel(parent.source, find_kernel(parent.source, spec.name), code)
                 check_signature(spec, find_kernel(source, spec.name))
             except (KeyError, ValueError) as exc:
-                why = f"the code does not define the kernel with its signature: {exc}"
+                why, outcome = f"the code does not define the kernel with its signature: {exc}", "bad_signature"
         if why is not None:
             self.job.say(f"agent: {why} (idea: {idea[:80]})")
-            await self._lesson(idea, "no_code" if code is None else "bad_signature", None, None, None)
+            await self._lesson(idea, outcome, None, None, None)
             return None
         launch = parent.launch
         if spec.launch.policy == "free":
@@ -215,6 +249,20 @@ class AgentGenerator:
             template_args=list(parent.template_args))
         self.attempts[cand.key] = _Attempt(idea=idea, turn=turn, parent=parent, parent_speedup=parent_speedup)
         return cand
+
+    def _code_of(self, reply: str, parent: Candidate) -> tuple[str | None, str | None, str]:
+        """The kernel code of a reply for ``parent``'s kernel: (code, None, "") or (None, why, outcome to record).
+        A PTX kernel's is a new ``.entry`` with the parent entry's name and ``.param`` list (:func:`.parse.ptx_entry`)."""
+        name = self.job.spec.name
+        kernel = find_kernel(parent.source, name)
+        if kernel.language == "ptx":
+            try:
+                found = parse.ptx_entry(reply, entry_of(kernel))
+            except (PtxSyntaxError, KeyError) as exc:  # the parent's own entry unreadable: not the reply's fault
+                return None, f"the parent's entry cannot be read: {exc}", "no_code"
+            return found.code, found.why, found.outcome or ""
+        code = parse.kernel_code(reply, name)
+        return (code, None, "") if code is not None else (None, "the reply had no definition of the kernel", "no_code")
 
     async def _after_own(self, row: CandidateRow, attempt: _Attempt) -> list[Candidate]:
         """One of the agent's candidates finished: store its outcome, or send its failure to the reviewer."""
@@ -233,20 +281,17 @@ class AgentGenerator:
         return await self._review(row, attempt)
 
     async def _review(self, row: CandidateRow, attempt: _Attempt) -> list[Candidate]:
-        spec = self.job.spec
         failure = row.reason
         log_text = getattr(row.result, "log", None)
         if log_text:
             failure = "compile error:\n" + "\n".join(log_text.strip().splitlines()[:30])
-        note = ", then the LAUNCH line" if spec.launch.policy == "free" else ""
-        user = prompts.render("reviewer", kernel_name=spec.name, arch=self.job.arch, idea=attempt.idea, failure=failure,
-                              candidate=row.candidate.kernel_text, signature=evidence.signature(row.candidate.kernel_text, spec.name)
-                              if spec.name in row.candidate.kernel_text else "as the original", launch_note=note)
+        user = reviewer_prompt(row.candidate, self.job.spec, self.job.arch, attempt.idea, failure)
         reply = await self._call("reviewer", user)
         if reply is None:
             await self._lesson(attempt.idea, row.result.outcome, None, None, row.key)
             return []
-        if parse.kernel_code(reply, spec.name) is not None:
+        code, _, outcome = self._code_of(reply, attempt.parent)
+        if code is not None or outcome == "bad_signature":  # a fix (a wrong one is refused, and recorded, as the coder's)
             fixed = await self._candidate(reply, attempt.idea, attempt.parent, attempt.parent_speedup, turn=2)
             if fixed is not None:
                 self.job.say(f"agent: reviewer fixed {attempt.idea[:60]!r} ({row.result.outcome})")
@@ -264,7 +309,7 @@ class AgentGenerator:
         if not self.active:
             return None
         provider = self._config.provider
-        system = prompts.system()
+        system = prompts.system(self.language)
         async with self._sem:  # the budget is checked when the call can go, after the calls ahead of it are charged
             if not self.active:
                 return None

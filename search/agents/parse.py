@@ -1,4 +1,5 @@
-"""Reading models' replies: ideas, a kernel, its launch, a one-line lesson, whatever the chatter around them.
+"""Reading models' replies: ideas, a kernel (CUDA C++, or a PTX ``.entry``: :func:`ptx_entry`), its launch, a one-line
+lesson, whatever the chatter around them.
 
 Nothing here raises on a bad reply: each reader returns None (or an empty list) when the reply has
 nothing it can use, and the agent records that as a failed turn without a lesson.
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
 from ptxfactory.protocol import LaunchConfig
 from ptxfactory.protocol.expr import ExprError, symbols_in
@@ -86,3 +88,70 @@ def lesson(text: str) -> str | None:
         return None
     line = re.sub(r"\s+", " ", m.group(1).strip(" *`")).strip()
     return line[:200] or None
+
+
+# --- PTX replies (a kernel written in PTX: the reply is a new ``.entry``) --------------------------------------
+
+_PTX_HEADER = re.compile(r"^[ \t]*\.(?:version|target|address_size)\b[^\n]*(?:\n|\Z)", re.M)
+_PTX_ENTRY = re.compile(r"\.entry\s+([A-Za-z_$%][\w$]*)\s*\(")
+
+
+@dataclass(frozen=True)
+class PtxCode:
+    """What a reply holds for a PTX kernel: ``code`` (the new entry, with the ``.func`` helpers and module-level
+    declarations written before it in its block; no module header), or None with ``why`` and the ``outcome`` to
+    record (``"no_code"``: no complete entry; ``"bad_signature"``: an entry of another name or ``.param`` list)."""
+
+    code: str | None
+    why: str | None = None
+    outcome: str | None = None
+
+
+def _param_list(params) -> str:
+    return ", ".join(f".{p.type} {p.name}" + (f"[{p.array}]" if p.array is not None else "") for p in params)
+
+
+def ptx_entry(text: str, original) -> PtxCode:
+    """The new ``.entry`` a reply writes for the PTX kernel whose parsed entry is ``original``
+    (:class:`ptxfactory.harness.ptx.PtxEntry`), checked against it: the same name and the same ``.param`` list
+    (names, types and aggregates in order; the ``.ptr``/``.align`` attributes are the spec's to judge).
+
+    Read from the last fenced block (```ptx, a plain ``` or any other) that holds an ``.entry`` of that name, else the
+    reply's bare text when it has no fences. The module header (``.version``, ``.target``, ``.address_size``) is
+    dropped: the candidate keeps its module's, as every PTX candidate does; another entry in the same block before
+    it is left out. Never raises: a reply without a usable entry is a :class:`PtxCode` whose ``code`` is None."""
+    from ptxfactory.harness.ptx import PtxSyntaxError, blank_comments, parse_entries
+
+    text = text or ""
+    blocks = [body for _, body in code_blocks(text)]
+    if not blocks and "```" not in text:
+        blocks = [text]  # bare text: the entry alone is taken below (the prose before it is not PTX)
+        bare = True
+    else:
+        bare = False
+    found: PtxCode | None = None  # the latest refusal, for the reason given when no block is usable
+    for body in reversed(blocks):
+        if not _PTX_ENTRY.search(blank_comments(body)):
+            continue
+        try:
+            entries = parse_entries(body)
+        except PtxSyntaxError as exc:
+            found = found or PtxCode(None, f"the reply's PTX cannot be read ({exc}): an entry cut short?", "no_code")
+            continue
+        mine = [e for e in entries if e.name == original.name]
+        if not mine:
+            names = ", ".join(e.name for e in entries) or "none complete"
+            found = found or PtxCode(None, f"the reply's .entry is named {names}, not {original.name}", "bad_signature")
+            continue
+        entry = mine[-1]
+        wanted, got = [(p.name, p.type, p.array) for p in original.params], [(p.name, p.type, p.array) for p in entry.params]
+        if got != wanted:
+            return PtxCode(None, f"the reply's .entry {original.name} takes ({_param_list(entry.params)}), the original "
+                                 f"({_param_list(original.params)}): the .param list must stay", "bad_signature")
+        before = [e for e in entries if e.end <= entry.start]
+        start = entry.start if bare else (before[-1].end if before else 0)
+        code = _PTX_HEADER.sub("", body[start:entry.end]).strip("\n")
+        return PtxCode(code + "\n")
+    if found is not None:
+        return found
+    return PtxCode(None, f"the reply had no .entry {original.name}", "no_code")

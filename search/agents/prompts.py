@@ -1,4 +1,7 @@
-"""The roles' prompts, rendered from the template files in ``prompts/`` (``string.Template``, ``$name`` fields)."""
+"""The roles' prompts, rendered from the template files in ``prompts/`` (``string.Template``, ``$name`` fields).
+
+A kernel written in PTX has its own templates, ``<role>_ptx.md`` (:func:`named`): they say that the kernel is PTX,
+show its ``.entry`` and ask for a replacement entry; a CUDA kernel's are the plain ``<role>.md``."""
 from __future__ import annotations
 
 import string
@@ -17,6 +20,11 @@ def render(name: str, **fields) -> str:
     return template(name).substitute({k: str(v) for k, v in fields.items()}).strip() + "\n"
 
 
-def system() -> str:
-    """The system prompt every role shares."""
-    return render("system")
+def named(role: str, language: str = "cuda") -> str:
+    """The template name of ``role`` for a kernel in ``language`` (``"cuda"`` or ``"ptx"``, :attr:`KernelDef.language`)."""
+    return f"{role}_ptx" if language == "ptx" else role
+
+
+def system(language: str = "cuda") -> str:
+    """The system prompt every role shares (for a kernel in ``language``)."""
+    return render(named("system", language))
