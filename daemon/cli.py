@@ -23,6 +23,7 @@ import asyncio
 import json
 import signal
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from enum import Enum
@@ -149,14 +150,26 @@ def candidate_table(summary: JobSummary) -> Table:
 
 
 class _ProgressBar:
-    """A rich progress bar fed by the job's ``on_progress`` callback: on stderr, only on a terminal, gone when the job ends."""
+    """The job's progress, fed by its ``on_progress`` callback, on stderr: a rich progress bar on a terminal (gone
+    when the job ends); elsewhere (a pipe, a CI log, a file) one plain line per notification, seconds since the
+    start first, so a headless run that is cut off still says how far it got and what it was doing."""
 
     def __init__(self, console: Console):
+        self.console = console
         self.bar = Progress(
             SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
             TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal,
         )
         self.task = self.bar.add_task("starting", total=None)
+        self.started = time.monotonic()
+
+    def show(self, done: int | None, total: int | None, text: str) -> None:
+        """The bar's state on a terminal; a plain line ``  12.3 s  [done/total] text`` elsewhere."""
+        self.bar.update(self.task, completed=done or 0, total=total or None, description=text[:100])
+        if not self.console.is_terminal:
+            count = f"[{done}/{total}] " if total else ""
+            self.console.print(Text(f"{time.monotonic() - self.started:7.1f} s  {count}{text}"), soft_wrap=True)
+            self.console.file.flush()
 
     def __enter__(self) -> "_ProgressBar":
         self.bar.start()
@@ -172,9 +185,12 @@ class _ProgressBar:
             text = f"#{p.done - 1} {p.row.candidate.generator}: {p.row.candidate.description}: {status}"
         elif p.done == 0:
             text = p.message
+        elif p.done == p.total:  # the job's end: its message is the final line, printed once after the table
+            self.bar.update(self.task, completed=p.done, total=p.total, description="done")
+            return
         else:
-            text = "done"
-        self.bar.update(self.task, completed=p.done, total=p.total, description=text[:100])
+            text = p.message
+        self.show(p.done, p.total, text)
 
 
 async def run_job(
@@ -187,7 +203,8 @@ async def run_job(
     ``policy``, ``use_lessons``).
 
     ``--backend gpu`` on a machine without a GPU falls back to compile only (exit code 3). A first
-    SIGINT cancels the job after the current candidate (``on_interrupt`` is called); a second one aborts.
+    SIGINT or SIGTERM (``timeout``, a CI runner) cancels the job after the current candidate (``on_interrupt``
+    is called), and the partial report is written; a second one aborts.
     """
     from ptxfactory.harness.backend import NoGpu
     from ptxfactory.search.lessons import LessonStore
@@ -202,16 +219,20 @@ async def run_job(
     cancel = asyncio.Event()
     loop = asyncio.get_running_loop()
 
+    signals = (signal.SIGINT, signal.SIGTERM)
+
     def interrupted() -> None:
         if cancel.is_set():
             return
         cancel.set()
-        loop.remove_signal_handler(signal.SIGINT)
+        for sig in signals:  # the second one takes its default action: abort
+            loop.remove_signal_handler(sig)
         if on_interrupt:
             on_interrupt()
 
     try:
-        loop.add_signal_handler(signal.SIGINT, interrupted)
+        for sig in signals:
+            loop.add_signal_handler(sig, interrupted)
         handler = True
     except (ValueError, RuntimeError, NotImplementedError):  # not the main thread, or no signals here
         handler = False
@@ -222,7 +243,8 @@ async def run_job(
                               max_candidates=max_candidates, cancel=cancel, **search)
     finally:
         if handler:
-            loop.remove_signal_handler(signal.SIGINT)
+            for sig in signals:
+                loop.remove_signal_handler(sig)
         if backend is not None:
             await backend.close()
         if store is not None:
@@ -458,7 +480,7 @@ def jobs_command(
 
 
 class _Watcher:
-    """Prints progress notifications: a rich bar on a terminal, JSON lines with --json, nothing otherwise."""
+    """Prints progress notifications: JSON lines with --json, else as :class:`_ProgressBar` does."""
 
     def __init__(self, as_json: bool):
         self.as_json = as_json
@@ -478,8 +500,7 @@ class _Watcher:
             sys.stdout.write(note.model_dump_json(exclude_none=True) + "\n")
             sys.stdout.flush()
         elif self.bar is not None:
-            self.bar.bar.update(self.bar.task, completed=note.done or 0, total=note.total or None,
-                                description=(note.message or note.kind)[:100])
+            self.bar.show(note.done, note.total, note.message or note.kind)
 
 
 def _final(info, as_json: bool) -> None:

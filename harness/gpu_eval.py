@@ -503,8 +503,8 @@ class Evaluator:
     def time_size(self, spec: KernelSpec, base: LoadedKernel, cand: LoadedKernel, size: dict[str, int], plan: EvalPlan):
         """Median/p20/p80 µs of candidate and baseline at ``size``, interleaved A/B.
 
-        Every timed buffer sits between canary bands and every ``out`` buffer is poisoned before each timed launch
-        (outside its events), as in verification. The launches rotate through ``n_sets`` buffer sets (more than 3x
+        Every timed buffer sits between canary bands, every ``out`` buffer is poisoned and every ``inout`` buffer
+        reset to its pristine values before each timed launch (outside its events), as in verification. The launches rotate through ``n_sets`` buffer sets (more than 3x
         the L2 size of bytes, at most 8 sets); when 8 sets stay under that, a scratch buffer of
         :attr:`FLUSH_FACTOR` x L2 is written before every timed launch of either side (outside the events), so no
         launch finds its inputs in L2. Afterwards: every band intact, every ``in`` buffer equal to its pristine copy,
@@ -566,11 +566,14 @@ class Evaluator:
             pair = ("base", "cand") if r % 2 == 0 else ("cand", "base")
             for j, who in enumerate(pair):
                 bufs = sets[r % n_sets][who][1]
-                # every timed launch gets poisoned outputs (outside its events), so no launch can tell
-                # whether it is one of those checked
+                # every timed launch gets poisoned outputs and its inout buffers reset to their pristine values
+                # (outside its events): no launch can tell whether it is one of those checked, and each computes
+                # from the inputs its round is judged on (an accumulating kernel does not drift over the rounds)
                 for arg in spec.args:
                     if arg.role == "out":
                         B.fill_nan(bufs[arg.name], arg.dtype.value)
+                    elif arg.role == "inout":
+                        bufs[arg.name][...] = held[r % n_sets]["pristine"][arg.name]
                 if scratch is not None:  # evict the inputs from L2 (outside the events; both sides alike)
                     scratch.fill(1 + r % 251)
                     self.last_timing["flushes"] += 1

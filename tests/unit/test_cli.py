@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import types
@@ -356,3 +357,40 @@ def test_markdown_report_names_every_step_that_made_the_best():
     md = report.render_markdown(s2)
     assert "- made by: #1 vec <x>|8 → #4 restrict on top" in md
     assert "- made by:" not in report.render_markdown(s)  # one step: nothing to add
+
+
+def test_a_headless_run_prints_progress_lines_and_sigterm_leaves_a_partial_report(example_copy, tmp_path):
+    """Not on a terminal, each progress notification is one plain line on stderr (seconds, [done/total], what), as
+    it happens; SIGTERM (``timeout``, a CI runner) cancels after the current candidate and writes the partial
+    report, exit code EXIT_INTERRUPTED."""
+    import os
+    import signal
+
+    from ptxfactory.daemon.cli import EXIT_INTERRUPTED
+
+    out = tmp_path / "out"
+    env = {**os.environ, "PTXFACTORY_HOME": str(tmp_path / "home")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ptxfactory.daemon", "optimise", str(example_copy), "-k", "rmsnorm", "--backend", "simulated",
+         "--no-lessons", "--patience", "0", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    )
+    seen: list[str] = []
+    try:
+        for line in proc.stderr:
+            seen.append(line.rstrip("\n"))
+            if sum("evaluating #" in s for s in seen) >= 3:
+                proc.send_signal(signal.SIGTERM)
+                break
+        rest_out, rest_err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    seen += rest_err.splitlines()
+    assert any(s.lstrip().split(" s  ")[-1].startswith("[") and "evaluating #0 original: original kernel" in s for s in seen), seen
+    assert any(re.search(r" s  \[2/\d+\] #1 \S+: .+: \d+\.\d\dx$", s) for s in seen), seen  # the first row, with its speedup
+    assert proc.returncode == EXIT_INTERRUPTED, (proc.returncode, seen[-5:])
+    assert any("cancelling after the current candidate" in s for s in seen + rest_out.splitlines())
+    summary = JobSummary.model_validate_json((out / "report.json").read_text())
+    assert summary.state == "cancelled" and 2 <= len(summary.rows) < 64

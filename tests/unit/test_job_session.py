@@ -279,3 +279,34 @@ def test_l2_is_flushed_between_timed_launches_only_when_the_working_set_is_small
     big = {"M": 8, "N": 200001}  # 6.4 MB per set: one set is more than 3x L2
     assert ev.time_size(spec, TREE, TREE, big, plan)[2] is None
     assert ev.last_timing["n_sets"] == 1 and ev.last_timing["flushes"] == 0
+
+
+class Accumulates:
+    """``s += tree row sum`` (an inout accumulator); records ``s`` as each call finds it."""
+
+    def __init__(self):
+        self.seen: list[np.ndarray] = []
+        self.resources = Resources(registers=16, shared_bytes=0)
+
+    def dims(self, size):
+        return (1, 1, 1), (1, 1, 1), 0
+
+    def __call__(self, args, size):
+        x, s, m, n = args
+        self.seen.append(np.array(s, copy=True))
+        s[...] = s + _tree(np.asarray(x).reshape(int(m), int(n)))
+
+
+def test_every_timed_launch_finds_its_inout_buffers_at_their_pristine_values(gpu_eval, small):
+    spec, plan = small
+    spec = spec.model_copy(update={"args": [a.model_copy(update={"role": "inout"}) if a.name == "s" else a for a in spec.args]})
+    ev = _evaluator(gpu_eval)
+    base, cand = Accumulates(), Accumulates()
+    assert ev.time_size(spec, base, cand, SIZE, plan)[2] is None
+    reps, n_sets = ev.last_timing["reps"], ev.last_timing["n_sets"]
+    held, _ = ev.timing_inputs(spec, SIZE, n_sets)
+    for who in (base, cand):
+        timed = who.seen[-reps:]  # warm-up and probe launches first, then one per round
+        assert len(timed) == reps
+        for r, found in enumerate(timed):  # round r runs on set r % n_sets, from that set's pristine values
+            np.testing.assert_array_equal(found.ravel(), np.asarray(held[r % n_sets]["pristine"]["s"]).ravel())
