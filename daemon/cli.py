@@ -182,7 +182,9 @@ class _ProgressBar:
         if p.row is not None:
             r = p.row.result
             status = f"{r.speedup:.2f}x" if isinstance(r, Measured) else r.outcome.replace("_", " ")
+            took = getattr(r, "wall_s", None)  # the GPU worker's seconds on it (verification and timing)
             text = f"#{p.done - 1} {p.row.candidate.generator}: {p.row.candidate.description}: {status}"
+            text += f" ({took:.1f} s)" if took else ""
         elif p.done == 0:
             text = p.message
         elif p.done == p.total:  # the job's end: its message is the final line, printed once after the table
