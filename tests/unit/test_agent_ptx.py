@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import ptxfactory.harness.cuda_paths as cuda_paths
 from ptxfactory.harness.ptx import entry_of, ptx_route
 from ptxfactory.harness.simulated import SimulatedDevice
 from ptxfactory.harness.source import find_kernel
@@ -26,6 +27,7 @@ from _agent_support import CHATTY, CODER, KEY, PLANNER, REVIEWER, write_config
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rowsum_ptx" / "rowsum_ptx.ptx"
 K = "rowsum_ptx"
 HAS_PTXAS = ptx_route().compiler == "ptxas"
+HAS_DISASSEMBLER = cuda_paths.tool_path("nvdisasm") is not None or cuda_paths.tool_path("cuobjdump") is not None
 
 ORIGINAL = EXAMPLE.read_text()
 ENTRY = find_kernel(ORIGINAL, K).text  # the original .entry, linkage to closing brace
@@ -296,6 +298,9 @@ async def test_a_replayed_ptx_job_gets_agent_rows_assembled_by_ptxas(monkeypatch
     monkeypatch.delenv("PTXFACTORY_AGENT_RECORD")
     planner = next(u for u in users if PLANNER in u)
     assert "written in PTX" in planner and "ld.global.f32       %f2, [%rd7];" in planner and "```ptx" in planner
+    assert "registers/thread" in planner  # the evidence of a PTX kernel: ptxas's resource report, the cubin's SASS
+    if HAS_DISASSEMBLER:
+        assert "innermost loop" in planner.split("## Hot loop SASS")[1].split("## ")[0]
     assert len(users) == 6 and len(json.loads(transcript.read_text())["replies"]) == 6
 
     (tmp_path / "replay.toml").write_text(
