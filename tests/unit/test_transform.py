@@ -783,3 +783,16 @@ def test_vectorize_bit_identical_on_host_emulation(dtype, tmp_path):
     assert build.returncode == 0, build.stderr[-3000:]
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout[-500:]
+
+
+def test_where_a_restructuring_pass_applies_it_and_its_chains_are_proposed_first():
+    """A thread-per-row kernel (l2norm_rows): its first candidate is rowpar's first variant, the next ones chains
+    holding rowpar, and the cosmetic singles (restrict, stream) come after; a kernel no restructuring pass takes
+    (an elementwise stencil) keeps the plain order, singles first."""
+    rowwise = [c.params for c in TransformGenerator().propose(example_ctx("l2norm_rows"))]
+    assert {k for k in rowwise[0] if k.startswith("pass:")} == {"pass:rowpar_auto"}
+    assert all(any(k.startswith("pass:rowpar_") for k in p) and len([k for k in p if k.startswith("pass:")]) > 1 for p in rowwise[1:4])
+    cosmetic = next(i for i, p in enumerate(rowwise) if set(k for k in p if k.startswith("pass:")) == {"pass:restrict"})
+    assert cosmetic > 4
+    plain = [c.params for c in TransformGenerator().propose(example_ctx("stencil5"))]
+    assert set(k for k in plain[0] if k.startswith("pass:")) == {"pass:restrict"}

@@ -200,7 +200,9 @@ def unit_from_context(ctx: GenContext) -> Unit:
 
 
 def plan_chains(unit: Unit) -> list[list[Pass]]:
-    """Pass lists to try, in proposal order: singles, one greedy chain per combination of group alternatives, then the first chain's prefixes.
+    """Pass lists to try, in proposal order: singles, one greedy chain per combination of group alternatives, then the first chain's prefixes;
+    where a restructuring pass applies, the first variant of each (its "auto" one) first, then the greedy chains, then
+    the other variants, the other singles and the prefixes.
 
     Passes of one group are alternatives: a chain holds at most the one chosen for it. Combinations
     run over the groups in :data:`PASSES` order (``hint`` first), each group's applicable passes in
@@ -222,13 +224,31 @@ def plan_chains(unit: Unit) -> list[list[Pass]]:
         if len(chain) > 1:
             greedy.append(chain)
     prefixes = [greedy[0][:k] for k in range(2, len(greedy[0]))] if greedy else []
+    # where a pass that changes how the work is parallelised applies (a restructuring pass: one that can say why
+    # not), it and the chains holding it go first: on a naive kernel it is the lever that moves the time by
+    # factors, the cosmetic passes alone by percents (and the lessons reorder the candidates of later jobs)
+    restructure = [c for c in singles if _restructures(c)]
+    if restructure:
+        kinds: dict[type, list[Pass]] = {}
+        for c in restructure:  # the first variant of each restructuring pass (its "auto" one), then the chains
+            kinds.setdefault(type(c[0]), c)
+        first = list(kinds.values())
+        order = first + greedy + [c for c in restructure if c not in first] + [c for c in singles if not _restructures(c)] + prefixes
+    else:
+        order = singles + greedy + prefixes
     out, seen = [], set()
-    for chain in singles + greedy + prefixes:
+    for chain in order:
         key = tuple(p.name for p in chain)
         if key not in seen:
             seen.add(key)
             out.append(chain)
     return out
+
+
+def _restructures(chain: list[Pass]) -> bool:
+    """Whether ``chain`` holds a restructuring pass (one with a ``why_not``: rowpar, colpar, blockrow, hold_row,
+    smem_tile, atomic_agg, smem_hist)."""
+    return any(getattr(p, "why_not", None) is not None for p in chain)
 
 
 def run_chain(unit: Unit, chain: list[Pass]) -> Unit:
