@@ -122,3 +122,34 @@ def size_args(scalars: list[ArgSpec], *symbols: str) -> tuple[ArgSpec, ...] | No
 def shape_dims(shape) -> tuple:
     """A buffer's shape with each symbolic dimension stripped of spaces (numbers kept as they are)."""
     return tuple(d.strip() if isinstance(d, str) else d for d in shape or [])
+
+
+def render_params(kernel: KernelDef) -> str:
+    """The kernel's parameter list as a family's skeleton declares it: the user's names, types and order,
+    ``const`` kept, every pointer ``__restrict__`` (the spec's buffers never overlap)."""
+    out = []
+    for p in kernel.params:
+        const = "const " if p.is_const else ""
+        out.append(f"{const}{p.type}* __restrict__ {p.name}" if p.is_pointer else f"{const}{p.type} {p.name}")
+    return ", ".join(out)
+
+
+def kernel_linkage(kernel: KernelDef) -> str:
+    """``'extern "C" '`` when the kernel's own definition carries that linkage (not an ``extern "C" {`` block), else ``''``."""
+    return 'extern "C" ' if re.match(r'extern\s+"C"\s*(?!\{)', kernel.text.lstrip()) else ""
+
+
+def stored_values(text: str, name: str) -> list[str]:
+    """The right-hand sides of the statements in ``text`` (comments left out) that store into ``name[...]``
+    (``=`` and compound assignments, not ``==``), each followed by the definitions of the plain identifiers
+    it reads (``rstd[r] = inv;`` gives ``inv`` and ``inv = rsqrtf(var + eps)``'s right-hand side): a family's
+    evidence of what a kernel writes to an output it cannot tell from the signature (a mean, a variance)."""
+    code = _COMMENTS.sub(" ", text)
+    out = []
+    for m in re.finditer(rf"(?<![\w.]){re.escape(name)}\s*\[[^;]*?\]\s*[-+*/]?=(?!=)\s*([^;]*);", code):
+        rhs = m.group(1).strip()
+        defs = []
+        for ident in set(re.findall(r"(?<![\w.])([A-Za-z_]\w*)(?!\s*[\[(\w])", rhs)):
+            defs += [d.group(1).strip() for d in re.finditer(rf"(?<![\w.]){re.escape(ident)}\s*[-+*/]?=(?!=)\s*([^;]*);", code)]
+        out.append(" ; ".join([rhs] + defs))
+    return out

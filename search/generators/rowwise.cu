@@ -5,6 +5,9 @@
 // ptxfactory "rowwise" family: row-wise normalisation of x[R, C] into y[R, C] (RMSNorm, LayerNorm).
 //   rms:   y = x * rsqrt(mean(x^2) + eps) [* w]                      (fp32 math, one rounding)
 //   layer: y = (x - mean(x)) * rsqrt(mean((x - mean(x))^2) + eps) [* w] [+ b]
+// Variants (the helpers above say which this instance has): x + res in place of x (a residual added
+// first, in fp32), that sum stored to h in the last pass; per-row statistics stored by the row's
+// first thread; y of another float type than x.
 // LayerNorm takes two passes over the register-cached row (the mean, then the squared deviations
 // from it: no mean(x^2) - mean^2 cancellation for rows with a large mean), so two reductions.
 //
@@ -44,8 +47,9 @@ static __device__ __forceinline__ void ptxf_row_reduce(float (&acc)[2], float* _
 
 template <int TPR, int RPB, int MV, bool LAYER>
 static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x, const ${TW}* __restrict__ w,
-                                                    const ${TB}* __restrict__ b, ${TX}* __restrict__ y, long long R, ${IDX} C,
-                                                    float eps, float* __restrict__ red, bool ptxf_vec)
+                                                    const ${TB}* __restrict__ b, ${TY}* __restrict__ y, long long R, ${IDX} C,
+                                                    float eps, float* __restrict__ red, bool ptxf_vec,
+                                                    const ${TX}* res, ${TH}* h, ${TS0}* __restrict__ s0, ${TS1}* __restrict__ s1)
 {
     static_assert(TPR % 32 == 0 && TPR <= ${BLOCK} && ${BLOCK} % TPR == 0 && MV >= 1, "bad rowwise configuration");
     constexpr int GROUPS = ${BLOCK} / TPR;                          // rows in flight per step
@@ -60,31 +64,33 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
         const bool active = r < RPB && row < R;                     // inactive threads still reach every barrier
         const long long base = active ? row * (long long)C : 0;
         const ${TX}* __restrict__ xr = x + base;
-        ${TX}* __restrict__ yr = y + base;
+        const ${TX}* rr = res ? res + base : nullptr;               // the residual's row (none: nullptr)
+        ${TH}* hr = h ? h + base : nullptr;                         // where x + res goes (none: nullptr)
+        ${TY}* __restrict__ yr = y + base;
         float acc[2] = {0.f, 0.f};                                  // rms: sum(x^2); layer: sum(x), then sum((x - mean)^2)
-        uint4 xs[MV];
+        ptxf_xv xs[MV];
         if (ptxf_vec) {
 #pragma unroll
             for (int i = 0; i < MV; ++i) {                          // all loads first: MV in flight
                 const ${IDX} v = t + i * TPR;
-                xs[i] = (active && v < nvec) ? ${LOAD_X}(reinterpret_cast<const uint4*>(xr) + v) : make_uint4(0u, 0u, 0u, 0u);
+                xs[i] = (active && v < nvec) ? ptxf_load_xv(xr, rr, v) : ptxf_xv{};
             }
 #pragma unroll
             for (int i = 0; i < MV; ++i) {
                 float f[${VEC}];
-                ptxf_unpack_x(xs[i], f);
+                ptxf_unpack_xv(xs[i], f);
 #pragma unroll
                 for (int k = 0; k < ${VEC}; ++k) acc[0] += LAYER ? f[k] : f[k] * f[k];
             }
             for (${IDX} v = t + MV * TPR; active && v < nvec; v += TPR) {  // row longer than the register cache
                 float f[${VEC}];
-                ptxf_unpack_x(__ldg(reinterpret_cast<const uint4*>(xr) + v), f);
+                ptxf_unpack_xv(ptxf_reload_xv(xr, rr, v), f);
 #pragma unroll
                 for (int k = 0; k < ${VEC}; ++k) acc[0] += LAYER ? f[k] : f[k] * f[k];
             }
         } else {
             for (${IDX} j = t; active && j < C; j += TPR) {
-                const float f = ptxf_x2f(xr[j]);
+                const float f = ptxf_x1(xr, rr, j);
                 acc[0] += LAYER ? f : f * f;
             }
         }
@@ -99,41 +105,46 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
                     const ${IDX} v = t + i * TPR;
                     if (active && v < nvec) {
                         float f[${VEC}];
-                        ptxf_unpack_x(xs[i], f);
+                        ptxf_unpack_xv(xs[i], f);
 #pragma unroll
                         for (int k = 0; k < ${VEC}; ++k) { const float d = f[k] - mean; acc[0] += d * d; }
                     }
                 }
                 for (${IDX} v = t + MV * TPR; active && v < nvec; v += TPR) {
                     float f[${VEC}];
-                    ptxf_unpack_x(__ldg(reinterpret_cast<const uint4*>(xr) + v), f);
+                    ptxf_unpack_xv(ptxf_reload_xv(xr, rr, v), f);
 #pragma unroll
                     for (int k = 0; k < ${VEC}; ++k) { const float d = f[k] - mean; acc[0] += d * d; }
                 }
             } else {
-                for (${IDX} j = t; active && j < C; j += TPR) { const float d = ptxf_x2f(xr[j]) - mean; acc[0] += d * d; }
+                for (${IDX} j = t; active && j < C; j += TPR) { const float d = ptxf_x1(xr, rr, j) - mean; acc[0] += d * d; }
             }
             ptxf_row_reduce<TPR, 1>(acc, red + (${BLOCK} / 32) * 2);
         }
         const float scale = rsqrtf(acc[0] / (float)C + eps);        // rms: mean(x^2); layer: the variance
+        if (active && t == 0) ptxf_store_stats(s0, s1, row, mean, acc[0] / (float)C, scale, eps);  // one thread per row
         if (ptxf_vec) {
 #pragma unroll
             for (int i = 0; i < MV; ++i) {
                 const ${IDX} v = t + i * TPR;
                 if (active && v < nvec) {
                     float f[${VEC}];
-                    ptxf_unpack_x(xs[i], f);
-                    ptxf_store_y(reinterpret_cast<uint4*>(yr) + v, ptxf_norm(f, w, b, v, mean, scale));
+                    ptxf_unpack_xv(xs[i], f);
+                    ptxf_store_h(hr, v, f);
+                    ptxf_norm_store(yr, v, f, w, b, mean, scale);
                 }
             }
             for (${IDX} v = t + MV * TPR; active && v < nvec; v += TPR) {
                 float f[${VEC}];
-                ptxf_unpack_x(__ldg(reinterpret_cast<const uint4*>(xr) + v), f);
-                ptxf_store_y(reinterpret_cast<uint4*>(yr) + v, ptxf_norm(f, w, b, v, mean, scale));
+                ptxf_unpack_xv(ptxf_reload_xv(xr, rr, v), f);
+                ptxf_store_h(hr, v, f);
+                ptxf_norm_store(yr, v, f, w, b, mean, scale);
             }
         } else {
             for (${IDX} j = t; active && j < C; j += TPR) {
-                const float o = (ptxf_x2f(xr[j]) - mean) * scale;
+                const float xj = ptxf_x1(xr, rr, j);
+                ptxf_store_h1(hr, j, xj);
+                const float o = (xj - mean) * scale;
                 yr[j] = ptxf_f2y(${W_SCALAR});
             }
         }
@@ -143,6 +154,6 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
 ${LINKAGE}__global__ void __launch_bounds__(${BLOCK}, ${MINB}) ${KERNEL}(${PARAMS})
 {
     __shared__ float ptxf_red[2 * (${BLOCK} / 32) * 2];
-    const bool ptxf_vec = (${C} % ${VEC} == 0) && ptxf_aligned(${X}, 16) && ptxf_aligned(${Y}, 16)${W_ALIGNED}${B_ALIGNED};
+    const bool ptxf_vec = (${C} % ${VEC} == 0) && ptxf_aligned(${X}, 16) && ptxf_aligned(${Y}, ${Y_ALIGN})${W_ALIGNED}${B_ALIGNED}${EXTRA_ALIGNED};
 ${DISPATCH}
 }

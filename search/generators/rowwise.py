@@ -24,13 +24,15 @@ the rows per block shrink as the threads per row grow, so the grid is the piecew
 """
 from __future__ import annotations
 
+import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import GenContext, family_candidate, family_candidates, size_args
+from ..base import (_COMMENTS, GenContext, family_candidate, family_candidates, kernel_linkage, render_params, shape_dims,
+                    size_args, stored_values)
 from .cuda_text import load_template, floats_to_word, word_to_floats
 
 _TEMPLATE = Path(__file__).with_name("rowwise.cu")
@@ -41,7 +43,13 @@ _ITEMSIZE = {"bf16": 2, "f16": 2, "f32": 4}
 
 @dataclass(frozen=True)
 class RowwiseMatch:
-    """How a spec maps onto the row-wise pattern: argument names, size symbols and dtypes."""
+    """How a spec maps onto the row-wise pattern: argument names, size symbols and dtypes.
+
+    The variants of the class, each optional: ``y_dtype`` other than x's; ``res`` a second input of
+    x's shape and dtype added to x first (``h = x + res``, fp32), with ``h_out`` an output of x's shape
+    receiving ``h`` (or ``res`` itself when it is ``inout``); ``stats`` per-row outputs ``[R]``, each
+    ``(name, dtype, statistic)`` in signature order, the statistic one of :data:`STATS` or ``""`` until
+    :func:`variants` assigns it; scalars other than R, C and eps passed through unused."""
 
     x: str
     w: str | None
@@ -51,11 +59,26 @@ class RowwiseMatch:
     eps_arg: str
     r_sym: str
     c_sym: str
-    dtype: str  # x and y
+    dtype: str  # x (and res)
     w_dtype: str | None
     c_dtype: str  # dtype of the C scalar (index type)
     b: str | None = None  # the bias (LayerNorm), after the weight in signature order
     b_dtype: str | None = None
+    y_dtype: str = ""  # "" : x's dtype
+    res: str | None = None
+    res_inout: bool = False  # res also receives h
+    h_out: str | None = None
+    h_dtype: str | None = None
+    stats: tuple[tuple[str, str, str], ...] = ()
+
+    @property
+    def out_dtype(self) -> str:
+        return self.y_dtype or self.dtype
+
+    @property
+    def h(self) -> str | None:
+        """The buffer that receives ``x + res``, if any."""
+        return self.res if self.res_inout else self.h_out
 
     @property
     def vec(self) -> int:
@@ -127,35 +150,168 @@ def grid_expr(tiers: list[tuple[int, int, int]], r_sym: str, c_sym: str) -> str:
 
 
 def match_spec(spec: KernelSpec) -> RowwiseMatch | None:
-    """The row-wise mapping of ``spec``, or None when the spec does not have the pattern (or its launch is fixed)."""
+    """The row-wise mapping of ``spec``, or None when the spec does not have the pattern (or its launch is fixed).
+
+    Buffers: one input ``x[R, C]`` (bf16, f16, f32) and optionally a second one of x's shape and dtype (the
+    residual, ``in`` or ``inout``); one or two outputs of x's shape (y, then ``h = x + res``, which needs the
+    residual; :func:`variants` may swap them), any float dtype; up to two ``[C]`` inputs (weight, then bias);
+    up to two per-row outputs ``[R]`` (float). Scalars: one integer equal to R, one to C, and eps (a constant
+    float: the only one, else the one named eps..., else the only one in (0, 0.1)); other scalars are passed
+    through. Anything else (a third ``[C]`` vector, an input of another shape, an output along the columns)
+    refuses the spec."""
     if spec.launch.policy != "free":
         return None
     syms = set(spec.symbols)
     bufs = [a for a in spec.args if a.is_buffer]
     scalars = [a for a in spec.args if not a.is_buffer]
-    xs = [a for a in bufs if a.role == "in" and _is_2d(a.shape, syms)]
-    ys = [a for a in bufs if a.role == "out"]
-    if len(xs) != 1 or len(ys) != 1:
+    if any(a.dtype.value not in _FLOATS for a in bufs):
         return None
-    x, y = xs[0], ys[0]
-    r_sym, c_sym = x.shape
-    if x.dtype.value not in _FLOATS or y.dtype != x.dtype or list(y.shape) != [r_sym, c_sym]:
+    ins2 = [a for a in bufs if a.role in ("in", "inout") and _is_2d(a.shape, syms)]
+    if not ins2 or len(ins2) > 2 or ins2[0].role != "in":
         return None
-    ws = [a for a in bufs if a is not x and a is not y]  # weight, then bias, in signature order
-    if len(ws) > 2 or any(a.role != "in" or list(a.shape) != [c_sym] or a.dtype.value not in _FLOATS for a in ws):
+    x = ins2[0]
+    r_sym, c_sym = (d.strip() for d in x.shape)
+    res = ins2[1] if len(ins2) > 1 else None
+    if res is not None and (res.dtype != x.dtype or list(shape_dims(res.shape)) != [r_sym, c_sym]):
         return None
-    w = ws[0] if ws else None
-    b = ws[1] if len(ws) > 1 else None
+    outs2 = [a for a in bufs if a.role == "out" and list(shape_dims(a.shape)) == [r_sym, c_sym]]
+    stats = [a for a in bufs if a.role == "out" and list(shape_dims(a.shape)) == [r_sym]]
+    vecs = [a for a in bufs if a.role == "in" and list(shape_dims(a.shape)) == [c_sym]]  # weight, then bias
+    if len(outs2) + len(stats) + len(vecs) + len(ins2) != len(bufs):
+        return None  # an input or output of another shape or role
+    if not outs2 or len(outs2) > 2 or len(stats) > 2 or len(vecs) > 2:
+        return None
+    if len(outs2) == 2 and (res is None or res.role == "inout"):
+        return None  # a second [R, C] output is x + res only
+    y = outs2[0]
+    h_out = outs2[1] if len(outs2) > 1 else None
+    w = vecs[0] if vecs else None
+    b = vecs[1] if len(vecs) > 1 else None
     sizes = size_args(scalars, r_sym, c_sym)
-    eps = [a for a in scalars if a.dtype.value in ("f32", "f64") and isinstance(a.value, (int, float))]
-    if sizes is None or len(eps) != 1 or len(scalars) != 3:
+    eps = _eps_arg(scalars)
+    if sizes is None or eps is None:
         return None
     r_arg, c_arg = sizes
+    inout = res is not None and res.role == "inout"
     return RowwiseMatch(
-        x=x.name, w=w.name if w else None, y=y.name, r_arg=r_arg.name, c_arg=c_arg.name, eps_arg=eps[0].name,
+        x=x.name, w=w.name if w else None, y=y.name, r_arg=r_arg.name, c_arg=c_arg.name, eps_arg=eps.name,
         r_sym=r_sym, c_sym=c_sym, dtype=x.dtype.value, w_dtype=w.dtype.value if w else None, c_dtype=c_arg.dtype.value,
         b=b.name if b else None, b_dtype=b.dtype.value if b else None,
+        y_dtype="" if y.dtype == x.dtype else y.dtype.value,
+        res=res.name if res else None, res_inout=inout, h_out=h_out.name if h_out else None,
+        h_dtype=(x.dtype.value if inout else h_out.dtype.value if h_out else None),
+        stats=tuple((a.name, a.dtype.value, "") for a in stats),
     )
+
+
+def _eps_arg(scalars):
+    """The eps among the float scalars with a constant value: the only one, else the only one named like eps,
+    else the only one in (0, 0.1); None when none or several remain."""
+    floats = [a for a in scalars if a.dtype.value in ("f32", "f64") and isinstance(a.value, (int, float))
+              and not isinstance(a.value, bool)]
+    for pick in (lambda a: re.search(r"eps", a.name, re.I), lambda a: 0 < a.value < 0.1):
+        if len(floats) > 1 and any(pick(a) for a in floats):
+            floats = [a for a in floats if pick(a)]
+    return floats[0] if len(floats) == 1 else None
+
+
+# Per-row statistics a kernel of the class stores, as C expressions of the template's values for one row
+# (mean: LayerNorm's; m2: the variance (layer) or the mean square (rms); scale: the rstd); the norms they fit.
+STATS = {
+    "mean": ("mean", ("layer",)),
+    "rstd": ("scale", ("rms", "layer")),
+    "var": ("m2", ("layer",)),
+    "std": ("sqrtf(m2 + eps)", ("layer",)),
+    "rms": ("sqrtf(m2 + eps)", ("rms",)),
+}
+# Evidence, first match wins, read from the output's name, then from what the source stores into it.
+_STAT_WORDS = (
+    ("rstd", r"rstd|inv|rsqrt|rcp|recip|(?<![\w.])1(?:\.0*)?f?\s*/"),
+    ("rms", r"rms"),
+    ("var", r"var"),
+    ("std", r"std|sigma|sqrt"),
+    ("mean", r"mean|(?<![a-z])mu(?![a-z])|avg|average"),
+)
+# Without evidence, the few plausible assignments for one or two per-row outputs, the most common first.
+_PLAUSIBLE = {1: (("rstd",), ("mean",), ("rms",)), 2: (("mean", "rstd"), ("rstd", "mean"), ("mean", "var"))}
+_H_NAME = r"res|sum|hidden|skip|add|pre|(?<![a-z])h(?![a-z])"
+
+
+def _stat_evidence(name: str, text: str) -> list[str]:
+    """The statistics that the output ``name`` may hold by its name, then by each value ``text`` stores into it
+    (the first word that matches in each), without repeats; [] when none says."""
+    out = []
+    for src in [name] + stored_values(text, name):
+        found = next((stat for stat, pattern in _STAT_WORDS if re.search(pattern, src, re.I)), None)
+        if found and found not in out:
+            out.append(found)
+    return out
+
+
+def residual_added(text: str, x: str, res: str) -> bool:
+    """Whether ``text`` (a kernel, comments left out) adds the residual ``res`` to ``x``: one statement with a
+    ``+`` that reads both, directly (``x[i] + res[i]``, conversions around either) or through variables
+    assigned from them (``float a = x[i]; float r = res[i]; h = a + r;``), or a ``+=`` of one onto the other."""
+    code = _COMMENTS.sub(" ", text)
+    while re.search(r"\[[^\[\]]*\]", code):  # each subscript, innermost first, to a mark: an index's + is no addition
+        code = re.sub(r"\[[^\[\]]*\]", "@", code)
+    stmts = [s for s in re.split(r"[;{}]", code) if s.strip()]
+    reads = {x: {x}, res: {res}}
+
+    def uses(s, names):
+        return any(re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", s) for n in names)
+
+    for _ in range(3):  # what is assigned from x (or res) reads it too: a few levels through variables
+        for s in stmts:
+            m = re.match(r"\s*(?:[\w:<>]+\s+)*?([A-Za-z_]\w*)\s*=(?!=)(.*)", s, re.S)
+            if m:
+                for k in reads:
+                    if uses(m.group(2), reads[k]):
+                        reads[k].add(m.group(1))
+    for s in stmts:
+        m = re.match(r"\s*(?:[\w:<>]+\s+)*?([A-Za-z_]\w*)\s*(\+?)=(?!=)(.*)", s, re.S)
+        rhs, lhs, plus_eq = (m.group(3), m.group(1), m.group(2)) if m else (s, "", "")
+        if "+" in rhs.replace("++", "") and uses(rhs, reads[x]) and uses(rhs, reads[res]):
+            return True
+        if plus_eq and ((lhs in reads[x] and uses(rhs, reads[res])) or (lhs in reads[res] and uses(rhs, reads[x]))):
+            return True
+    return False
+
+
+def variants(m: RowwiseMatch, text: str) -> list[tuple[RowwiseMatch, tuple[str, ...], bool]]:
+    """The concrete forms of ``m`` for the kernel ``text``: ``(match, norms, evidence)`` per form, the norms it
+    may compute, ``evidence`` False for a form proposed only as one of the plausible ones (it gets probes).
+
+    None for a residual without evidence that the kernel adds it to x. Two ``[R, C]`` outputs are (y, h) in
+    signature order unless the names say otherwise (an h-like name: res, sum, hidden...), else both orders.
+    Per-row outputs get the statistic their name or stored values show; without it, each plausible one."""
+    if m.res and not residual_added(text, m.x, m.res):
+        return []
+    forms = [m]
+    if m.h_out:
+        h_like = [bool(re.search(_H_NAME, n, re.I)) for n in (m.y, m.h_out)]
+        swapped = replace(m, y=m.h_out, h_out=m.y, y_dtype="" if m.h_dtype == m.dtype else m.h_dtype, h_dtype=m.out_dtype)
+        if h_like == [True, False]:
+            forms = [swapped]
+        elif h_like != [False, True]:
+            forms = [m, swapped]
+    out = []
+    for f in forms:
+        if not m.stats:
+            out.append((f, ("rms", "layer"), True))
+            continue
+        seen = [_stat_evidence(name, text) for name, _, _ in m.stats]
+        if all(seen):
+            choices = [c for c in itertools.product(*seen) if len(set(c)) == len(c)]
+        else:
+            choices = [c for c in _PLAUSIBLE[len(seen)] if all(not s or c[i] in s for i, s in enumerate(seen))]
+        evidence = all(seen)
+        for k, stats in enumerate(choices):
+            norms = tuple(n for n in ("rms", "layer") if all(n in STATS[s][1] for s in stats))
+            assigned = tuple((name, dt, s) for (name, dt, _), s in zip(m.stats, stats))
+            if norms:
+                out.append((replace(f, stats=assigned), norms, evidence or k == 0))
+    return out
 
 
 def _is_2d(shape, syms: set[str]) -> bool:
@@ -180,13 +336,27 @@ _ORDER = (
 )
 
 
-def _configs(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
-    """The whole space: LayerNorm only with a bias (an RMSNorm with a bias is no standard operation),
-    else the RMS space plus its first two points as LayerNorm (the verifier tells which one fits)."""
+def _configs(m: RowwiseMatch, spec: KernelSpec, norms: tuple[str, ...] = ("rms", "layer"),
+             evidence: bool = True) -> list[RowwiseConfig]:
+    """The whole space for the ``norms`` a form may compute: LayerNorm only with a bias (an RMSNorm with a
+    bias is no standard operation) or a LayerNorm statistic; RMS only with an RMS statistic; else the RMS
+    space plus its first two points as LayerNorm (the verifier tells which one fits). A form proposed
+    without evidence (one of several plausible statistics) gets the first point of each norm only.
+    With a residual the register cache holds x and res: half the vectors."""
     configs = tuning_space(m, spec)
+    if m.res:
+        configs = list(dict.fromkeys(replace(c, vecs=max(1, c.vecs // 2)) for c in configs))
     if m.b:
-        return [RowwiseConfig(c.block, c.rows_per_block, c.vecs, c.hint, c.grid, "layer") for c in configs]
-    return configs + [RowwiseConfig(c.block, c.rows_per_block, c.vecs, c.hint, c.grid, "layer") for c in configs[:2]]
+        norms = tuple(n for n in norms if n == "layer")
+    if not evidence:
+        configs = configs[:1]
+    if norms == ("layer",):
+        return [replace(c, norm="layer") for c in configs]
+    if norms == ("rms",):
+        return configs
+    if norms:
+        return configs + [replace(c, norm="layer") for c in configs[:2 if evidence else 1]]
+    return []
 
 
 def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
@@ -219,19 +389,43 @@ class RowwiseNormFamily:
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
         m = match_spec(ctx.spec)
-        return family_candidates(ctx, m is not None, _configs(m, ctx.spec) if m else (), lambda cfg: self.instantiate(ctx, m, cfg))
+        forms = variants(m, ctx.kernel.text) if m else []
+        pairs = [(f, cfg) for f, norms, evidence in forms for cfg in _configs(f, ctx.spec, norms, evidence)]
+        return family_candidates(ctx, bool(pairs), pairs, lambda fc: self.instantiate(ctx, *fc))
 
     def instantiate(self, ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> Candidate:
-        """The candidate for one configuration (the spec must match: ``m = match_spec(ctx.spec)``)."""
+        """The candidate for one configuration (the spec must match: ``m = match_spec(ctx.spec)``, or one of its
+        :func:`variants`)."""
         text = render_kernel(ctx, m, cfg)
         tiers = cfg.tiers(m.vec)
+        params = cfg.params()
+        extra = ""
+        if m.stats:
+            params["stats"] = ",".join(s for _, _, s in m.stats)
+            extra += " stats=" + ",".join(f"{n}:{s}" for n, _, s in m.stats)
+        if m.res:
+            params["residual"] = "inout" if m.res_inout else "out" if m.h_out else "in"
+            extra += f" +{m.res}" + (f" h={m.h}" if m.h else "")
+        if m.h_out:
+            params["y"] = m.y
         desc = (
             f"rowwise {cfg.norm} block={cfg.block} rpb={cfg.rows_per_block}{'' if cfg.grid == 'fixed' else '..' + str(tiers[-1][1])} "
-            f"vec16x{cfg.vecs} tpr={tiers[0][0]}..{tiers[-1][0]}" + (" stream" if cfg.hint == "stream" else "")
+            f"vec16x{cfg.vecs} tpr={tiers[0][0]}..{tiers[-1][0]}" + (" stream" if cfg.hint == "stream" else "") + extra
         )
         grid = grid_expr(tiers, m.r_sym, m.c_sym)
-        return family_candidate(ctx, self.name, text, grid, cfg.block, desc, cfg.params())
+        return family_candidate(ctx, self.name, text, grid, cfg.block, desc, params)
 
+
+def _align(dt: str, vec: int) -> int:
+    """The alignment (bytes) of one vector of ``vec`` elements of ``dt``, as the vector path accesses it."""
+    return min(16, vec * _ITEMSIZE[dt])
+
+
+def _min_blocks(m: RowwiseMatch, cfg: RowwiseConfig) -> int:
+    """``cfg.min_blocks``; with a residual the cache holds two vectors per entry: 128 registers from 4 entries on."""
+    if m.res and cfg.vecs >= 4:
+        return max(1, 65536 // (cfg.block * 128))
+    return cfg.min_blocks
 
 
 def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
@@ -239,43 +433,45 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
     tx = _CTYPE[m.dtype]
     tw = _CTYPE[m.w_dtype or m.dtype]
     tb = _CTYPE[m.b_dtype or m.w_dtype or m.dtype]
+    ty = _CTYPE[m.out_dtype]
+    th = _CTYPE[m.h_dtype or m.dtype]
+    ts = [_CTYPE[m.stats[i][1]] if i < len(m.stats) else "float" for i in range(2)]
     idx = "int" if m.c_dtype == "i32" else "long long"
     vec = m.vec
     layer = "true" if cfg.norm == "layer" else "false"
-    params = []
-    for p in ctx.kernel.params:
-        const = "const " if p.is_const else ""
-        params.append(f"{const}{p.type}* __restrict__ {p.name}" if p.is_pointer else f"{const}{p.type} {p.name}")
     w_arg = m.w if m.w else f"static_cast<const {tw}*>(nullptr)"
     b_arg = m.b if m.b else f"static_cast<const {tb}*>(nullptr)"
-    args = f"{m.x}, {w_arg}, {b_arg}, {m.y}, (long long){m.r_arg}, ({idx}){m.c_arg}, (float){m.eps_arg}, ptxf_red, ptxf_vec"
+    res_arg = m.res if m.res else f"static_cast<const {tx}*>(nullptr)"
+    h_arg = m.h if m.h else f"static_cast<{th}*>(nullptr)"
+    s_args = [m.stats[i][0] if i < len(m.stats) else f"static_cast<{ts[i]}*>(nullptr)" for i in range(2)]
+    args = (f"{m.x}, {w_arg}, {b_arg}, {m.y}, (long long){m.r_arg}, ({idx}){m.c_arg}, (float){m.eps_arg}, ptxf_red, ptxf_vec, "
+            f"{res_arg}, {h_arg}, {s_args[0]}, {s_args[1]}")
     tiers = cfg.tiers(vec)
     lines = []
     for i, (tpr, rpb, cap) in enumerate(tiers):
         call = f"ptxf_rowwise<{tpr}, {rpb}, {cfg.vecs}, {layer}>({args});"
         last = i == len(tiers) - 1
         lines.append("    " + ("else " if i else "") + (call if last else f"if ({m.c_arg} <= {cap}) {call}"))
-    w_bytes = vec * _ITEMSIZE[m.w_dtype or m.dtype]
-    w_aligned = f" && ptxf_aligned({m.w}, {min(16, w_bytes)})" if m.w else ""
-    b_aligned = f" && ptxf_aligned({m.b}, {min(16, vec * _ITEMSIZE[m.b_dtype])})" if m.b else ""
+    w_aligned = f" && ptxf_aligned({m.w}, {_align(m.w_dtype, vec)})" if m.w else ""
+    b_aligned = f" && ptxf_aligned({m.b}, {_align(m.b_dtype, vec)})" if m.b else ""
+    extra_aligned = f" && ptxf_aligned({m.res}, 16)" if m.res else ""
+    if m.h_out:
+        extra_aligned += f" && ptxf_aligned({m.h_out}, {_align(m.h_dtype, vec)})"
     w_scalar = "o * ptxf_w2f(w[j])" if m.w else "o"  # w, b: ptxf_rowwise's parameters, whatever the user's names
     if m.b:
         w_scalar += " + ptxf_b2f(b[j])"
-    linkage = 'extern "C" ' if re.match(r'extern\s+"C"\s*(?!\{)', ctx.kernel.text.lstrip()) else ""
+    linkage = kernel_linkage(ctx.kernel)
     body = load_template(_TEMPLATE).substitute(
         CONVERT=_convert(m, cfg, tx, tw, tb, idx),
-        TX=tx, TW=tw, TB=tb, IDX=idx, VEC=vec, BLOCK=cfg.block,
-        LOAD_X="__ldcs" if cfg.hint == "stream" else "__ldg",
-        W_SCALAR=w_scalar, B_ALIGNED=b_aligned,
-        LINKAGE=linkage, KERNEL=ctx.kernel.name, PARAMS=", ".join(params),
-        MINB=cfg.min_blocks, C=m.c_arg, X=m.x, Y=m.y, W_ALIGNED=w_aligned, DISPATCH="\n".join(lines),
+        TX=tx, TW=tw, TB=tb, TY=ty, TH=th, TS0=ts[0], TS1=ts[1], IDX=idx, VEC=vec, BLOCK=cfg.block,
+        W_SCALAR=w_scalar, B_ALIGNED=b_aligned, EXTRA_ALIGNED=extra_aligned, Y_ALIGN=_align(m.out_dtype, vec),
+        LINKAGE=linkage, KERNEL=ctx.kernel.name, PARAMS=render_params(ctx.kernel),
+        MINB=_min_blocks(m, cfg), C=m.c_arg, X=m.x, Y=m.y, W_ALIGNED=w_aligned, DISPATCH="\n".join(lines),
     )
     # The helpers are C++ templates: give them C++ linkage even when the kernel sits in an extern "C" block.
     head, sep, kernel = body.rpartition(f"{linkage}__global__ void __launch_bounds__")
     launch = f"// Launch: grid ({grid_expr(tiers, m.r_sym, m.c_sym)},), block ({cfg.block},), no dynamic shared memory.\n"
     return f'extern "C++" {{\n{head.rstrip()}\n}}  // extern "C++"\n\n{launch}{sep}{kernel}'
-
-
 
 
 def _vector_load(ptr: str, dt: str, vec: int, out: str, tag: str) -> str:
@@ -299,18 +495,72 @@ def _vector_load(ptr: str, dt: str, vec: int, out: str, tag: str) -> str:
     return f"    float {out}[{vec}];\n{load}\n{unpack}"
 
 
+def _vector_store(ptr: str, dt: str, vec: int, vals: str, stream: bool) -> str:
+    """A C statement storing ``float {vals}[vec]`` as ``vec`` elements of dtype ``dt`` at vector index ``v`` of
+    ``ptr`` (rounded to nearest): 8, 16 or 32 bytes; ``stream``: evict-first stores (``__stcs``)."""
+    epw = 4 // _ITEMSIZE[dt]
+    nwords = vec // epw
+    words = [floats_to_word(dt, [f"{vals}[{j * epw + k}]" for k in range(epw)]) for j in range(nwords)]
+
+    def put(kind: str, at: str, ws: list[str]) -> str:
+        value = f"make_{kind}({', '.join(ws)})"
+        target = f"reinterpret_cast<{kind}*>({ptr}) + {at}"
+        return f"__stcs({target}, {value});" if stream else f"*({target}) = {value};"
+
+    if nwords == 2:
+        return put("uint2", "v", words)
+    if nwords == 4:
+        return put("uint4", "v", words)
+    return put("uint4", "2 * v", words[:4]) + "\n    " + put("uint4", "2 * v + 1", words[4:])
+
+
+_F2T = {"bf16": "__float2bfloat16({})", "f16": "__float2half({})", "f32": "{}"}
+
+
 def _convert(m: RowwiseMatch, cfg: RowwiseConfig, tx: str, tw: str, tb: str, idx: str) -> str:
-    """Dtype-specific helpers: scalar conversions, unpacking/packing 16-byte vectors, the w and b loads, the y store."""
+    """Dtype-specific helpers: scalar conversions, loading and unpacking 16-byte vectors of x (plus the
+    residual's), the w and b loads, the y (and h) stores, the per-row statistics' stores."""
     vec = m.vec
     epw = 4 // _ITEMSIZE[m.dtype]  # x elements per 32-bit word
     wdt = m.w_dtype or m.dtype
     bdt = m.b_dtype or wdt
+    ty, th = _CTYPE[m.out_dtype], _CTYPE[m.h_dtype or m.dtype]
+    ts = [_CTYPE[m.stats[i][1]] if i < len(m.stats) else "float" for i in range(2)]
     x2f = {"bf16": "__bfloat162float(v)", "f16": "__half2float(v)", "f32": "v"}
-    f2y = {"bf16": "__float2bfloat16(f)", "f16": "__float2half(f)", "f32": "f"}[m.dtype]
-    unpack = "\n".join(
-        f"    f[{j * epw + k}] = {e};" for j, comp in enumerate("xyzw") for k, e in enumerate(word_to_floats(m.dtype, f"u.{comp}"))
-    )
-    pack = ", ".join(floats_to_word(m.dtype, [f"o[{j * epw + k}]" for k in range(epw)]) for j in range(4))
+    f2y = _F2T[m.out_dtype].format("f")
+
+    def unpack(src: str, out: str) -> str:
+        return "\n".join(
+            f"    {out}[{j * epw + k}] = {e};" for j, comp in enumerate("xyzw")
+            for k, e in enumerate(word_to_floats(m.dtype, f"{src}.{comp}")))
+
+    load_x = "__ldcs" if cfg.hint == "stream" else "__ldg"
+    load_r = "" if m.res_inout else load_x  # an inout residual is written by this kernel: plain loads
+    if m.res:
+        xv = "struct ptxf_xv { uint4 x, r; };  // x and the residual, 16 bytes each"
+        unpack_body = unpack("u.x", "f") + f"\n    float g[{vec}];\n" + unpack("u.r", "g") + \
+            f"\n#pragma unroll\n    for (int k = 0; k < {vec}; ++k) f[k] += g[k];  // h = x + res, fp32"
+
+        def loader(lx: str, lr: str) -> str:
+            r = f"{lr}(reinterpret_cast<const uint4*>(rr) + v)" if lr else "reinterpret_cast<const uint4*>(rr)[v]"
+            return f"return ptxf_xv{{{lx}(reinterpret_cast<const uint4*>(xr) + v), {r}}};"
+        x1 = "ptxf_x2f(xr[j]) + ptxf_x2f(rr[j])"
+    else:
+        xv = "struct ptxf_xv { uint4 x; };"
+        unpack_body = unpack("u.x", "f")
+
+        def loader(lx: str, lr: str) -> str:
+            return f"return ptxf_xv{{{lx}(reinterpret_cast<const uint4*>(xr) + v)}};"
+        x1 = "ptxf_x2f(xr[j])"
+    load = loader(load_x, load_r)
+    reload = loader("__ldg", "" if m.res_inout else "__ldg")
+    if m.h:
+        store_h = _vector_store("hr", m.h_dtype, vec, "f", False)
+        store_h1 = f"hr[j] = {_F2T[m.h_dtype].format('f')};"
+    else:
+        store_h = store_h1 = ""
+    stat_stores = " ".join(
+        f"s{i}[row] = {_F2T[dt].format(STATS[stat][0])};" for i, (_, dt, stat) in enumerate(m.stats))
     w_bytes = vec * _ITEMSIZE[wdt]  # w: VEC elements of w's dtype at vector index v: 8, 16 or 32 bytes
     expr = "(f[k] - mean) * scale"
     loads = []
@@ -321,23 +571,34 @@ def _convert(m: RowwiseMatch, cfg: RowwiseConfig, tx: str, tw: str, tb: str, idx
         loads.append(_vector_load("b", bdt, vec, "h", "b"))
         expr = f"{expr} + h[k]"
     norm_body = "\n".join(loads + [f"    float o[{vec}];\n#pragma unroll\n    for (int k = 0; k < {vec}; ++k) o[k] = {expr};"])
-    store = "__stcs(p, v);" if cfg.hint == "stream" else "*p = v;"
+    store_y = _vector_store("yr", m.out_dtype, vec, "o", cfg.hint == "stream")
     w2f = "" if not m.w else f"static __device__ __forceinline__ float ptxf_w2f({tw} v) {{ return {x2f[wdt]}; }}\n"
     b2f = "" if not m.b else f"static __device__ __forceinline__ float ptxf_b2f({tb} v) {{ return {x2f[bdt]}; }}\n"
     return f"""
 static __device__ __forceinline__ bool ptxf_aligned(const void* p, unsigned a) {{ return (reinterpret_cast<unsigned long long>(p) & (a - 1)) == 0; }}
 static __device__ __forceinline__ float ptxf_x2f({tx} v) {{ return {x2f[m.dtype]}; }}
-static __device__ __forceinline__ {tx} ptxf_f2y(float f) {{ return {f2y}; }}
-{w2f}{b2f}static __device__ __forceinline__ void ptxf_unpack_x(const uint4 u, float (&f)[{vec}])
+static __device__ __forceinline__ {ty} ptxf_f2y(float f) {{ return {f2y}; }}
+{w2f}{b2f}{xv}
+// the vector at index v of the row (x, and the residual where there is one): the first read, then re-reads of longer rows
+static __device__ __forceinline__ ptxf_xv ptxf_load_xv(const {tx}* __restrict__ xr, const {tx}* rr, {idx} v) {{ {load} }}
+static __device__ __forceinline__ ptxf_xv ptxf_reload_xv(const {tx}* __restrict__ xr, const {tx}* rr, {idx} v) {{ {reload} }}
+static __device__ __forceinline__ void ptxf_unpack_xv(const ptxf_xv& u, float (&f)[{vec}])
 {{
-{unpack}
+{unpack_body}
 }}
-static __device__ __forceinline__ void ptxf_store_y(uint4* p, const uint4 v) {{ {store} }}
-// y for one vector: ((x - mean) * scale) [* w] [+ b] in fp32, rounded once to {m.dtype}; w read as {w_bytes} bytes at vector index v.
-static __device__ __forceinline__ uint4 ptxf_norm(const float (&f)[{vec}], const {tw}* __restrict__ w, const {tb}* __restrict__ b,
-                                                  {idx} v, float mean, float scale)
+// element j of the row as the normalisation reads it (x, or x + res)
+static __device__ __forceinline__ float ptxf_x1(const {tx}* __restrict__ xr, const {tx}* rr, {idx} j) {{ return {x1}; }}
+// x + res to h (nothing without an h)
+static __device__ __forceinline__ void ptxf_store_h({th}* hr, {idx} v, const float (&f)[{vec}]) {{ {store_h} }}
+static __device__ __forceinline__ void ptxf_store_h1({th}* hr, {idx} j, float f) {{ {store_h1} }}
+// the row's statistics ({", ".join(f"{n}: {s}" for n, _, s in m.stats) or "none"}); m2: the variance (layer) or mean(x^2) (rms)
+static __device__ __forceinline__ void ptxf_store_stats({ts[0]}* __restrict__ s0, {ts[1]}* __restrict__ s1, long long row,
+                                                        float mean, float m2, float scale, float eps) {{ {stat_stores} }}
+// y for one vector: ((x - mean) * scale) [* w] [+ b] in fp32, rounded once to {m.out_dtype}; w read as {w_bytes} bytes at vector index v.
+static __device__ __forceinline__ void ptxf_norm_store({ty}* __restrict__ yr, {idx} v, const float (&f)[{vec}],
+                                                       const {tw}* __restrict__ w, const {tb}* __restrict__ b, float mean, float scale)
 {{
 {norm_body}
-    return make_uint4({pack});
+    {store_y}
 }}
 """
