@@ -15,6 +15,8 @@ pass                 what it does                                               
 ``shuffle_reduce``   shared-memory tree reduction -> warp shuffles + one cross-warp step       no (sums)
 ``rowpar_*``         one thread per row -> L lanes per row (sub-warp, warp, block); loops split  no (sums)
                      across lanes, accumulations (sum, max, min, arg max) combined by shuffles
+``scan_*``           a running accumulation stored per element (a prefix sum, running max), one   no (float
+                     thread per row -> a warp or a block per row, chunks scanned by shuffles    sums)
 ``colpar_*``         one thread per column -> a 2-D block, columns on x, the column's loop     no (sums)
                      split over y; accumulations combined in shared memory, in order
 ``blockrow_*``       one block per row (shared-memory tree reductions) -> L lanes per row, rows  no (sums)
@@ -36,7 +38,7 @@ pass                 what it does                                               
 ===================  ========================================================================  =====
 
 ``ldg``, ``ldg_na`` and ``stream`` are alternatives (group ``hint``), and so are ``vectorize``,
-``grid_stride`` and the ``rowpar``, ``colpar``, ``blockrow`` and ``smem_tile`` variants (group ``grid``: all redefine what a thread of
+``grid_stride`` and the ``rowpar``, ``scan``, ``colpar``, ``blockrow`` and ``smem_tile`` variants (group ``grid``: all redefine what a thread of
 the grid does). Proposals, in this
 order: every applicable pass alone, then greedy chains (each pass in :data:`PASSES` order applied
 when its precondition holds on the text so far), one chain per combination of group alternatives
@@ -71,6 +73,7 @@ from .launch_bounds import LaunchBoundsPass
 from .ldg import LdgNoAllocatePass, LdgPass, StreamPass
 from .restrict import RestrictPass
 from .rowpar import RowParallelPass
+from .scan import ScanPass
 from .shuffle_reduce import ShuffleReducePass
 from .smem_hist import SmemHistPass
 from .smem_tile import CONFIGS as SMEM_TILES, SmemTilePass
@@ -87,13 +90,16 @@ ROWPAR_LANES = ("auto", 32, 256, 8, 1024, 16, 512, 4, 128)
 BLOCKROW_LANES = ("auto", 32, 128)
 # Threads per column for ``colpar`` (a column reduction written one thread per column): chosen at launch, then fixed.
 COLPAR_SPLITS = ("auto", 8, 32, 16, 4)
+# Lanes per row for ``scan`` (a running accumulation stored per element, one thread per row): chosen at launch, a warp, a block.
+SCAN_VARIANTS = ("auto", "warp", "block256")
 
 # Chain order: aliasing facts first, then the accesses, the arithmetic, the reductions, the loop
 # structure (smem_tile before the hints, whose loads it stages; vectorize after the hints, whose loads and stores it widens; vector_loops after rowpar, whose
 # split loops it widens, and after hold_row, whose original loops (the long rows' path) it widens; grid_stride before unroll, so the new loop can be unrolled, and before atomic_agg and smem_hist, which accumulate over it), and the register budget last.
 PASSES: tuple[Pass, ...] = (
     RestrictPass(), *(SmemTilePass(*t) for t in SMEM_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), ShuffleReducePass(),
-    *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
+    *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ScanPass(v) for v in SCAN_VARIANTS),
+    *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
     *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), UnrollPass(),
     LaunchBoundsPass(),
 )
