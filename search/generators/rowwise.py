@@ -1,9 +1,13 @@
 """The "rowwise" family: an expert skeleton for row-wise normalisation (RMSNorm, LayerNorm).
 
 It applies to kernels whose spec reads ``x[R, C]`` (bf16, f16 or f32), optionally ``w[C]`` and then
-``b[C]`` (in signature order: the weight, then the bias, added after scaling), writes ``y[R, C]`` of
-x's dtype, and takes scalars equal to ``R``, to ``C`` and a constant float ``eps``, with
-``launch.policy = "free"``. A spec with a bias is LayerNorm (``y = (x - mean) * rstd * w + b``):
+``b[C]`` (in signature order: the weight, then the bias, added after scaling), writes ``y[R, C]`` (any
+float dtype), and takes scalars equal to ``R``, to ``C`` and a constant float ``eps`` (other scalars are
+passed through unused), with ``launch.policy = "free"``. The common variants of the class are taken too
+(:func:`match_spec`, :func:`variants`): up to two per-row outputs ``[R]`` (mean, rstd, var, std, rms: the
+statistic the source's stores show, else each plausible one; stored by one thread per row), and a residual
+``res[R, C]`` added to x before the normalisation where the source adds them, its sum stored to a second
+``[R, C]`` output or to the residual itself when it is ``inout``. A spec with a bias is LayerNorm (``y = (x - mean) * rstd * w + b``):
 every candidate is then a LayerNorm; without one, the candidates are RMSNorm plus two LayerNorm
 probes. Each candidate is the CUDA template ``rowwise.cu`` instantiated
 with the user's kernel name, parameter names, types and order, so its ``kernel_text`` drops into
