@@ -288,3 +288,31 @@ def test_the_chunked_order_gives_the_serial_values(n, lanes):
         assert np.array_equal(y, want[:n]) and total == (serial[-1] if n else 3)
     y, total = chunked(x, -1000, max, None, True, lanes, False)
     assert np.array_equal(y, np.maximum.accumulate(np.concatenate([[-1000], x]))[1:])
+
+
+INPLACE_ARGS = """
+  { name = "x", role = "inout", dtype = "f32", shape = ["M", "N"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+"""
+
+
+def test_an_in_place_scan_reads_before_it_stores_and_a_read_back_is_refused():
+    src = kernel("""    float acc = 0.0f;
+    for (int j = 0; j < N; j++) {
+        float v = x[r * N + j];
+        acc += v;
+        x[r * N + j] = acc;
+    }
+""", "float* x, int M, int N")
+    spec = row_spec(args=INPLACE_ARGS)
+    assert scan("warp").why_not(unit(src, spec)) is None
+    candidate_compiles(src, spec, [scan("block256")])
+    back = kernel("""    float acc = 0.0f;
+    for (int j = 0; j < N; j++) {
+        y[r * N + j] = acc;
+        acc += y[r * N + j] + x[r * N + j];
+    }
+""")
+    why = scan("warp").why_not(unit(back, row_spec()))
+    assert why is not None and "reads back what it stored" in why

@@ -13,7 +13,8 @@ before the update (an exclusive scan) or after it (inclusive), in any number of 
     total[r] = acc;                                  // the row's total after the loop: one lane writes it
 
 A top-level statement of the loop body that writes memory is a *store*: it writes no variable and declares nothing;
-the other statements (the update, locals, loads) write no memory and read ``acc`` only in its update. Every access
+the other statements (the update, locals, loads) write no memory, read ``acc`` only in its update and read no buffer
+a store before them wrote (an in-place scan, ``v = x[j]; acc += v; x[j] = acc;``, reads before it stores). Every access
 in the loop to a buffer the loop writes is at one index, ``c * j + base`` (``c`` a nonzero integer, ``base`` free of
 ``j``), the one its stores write: each iteration owns its elements (``y[j - 1]`` read back is refused). Statements
 before the loop write no memory; after it, a statement that writes memory runs on the row's first lane (after a
@@ -214,10 +215,15 @@ class ScanPass(PlannedPass):
         arrays = _local_arrays(unit.body)
         # the body's statements: stores (write memory, nothing else) and the rest (write no memory)
         stmts = sx.statements(body) if body.type == "compound_statement" else [body]
-        stores = []
+        stores, stored = [], set()
         for s in stmts:
-            if not _written_roots(s, roots, arrays):
+            w = _written_roots(s, roots, arrays)
+            if not w:
+                if any(roots.get(n) in stored for n in sx.identifiers(s)):
+                    raise Refused(f"line {s.start_point[0] + 1}: the loop reads back what it stored (the scan's first pass "
+                                  "runs without the stores)")
                 continue
+            stored |= w
             if s.type == "declaration" or sx.written_names(s) or sx.declared_names(s):
                 raise Refused(f"line {s.start_point[0] + 1}: a statement of the loop both writes memory and sets "
                               "variables")
