@@ -18,7 +18,8 @@
 // writing). Longer rows stream the rest in chunks from global memory (online: the running sum is
 // rescaled when the maximum grows) and read it again, mostly from L2, for the write. One reduction
 // (warp shuffles, then shared memory across the warps of a row) merges the partial states into the
-// row's (M, S); then every element is y = exp(x - M) * (1 / S), one reciprocal per thread.
+// row's (M, S); then every element is y = exp(x - M) * (1 / S), one reciprocal per thread. Per-row
+// outputs (the max, the sum, the log-sum-exp), where the kernel has them, are stored by the row's first thread.
 ${CONVERT}
 // e^d (expf) or 2^d (exp2: arguments are in log2 units, the inputs prescaled by K = log2(e)).
 static __device__ __forceinline__ float ptxf_ex(float d) { ${EX_BODY} }
@@ -98,7 +99,8 @@ static __device__ __forceinline__ void ptxf_load(uint4 (&q)[N], const uint4* __r
 // One tier of the dispatch. __noinline__: each tier gets its own register allocation (inlined into one
 // kernel, the tiers together spilled where none did alone).
 template <int TPR, int RPB, int MV, bool RAW>
-static __device__ __noinline__ void ptxf_softmax(const ${TX}* __restrict__ x, ${TX}* __restrict__ y, long long R, ${IDX} C)
+static __device__ __noinline__ void ptxf_softmax(const ${TX}* __restrict__ x, ${TX}* __restrict__ y, long long R, ${IDX} C,
+                                                 ${TS0}* __restrict__ s0, ${TS1}* __restrict__ s1)
 {
     static_assert(TPR % 32 == 0 && TPR <= ${BLOCK} && ${BLOCK} % TPR == 0 && MV >= 1, "bad softmax configuration");
     static_assert(TPR >= ${VEC}, "head and tail need one thread per element");
@@ -183,6 +185,7 @@ static __device__ __noinline__ void ptxf_softmax(const ${TX}* __restrict__ x, ${
                 ptxf_merge(m, s, mcs, sc);
             }
             ptxf_row_reduce<TPR>(m, s, rb);
+            if (active && t == 0) ptxf_store_stats(s0, s1, row, m, s, ${K});  // per-row outputs: one thread per row
             const float inv = 1.f / s;                               // s >= 1 for a real row: the maximum adds exp(0)
             const float g = RAW ? 0.f : ptxf_ex(mc - m) * inv;        // cached exps: exp(x - mc) * exp(mc - M) / S
             if (has_h) yr[t] = ptxf_f2y(RAW ? ptxf_ex(fmaf(hv, ${K}, -m)) * inv : hv * g);
@@ -227,6 +230,7 @@ static __device__ __noinline__ void ptxf_softmax(const ${TX}* __restrict__ x, ${
             float s = 0.f;
             for (long long j = t; active && j < C; j += TPR) s += ptxf_ex(fmaf(ptxf_x2f(xr[j]), ${K}, -ms));
             ptxf_row_reduce<TPR>(m, s, rb);
+            if (active && t == 0) ptxf_store_stats(s0, s1, row, m, s, ${K});  // per-row outputs: one thread per row
             const float inv = 1.f / s;
             for (long long j = t; active && j < C; j += TPR) yr[j] = ptxf_f2y(ptxf_ex(fmaf(ptxf_x2f(xr[j]), ${K}, -m)) * inv);
         }

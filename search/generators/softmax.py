@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import EXP_CALL, GenContext, family_candidate, family_candidates, size_args, source_mentions
+from ..base import (EXP_CALL, GenContext, family_candidate, family_candidates, kernel_linkage, render_params, shape_dims,
+                    size_args, source_mentions, stored_values)
 from .cuda_text import load_template, floats_to_word, word_to_floats
 from .rowwise import _CTYPE, _FLOATS, _ITEMSIZE, _is_2d, grid_expr
 
@@ -50,6 +51,7 @@ class SoftmaxMatch:
     c_sym: str
     dtype: str  # x and y
     c_dtype: str  # dtype of the C scalar (index type)
+    stats: tuple[tuple[str, str, str], ...] = ()  # per-row outputs [R]: (name, dtype, statistic or "" until assigned)
 
     @property
     def vec(self) -> int:
@@ -134,23 +136,26 @@ class SoftmaxConfig:
 def match_spec(spec: KernelSpec) -> SoftmaxMatch | None:
     """The row-softmax mapping of ``spec``, or None when the spec does not have the pattern (or its launch is fixed).
 
-    Pattern: buffers exactly ``x[R, C]`` (in, bf16/f16/f32) and ``y[R, C]`` (out, x's dtype); scalars
-    exactly two integers (i32/i64/u32) whose values are the symbols ``R`` and ``C``.
+    Pattern: buffers ``x[R, C]`` (in, bf16/f16/f32), ``y[R, C]`` (out, x's dtype) and up to two per-row outputs
+    ``[R]`` (float: the row's max, sum of exponentials or log-sum-exp, see :func:`variants`); scalars: two integers
+    (i32/i64/u32) whose values are the symbols ``R`` and ``C``, in any order, and any others, passed through unused.
     """
     if spec.launch.policy != "free":
         return None
     syms = set(spec.symbols)
     bufs = [a for a in spec.args if a.is_buffer]
     scalars = [a for a in spec.args if not a.is_buffer]
-    if len(bufs) != 2 or len(scalars) != 2:
-        return None
     xs = [a for a in bufs if a.role == "in" and _is_2d(a.shape, syms)]
-    ys = [a for a in bufs if a.role == "out"]
-    if len(xs) != 1 or len(ys) != 1:
+    if len(xs) != 1:
         return None
-    x, y = xs[0], ys[0]
+    x = xs[0]
     r_sym, c_sym = (d.strip() for d in x.shape)
-    if x.dtype.value not in _FLOATS or y.dtype != x.dtype or [str(d).strip() for d in y.shape] != [r_sym, c_sym]:
+    ys = [a for a in bufs if a.role == "out" and list(shape_dims(a.shape)) == [r_sym, c_sym]]
+    stats = [a for a in bufs if a.role == "out" and list(shape_dims(a.shape)) == [r_sym] and a.dtype.value in _FLOATS]
+    if len(ys) != 1 or len(stats) > 2 or 2 + len(stats) != len(bufs):
+        return None
+    y = ys[0]
+    if x.dtype.value not in _FLOATS or y.dtype != x.dtype:
         return None
     sizes = size_args(scalars, r_sym, c_sym)
     if sizes is None:
@@ -158,8 +163,39 @@ def match_spec(spec: KernelSpec) -> SoftmaxMatch | None:
     r_arg, c_arg = sizes
     return SoftmaxMatch(
         x=x.name, y=y.name, r_arg=r_arg.name, c_arg=c_arg.name, r_sym=r_sym, c_sym=c_sym,
-        dtype=x.dtype.value, c_dtype=c_arg.dtype.value,
+        dtype=x.dtype.value, c_dtype=c_arg.dtype.value, stats=tuple((a.name, a.dtype.value, "") for a in stats),
     )
+
+
+# Per-row statistics a softmax kernel stores, as C expressions of the row's (m, s) in exp units (k: the
+# prescale, log2(e) for exp2): its maximum, its sum of exp(x - max), its log-sum-exp.
+STATS = {"max": "m / k", "sum": "s", "lse": "m / k + logf(s)"}
+# Evidence, first match wins, from the output's name, then from what the source stores into it.
+_STAT_WORDS = (("lse", r"lse|logsumexp|log"), ("max", r"max|(?<![a-z])mx|(?<![a-z])m(?![a-z])"),
+               ("sum", r"sum|denom|norm|(?<![a-z])z(?![a-z])|(?<![a-z])l(?![a-z])"))
+_PLAUSIBLE = {1: (("lse",), ("max",), ("sum",)), 2: (("max", "sum"), ("sum", "max"))}
+
+
+def variants(m: SoftmaxMatch, text: str) -> list[tuple[SoftmaxMatch, bool]]:
+    """The concrete forms of ``m`` for the kernel ``text``: ``(match, evidence)``, each per-row output given
+    the statistic its name or stored values show (every combination of them), else each plausible one (only
+    the first with ``evidence`` True: the others get a probe)."""
+    if not m.stats:
+        return [(m, True)]
+    seen = []
+    for name, _, _ in m.stats:
+        found = []
+        for src in [name] + stored_values(text, name):
+            hit = next((s for s, pattern in _STAT_WORDS if re.search(pattern, src, re.I)), None)
+            if hit and hit not in found:
+                found.append(hit)
+        seen.append(found)
+    if all(seen):
+        choices = [c for c in itertools.product(*seen) if len(set(c)) == len(c)]
+    else:
+        choices = [c for c in _PLAUSIBLE[len(seen)] if all(not s or c[i] in s for i, s in enumerate(seen))]
+    return [(replace(m, stats=tuple((n, dt, s) for (n, dt, _), s in zip(m.stats, c))), all(seen) or k == 0)
+            for k, c in enumerate(choices)]
 
 
 # The (block, rows_per_block, vecs) shapes of the tuning space. Register budget (ptxas 13.0, sm_90a,
@@ -188,7 +224,9 @@ class SoftmaxFamily:
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
         m = match_spec(ctx.spec) if source_mentions(ctx.source, EXP_CALL) else None  # no exponential: not a softmax
-        return family_candidates(ctx, m is not None, tuning_space(m) if m else (), lambda cfg: self.instantiate(ctx, m, cfg))
+        pairs = [(f, cfg) for f, evidence in (variants(m, ctx.kernel.text) if m else [])
+                 for cfg in (tuning_space(f) if evidence else tuning_space(f)[:1])]
+        return family_candidates(ctx, bool(pairs), pairs, lambda fc: self.instantiate(ctx, *fc))
 
     def instantiate(self, ctx: GenContext, m: SoftmaxMatch, cfg: SoftmaxConfig) -> Candidate:
         """The candidate for one configuration (the spec must match: ``m = match_spec(ctx.spec)``)."""
@@ -198,7 +236,11 @@ class SoftmaxFamily:
             f"softmax block={cfg.block} rpb={tiers[0].rpb}..{tiers[-1].rpb} vec16x{cfg.vecs} "
             f"tpr={tiers[0].tpr}..{tiers[-1].tpr} {cfg.exp}" + (" stream" if cfg.hint == "stream" else "")
         )
-        return family_candidate(ctx, self.name, text, launch_grid(tiers, m), cfg.block, desc, cfg.params())
+        params = cfg.params()
+        if m.stats:
+            params["stats"] = ",".join(s for _, _, s in m.stats)
+            desc += " stats=" + ",".join(f"{n}:{s}" for n, _, s in m.stats)
+        return family_candidate(ctx, self.name, text, launch_grid(tiers, m), cfg.block, desc, params)
 
 
 def launch_grid(tiers: list[Tier], m: SoftmaxMatch) -> str:
@@ -211,17 +253,15 @@ def render_kernel(ctx: GenContext, m: SoftmaxMatch, cfg: SoftmaxConfig) -> str:
     """The kernel text (helpers + ``__global__`` definition) for one configuration, in the user's signature."""
     tx = _CTYPE[m.dtype]
     idx = "int" if m.c_dtype == "i32" else "long long"
-    params = []
-    for p in ctx.kernel.params:
-        const = "const " if p.is_const else ""
-        params.append(f"{const}{p.type}* __restrict__ {p.name}" if p.is_pointer else f"{const}{p.type} {p.name}")
-    args = f"{m.x}, {m.y}, (long long){m.r_arg}, ({idx}){m.c_arg}"
+    ts = [_CTYPE[m.stats[i][1]] if i < len(m.stats) else "float" for i in range(2)]
+    s_args = [m.stats[i][0] if i < len(m.stats) else f"static_cast<{ts[i]}*>(nullptr)" for i in range(2)]
+    args = f"{m.x}, {m.y}, (long long){m.r_arg}, ({idx}){m.c_arg}, {s_args[0]}, {s_args[1]}"
     tiers = cfg.tiers(m.vec)
     lines = []
     for i, t in enumerate(tiers):
         call = f"ptxf_softmax<{t.tpr}, {t.rpb}, {t.mv}, {'true' if t.raw else 'false'}>({args});"
         lines.append("    " + ("else " if i else "") + (call if t.cap is None else f"if ({m.c_arg} <= {t.cap}) {call}"))
-    linkage = 'extern "C" ' if re.match(r'extern\s+"C"\s*(?!\{)', ctx.kernel.text.lstrip()) else ""
+    linkage = kernel_linkage(ctx.kernel)
     if cfg.exp == "exp2":
         ex_body = 'float r; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d)); return r;'
         k = LOG2E
@@ -229,9 +269,9 @@ def render_kernel(ctx: GenContext, m: SoftmaxMatch, cfg: SoftmaxConfig) -> str:
         ex_body = "return expf(d);"
         k = "1.0f"
     body = load_template(_TEMPLATE).substitute(
-        CONVERT=_convert(m, cfg, tx), TX=tx, IDX=idx, VEC=m.vec, BLOCK=cfg.block, K=k, EX_BODY=ex_body,
+        CONVERT=_convert(m, cfg, tx), TX=tx, TS0=ts[0], TS1=ts[1], IDX=idx, VEC=m.vec, BLOCK=cfg.block, K=k, EX_BODY=ex_body,
         LOAD_X="__ldcs" if cfg.hint == "stream" else "__ldg", NEG_WORD=_NEG_WORD[m.dtype], RCH=REMAINDER_CHUNK,
-        LINKAGE=linkage, KERNEL=ctx.kernel.name, PARAMS=", ".join(params), MINB=cfg.min_blocks(m.vec),
+        LINKAGE=linkage, KERNEL=ctx.kernel.name, PARAMS=render_params(ctx.kernel), MINB=cfg.min_blocks(m.vec),
         X=m.x, Y=m.y, DISPATCH="\n".join(lines),
     )
     # The helpers are C++ templates: give them C++ linkage even when the kernel sits in an extern "C" block.
@@ -251,6 +291,9 @@ def _convert(m: SoftmaxMatch, cfg: SoftmaxConfig, tx: str) -> str:
     )
     pack = ", ".join(floats_to_word(m.dtype, [f"o[{j * epw + k}]" for k in range(epw)]) for j in range(4))
     store = "__stcs(p, v);" if cfg.hint == "stream" else "*p = v;"
+    ts = [_CTYPE[m.stats[i][1]] if i < len(m.stats) else "float" for i in range(2)]
+    f2t = {"bf16": "__float2bfloat16({})", "f16": "__float2half({})", "f32": "{}"}
+    stat_stores = " ".join(f"s{i}[row] = {f2t[dt].format(STATS[s])};" for i, (_, dt, s) in enumerate(m.stats))
     return f"""
 static __device__ __forceinline__ bool ptxf_aligned(const void* p, unsigned a) {{ return (reinterpret_cast<unsigned long long>(p) & (a - 1)) == 0; }}
 static __device__ __forceinline__ float ptxf_neg_inf() {{ return __int_as_float(0xff800000); }}
@@ -262,4 +305,7 @@ static __device__ __forceinline__ void ptxf_unpack_x(const uint4 u, float (&f)[{
 }}
 static __device__ __forceinline__ uint4 ptxf_pack(const float (&o)[{vec}]) {{ return make_uint4({pack}); }}
 static __device__ __forceinline__ void ptxf_store_y(uint4* p, const uint4 v) {{ {store} }}
+// the row's statistics ({", ".join(f"{n}: {s}" for n, _, s in m.stats) or "none"}) from its (m, s) in exp units; k: the prescale
+static __device__ __forceinline__ void ptxf_store_stats({ts[0]}* __restrict__ s0, {ts[1]}* __restrict__ s1, long long row,
+                                                        float m, float s, float k) {{ {stat_stores} }}
 """

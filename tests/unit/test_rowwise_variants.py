@@ -633,3 +633,158 @@ def test_kernel_text_on_host_emulation(name, tmp_path):
                     assert np.allclose(got, want[a.name], rtol=tol, atol=tol), (
                         f"{cand.description} at {R}x{C} offset {off}: {a.name} differs, max error "
                         f"{np.nanmax(np.abs(got - want[a.name]))}")
+
+
+# ---------------------------------------------------------------- the softmax family: the same ideas
+
+from ptxfactory.search.generators.softmax import SoftmaxFamily  # noqa: E402
+from ptxfactory.search.generators.softmax import match_spec as softmax_match  # noqa: E402
+from ptxfactory.search.generators.softmax import variants as softmax_variants  # noqa: E402
+
+SM_CASES = {
+    # log-softmax's companion: softmax plus the row's log-sum-exp, f32, one thread per row; an unused flag
+    "softmax_lse": (r"""
+__global__ void softmax_lse(const float* x, float* y, float* lse, int R, int flag, int C)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= R) return;
+    float mx = -INFINITY;
+    for (int i = 0; i < C; ++i) mx = fmaxf(mx, x[r * C + i]);
+    float s = 0.f;
+    for (int i = 0; i < C; ++i) s += expf(x[r * C + i] - mx);
+    lse[r] = mx + logf(s);
+    for (int i = 0; i < C; ++i) y[r * C + i] = expf(x[r * C + i] - mx) / s;
+}
+""", """
+x in f32 R,C
+y out f32 R,C
+lse out f32 R
+R scalar i32 R
+flag scalar i32 0
+C scalar i32 C
+""", ("lse",)),
+    # bf16 softmax, one block per row, saving the row's max and sum (f32) for the backward pass
+    "softmax_max_sum": (r"""
+__global__ void softmax_max_sum(const __nv_bfloat16* x, __nv_bfloat16* y, float* row_max, float* row_sum, int R, int C)
+{
+    __shared__ float red[128];
+    int r = blockIdx.x;
+    float m = -INFINITY;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) m = fmaxf(m, __bfloat162float(x[r * C + i]));
+    red[threadIdx.x] = m;
+    __syncthreads();
+    for (int k = 64; k > 0; k /= 2) { if (threadIdx.x < k) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + k]); __syncthreads(); }
+    m = red[0];
+    __syncthreads();
+    float s = 0.f;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) s += __expf(__bfloat162float(x[r * C + i]) - m);
+    red[threadIdx.x] = s;
+    __syncthreads();
+    for (int k = 64; k > 0; k /= 2) { if (threadIdx.x < k) red[threadIdx.x] += red[threadIdx.x + k]; __syncthreads(); }
+    s = red[0];
+    if (threadIdx.x == 0) { row_max[r] = m; row_sum[r] = s; }
+    for (int i = threadIdx.x; i < C; i += blockDim.x) y[r * C + i] = __float2bfloat16(__expf(__bfloat162float(x[r * C + i]) - m) / s);
+}
+""", """
+x in bf16 R,C
+y out bf16 R,C
+row_max out f32 R
+row_sum out f32 R
+R scalar i32 R
+C scalar i32 C
+""", ("max", "sum")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SM_CASES))
+def test_softmax_variant_matches_compiles_and_keeps_the_signature(name):
+    src, args, stats = SM_CASES[name]
+    spec = make_spec(name, args)
+    ctx = ctx_of(src, spec)
+    m = softmax_match(spec)
+    assert m is not None and len(m.stats) == len(stats)
+    cands = SoftmaxFamily().propose(ctx)
+    assert cands and {k.params["stats"] for k in cands} == {",".join(stats)}
+    for k in cands:
+        kd = find_kernel(k.source, name)
+        check_signature(spec, kd)
+        assert [(p.name, p.type) for p in kd.params] == [(p.name, p.type) for p in ctx.kernel.params]
+    for k in (cands[0], cands[-1]):
+        r = compile_candidate(k, "sm_90a")
+        assert not isinstance(r, CompileFailed), f"{k.description}: {r.log[-3000:]}"
+        assert r.resources.spill_stores == 0 and r.resources.local_bytes == 0, f"{k.description}: {r.resources.summary()}"
+
+
+def test_softmax_statistics_without_evidence_and_refusals():
+    src, args, _ = SM_CASES["softmax_lse"]
+    spec = make_spec("softmax_q", args.replace("lse", "q"))
+    ctx = ctx_of(src.replace("lse", "q").replace("softmax_q[r] = mx + logf(s)", "q[r] = t"), spec)
+    forms = softmax_variants(softmax_match(spec), "q[r] = t;")
+    assert [(f.stats[0][2], ev) for f, ev in forms] == [("lse", True), ("max", False), ("sum", False)]
+    # an extra input, a column output, three per-row outputs, y of another dtype: refused
+    for bad in ("x in f32 R,C\nz in f32 R,C\ny out f32 R,C\nR scalar i32 R\nC scalar i32 C",
+                "x in f32 R,C\ny out f32 R,C\nc out f32 C\nR scalar i32 R\nC scalar i32 C",
+                "x in f32 R,C\ny out f32 R,C\na out f32 R\nb out f32 R\nc out f32 R\nR scalar i32 R\nC scalar i32 C",
+                "x in f32 R,C\ny out bf16 R,C\nR scalar i32 R\nC scalar i32 C"):
+        assert softmax_match(make_spec("k", bad)) is None, bad
+
+
+SM_SHIM = r"""
+#define __noinline__
+#define INFINITY (__builtin_inff())
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+template <class T> inline T min(T a, T b) { return a < b ? a : b; }
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20) for the host emulation")
+@pytest.mark.parametrize("name", sorted(SM_CASES))
+def test_softmax_kernel_text_on_host_emulation(name, tmp_path):
+    """expf candidates (the first and last), on the host: y and every per-row statistic match NumPy, vector and
+    scalar paths, rows past the register cache."""
+    src, args, stats = SM_CASES[name]
+    spec = make_spec(name, args)
+    ctx = ctx_of(src, spec)
+    cands = [k for k in SoftmaxFamily().propose(ctx) if k.params["exp"] == "expf"]
+    c = Case(name, src, args, "softmax", stats)
+    rng = np.random.default_rng(11)
+    for cand in {k.key: k for k in (cands[0], cands[-1])}.values():
+        text = SHIM + SM_SHIM + cand.source.replace("#include <cuda_bf16.h>\n", "") + _main(c, spec)
+        cpp = tmp_path / f"sm_{hashlib.sha1(text.encode()).hexdigest()[:8]}.cpp"
+        cpp.write_text(text)
+        exe = tmp_path / "sm"
+        build = subprocess.run(["g++", "-std=c++20", "-O1", "-w", str(cpp), "-o", str(exe), "-pthread"], capture_output=True, text=True)
+        assert build.returncode == 0, build.stderr[-3000:]
+        for R, C in [(5, 8), (3, 37), (2, 1), (3, 4100), (2, 8200)]:
+            for off in (0, 1):
+                vals = {}
+                for a in spec.args:
+                    if not a.is_buffer:
+                        continue
+                    n = R * C if len(a.shape) == 2 else R
+                    v = rng.normal(0.0, 2.0, n).astype(np.float32)
+                    if a.role == "out":
+                        v[:] = np.nan
+                    bits = _bf16_bits(v) if a.dtype.value == "bf16" else v
+                    vals[a.name] = (_from_bf16(bits) if a.dtype.value == "bf16" else v).astype(np.float64).reshape(
+                        (R, C) if len(a.shape) == 2 else (n,))
+                    bits.tofile(tmp_path / f"{a.name}.bin")
+                grid = evaluate(cand.launch.grid[0], {"R": R, "C": C})
+                run = subprocess.run([str(exe), str(grid), str(cand.launch.block[0]), str(tmp_path), str(R), str(C), str(off)],
+                                     capture_output=True, text=True, timeout=300)
+                assert run.returncode == 0 and run.stdout.strip() == "ok", f"{cand.description} at {R}x{C}: {run.stdout[-300:]}"
+                xv = vals["x"]
+                mx = xv.max(axis=1)
+                s = np.exp(xv - mx[:, None]).sum(axis=1)
+                want = {"y": np.exp(xv - mx[:, None]) / s[:, None]}
+                outs = [a.name for a in spec.args if a.is_buffer and a.role == "out" and len(a.shape) == 1]
+                for o, st in zip(outs, stats):
+                    want[o] = {"max": mx, "sum": s, "lse": mx + np.log(s)}[st]
+                for a in spec.args:
+                    if a.name not in want:
+                        continue
+                    raw = np.fromfile(tmp_path / f"{a.name}.bin", np.uint16 if a.dtype.value == "bf16" else np.float32)
+                    got = (_from_bf16(raw) if a.dtype.value == "bf16" else raw).astype(np.float64).reshape(want[a.name].shape)
+                    tol = 1e-2 if a.dtype.value == "bf16" else 1e-4
+                    assert np.allclose(got, want[a.name], rtol=tol, atol=1e-5 if tol < 1e-3 else tol), (
+                        f"{cand.description} at {R}x{C} offset {off}: {a.name} differs, max error {np.nanmax(np.abs(got - want[a.name]))}")
