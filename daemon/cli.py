@@ -184,7 +184,10 @@ class _ProgressBar:
             status = f"{r.speedup:.2f}x" if isinstance(r, Measured) else r.outcome.replace("_", " ")
             took = getattr(r, "wall_s", None)  # the GPU worker's seconds on it (verification and timing)
             text = f"#{p.done - 1} {p.row.candidate.generator}: {p.row.candidate.description}: {status}"
-            text += f" ({took:.1f} s)" if took else ""
+            if took:
+                parts = [f"verify {r.verify_s:.1f} s"] if r.verify_s else []
+                parts += [f"Python reference {r.reference_s:.1f} s"] if r.reference_s >= 0.05 else []
+                text += f" ({took:.1f} s{': ' + ', '.join(parts) if parts else ''})"
         elif p.done == 0:
             text = p.message
         elif p.done == p.total:  # the job's end: its message is the final line, printed once after the table

@@ -197,6 +197,8 @@ class Evaluator:
         self.phase = "verify"
         # the last time_size call: size, n_sets, reps, the sampled rounds, L2 flushes (for tests and benchmarks)
         self.last_timing: dict = {}
+        # seconds spent in the Python reference's child process (cache misses), summed; an evaluation reports its share
+        self.reference_s = 0.0
 
     def close(self) -> None:
         """Stop the Python reference's child process, if any (the worker's end)."""
@@ -316,7 +318,9 @@ class Evaluator:
                 self._python = R.ReferenceProcess(ref, spec)
             if inputs is None:
                 inputs = B.make_inputs(spec, size, seed, variant)
+            t0 = time.perf_counter()
             outs = self._python.outputs(size, {name: buf.get() for name, buf in inputs.items()})
+            self.reference_s += time.perf_counter() - t0
             while self._python_cache and sum(a.nbytes for o in self._python_cache.values() for a in o.values()) \
                     + sum(a.nbytes for a in outs.values()) > self.PYTHON_CACHE_BYTES:
                 self._python_cache.pop(next(iter(self._python_cache)))
@@ -630,7 +634,7 @@ class Evaluator:
         """Verify then time; returns Measured or Rejected. Raises :class:`CandidateCrash` on a sticky CUDA error
         (:attr:`phase` says where). ``skip_misaligned``: why the misaligned pass is off for this original (it
         faulted there in an earlier worker); a Measured result's ``notes`` say so."""
-        t0 = time.perf_counter()
+        t0, ref0 = time.perf_counter(), self.reference_s
         if skip_misaligned:
             self.misaligned_skip[base_key] = skip_misaligned
         try:
@@ -640,7 +644,8 @@ class Evaluator:
             self.phase = "time"
             verify_s = time.perf_counter() - t0
             if rejected is not None:
-                return rejected.model_copy(update={"resources": cand.resources, "wall_s": verify_s, "verify_s": verify_s})
+                return rejected.model_copy(update={"resources": cand.resources, "wall_s": verify_s, "verify_s": verify_s,
+                                                   "reference_s": self.reference_s - ref0})
             facts = self.facts()
             timings, samples = [], []
             for size in plan.bench_sizes:
@@ -677,7 +682,7 @@ class Evaluator:
         speedup = math.exp(sum(math.log(t.baseline_median_us / t.median_us) for t in timings) / len(timings))
         lo, hi = speedup_interval(samples)
         return Measured(candidate_key=key, resources=cand.resources, timings=timings, speedup=speedup, speedup_lo=lo, speedup_hi=hi,
-                        verified_sizes=plan.verify_sizes + plan.heldout_sizes, wall_s=time.perf_counter() - t0, verify_s=verify_s,
+                        verified_sizes=plan.verify_sizes + plan.heldout_sizes, wall_s=time.perf_counter() - t0, verify_s=verify_s, reference_s=self.reference_s - ref0,
                         ref_errors=R.summarise(errors), notes=self.notes(base_key))
 
     def notes(self, base_key: str) -> list[str]:

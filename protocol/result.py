@@ -80,6 +80,8 @@ class _Result(BaseModel):
     resources: Resources | None = None
     wall_s: float = Field(default=0.0, description="wall time of the whole evaluation in the worker, seconds")
     verify_s: float = Field(default=0.0, description="wall time of verification alone, seconds")
+    reference_s: float = Field(default=0.0, description="of wall_s, the seconds spent computing the spec's Python reference "
+                                                        "(outputs not cached yet), seconds")
     compiler: Literal["nvrtc", "nvcc", "ptxas", "driver"] = Field(
         default="nvrtc", description="what compiled the candidate: NVRTC, nvcc for a source NVRTC cannot compile (a header it "
                                      "lacks, host code), ptxas for PTX, or the CUDA driver's JIT for PTX where no ptxas was found")

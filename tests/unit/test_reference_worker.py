@@ -147,6 +147,9 @@ def test_evaluate_records_both_errors_and_post_timing_judges_against_the_referen
         # the bench size's timing outputs disagree with the original's beyond rtol, and were judged against
         # the reference on the same inputs (timing set seed 1000 + last, variant 0): cached under that key
         assert any(key[1] == (("M", 8), ("N", 200001)) and key[2] >= 1000 for key in ev._python_cache)
+        assert 0 < result.reference_s < result.wall_s  # the reference's share of the evaluation, reported
+        again = ev.evaluate(spec, SEQUENTIAL, "seq", TREE, plan, "tree")
+        assert again.reference_s == 0.0  # every output it needs is cached now
         worse = ev.evaluate(spec, TREE, "tree", SEQUENTIAL, plan, "seq-vs-tree")
         assert isinstance(worse, Rejected) and worse.check == "correctness"  # a less accurate candidate than its original is refused
     finally:
