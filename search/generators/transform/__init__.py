@@ -216,6 +216,9 @@ def plan_chains(unit: Unit) -> list[list[Pass]]:
     """
     singles = [[p] for p in PASSES if p.applies(unit)]
     groups = list(dict.fromkeys(p.group for p in PASSES if p.group is not None))
+    # the grid group's alternatives (rowpar's lanes, colpar's splits, ...) vary fastest: the first chains cover every
+    # way of parallelising the kernel before they cover another hint for each
+    groups = [g for g in groups if g != "grid"] + [g for g in groups if g == "grid"]
     options = [[p for p in PASSES if p.group == g and p.applies(unit)] or [None] for g in groups]
     greedy = []
     for choice in itertools.product(*options):
