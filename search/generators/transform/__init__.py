@@ -13,6 +13,8 @@ pass                 what it does                                               
 ``stream``           ... through ``__ldcs``, stores to write-only outputs through ``__stcs``   yes
 ``fast_math``        ``__expf``, ``tanh.approx.f32``, ``rsqrtf``, ``__fdividef`` (tolerance)    no
 ``shuffle_reduce``   shared-memory tree reduction -> warp shuffles + one cross-warp step       no (sums)
+``online_softmax``   a max loop then an exp-sum loop over the same elements -> one online        no (sums)
+                     (max, sum) loop: the elements read once; rowpar then merges lanes' parts
 ``rowpar_*``         one thread per row -> L lanes per row (sub-warp, warp, block); loops split  no (sums)
                      across lanes, accumulations (sum, max, min, arg max) combined by shuffles
 ``scan_*``           a running accumulation stored per element (a prefix sum, running max), one   no (float
@@ -42,7 +44,8 @@ pass                 what it does                                               
 the grid does). Proposals, in this
 order: every applicable pass alone, then greedy chains (each pass in :data:`PASSES` order applied
 when its precondition holds on the text so far), one chain per combination of group alternatives
-(hint-major), and the prefixes of the first chain; duplicates (same key) dropped; at most
+(the grid group's varying fastest), and the prefixes of the first chain (where a restructuring pass
+applies: the first variant of each first, then the chains, then the other singles: :func:`plan_chains`); duplicates (same key) dropped; at most
 :data:`MAX_CANDIDATES`. Each candidate records its passes in ``params`` (``{"pass:restrict": 1,
 ...}``, plus ``hint`` for a cache-hint pass, ``unroll`` for the unroll pass and ``vec: 16`` (bytes
 per access) for ``vectorize`` and ``vector_loops``) and in ``description`` (``transform restrict+ldg+shuffle_reduce``).
@@ -72,6 +75,7 @@ from .hold_row import VARIANTS as HOLD_VARIANTS, HoldRowPass
 from .launch_bounds import LaunchBoundsPass
 from .ldg import LdgNoAllocatePass, LdgPass, StreamPass
 from .restrict import RestrictPass
+from .online_softmax import OnlineSoftmaxPass
 from .rowpar import RowParallelPass
 from .scan import ScanPass
 from .shuffle_reduce import ShuffleReducePass
@@ -97,7 +101,7 @@ SCAN_VARIANTS = ("auto", "warp", "block256")
 # structure (smem_tile before the hints, whose loads it stages; vectorize after the hints, whose loads and stores it widens; vector_loops after rowpar, whose
 # split loops it widens, and after hold_row, whose original loops (the long rows' path) it widens; grid_stride before unroll, so the new loop can be unrolled, and before atomic_agg and smem_hist, which accumulate over it), and the register budget last.
 PASSES: tuple[Pass, ...] = (
-    RestrictPass(), *(SmemTilePass(*t) for t in SMEM_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), ShuffleReducePass(),
+    RestrictPass(), *(SmemTilePass(*t) for t in SMEM_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), ShuffleReducePass(), OnlineSoftmaxPass(),
     *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
     *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), UnrollPass(),

@@ -1,0 +1,126 @@
+"""The ``online_softmax`` pass: a max loop then an exp-sum loop over the same elements -> one online loop, which rowpar
+then splits over lanes (its (max, sum) tuple merge) and vector_loops widens; what it refuses, and why. Every output
+compiles with NVRTC. The arithmetic of the fused form against the two passes is checked in NumPy (float32)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ptxfactory.search.generators.transform import PASSES, TransformGenerator
+from ptxfactory.search.generators.transform.online_softmax import OnlineSoftmaxPass
+
+from test_transform import compiles, example_ctx, make_ctx, spec_for, unit
+
+P = {p.name: p for p in PASSES}
+ARGS = """
+  { name = "z", role = "in", dtype = "f32", shape = ["M", "V"] },
+  { name = "out", role = "out", dtype = "f32", shape = ["M"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "V", role = "scalar", dtype = "i32", value = "V" },
+"""
+
+
+def kernel(opening: str, loops: str, tail: str = "out[r] = mx + logf(s);") -> str:
+    return f"""
+extern "C" __global__ void lse(const float* z, float* out, int M, int V)
+{{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= M) return;
+    const float* p = z + (size_t)r * V;
+    {opening}
+    {loops}
+    {tail}
+}}
+"""
+
+
+def spec(rtol=1e-4, atol=1e-5):
+    return spec_for("lse", ARGS, grid='["cdiv(M, 128)"]', block="[128]", rtol=rtol, atol=atol,
+                    sizes="[{ M = 7, V = 1000 }, { M = 3, V = 1 }]")
+
+
+FIRST_ELEMENT = kernel("float mx = p[0];", """
+    for (int j = 1; j < V; j++) mx = fmaxf(mx, p[j]);
+    float s = 0.0f;
+    for (int j = 0; j < V; j++) s += expf(p[j] - mx);""")
+CONSTANT_IF = kernel("float mx = -INFINITY; float s = 0.0f;", """
+    for (int j = 0; j < V; ++j) { if (p[j] > mx) mx = p[j]; }
+    for (int k = 0; k < V; ++k) { s = s + __expf(p[k] - mx); }""")
+LOCAL = kernel("float mx = -1e30f;", """
+    for (int j = 0; j < V; j++) { float v = p[j]; mx = fmaxf(v, mx); }
+    float s = 0.0f;
+    for (int j = 0; j < V; j++) s += expf(p[j] - mx);""")
+
+
+@pytest.mark.parametrize("source", [FIRST_ELEMENT, CONSTANT_IF, LOCAL], ids=["first element", "constant, if", "local"])
+def test_the_two_loops_become_one_online_loop_that_rowpar_and_vector_loops_then_take(source):
+    u = unit(source, spec())
+    p = OnlineSoftmaxPass()
+    assert p.why_not(u) is None
+    out = p.apply(u)
+    assert out.text.count("for (") == 1 and "ptxf_v > mx" in out.text
+    compiles(out.text, u.spec, "lse")
+    split = P["rowpar_auto"].apply(out)  # rowpar recognises the branch form as an online softmax tuple
+    wide = P["vector_loops"].apply(split)
+    cand = TransformGenerator().candidate(make_ctx(source, u.spec), wide, [p, P["rowpar_auto"], P["vector_loops"]])
+    assert "ptxf_softmax" in cand.source  # rowpar's (max, sum) merge
+    compiles(cand.source, u.spec, "lse")
+
+
+def test_a_first_element_start_becomes_minus_infinity_and_the_loop_starts_one_earlier():
+    out = OnlineSoftmaxPass().apply(unit(FIRST_ELEMENT, spec()))
+    assert "float mx = __int_as_float(0xff800000);" in out.text and "for (int j = 0; j < V; j++)" in out.text
+
+
+REFUSED = {
+    "exact": (FIRST_ELEMENT, dict(rtol=0, atol=0), "exact results"),
+    "bounds": (kernel("float mx = p[0]; float s = 0.0f;", """
+        for (int j = 1; j < V; j++) mx = fmaxf(mx, p[j]);
+        for (int j = 0; j < V - 1; j++) s += expf(p[j] - mx);"""), {}, "different bounds"),
+    "elements": (kernel("float mx = p[0]; float s = 0.0f;", """
+        for (int j = 1; j < V; j++) mx = fmaxf(mx, p[j]);
+        for (int j = 0; j < V; j++) s += expf(2.0f * p[j] - mx);"""), {}, "different elements"),
+    "sum start": (kernel("float mx = p[0]; float s = 1.0f;", """
+        for (int j = 1; j < V; j++) mx = fmaxf(mx, p[j]);
+        for (int j = 0; j < V; j++) s += expf(p[j] - mx);"""), {}, "does not start at 0"),
+    "between": (kernel("float mx = p[0]; float s = 0.0f;", """
+        for (int j = 1; j < V; j++) mx = fmaxf(mx, p[j]);
+        mx = mx * 0.5f;
+        for (int j = 0; j < V; j++) s += expf(p[j] - mx);"""), {}, "no exp-sum loop right after"),
+    "start mismatch": (kernel("float mx = p[0]; float s = 0.0f;", """
+        for (int j = 1; j < V; j++) mx = fmaxf(mx, p[j]);
+        for (int j = 1; j < V; j++) s += expf(p[j] - mx);"""), {}, "does not start at the element"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_what_it_refuses_and_why(case):
+    source, kw, reason = REFUSED[case]
+    why = OnlineSoftmaxPass().why_not(unit(source, spec(**kw)))
+    assert why is not None and reason in why, why
+
+
+def test_xent_fwd_gets_online_chains_that_compile():
+    ctx = example_ctx("xent_fwd")
+    cands = TransformGenerator().propose(ctx)
+    online = [c for c in cands if "pass:online_softmax" in c.params]
+    assert any("pass:rowpar_auto" in c.params and "pass:vector_loops" in c.params for c in online)
+    for c in online[:6]:
+        compiles(c.source, ctx.spec, "xent_fwd")
+
+
+def test_the_fused_arithmetic_matches_the_two_passes_in_float32():
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 7, 1000):
+        for scale in (1.0, 30.0):
+            z = (rng.standard_normal(n) * scale).astype(np.float32)
+            mx = np.float32(-np.inf)
+            s = np.float32(0)
+            with np.errstate(over="ignore", invalid="ignore"):
+                for v in z:
+                    if v > mx:
+                        s, mx = s * np.exp(mx - v, dtype=np.float32) + np.float32(1), v
+                    else:
+                        s += np.exp(v - mx, dtype=np.float32)
+            ref = np.exp(z.astype(np.float64) - z.max()).sum()
+            assert mx == z.max() and abs(s - ref) <= 1e-5 * ref
