@@ -19,10 +19,10 @@ CANARY = 0xA5
 
 STORAGE = {
     "bf16": np.uint16, "f16": np.float16, "f32": np.float32, "f64": np.float64,
-    "i8": np.int8, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u32": np.uint32,
+    "i8": np.int8, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u32": np.uint32, "u64": np.uint64,
 }
 SCALAR = {"bf16": np.float32, "f16": np.float16, "f32": np.float32, "f64": np.float64,
-          "i8": np.int8, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u32": np.uint32}
+          "i8": np.int8, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u32": np.uint32, "u64": np.uint64}
 # Output poison: quiet NaNs with payloads that CUDA's own NaN results (0x7FFF..., canonical) never carry,
 # so an element still holding them was never written.
 POISON_BITS = {"bf16": (np.uint16, 0x7FC1), "f16": (np.uint16, 0x7E5A), "f32": (np.uint32, 0x7FC0DEAD),

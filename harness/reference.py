@@ -69,7 +69,7 @@ ACCURACY_FACTOR = 2.0  # "no less accurate": max |err| at most this x the origin
 ULP_SLACK = 4  # ... plus this many ulp of the output dtype at the largest |reference| value
 
 STORAGE = {"bf16": np.uint16, "f16": np.float16, "f32": np.float32, "f64": np.float64,
-           "i8": np.int8, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u32": np.uint32}
+           "i8": np.int8, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u32": np.uint32, "u64": np.uint64}
 FLOATS = ("bf16", "f16", "f32", "f64")
 
 

@@ -80,13 +80,12 @@ class SpecAddition:
 _DTYPE_OF = {c: d for d in Dtype for c in d.c_types}
 _DTYPE_OF.update({"long int": Dtype.i64, "signed long long": Dtype.i64, "unsigned int32_t": Dtype.u32})
 # C types with no spec dtype of their own: the nearest one, with a TODO (the signature check will name them).
-_NEAREST = {"size_t": Dtype.i64, "ptrdiff_t": Dtype.i64, "unsigned long": Dtype.i64, "unsigned long long": Dtype.i64,
-            "uint64_t": Dtype.i64, "short": Dtype.i32, "unsigned short": Dtype.u32, "bool": Dtype.u8,
+_NEAREST = {"ptrdiff_t": Dtype.i64, "short": Dtype.i32, "unsigned short": Dtype.u32, "bool": Dtype.u8,
             "float2": Dtype.f32, "float4": Dtype.f32, "__half2": Dtype.f16, "half2": Dtype.f16,
             "__nv_bfloat162": Dtype.bf16}
 _SIZEOF = {c: d.itemsize for c, d in _DTYPE_OF.items()} | {"size_t": 8, "float2": 8, "float4": 16, "double2": 16,
                                                            "__half2": 4, "__nv_bfloat162": 4, "int4": 16, "int2": 8}
-_INT_DTYPES = (Dtype.i8, Dtype.i32, Dtype.i64, Dtype.u8, Dtype.u32)
+_INT_DTYPES = (Dtype.i8, Dtype.i32, Dtype.i64, Dtype.u8, Dtype.u32, Dtype.u64)
 
 _SIZE_NAME = re.compile(
     r"[A-Za-z]|[A-Z][0-9]?"

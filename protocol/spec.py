@@ -29,6 +29,7 @@ class Dtype(str, Enum):
     i64 = "i64"
     u8 = "u8"
     u32 = "u32"
+    u64 = "u64"
 
     @property
     def itemsize(self) -> int:
@@ -45,7 +46,7 @@ class Dtype(str, Enum):
         return _C_TYPES[self.value]
 
 
-_ITEMSIZE = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "i8": 1, "i32": 4, "i64": 8, "u8": 1, "u32": 4}
+_ITEMSIZE = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "i8": 1, "i32": 4, "i64": 8, "u8": 1, "u32": 4, "u64": 8}
 _C_TYPES = {
     "bf16": ("__nv_bfloat16", "nv_bfloat16", "bfloat16"),
     "f16": ("__half", "half"),
@@ -56,6 +57,7 @@ _C_TYPES = {
     "i64": ("long long", "int64_t", "long", "long long int"),
     "u8": ("uint8_t", "unsigned char"),
     "u32": ("unsigned", "unsigned int", "uint32_t"),
+    "u64": ("size_t", "unsigned long long", "uint64_t", "unsigned long", "unsigned long long int"),
 }
 
 _INIT_KINDS = ("normal", "uniform", "zeros", "ones", "randint")

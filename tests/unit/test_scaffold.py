@@ -87,9 +87,17 @@ def test_dtypes_from_c_types(ctype, dtype):
 
 
 def test_a_type_without_a_dtype_gets_the_nearest_and_a_todo():
-    spec, s = scaffold("__global__ void k(float* y, size_t n) { y[0] = 1; }", "k")
+    spec, s = scaffold("__global__ void k(float* y, ptrdiff_t n) { y[0] = 1; }", "k")
     assert args(spec)["n"].dtype.value == "i64" and args(spec)["n"].value == "n"
-    assert "TODO dtype: size_t has no spec dtype" in line_comment(s, '"n"')
+    assert "TODO dtype: ptrdiff_t has no spec dtype" in line_comment(s, '"n"')
+
+
+def test_a_size_t_length_is_a_u64_scalar_and_the_spec_checks_against_the_signature():
+    """A new user's ``size_t n`` (the trial's MSE kernel): ``u64``, no TODO, and the signature check accepts it."""
+    src = "__global__ void k(const float* x, float* y, size_t n) { size_t i = blockIdx.x; if (i < n) y[i] = x[i]; }"
+    spec, s = scaffold(src, "k")
+    assert args(spec)["n"].dtype.value == "u64" and "TODO dtype" not in line_comment(s, '"n"')
+    check_signature(spec, find_kernel(src, "k"))
 
 
 def test_integer_inputs_get_randint_and_index_buffers_range_over_a_size():
