@@ -44,7 +44,7 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 from . import syntax as sx
 from .base import Unit
 from .grid_stride import FACTS_NOTE, ElementGuard, threads_per_sm
-from .rowpar import LANE, MAX_GRID, Refused, RowLoop, RowParallelPass, index_statement, rows_expression
+from .rowpar import LANE, MAX_GRID, Refused, RowLoop, RowParallelPass, index_edit, rows_expression
 from .syntax import Node
 
 ROWS_PER_THREAD = 16  # colpar_auto: the most rows of its column one thread sums before the combine
@@ -161,7 +161,7 @@ class ColumnParallelPass(RowParallelPass):
                 raise Refused(f"launch {grid} / [{x}, {y}] cannot be evaluated at {size}: {e}") from None
             if bx < 1 or by < 1 or bx * by > MAX_BLOCK:
                 raise Refused(f"block [{x}, {y}] out of range at {size}")
-        return LaunchConfig(grid=[grid], block=[x, y], shared_mem=unit.launch.shared_mem)
+        return LaunchConfig(grid=[grid, *unit.launch.grid[1:]], block=[x, y], shared_mem=unit.launch.shared_mem)
 
     @staticmethod
     def auto_shape(unit: Unit, cols: str, rows: str) -> tuple[str, str]:
@@ -183,13 +183,10 @@ class ColumnParallelPass(RowParallelPass):
     def apply(self, unit: Unit) -> Unit:
         g, rw, launch = self._plan(unit)
         data = unit.data
-        first = index_statement(unit, g)
-        indent = sx.line_indent(data, first.start_byte)[0].decode()
         how = "blockDim.y threads per column, chosen at launch" if self.auto else f"{self.lanes} threads per column"
         index = f"({sx.type_text(g.type_node)})((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x)"
-        edits = [(first.start_byte, first.end_byte,
-                  f"{sx.text(g.type_node)} {g.name} = {index};  // {how}, rows split (transform colpar)\n"
-                  f"{indent}const unsigned {LANE} = threadIdx.y;".encode())] + rw.edits
+        edits = [index_edit(unit, g, index, f"{how}, rows split (transform colpar)",
+                            f"const unsigned {LANE} = threadIdx.y;")] + rw.edits
         combines = sum(len(COMBINE_CALL.findall(text.decode())) for _, _, text in rw.edits)
         used = list(dict.fromkeys(rw.helpers))
         if combines:

@@ -15,6 +15,9 @@ without them (no GPU: a compile-only job) the grid is kept uncapped, so the loop
 and the candidate does not depend on any GPU's size. Every element is still computed by exactly one
 thread with the same code, so results are exact.
 
+The opening is :mod:`.opening`'s tolerant reading (aliases of ``threadIdx.x``, extra uniform parts of the guard, which
+join the loop's condition: ``if (i >= n || N <= 0) return;`` -> ``i < n && !((N <= 0))``).
+
 Preconditions: a 1-D launch with ``policy = "free"``; ``rest`` has no ``return``, barrier, warp
 collective, ``__shared__`` data or use of ``threadIdx``/``blockIdx``/``blockDim``/``gridDim``; ``i``
 and the names in ``n`` are not written in ``rest``; a 32-bit index does not overflow at the spec's
@@ -22,13 +25,12 @@ sizes (the original grid's threads plus one stride, capped or not, stay below 2^
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from ptxfactory.protocol import LaunchConfig
 from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
 from .base import Unit
+from .opening import ElementGuard, _bound, _index_decl, element_guard, is_bare_return, paren  # noqa: F401 (re-exported)
 from .syntax import Node
 
 FACTS_NOTE = "facts"  # the unit note holding the GPU's facts (protocol GpuFacts), when the job has a GPU
@@ -64,7 +66,7 @@ class GridStridePass:
     exact = True
 
     def _match(self, unit: Unit) -> dict | None:
-        g = element_guard(unit)
+        g = element_guard(unit, tolerant=True)
         if g is None:
             return None
         for stmt in g.rest:
@@ -74,7 +76,8 @@ class GridStridePass:
         if not self._no_overflow(unit, ctype):
             return None
         span = (g.rest[0].start_byte, g.rest[-1].end_byte)
-        return {"name": g.name, "type": ctype, "init": g.init, "bound": g.bound, "span": span, "start": g.start, "end": g.end}
+        return {"name": g.name, "type": ctype, "init": g.init, "bound": g.bound, "span": span, "start": g.start, "end": g.end,
+                "keep": g.keep()}
 
     def _no_overflow(self, unit: Unit, ctype: str) -> bool:
         if ctype in sx.WIDE_INT_TYPES:
@@ -109,7 +112,7 @@ class GridStridePass:
         indent, _ = sx.line_indent(data, m["start"])
         body = data[m["span"][0]:m["span"][1]].decode()
         head = (
-            f"for ({t} {m['name']} = {sx.text(m['init'])}; {m['name']} < {_paren(m['bound'])}; {m['name']} += {stride}) {{"
+            f"for ({t} {m['name']} = {sx.text(m['init'])}; {m['keep']}; {m['name']} += {stride}) {{"
             "  // grid-stride loop (transform grid_stride)\n"
         )
         text = head + indent.decode() + "    " + body.replace("\n", "\n    ") + "\n" + indent.decode() + "}"
@@ -118,97 +121,6 @@ class GridStridePass:
         grid = f"min({unit.launch.grid[0]}, {cap})" if cap is not None else unit.launch.grid[0]
         launch = LaunchConfig(grid=[grid], block=list(unit.launch.block), shared_mem=unit.launch.shared_mem)
         return unit.with_text(sx.apply_edits(data, edits), launch=launch, grid_cap=cap)
-
-
-class ElementGuard(NamedTuple):
-    """The one-thread-per-element opening of a kernel body: the index ``name`` (its type node and initial
-    value), the bound ``n`` of the guard, the statements guarded, and the byte span from the index's
-    declaration to the end of the guarded code."""
-
-    name: str
-    type_node: Node
-    init: Node
-    bound: Node
-    rest: list[Node]
-    start: int
-    end: int
-
-
-def element_guard(unit: Unit) -> ElementGuard | None:
-    """The module docstring's pattern at the start of a 1-D ``policy = "free"`` kernel's body, in either
-    form (``if (i >= n) return; ...`` or a final ``if (i < n) { ... }`` or ``if (i < n) stmt;``), with at least one statement guarded."""
-    if unit.body is None or unit.spec.launch.policy != "free" or len(unit.launch.grid) != 1 or not unit.block_is_1d():
-        return None
-    stmts = sx.statements(unit.body)
-    if len(stmts) < 2:
-        return None
-    index = _index_decl(stmts[0])
-    if index is None:
-        return None
-    name, type_node, init = index
-    guard = stmts[1]
-    if guard.type != "if_statement" or guard.child_by_field_name("alternative") is not None:
-        return None
-    cond = sx.unparen(guard.child_by_field_name("condition").child_by_field_name("value"))
-    cons = guard.child_by_field_name("consequence")
-    bound = _bound(cond, name, (">=",), ("<=",))
-    if bound is not None and is_bare_return(cons):
-        rest = stmts[2:]
-    else:
-        bound = _bound(cond, name, ("<",), (">",))
-        if bound is None or len(stmts) != 2:
-            return None
-        rest = sx.statements(cons) if cons.type == "compound_statement" else [cons]
-    if not rest:
-        return None
-    return ElementGuard(name, type_node, init, bound, rest, stmts[0].start_byte, stmts[-1].end_byte)
-
-
-def _index_decl(stmt: Node) -> tuple[str, Node, Node] | None:
-    """``(name, type node, initial value)`` of ``T i = blockIdx.x * blockDim.x + threadIdx.x;``."""
-    if stmt.type != "declaration":
-        return None
-    ds = stmt.children_by_field_name("declarator")
-    if len(ds) != 1 or ds[0].type != "init_declarator" or not sx.is_ident(ds[0].child_by_field_name("declarator")):
-        return None
-    if any(c.type == "type_qualifier" and sx.text(c) != "const" for c in stmt.children):
-        return None
-    value = ds[0].child_by_field_name("value")
-    e = sx.unparen(value)
-    if e is None or e.type != "binary_expression" or sx.operator(e) != "+":
-        return None
-    a, b = e.child_by_field_name("left"), e.child_by_field_name("right")
-    if sx.is_builtin(a, "threadIdx"):
-        a, b = b, a
-    if not sx.is_builtin(b, "threadIdx"):
-        return None
-    prod = sx.uncast(a)
-    if prod is None or prod.type != "binary_expression" or sx.operator(prod) != "*":
-        return None
-    factors = (prod.child_by_field_name("left"), prod.child_by_field_name("right"))
-    if not ({"blockIdx", "blockDim"} == {v for f in factors for v in ("blockIdx", "blockDim") if sx.is_builtin(f, v)}):
-        return None
-    return sx.text(ds[0].child_by_field_name("declarator")), stmt.child_by_field_name("type"), value
-
-
-def _bound(cond: Node | None, name: str, ops_left: tuple[str, ...], ops_right: tuple[str, ...]) -> Node | None:
-    """``n`` of ``i <op> n`` (op in ops_left) or ``n <op> i`` (op in ops_right)."""
-    if cond is None or cond.type != "binary_expression":
-        return None
-    left, right, op = cond.child_by_field_name("left"), cond.child_by_field_name("right"), sx.operator(cond)
-    if op in ops_left and sx.is_ident(sx.unparen(left), name):
-        return right
-    if op in ops_right and sx.is_ident(sx.unparen(right), name):
-        return left
-    return None
-
-
-def is_bare_return(node: Node | None) -> bool:
-    """``node`` is ``return;`` or ``{ return; }``."""
-    if node is not None and node.type == "compound_statement":
-        stmts = sx.statements(node)
-        node = stmts[0] if len(stmts) == 1 else None
-    return node is not None and node.type == "return_statement" and node.named_child_count == 0
 
 
 def _unsafe(stmt: Node, index: str, bound_names: set[str]) -> bool:
@@ -225,7 +137,4 @@ def _unsafe(stmt: Node, index: str, bound_names: set[str]) -> bool:
 
 
 def _paren(node: Node) -> str:
-    t = sx.text(node)
-    simple = ("identifier", "number_literal", "parenthesized_expression", "field_expression", "cast_expression",
-              "subscript_expression", "call_expression")
-    return t if node.type in simple else f"({t})"
+    return paren(node)

@@ -60,7 +60,8 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 from . import syntax as sx
 from .affine import Poly, add, independent, poly, split
 from .base import LOAD_FUNCS, STORE_FUNCS, Unit, access_kind
-from .grid_stride import COLLECTIVES, FACTS_NOTE, ElementGuard, _index_decl, element_guard, threads_per_sm
+from .grid_stride import COLLECTIVES, FACTS_NOTE, threads_per_sm
+from .opening import ElementGuard, _index_decl, element_guard
 from .reductions import Accumulator, loop_accumulators
 from .syntax import Node
 
@@ -352,10 +353,11 @@ class RowParallelPass(PlannedPass):
         if unit.body is None:
             raise Refused("no kernel body")
         threads = unit.block_threads()
-        g = _row_guard(unit) or _row_loop(unit)
+        why: list[str] = []
+        g = _row_guard(unit, batch=True, why=why) or _row_loop(unit)
         if g is None or threads is None:
             raise Refused("not one thread per row (index = blockIdx.x * blockDim.x + threadIdx.x, then a guard) "
-                          "with a literal 1-D block and launch.policy = \"free\"")
+                          "with a literal 1-D block and launch.policy = \"free\"" + "".join(f": {w}" for w in why[:1]))
         if sx.type_text(g.type_node) not in sx.INT_TYPES:
             raise Refused(f"row index type {sx.type_text(g.type_node)!r} is not an integer type")
         for stmt in g.rest:
@@ -400,7 +402,7 @@ class RowParallelPass(PlannedPass):
                     raise Refused(f"block {block} out of range at {size}")
             except ExprError as e:
                 raise Refused(f"launch {grid} / {block} cannot be evaluated at {size}: {e}") from None
-        return LaunchConfig(grid=[grid], block=block, shared_mem=unit.launch.shared_mem)
+        return LaunchConfig(grid=[grid, *unit.launch.grid[1:]], block=block, shared_mem=unit.launch.shared_mem)
 
     def _auto_shape(self, unit: Unit, rows: str, rw: "_Rewrite") -> tuple[list[str], str]:
         if rw.length is None:
@@ -413,7 +415,6 @@ class RowParallelPass(PlannedPass):
         g, rw, launch = self._plan(unit)
         data = unit.data
         ctype = sx.type_text(g.type_node)
-        decl = sx.text(g.type_node)
         if self.auto:
             index = f"({ctype})((unsigned long long)blockIdx.x * blockDim.y + threadIdx.y)"
             lane = f"const unsigned {LANE} = threadIdx.x;"
@@ -438,11 +439,7 @@ class RowParallelPass(PlannedPass):
                      (g.init.start_byte, g.init.end_byte, index.encode()),
                      (g.update.start_byte, g.update.end_byte, f"{g.name} += {stride}".encode())] + rw.edits
         else:
-            first = index_statement(unit, g)
-            indent, _ = sx.line_indent(data, first.start_byte)
-            new_first = (f"{decl} {g.name} = {index};  // {how} (transform rowpar)\n"
-                         f"{indent.decode()}{lane}").encode()
-            edits = [(first.start_byte, first.end_byte, new_first)] + rw.edits
+            edits = [index_edit(unit, g, index, f"{how} (transform rowpar)", lane)] + rw.edits
         helpers = helper_closure(rw.helpers)
         return unit.with_text(sx.apply_edits(data, edits), launch=launch, helpers=helpers, lanes=self.lanes)
 
@@ -572,8 +569,12 @@ class _Walk:
         """Split ``loop`` across lanes when it is safe; False when it is not a loop to split (the reason is kept in
         ``self.rw.kept_serial`` for the refusal message when no loop at all is split)."""
         head = loop_head(loop)
+        outer = set()  # the loop variable when declared before the loop (for (j = a; ...))
         if head is None:
-            return self._serial(loop, "not for (T j = a; j < b; j++)")
+            head = self.assigned_head(loop)
+            if head is None:
+                return self._serial(loop, "not for (T j = a; j < b; j++) (or for (j = a; ...) with j dead after the loop)")
+            outer = {head[0]}
         j, start = head
         body = loop.child_by_field_name("body")
         bound_node = sx.unparen(loop.child_by_field_name("condition"))
@@ -583,7 +584,7 @@ class _Walk:
         if j in written or (sx.identifiers(bound_node) & written):
             return self._serial(loop, "the loop variable or the bound is written in the body")
         carried = (written - sx.declared_names(body)) - {j}
-        if (sx.declared_names(body) | {j}) & _visible_at(loop, self.unit):
+        if (sx.declared_names(body) | {j}) - outer & _visible_at(loop, self.unit):
             return self._serial(loop, "a name of the loop shadows one declared around it")
         if any(n not in self.declared for n in carried):
             return self._serial(loop, "a global variable is written in the loop")
@@ -654,6 +655,43 @@ class _Walk:
         self.rw.loops.append((loop, j))
         return True
 
+    def assigned_head(self, loop: Node) -> tuple[str, Node] | None:
+        """``(j, a)`` for ``for (j = a; j < b; j++)`` over an integer ``j`` the kernel declares once, whose every mention
+        outside this loop (but its declaration) is inside a ``for`` loop that starts by assigning it: its value after
+        the loop (each lane's own once split) is never read."""
+        init = loop.child_by_field_name("initializer")
+        a = sx.unparen(init)
+        if a is None or a.type != "assignment_expression" or sx.operator(a) != "=":
+            return None
+        j = sx.text(sx.unparen(a.child_by_field_name("left")))
+        if not sx.is_ident(sx.unparen(a.child_by_field_name("left"))) or self.declared.get(j) != 1 \
+                or self.unit.types.scalar.get(j) not in sx.INT_TYPES:
+            return None
+        probe = self.unit.data[:init.start_byte] + f"int {j} = ".encode() + self.unit.data[a.child_by_field_name("right").start_byte:]
+        fake = sx.kernel_function(sx.parse(probe).root_node)
+        node = next((n for n in sx.walk(fake) if n.type == "for_statement" and n.start_byte == loop.start_byte), None) if fake else None
+        head = loop_head(node) if node is not None else None
+        if head is None:
+            return None
+        for n in sx.walk(self.unit.fn):
+            if n.type != "identifier" or sx.text(n) != j or loop.start_byte <= n.start_byte < loop.end_byte:
+                continue
+            p = n.parent
+            if p is not None and (p.type == "declaration" or (p.type == "init_declarator" and p.child_by_field_name("declarator") == n)):
+                continue
+            if not any(self._kills(f, j) and f.start_byte <= n.start_byte < f.end_byte for f in _ancestors(n)):
+                return None
+        return j, a.child_by_field_name("right")
+
+    @staticmethod
+    def _kills(f: Node, j: str) -> bool:
+        """``f`` is a ``for`` loop whose initializer assigns ``j``."""
+        if f.type != "for_statement":
+            return False
+        a = sx.unparen(f.child_by_field_name("initializer"))
+        return a is not None and a.type == "assignment_expression" and sx.operator(a) == "=" and sx.is_ident(
+            sx.unparen(a.child_by_field_name("left")), j)
+
     def _serial(self, loop: Node, why: str) -> bool:
         self.rw.kept_serial.append(f"line {loop.start_point[0] + 1}: {why}")
         return False
@@ -674,7 +712,10 @@ class _Walk:
         if not self.writes_memory(loop):
             return
         if carries:
-            raise Refused(f"a serial loop writes memory and row variables (line {loop.start_point[0] + 1})")
+            line = loop.start_point[0] + 1
+            kept = [w.split(": ", 1)[1] for w in self.rw.kept_serial if w.startswith(f"line {line}: ")]
+            raise Refused(f"a serial loop writes memory and row variables (line {line}"
+                          + (f"; kept serial: {'; '.join(kept)}" if kept else "") + ")")
         self.first_lane(loop)
 
     def first_lane(self, s: Node) -> None:
@@ -848,6 +889,13 @@ def _check_whole(stmt: Node) -> None:
             raise Refused("goto in the row's code")
 
 
+def _ancestors(n: Node):
+    p = n.parent
+    while p is not None:
+        yield p
+        p = p.parent
+
+
 def _mentioned_outside(unit: Unit, loop: Node, names: set[str]) -> set[str]:
     """Those of ``names`` that the kernel mentions outside ``loop`` other than as the name a declaration declares
     (without reading anything: ``float v;``, ``float v = 0.0f;``)."""
@@ -937,47 +985,24 @@ def _row_loop(unit: Unit) -> RowLoop | None:
     return RowLoop(name, type_node, value, bound, rest, loop, u)
 
 
-def _row_guard(unit: Unit) -> ElementGuard | None:
-    """:func:`.grid_stride.element_guard`, also when declarations sit between the row index and its guard
-    (``int r = ...; int base = r * N; if (r >= M) return;``): they stay where they are and run on every lane."""
-    g = element_guard(unit)
-    if g is not None or unit.body is None:
-        return g
-    stmts = sx.statements(unit.body)
-    if len(stmts) < 3 or _index_decl(stmts[0]) is None:
-        return None
-    k = 1
-    while k < len(stmts) - 1 and stmts[k].type == "declaration" and not sx.contains_type(stmts[k], ("call_expression",)) \
-            and not (sx.written_names(stmts[k]) - sx.declared_names(stmts[k])):
-        k += 1
-    if k == 1:
-        return None
-    # the same kernel with the declarations moved out of the way: match it, then map the guard back
+def _row_guard(unit: Unit, batch: bool = False, why: list[str] | None = None) -> ElementGuard | None:
+    """:func:`.opening.element_guard`'s tolerant reading, with the declarations between the row index and its guard
+    (``int r = ...; int base = r * N; if (r >= M) return;``) in the row's code: they stay where they are and run on
+    every lane. ``batch``: also a 2-D/3-D grid with block-uniform batch indices (``int b = blockIdx.y;``) and other
+    declarators in the index's declaration, which :func:`index_edit` and :meth:`RowParallelPass._launch` keep (scan,
+    which rewrites the index's statement whole and launches a 1-D grid, reads without them)."""
+    return element_guard(unit, tolerant=True, between=True, shared=batch, batch=batch, why=why)
+
+
+def index_edit(unit: Unit, g: ElementGuard, index: str, note: str, lane: str) -> tuple[int, int, bytes]:
+    """The edit giving the row index ``g.name`` the value ``index`` (the declaration's other declarators kept), with
+    ``// note`` after it and the lane's declaration ``lane`` on the next line."""
+    first = index_statement(unit, g)
     data = unit.data
-    between = stmts[1:k]
-    cut = (between[0].start_byte, between[-1].end_byte)
-    probe = data[:cut[0]] + data[cut[1]:]
-    u2 = dataclasses.replace(unit, text=probe.decode())
-    g2 = element_guard(u2)
-    if g2 is None:
-        return None
-    body = unit.body
-    rest = [n for n in sx.statements(body) if n.start_byte >= cut[1]]
-    guard = next((n for n in rest if n.type == "if_statement"), None)
-    if guard is None:
-        return None
-    if g2.rest and g2.rest[0].parent is not None and g2.rest[0].parent.type == "compound_statement" \
-            and g2.rest[0].parent.parent is not None and g2.rest[0].parent.parent.type == "if_statement":
-        rest = sx.statements(guard.child_by_field_name("consequence"))
-    else:
-        rest = [n for n in rest if n.start_byte > guard.start_byte]
-    cond = sx.unparen(guard.child_by_field_name("condition").child_by_field_name("value"))
-    bound = next((c for c in (cond.child_by_field_name("right"), cond.child_by_field_name("left"))
-                  if c is not None and sx.text(c) == sx.text(g2.bound)), None)
-    if bound is None or not rest:
-        return None
-    return ElementGuard(g2.name, stmts[0].child_by_field_name("type"), _index_decl(stmts[0])[2], bound,
-                        between + rest, g2.start, stmts[-1].end_byte)
+    indent, _ = sx.line_indent(data, first.start_byte)
+    text = (data[first.start_byte:g.init.start_byte] + index.encode() + data[g.init.end_byte:first.end_byte]
+            + f"  // {note}\n{indent.decode()}{lane}".encode())
+    return first.start_byte, first.end_byte, text
 
 
 def index_statement(unit: Unit, g: ElementGuard) -> Node:
