@@ -43,14 +43,21 @@ _WORDS = {4: ["u"], 8: ["u.x", "u.y"], 16: ["u.x", "u.y", "u.z", "u.w"]}
 _ZERO = {4: "0u", 8: "make_uint2(0u, 0u)", 16: "make_uint4(0u, 0u, 0u, 0u)"}
 
 EPILOGUES = ("gelu_tanh", "gelu_erf", "silu", "relu", "identity")
-# what the source must call for an epilogue's configurations to be proposed: the tanh-GELU's 18 (the others are one
-# configuration each, proposed always)
-EVIDENCE = {"gelu_tanh": r"\btanh"}
+# what the source must show for an epilogue's configurations to be proposed: the function it computes with (a tanh,
+# an erf, an exponential or a sigmoid, a max or a conditional choice)
+EVIDENCE = {"gelu_tanh": r"\btanh", "gelu_erf": r"\berf", "silu": r"\bexpf?\b|__expf|\bsigmoid|\bsilu|\bswish",
+            "relu": r"\bfmaxf?\s*\(|\bmax\s*\(|\?|\brelu"}
+# a loop other than a grid-stride one (gridDim in the kernel): the kernel is not one element per iteration of the
+# grid, so an identity (bias add) epilogue would be another function (a row cumsum is not a copy)
+_LOOP = re.compile(r"\b(for|while)\s*\(")
 
 
-def plausible(epilogue: str, source: str) -> bool:
-    """Whether ``source`` calls what ``epilogue`` computes with (:data:`EVIDENCE`): the family proposes no tanh-GELU
-    for a kernel that never calls ``tanh``."""
+def plausible(epilogue: str, source: str, kernel_text: str = "") -> bool:
+    """Whether ``source`` (the translation unit; ``kernel_text``, the kernel's definition) shows what ``epilogue``
+    computes with (:data:`EVIDENCE`): the family proposes no tanh-GELU for a kernel that never calls ``tanh``, and no
+    identity epilogue for a kernel with a loop of its own (that is not a grid-stride loop)."""
+    if epilogue == "identity":
+        return not _LOOP.search(kernel_text) or "gridDim" in kernel_text
     pattern = EVIDENCE.get(epilogue)
     return pattern is None or source_mentions(source, pattern)
 
@@ -182,7 +189,7 @@ class ElementwiseFamily:
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
         m = match_spec(ctx.spec)
-        configs = [c for c in tuning_space(ctx.spec) if plausible(c.epilogue, ctx.source)] if m else ()
+        configs = [c for c in tuning_space(ctx.spec) if plausible(c.epilogue, ctx.source, ctx.kernel.text)] if m else ()
         return family_candidates(ctx, m is not None, configs, lambda cfg: self.instantiate(ctx, m, cfg))
 
     def instantiate(self, ctx: GenContext, m: ElementwiseMatch, cfg: ElementwiseConfig) -> Candidate:

@@ -19,7 +19,7 @@ from ptxfactory.harness.static_checks import MAX_GRID_DIMS, static_check
 from ptxfactory.protocol import Candidate, evaluate, load_spec, parse_spec
 from ptxfactory.search.base import GenContext
 from ptxfactory.search.generators import load
-from ptxfactory.search.generators.elementwise import EPILOGUES, ElementwiseFamily, match_spec
+from ptxfactory.search.generators.elementwise import EPILOGUES, ElementwiseFamily, match_spec, plausible, tuning_space as elementwise_configs
 from _generator_support import example_ctx, with_args
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +64,9 @@ def test_proposes_the_tuning_space(cands, ctx):
     assert len({c.key for c in cands}) == len(cands)
     assert ctx.original.key not in {c.key for c in cands}
     epilogues = [c.params["epilogue"] for c in cands]
-    assert set(epilogues) == set(EPILOGUES)
+    # a tanh-GELU kernel: its 18 configurations and the identity (a bias add); no erf, exponential or max in the
+    # source, so no erf-GELU, SiLU or ReLU candidate (each would compute another function)
+    assert set(epilogues) == {"gelu_tanh", "identity"}
     assert epilogues.count("gelu_tanh") >= 16
     gelu = [c.params for c in cands if c.params["epilogue"] == "gelu_tanh"]
     assert {p["tanh"] for p in gelu} == {"precise", "approx"}
@@ -138,9 +140,12 @@ def test_skeleton_ingredients(cands):
         assert "%" not in fast and "/ C" not in fast  # no division by C, no modulo, per element
 
 
-def test_epilogue_library(cands):
+def test_epilogue_library(cands, ctx):
+    """Every epilogue's function body, from every configuration of the tuning space (evidence aside)."""
+    m = match_spec(ctx.spec)
+    family = ElementwiseFamily()
     body = {}
-    for c in cands:
+    for c in (family.instantiate(ctx, m, cfg) for cfg in elementwise_configs(ctx.spec)):
         act = c.kernel_text.split("ptxf_act(float v)\n{\n")[1].split("\n}")[0]
         body.setdefault((c.params["epilogue"], c.params.get("tanh")), act)
     assert "tanhf(u)" in body["gelu_tanh", "precise"] and "0.044715f" in body["gelu_tanh", "precise"]
@@ -221,8 +226,8 @@ def test_f16_no_bias_cxx_linkage():
     spec = parse_spec(NO_BIAS_SPEC).kernels["act_rows"]
     ctx = make_ctx(spec=spec, source=NO_BIAS)
     cands = ElementwiseFamily().propose(ctx)
-    # a relu kernel never calls tanh: none of the 18 tanh-GELU configurations is proposed for it
-    assert {c.params["epilogue"] for c in cands} == set(EPILOGUES) - {"gelu_tanh"}
+    # a relu kernel (a conditional choice) never calls tanh, erf or exp: ReLU and the identity only
+    assert {c.params["epilogue"] for c in cands} == {"relu", "identity"}
     for c in cands[:2] + cands[-3:]:
         k = find_kernel(c.source, "act_rows")
         check_signature(spec, k)
@@ -258,3 +263,20 @@ def test_inside_extern_c_block(ctx):
     r = compile_candidate(c, "sm_90a")
     assert not isinstance(r, CompileFailed), r.log
     assert r.lowered_name == "bias_gelu"
+
+
+@pytest.mark.parametrize("epilogue,source,kernel,ok", [
+    ("gelu_erf", "y = 0.5f * v * (1.0f + erff(v * 0.7071f));", "", True),
+    ("gelu_erf", "y = v * tanhf(v);", "", False),
+    ("silu", "y = v / (1.0f + __expf(-v));", "", True),
+    ("silu", "y = v > 0 ? v : 0;", "", False),
+    ("relu", "y = fmaxf(v, 0.f);", "", True),
+    ("relu", "y = v * 2.0f;", "", False),
+    ("identity", "", "{ if (i < n) y[i] = x[i] + b[i % C]; }", True),
+    ("identity", "", "{ for (int i = t; i < n; i += blockDim.x * gridDim.x) y[i] = x[i]; }", True),
+    ("identity", "", "{ float acc = 0; for (int j = 0; j < N; j++) { acc += x[r * N + j]; y[r * N + j] = acc; } }", False),
+])
+def test_an_epilogue_needs_evidence_from_the_source(epilogue, source, kernel, ok):
+    """The trial's row cumsum got identity, ReLU, SiLU and erf-GELU candidates, each another function: an epilogue
+    is proposed only where the source computes with what it needs (a loop of the kernel's own rules out a bias add)."""
+    assert plausible(epilogue, source, kernel) is ok
