@@ -66,9 +66,10 @@ from ptxfactory.protocol import Candidate, LaunchConfig
 from ...base import GenContext
 from . import syntax as sx
 from .atomic_agg import AtomicAggPass
-from .base import Pass, Unit
+from .base import OPAQUE_NOTE, Pass, Unit
 from .blockrow import BlockRowPass
 from .colpar import ColumnParallelPass
+from .expand import expand_kernel
 from .fast_math import FastMathPass
 from .grid_stride import FACTS_NOTE, GridStridePass
 from .hold_row import VARIANTS as HOLD_VARIANTS, HoldRowPass
@@ -203,9 +204,14 @@ def _file_lines(reason: str, offset: int) -> str:
 
 
 def unit_from_context(ctx: GenContext) -> Unit:
-    """The parent's kernel definition, launch and linkage as a :class:`Unit`."""
+    """The parent's kernel definition (the file's macros and one-line helpers expanded), launch and linkage as a :class:`Unit`."""
     notes = {FACTS_NOTE: ctx.facts} if getattr(ctx, "facts", None) is not None else {}  # the GPU's facts, for grid caps
-    return Unit(text=ctx.kernel.text, launch=ctx.original.launch, spec=ctx.spec, c_linkage=_c_linkage(ctx.source, ctx.kernel.start_byte),
+    # the file's function-like macros and one-line __device__ helpers seen through (expand.py); a macro that cannot
+    # be expanded leaves the text as it is and the unit without a body for the passes (base.OPAQUE_NOTE)
+    text, opaque = expand_kernel(ctx.source, ctx.kernel.text, ctx.kernel.start_byte)
+    if opaque:
+        notes[OPAQUE_NOTE] = "; ".join(opaque)
+    return Unit(text=text, launch=ctx.original.launch, spec=ctx.spec, c_linkage=_c_linkage(ctx.source, ctx.kernel.start_byte),
                 notes=notes)
 
 

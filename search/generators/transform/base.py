@@ -21,13 +21,16 @@ LOAD_FUNCS = frozenset({"__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv
     f"ptxf_ldna_{t}" for t in ("f32", "f64", "bf16", "f16", "s32", "u32", "s64", "u64")
 }
 STORE_FUNCS = frozenset({"__stcs", "__stcg", "__stwb", "__stwt"})
+# ``Unit.notes`` key: why a macro invoked in the kernel could not be expanded (expand.py); the unit then has no body.
+OPAQUE_NOTE = "opaque_macros"
 
 
 @dataclass(frozen=True)
 class Unit:
     """A kernel definition under transformation.
 
-    ``text``: the definition (``extern "C" __global__ void k(...) {...}``), no helpers;
+    ``text``: the definition (``extern "C" __global__ void k(...) {...}``), no helpers (the file's function-like
+    macros and one-line ``__device__`` helpers expanded in it: expand.py);
     ``launch``: grid/block/shared memory as spec expressions; ``c_linkage``: the kernel has C linkage
     (so adding ``const`` to a pointee type keeps its symbol); ``helpers``: ``(name, definition)``
     pairs of the ``static __device__ ptxf_*`` functions the text now calls, in first-use order.
@@ -51,7 +54,12 @@ class Unit:
 
     @cached_property
     def body(self) -> Node | None:
-        return self.fn.child_by_field_name("body") if self.fn is not None else None
+        """The kernel's body; None when the text does not parse as a kernel, or when it invokes a macro of the file
+        that could not be expanded (``notes["opaque_macros"]``: what it reads and writes is unseen, so no pass that
+        reasons about the body's accesses may apply)."""
+        if self.fn is None or self.notes.get(OPAQUE_NOTE):
+            return None
+        return self.fn.child_by_field_name("body")
 
     @cached_property
     def types(self) -> sx.Types:
