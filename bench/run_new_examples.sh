@@ -25,3 +25,5 @@ done
 if [ -z "${SKIP_AA:-}" ]; then
   timeout 200 python3 bench/aa_check.py --runs ${AA_RUNS:-20} examples/rmsnorm/rmsnorm.cu:rmsnorm examples/softmax/softmax.cu:softmax --out "$OUT/aa.json" 2>&1 | tail -5 | tee "$OUT/aa.txt"
 fi
+# the device tool brings back at most 8 files: the examples' outputs travel as one archive
+( cd "$OUT" && ls cli-* report-* >/dev/null 2>&1 && tar czf examples.tgz cli-* report-* && rm -f cli-* report-* )
