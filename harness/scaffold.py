@@ -413,6 +413,52 @@ def _default_launch(symbols: list[str], why: str, two_d: bool = False) -> _Launc
     return _Launch(grid=[f"cdiv({total}, 256)"], block=[256], todo=f"launch: {why}; guessed one thread per element, 256 per block")
 
 
+_CAST = re.compile(r"\(\s*(?:const\s+)?(?:unsigned|signed|long|int|size_t|int64_t|uint64_t|int32_t|uint32_t|\s)+\)")
+
+
+def _global_index(value: str, axis: str) -> bool:
+    """Whether ``value`` (an initialiser's text) is ``blockIdx.a * blockDim.a + threadIdx.a`` in any order, casts aside."""
+    t = _CAST.sub("", re.sub(r"\s+", " ", value)).replace(" ", "").replace("(", "").replace(")", "")
+    b, d, i = f"blockIdx.{axis}", f"blockDim.{axis}", f"threadIdx.{axis}"
+    return t in {f"{b}*{d}+{i}", f"{d}*{b}+{i}", f"{i}+{b}*{d}", f"{i}+{d}*{b}"}
+
+
+def _guard_launch(body: ts.Node, symbols: dict[str, str], kernel: str) -> _Launch | None:
+    """The launch a kernel's own guard implies, for a file without its launch: the global index of each axis
+    (``T i = blockIdx.x * blockDim.x + threadIdx.x``) compared with a bound made of size parameters (``i < M``,
+    ``if (row >= rows) return;``) gives one thread per index below the bound: 256 per block on x alone, 32 x 8
+    blocks on x and y. None when no axis has such a guard (then one thread per element is guessed)."""
+    index: dict[str, str] = {}  # variable -> axis
+    for n in _walk(body):
+        if n.type == "init_declarator" and n.child_by_field_name("value") is not None:
+            name = _text(n.child_by_field_name("declarator"))
+            for axis in ("x", "y"):
+                if re.fullmatch(r"\w+", name) and _global_index(_text(n.child_by_field_name("value")), axis):
+                    index[name] = axis
+    bounds: dict[str, str] = {}
+    for n in _walk(body):
+        if n.type != "binary_expression" or len(n.children) != 3:
+            continue
+        left, op, right = n.children[0], _text(n.children[1]), n.children[2]
+        for idx, bound, ok in ((left, right, op in ("<", ">=")), (right, left, op in (">", "<="))):
+            name = _text(idx)
+            if not ok or name not in index or index[name] in bounds:
+                continue
+            expr = _CAST.sub("", _text(bound)).strip()
+            names = set(re.findall(r"[A-Za-z_]\w*", expr))
+            if names and names <= set(symbols) and re.fullmatch(r"[\w\s+*()-]+", expr):
+                bounds[index[name]] = re.sub(r"[A-Za-z_]\w*", lambda m: symbols[m.group(0)], " ".join(expr.split()))
+    if "x" not in bounds:
+        return None
+    if "y" in bounds:
+        return _Launch(grid=[f"cdiv({bounds['x']}, 32)", f"cdiv({bounds['y']}, 8)"], block=[32, 8],
+                       todo=f"launch: no {kernel}<<<...>>> in this file; from the kernel's guards, one thread per x index "
+                            f"below {bounds['x']} and per y index below {bounds['y']}, 32 x 8 blocks")
+    return _Launch(grid=[f"cdiv({bounds['x']}, 256)"], block=[256],
+                   todo=f"launch: no {kernel}<<<...>>> in this file; from the kernel's guard, one thread per index below "
+                        f"{bounds['x']}, 256 per block")
+
+
 def _find_launch(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, symbols: dict[str, str],
                  types: dict[str, str], source_name: str, two_d: bool = False) -> _Launch | None:
     """The ``NAME<<<...>>>`` nearest the kernel's definition, translated; None when the file has none."""
@@ -586,6 +632,8 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
     if launch is not None and types:
         # sizeof(T) in the launch: read it again now that T is known
         launch = _find_launch(root, kdef, knode, symbols, types, source_name, two_d)
+    if launch is None and body is not None:
+        launch = _guard_launch(body, symbols, kernel)
     if launch is None:
         launch = _default_launch(symbol_list, f"no {kernel}<<<...>>> in this file", two_d)
 

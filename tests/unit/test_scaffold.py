@@ -315,7 +315,7 @@ def test_a_kernel_indexing_with_y_gets_a_2d_default_launch():
     }"""
     spec, s = scaffold(src, "t")
     assert spec.launch.grid == ["cdiv(N, 32)", "cdiv(M, 8)"] and spec.launch.block == [32, 8]
-    assert "threadIdx.y/blockIdx.y" in s.table and "TODO launch" in s.table
+    assert "from the kernel's guards" in s.table and "TODO launch" in s.table  # the guards give both axes
 
 
 def test_a_2d_launch_through_dim3_and_constexpr_and_a_host_template_argument_left_alone():
@@ -353,3 +353,36 @@ def test_roles_follow_local_aliases():
     spec, s = scaffold(src, "k")
     assert [a.role for a in spec.args[:3]] == ["in", "out", "inout"]
     assert "could be const" in line_comment(s, '"x"') and "TODO role" not in s.table
+
+
+GUARDED = {
+    # a new user's thread-per-row kernel without its launch: one thread per row, not per element
+    "row": ("""__global__ void l2(const float* x, float* y, int M, int N) {
+        int row = blockIdx.x * blockDim.x + threadIdx.x;
+        if (row >= M) return;
+        for (int j = 0; j < N; j++) y[row * N + j] = x[row * N + j]; }""", ["cdiv(M, 256)"], [256]),
+    # batched matrix-vector, the trial's bmv: the guard is i < M, whatever the other sizes are
+    "bmv": ("""__global__ void bmv(const float* A, const float* x, float* y, int B, int M, int K) {
+        size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < M) { float s = 0; for (int k = 0; k < K; k++) s += A[i * K + k] * x[k]; y[i] = s; } }""",
+            ["cdiv(M, 256)"], [256]),
+    # 2-D: x and y guards
+    "2d": ("""__global__ void t(const float* a, float* b, int rows, int cols) {
+        int c = threadIdx.x + blockIdx.x * blockDim.x; int r = blockIdx.y * blockDim.y + threadIdx.y;
+        if (c < cols && r < rows) b[c * rows + r] = a[r * cols + c]; }""", ["cdiv(cols, 32)", "cdiv(rows, 8)"], [32, 8]),
+}
+
+
+@pytest.mark.parametrize("case", list(GUARDED))
+def test_without_a_launch_in_the_file_the_kernel_s_guard_gives_the_grid(case):
+    source, grid, block = GUARDED[case]
+    name = source.split("void ")[1].split("(")[0]
+    spec, s = scaffold(source, name)
+    assert spec.launch.grid == grid and spec.launch.block == block, (spec.launch, s.table)
+    assert "from the kernel's guard" in s.table
+
+
+def test_a_guard_on_something_else_than_size_parameters_keeps_the_one_thread_per_element_guess():
+    spec, s = scaffold("""__global__ void k(const float* x, float* y, const int* n, int N) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n[0]) y[i] = x[i]; }""", "k")
+    assert spec.launch.grid == ["cdiv(N, 256)"] and "guessed one thread per element" in s.table
