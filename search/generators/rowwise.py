@@ -282,14 +282,24 @@ def residual_added(text: str, x: str, res: str) -> bool:
     return False
 
 
+def divides_by(text: str, c_arg: str) -> bool:
+    """Whether ``text`` (comments left out) divides by the scalar ``c_arg`` (``/ N``, ``/ (float)N``,
+    ``/ static_cast<float>(N)``, ``__fdividef(s, N)``, ``__frcp_rn((float)N)``): the mean over a row."""
+    code = _COMMENTS.sub(" ", text)
+    cast = r"(?:\(\s*[\w ]+\)\s*|static_cast\s*<[\w ]+>\s*\(\s*|\(\s*)*"
+    return re.search(rf"(?:/|__fdividef\s*\([^;]*?,|rcp\w*\s*\()\s*{cast}{re.escape(c_arg)}(?!\w)", code) is not None
+
+
 def variants(m: RowwiseMatch, text: str) -> list[tuple[RowwiseMatch, tuple[str, ...], bool]]:
     """The concrete forms of ``m`` for the kernel ``text``: ``(match, norms, evidence)`` per form, the norms it
     may compute, ``evidence`` False for a form proposed only as one of the plausible ones (it gets probes).
 
     None for a residual without evidence that the kernel adds it to x. Two ``[R, C]`` outputs are (y, h) in
     signature order unless the names say otherwise (an h-like name: res, sum, hidden...), else both orders.
-    Per-row outputs get the statistic their name or stored values show; without it, each plausible one."""
-    if m.res and not residual_added(text, m.x, m.res):
+    Per-row outputs get the statistic their name or stored values show; without it, each plausible one.
+    None either for a kernel that never divides by the row length: both norms take a mean, an L2
+    normalisation (``x / sqrt(sum x^2)``) of the same signature does not."""
+    if not divides_by(text, m.c_arg) or (m.res and not residual_added(text, m.x, m.res)):
         return []
     forms = [m]
     if m.h_out:
