@@ -8,13 +8,15 @@ recomputes ``grid[0]``; what must stay refused stays refused, and says why.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from ptxfactory.harness.compile import CompileFailed, compile_candidate
-from ptxfactory.protocol import evaluate, parse_spec
+from ptxfactory.protocol import GpuFacts, evaluate, parse_spec
 from ptxfactory.search.generators.transform import PASSES, TransformGenerator
 from ptxfactory.search.generators.transform.colpar import ColumnParallelPass
-from ptxfactory.search.generators.transform.grid_stride import GridStridePass
+from ptxfactory.search.generators.transform.grid_stride import FACTS_NOTE, GridStridePass
 from ptxfactory.search.generators.transform.rowpar import RowParallelPass
 from ptxfactory.search.generators.transform.scan import ScanPass
 
@@ -335,3 +337,18 @@ extern "C" __global__ void k(const float* a, float* b, int n, float s)
 """
     assert not grid_stride().applies(unit(src, spec))
     assert not grid_stride().applies(unit(MEANPOOL, meanpool_spec()))
+
+
+FACTS = GpuFacts(name="test GPU", arch="sm_90a", sm_count=132, l2_bytes=1 << 20, copy_gbps=100.0, peak_gbps=200.0)
+
+
+def test_auto_shapes_count_the_batches_toward_the_wave():
+    """Many batches of few rows already fill the GPU: rowpar_auto keeps to few lanes a row, colpar_auto to 32 columns a
+    block and few threads a column (without the batches, each would spread a row over a whole block)."""
+    size = {"Bt": 1024, "M": 64, "K": 256, "B": 1024, "T": 256, "C": 64}
+    out = rowpar("auto").apply(dataclasses.replace(unit(BMV, bmv_spec()), notes={FACTS_NOTE: FACTS}))
+    assert evaluate(out.launch.block[0], size) == 8  # cdiv(256, 32) elements a lane: 8 lanes
+    assert out.launch.grid[1:] == ["Bt"]
+    out = colpar("auto").apply(dataclasses.replace(unit(MEANPOOL, meanpool_spec()), notes={FACTS_NOTE: FACTS}))
+    assert [evaluate(b, size) for b in out.launch.block] == [32, 16]  # cdiv(256, 16) rows a thread: 16 threads
+    assert out.launch.grid[1:] == ["B"]

@@ -2,7 +2,9 @@
 split across y.
 
 Pattern: :mod:`.rowpar`'s one-thread-per-row opening (``T c = blockIdx.x * blockDim.x + threadIdx.x;``, then ``if
-(c >= n) return;`` or a final ``if (c < n) {...}``), read as one thread per column, whose loops walk the column: every
+(c >= n) return;`` or a final ``if (c < n) {...}``; :mod:`.opening`'s tolerant reading, 2-D/3-D grids with a
+block-uniform batch index included: meanpool's ``int b = blockIdx.y; if (c >= C || b >= B) return;``, where a block
+past the last batch goes through the barriers and leaves as a whole), read as one thread per column, whose loops walk the column: every
 buffer access in a split loop that moves with the loop variable is ``a * r + c + b`` with ``a`` not 1 (``x[r * N +
 c]``, ``dy[(size_t)r * ld + c]``): consecutive threads read consecutive elements, one iteration a row apart. That is
 the kernel :mod:`.rowpar` refuses (its lanes would read a stride apart); loops contiguous along ``r`` are rowpar's and
@@ -23,7 +25,7 @@ columns, or 8 (an fp32 row segment of one 32-byte sector) when blocks of 32 colu
 the GPU's facts), and ``Y`` the smallest power of two giving each thread at most :data:`ROWS_PER_THREAD`
 rows and (with the facts) one full-occupancy wave over all columns, but no more threads than rows (the power of two
 at or above) and at most ``1024 / X``. The grid is the column count (the guard's bound through the spec's scalars,
-else the original grid's threads) over ``X``.
+else the original grid's threads) over ``X``; a 2-D/3-D grid keeps its dimensions past x (the batches).
 
 Refused, besides rowpar's own refusals (shared memory, barriers, ``threadIdx`` in the column's code, carried variables
 that are not accumulations, writes two iterations may share, ...): a grid-stride loop over columns (blocks would run
@@ -44,7 +46,7 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 from . import syntax as sx
 from .base import Unit
 from .grid_stride import FACTS_NOTE, ElementGuard, threads_per_sm
-from .rowpar import LANE, MAX_GRID, Refused, RowLoop, RowParallelPass, index_edit, rows_expression
+from .rowpar import LANE, MAX_GRID, Refused, RowLoop, RowParallelPass, batch_count, index_edit, rows_expression
 from .syntax import Node
 
 ROWS_PER_THREAD = 16  # colpar_auto: the most rows of its column one thread sums before the combine
@@ -166,13 +168,16 @@ class ColumnParallelPass(RowParallelPass):
     @staticmethod
     def auto_shape(unit: Unit, cols: str, rows: str) -> tuple[str, str]:
         """``(X, Y)``: columns per block and threads per column as expressions of the sizes, for ``cols`` columns of
-        ``rows`` rows (see the module docstring; the GPU's facts from the unit's notes)."""
+        ``rows`` rows (see the module docstring; the GPU's facts from the unit's notes; a 2-D/3-D grid's batches count
+        toward the wave)."""
         facts = unit.notes.get(FACTS_NOTE)
         want = f"cdiv({rows}, {ROWS_PER_THREAD})"
         x = str(COLUMNS)
         if facts is not None:
-            x = f"{NARROW} + {COLUMNS - NARROW} * min(1, cdiv({cols}, {COLUMNS}) // {facts.sm_count})"
-            want = f"max({want}, cdiv({facts.sm_count * threads_per_sm(facts.arch)}, {cols}))"
+            batches = batch_count(unit)  # a 2-D/3-D grid's batches: each its own blocks of columns
+            per = "" if batches is None else f" * {batches}"
+            x = f"{NARROW} + {COLUMNS - NARROW} * min(1, cdiv({cols}, {COLUMNS}){per} // {facts.sm_count})"
+            want = f"max({want}, cdiv({facts.sm_count * threads_per_sm(facts.arch)}, {cols}{per}))"
         w = f"max(0, min({rows}, {want}) - 1)"  # no more threads than rows
         tiers = [2**k for k in range(10)]  # 1 .. 512: the sum below is the smallest power of two >= want
         y = "1" + "".join(f" + {t} * min(1, {w} // {t})" for t in tiers)

@@ -1,8 +1,10 @@
 """``rowpar``: a kernel written one thread per row gets a group of lanes per row (a sub-warp, a warp, or a block).
 
-Pattern: the one-thread-per-row opening that ``grid_stride`` also reads (``T r = blockIdx.x *
+Pattern: the one-thread-per-row opening that ``grid_stride`` also reads (:mod:`.opening`: ``T r = blockIdx.x *
 blockDim.x + threadIdx.x;``, declarations, then ``if (r >= n) return;`` or a final ``if (r < n)
-{...}``), then the row's code; or a grid-stride loop over rows (``for (T r = blockIdx.x * blockDim.x
+{...}``; tolerant: uniform scalar parts of the guard, ``if (r >= M || N <= 0) return;``, aliases of ``threadIdx.x``,
+other declarators beside ``r``, and a 2-D/3-D grid whose y/z index is a block-uniform batch index, ``int b =
+blockIdx.y;``, which stays a value every lane of a row shares, usable anywhere), then the row's code; or a grid-stride loop over rows (``for (T r = blockIdx.x * blockDim.x
 + threadIdx.x; r < n; r += blockDim.x * gridDim.x) {...}``), which then strides over groups of lanes. What the pass does to the row's code, statement by statement (recursing into blocks and
 ``if``/``else``, whose conditions are the same for every lane of a row, see below):
 
@@ -20,7 +22,9 @@ blockDim.x + threadIdx.x;``, declarations, then ``if (r >= n) return;`` or a fin
   through one name and one index, affine in ``j`` (``p[r * N + j]``).
   A variable declared before the loop, set once by a statement of the body before any read of it
   and mentioned nowhere else, is a local of the loop's body (each lane its own).
-- any other loop stays serial. A ``for`` loop that carries nothing from one iteration to the next
+  ``for (j = a; ...)`` over a ``j`` declared before (``int r = ..., j;``) is split too when no code reads ``j``
+  after the loop (every other mention of it is in a loop that starts by assigning it).
+- any other loop stays serial (why reaches the refusal when the pass then refuses). A ``for`` loop that carries nothing from one iteration to the next
   but its own variables (an outer loop over heads, say) runs on every lane with the same values,
   and its body is handled like the row's code: the loops inside it are split. Another loop runs on
   every lane when it writes no memory, or on the first lane only when it writes memory but no
@@ -38,9 +42,12 @@ loops are uniform within a group; a group never diverges at a shuffle or barrier
 The launch follows: lanes per row ``L`` in {4, 8, 16, 32} in blocks of 256 threads (``256 / L``
 rows per block), or one block of ``L`` in {128, 256, 512, 1024} threads per row; the grid is the
 row count (the guard's bound, through the spec's scalar values) divided by rows per block, or the
-original grid's threads when the bound is not a spec scalar. The row index is computed in 64 bits.
+original grid's threads when the bound is not a spec scalar; a 2-D/3-D grid keeps its dimensions past x (the
+batches). The row index is computed in 64 bits.
 
-Refused (the kernel is left alone): a launch that is not 1-D or whose block is not a literal,
+Refused (the kernel is left alone): a block that is not 1-D or not a literal, a grid y/z not read as a batch index
+(``T b = blockIdx.y;``, never written; a y index from ``threadIdx.y`` is a 2-D block), a guard part that reads memory,
+calls or varies between threads,
 ``launch.policy = "fixed"``, shared memory, barriers, warp collectives, ``asm``, ``threadIdx``/
 ``blockIdx``/``blockDim``/``gridDim`` in the row's code, ``break``/``return``/``goto`` inside a
 loop to split, a carried variable that is not a recognised accumulation, a written buffer accessed
@@ -407,7 +414,7 @@ class RowParallelPass(PlannedPass):
     def _auto_shape(self, unit: Unit, rows: str, rw: "_Rewrite") -> tuple[list[str], str]:
         if rw.length is None:
             raise Refused("the split loop's length is not an expression of the spec's sizes (lanes cannot follow it)")
-        return auto_shape(unit, rows, rw.length)
+        return auto_shape(unit, rows, rw.length, batch_count(unit))
 
     # -- rewrite ------------------------------------------------------------------------------------------
 
@@ -1200,19 +1207,25 @@ def _is_plus_one(node: Node | None, j: str) -> bool:
     return (sx.is_ident(a, j) and sx.is_number(b, 1)) or (sx.is_ident(b, j) and sx.is_number(a, 1))
 
 
-def auto_shape(unit: Unit, rows: str, n: str) -> tuple[list[str], str]:
+def auto_shape(unit: Unit, rows: str, n: str, batches: str | None = None) -> tuple[list[str], str]:
     """``([lanes, rows per block], grid)`` as expressions of the sizes, for ``rows`` rows of ``n`` elements: the fewest of
     :data:`AUTO_TIERS` lanes giving each at most :data:`ELEMENTS_PER_LANE` elements and, with the GPU's facts in the
-    unit's notes, at least one full-occupancy wave of threads over all rows; 256 threads a block of rows up to a warp
-    each, else one row a block."""
+    unit's notes, at least one full-occupancy wave of threads over all rows (``rows`` times ``batches``, the grid's
+    dimensions past x, when given); 256 threads a block of rows up to a warp each, else one row a block."""
     facts = unit.notes.get(FACTS_NOTE)
     want = f"cdiv({n}, {ELEMENTS_PER_LANE})"
     if facts is not None:
-        want = f"max({want}, cdiv({facts.sm_count * threads_per_sm(facts.arch)}, {rows}))"
+        total = rows if batches is None else f"({rows}) * {batches}"
+        want = f"max({want}, cdiv({facts.sm_count * threads_per_sm(facts.arch)}, {total}))"
     y = f"max(0, {want} - 1)"
     lanes = str(AUTO_TIERS[0]) + "".join(f" + {b - a} * min(1, {y} // {a})" for a, b in zip(AUTO_TIERS, AUTO_TIERS[1:]))
     per_block = f"max(1, {GROUP_BLOCK // 32} * (32 // ({lanes})))"
     return [lanes, per_block], f"cdiv({rows}, {per_block})"
+
+
+def batch_count(unit: Unit) -> str | None:
+    """The product of the launch's grid dimensions past x (the batches of a 2-D/3-D grid), or None for a 1-D grid."""
+    return " * ".join(f"({g})" for g in unit.launch.grid[1:]) or None
 
 
 def spec_expression(unit: Unit, bound: Node | None, start: Node | None, start_zero: bool = False) -> str | None:
