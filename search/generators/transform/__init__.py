@@ -8,6 +8,8 @@ Unlike a family, which instantiates a skeleton, ``transform`` edits the parent's
 pass                 what it does                                                              exact
 ===================  ========================================================================  =====
 ``restrict``         ``__restrict__`` on pointer parameters, ``const`` on read-only pointees  yes
+``promote``          an element a loop updates at one fixed index (``y[r] += ...``) -> a        yes
+                     register for the loop, stored once after it (rowpar, smem_tile then see a sum)
 ``ldg``              reads of read-only inputs through ``__ldg``                               yes
 ``ldg_na``           ... through inline PTX ``ld.global.nc.L1::no_allocate``                   yes
 ``stream``           ... through ``__ldcs``, stores to write-only outputs through ``__stcs``   yes
@@ -77,6 +79,7 @@ from .launch_bounds import LaunchBoundsPass
 from .ldg import LdgNoAllocatePass, LdgPass, StreamPass
 from .restrict import RestrictPass
 from .online_softmax import OnlineSoftmaxPass
+from .promote import PromotePass
 from .rowpar import RowParallelPass
 from .scan import ScanPass
 from .shuffle_reduce import ShuffleReducePass
@@ -102,7 +105,7 @@ SCAN_VARIANTS = ("auto", "warp", "block256")
 # structure (smem_tile before the hints, whose loads it stages; vectorize after the hints, whose loads and stores it widens; vector_loops after rowpar, whose
 # split loops it widens, and after hold_row, whose original loops (the long rows' path) it widens; grid_stride before unroll, so the new loop can be unrolled, and before atomic_agg and smem_hist, which accumulate over it), and the register budget last.
 PASSES: tuple[Pass, ...] = (
-    RestrictPass(), *(SmemTilePass(*t) for t in SMEM_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), ShuffleReducePass(), OnlineSoftmaxPass(),
+    RestrictPass(), PromotePass(), *(SmemTilePass(*t) for t in SMEM_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), ShuffleReducePass(), OnlineSoftmaxPass(),
     *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
     *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), UnrollPass(),
@@ -229,7 +232,14 @@ def plan_chains(unit: Unit) -> list[list[Pass]]:
     # the grid group's alternatives (rowpar's lanes, colpar's splits, ...) vary fastest: the first chains cover every
     # way of parallelising the kernel before they cover another hint for each
     groups = [g for g in groups if g != "grid"] + [g for g in groups if g == "grid"]
-    options = [[p for p in PASSES if p.group == g and p.applies(unit)] or [None] for g in groups]
+    # a group's alternatives: those that apply to the unit, or to it after the passes of no group (promote's register
+    # turns a y[r] += ... loop into a sum that rowpar or smem_tile then takes)
+    def alternatives(g: str) -> list[Pass | None]:
+        first = next(i for i, p in enumerate(PASSES) if p.group == g)
+        prepared = run_chain(unit, [p for p in PASSES[:first] if p.group is None])
+        return [p for p in PASSES if p.group == g and (p.applies(unit) or p.applies(prepared))] or [None]
+
+    options = [alternatives(g) for g in groups]
     greedy = []
     for choice in itertools.product(*options):
         chain = _greedy_chain(unit, {g: p for g, p in zip(groups, choice)})
@@ -240,7 +250,7 @@ def plan_chains(unit: Unit) -> list[list[Pass]]:
     # not), it and the chains holding it go first: on a naive kernel it is the lever that moves the time by
     # factors, the cosmetic passes alone by percents (and the lessons reorder the candidates of later jobs)
     restructure = [c for c in singles if _restructures(c)]
-    if restructure:
+    if restructure or any(_restructures(c) for c in greedy):  # (a chain's: promote lets rowpar take the kernel)
         kinds: dict[type, list[Pass]] = {}
         for c in restructure:  # the first variant of each restructuring pass (its "auto" one), then the chains
             kinds.setdefault(type(c[0]), c)

@@ -1,0 +1,95 @@
+"""The ``promote`` pass: an element a loop updates at one fixed index is held in a register for the loop (a naive
+kernel accumulating straight into its output), so rowpar and smem_tile see a sum; what it refuses. Outputs compile
+with NVRTC."""
+from __future__ import annotations
+
+import pytest
+
+from ptxfactory.search.generators.transform import PASSES, TransformGenerator
+from ptxfactory.search.generators.transform.promote import PromotePass
+
+from test_transform import compiles, make_ctx, spec_for, unit
+
+P = {p.name: p for p in PASSES}
+ROW_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["M", "N"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["M"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+"""
+ROWSUM = """
+extern "C" __global__ void rs(const float* x, float* y, int M, int N)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < M) {
+        y[r] = 0.0f;
+        for (int j = 0; j < N; j++) {
+            y[r] += x[r * N + j];
+        }
+    }
+}
+"""
+
+
+def row_spec():
+    return spec_for("rs", ROW_ARGS, grid='["cdiv(M, 128)"]', sizes="[{ M = 7, N = 100 }]")
+
+
+def test_a_row_sum_into_the_output_becomes_a_register_sum_that_rowpar_takes():
+    u = unit(ROWSUM, row_spec())
+    assert P["rowpar_auto"].why_not(u) is not None  # the store in the loop: rowpar cannot split it
+    out = PromotePass().apply(u)
+    assert "float ptxf_p0 = 0.0f;" in out.text and "ptxf_p0 += x[r * N + j];" in out.text and "y[r] = ptxf_p0;" in out.text
+    assert "y[r] = 0.0f;" not in out.text  # the store before the loop starts the register instead
+    compiles(out.text, u.spec, "rs")
+    assert P["rowpar_auto"].why_not(out) is None
+    cands = TransformGenerator().propose(make_ctx(ROWSUM, u.spec))
+    assert any("pass:promote" in c.params and "pass:rowpar_auto" in c.params for c in cands)
+
+
+MATMUL_ARGS = """
+  { name = "A", role = "in", dtype = "f32", shape = ["M", "K"] },
+  { name = "B", role = "in", dtype = "f32", shape = ["K", "N"] },
+  { name = "C", role = "out", dtype = "f32", shape = ["M", "N"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+  { name = "K", role = "scalar", dtype = "i32", value = "K" },
+"""
+MATMUL = """
+extern "C" __global__ void mm(const float* A, const float* B, float* C, int M, int N, int K)
+{
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < M && col < N) {
+        C[row * N + col] = 0.0f;
+        for (int k = 0; k < K; k++)
+            C[row * N + col] += A[row * K + k] * B[k * N + col];
+    }
+}
+"""
+
+
+def test_a_gemm_accumulating_in_c_gets_smem_tile_chains_first():
+    spec = spec_for("mm", MATMUL_ARGS, grid='["cdiv(N, 16)", "cdiv(M, 16)"]', block="[16, 16]",
+                    sizes="[{ M = 33, N = 65, K = 100 }]")
+    ctx = make_ctx(MATMUL, spec)
+    cands = TransformGenerator().propose(ctx)
+    assert {"pass:promote", "pass:smem_tile_4x4"} <= set(cands[2].params)  # the chains lead: a restructuring one applies
+    for c in cands[:4]:
+        compiles(c.source, spec, "mm")
+
+
+@pytest.mark.parametrize("loop", [
+    "for (int j = 0; j < N; j++) { y[r] += x[r * N + j]; __syncthreads(); }",      # a barrier
+    "for (int j = 0; j < N; j++) { y[r] += x[r * N + j]; y[j % M] += 1.0f; }",    # another index
+    "for (int j = 0; j < N; j++) atomicAdd(&y[r], x[r * N + j]);",                 # an atomic
+    "for (int j = 0; j < N; j++) { y[r] += x[r * N + j]; if (y[r] > 9.f) return; }",  # a return
+    "float* yr = y + r; for (int j = 0; j < N; j++) y[r] += yr[0] * x[r * N + j];",  # an alias of y
+    "for (int j = 0; j < N; j++) y[r + j * 0] += x[r * N + j];",                     # an index that names j
+])
+def test_what_it_refuses(loop):
+    source = ROWSUM.replace("""        for (int j = 0; j < N; j++) {
+            y[r] += x[r * N + j];
+        }""", "        " + loop)
+    assert loop in source
+    assert not PromotePass().applies(unit(source, row_spec()))
