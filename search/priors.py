@@ -49,7 +49,7 @@ FAILED = -1.5
 # Knobs that choose *which function* a family computes (RMS or LayerNorm, the activation of an
 # epilogue), not how fast: what was right for one kernel class says nothing about another, so only
 # same-class lessons count for them.
-FUNCTION_KNOBS = frozenset({"norm", "epilogue"})
+FUNCTION_KNOBS = frozenset({"norm", "epilogue", "stats", "residual", "y"})
 
 
 def generator_kind(name: str) -> str:

@@ -157,8 +157,8 @@ def test_rowwise_uses_vector_loads_shuffles_and_a_scalar_path(rowwise):
     [
         {"y": {"shape": ["M"]}},  # 1-D output
         {"x": {"shape": ["N"]}},  # 1-D input
-        {"y": {"dtype": "f32"}},  # output dtype differs from the input's
-        {"x": {"dtype": "i32"}, "y": {"dtype": "i32"}},  # not a float
+        {"x": {"dtype": "i32"}, "y": {"dtype": "i32"}},  # not a float (an output dtype other than x's is a variant it
+        # takes: tests/unit/test_rowwise_variants.py)
         {"w": {"shape": ["M"]}},  # weight along the wrong axis
         {"eps": {"value": "N"}},  # no constant eps
         {"M": {"value": "N"}},  # no scalar for the row count
