@@ -57,6 +57,15 @@ _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 EXP_CALL = r"\b(?:__|h2?)?exp(?:2|10)?f?\s*\("
 
 
+def scalars_unused(spec, kernel_text: str, used: set[str]) -> bool:
+    """Whether every scalar argument of ``spec`` outside ``used`` (the ones a family's skeleton reads) goes unmentioned
+    in the kernel's body (``kernel_text`` after its first ``{``, comments left out): a family that passes such a
+    scalar through unused computes the kernel's function only if the kernel ignores it too (a softmax's temperature
+    ``x / temp`` is not a scalar it may drop)."""
+    body = _COMMENTS.sub(" ", kernel_text[kernel_text.find("{"):] if "{" in kernel_text else "")
+    return not any(re.search(rf"\b{re.escape(a.name)}\b", body) for a in spec.args if not a.is_buffer and a.name not in used)
+
+
 def source_mentions(source: str, pattern: str) -> bool:
     """Whether ``source`` (a whole translation unit, comments left out) matches the regular expression ``pattern``.
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import (_COMMENTS, GenContext, family_candidate, family_candidates, kernel_linkage, render_params, shape_dims,
+from ..base import (_COMMENTS, GenContext, family_candidate, family_candidates, kernel_linkage, render_params, scalars_unused, shape_dims,
                     size_args, stored_values)
 from .cuda_text import load_template, floats_to_word, word_to_floats
 
@@ -403,6 +403,8 @@ class RowwiseNormFamily:
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
         m = match_spec(ctx.spec)
+        if m is not None and not scalars_unused(ctx.spec, ctx.kernel.text, {m.r_arg, m.c_arg, m.eps_arg}):
+            m = None  # a scalar the skeleton would drop is part of the kernel's math
         forms = variants(m, ctx.kernel.text) if m else []
         pairs = [(f, cfg) for f, norms, evidence in forms for cfg in _configs(f, ctx.spec, norms, evidence)]
         return family_candidates(ctx, bool(pairs), pairs, lambda fc: self.instantiate(ctx, *fc))

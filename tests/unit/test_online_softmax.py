@@ -124,3 +124,48 @@ def test_the_fused_arithmetic_matches_the_two_passes_in_float32():
                         s += np.exp(v - mx, dtype=np.float32)
             ref = np.exp(z.astype(np.float64) - z.max()).sum()
             assert mx == z.max() and abs(s - ref) <= 1e-5 * ref
+
+
+SOFTMAX_T = '''
+__global__ void softmax_t(const float* __restrict__ logits, float* __restrict__ probs, int rows, int cols, float temp)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const float* in = logits + r * cols;
+    float* out = probs + r * cols;
+    float mx = -1e30f;
+    for (int j = 0; j < cols; j++) {
+        float v = in[j] / temp;
+        if (v > mx) mx = v;
+    }
+    float sum = 0.f;
+    for (int j = 0; j < cols; j++) {
+        sum += expf(in[j] / temp - mx);
+    }
+    for (int j = 0; j < cols; j++) {
+        out[j] = expf(in[j] / temp - mx) / sum;
+    }
+}
+'''
+SOFTMAX_T_ARGS = """
+  { name = "logits", role = "in", dtype = "f32", shape = ["rows", "cols"] },
+  { name = "probs", role = "out", dtype = "f32", shape = ["rows", "cols"] },
+  { name = "rows", role = "scalar", dtype = "i32", value = "rows" },
+  { name = "cols", role = "scalar", dtype = "i32", value = "cols" },
+  { name = "temp", role = "scalar", dtype = "f32", value = 0.7 },
+"""
+
+
+def test_a_new_users_softmax_with_a_temperature_gets_online_chains_and_no_family_drops_the_temperature():
+    """The generality trial's softmax_t (a temperature scalar, C++ linkage, a local in the max loop): online_softmax
+    fuses its first two loops and rowpar takes the result; the softmax and row-wise families, whose skeletons would
+    drop ``temp``, propose nothing."""
+    from ptxfactory.search.generators import load as load_generator
+
+    spec = spec_for("softmax_t", SOFTMAX_T_ARGS, grid='["cdiv(rows, 128)"]', block="[128]", rtol=1e-3, atol=1e-4,
+                    sizes="[{ rows = 7, cols = 1000 }]")
+    out = OnlineSoftmaxPass().apply(unit(SOFTMAX_T, spec))
+    assert "float ptxf_v = in[j] / temp;" in out.text and out.text.count("for (") == 2  # the third loop stays
+    assert P["rowpar_auto"].why_not(out) is None
+    ctx = make_ctx(SOFTMAX_T, spec)
+    assert load_generator("softmax").propose(ctx) == [] and load_generator("rowwise").propose(ctx) == []
