@@ -32,9 +32,15 @@ def worker_main(conn: Connection, parent_pid: int | None = None) -> None:
     """Serve requests until the pipe closes. Exits with status 70 after a sticky CUDA error; ends at once when
     ``parent_pid`` (the process that started it) ends (:func:`~.lifeline.die_with_parent`)."""
     if parent_pid is not None:
+        import signal
+
         from .lifeline import die_with_parent
 
         die_with_parent(parent_pid)
+        # a terminal's Ctrl-C and a `timeout`'s SIGTERM reach the whole process group: the worker finishes the request
+        # in hand (the job cancels after it), and ends when its parent kills it (SIGKILL) or dies (the lifeline)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     from ptxfactory.protocol import KernelSpec, LaunchConfig
 
     from .gpu_eval import CandidateCrash, Evaluator, is_sticky
