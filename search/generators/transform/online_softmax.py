@@ -37,6 +37,7 @@ import re
 
 from . import syntax as sx
 from .base import Unit
+from .rowpar import PlannedPass, Refused
 from .syntax import Node
 
 EXP_FUNCS = ("expf", "__expf", "exp")
@@ -47,10 +48,6 @@ PURE_CALLS = frozenset({"__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv
                         "__float2int_rn", "logf", "log", "__logf", "tanhf", "expf", "__expf", "exp"})
 NEG_INF = {"float": "__int_as_float(0xff800000)", "double": "__longlong_as_double(0xfff0000000000000ULL)"}
 ONE = {"float": "1.0f", "double": "1.0"}
-
-
-class Refused(Exception):
-    """The statements do something the pass does not prove equivalent (the message says what)."""
 
 
 def _norm(s: str) -> str:
@@ -153,23 +150,12 @@ def _pure(expr: Node, forbidden: set[str], written_buffers: set[str]) -> None:
             raise Refused(f"the element expression reads {sx.text(n)}, which the loops or the kernel write")
 
 
-class OnlineSoftmaxPass:
+class OnlineSoftmaxPass(PlannedPass):
     """A max loop then an exp-sum loop over the same elements -> one loop (online softmax). See the module docstring."""
 
     name = "online_softmax"
     group = None
     exact = False
-
-    def why_not(self, unit: Unit) -> str | None:
-        """Why the pass refuses ``unit`` (None when it applies)."""
-        try:
-            self._plan(unit)
-        except Refused as e:
-            return str(e)
-        return None
-
-    def applies(self, unit: Unit) -> bool:
-        return self.why_not(unit) is None
 
     def apply(self, unit: Unit) -> Unit:
         return unit.with_text(sx.apply_edits(unit.data, self._plan(unit)))

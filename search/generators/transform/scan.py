@@ -59,7 +59,7 @@ from .base import LOAD_FUNCS, STORE_FUNCS, Unit
 from .grid_stride import FACTS_NOTE, ElementGuard, threads_per_sm
 from .reductions import loop_accumulators
 from .rowpar import (GROUP_BLOCK, HELPER_NEEDS, HELPERS, LANE, MAX_GRID, SHUFFLE_TYPES, PlannedPass, Refused,
-                     RowParallelPass, _check_whole, _Rewrite, _row_guard, access_base, helper_closure, index_statement,
+                     RowParallelPass, _check_whole, _local_arrays, _Rewrite, _row_guard, access_base, helper_closure, index_statement,
                      loop_head, pointer_offsets, pointer_roots, row_constants, rows_expression, spec_expression)
 from .syntax import Node
 
@@ -421,19 +421,6 @@ def _same_index(n: Node, f: Poly | None, j: str, root: str, seen: dict[str, Poly
 
 
 # -- memory ---------------------------------------------------------------------------------------------------
-
-
-def _local_arrays(body: Node) -> set[str]:
-    out = set()
-    for n in sx.walk(body):
-        if n.type == "declaration":
-            for d in n.children_by_field_name("declarator"):
-                inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
-                if inner is not None and inner.type == "array_declarator":
-                    ident = sx.innermost_identifier(inner)
-                    if ident is not None:
-                        out.add(sx.text(ident))
-    return out
 
 
 def _address_base(node: Node | None) -> str | None:
