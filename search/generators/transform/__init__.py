@@ -220,8 +220,9 @@ def unit_from_context(ctx: GenContext) -> Unit:
 
 def plan_chains(unit: Unit) -> list[list[Pass]]:
     """Pass lists to try, in proposal order: singles, one greedy chain per combination of group alternatives, then the first chain's prefixes;
-    where a restructuring pass applies, the first variant of each (its "auto" one) first, then the greedy chains, then
-    the other variants, the other singles and the prefixes.
+    where a restructuring pass applies, the first variant of each that reparallelises (group ``grid``: rowpar_auto,
+    blockrow_auto, ...) first, then the greedy chains, then the other restructuring singles, the other singles and
+    the prefixes.
 
     Passes of one group are alternatives: a chain holds at most the one chosen for it. Combinations
     run over the groups in :data:`PASSES` order (``hint`` first), each group's applicable passes in
@@ -252,8 +253,9 @@ def plan_chains(unit: Unit) -> list[list[Pass]]:
     restructure = [c for c in singles if _restructures(c)]
     if restructure or any(_restructures(c) for c in greedy):  # (a chain's: promote lets rowpar take the kernel)
         kinds: dict[type, list[Pass]] = {}
-        for c in restructure:  # the first variant of each restructuring pass (its "auto" one), then the chains
-            kinds.setdefault(type(c[0]), c)
+        for c in restructure:  # the first variant of each pass that reparallelises (its "auto" one), then the chains
+            if c[0].group == "grid":  # (online_softmax, hold_row, atomic_agg alone: after the chains that hold them)
+                kinds.setdefault(type(c[0]), c)
         first = list(kinds.values())
         order = first + greedy + [c for c in restructure if c not in first] + [c for c in singles if not _restructures(c)] + prefixes
     else:
