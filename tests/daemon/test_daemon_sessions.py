@@ -86,7 +86,8 @@ async def test_a_session_opening_the_file_midway_sees_the_running_job(start_daem
     late = await unix_client(daemon.socket, "neovim", tmp_path)
     try:
         started = await execute(starter, "ptxfactory.optimise", {"uri": open_document(starter, source), "kernel": "rmsnorm"})
-        await until(lambda: len(reports(starter, started["token"])) >= 3, what="the job to be midway")
+        # midway: a candidate's row is in (the reports before it, "evaluating #0 ...", are all at 0%)
+        await until(lambda: any((r.percentage or 0) > 0 for r in reports(starter, started["token"])), what="the job to be midway")
         assert started["token"] not in late.progress_reports  # the file is not open there yet
         open_document(late, source)
         begin, *_, end = await until(lambda: progress_ended(late, started["token"]), what="the progress in the late session")
