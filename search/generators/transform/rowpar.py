@@ -743,28 +743,7 @@ class _Walk:
 
     def written_roots(self, node: Node) -> set[str]:
         """Buffers (pointer parameters, through local pointers) written under ``node``; thread-local arrays excluded."""
-        out = set()
-        for n in sx.walk(node):
-            target = _target(n)
-            if target is None:
-                name = sx.call_name(n)
-                if name and (name.startswith("atomic") or name in STORE_FUNCS):
-                    args = sx.call_args(n)
-                    base = _base_name(args[0]) if args else None
-                    if base is None:
-                        raise Refused(f"cannot tell what {sx.text(n)!r} writes")
-                    out.add(self.roots.get(base, base))
-                elif n.type == "call_expression" and name not in LOAD_FUNCS and any(
-                        _base_name(a) in self.roots or _base_name(a) in self.arrays for a in sx.call_args(n)):
-                    raise Refused(f"a pointer passed to {sx.text(n.child_by_field_name('function'))!r}: what it writes is unknown")
-                continue
-            base = access_base(sx.unparen(target))
-            if base is None or base in self.arrays:
-                continue  # a scalar, or a thread-local array
-            if base not in self.roots:
-                raise Refused(f"cannot tell which buffer {base!r} points into")
-            out.add(self.roots[base])
-        return out
+        return written_roots(node, self.roots, self.arrays)
 
     def stores_distinct(self, body: Node, j: str, trip: Poly | None) -> bool:
         """No two iterations of the loop over ``j`` (``trip`` values) touch one element of a buffer the body writes
@@ -806,20 +785,8 @@ class _Walk:
         return True
 
     def index_poly(self, access: Node, subst: dict[str, Poly] | None = None) -> Poly | None:
-        """The element ``access`` (``p[i]``, ``*p``, ``*(p + i)``) touches, as a polynomial relative to its buffer's start."""
-        if access.type == "subscript_expression":
-            base = sx.text(sx.uncast(access.child_by_field_name("argument")))
-            idx = poly(sx.subscript_index(access), subst)
-        else:
-            arg = sx.uncast(access.child_by_field_name("argument"))
-            if sx.is_ident(arg):
-                base, idx = sx.text(arg), {}
-            elif arg is not None and arg.type == "binary_expression" and sx.operator(arg) == "+" and sx.is_ident(sx.uncast(arg.child_by_field_name("left"))):
-                base, idx = sx.text(sx.uncast(arg.child_by_field_name("left"))), poly(arg.child_by_field_name("right"), subst)
-            else:
-                return None
-        off = self.offsets.get(base)
-        return None if off is None or idx is None else add(off, idx)
+        """The element ``access`` touches, relative to its buffer's start (:func:`index_poly`)."""
+        return index_poly(access, self.offsets, subst)
 
     def strides_columns(self, loop: Node, j: str, index: str) -> bool:
         """The loop over ``j`` walks columns: at least one buffer access in it is ``a * j + index + b`` (``a`` not 1, ``a``
@@ -1106,6 +1073,52 @@ def _trip(start: Node, bound: Node, j: str) -> Poly | None:
         return None
     trip = add(b, {m: -c for m, c in a.items()})
     return add(trip, {(): 1}) if op in ("<=", ">=") else trip
+
+
+def written_roots(node: Node, roots: dict[str, str], arrays: set[str]) -> set[str]:
+    """Buffers (``roots``: pointer name -> the parameter it points into) written under ``node``; thread-local
+    ``arrays`` excluded. Raises :class:`Refused` for a write whose buffer it cannot tell and for a pointer passed to a
+    function that is not a load."""
+    out = set()
+    for n in sx.walk(node):
+        target = _target(n)
+        if target is None:
+            name = sx.call_name(n)
+            if name and (name.startswith("atomic") or name in STORE_FUNCS):
+                args = sx.call_args(n)
+                base = _base_name(args[0]) if args else None
+                if base is None:
+                    raise Refused(f"cannot tell what {sx.text(n)!r} writes")
+                out.add(roots.get(base, base))
+            elif n.type == "call_expression" and name not in LOAD_FUNCS and any(
+                    _base_name(a) in roots or _base_name(a) in arrays for a in sx.call_args(n)):
+                raise Refused(f"a pointer passed to {sx.text(n.child_by_field_name('function'))!r}: what it writes is unknown")
+            continue
+        base = access_base(sx.unparen(target))
+        if base is None or base in arrays:
+            continue  # a scalar, or a thread-local array
+        if base not in roots:
+            raise Refused(f"cannot tell which buffer {base!r} points into")
+        out.add(roots[base])
+    return out
+
+
+def index_poly(access: Node, offsets: dict[str, Poly], subst: dict[str, Poly] | None = None) -> Poly | None:
+    """The element ``access`` (``p[i]``, ``*p``, ``*(p + i)``) touches, as a polynomial relative to its buffer's start
+    (``offsets``: each pointer's offset into its buffer)."""
+    if access.type == "subscript_expression":
+        base = sx.text(sx.uncast(access.child_by_field_name("argument")))
+        idx = poly(sx.subscript_index(access), subst)
+    else:
+        arg = sx.uncast(access.child_by_field_name("argument"))
+        if sx.is_ident(arg):
+            base, idx = sx.text(arg), {}
+        elif arg is not None and arg.type == "binary_expression" and sx.operator(arg) == "+" and sx.is_ident(sx.uncast(arg.child_by_field_name("left"))):
+            base, idx = sx.text(sx.uncast(arg.child_by_field_name("left"))), poly(arg.child_by_field_name("right"), subst)
+        else:
+            return None
+    off = offsets.get(base)
+    return None if off is None or idx is None else add(off, idx)
 
 
 def _base_name(node: Node | None) -> str | None:

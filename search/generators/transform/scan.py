@@ -59,8 +59,8 @@ from .base import LOAD_FUNCS, STORE_FUNCS, Unit
 from .grid_stride import FACTS_NOTE, ElementGuard, threads_per_sm
 from .reductions import loop_accumulators
 from .rowpar import (GROUP_BLOCK, HELPER_NEEDS, HELPERS, LANE, MAX_GRID, SHUFFLE_TYPES, PlannedPass, Refused,
-                     RowParallelPass, _check_whole, _local_arrays, _Rewrite, _row_guard, access_base, helper_closure, index_statement,
-                     loop_head, pointer_offsets, pointer_roots, row_constants, rows_expression, spec_expression)
+                     RowParallelPass, _base_name, _check_whole, _local_arrays, _Rewrite, _row_guard, access_base, helper_closure, index_statement,
+                     index_poly, loop_head, pointer_offsets, pointer_roots, row_constants, rows_expression, spec_expression, written_roots)
 from .syntax import Node
 
 ITEMS = 8  # consecutive elements a lane takes in each chunk
@@ -288,7 +288,7 @@ class ScanPass(PlannedPass):
                 arg = sx.unparen(sx.uncast(sx.call_args(n)[0]))
                 if arg is not None and arg.type == "pointer_expression" and sx.operator(arg) == "&":
                     continue  # __ldg(&p[i]): the subscript inside is visited
-                base = _address_base(arg)
+                base = _base_name(arg)
                 if roots.get(base) not in written:
                     continue
                 f = None  # p + i: p's offset + i
@@ -305,7 +305,7 @@ class ScanPass(PlannedPass):
             base = access_base(n)
             if base in arrays or roots.get(base) not in written:
                 continue
-            _same_index(n, _index_poly(n, offsets, subst), j, roots[base], seen)
+            _same_index(n, index_poly(n, offsets, subst), j, roots[base], seen)
 
     def _launch(self, unit: Unit, g: ElementGuard, threads: int, length: str | None) -> LaunchConfig:
         if self.variant != "auto":
@@ -423,63 +423,11 @@ def _same_index(n: Node, f: Poly | None, j: str, root: str, seen: dict[str, Poly
 # -- memory ---------------------------------------------------------------------------------------------------
 
 
-def _address_base(node: Node | None) -> str | None:
-    """The pointer name of ``p``, ``p + k``."""
-    node = sx.uncast(node)
-    if sx.is_ident(node):
-        return sx.text(node)
-    if node is not None and node.type == "binary_expression" and sx.operator(node) in ("+", "-"):
-        return _address_base(node.child_by_field_name("left")) or _address_base(node.child_by_field_name("right"))
-    return None
-
-
 def _written_roots(node: Node, roots: dict[str, str], arrays: set[str]) -> set[str]:
-    """Buffers written under ``node`` (through local pointers too); thread-local arrays excluded. Refuses a write
-    whose buffer it cannot tell, and a pointer passed to a function that is not a load."""
-    out = set()
-    for n in sx.walk(node):
-        target = None
-        if n.type == "assignment_expression":
-            target = n.child_by_field_name("left")
-        elif n.type == "update_expression":
-            target = n.child_by_field_name("argument")
-        if target is None:
-            name = sx.call_name(n)
-            if name and (name.startswith("atomic") or name in STORE_FUNCS):
-                args = sx.call_args(n)
-                a = sx.unparen(args[0]) if args else None
-                base = access_base(sx.unparen(a.child_by_field_name("argument"))) if (
-                    a is not None and a.type == "pointer_expression" and sx.operator(a) == "&") else _address_base(a)
-                if base is None or base not in roots:
-                    raise Refused(f"cannot tell what {sx.text(n)!r} writes")
-                out.add(roots[base])
-            elif n.type == "call_expression" and name not in LOAD_FUNCS and any(
-                    _address_base(a) in roots or _address_base(a) in arrays for a in sx.call_args(n)):
-                raise Refused(f"a pointer passed to {sx.text(n.child_by_field_name('function'))!r}: what it writes is unknown")
-            continue
-        base = access_base(sx.unparen(target))
-        if base is None or base in arrays:
-            continue
-        if base not in roots:
-            raise Refused(f"cannot tell which buffer {base!r} points into")
-        out.add(roots[base])
+    """rowpar's :func:`~.rowpar.written_roots`, refusing an atomic or a store intrinsic into a pointer it cannot
+    trace to a buffer."""
+    out = written_roots(node, roots, arrays)
+    unknown = out - set(roots.values())
+    if unknown:
+        raise Refused(f"cannot tell which buffer {sorted(unknown)[0]!r} points into")
     return out
-
-
-def _index_poly(access: Node, offsets: dict[str, Poly], subst: dict[str, Poly]) -> Poly | None:
-    """The element ``access`` (``p[i]``, ``*p``, ``*(p + i)``) touches, relative to its buffer's start."""
-    if access.type == "subscript_expression":
-        base = sx.text(sx.uncast(access.child_by_field_name("argument")))
-        idx = poly(sx.subscript_index(access), subst)
-    else:
-        arg = sx.uncast(access.child_by_field_name("argument"))
-        if sx.is_ident(arg):
-            base, idx = sx.text(arg), {}
-        elif arg is not None and arg.type == "binary_expression" and sx.operator(arg) == "+" and sx.is_ident(
-                sx.uncast(arg.child_by_field_name("left"))):
-            base, idx = sx.text(sx.uncast(arg.child_by_field_name("left"))), poly(arg.child_by_field_name("right"), subst)
-        else:
-            return None
-    off = offsets.get(base)
-    return None if off is None or idx is None else add(off, idx)
-
