@@ -62,7 +62,8 @@ def _body_stmt(loop: Node) -> list[Node]:
 
 
 def _for_header(loop: Node) -> tuple[str, str, str, Node] | None:
-    """``(var, start, bound)`` text and the declaration type node of ``for (I var = start; var < bound; var++)``, else None."""
+    """``(var, start, bound, type)``: the texts and the declaration's type node of ``for (I var = start; var < bound;
+    var++)``, else None."""
     init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
     if init is None or init.type != "declaration" or cond is None or upd is None:
         return None
@@ -93,8 +94,8 @@ def _renamed(node: Node, var: str, to: str) -> str:
     return data.decode()
 
 
-def _max_update(stmts: list[Node], var: str, m: str) -> tuple[Node, str | None]:
-    """The element expression E of the max loop's body, and the local it goes through (or None). Raises Refused."""
+def _max_update(stmts: list[Node], m: str) -> Node:
+    """The element expression E of the max loop's body (through its local, if it has one). Raises Refused."""
     local, value = None, None
     if len(stmts) == 2 and stmts[0].type == "declaration":
         decls = [c for c in stmts[0].children if c.type == "init_declarator"]
@@ -134,8 +135,8 @@ def _max_update(stmts: list[Node], var: str, m: str) -> tuple[Node, str | None]:
     if local is not None:
         if not sx.is_ident(sx.unparen(elem), local):
             raise Refused("the max loop's local is not the element compared")
-        return value, local
-    return elem, None
+        return value
+    return elem
 
 
 def _pure(expr: Node, forbidden: set[str], written_buffers: set[str]) -> None:
@@ -190,7 +191,7 @@ class OnlineSoftmaxPass(PlannedPass):
         if len(assigned) != 1:
             raise Refused("no max loop followed by an exp-sum loop")
         m = assigned.pop()
-        elem, _local = _max_update(_body_stmt(loop1), j, m)
+        elem = _max_update(_body_stmt(loop1), m)
         # the second loop: after at most the sum's declaration
         k_idx = i + 1
         sum_decl = None
@@ -250,10 +251,9 @@ class OnlineSoftmaxPass(PlannedPass):
             raise Refused(f"{m} has no start value")
         # E(a1 - 1) start: the fused loop begins one earlier, from -inf; a constant start: the same start, kept
         edits = []
-        before = _norm(_renamed(elem, j, f"{a1}-1"))
-        start_is_elem = _norm(sx.text(m_start)) in (before, _norm(_renamed(elem, j, str(int(a1) - 1)) if a1.strip().isdigit() else ""))
-        if start_is_elem:
-            if _norm(a2) not in (_norm(f"{a1}-1"), str(int(a1) - 1) if a1.strip().isdigit() else "\0"):
+        prevs = {f"{a1}-1"} | ({str(int(a1) - 1)} if a1.strip().isdigit() else set())  # the index before the max loop's first
+        if _norm(sx.text(m_start)) in {_norm(_renamed(elem, j, p)) for p in prevs}:
+            if _norm(a2) not in {_norm(p) for p in prevs}:
                 raise Refused(f"the exp-sum loop does not start at the element {m} starts from")
             edits.append((m_start.start_byte, m_start.end_byte, NEG_INF[mtype].encode()))
         else:
