@@ -31,6 +31,7 @@ from ptxfactory.search.generators.rowreduce import (
     BLOCKS, HINTS, TPRS, UNROLLS, VECS, RowReduceConfig, RowReduceFamily, match_spec, tuning_space,
 )
 from _generator_support import example_ctx, with_args
+from _host_cuda import HOST_BLOCKS
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = {"rowsum": ROOT / "examples" / "rowsum" / "rowsum.cu", "gemv": ROOT / "examples" / "gemv" / "gemv.cu"}
@@ -327,29 +328,7 @@ template <class T> inline T min(T a, T b) { return a < b ? a : b; }
 template <class T> inline T __ldg(const T* p) { return *checked(p); }
 template <class T> inline T __ldcs(const T* p) { return *checked(p); }
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
-struct Block { std::unique_ptr<std::barrier<>> all; std::vector<std::unique_ptr<std::barrier<>>> warps; std::vector<float> slots; };
-thread_local Block* g_block;
-inline void __syncthreads() { g_block->all->arrive_and_wait(); }
-inline float __shfl_xor_sync(unsigned, float v, int o) {
-    int tid = threadIdx.x, w = tid / 32;
-    g_block->slots[tid] = v;
-    g_block->warps[w]->arrive_and_wait();
-    float r = g_block->slots[w * 32 + ((tid % 32) ^ o)];
-    g_block->warps[w]->arrive_and_wait();
-    return r;
-}
-template <class F> void launch(int grid, int block, F f) {
-    for (int b = 0; b < grid; ++b) {
-        Block blk;
-        blk.all = std::make_unique<std::barrier<>>(block);
-        for (int w = 0; w < block / 32; ++w) blk.warps.push_back(std::make_unique<std::barrier<>>(32));
-        blk.slots.resize(block);
-        std::vector<std::thread> ts;
-        for (int t = 0; t < block; ++t) ts.emplace_back([&, t, b] { threadIdx.x = t; blockIdx.x = b; g_block = &blk; f(); });
-        for (auto& th : ts) th.join();
-    }
-}
-"""
+""" + HOST_BLOCKS
 MAIN = r"""
 static float* buffer(long n, long offset) {  // n floats at `offset` floats past a 256-byte boundary
     char* base = (char*)aligned_alloc(256, ((n + offset) * 4 + 256 + 255) / 256 * 256);

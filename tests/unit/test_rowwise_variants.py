@@ -27,6 +27,7 @@ from ptxfactory.harness.source import check_signature, find_kernel
 from ptxfactory.protocol import evaluate, parse_spec
 from ptxfactory.search.generators.rowwise import RowwiseNormFamily, match_spec, residual_added, variants
 from _generator_support import example_ctx
+from _host_cuda import HOST_BLOCKS
 
 _CT = {"f32": "float", "bf16": "__nv_bfloat16", "i32": "int", "i64": "long long"}
 
@@ -482,29 +483,7 @@ inline __nv_bfloat16 __float2bfloat16(float f) {
     return {(unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
 }
 inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 v) { return v.u; }
-struct Block { std::unique_ptr<std::barrier<>> all; std::vector<std::unique_ptr<std::barrier<>>> warps; std::vector<float> slots; };
-thread_local Block* g_block;
-inline void __syncthreads() { g_block->all->arrive_and_wait(); }
-inline float __shfl_xor_sync(unsigned, float v, int o) {
-    int tid = threadIdx.x, w = tid / 32;
-    g_block->slots[tid] = v;
-    g_block->warps[w]->arrive_and_wait();
-    float r = g_block->slots[w * 32 + ((tid % 32) ^ o)];
-    g_block->warps[w]->arrive_and_wait();
-    return r;
-}
-template <class F> void launch(int grid, int block, F f) {
-    for (int b = 0; b < grid; ++b) {
-        Block blk;
-        blk.all = std::make_unique<std::barrier<>>(block);
-        for (int w = 0; w < block / 32; ++w) blk.warps.push_back(std::make_unique<std::barrier<>>(32));
-        blk.slots.resize(block);
-        std::vector<std::thread> ts;
-        for (int t = 0; t < block; ++t) ts.emplace_back([&, t, b] { threadIdx.x = t; blockIdx.x = b; g_block = &blk; f(); });
-        for (auto& th : ts) th.join();
-    }
-}
-template <class T> T* load(const std::string& path, long n, long offset) {  // `offset` elements past a 256-byte boundary
+""" + HOST_BLOCKS + r"""template <class T> T* load(const std::string& path, long n, long offset) {  // `offset` elements past a 256-byte boundary
     char* base = (char*)aligned_alloc(256, ((n + offset) * sizeof(T) + 256 + 255) / 256 * 256);
     T* p = (T*)base + offset;
     FILE* f = fopen(path.c_str(), "rb");

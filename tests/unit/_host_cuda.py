@@ -1,0 +1,28 @@
+"""What the CPU emulations of a kernel's text share (tests that compile a candidate with g++ and run it on the host):
+a block of threads as std::threads with barriers, ``__syncthreads``, a warp's ``__shfl_xor_sync`` through a shared
+slot per lane, and ``launch(grid, block, f)``. It expects ``threadIdx``/``blockIdx`` (``thread_local``) declared
+before it; each test's own shim supplies the rest (loads, conversions, its main)."""
+
+HOST_BLOCKS = r"""struct Block { std::unique_ptr<std::barrier<>> all; std::vector<std::unique_ptr<std::barrier<>>> warps; std::vector<float> slots; };
+thread_local Block* g_block;
+inline void __syncthreads() { g_block->all->arrive_and_wait(); }
+inline float __shfl_xor_sync(unsigned, float v, int o) {
+    int tid = threadIdx.x, w = tid / 32;
+    g_block->slots[tid] = v;
+    g_block->warps[w]->arrive_and_wait();
+    float r = g_block->slots[w * 32 + ((tid % 32) ^ o)];
+    g_block->warps[w]->arrive_and_wait();
+    return r;
+}
+template <class F> void launch(int grid, int block, F f) {
+    for (int b = 0; b < grid; ++b) {
+        Block blk;
+        blk.all = std::make_unique<std::barrier<>>(block);
+        for (int w = 0; w < block / 32; ++w) blk.warps.push_back(std::make_unique<std::barrier<>>(32));
+        blk.slots.resize(block);
+        std::vector<std::thread> ts;
+        for (int t = 0; t < block; ++t) ts.emplace_back([&, t, b] { threadIdx.x = t; blockIdx.x = b; g_block = &blk; f(); });
+        for (auto& th : ts) th.join();
+    }
+}
+"""
