@@ -178,3 +178,32 @@ def test_sanitizer_on_the_best_drops_an_out_of_bounds_write_or_says_it_is_unavai
         return
     assert same.dropped is None and same.notes[0] == "compute-sanitizer memcheck: no errors", same
     assert bad.dropped and bad.dropped.startswith("compute-sanitizer memcheck:"), bad
+
+
+def test_timed_rounds_judged_against_the_python_reference_once_per_buffer_set():
+    """A candidate more accurate than the original (l2norm_rows summing in double) differs from it on every timed
+    round, so its outputs are judged against the Python reference on the host; at a size whose buffers exceed 3x L2
+    (one timing set), the sampled rounds and the last one carry the same bytes, judged once, not once per round."""
+    from ptxfactory.harness.gpu_eval import Evaluator
+
+    example = Path(__file__).parents[2] / "examples" / "l2norm_rows" / "l2norm_rows.cu"
+    spec = load_spec(example.with_suffix(".cu.toml")).kernels["l2norm_rows"]
+    source = example.read_text()
+    base = compile_candidate(original_candidate(spec, source), spec.arch)
+    orig = original_candidate(spec, source)
+    accurate = orig.model_copy(update={"source": source.replace("float ss = 0.0f;", "double ss = 0.0;")
+                                       .replace("ss += xr[i] * xr[i];", "ss += (double)xr[i] * xr[i];")
+                                       .replace("sqrtf(ss + eps)", "(float)sqrt(ss + eps)"), "description": "double sum"})
+    cand = compile_candidate(accurate, spec.arch)
+    assert isinstance(cand, Compiled), getattr(cand, "log", "")
+    ev = Evaluator()
+    lb = ev.load(base.cubin, base.lowered_name, base.candidate.launch, base.candidate.key)
+    lc = ev.load(cand.cubin, cand.lowered_name, cand.candidate.launch, cand.candidate.key)
+    plan = make_plan(spec, secret=7)
+    size = {"M": 4096, "N": 8192}  # 2 x 128 MiB: one timing set
+    _, _, problem = ev.time_size(spec, lb, lc, size, plan)
+    t = ev.last_timing
+    print(f"\n[timing] {size}: {t}")
+    assert problem is None, problem
+    assert t["n_sets"] == 1 and len(t["sampled"]) >= 1
+    assert t["judgements"] == 2  # y and norm, each once for the one set
