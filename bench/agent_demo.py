@@ -155,6 +155,7 @@ async def main(args) -> int:
         store = await LessonStore.open(Path(args.store) if args.store else Path(tmp) / "lessons.sqlite")
         try:
             summary = await optimise(EXAMPLE, "rowsum_seq", backend=backend, store=store, generators=generators,
+                                     max_seconds=args.max_seconds or None,
                                      on_progress=lambda p: print(f"[{p.done}/{p.total}] {p.message}", flush=True))
             lessons = await store.agent_lessons(summary.kernel_class, "sm_90a")
         finally:
@@ -184,5 +185,6 @@ if __name__ == "__main__":
     parser.add_argument("--protocol", default="openai", choices=["openai", "anthropic"])
     parser.add_argument("--generators", default="", help="comma-separated (default: every generator, the agent included)")
     parser.add_argument("--store", default="", help="lesson store (default: a temporary one)")
+    parser.add_argument("--max-seconds", type=float, default=0, help="the job's time budget (default: none)")
     parser.add_argument("--out", default="", help="folder for report.md / report.json")
     sys.exit(asyncio.run(main(parser.parse_args())))
