@@ -200,10 +200,12 @@ def test_timed_rounds_judged_against_the_python_reference_once_per_buffer_set():
     lb = ev.load(base.cubin, base.lowered_name, base.candidate.launch, base.candidate.key)
     lc = ev.load(cand.cubin, cand.lowered_name, cand.candidate.launch, cand.candidate.key)
     plan = make_plan(spec, secret=7)
-    size = {"M": 4096, "N": 8192}  # 2 x 128 MiB: one timing set
+    # 2 x 128 MiB: one timing set; rows long enough that the original's running fp32 sum drifts past the tolerance
+    # (~5e-5 relative at 2.6e5 elements, rtol 1e-5), so the candidate's outputs differ from it on every round
+    size = {"M": 128, "N": 262144}
     _, _, problem = ev.time_size(spec, lb, lc, size, plan)
     t = ev.last_timing
     print(f"\n[timing] {size}: {t}")
     assert problem is None, problem
     assert t["n_sets"] == 1 and len(t["sampled"]) >= 1
-    assert t["judgements"] == 2  # y and norm, each once for the one set
+    assert 1 <= t["judgements"] <= 2  # y and norm at most once each for the one set (not once per checked round)
