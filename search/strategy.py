@@ -441,7 +441,11 @@ class _Search:
                          facts=self.facts)
         if parent.key == self.original.key:  # why each restructuring pass leaves the user's kernel alone (the report says)
             self.passes_refused = [r for n in names for r in getattr(self.gens[n], "refusals", lambda _: [])(ctx)]
-        return {name: self.gens[name].propose(ctx) for name in names}
+        proposals = {name: self.gens[name].propose(ctx) for name in names}
+        if parent.key != self.original.key:  # a child names its lineage: "transform rowpar_auto → transform vector_loops"
+            proposals = {name: [c.model_copy(update={"description": f"{parent.description} → {c.description}"}) for c in cs]
+                         for name, cs in proposals.items()}
+        return proposals
 
     def kernel_class(self) -> str:
         """The families whose skeleton fits the kernel (``generic`` when none does) and the shape of its

@@ -269,3 +269,21 @@ def _PlanRecorder(original_wall_s: float):
             return result
 
     return PlanRecorder()
+
+
+async def test_a_child_candidate_names_its_lineage():
+    """Proposals made from a verified candidate (not the original) carry the parent's description before their own,
+    so a row reads "transform rowpar_auto → transform vector_loops", not only the last pass."""
+    from ptxfactory.harness.simulated import SimulatedDevice
+
+    l2norm = Path(__file__).resolve().parents[2] / "examples" / "l2norm_rows" / "l2norm_rows.cu"
+    summary = await optimise(l2norm, "l2norm_rows", backend=SimulatedDevice(delay_s=0), generators=("transform", "tune"),
+                             max_candidates=40, use_lessons=False)
+    by_key = {r.candidate.key: r.candidate for r in summary.rows}
+    original = summary.rows[0].candidate.key
+    children = [r.candidate for r in summary.rows if r.candidate.parent not in (None, original) and r.candidate.parent in by_key]
+    assert children, [r.candidate.description for r in summary.rows]
+    for c in children:
+        assert c.description.startswith(by_key[c.parent].description + " → "), (c.description, by_key[c.parent].description)
+    first_gen = [r.candidate for r in summary.rows if r.candidate.parent == original]
+    assert first_gen and all(" → " not in c.description for c in first_gen)
