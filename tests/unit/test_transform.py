@@ -395,6 +395,8 @@ APPLIES = {  # pass -> examples where its precondition holds on the user's kerne
     "shuffle_reduce": {"rowsum", "softmax", "layernorm", "rmsnorm"},
     "unroll": {"rowsum", "softmax", "layernorm", "rmsnorm"},
     "grid_stride": {"bias_gelu", "gemv"},
+    # coarsen_4/8 (added with the pass): an element per thread with no loop in its code (gemv's is a row loop)
+    "coarsen_4": {"bias_gelu"}, "coarsen_8": {"bias_gelu"},
     # lane-strided row loops: the block-per-row examples (transpose has no row loop, gemv's loop is serial per thread)
     "vector_loops": {"rowsum", "softmax", "layernorm", "rmsnorm"},
     "vectorize": set(),  # bias_gelu reads b[col] and its grid is cdiv(M * N, 256); the others are not elementwise

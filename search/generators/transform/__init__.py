@@ -33,6 +33,7 @@ pass                 what it does                                               
 ``vector_loops``     lane-strided row loops (rowpar's, block per row): VEC elements per lane     no (sums)
                      and step, 16-byte loads/stores, scalar head/tail, uniform alignment check
 ``grid_stride``      one thread per element -> grid-stride loop, grid capped at one wave (SMs)  yes
+``coarsen_*``        one thread per element -> K (4, 8) per thread, blockDim.x apart, grid / K  yes
 ``atomic_agg``       atomics to a warp-uniform address -> a register per thread, one atomic     no (float
                      per warp (lane 0, after shuffles); after grid_stride, one per warp in all  sums)
 ``smem_hist``        a histogram's global atomics (B bins, from the spec) -> a shared-memory    no (float
@@ -70,6 +71,7 @@ from . import syntax as sx
 from .atomic_agg import AtomicAggPass
 from .base import OPAQUE_NOTE, Pass, Unit
 from .blockrow import BlockRowPass
+from .coarsen import CoarsenPass
 from .colpar import ColumnParallelPass
 from .expand import expand_kernel
 from .fast_math import FastMathPass
@@ -98,6 +100,8 @@ ROWPAR_LANES = ("auto", 32, 256, 8, 1024, 16, 512, 4, 128)
 BLOCKROW_LANES = ("auto", 32, 128)
 # Threads per column for ``colpar`` (a column reduction written one thread per column): chosen at launch, then fixed.
 COLPAR_SPLITS = ("auto", 8, 32, 16, 4)
+# Elements per thread for ``coarsen`` (one thread per element -> K, all K loads in flight before their use).
+COARSEN = (4, 8)
 # Lanes per row for ``scan`` (a running accumulation stored per element, one thread per row): chosen at launch, a warp, a block.
 SCAN_VARIANTS = ("auto", "warp", "block256")
 
@@ -108,7 +112,7 @@ PASSES: tuple[Pass, ...] = (
     RestrictPass(), PromotePass(), *(SmemTilePass(*t) for t in SMEM_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), ShuffleReducePass(), OnlineSoftmaxPass(),
     *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
-    *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), UnrollPass(),
+    *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), UnrollPass(),
     LaunchBoundsPass(),
 )
 MAX_CANDIDATES = 24  # singles (the lane and block variants are many) plus the first greedy chains
