@@ -143,15 +143,24 @@ def python_reference(spec: KernelSpec, spec_path: str | Path, timeout_s: float =
 
 
 # -- values ----------------------------------------------------------------------------------------------
-def values(buf: np.ndarray, dtype: str) -> np.ndarray:
+def _module(a):
+    """The array module of ``a``: CuPy for a device array (judged where it lies), else NumPy."""
+    if type(a).__module__.startswith("cupy"):
+        import cupy
+        return cupy
+    return np
+
+
+def values(buf, dtype: str):
     """A buffer in storage dtype (bf16 as ``uint16`` bits) as exact values: ``float64`` for float dtypes,
-    ``int64`` for integer ones. Same shape."""
-    buf = np.asarray(buf)
+    ``int64`` for integer ones. Same shape. A NumPy array stays on the host, a CuPy array on its device."""
+    xp = _module(buf)
+    buf = xp.asarray(buf)
     if dtype == "bf16":
-        return (buf.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        return (buf.astype(xp.uint32) << 16).view(xp.float32).astype(xp.float64)
     if dtype in FLOATS:
-        return buf.astype(np.float64)
-    return buf.astype(np.int64)
+        return buf.astype(xp.float64)
+    return buf.astype(xp.int64)
 
 
 def to_bf16_bits(x: np.ndarray) -> np.ndarray:
@@ -545,58 +554,60 @@ class Judgement:
     first_wrong: int | None
 
 
-def _classes(x: np.ndarray) -> np.ndarray:
+def _classes(x, xp=np):
     """0 finite, 1 NaN, 2 +inf, 3 -inf."""
-    return np.where(np.isnan(x), 1, np.where(np.isposinf(x), 2, np.where(np.isneginf(x), 3, 0)))
+    return xp.where(xp.isnan(x), 1, xp.where(xp.isinf(x) & (x > 0), 2, xp.where(xp.isinf(x), 3, 0)))
 
 
-def _max_err(x: np.ndarray, ref: np.ndarray) -> float:
-    both = np.isfinite(x) & np.isfinite(ref)
-    if not both.any():
-        return 0.0
-    return float(np.max(np.abs(x[both] - ref[both])))
+def _max_err(x, ref, xp=np) -> float:
+    both = xp.isfinite(x) & xp.isfinite(ref)
+    return float(xp.max(xp.where(both, xp.abs(x - ref), 0.0))) if x.size else 0.0
 
 
-def judge(cand: np.ndarray, orig: np.ndarray, ref: np.ndarray, dtype: str, rtol: float, atol: float,
-          unwritten: np.ndarray | None = None) -> Judgement:
+def judge(cand, orig, ref, dtype: str, rtol: float, atol: float, unwritten=None) -> Judgement:
     """Whether a candidate's output passes against the Python reference (the module's acceptance rule).
 
     ``cand``/``orig``: the candidate's and the original kernel's output on the same inputs, as values
     (:func:`values`: ``float64``, or ``int64`` for integer dtypes); ``ref``: the reference's output
     (same number of elements; compared flat); ``dtype``: the output's spec dtype; ``unwritten``: a mask of
     the candidate's elements that still hold the poison (never written), which are always wrong.
-    Integer outputs are exact: within tolerance means equal, and "no less accurate" means max ``|err|`` at
-    most :data:`ACCURACY_FACTOR` x the original's, no ulp slack.
+    All NumPy arrays (judged on the host) or all CuPy arrays (judged on their device: seconds saved per output
+    of tens of millions of elements). Integer outputs are exact: within tolerance means equal, and "no less
+    accurate" means max ``|err|`` at most :data:`ACCURACY_FACTOR` x the original's, no ulp slack.
+
+    Raises:
+        ValueError: the three arrays hold different numbers of elements.
     """
-    c, o, r = (np.asarray(a).reshape(-1) for a in (cand, orig, ref))
+    xp = _module(cand)
+    c, o, r = (xp.asarray(a).reshape(-1) for a in (cand, orig, ref))
     if not (c.size == o.size == r.size):
         raise ValueError(f"judge: {c.size}, {o.size} and {r.size} elements")
-    unwritten = np.zeros(c.size, bool) if unwritten is None else np.asarray(unwritten).reshape(-1)
+    unwritten = xp.zeros(c.size, bool) if unwritten is None else xp.asarray(unwritten).reshape(-1)
     if dtype not in FLOATS:
-        c, o, r = c.astype(np.int64), o.astype(np.int64), r.astype(np.int64)
+        c, o, r = c.astype(xp.int64), o.astype(xp.int64), r.astype(xp.int64)
         bad = (c != r) | unwritten
-        err_c = float(np.max(np.abs(c.astype(np.float64) - r.astype(np.float64)))) if c.size else 0.0
-        err_o = float(np.max(np.abs(o.astype(np.float64) - r.astype(np.float64)))) if c.size else 0.0
+        err_c = float(xp.max(xp.abs(c.astype(xp.float64) - r.astype(xp.float64)))) if c.size else 0.0
+        err_o = float(xp.max(xp.abs(o.astype(xp.float64) - r.astype(xp.float64)))) if c.size else 0.0
         bound = ACCURACY_FACTOR * err_o
         new_bad = int(unwritten.sum())
     else:
-        c, o, r = c.astype(np.float64), o.astype(np.float64), r.astype(np.float64)
+        c, o, r = c.astype(xp.float64), o.astype(xp.float64), r.astype(xp.float64)
         with np.errstate(invalid="ignore", over="ignore"):
-            cls_c, cls_o, cls_r = _classes(c), _classes(o), _classes(r)
+            cls_c, cls_o, cls_r = _classes(c, xp), _classes(o, xp), _classes(r, xp)
             finite = (cls_c == 0) & (cls_r == 0)
-            err = np.where(finite, np.abs(c - r), np.inf)
-            good = (finite & (err <= atol + rtol * np.abs(np.where(finite, r, 0.0)))) | ((cls_r != 0) & (cls_c == cls_r))
+            err = xp.where(finite, xp.abs(c - r), xp.inf)
+            good = (finite & (err <= atol + rtol * xp.abs(xp.where(finite, r, 0.0)))) | ((cls_r != 0) & (cls_c == cls_r))
             bad = ~good | unwritten
-            err_c, err_o = _max_err(c, r), _max_err(o, r)
-            finite_r = np.abs(r[cls_r == 0])
-        bound = ACCURACY_FACTOR * err_o + ULP_SLACK * ulp(float(finite_r.max()) if finite_r.size else 0.0, dtype)
+            err_c, err_o = _max_err(c, r, xp), _max_err(o, r, xp)
+            largest = float(xp.max(xp.where(cls_r == 0, xp.abs(r), 0.0))) if r.size else 0.0  # the largest finite |ref|
+        bound = ACCURACY_FACTOR * err_o + ULP_SLACK * ulp(largest, dtype)
         mismatch_c = (cls_c != cls_r) | unwritten
         new_bad = int((mismatch_c & (cls_o == cls_r)).sum())
     wrong = int(bad.sum())
     within = wrong == 0
     ok = within or (new_bad == 0 and err_c <= bound)
     return Judgement(ok=ok, within_tol=within, candidate_err=err_c, original_err=err_o, bound=bound, wrong=wrong,
-                     elements=int(c.size), new_nonfinite=new_bad, first_wrong=int(np.argmax(bad)) if wrong else None)
+                     elements=int(c.size), new_nonfinite=new_bad, first_wrong=int(xp.argmax(bad)) if wrong else None)
 
 
 def describe(j: Judgement, output: str, shape: tuple[int, ...]) -> str:

@@ -11,6 +11,7 @@ Every evaluation is bounded: an expression has at most :data:`MAX_LENGTH` charac
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Mapping
 
@@ -37,7 +38,13 @@ def _parse(expr: str | int | float) -> ast.AST:
     if isinstance(expr, (int, float)):
         _bounded(expr, expr)
         return ast.Constant(expr)
-    text = str(expr)
+    return _parse_text(str(expr))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str) -> ast.AST:
+    """The checked syntax tree of an expression's text, parsed once (a launch's grid is evaluated for every launch;
+    the trees are only read)."""
     if len(text) > MAX_LENGTH:
         raise ExprError(f"expression of {len(text)} characters is too long (at most {MAX_LENGTH}): {text[:40]!r}...")
     # Nesting is measured on the text before Python's parser sees it: ~1000 nested levels overflow its stack.

@@ -146,3 +146,33 @@ def test_the_main_job_on_rowsum_seq_finds_a_faster_candidate_and_reports_both_er
     md = render_markdown(summary)
     assert "## Accuracy against the Python reference" in md
     assert "max \\|err\\| vs reference" in md  # the table's verified cell (pipes escaped inside a Markdown cell)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "f64", "i32"])
+def test_the_judgement_on_the_device_is_the_judgement_on_the_host(dtype):
+    """reference.judge on CuPy arrays (what the worker runs) gives the same Judgement as on NumPy arrays, with NaN,
+    infinities, never-written elements and values outside the tolerance mixed in."""
+    import cupy as cp
+    import numpy as np
+
+    from ptxfactory.harness import reference as R
+
+    rng = np.random.default_rng(3)
+    n = 100_003
+    ref = rng.normal(size=n) * 10
+    if dtype == "i32":
+        ref = np.round(ref)
+    orig = ref + (0 if dtype == "i32" else rng.normal(size=n) * 1e-5)
+    cand = orig.copy()
+    cand[17] += 1.0  # outside the tolerance
+    unwritten = np.zeros(n, bool)
+    unwritten[99] = True
+    if dtype != "i32":
+        ref[5], orig[5], cand[5] = np.nan, np.nan, np.nan
+        ref[6], orig[6], cand[6] = np.inf, np.inf, -np.inf
+        ref[7], orig[7], cand[7] = 1.0, 1.0, np.nan
+    for rtol, atol in ((1e-3, 1e-3), (0.0, 0.0), (1.0, 2.0)):
+        host = R.judge(cand, orig, ref, dtype, rtol, atol, unwritten)
+        dev = R.judge(cp.asarray(cand), cp.asarray(orig), cp.asarray(ref), dtype, rtol, atol, cp.asarray(unwritten))
+        assert dev == host, (rtol, atol, dev, host)
+        assert host.wrong >= 1 and host.first_wrong is not None
