@@ -199,7 +199,8 @@ def test_timed_rounds_judged_against_the_python_reference_once_per_buffer_set():
     ev = Evaluator()
     lb = ev.load(base.cubin, base.lowered_name, base.candidate.launch, base.candidate.key)
     lc = ev.load(cand.cubin, cand.lowered_name, cand.candidate.launch, cand.candidate.key)
-    plan = make_plan(spec, secret=7)
+    from ptxfactory.harness.reference import python_reference
+    plan = make_plan(spec, 7, python_reference(spec, example.with_suffix(".cu.toml")))  # the job's plan: ref.py judges
     # 2 x 128 MiB: one timing set; rows long enough that the original's running fp32 sum drifts past the tolerance
     # (~5e-5 relative at 2.6e5 elements, rtol 1e-5), so the candidate's outputs differ from it on every round
     size = {"M": 128, "N": 262144}

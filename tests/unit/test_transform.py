@@ -815,3 +815,19 @@ def test_a_chain_drops_a_cosmetic_pass_that_would_take_the_chosen_restructuring_
     assert any({"hold_row_auto", "vector_loops"} <= c for c in with_blockrow)
     for c in cands:
         compiles(c.source, ctx.spec, ctx.spec.name)
+
+
+def test_a_pass_that_widens_the_block_drops_a_launch_bounds_it_would_exceed():
+    """A one-thread-per-row kernel bounded at 128 threads: rowpar's 256-thread blocks would not launch under
+    ``__launch_bounds__(128)``, so the bound goes with the block change; a pass that keeps the block keeps it."""
+    from ptxfactory.search.generators.transform import run_chain
+    from ptxfactory.search.generators.transform.rowpar import RowParallelPass
+
+    path = ROOT / "examples" / "rowsum_seq" / "rowsum_seq.cu"
+    src = path.read_text().replace('extern "C" __global__ void', 'extern "C" __global__ void __launch_bounds__(128)', 1)
+    unit = unit_from_context(make_ctx(src, load_spec(str(path) + ".toml").kernels["rowsum_seq"]))
+    assert "__launch_bounds__(128)" in unit.text
+    wide = run_chain(unit, [RowParallelPass(256)])
+    assert wide.launch.block != unit.launch.block and "__launch_bounds__" not in wide.text
+    kept = run_chain(unit, [RestrictPass()])
+    assert "__launch_bounds__(128)" in kept.text

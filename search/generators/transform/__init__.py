@@ -308,8 +308,25 @@ def run_chain(unit: Unit, chain: list[Pass]) -> Unit:
     """``unit`` through each pass of ``chain`` whose precondition holds at its turn."""
     for p in chain:
         if p.applies(unit):
-            unit = p.apply(unit)
+            unit = _fit_launch_bounds(unit, p.apply(unit))
     return unit
+
+
+def _fit_launch_bounds(before: Unit, unit: Unit) -> Unit:
+    """``unit`` (a pass's output from ``before``) without its ``__launch_bounds__(N, ...)`` when the pass changed the
+    block and the new one may exceed N threads (rowpar's 256 on a kernel bounded at 128 would not launch); otherwise
+    as it is."""
+    if list(unit.launch.block) == list(before.launch.block):
+        return unit
+    fn = unit.fn
+    node = next((c for c in fn.children if c.type == "launch_bounds"), None) if fn is not None else None
+    if node is None:
+        return unit
+    m = re.match(r"__launch_bounds__\s*\(\s*(\d+)\s*[,)]", sx.text(node))
+    threads = unit.block_threads()
+    if m is not None and threads is not None and threads <= int(m.group(1)):
+        return unit
+    return unit.with_text(sx.apply_edits(unit.data, [(node.start_byte, node.end_byte, b"")]))
 
 
 def describe_launch(launch: LaunchConfig) -> str:
