@@ -85,6 +85,7 @@ from .promote import PromotePass
 from .rowpar import RowParallelPass
 from .scan import ScanPass
 from .shuffle_reduce import ShuffleReducePass
+from .sink import sink_declarations
 from .smem_hist import SmemHistPass
 from .smem_tile import CONFIGS as SMEM_TILES, SmemTilePass
 from .unroll import STRIDED_UNROLL, UnrollPass
@@ -218,8 +219,12 @@ def unit_from_context(ctx: GenContext) -> Unit:
     text, opaque = expand_kernel(ctx.source, ctx.kernel.text, ctx.kernel.start_byte)
     if opaque:
         notes[OPAQUE_NOTE] = "; ".join(opaque)
-    return Unit(text=text, launch=ctx.original.launch, spec=ctx.spec, c_linkage=_c_linkage(ctx.source, ctx.kernel.start_byte),
+    unit = Unit(text=text, launch=ctx.original.launch, spec=ctx.spec, c_linkage=_c_linkage(ctx.source, ctx.kernel.start_byte),
                 notes=notes)
+    # pure declarations written before the thread index (float best = -1e30f;) moved after its guard (sink.py), so
+    # that the openings the passes read start at the index
+    sunk = sink_declarations(unit.data, unit.body)
+    return unit if sunk == unit.data else unit.with_text(sunk)
 
 
 def plan_chains(unit: Unit) -> list[list[Pass]]:
