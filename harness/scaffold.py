@@ -282,6 +282,29 @@ class _Host:
             node = node.named_children[0]
         return node
 
+    def _ceil_div(self, node, depth: int) -> str | None:
+        """``cdiv(a, b)`` for ``(a + b - 1) / b``, ``(a + (b - 1)) / b`` or ``(a + k) / b`` with ``k = b - 1`` (literals):
+        the grid written as a rounded-up division, whatever ``a`` is (a launch ``tune`` can then recompute); else None."""
+        left, right = _binary(node, "/") or (None, None)
+        if left is None:
+            return None
+        den = self.expr(right, depth)
+        sub = _binary(left, "-")
+        if sub is not None and _text(_unparen(sub[1])) == "1":
+            add = _binary(sub[0], "+")
+            if add is not None and self.expr(add[1], depth) == den:
+                return f"cdiv({_tidy(self.expr(add[0], depth))}, {den})"
+        add = _binary(left, "+")
+        if add is None:
+            return None
+        inner = _binary(add[1], "-")
+        if inner is not None and _text(_unparen(inner[1])) == "1" and self.expr(inner[0], depth) == den:
+            return f"cdiv({_tidy(self.expr(add[0], depth))}, {den})"
+        k = self.expr(add[1], depth)
+        if k.isdigit() and den.isdigit() and int(k) == int(den) - 1:
+            return f"cdiv({_tidy(self.expr(add[0], depth))}, {den})"
+        return None
+
     def expr(self, node: ts.Node, depth: int = 0) -> str:
         """One integer expression; raises _Untranslatable for anything the spec language cannot say."""
         if depth > 8:
@@ -304,12 +327,16 @@ class _Host:
                 raise _Untranslatable(name)
             return self._paren(self.expr(init, depth + 1))
         if t == "parenthesized_expression" and node.named_child_count == 1:
-            return f"({self.expr(node.named_children[0], depth)})"
+            return self._paren(self.expr(node.named_children[0], depth))  # (n) and (cdiv(a, b)) need none
         if t == "binary_expression":
             op = _text(node.child_by_field_name("operator"))
             ops = {"+": "+", "-": "-", "*": "*", "/": "//", "%": "%"}
             if op not in ops:
                 raise _Untranslatable(_text(node))
+            if op == "/":
+                ceil = self._ceil_div(node, depth)
+                if ceil is not None:
+                    return ceil
             return f"{self.expr(node.child_by_field_name('left'), depth)} {ops[op]} {self.expr(node.child_by_field_name('right'), depth)}"
         if t == "unary_expression" and _text(node.child_by_field_name("operator")) in "+-":
             return f"{_text(node.child_by_field_name('operator'))}{self.expr(node.child_by_field_name('argument'), depth)}"
@@ -340,7 +367,8 @@ class _Host:
 
     @staticmethod
     def _paren(text: str) -> str:
-        return text if re.fullmatch(r"[\w.]+|\(.*\)", text) else f"({text})"
+        call = re.fullmatch(r"\w+\((.*)\)", text)  # cdiv(a, b): an atom when its parentheses close at the end
+        return text if re.fullmatch(r"[\w.]+|\(.*\)", text) or (call and _balanced(call.group(1))) else f"({text})"
 
     @staticmethod
     def _parse_text(text: str) -> ts.Node | None:
@@ -349,6 +377,20 @@ class _Host:
             if n.type == "init_declarator":
                 return n.child_by_field_name("value")
         return None
+
+
+def _unparen(node):
+    while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    return node
+
+
+def _binary(node, op: str):
+    """(left, right) of ``node`` (parentheses dropped) when it is ``left op right``, else None."""
+    node = _unparen(node)
+    if node is None or node.type != "binary_expression" or _text(node.child_by_field_name("operator")) != op:
+        return None
+    return node.child_by_field_name("left"), node.child_by_field_name("right")
 
 
 def _tidy(expr: str) -> str:

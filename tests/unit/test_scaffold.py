@@ -386,3 +386,24 @@ def test_a_guard_on_something_else_than_size_parameters_keeps_the_one_thread_per
     spec, s = scaffold("""__global__ void k(const float* x, float* y, const int* n, int N) {
         int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n[0]) y[i] = x[i]; }""", "k")
     assert spec.launch.grid == ["cdiv(N, 256)"] and "guessed one thread per element" in s.table
+
+
+@pytest.mark.parametrize("blocks,expected", [
+    ("(total + threads - 1) / threads", "cdiv(N * C * (H // 2) * (W // 2), 256)"),
+    ("(total + (threads - 1)) / threads", "cdiv(N * C * (H // 2) * (W // 2), 256)"),
+    ("(N * C * Ho * Wo + 255) / 256", "cdiv(N * C * (H // 2) * (W // 2), 256)"),
+    ("(total + threads) / threads", "((N * C * (H // 2) * (W // 2)) + 256) // 256"),  # not a rounded-up division
+])
+def test_a_rounded_up_division_of_any_numerator_becomes_cdiv(blocks, expected):
+    """The grid written as (a + b - 1) / b, whatever a is, becomes cdiv(a, b): a launch tune can recompute for
+    another block size (a new user's max-pool kept ((...) + 256 - 1) // 256 and got no block-size candidates)."""
+    src = f"""__global__ void k(const float* x, float* y, int N, int C, int H, int W) {{ y[0] = x[0]; }}
+    void run(const float* x, float* y, int N, int C, int H, int W) {{
+        int Ho = H / 2, Wo = W / 2;
+        int total = N * C * (H / 2) * (W / 2);
+        int threads = 256;
+        int blocks = {blocks};
+        k<<<blocks, threads>>>(x, y, N, C, H, W);
+    }}"""
+    spec, _ = scaffold(src, "k")
+    assert spec.launch.grid == [expected] and spec.launch.block == [256]
