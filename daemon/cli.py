@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -303,6 +304,25 @@ def _final_lines(summary: JobSummary, out_dir: Path) -> list[Text]:
     return lines
 
 
+def _out_base(out: Path) -> Path:
+    """Where ``--out``'s trust ends: its parent, or the nearest ancestor that exists when the parent is missing
+    (the folders below it are then created 0700, each opened without following a link)."""
+    base = Path(os.path.abspath(out)).parent
+    while not os.path.lexists(base) and base.parent != base:
+        base = base.parent
+    return base
+
+
+def _missing_folders(out_dir: Path, base: Path) -> list[Path]:
+    """The folders of ``out_dir`` below ``base`` that do not exist yet, deepest first."""
+    missing, path = [], Path(os.path.abspath(out_dir))
+    base = Path(os.path.abspath(base))
+    while path != base and path.parent != path and not os.path.lexists(path):
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
 def optimise_command(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="CUDA source file; its spec is FILE.toml beside it", show_default=False)],
     kernel: Annotated[str, typer.Option("--kernel", "-k", help="name of the __global__ function to optimise", show_default=False)],
@@ -326,6 +346,15 @@ def optimise_command(
     stdout = _console()
     stderr = _console(stderr=True)
     say = stderr if as_json else stdout
+    out_dir = out if out is not None else file.parent / "ptxfactory-out" / kernel
+    out_base = _out_base(out) if out is not None else file.parent
+    made = _missing_folders(out_dir, out_base)
+    try:  # the report folder is made (or refused) before the job, not after it
+        os.close(report.open_output_dir(out_dir, out_base))
+    except OSError as exc:
+        what = f"--out {out}" if out is not None else f"report folder {out_dir}"
+        _error(stderr, OSError(f"cannot use {what}: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")))
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     try:
         with _ProgressBar(stderr) as bar:
             summary = _run(run_job(
@@ -334,11 +363,13 @@ def optimise_command(
                 max_seconds=max_seconds, patience=patience or None, policy=policy.value, use_lessons=lessons,
             ))
     except (SpecError, JobError) as exc:
+        for folder in made:  # bad input leaves no empty report folder behind
+            with suppress(OSError):
+                os.rmdir(folder)
         _error(stderr, exc)
         raise typer.Exit(EXIT_BAD_INPUT) from None
-    out_dir = out if out is not None else file.parent / "ptxfactory-out" / kernel
     try:  # only into real folders: ptxfactory-out/KERNEL (or --out itself) must not be a symbolic link
-        write_outputs(summary, out_dir, None if out is not None else file.parent)
+        write_outputs(summary, out_dir, out_base)
     except OSError as exc:
         _error(stderr, exc)
         raise typer.Exit(EXIT_BAD_INPUT) from None
@@ -649,7 +680,7 @@ def init_command(
 ) -> None:
     """Write a spec for a kernel that has none, from its signature: roles, dtypes, size symbols, the launch.
 
-    FILE.toml is created; when it exists, the new [kernel.NAME] tables are appended and nothing in it
+    FILE.toml is created; when it exists, the new \\[kernel.NAME] tables are appended and nothing in it
     changes (a kernel it already describes is refused). Every guess is marked TODO. Exit code 1: bad input.
     """
     from ptxfactory.harness.scaffold import ScaffoldError, init_spec

@@ -310,7 +310,11 @@ def render_markdown(summary: JobSummary, now: datetime | None = None) -> str:
             out.append("- verified at: " + "; ".join(size_label(s) for s in r.verified_sizes))
         for note in getattr(r, "notes", None) or []:  # checks skipped or unavailable (misaligned views, the sanitizer)
             out.append(f"- note: {note}")
-        out += [f"- full source: `{best_name(summary)}` (the whole translation unit)", "", "### Launch", "", *launch_needed(summary), ""]
+        if writes_best(summary):
+            out.append(f"- full source: `{best_name(summary)}` (the whole translation unit)")
+        else:  # only name files that write_outputs writes
+            out.append(f"- full source: not written (a simulated result verifies nothing: no `{best_name(summary)}`)")
+        out += ["", "### Launch", "", *launch_needed(summary), ""]
     out += accuracy_lines(summary)
     out += ["## Candidates", "", markdown_table(summary), ""]
     if summary.passes_refused:  # what a user asks first when a kernel got little: which rewrites were not tried, and why
@@ -430,6 +434,12 @@ def best_name(summary: JobSummary) -> str:
     return "best.ptx" if str(summary.source_path).endswith(".ptx") else "best.cu"
 
 
+def writes_best(summary: JobSummary) -> bool:
+    """Whether :func:`write_outputs` writes the best candidate's file: a best exists and its result is not simulated."""
+    best = summary.row(summary.best_key)
+    return best is not None and not getattr(best.result, "simulated", False)  # a simulated result verified nothing
+
+
 def write_outputs(summary: JobSummary, out_dir: Path, base: Path | None = None) -> list[Path]:
     """Write ``best.cu`` (when a faster verified candidate exists; a stale one is removed), ``report.md``, ``report.json``.
 
@@ -443,7 +453,7 @@ def write_outputs(summary: JobSummary, out_dir: Path, base: Path | None = None) 
         best = summary.row(summary.best_key)
         name = best_name(summary)
         best_path = out_dir / name
-        if best is not None and not getattr(best.result, "simulated", False):  # a simulated result verified nothing
+        if writes_best(summary):
             _write_in(dir_fd, name, best.candidate.source)
             written.append(best_path)
         else:

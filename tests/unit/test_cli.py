@@ -97,6 +97,7 @@ def test_simulated_faster_candidate_exits_2_and_writes_no_best_cu(example_copy, 
     assert not (out / "best.cu").exists()
     md = (out / "report.md").read_text()
     assert "## Best: #1" in md and "Simulated device (tests only)" in md
+    assert "`best.cu` (the whole translation unit)" not in md and "full source: not written" in md
     assert "Same grid and block as the original" in md and "(drop-in replacement)" in md
     assert "M=32768 N=1024" in md and "% of copy" in md
 
@@ -138,6 +139,54 @@ def test_store_option_records_there(example_copy, fake_generators, tmp_path, ptx
     store = tmp_path / "my.sqlite"
     assert run("optimise", example_copy, "-k", "rmsnorm", "--backend", "none", "--store", store).exit_code == EXIT_NO_GPU
     assert store.exists() and not (ptxfactory_home / "lessons.sqlite").exists()
+
+
+def test_out_whose_parent_is_missing_is_created_before_the_job(example_copy, fake_generators, tmp_path):
+    out = tmp_path / "nope" / "deeper"
+    res = run("optimise", example_copy, "--kernel", "rmsnorm", "--backend", "none", "--out", out)
+    assert res.exit_code == EXIT_NO_GPU, res.output
+    assert (out / "report.md").exists() and (out / "report.json").exists()
+    assert all((p.stat().st_mode & 0o777) == 0o700 for p in (tmp_path / "nope", out))
+
+
+def test_out_under_a_regular_file_is_refused_before_the_job(example_copy, fake_generators, tmp_path, monkeypatch):
+    import ptxfactory.daemon.cli as cli
+
+    monkeypatch.setattr(cli, "run_job", lambda *a, **k: pytest.fail("the job ran before --out was checked"))
+    (tmp_path / "file").write_text("")
+    out = tmp_path / "file" / "sub"
+    res = run("optimise", example_copy, "--kernel", "rmsnorm", "--backend", "none", "--out", out)
+    assert res.exit_code == EXIT_BAD_INPUT, res.output
+    assert "--out" in res.output and str(out) in res.output.replace("\n", "")
+
+
+def test_out_that_is_a_symbolic_link_is_refused_before_the_job(example_copy, fake_generators, tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    res = run("optimise", example_copy, "--kernel", "rmsnorm", "--backend", "none", "--out", tmp_path / "link")
+    assert res.exit_code == EXIT_BAD_INPUT, res.output
+    assert "--out" in res.output and not list((tmp_path / "real").iterdir())
+
+
+def test_init_help_keeps_its_square_brackets():
+    res = run("init", "--help")
+    assert res.exit_code == 0 and "[kernel.NAME]" in res.stdout
+
+
+def test_no_help_text_has_square_brackets_eaten_as_markup():
+    """Rich reads ``[word]`` in help as markup and drops it: every bracketed text in help must reach --help."""
+    import typer
+
+    def commands(c, path=()):
+        yield path, c
+        for name, sub in (getattr(c, "commands", None) or {}).items():
+            yield from commands(sub, (*path, name))
+
+    for path, c in commands(typer.main.get_command(build_app())):
+        texts = [c.help or ""] + [getattr(p, "help", None) or "" for p in c.params]
+        shown = " ".join(run(*path, "--help").stdout.split())
+        for m in re.finditer(r"(?<!\\)\[[^\]\s]+\]", " ".join(texts)):
+            assert m.group(0) in shown, (path, m.group(0))
 
 
 def test_help_documents_the_exit_codes():
@@ -270,6 +319,19 @@ def test_markdown_report_has_gpu_best_launch_table_and_rejections():
     assert "| **1** ★ | rowwise | vec <x>\\|8 | yes |" in md  # pipes escaped inside cells
     assert "- #2 rowwise: fast-math: correctness: error 0.3 > tol" in md
     assert "k.cu(2): error: oops" in md
+
+
+def test_markdown_report_names_best_cu_only_when_it_is_written(tmp_path):
+    s = _summary()
+    assert report.writes_best(s) and "- full source: `best.cu` (the whole translation unit)" in report.render_markdown(s)
+    assert "best.cu" in [p.name for p in report.write_outputs(s, tmp_path / "real")]
+    best = s.row(s.best_key)
+    sim = best.result.model_copy(update={"simulated": True})
+    s2 = s.model_copy(update={"rows": [r if r.candidate.key != s.best_key else r.model_copy(update={"result": sim}) for r in s.rows]})
+    md = report.render_markdown(s2)
+    assert not report.writes_best(s2) and "the whole translation unit" not in md and "full source: not written" in md
+    written = report.write_outputs(s2, tmp_path / "sim")
+    assert not (tmp_path / "sim" / "best.cu").exists() and "best.cu" not in [p.name for p in written]
 
 
 def test_exit_code_mapping():
