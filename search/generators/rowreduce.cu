@@ -3,6 +3,7 @@
 //! the block size ${BLOCK}, the vector width (${VB} bytes = ${VE} elements of A), the unroll
 //! (template parameter U), the load hint of A and the threads per row (template parameter TPR,
 //! chosen per launch from K by the dispatch in the kernel).
+//! SCALE is empty for a row sum (or GEMV), " * (1.0f / (float)K)" for a row mean (the store's value divided by K).
 // ptxfactory "rowreduce" family: y[r] = sum_k A[r, k] * v[k] (or sum_k A[r, k] without v), fp32 accumulation.
 //
 // A block holds ${BLOCK} / TPR rows, each taken by TPR threads (a multiple of 32: one warp never spans
@@ -90,7 +91,7 @@ ${DISPATCH_D}
             acc = s;
         }
     }
-    if (t == 0 && row < R) y[row] = ptxf_f2y(acc);
+    if (t == 0 && row < R) y[row] = ptxf_f2y(acc${SCALE});
 }
 
 ${LINKAGE}__global__ void __launch_bounds__(${BLOCK}, ${MINB}) ${KERNEL}(${PARAMS})

@@ -2,7 +2,10 @@
 
 It applies to kernels whose spec reads one 2-D input ``A[R, K]`` (f32, bf16 or f16), optionally one
 1-D input ``v[K]`` (f32, bf16 or f16), writes one 1-D output ``y[R]`` (f32 or A's dtype) and takes
-exactly two integer scalars whose values are ``R`` and ``K``, with ``launch.policy = "free"``.
+exactly two integer scalars whose values are ``R`` and ``K``, with ``launch.policy = "free"``, and whose
+kernel's store into ``y`` shows the row's sum (the accumulator, possibly converted) or its mean (the
+accumulator divided by ``K``: the candidates then scale the sum by ``1.0f / K``); any other stored value
+gets no candidates, and ``refusals`` says why (:func:`store_evidence`).
 Each candidate is the CUDA template ``rowreduce.cu`` instantiated with the user's kernel name,
 parameter names, types and order, so its ``kernel_text`` drops into their file in place of the
 original kernel. Sums are accumulated in fp32.
@@ -37,6 +40,8 @@ from ptxfactory.protocol import Candidate, KernelSpec
 
 from ..base import GenContext, family_candidate, family_candidates, size_args
 from .cuda_text import load_template, word_to_floats
+from .transform import syntax as sx
+from .transform.syntax import Node
 
 _TEMPLATE = Path(__file__).with_name("rowreduce.cu")
 _FLOATS = ("bf16", "f16", "f32")
@@ -169,29 +174,231 @@ def tuning_space() -> list[RowReduceConfig]:
     return [RowReduceConfig(b, vec, tpr, u, h) for b, vec, tpr, u, h in itertools.product(BLOCKS, VECS, TPRS, UNROLLS, HINTS)]
 
 
+# ---------------------------------------------------------------- evidence: what the kernel stores per row
+#
+# The spec says only that a matrix goes in and one value per row comes out; the skeleton computes the row's
+# sum (or dot product with v). So the family reads the kernel's store into the output (tree-sitter, as the
+# transform passes do) and proposes only when that store shows what the skeleton computes: the accumulator
+# itself (cast or converted to the output's type), or the accumulator divided by the row length (a mean,
+# proposed as the skeleton's store scaled by 1 / K). Anything else (sqrtf(s), s * alpha, out[r] += s, an
+# atomic) gets no candidates, and ``refusals`` says why.
+
+# one-argument calls that only convert the stored float to the output's type
+_CONVERSIONS = frozenset({
+    "__float2half", "__float2half_rn", "__float2bfloat16", "__float2bfloat16_rn", "__half", "__nv_bfloat16", "float",
+    "half", "__float2half_rz", "__float2bfloat16_rz",
+})
+_ALIAS_DEPTH = 4  # how many `float m = ...;` definitions a stored value is followed through
+
+
+@dataclass(frozen=True)
+class StoreEvidence:
+    """What the kernel stores into the output: ``kind`` "sum" (the accumulator), "mean" (divided by the row
+    length) or None (something else, or no store found), with ``reason`` (why not) when None."""
+
+    kind: str | None
+    reason: str = ""
+
+
+def _strip(node: Node | None) -> Node | None:
+    """``node`` without parentheses, casts (C-style, ``static_cast``) and one-argument conversions to the output type."""
+    while True:
+        node = sx.uncast(node)
+        if node is None or node.type != "call_expression":
+            return node
+        fn, args = node.child_by_field_name("function"), sx.call_args(node)
+        name = sx.text(fn.child_by_field_name("name")) if fn is not None and fn.type == "template_function" else sx.call_name(node)
+        if len(args) != 1 or name not in _CONVERSIONS | {"static_cast"}:
+            return node
+        node = args[0]
+
+
+class _Kernel:
+    """The writes of one kernel definition, by the name they assign."""
+
+    def __init__(self, fn: Node):
+        self.fn = fn
+        self.writes: dict[str, list[tuple[str, Node | None]]] = {}  # name -> [(operator, value)]; "init" for a declaration
+        for n in sx.walk(fn):
+            if n.type == "init_declarator":
+                ident = sx.innermost_identifier(n.child_by_field_name("declarator"))
+                if ident is not None:
+                    self.writes.setdefault(sx.text(ident), []).append(("init", n.child_by_field_name("value")))
+            elif n.type == "assignment_expression":
+                left = sx.unparen(n.child_by_field_name("left"))
+                if sx.is_ident(left):
+                    self.writes.setdefault(sx.text(left), []).append((sx.operator(n), n.child_by_field_name("right")))
+            elif n.type == "update_expression":
+                arg = sx.unparen(n.child_by_field_name("argument"))
+                if sx.is_ident(arg):
+                    self.writes.setdefault(sx.text(arg), []).append(("++", None))
+
+    def resolve(self, node: Node | None, depth: int = 0) -> Node | None:
+        """``node`` stripped, and followed through a local defined once (``float m = s / N;``) to its definition."""
+        node = _strip(node)
+        while sx.is_ident(node) and depth < _ALIAS_DEPTH:
+            ws = self.writes.get(sx.text(node), [])
+            if len(ws) != 1 or ws[0][0] not in ("init", "=") or ws[0][1] is None:
+                break
+            node, depth = _strip(ws[0][1]), depth + 1
+        return node
+
+    def is_length(self, node: Node | None, k: str) -> bool:
+        """``node`` is the row length ``k`` (cast, converted, or through a local defined once as it)."""
+        return sx.is_ident(self.resolve(node), k)
+
+    def is_inverse_length(self, node: Node | None, k: str) -> bool:
+        """``node`` is ``1 / k`` (``1.0f / N``, ``1.f / (float)N``, ``__frcp_rn(N)``, through a local defined once)."""
+        node = self.resolve(node)
+        if node is None:
+            return False
+        if node.type == "binary_expression" and sx.operator(node) == "/":
+            return sx.is_number(_strip(node.child_by_field_name("left")), 1) and self.is_length(node.child_by_field_name("right"), k)
+        return sx.call_name(node) in ("__frcp_rn", "__frcp_rz", "__frcp_rd", "__frcp_ru") and \
+            len(sx.call_args(node)) == 1 and self.is_length(sx.call_args(node)[0], k)
+
+    def accumulator(self, name: str, k: str) -> str | None:
+        """"sum" when the local ``name`` is a plain accumulator (written by ``+=`` or ``name = name + ...``),
+        "mean" when it is then divided in place by the row length (``s /= N``), None when it is rescaled or
+        transformed otherwise (``s *= alpha``, ``s = sqrtf(s)``)."""
+        kind, accumulated = "sum", False
+        for op, value in self.writes.get(name, []):
+            if op == "init":
+                continue
+            accumulated = True
+            if op == "+=":
+                continue
+            if op == "/=" and kind == "sum" and self.is_length(value, k):
+                kind = "mean"
+                continue
+            if op == "=" and value is not None:
+                v = sx.unparen(value)
+                if name not in sx.identifiers(v):  # a fresh value (sum = partial[0]): still the row's value
+                    continue
+                if v.type == "binary_expression" and sx.operator(v) == "+" and any(
+                        sx.is_ident(sx.unparen(v.child_by_field_name(f)), name) for f in ("left", "right")):
+                    continue
+                if sx.call_name(v) == "fmaf" and len(sx.call_args(v)) == 3 and sx.is_ident(sx.unparen(sx.call_args(v)[2]), name):
+                    continue
+            return None
+        return kind if accumulated else None
+
+    def classify(self, node: Node | None, k: str, depth: int = 0) -> str | None:
+        """"sum", "mean" or None for a stored value (see :class:`StoreEvidence`)."""
+        node = _strip(node)
+        if node is None or depth > _ALIAS_DEPTH:
+            return None
+        if node.type == "subscript_expression":  # a shared array the block reduced into (partial[0])
+            return "sum"
+        if sx.is_ident(node):
+            ws = self.writes.get(sx.text(node), [])
+            if len(ws) == 1 and ws[0][0] in ("init", "=") and ws[0][1] is not None and not sx.is_number(ws[0][1]):
+                return self.classify(ws[0][1], k, depth + 1)  # a local defined once: what it is defined as
+            return self.accumulator(sx.text(node), k)
+        sides = [node.child_by_field_name(f) for f in ("left", "right")] if node.type == "binary_expression" else []
+        if sides and sx.operator(node) == "/":
+            return "mean" if self.classify(sides[0], k, depth + 1) == "sum" and self.is_length(sides[1], k) else None
+        if sides and sx.operator(node) == "*":
+            for acc, scale in (sides, sides[::-1]):
+                if self.classify(acc, k, depth + 1) == "sum" and self.is_inverse_length(scale, k):
+                    return "mean"
+            return None
+        if sx.call_name(node) in ("__fdividef", "__fdiv_rn", "__fdiv_rz", "__fdiv_rd", "__fdiv_ru") and len(sx.call_args(node)) == 2:
+            a, b = sx.call_args(node)
+            return "mean" if self.classify(a, k, depth + 1) == "sum" and self.is_length(b, k) else None
+        return None
+
+
+def store_evidence(kernel_text: str, y: str, k: str) -> StoreEvidence:
+    """What the kernel ``kernel_text`` stores into the output ``y`` (row length ``k``): every store must be a plain
+    ``y[...] = value`` whose value is the row's accumulator ("sum") or it divided by ``k`` ("mean"), all the same."""
+    root = sx.parse(kernel_text.encode()).root_node
+    fn = sx.kernel_function(root) or next((n for n in sx.walk(root) if n.type == "function_definition"), None)
+    if fn is None:
+        return StoreEvidence(None, "no kernel definition found to read its store")
+    kern, kinds = _Kernel(fn), []
+    for n in sx.walk(fn):
+        target = None
+        if n.type == "assignment_expression":
+            target = sx.unparen(n.child_by_field_name("left"))
+        elif n.type == "call_expression" and sx.call_name(n) and sx.call_name(n).startswith("atomic"):
+            if any(y in sx.identifiers(a) for a in sx.call_args(n)[:1]):
+                return StoreEvidence(None, f"line {n.start_point[0] + 1}: {y} is written by {sx.call_name(n)}, not stored once per row")
+            continue
+        if target is None:
+            continue
+        if target.type == "subscript_expression":
+            arr = sx.uncast(target.child_by_field_name("argument"))
+        elif target.type == "pointer_expression" and sx.operator(target) == "*":
+            arr = target.child_by_field_name("argument")
+            if y in sx.identifiers(arr):
+                return StoreEvidence(None, f"line {n.start_point[0] + 1}: {y} is stored through pointer arithmetic")
+            continue
+        else:
+            continue
+        if not sx.is_ident(arr, y):
+            continue
+        stmt = sx.text(n)
+        if sx.operator(n) != "=":
+            return StoreEvidence(None, f"line {n.start_point[0] + 1}: `{stmt}` updates the output in place, not the row sum the family computes")
+        kind = kern.classify(n.child_by_field_name("right"), k)
+        if kind is None:
+            return StoreEvidence(None, f"line {n.start_point[0] + 1}: `{stmt}` stores something other than the row's sum "
+                                       f"(or sum / {k}), which is all the family computes")
+        kinds.append(kind)
+    if not kinds:
+        return StoreEvidence(None, f"no store `{y}[...] = ...` found: nothing shows the kernel stores the row's sum")
+    if len(set(kinds)) > 1:
+        return StoreEvidence(None, f"the stores into {y} disagree (a sum in one, a mean in another)")
+    return StoreEvidence(kinds[0])
+
+
 class RowReduceFamily:
-    """Expert row-reduction skeleton (row sums, GEMV): 24 instances in the product order of ``tuning_space``."""
+    """Expert row-reduction skeleton (row sums, GEMV, row means): 24 instances in the product order of ``tuning_space``.
+
+    Proposes only when the kernel's store into the output shows a row sum or a row mean (:func:`store_evidence`)."""
 
     name = "rowreduce"
 
-    def propose(self, ctx: GenContext) -> list[Candidate]:
+    def _evidence(self, ctx: GenContext) -> tuple[RowReduceMatch | None, StoreEvidence | None]:
         m = match_spec(ctx.spec)
-        return family_candidates(ctx, m is not None, tuning_space() if m else (), lambda cfg: self.instantiate(ctx, m, cfg))
+        return (m, store_evidence(ctx.kernel.text, m.y, m.k_arg)) if m is not None else (None, None)
 
-    def instantiate(self, ctx: GenContext, m: RowReduceMatch, cfg: RowReduceConfig) -> Candidate:
-        """The candidate for one configuration (the spec must match: ``m = match_spec(ctx.spec)``)."""
-        text = render_kernel(ctx, m, cfg)
+    def propose(self, ctx: GenContext) -> list[Candidate]:
+        m, ev = self._evidence(ctx)
+        fits = m is not None and ev.kind is not None
+        return family_candidates(ctx, fits, tuning_space() if fits else (), lambda cfg: self.instantiate(ctx, m, cfg, ev.kind))
+
+    def refusals(self, ctx: GenContext) -> list[tuple[str, str]]:
+        """``[("rowreduce", why)]`` when the spec has the row-reduction pattern but the kernel's store shows another
+        function (the report lists it with the passes not tried); [] otherwise."""
+        try:
+            m, ev = self._evidence(ctx)
+        except Exception:  # noqa: BLE001 - a report line is not worth failing a job over
+            return []
+        if m is None or ev.kind is not None or ctx.kernel.text.lstrip().startswith("template"):
+            return []
+        line = ctx.source.encode()[: ctx.kernel.start_byte].count(b"\n")
+        reason = re.sub(r"^line (\d+)", lambda g: f"line {int(g.group(1)) + line}", ev.reason)
+        return [(self.name, f"{reason}; the row-sum candidates would compute another function")]
+
+    def instantiate(self, ctx: GenContext, m: RowReduceMatch, cfg: RowReduceConfig, kind: str = "sum") -> Candidate:
+        """The candidate for one configuration (the spec must match: ``m = match_spec(ctx.spec)``); ``kind`` "mean"
+        scales each row's result by ``1 / K``."""
+        text = render_kernel(ctx, m, cfg, kind)
         tiers = cfg.tiers(cfg.vec // _ITEMSIZE[m.a_dtype])
+        what = ("gemv" if m.v else "sum") if kind == "sum" else ("gemv-mean" if m.v else "mean")
         desc = (
-            f"rowreduce {'gemv' if m.v else 'sum'} block={cfg.block} vec{cfg.vec} tpr={cfg.tpr}"
+            f"rowreduce {what} block={cfg.block} vec{cfg.vec} tpr={cfg.tpr}"
             f"({tiers[0][0]}..{tiers[-1][0]}) unroll={cfg.unroll} {cfg.hint}"
         )
         return family_candidate(ctx, self.name, text, grid_expr(tiers, m.r_sym, m.k_sym), cfg.block, desc, cfg.params())
 
 
 
-def render_kernel(ctx: GenContext, m: RowReduceMatch, cfg: RowReduceConfig) -> str:
-    """The kernel text (helpers + ``__global__`` definition) for one configuration, in the user's signature.
+def render_kernel(ctx: GenContext, m: RowReduceMatch, cfg: RowReduceConfig, kind: str = "sum") -> str:
+    """The kernel text (helpers + ``__global__`` definition) for one configuration, in the user's signature;
+    ``kind`` "mean" stores each row's result times ``1.0f / K``.
 
     Raises ``ValueError`` for a vector width that is not 4, 8 or 16 bytes.
     """
@@ -245,6 +452,7 @@ def render_kernel(ctx: GenContext, m: RowReduceMatch, cfg: RowReduceConfig) -> s
         CONVERT=_convert(m, cfg, ta, tv, ty, idx, ve),
         TA=ta, TV=tv, TY=ty, IDX=idx, VB=vb, VE=ve, BLOCK=cfg.block,
         BODY_DOT=dot, ALIGN_V=align_v, DISPATCH_D=dispatch_d, HEAD_TERM=head, TAIL_TERM=tail,
+        SCALE=" * (1.0f / (float)K)" if kind == "mean" else "",
         R=m.r_arg, MINB=max(1, 65536 // (cfg.block * 128)), LINKAGE=linkage, KERNEL=ctx.kernel.name, PARAMS=", ".join(params), DISPATCH="\n".join(lines),
     )
     # The helpers are C++ templates: give them C++ linkage even when the kernel sits in an extern "C" block.

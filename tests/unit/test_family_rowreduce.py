@@ -3,7 +3,8 @@
 No GPU is needed: NVRTC runs without a driver. Checked here: both examples (rowsum, gemv) get the
 whole tuning space in product order, every candidate compiles without spills and passes the static
 checks, keeps the user's signature, launches what its ``__launch_bounds__`` says with a grid that
-covers every row at every spec, held-out and boundary size; specs without the pattern get nothing.
+covers every row at every spec, held-out and boundary size; specs without the pattern get nothing; a row-mean kernel gets mean candidates only, and a kernel
+storing anything else (sqrtf(s), s * 2, an atomic) gets nothing, with a reason.
 Where g++ exists, a few candidates' kernel text also runs on the host under an emulation of the
 CUDA features it uses (one std::thread per CUDA thread, warp shuffles and __syncthreads through
 barriers, every __ldg/__ldcs checked against the buffers' bounds and its own alignment) and is
@@ -28,7 +29,7 @@ from ptxfactory.protocol import Candidate, LaunchConfig, evaluate, load_spec, pa
 from ptxfactory.search.base import GenContext
 from ptxfactory.search.generators import load
 from ptxfactory.search.generators.rowreduce import (
-    BLOCKS, HINTS, TPRS, UNROLLS, VECS, RowReduceConfig, RowReduceFamily, match_spec, tuning_space,
+    BLOCKS, HINTS, TPRS, UNROLLS, VECS, RowReduceConfig, RowReduceFamily, match_spec, store_evidence, tuning_space,
 )
 from _generator_support import example_ctx, with_args
 from _host_cuda import HOST_BLOCKS
@@ -381,3 +382,101 @@ def test_kernel_text_on_host_emulation(name, knobs, tmp_path):
         for off in (0, 1):  # buffers 256-byte aligned, or A one float and v three floats past it
             run = subprocess.run([str(exe), str(m), str(k), str(grid), str(block), str(off)], capture_output=True, text=True, timeout=120)
             assert run.returncode == 0 and run.stdout.strip() == "ok", f"{c.description} at {m}x{k} offset {off}: {run.stdout[-300:]}"
+
+
+# ---------------------------------------------------------------- evidence: what the kernel stores per row
+
+ROWMEAN_SOURCE = """#include <cuda_fp16.h>
+#define IDX(r,c) ((r)*N+(c))
+__global__ void row_mean(const __half* x, float* out, int M, int N) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= M) return;
+    float s = 0.0f;
+    for (int c = 0; c < N; c++) {
+        s += __half2float(x[IDX(r, c)]);
+    }
+    out[r] = s / N;
+}
+"""
+ROWMEAN_SPEC = """
+[kernel.row_mean]
+arch = "sm_90a"
+args = [
+  { name = "x", role = "in", dtype = "f16", shape = ["M", "N"], init = "normal" },
+  { name = "out", role = "out", dtype = "f32", shape = ["M"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+]
+launch = { grid = ["cdiv(M, 256)"], block = [256], shared_mem = 0, policy = "free" }
+[kernel.row_mean.check]
+sizes = [{ M = 7, N = 1000 }, { M = 1, N = 1 }]
+[kernel.row_mean.bench]
+sizes = [{ M = 4096, N = 8192 }]
+"""
+
+
+def rowmean_ctx(store: str = "out[r] = s / N;") -> GenContext:
+    source = ROWMEAN_SOURCE.replace("out[r] = s / N;", store)
+    spec = parse_spec(ROWMEAN_SPEC).kernels["row_mean"]
+    kernel = find_kernel(source, "row_mean")
+    return GenContext(spec=spec, source=source, kernel=kernel,
+                      original=Candidate(kernel_name="row_mean", source=source, kernel_text=kernel.text,
+                                         launch=LaunchConfig(grid=spec.launch.grid, block=spec.launch.block)))
+
+
+def test_examples_store_the_row_sum():
+    """The examples' stores (`s[row] = partial[0]`, `y[row] = acc`, `s[row] = sum`) are evidence of a plain sum."""
+    for name, y, k in (("rowsum", "s", "N"), ("gemv", "y", "K"), ("rowsum_seq", "s", "N")):
+        ctx = example_ctx(name)
+        assert store_evidence(ctx.kernel.text, y, k).kind == "sum", name
+        cands = RowReduceFamily().propose(ctx)
+        assert len(cands) == len(tuning_space()) and RowReduceFamily().refusals(ctx) == []
+        assert all("1.0f / (float)K" not in c.kernel_text and " mean " not in c.description for c in cands)
+
+
+@pytest.mark.parametrize("store", [
+    "out[r] = s / N;", "out[r] = s / (float)N;", "out[r] = s * (1.0f / N);", "out[r] = (1.f / (float)N) * s;",
+    "s /= N; out[r] = s;", "float m = s / N; out[r] = m;", "out[r] = __fdividef(s, N);",
+])
+def test_row_mean_gets_only_mean_candidates(store):
+    ctx = rowmean_ctx(store)
+    cands = RowReduceFamily().propose(ctx)
+    assert len(cands) == len(tuning_space()) and RowReduceFamily().refusals(ctx) == []
+    for c in cands:
+        assert c.description.startswith("rowreduce mean "), c.description
+        assert "y[row] = ptxf_f2y(acc * (1.0f / (float)K));" in c.kernel_text
+        check_signature(ctx.spec, find_kernel(c.source, "row_mean"))
+
+
+def test_row_mean_candidates_compile():
+    """Every mean candidate of the f16 row-mean kernel compiles with NVRTC, without spills, and passes the static checks."""
+    ctx = rowmean_ctx()
+    for c in RowReduceFamily().propose(ctx):
+        r = compile_candidate(c, "sm_90a")
+        assert not isinstance(r, CompileFailed), f"{c.description}: {r.log}"
+        assert r.resources.spill_stores == 0 and r.resources.local_bytes == 0, f"{c.description}: {r.resources.summary()}"
+        assert static_check(c, ctx.spec, r.resources, r.cubin) is None, c.description
+
+
+@pytest.mark.parametrize("store", [
+    "out[r] = sqrtf(s);", "out[r] = s * 2.0f;", "out[r] = s - 1.0f;", "out[r] = s / (N - 1);", "out[r] = s / M;",
+    "out[r] += s;", "atomicAdd(&out[r], s);", "s = sqrtf(s); out[r] = s;", "s *= 0.5f; out[r] = s;",
+    "out[r] = 0.0f;", "out[r] = s * s;", "out[r] = expf(s) / N;",
+])
+def test_other_stores_get_nothing_and_say_why(store):
+    ctx = rowmean_ctx(store)
+    assert match_spec(ctx.spec) is not None  # the signature alone has the pattern
+    assert store_evidence(ctx.kernel.text, "out", "N").kind is None
+    assert RowReduceFamily().propose(ctx) == []
+    [(name, reason)] = RowReduceFamily().refusals(ctx)
+    assert name == "rowreduce" and reason.startswith("line 10:") and "out" in reason
+
+
+def test_trial_row_mean_kernel():
+    """The user's kernel that exposed the bug (when it is on this machine): mean candidates only."""
+    path = Path("/tmp/trial-ro/rowmean/rowmean.cu")
+    if not path.exists():
+        pytest.skip("no /tmp/trial-ro/rowmean")
+    ctx = example_ctx(path, "row_mean")
+    cands = RowReduceFamily().propose(ctx)
+    assert cands and all(c.description.startswith("rowreduce mean ") for c in cands)
