@@ -379,7 +379,8 @@ extern "C" __global__ void k(const float* A, const float* B, float* C, int M, in
     "barrier": (NAIVE.replace("C[row * N + col] = acc;", "__syncthreads(); C[row * N + col] = acc;"), "__syncthreads"),
     "return in the epilogue": (NAIVE.replace("C[row * N + col] = acc;", "if (acc > 0) return; C[row * N + col] = acc;"),
                                "a return in the guarded code"),
-    "thread state in the epilogue": (NAIVE.replace("int col =", "int hits = 0; int col =")
+    # (a pure "int hits = 0;" there is moved after the guard by sink.py, where it is per-output state and fine)
+    "thread state in the epilogue": (NAIVE.replace("int col =", "int hits = (int)threadIdx.z; int col =")
                                      .replace("C[row * N + col] = acc;", "hits++; C[row * N + col] = acc + hits;"),
                                      "'hits' before the guard is neither an output index"),
     "no loop": (NAIVE.replace("for (int k = 0; k < K; k++)\n            acc += A[row * K + k] * B[k * N + col];", ""),

@@ -237,3 +237,45 @@ Dim blockDim;
         assert grids[1] == -(-grids[0] // 4) and grids[2] == -(-grids[0] // 8)
         run = subprocess.run([str(exe), str(m), str(h), *map(str, grids)], capture_output=True, text=True, timeout=120)
         assert run.returncode == 0 and run.stdout.strip() == "same", (m * h, run.stdout, run.stderr)
+
+
+CONV1D = """#define K 7
+extern "C" __global__ void conv1d(const float* x, const float* w, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float acc = 0.0f;
+        for (int k = 0; k < K; k++) acc += w[k] * x[i + k];
+        y[i] = acc;
+    }
+}
+"""
+CONV1D_ARGS = """  { name = "x", role = "in", dtype = "f32", shape = ["n + 6"] },
+  { name = "w", role = "in", dtype = "f32", shape = [7] },
+  { name = "y", role = "out", dtype = "f32", shape = ["n"] },
+  { name = "n", role = "scalar", dtype = "i32", value = "n" },"""
+
+
+def test_a_short_loop_between_constant_bounds_is_the_element_s_work():
+    """A 7-tap filter (K a #define of the file): coarsen takes it (the taps are the element's work, not a row), and
+    rowpar refuses to split 7 iterations over 8 or more lanes."""
+    from ptxfactory.search.generators.transform.rowpar import RowParallelPass
+
+    spec = spec_for("conv1d", CONV1D_ARGS, grid='["cdiv(n, 128)"]', sizes="[{ n = 1000 }]")
+    u = unit(CONV1D, spec)
+    assert u.notes["constants"] == {"K": 7}
+    assert CoarsenPass(4).why_not(u) is None
+    compiles(CoarsenPass(4).apply(u).text.replace("k < K", "k < 7"), spec, "conv1d")
+    assert "7 iteration(s), fewer than the 32 lanes" in RowParallelPass(32).why_not(u)
+    long = unit(CONV1D.replace("#define K 7", "#define K 100"), spec)
+    assert "a for loop in the element's code" in CoarsenPass(4).why_not(long)
+
+
+def test_a_uniform_declaration_before_the_index_stays_and_coarsen_applies():
+    """int total = ...; declared before (or between) the index and its guard, read by the guard: the opening takes it."""
+    src = SWIGLU.replace("int idx = blockIdx.x * blockDim.x + threadIdx.x;\n    if (idx >= M * H) return;\n",
+                         "int idx = blockIdx.x * blockDim.x + threadIdx.x;\n    int total = M * H;\n    if (idx >= total) return;\n")
+    u = swiglu_unit(src)
+    assert u.text.index("int total = M * H;") < u.text.index("int idx =")  # sink.py put it before the index
+    assert CoarsenPass(4).why_not(u) is None
+    compiles(CoarsenPass(4).apply(u).text, swiglu_spec(), "swiglu")

@@ -74,12 +74,43 @@ def test_the_guarded_block_form_gets_the_declarations_at_its_start():
 
 
 @pytest.mark.parametrize("first", [
-    "int n = M * N;",                        # read by the guard below
     "float v = x[0];",                       # a memory read
     "float s = expf(1.0f);",                 # a call
     "__shared__ float tile[32];",            # shared data
-    "int tid = threadIdx.x;",                # names a builtin: the opening's own alias
 ])
-def test_what_it_cannot_prove_harmless_stays_as_written(first):
-    src = ACC_FIRST.replace("float best = -1e30f;", f"{first}\n    float best = -1e30f;").replace("if (r >= M)", "if (r >= M || (int)sizeof(float) == 0)" if "n =" not in first else "if (r >= n / N)")
+def test_a_statement_it_cannot_prove_harmless_before_the_index_stops_it(first):
+    src = ACC_FIRST.replace("float best = -1e30f;", f"{first}\n    float best = -1e30f;")
     assert _sink(src) == src
+
+
+def test_a_write_before_the_guard_stops_it():
+    src = ACC_FIRST.replace("int count = 0, unused = N * 2;", "int count = 0, unused = N * 2;\n    int k = count++;")
+    assert _sink(src) == src
+
+
+MAXPOOL = """__global__ void maxpool2x2(const float* x, float* y, int N, int C, int H, int W) {
+    int Ho = H / 2, Wo = W / 2;
+    float unused = 0.0f;
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    int total = N * C * Ho * Wo;
+    if (idx >= total) return;
+    int wo = idx % Wo;
+    y[idx] = x[wo] + unused;
+}
+"""
+
+
+def test_what_the_guard_reads_goes_before_the_index_and_the_rest_after_the_guard():
+    lines = [ln.strip() for ln in _sink(MAXPOOL).splitlines()]
+    order = [lines.index(t) for t in ("int Ho = H / 2, Wo = W / 2;", "int total = N * C * Ho * Wo;",
+                                      "int idx = blockIdx.x * blockDim.x + threadIdx.x;", "if (idx >= total) return;",
+                                      "float unused = 0.0f;", "int wo = idx % Wo;")]
+    assert order == sorted(order), lines
+
+
+def test_an_alias_of_threadidx_first_keeps_its_place_and_the_accumulators_go_after_the_guard():
+    src = ACC_FIRST.replace("    float best = -1e30f;\n", "    int tid = threadIdx.x;\n    float best = -1e30f;\n").replace(
+        "+ threadIdx.x;", "+ tid;")
+    lines = [ln.strip() for ln in _sink(src).splitlines()]
+    assert lines.index("int tid = threadIdx.x;") < lines.index("int r = blockIdx.x * blockDim.x + tid;") \
+        < lines.index("if (r >= M) return;") < lines.index("float best = -1e30f;")

@@ -73,7 +73,7 @@ from .base import OPAQUE_NOTE, Pass, Unit
 from .blockrow import BlockRowPass
 from .coarsen import CoarsenPass
 from .colpar import ColumnParallelPass
-from .expand import expand_kernel
+from .expand import CONSTANTS_NOTE, expand_kernel, integer_constants
 from .fast_math import FastMathPass
 from .grid_stride import FACTS_NOTE, GridStridePass
 from .hold_row import VARIANTS as HOLD_VARIANTS, HoldRowPass
@@ -219,6 +219,9 @@ def unit_from_context(ctx: GenContext) -> Unit:
     text, opaque = expand_kernel(ctx.source, ctx.kernel.text, ctx.kernel.start_byte)
     if opaque:
         notes[OPAQUE_NOTE] = "; ".join(opaque)
+    constants = integer_constants(ctx.source, ctx.kernel.start_byte, ctx.kernel.start_byte + len(ctx.kernel.text.encode()))
+    if constants:
+        notes[CONSTANTS_NOTE] = constants  # #define K 7: loop trip counts the passes can read
     unit = Unit(text=text, launch=ctx.original.launch, spec=ctx.spec, c_linkage=_c_linkage(ctx.source, ctx.kernel.start_byte),
                 notes=notes)
     # pure declarations written before the thread index (float best = -1e30f;) moved after its guard (sink.py), so

@@ -28,8 +28,8 @@ indices grow with ``k``, so the first out of bounds ends the thread's work). The
 results are exact. Aliases of ``threadIdx.x``/``blockIdx.x``/``blockDim.x`` declared before the index stay (unused).
 
 Preconditions (each refusal says what it saw: :meth:`CoarsenPass.why_not`): the opening; a 1-D grid and block with
-``policy = "free"``; ``rest`` has no loop (a loop over a row is rowpar's, and a thread per row must not take ``K``
-rows), no ``return``/``goto``/label, barrier, warp collective, ``__shared__`` or ``static`` data, no use of
+``policy = "free"``; ``rest`` has no loop but ``for`` loops of at most 64 iterations between literal bounds or
+``#define`` constants (a filter's taps; a loop over a row is rowpar's, and a thread per row must not take ``K`` rows), no ``return``/``goto``/label, barrier, warp collective, ``__shared__`` or ``static`` data, no use of
 ``threadIdx``/``blockIdx``/``blockDim``/``gridDim``; the index and the names in ``n`` are not written (nor their
 address taken) in ``rest``; a 32-bit index does not overflow at the spec's check and bench sizes (``cdiv(G, K) * B *
 K`` plus one block's ``B * K`` stays below 2^31; a block that is not a literal counts as 1024 threads).
@@ -85,7 +85,7 @@ class CoarsenPass:
         if g.name in bound_names:
             return None, f"the bound {sx.text(g.bound)!r} reads the index {g.name!r}"
         for stmt in g.rest:
-            reason = _unsafe(stmt, g.name, bound_names)
+            reason = _unsafe(stmt, g.name, bound_names, unit.notes.get("constants"))
             if reason:
                 return None, f"line {stmt.start_point[0] + 1}: {reason}"
         ctype = sx.type_text(g.type_node)
@@ -163,9 +163,16 @@ class CoarsenPass:
         return unit.with_text(sx.apply_edits(data, edits), launch=launch, coarsen=k)
 
 
-def _unsafe(stmt: Node, index: str, bound_names: set[str]) -> str | None:
-    """Why the element's statement ``stmt`` may not run ``K`` times in one thread (None when it may)."""
+SHORT_LOOP = 64  # iterations of a loop with literal bounds that an element's code may hold (a filter's taps)
+
+
+def _unsafe(stmt: Node, index: str, bound_names: set[str], constants: dict[str, int] | None = None) -> str | None:
+    """Why the element's statement ``stmt`` may not run ``K`` times in one thread (None when it may). A ``for`` loop
+    of at most :data:`SHORT_LOOP` iterations between literal bounds (or the file's ``#define`` constants) is part of
+    the element's work (a 7-tap filter), not a row."""
     for n in sx.walk(stmt):
+        if n.type == "for_statement" and (trips := sx.literal_trips(n, constants)) is not None and trips <= SHORT_LOOP:
+            continue
         if n.type in sx.LOOPS:
             kind = {"for_statement": "for", "while_statement": "while", "do_statement": "do"}.get(n.type, "range for")
             return (f"a {kind} loop in the element's code: a row loop is rowpar's, and a "

@@ -532,3 +532,19 @@ def expand_kernel(source: str, kernel_text: str, kernel_start: int) -> tuple[str
     except Opaque as e:
         return kernel_text, [str(e)]
     return text, []
+
+
+CONSTANTS_NOTE = "constants"  # the unit note: the file's object-like macros whose body is an integer literal
+
+
+def integer_constants(source: str, kernel_start: int, kernel_end: int) -> dict[str, int]:
+    """The object-like macros in scope at the kernel whose body is one integer literal (``#define K 7`` -> ``{"K": 7}``),
+    which the expansion leaves as they are written: what a pass needs to know a loop's trip count."""
+    data = source.encode()
+    out = {}
+    for name, m in file_macros(sx.parse(data).root_node, data, kernel_start, kernel_end).items():
+        body = m.body.strip().rstrip("uUlL")
+        if m.params is None and m.problem is None and body.isdigit():
+            out[name] = int(body)
+    return out
+

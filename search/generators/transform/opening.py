@@ -15,7 +15,9 @@ The plain opening (every reader takes it; casts and either operand order allowed
 - extra uniform parts of the guard (:attr:`ElementGuard.extra`): ``if (i >= n || N <= 0) return;`` (a disjunction
   before a ``return``), ``if (i < n && N > 0) {...}`` (a conjunction before the guarded block); a uniform part reads
   only scalar parameters, literals and batch indices (below), none of them written in the body: no memory, no calls;
-- ``if (i < n) {...} return;`` (a bare ``return`` after the guarded block).
+- ``if (i < n) {...} return;`` (a bare ``return`` after the guarded block);
+- pure declarations before the index (:func:`pure_declaration`: uniform over the grid, never written), left in place
+  (the guard may read them: ``int total = N * C * H * W; ... if (i >= total) return;``).
 
 ``between``: declarations between the index and the guard (no calls, writing nothing but what they declare) belong to
 ``rest`` (rowpar's reading: they run on every lane). ``shared``: other declarators in the index's declaration
@@ -41,6 +43,21 @@ _UNIFORM_TYPES = frozenset({
     "cast_expression", "type_descriptor", "primitive_type", "sized_type_specifier", "type_identifier", "type_qualifier",
     "conditional_expression",
 })
+
+
+_IMPURE = ("call_expression", "subscript_expression", "pointer_expression", "field_expression", "assignment_expression",
+           "update_expression", "array_declarator", "storage_class_specifier", "lambda_expression")
+
+
+def pure_declaration(stmt: Node) -> bool:
+    """Whether ``stmt`` is a declaration whose value is the same for every thread wherever it runs before anything is
+    written: no call, memory access, assignment, increment, ``__shared__``/``volatile``/``static``, array declarator
+    or ``threadIdx``/``blockIdx``/``blockDim``/``gridDim`` (literals, scalar parameters and other such names only)."""
+    if stmt.type != "declaration" or sx.contains_type(stmt, _IMPURE):
+        return False
+    if any(n.type == "type_qualifier" and sx.text(n) in ("__shared__", "volatile") for n in sx.walk(stmt)):
+        return False
+    return not (sx.identifiers(stmt) & BUILTINS)
 
 
 class ElementGuard(NamedTuple):
@@ -100,6 +117,8 @@ def element_guard(unit: Unit, *, tolerant: bool = False, between: bool = False, 
             aliases[a[0]] = a[1]
         elif bv is not None:
             batches.append((bv[0], bv[1][1]))
+        elif tolerant and pure_declaration(s) and not (sx.declared_names(s) & sx.written_names(unit.body)):
+            pass  # a uniform declaration before the index (int total = N * C;): it stays where it is, outside the span
         else:
             index = _index_decl(s, aliases, shared=shared, cast=tolerant)
             if index is None:

@@ -590,6 +590,11 @@ class _Walk:
         written = sx.written_names(body)
         if j in written or (sx.identifiers(bound_node) & written):
             return self._serial(loop, "the loop variable or the bound is written in the body")
+        trip = sx.literal_trips(loop, self.unit.notes.get("constants"))
+        lanes = self.p.lanes if isinstance(self.p.lanes, int) else None
+        if trip is not None and (trip <= 1 or (lanes is not None and trip < lanes)):
+            # (a 7-tap filter split over 32 lanes leaves 25 idle and adds a combine per output)
+            return self._serial(loop, f"{trip} iteration(s), fewer than the {lanes or 2} lanes to split them over")
         carried = (written - sx.declared_names(body)) - {j}
         if (sx.declared_names(body) | {j}) - outer & _visible_at(loop, self.unit):
             return self._serial(loop, "a name of the loop shadows one declared around it")

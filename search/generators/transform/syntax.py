@@ -337,3 +337,33 @@ def declaration_counts(fn: Node) -> dict[str, int]:
                 if ident is not None:
                     out[text(ident)] = out.get(text(ident), 0) + 1
     return out
+
+
+def literal_trips(loop: Node, constants: dict[str, int] | None = None) -> int | None:
+    """The trip count of ``for (T j = a; j < b; j++)`` (``<=``, ``++j``, ``j += 1`` too) when ``a`` and ``b`` are integer
+    literals or names of ``constants`` (the file's ``#define K 7``), else None."""
+    init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+    cond = unparen(cond)
+    if init is None or cond is None or upd is None or cond.type != "binary_expression" or operator(cond) not in ("<", "<="):
+        return None
+    decl = next((c for c in walk(init) if c.type == "init_declarator"), None)
+    start = decl.child_by_field_name("value") if decl is not None else (
+        init.child_by_field_name("right") if init.type == "assignment_expression" else None)
+    j = text(unparen(cond.child_by_field_name("left")))
+    if start is None or text(upd).replace(" ", "") not in (f"{j}++", f"++{j}", f"{j}+=1"):
+        return None
+
+    def value(node: Node | None) -> int | None:
+        node = unparen(node)
+        if node is None:
+            return None
+        if node.type == "identifier":
+            return (constants or {}).get(text(node))
+        v = literal_value(node) if node.type == "number_literal" else None
+        return v if isinstance(v, int) else None
+
+    a, b = value(start), value(cond.child_by_field_name("right"))
+    if a is None or b is None:
+        return None
+    return max(0, b - a + (operator(cond) == "<="))
+
