@@ -472,11 +472,41 @@ def test_other_stores_get_nothing_and_say_why(store):
     assert name == "rowreduce" and reason.startswith("line 10:") and "out" in reason
 
 
-def test_trial_row_mean_kernel():
-    """The user's kernel that exposed the bug (when it is on this machine): mean candidates only."""
-    path = Path("/tmp/trial-ro/rowmean/rowmean.cu")
-    if not path.exists():
-        pytest.skip("no /tmp/trial-ro/rowmean")
+ROW_MEAN = """#include <cuda_fp16.h>
+#define IDX(r,c) ((r)*N+(c))
+__global__ void row_mean(const __half* x, float* out, int M, int N) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= M) return;
+    float s = 0.0f;
+    for (int c = 0; c < N; c++) {
+        s += __half2float(x[IDX(r, c)]);
+    }
+    out[r] = s / N;
+}
+"""
+ROW_MEAN_SPEC = """[kernel.row_mean]
+arch = "sm_90a"
+args = [
+  { name = "x", role = "in", dtype = "f16", shape = ["M", "N"], init = "normal" },
+  { name = "out", role = "out", dtype = "f32", shape = ["M"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+]
+launch = { grid = ["cdiv(M, 256)"], block = [256], shared_mem = 0, policy = "free" }
+[kernel.row_mean.check]
+rtol = 1e-3
+atol = 1e-4
+sizes = [{ M = 7, N = 1000 }, { M = 1, N = 1 }, { M = 33, N = 4100 }, { M = 1000, N = 3 }]
+[kernel.row_mean.bench]
+sizes = [{ M = 32768, N = 1024 }, { M = 4096, N = 8192 }]
+"""
+
+
+def test_a_new_user_s_row_mean_kernel_gets_mean_candidates_only(tmp_path):
+    """The kernel that exposed the bug (a new user's trial: f16 in, a macro index, s / N stored): mean candidates only."""
+    path = tmp_path / "rowmean.cu"
+    path.write_text(ROW_MEAN)
+    path.with_name("rowmean.cu.toml").write_text(ROW_MEAN_SPEC)
     ctx = example_ctx(path, "row_mean")
     cands = RowReduceFamily().propose(ctx)
     assert cands and all(c.description.startswith("rowreduce mean ") for c in cands)
