@@ -117,7 +117,8 @@ def element_guard(unit: Unit, *, tolerant: bool = False, between: bool = False, 
             aliases[a[0]] = a[1]
         elif bv is not None:
             batches.append((bv[0], bv[1][1]))
-        elif tolerant and pure_declaration(s) and not (sx.declared_names(s) & sx.written_names(unit.body)):
+        elif (tolerant and pure_declaration(s) and not (sx.declared_names(s) & sx.written_names(unit.body))
+              and not (sx.identifiers(s) & (set(aliases) | {b for b, _ in batches}))):  # (int r = bx * bd + tid;: the index)
             pass  # a uniform declaration before the index (int total = N * C;): it stays where it is, outside the span
         else:
             index = _index_decl(s, aliases, shared=shared, cast=tolerant)
