@@ -279,3 +279,10 @@ def test_a_uniform_declaration_before_the_index_stays_and_coarsen_applies():
     assert u.text.index("int total = M * H;") < u.text.index("int idx =")  # sink.py put it before the index
     assert CoarsenPass(4).why_not(u) is None
     compiles(CoarsenPass(4).apply(u).text, swiglu_spec(), "swiglu")
+
+
+def test_an_opening_it_cannot_read_says_which_statement():
+    """A statement where the guard was expected: the refusal names its line and text, not only the pattern."""
+    src = SWIGLU.replace("    if (idx >= M * H) return;\n", "    out[0] = 0;\n    if (idx >= M * H) return;\n")
+    why = CoarsenPass(4).why_not(swiglu_unit(src))
+    assert "no one-thread-per-element opening" in why and "'out[0] = 0;' where the guard (if without else) was expected" in why

@@ -123,11 +123,12 @@ def element_guard(unit: Unit, *, tolerant: bool = False, between: bool = False, 
         else:
             index = _index_decl(s, aliases, shared=shared, cast=tolerant)
             if index is None:
-                return no()
+                return no(f"line {s.start_point[0] + 1}: {_short(s)} is neither the index (blockIdx.x * blockDim.x + "
+                          "threadIdx.x) nor a declaration uniform over the grid")
             decl = s
         k += 1
     if index is None:
-        return no()
+        return no("no statement declares the index")
     name, type_node, init = index
     mids: list[Node] = []
     while k < len(stmts) - 1 and stmts[k].type == "declaration":
@@ -151,10 +152,10 @@ def element_guard(unit: Unit, *, tolerant: bool = False, between: bool = False, 
     if not _aliases_ok(unit, aliases, decl, init, body_written):
         return no("an alias of threadIdx/blockIdx/blockDim is used past the index or written")
     if k >= len(stmts):
-        return no()
+        return no("nothing after the index")
     guard = stmts[k]
     if guard.type != "if_statement" or guard.child_by_field_name("alternative") is not None:
-        return no()
+        return no(f"line {guard.start_point[0] + 1}: {_short(guard)} where the guard (if without else) was expected")
     cond = sx.unparen(guard.child_by_field_name("condition").child_by_field_name("value"))
     cons = guard.child_by_field_name("consequence")
     early = is_bare_return(cons)
@@ -162,7 +163,8 @@ def element_guard(unit: Unit, *, tolerant: bool = False, between: bool = False, 
     ops = ((">=",), ("<=",)) if early else (("<",), (">",))
     found = [(p, b) for p in parts if (b := _bound(p, name, *ops)) is not None]
     if len(found) != 1:
-        return no()
+        return no(f"the guard's condition {_short(cond)} does not bound {name} once ({name} >= n before a return, "
+                  f"or {name} < n around the rest)")
     here, bound = found[0]
     extra = tuple(p for p in parts if p is not here)
     uniform = _scalar_params(unit) | {b for b, _ in batches}
@@ -175,12 +177,18 @@ def element_guard(unit: Unit, *, tolerant: bool = False, between: bool = False, 
     else:
         tail = stmts[k + 1:]
         if tail and not (tolerant and len(tail) == 1 and is_bare_return(tail[0])):
-            return no()
+            return no(f"line {tail[0].start_point[0] + 1}: {_short(tail[0])} after the guarded block")
         rest = sx.statements(cons) if cons.type == "compound_statement" else [cons]
     if not rest:
-        return no()
+        return no("the guard leaves nothing to do")
     return ElementGuard(name, type_node, init, bound, mids + rest, decl.start_byte, stmts[-1].end_byte, extra, early,
                         tuple(batches), decl, guard)
+
+
+def _short(node: Node, n: int = 50) -> str:
+    """A statement's text on one line, cut at ``n`` characters, quoted."""
+    t = " ".join(sx.text(node).split())
+    return repr(t if len(t) <= n else t[: n - 3] + "...")
 
 
 def _builtin_decl(stmt: Node, which) -> tuple[str, tuple[str, str]] | None:
