@@ -130,9 +130,11 @@ async def test_retries_429_and_500_then_gives_up_without_losing_the_job(agent_en
 
 
 async def test_a_slow_reply_times_out_and_three_failures_stop_the_agents(agent_env, tmp_path):
-    rules = [Rule(PLANNER, [Step(IDEAS)]), Rule(CODER, [Step(GOOD, delay_s=5)])]
+    # the timeout leaves a loaded CI machine room for the planner's prompt reply (0.3 s timed it out there);
+    # the coder's reply would come long after it (closing the server wakes the delayed answers)
+    rules = [Rule(PLANNER, [Step(IDEAS)]), Rule(CODER, [Step(GOOD, delay_s=60)])]
     with ScriptedServer(rules) as srv:
-        agent_env("anthropic", srv.anthropic_url, timeout_s=0.3, max_retries=0, ideas=4, concurrency=1)
+        agent_env("anthropic", srv.anthropic_url, timeout_s=3, max_retries=0, ideas=4, concurrency=1)
         summary, messages, _, calls = await run_job(tmp_path)
     spend = summary.agent_spend
     assert [c.ok for c in spend.calls] == [True, False, False, False]  # the fourth coder never called
