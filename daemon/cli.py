@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -285,6 +286,11 @@ def _error(console: Console, exc: BaseException) -> None:
         console.print(Text(line), soft_wrap=True)
 
 
+def _pass_kind(name: str) -> str:
+    """A pass variant's pass: ``rowpar_lanes32`` -> ``rowpar``, ``hold_row8`` -> ``hold_row``, ``smem_tile_4x4`` -> ``smem_tile``."""
+    return re.sub(r"_?(auto|lanes\d+|block\d+|rows\d+|warp|\d+x\d+|\d+)$", "", name)
+
+
 def _final_lines(summary: JobSummary, out_dir: Path) -> list[Text]:
     code = exit_code(summary)
     where = _shown(out_dir)
@@ -293,7 +299,7 @@ def _final_lines(summary: JobSummary, out_dir: Path) -> list[Text]:
     if summary.agent_spend is not None:
         lines.append(Text(summary.agent_spend.describe()))
     if summary.passes_refused:
-        n = len({name for passes, _ in summary.passes_refused for name in passes.split(", ")})
+        n = len({_pass_kind(name) for passes, _ in summary.passes_refused for name in passes.split(", ")})
         lines.append(Text(f"{n} restructuring passes left the original alone: why, in report.md"))
     if summary.gpu is not None and summary.gpu.simulated:
         lines.append(Text(f"simulated device: nothing ran on a GPU and nothing was verified (tests only): no {report.best_name(summary)}", style="yellow"))

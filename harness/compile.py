@@ -111,7 +111,11 @@ _PRELUDE_MACROS = re.compile(r"\b(INFINITY|NAN|HUGE_VALF?)\b")  # what harness/i
 
 
 def _nvrtc_options(arch: str, candidate: Candidate, lineinfo: bool = False) -> list[str]:
-    opts = [f"-arch={arch}", "-std=c++17", "--ptxas-options=-v"]
+    """NVRTC's options for the candidate: ``-arch`` (a real arch such as ``sm_90a``: a cubin, with ptxas's resource
+    report; a virtual one such as ``compute_90a``: PTX only), the include dirs, the prelude where the source needs
+    it, ``-lineinfo``, then the candidate's own options. Every NVRTC compile of a candidate (its cubin, its line
+    table, the PTX the static checks scan) goes through here, so all see the same translation unit."""
+    opts = [f"-arch={arch}", "-std=c++17"] + (["--ptxas-options=-v"] if arch.startswith("sm_") else [])
     opts += [f"-I{d}" for d in nvrtc_include_dirs()]
     if _PRELUDE_MACROS.search(candidate.source):  # INFINITY and NAN without an #include, as under nvcc
         opts.append(f"--pre-include={PRELUDE}")
@@ -235,8 +239,7 @@ def compile_ptx(candidate: Candidate, arch: str, lineinfo: bool = False) -> str:
     """
     if is_ptx(candidate.source):
         return candidate.source
-    opts = ["-std=c++17", f"-arch=compute_{arch[3:]}", *(f"-I{d}" for d in nvrtc_include_dirs()),
-            *(["-lineinfo"] if lineinfo else []), *candidate.options]
+    opts = _nvrtc_options(f"compute_{arch[3:]}", candidate, lineinfo)
     prog = nvrtc.createProgram(candidate.source, f"{candidate.kernel_name}.cu", [], [])
     try:
         nvrtc.addNameExpression(prog, candidate.name_expression)  # instantiates a kernel template

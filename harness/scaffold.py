@@ -104,6 +104,33 @@ def is_size_name(name: str) -> bool:
     return bool(_SIZE_NAME.fullmatch(name))
 
 
+def used_as_extent(body, name: str, depth: int = 0) -> bool:
+    """Whether the integer ``name`` bounds something in the kernel's ``body`` (a tree-sitter node): compared (``i <
+    N``, ``idx >= B * T * T``), or the divisor of a ``/`` or ``%`` (``idx % OW``), alone or inside a product or sum,
+    directly or through a local declared from it (``int OW = W - KW + 1;``), three deep. A size whatever its name
+    (``Nb``, ``OC``, ``KH``), which :func:`is_size_name` cannot tell."""
+    if body is None or depth > 3:
+        return False
+    for n in _walk(body):
+        if n.type != "identifier" or _text(n) != name:
+            continue
+        child, up = n, n.parent
+        while up is not None and (up.type == "parenthesized_expression" or up.type == "cast_expression"
+                                  or (up.type == "binary_expression" and _text(up.child_by_field_name("operator")) in "*+-")):
+            child, up = up, up.parent
+        if up is None:
+            continue
+        if up.type == "binary_expression":
+            op = _text(up.child_by_field_name("operator"))
+            if op in ("<", "<=", ">", ">=") or (op in ("/", "%") and up.child_by_field_name("right") == child):
+                return True
+        if up.type == "init_declarator" and up.child_by_field_name("value") == child:
+            local = up.child_by_field_name("declarator")
+            if local is not None and local.type == "identifier" and used_as_extent(body, _text(local), depth + 1):
+                return True
+    return False
+
+
 # --- tree-sitter helpers ------------------------------------------------------------------------------
 
 @lru_cache(maxsize=1)
@@ -477,6 +504,15 @@ def _guard_launch(body: ts.Node, symbols: dict[str, str], kernel: str) -> _Launc
             for axis in ("x", "y"):
                 if re.fullmatch(r"\w+", name) and _global_index(_text(n.child_by_field_name("value")), axis):
                     index[name] = axis
+    # locals declared from the sizes (int OH = H - KH + 1; int total = N * OH * OW;): read through in a bound
+    local: dict[str, str] = {}
+    for n in _walk(body):
+        if n.type == "init_declarator" and n.child_by_field_name("value") is not None:
+            name, value = _text(n.child_by_field_name("declarator")), _CAST.sub("", _text(n.child_by_field_name("value"))).strip()
+            if re.fullmatch(r"\w+", name) and re.fullmatch(r"[\w\s+*()-]+", value) \
+                    and set(re.findall(r"[A-Za-z_]\w*", value)) <= set(symbols) | set(local):
+                local.setdefault(name, re.sub(r"[A-Za-z_]\w*", lambda m: f"({local[m.group(0)]})" if m.group(0) in local
+                                              else m.group(0), " ".join(value.split())))
     bounds: dict[str, str] = {}
     for n in _walk(body):
         if n.type != "binary_expression" or len(n.children) != 3:
@@ -487,6 +523,8 @@ def _guard_launch(body: ts.Node, symbols: dict[str, str], kernel: str) -> _Launc
             if not ok or name not in index or index[name] in bounds:
                 continue
             expr = _CAST.sub("", _text(bound)).strip()
+            expr = re.sub(r"[A-Za-z_]\w*", lambda m: f"({local[m.group(0)]})" if m.group(0) in local and m.group(0) not in symbols
+                          else m.group(0), expr)
             names = set(re.findall(r"[A-Za-z_]\w*", expr))
             if names and names <= set(symbols) and re.fullmatch(r"[\w\s+*()-]+", expr):
                 bounds[index[name]] = re.sub(r"[A-Za-z_]\w*", lambda m: symbols[m.group(0)], " ".join(expr.split()))
@@ -651,7 +689,7 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
     symbols: dict[str, str] = {}
     for p in kdef.params:
         dtype = _DTYPE_OF.get(p.type) or _NEAREST.get(p.type)
-        if not p.is_pointer and dtype in _INT_DTYPES and is_size_name(p.name):
+        if not p.is_pointer and dtype in _INT_DTYPES and (is_size_name(p.name) or used_as_extent(body, p.name)):
             symbols[p.name] = p.name
     synthetic = not symbols
     symbol_list = list(symbols.values()) or ["N"]

@@ -76,6 +76,38 @@ def source_mentions(source: str, pattern: str) -> bool:
     return re.search(pattern, _COMMENTS.sub(" ", source)) is not None
 
 
+def walks_columns(kernel_text: str, buffer: str) -> bool:
+    """Whether the kernel reads ``buffer`` down columns: some load ``buffer[e]`` inside a ``for`` loop steps by more
+    than one element per iteration (``x[i * N + j]`` over ``i``) and none inside any loop by exactly one. A row
+    family's skeleton (a softmax over the last dimension) computes another function for such a kernel (a softmax over
+    dimension 0). False where the loads are not read (through a pointer alias, a vector type) or no loop reads it."""
+    from .generators.transform import syntax as sx  # (the transform package imports this module)
+    from .generators.transform.affine import poly, split
+
+    fn = sx.kernel_function(sx.parse(kernel_text.encode()).root_node)
+    if fn is None:
+        return False
+    strided = contiguous = 0
+    for loop in (n for n in sx.walk(fn) if n.type == "for_statement"):
+        init = loop.child_by_field_name("initializer")
+        names = sx.declared_names(init) if init is not None and init.type == "declaration" else set()
+        if len(names) != 1:
+            continue
+        var = next(iter(names))
+        for n in sx.walk(loop.child_by_field_name("body") or loop):
+            if n.type != "subscript_expression" or not sx.is_ident(sx.uncast(n.child_by_field_name("argument")), buffer):
+                continue
+            p = poly(sx.subscript_index(n))
+            parts = split(p, var) if p is not None else None
+            if parts is None or not parts[0]:
+                continue
+            if parts[0] == {(): 1}:
+                contiguous += 1
+            else:
+                strided += 1
+    return strided > 0 and contiguous == 0
+
+
 def family_candidates(ctx: GenContext, fits: bool, configs: Iterable[Config],
                       instantiate: Callable[[Config], Candidate]) -> list[Candidate]:
     """What every family's ``propose`` does once it has matched the spec: nothing when it does not

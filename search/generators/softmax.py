@@ -27,7 +27,7 @@ from pathlib import Path
 from ptxfactory.protocol import Candidate, KernelSpec
 
 from ..base import (EXP_CALL, GenContext, family_candidate, family_candidates, kernel_linkage, render_params, scalars_unused, shape_dims,
-                    size_args, source_mentions, stored_values)
+                    size_args, source_mentions, stored_values, walks_columns)
 from .cuda_text import load_template, floats_to_word, word_to_floats
 from .rowwise import _CTYPE, _FLOATS, _ITEMSIZE, _is_2d, grid_expr
 
@@ -226,6 +226,8 @@ class SoftmaxFamily:
         m = match_spec(ctx.spec) if source_mentions(ctx.source, EXP_CALL) else None  # no exponential: not a softmax
         if m is not None and not scalars_unused(ctx.spec, ctx.kernel.text, {m.r_arg, m.c_arg}):
             m = None  # a scalar the skeleton would drop is part of the kernel's math (a temperature, a scale)
+        if m is not None and walks_columns(ctx.kernel.text, m.x):
+            m = None  # a softmax down the columns (over dimension 0): the skeleton normalises rows
         pairs = [(f, cfg) for f, evidence in (variants(m, ctx.kernel.text) if m else [])
                  for cfg in (tuning_space(f) if evidence else tuning_space(f)[:1])]
         return family_candidates(ctx, bool(pairs), pairs, lambda fc: self.instantiate(ctx, *fc))

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ptxfactory.harness.compile import Compiled, compile_candidate, map_ptxas_errors
+from ptxfactory.harness.compile import Compiled, compile_candidate, compile_ptx, map_ptxas_errors
+from ptxfactory.harness.static_checks import check_binary
 from ptxfactory.harness.cuda_paths import SHIM_DIR, cuda_include_dirs, nvrtc_include_dirs
 from ptxfactory.protocol import Candidate, CompileFailed, LaunchConfig
 
@@ -221,6 +222,10 @@ def test_what_a_naive_kernel_takes_for_granted_compiles_with_nvrtc(include, expr
     out = compile_candidate(cand(source), "sm_90a")
     assert isinstance(out, Compiled) and out.compiler == "nvrtc", getattr(out, "log", "")
     assert "warning" not in out.log, out.log
+    # the PTX the static checks scan comes from the same translation unit: a naive softmax's -INFINITY once had
+    # every candidate refused ("its compiled code could not be scanned")
+    assert ".entry" in compile_ptx(cand(source), "sm_90a")
+    assert check_binary(cand(source), out.cubin, "sm_90a") is None
 
 
 def test_the_prelude_is_given_only_to_a_source_that_names_its_macros():

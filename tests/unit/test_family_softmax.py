@@ -245,3 +245,28 @@ def test_a_kernel_that_calls_no_exponential_gets_no_softmax():
     plain = body.replace("__expf(", "(").replace("expf(", "(").replace("exp(", "(") + "\n// expf( in a comment\n"
     bare = make_ctx(source=ctx.source.replace(body, plain))
     assert "exp" not in bare.kernel.text.split("//")[0] and SoftmaxFamily().propose(bare) == []
+
+
+COL_SOFTMAX = """#include <cuda_bf16.h>
+extern "C" __global__ void softmax(const __nv_bfloat16* x, __nv_bfloat16* y, int M, int N)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= N) return;
+    float mx = -INFINITY;
+    for (int i = 0; i < M; i++) mx = fmaxf(mx, __bfloat162float(x[i * N + j]));
+    float sum = 0.0f;
+    for (int i = 0; i < M; i++) sum += expf(__bfloat162float(x[i * N + j]) - mx);
+    for (int i = 0; i < M; i++) y[i * N + j] = __float2bfloat16(expf(__bfloat162float(x[i * N + j]) - mx) / sum);
+}
+"""
+
+
+def test_a_softmax_down_the_columns_gets_no_row_softmax(ctx):
+    """The same signature and spec as a row softmax, but each thread walks a column (a softmax over dimension 0):
+    the skeleton normalises rows, another function, so the family proposes nothing (it once took the budget)."""
+    from ptxfactory.search.base import walks_columns
+    col = example_ctx("softmax", source=COL_SOFTMAX)
+    assert walks_columns(col.kernel.text, "x") and not walks_columns(ctx.kernel.text, "x")
+    assert SoftmaxFamily().propose(col) == []
+    row = COL_SOFTMAX.replace("x[i * N + j]", "x[j * N + i]")  # the same loops reading rows: proposed
+    assert SoftmaxFamily().propose(example_ctx("softmax", source=row))

@@ -51,8 +51,14 @@ LOCAL = kernel("float mx = -1e30f;", """
     float s = 0.0f;
     for (int j = 0; j < V; j++) s += expf(p[j] - mx);""")
 
+# a causal row: only the elements up to the row's own position (j <= i) count
+CAUSAL = kernel("int i = r % 5; float mx = -INFINITY;", """
+    for (int j = 0; j <= i; j++) mx = fmaxf(mx, p[j]);
+    float s = 0.0f;
+    for (int j = 0; j <= i; j++) s += expf(p[j] - mx);""")
 
-@pytest.mark.parametrize("source", [FIRST_ELEMENT, CONSTANT_IF, LOCAL], ids=["first element", "constant, if", "local"])
+
+@pytest.mark.parametrize("source", [FIRST_ELEMENT, CONSTANT_IF, LOCAL, CAUSAL], ids=["first element", "constant, if", "local", "causal <="])
 def test_the_two_loops_become_one_online_loop_that_rowpar_and_vector_loops_then_take(source):
     u = unit(source, spec())
     p = OnlineSoftmaxPass()
@@ -60,11 +66,19 @@ def test_the_two_loops_become_one_online_loop_that_rowpar_and_vector_loops_then_
     out = p.apply(u)
     assert out.text.count("for (") == 1 and "ptxf_v > mx" in out.text
     compiles(out.text, u.spec, "lse")
-    split = P["rowpar_auto"].apply(out)  # rowpar recognises the branch form as an online softmax tuple
+    # rowpar recognises the branch form as an online softmax tuple (lanes chosen at launch follow a length of the
+    # spec's sizes; a causal row's is the row's own position: a warp)
+    lanes = P["rowpar_lanes32" if source is CAUSAL else "rowpar_auto"]
+    split = lanes.apply(out)
     wide = P["vector_loops"].apply(split)
-    cand = TransformGenerator().candidate(make_ctx(source, u.spec), wide, [p, P["rowpar_auto"], P["vector_loops"]])
+    cand = TransformGenerator().candidate(make_ctx(source, u.spec), wide, [p, lanes, P["vector_loops"]])
     assert "ptxf_softmax" in cand.source  # rowpar's (max, sum) merge
     compiles(cand.source, u.spec, "lse")
+
+
+def test_an_inclusive_bound_is_kept_as_one_past_it():
+    out = OnlineSoftmaxPass().apply(unit(CAUSAL, spec()))
+    assert "for (int j = 0; j < (i) + 1; j++)" in out.text, out.text
 
 
 def test_a_first_element_start_becomes_minus_infinity_and_the_loop_starts_one_earlier():

@@ -39,7 +39,7 @@ def test_a_row_sum_into_the_output_becomes_a_register_sum_that_rowpar_takes():
     u = unit(ROWSUM, row_spec())
     assert P["rowpar_auto"].why_not(u) is not None  # the store in the loop: rowpar cannot split it
     out = PromotePass().apply(u)
-    assert "float ptxf_p0 = 0.0f;" in out.text and "ptxf_p0 += x[r * N + j];" in out.text and "y[r] = ptxf_p0;" in out.text
+    assert "float ptxf_reg0 = 0.0f;" in out.text and "ptxf_reg0 += x[r * N + j];" in out.text and "y[r] = ptxf_reg0;" in out.text
     assert "y[r] = 0.0f;" not in out.text  # the store before the loop starts the register instead
     compiles(out.text, u.spec, "rs")
     assert P["rowpar_auto"].why_not(out) is None
@@ -93,3 +93,34 @@ def test_what_it_refuses(loop):
         }""", "        " + loop)
     assert loop in source
     assert not PromotePass().applies(unit(source, row_spec()))
+
+
+def test_a_pragma_stays_on_its_loop_and_the_register_goes_above_both():
+    src = ROWSUM.replace("        for (int j", "#pragma unroll 4\n        for (int j").replace("        y[r] = 0.0f;\n", "")
+    out = P["promote"].apply(unit(src, row_spec()))
+    text = out.text
+    assert "float ptxf_reg0 = y[r];" in text
+    assert text.index("float ptxf_reg0 = y[r];") < text.index("#pragma unroll 4")
+    assert "#pragma unroll 4\n        for (int j" in text, text  # nothing between the pragma and its loop
+    compiles(text, row_spec(), "rs")
+
+
+def test_an_index_declared_inside_the_loop_is_not_loop_invariant():
+    src = ROWSUM.replace("            y[r] += x[r * N + j];", "            int o = r + j % 2;\n            y[o] += x[r * N + j];")
+    assert not P["promote"].applies(unit(src, row_spec()))
+
+
+def test_after_smem_tile_the_register_name_is_its_own_and_the_chain_compiles():
+    """smem_tile writes its outputs in an unrolled loop, each at an index declared in that loop (a batched GEMM whose
+    store promote once hoisted out of the loop, naming its register like smem_tile's ptxf_p0)."""
+    from test_unflatten import ATTN, attn_spec
+    spec = attn_spec()
+    tiled = P["smem_tile_4x4"].apply(unit(ATTN, spec))
+    if P["promote"].applies(tiled):
+        out = P["promote"].apply(tiled)
+        assert "ptxf_reg" in out.text
+        compiles(out.text, spec, "attn")
+    ctx = make_ctx(ATTN, spec)
+    for c in TransformGenerator().propose(ctx):
+        if "pass:promote" in c.params and "pass:smem_tile_4x4" in c.params:
+            compiles(c.source, spec, "attn")

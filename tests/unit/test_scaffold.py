@@ -407,3 +407,28 @@ def test_a_rounded_up_division_of_any_numerator_becomes_cdiv(blocks, expected):
     }}"""
     spec, _ = scaffold(src, "k")
     assert spec.launch.grid == [expected] and spec.launch.block == [256]
+
+
+CONV_NO_LAUNCH = """__global__ void conv2d(const float* x, const float* w, float* y, int Nb, int C, int H, int W, int OC, int KH, int KW) {
+    int OH = H - KH + 1;
+    int OW = W - KW + 1;
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    int total = Nb * OC * OH * OW;
+    if (idx >= total) return;
+    int ow = idx % OW;
+    int n = idx / (OW * OH * OC);
+    float acc = 0.0f;
+    for (int ic = 0; ic < C; ic++) acc += x[(n * C + ic) * H * W + ow];
+    y[idx] = acc + w[0];
+}
+"""
+
+
+def test_integers_used_as_extents_are_size_symbols_whatever_their_names_and_locals_reach_the_guard():
+    """Nb, OC, KH, KW read as nothing like a size name, but the body compares or divides by them (directly or through
+    OH = H - KH + 1): size symbols, not value = 1 TODOs; and the guard's bound, a local made of such locals, gives the
+    grid (a new user's convolution once got cdiv of the product of every symbol)."""
+    spec, s = scaffold(CONV_NO_LAUNCH, "conv2d")
+    scalars = {a.name: a.value for a in spec.args if a.role == "scalar"}
+    assert scalars == {n: n for n in ("Nb", "C", "H", "W", "OC", "KH", "KW")}, scalars
+    assert spec.launch.grid == ["cdiv((Nb * OC * (H - KH + 1) * (W - KW + 1)), 256)"], spec.launch.grid

@@ -239,6 +239,10 @@ async def test_the_report_says_why_each_restructuring_pass_left_the_original_alo
     assert "- 5 candidates dropped after compiling: the same machine code and launch as one evaluated" in dropped
     assert "dropped after compiling" not in md or summary.duplicates
     assert any("restructuring passes left the original alone" in str(t) for t in _final_lines(summary, colsum.parent))
+    from ptxfactory.daemon.cli import _pass_kind
+    assert [_pass_kind(n) for n in ("rowpar_lanes32", "rowpar_auto", "hold_row8", "scan_block256", "smem_tile_4x4", "colpar_rows8",
+                                    "coarsen_4", "unflatten")] == ["rowpar", "rowpar", "hold_row", "scan", "smem_tile", "colpar",
+                                                                   "coarsen", "unflatten"]
 
 
 async def test_under_a_python_reference_the_hang_limit_stays_the_plans():

@@ -397,6 +397,8 @@ APPLIES = {  # pass -> examples where its precondition holds on the user's kerne
     "grid_stride": {"bias_gelu", "gemv"},
     # coarsen_4/8 (added with the pass): an element per thread with no loop in its code (gemv's is a row loop)
     "coarsen_4": {"bias_gelu"}, "coarsen_8": {"bias_gelu"},
+    # unflatten: bias_gelu's column is i % N of a guard i >= M * N (two digits: columns on x, rows on y)
+    "unflatten": {"bias_gelu"},
     # lane-strided row loops: the block-per-row examples (transpose has no row loop, gemv's loop is serial per thread)
     "vector_loops": {"rowsum", "softmax", "layernorm", "rmsnorm"},
     "vectorize": set(),  # bias_gelu reads b[col] and its grid is cdiv(M * N, 256); the others are not elementwise

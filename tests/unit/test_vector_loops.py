@@ -135,6 +135,40 @@ def test_spec_alignment_and_constraints_remove_the_check():
     assert VL.apply(rowpar(32).apply(unit(start1, proven))).text.count("15ull") == 1
 
 
+EMBED_ARGS = """
+  { name = "ids", role = "in", dtype = "i32", shape = ["T"], init = "randint(0, 8)" },
+  { name = "table", role = "in", dtype = "f32", shape = ["8", "C"] },
+  { name = "out", role = "out", dtype = "f32", shape = ["T", "C"] },
+  { name = "T", role = "scalar", dtype = "i32", value = "T" },
+  { name = "C", role = "scalar", dtype = "i32", value = "C" },
+"""
+# the stored value reads the loop index outside any vectorised access (a gather through ids, a mask by column)
+EMBED = """
+extern "C" __global__ void emb(const int* ids, const float* table, float* out, int T, int C)
+{
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= T) return;
+    int id = ids[t];
+    for (int c = 0; c < C; c++) {
+        out[t * C + c] = (c <= t) ? table[id * C + c] : 0.0f;
+    }
+}
+"""
+
+
+def test_a_store_whose_value_reads_the_index_keeps_it_declared_per_element():
+    """After ``stream`` the store is a ``__stcs(p, value)`` call; the index read in its value (not in an address the
+    pass widens) must still be declared in each element's copy (it once was not: "identifier c is undefined")."""
+    spec = spec_for("emb", EMBED_ARGS, grid='["cdiv(T, 128)"]', sizes="[{ T = 7, C = 100 }]")
+    chain = [RestrictPass(), StreamPass(), rowpar(32), VL]
+    u = unit(EMBED, spec)
+    for p in chain[:-1]:
+        u = p.apply(u)
+    out = VL.apply(u)
+    assert "const int c = ptxf_vl_v + 0;" in out.text, out.text
+    compiled_ptx(EMBED, spec, out, chain)
+
+
 def test_hints_keep_their_16_byte_forms():
     src = L2NORM.replace("float v = x[r * N + j];", "float v = x[(size_t)r * N + j];")
     spec = row_spec()

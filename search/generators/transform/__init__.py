@@ -34,6 +34,8 @@ pass                 what it does                                               
                      and step, 16-byte loads/stores, scalar head/tail, uniform alignment check
 ``grid_stride``      one thread per element -> grid-stride loop, grid capped at one wave (SMs)  yes
 ``coarsen_*``        one thread per element -> K (4, 8) per thread, blockDim.x apart, grid / K  yes
+``unflatten``        a flat index taken apart by / and % -> a 2-D/3-D launch over its digits    yes
+                     (smem_tile reads a flattened batched GEMM through it)
 ``atomic_agg``       atomics to a warp-uniform address -> a register per thread, one atomic     no (float
                      per warp (lane 0, after shuffles); after grid_stride, one per warp in all  sums)
 ``smem_hist``        a histogram's global atomics (B bins, from the spec) -> a shared-memory    no (float
@@ -43,7 +45,7 @@ pass                 what it does                                               
 ===================  ========================================================================  =====
 
 ``ldg``, ``ldg_na`` and ``stream`` are alternatives (group ``hint``), and so are ``vectorize``,
-``grid_stride`` and the ``rowpar``, ``scan``, ``colpar``, ``blockrow`` and ``smem_tile`` variants (group ``grid``: all redefine what a thread of
+``grid_stride``, ``coarsen``, ``unflatten`` and the ``rowpar``, ``scan``, ``colpar``, ``blockrow`` and ``smem_tile`` variants (group ``grid``: all redefine what a thread of
 the grid does). Proposals, in this
 order: every applicable pass alone, then greedy chains (each pass in :data:`PASSES` order applied
 when its precondition holds on the text so far), one chain per combination of group alternatives
@@ -88,6 +90,7 @@ from .shuffle_reduce import ShuffleReducePass
 from .sink import sink_declarations
 from .smem_hist import SmemHistPass
 from .smem_tile import CONFIGS as SMEM_TILES, SmemTilePass
+from .unflatten import UnflattenPass
 from .unroll import STRIDED_UNROLL, UnrollPass
 from .vector_loops import VectorLoopsPass
 from .vectorize import VectorizePass
@@ -113,7 +116,7 @@ PASSES: tuple[Pass, ...] = (
     RestrictPass(), PromotePass(), *(SmemTilePass(*t) for t in SMEM_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), ShuffleReducePass(), OnlineSoftmaxPass(),
     *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
-    *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), UnrollPass(),
+    *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), UnrollPass(),
     LaunchBoundsPass(),
 )
 MAX_CANDIDATES = 24  # singles (the lane and block variants are many) plus the first greedy chains

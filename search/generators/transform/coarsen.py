@@ -41,12 +41,10 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
 from .base import Unit
-from .grid_stride import COLLECTIVES
-from .opening import ElementGuard, element_guard
+from .opening import ElementGuard, element_guard, element_hazard
 from .syntax import Node
 
 FACTORS = (4, 8)  # elements per thread of the variants the registry may hold
-BUILTINS = ("threadIdx", "blockIdx", "blockDim", "gridDim")
 MAX_BLOCK = 1024  # threads assumed for a block that is not an integer literal
 
 
@@ -85,7 +83,7 @@ class CoarsenPass:
         if g.name in bound_names:
             return None, f"the bound {sx.text(g.bound)!r} reads the index {g.name!r}"
         for stmt in g.rest:
-            reason = _unsafe(stmt, g.name, bound_names, unit.notes.get("constants"))
+            reason = element_hazard(stmt, g.name, bound_names, loop_ok=_short_loop(unit.notes.get("constants")))
             if reason:
                 return None, f"line {stmt.start_point[0] + 1}: {reason}"
         ctype = sx.type_text(g.type_node)
@@ -166,28 +164,7 @@ class CoarsenPass:
 SHORT_LOOP = 64  # iterations of a loop with literal bounds that an element's code may hold (a filter's taps)
 
 
-def _unsafe(stmt: Node, index: str, bound_names: set[str], constants: dict[str, int] | None = None) -> str | None:
-    """Why the element's statement ``stmt`` may not run ``K`` times in one thread (None when it may). A ``for`` loop
-    of at most :data:`SHORT_LOOP` iterations between literal bounds (or the file's ``#define`` constants) is part of
-    the element's work (a 7-tap filter), not a row."""
-    for n in sx.walk(stmt):
-        if n.type == "for_statement" and (trips := sx.literal_trips(n, constants)) is not None and trips <= SHORT_LOOP:
-            continue
-        if n.type in sx.LOOPS:
-            kind = {"for_statement": "for", "while_statement": "while", "do_statement": "do"}.get(n.type, "range for")
-            return (f"a {kind} loop in the element's code: a row loop is rowpar's, and a "
-                    "thread per row must not take K rows")
-        if n.type in ("return_statement", "goto_statement", "labeled_statement"):
-            return f"{n.type.removesuffix('_statement').replace('_', ' ')} in the element's code ({sx.text(n)[:40]!r})"
-        if n.type == "call_expression" and sx.call_name(n) in COLLECTIVES:
-            kind = "a barrier" if sx.call_name(n) in sx.BARRIERS else "a warp collective"
-            return f"{kind} ({sx.call_name(n)}) in the element's code"
-        if n.type in ("type_qualifier", "storage_class_specifier") and sx.text(n) in ("__shared__", "static"):
-            return f"{sx.text(n)} data in the element's code"
-    used = sx.identifiers(stmt) & set(BUILTINS)
-    if used:
-        return f"the element's code reads {', '.join(sorted(used))} (its position in the grid changes)"
-    written = sx.written_names(stmt) & ({index} | bound_names)
-    if written:
-        return f"the element's code writes {', '.join(sorted(written))} (the index or a name in the bound)"
-    return None
+def _short_loop(constants: dict[str, int] | None):
+    """A ``for`` loop of at most :data:`SHORT_LOOP` iterations between literal bounds (or the file's ``#define``
+    constants) is part of the element's work (a 7-tap filter), not a row."""
+    return lambda n: n.type == "for_statement" and (t := sx.literal_trips(n, constants)) is not None and t <= SHORT_LOOP

@@ -30,7 +30,7 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
 from .base import Unit
-from .opening import ElementGuard, _bound, _index_decl, element_guard, is_bare_return, paren  # noqa: F401 (re-exported)
+from .opening import ElementGuard, _bound, _index_decl, element_guard, element_hazard, is_bare_return, paren  # noqa: F401 (re-exported)
 from .syntax import Node
 
 FACTS_NOTE = "facts"  # the unit note holding the GPU's facts (protocol GpuFacts), when the job has a GPU
@@ -39,8 +39,6 @@ FACTS_NOTE = "facts"  # the unit note holding the GPU's facts (protocol GpuFacts
 THREADS_PER_SM = {75: 1024, 80: 2048, 86: 1536, 87: 2048, 89: 1536, 90: 2048, 100: 2048, 103: 2048, 120: 1536, 121: 1536}
 MAX_THREADS_PER_SM = 2048
 UNKNOWN_BLOCK = 256  # threads assumed for a block that is not an integer literal
-COLLECTIVES = sx.BARRIERS + ("__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync",
-                             "__any_sync", "__all_sync", "__activemask", "__reduce_add_sync", "__match_any_sync")
 
 
 def threads_per_sm(arch: str) -> int:
@@ -70,7 +68,7 @@ class GridStridePass:
         if g is None:
             return None
         for stmt in g.rest:
-            if _unsafe(stmt, g.name, sx.identifiers(g.bound)):
+            if element_hazard(stmt, g.name, sx.identifiers(g.bound)) is not None:
                 return None
         ctype = sx.type_text(g.type_node)
         if not self._no_overflow(unit, ctype):
@@ -121,19 +119,6 @@ class GridStridePass:
         grid = f"min({unit.launch.grid[0]}, {cap})" if cap is not None else unit.launch.grid[0]
         launch = LaunchConfig(grid=[grid], block=list(unit.launch.block), shared_mem=unit.launch.shared_mem)
         return unit.with_text(sx.apply_edits(data, edits), launch=launch, grid_cap=cap)
-
-
-def _unsafe(stmt: Node, index: str, bound_names: set[str]) -> bool:
-    if sx.contains_type(stmt, ("return_statement", "goto_statement", "labeled_statement")):
-        return True
-    if sx.contains_call(stmt, COLLECTIVES):
-        return True
-    names = sx.identifiers(stmt)
-    if names & {"threadIdx", "blockIdx", "blockDim", "gridDim"}:
-        return True
-    if any(n.type in ("type_qualifier", "storage_class_specifier") and sx.text(n) in ("__shared__", "static") for n in sx.walk(stmt)):
-        return True
-    return bool(sx.written_names(stmt) & ({index} | bound_names))
 
 
 def _paren(node: Node) -> str:

@@ -58,7 +58,7 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 from . import syntax as sx
 from .affine import Poly, add, poly
 from .base import Unit, access_kind
-from .grid_stride import COLLECTIVES
+from .syntax import COLLECTIVES
 from .rowpar import PlannedPass, Refused, spec_expression
 from .syntax import Node
 from .vector_loops import PREFIX as VECTOR_PREFIX

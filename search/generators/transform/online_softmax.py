@@ -63,7 +63,7 @@ def _body_stmt(loop: Node) -> list[Node]:
 
 def _for_header(loop: Node) -> tuple[str, str, str, Node] | None:
     """``(var, start, bound, type)``: the texts and the declaration's type node of ``for (I var = start; var < bound;
-    var++)``, else None."""
+    var++)`` (``var <= last``, a causal row's bound, is read as ``var < (last) + 1``), else None."""
     init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
     if init is None or init.type != "declaration" or cond is None or upd is None:
         return None
@@ -73,14 +73,17 @@ def _for_header(loop: Node) -> tuple[str, str, str, Node] | None:
     var = sx.text(decls[0].child_by_field_name("declarator"))
     start = decls[0].child_by_field_name("value")
     cond = sx.unparen(cond)
-    if cond.type != "binary_expression" or sx.operator(cond) != "<" or not sx.is_ident(cond.child_by_field_name("left"), var):
+    if cond.type != "binary_expression" or sx.operator(cond) not in ("<", "<=") or not sx.is_ident(cond.child_by_field_name("left"), var):
         return None
     ok_upd = (upd.type == "update_expression" and sx.operator(upd) == "++" and sx.is_ident(upd.child_by_field_name("argument"), var)) or \
              (upd.type == "assignment_expression" and sx.operator(upd) == "+=" and sx.is_ident(upd.child_by_field_name("left"), var)
               and sx.is_number(upd.child_by_field_name("right"), 1))
     if not ok_upd or start is None:
         return None
-    return var, sx.text(start), sx.text(cond.child_by_field_name("right")), init.child_by_field_name("type")
+    bound = sx.text(cond.child_by_field_name("right"))
+    if sx.operator(cond) == "<=":
+        bound = f"({bound}) + 1"
+    return var, sx.text(start), bound, init.child_by_field_name("type")
 
 
 def _renamed(node: Node, var: str, to: str) -> str:

@@ -185,6 +185,32 @@ def element_guard(unit: Unit, *, tolerant: bool = False, between: bool = False, 
                         tuple(batches), decl, guard)
 
 
+def element_hazard(stmt: Node, index: str, bound_names: set[str], *, loop_ok=None) -> str | None:
+    """Why the element's statement ``stmt`` may not run for several elements in one thread (``grid_stride``'s loop,
+    ``coarsen``'s K, ``vectorize``'s tail), None when it may: a ``return``/``goto``/label (it would leave the loop), a
+    barrier or warp collective, ``__shared__``/``static`` data, ``threadIdx``/``blockIdx``/``blockDim``/``gridDim``
+    (the element's position in the grid changes), a write to the index or a name in its bound. With ``loop_ok`` (a
+    predicate on loop nodes), also any loop it does not accept (a thread per row must not take several rows)."""
+    for n in sx.walk(stmt):
+        if loop_ok is not None and n.type in sx.LOOPS and not loop_ok(n):
+            kind = {"for_statement": "for", "while_statement": "while", "do_statement": "do"}.get(n.type, "range for")
+            return f"a {kind} loop in the element's code: a row loop is rowpar's, and a thread per row must not take K rows"
+        if n.type in ("return_statement", "goto_statement", "labeled_statement"):
+            return f"{n.type.removesuffix('_statement').replace('_', ' ')} in the element's code ({sx.text(n)[:40]!r})"
+        if n.type == "call_expression" and sx.call_name(n) in sx.COLLECTIVES:
+            kind = "a barrier" if sx.call_name(n) in sx.BARRIERS else "a warp collective"
+            return f"{kind} ({sx.call_name(n)}) in the element's code"
+        if n.type in ("type_qualifier", "storage_class_specifier") and sx.text(n) in ("__shared__", "static"):
+            return f"{sx.text(n)} data in the element's code"
+    used = sx.identifiers(stmt) & BUILTINS
+    if used:
+        return f"the element's code reads {', '.join(sorted(used))} (its position in the grid changes)"
+    written = sx.written_names(stmt) & ({index} | bound_names)
+    if written:
+        return f"the element's code writes {', '.join(sorted(written))} (the index or a name in the bound)"
+    return None
+
+
 def _short(node: Node, n: int = 50) -> str:
     """A statement's text on one line, cut at ``n`` characters, quoted."""
     t = " ".join(sx.text(node).split())

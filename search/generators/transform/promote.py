@@ -9,10 +9,10 @@ where every access of the pointer parameter ``y`` in the loop is ``y[E]`` with o
 never changes (no variable of it written in the loop, no call, no assignment), at least one of them a write,
 becomes::
 
-    T ptxf_p0 = y[r];                      // T: y's element type as the kernel declares it; a store
-    for (int j = a; j < n; j++)            // y[r] = v; right before the loop is folded: T ptxf_p0 = v;
-        ptxf_p0 += x[r * n + j];
-    y[r] = ptxf_p0;
+    T ptxf_reg0 = y[r];                    // T: y's element type as the kernel declares it; a store
+    for (int j = a; j < n; j++)            // y[r] = v; right before the loop is folded: T ptxf_reg0 = v;
+        ptxf_reg0 += x[r * n + j];
+    y[r] = ptxf_reg0;
 
 (in a block of its own where the loop is a statement alone, ``if (c) for (...) ...``).
 Without ``__restrict__`` the compiler must load and store ``y[r]`` on every iteration (``x`` may alias it); the
@@ -34,6 +34,14 @@ from .syntax import Node
 
 _UNSAFE_CALL = re.compile(r"^(__syncthreads\w*|__syncwarp|__threadfence\w*|atomic\w+|__shfl\w*|__ballot\w*|__any\w*|"
                           r"__all\w*|__reduce\w*|__match\w*|cooperative_groups::\w+|__nanosleep)$")
+
+
+def _pragma_before(loop: Node) -> Node | None:
+    """The ``#pragma`` line right above ``loop`` (``#pragma unroll``), or None."""
+    prev = loop.prev_sibling
+    if prev is not None and prev.type in ("preproc_call", "preproc_pragma") and sx.text(prev).lstrip().startswith("#pragma"):
+        return prev
+    return None
 
 
 def _norm(node: Node) -> str:
@@ -65,7 +73,7 @@ class PromotePass:
                 continue
             if not self._safe(loop):
                 continue
-            written = sx.written_names(loop)
+            written = sx.written_names(loop) | sx.declared_names(loop)  # (an index declared in the loop changes too)
             promoted = []
             for name, p in params.items():
                 if name not in buffers or p.other:  # an alias (y + r * N), a call taking y: the loop might reach y[E] otherwise
@@ -78,7 +86,9 @@ class PromotePass:
             head, tail, body_edits = [], [], []
             prev = loop.prev_named_sibling if loop.parent is not None and loop.parent.type == "compound_statement" else None
             for name, p, (index, accesses) in promoted:
-                var = f"ptxf_p{fresh}"
+                while re.search(rf"\bptxf_reg{fresh}\b", unit.text):  # a name no earlier pass (smem_tile's ptxf_p0) took
+                    fresh += 1
+                var = f"ptxf_reg{fresh}"
                 fresh += 1
                 ctype = p.base
                 start = self._stored_before(prev, name, index)
@@ -93,6 +103,11 @@ class PromotePass:
             indent, _ = sx.line_indent(unit.data, loop.start_byte)
             pad = indent.decode()
             loop_text = sx.apply_edits(loop.text, [(s - loop.start_byte, e - loop.start_byte, b) for s, e, b in body_edits]).decode()
+            start_byte = loop.start_byte
+            pragma = _pragma_before(loop)
+            if pragma is not None:  # #pragma unroll stays right above its loop: the register goes above both
+                start_byte = pragma.start_byte
+                loop_text = sx.text(pragma).rstrip() + "\n" + pad + loop_text
             note = "// (transform promote: " + ", ".join(f"{n}[{i}]" for n, _, (i, _) in promoted) + " in a register for the loop)"
             if loop.parent is not None and loop.parent.type == "compound_statement":  # statements beside the loop's
                 block = (note + "\n" + "".join(f"{pad}{h}\n" for h in head) + pad + loop_text + "\n"
@@ -101,8 +116,8 @@ class PromotePass:
                 block = ("{  " + note + "\n" + "".join(f"{pad}    {h}\n" for h in head)
                          + f"{pad}    " + loop_text.replace("\n", "\n    ") + "\n"
                          + "".join(f"{pad}    {t}\n" for t in tail) + f"{pad}}}")
-            edits.append((loop.start_byte, loop.end_byte, block.encode()))
-            taken.append((loop.start_byte, loop.end_byte))
+            edits.append((start_byte, loop.end_byte, block.encode()))
+            taken.append((start_byte, loop.end_byte))
         return edits
 
     @staticmethod

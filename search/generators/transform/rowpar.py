@@ -67,7 +67,8 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 from . import syntax as sx
 from .affine import Poly, add, independent, poly, split
 from .base import LOAD_FUNCS, STORE_FUNCS, Unit, access_kind
-from .grid_stride import COLLECTIVES, FACTS_NOTE, threads_per_sm
+from .grid_stride import FACTS_NOTE, threads_per_sm
+from .syntax import COLLECTIVES
 from .opening import ElementGuard, _index_decl, element_guard
 from .reductions import Accumulator, loop_accumulators
 from .syntax import Node

@@ -1,6 +1,8 @@
 """``smem_tile``: a thread-per-output kernel's inner-product loop staged through shared-memory tiles.
 
-Pattern (a naive GEMM, a batched GEMM, a convolution written as a GEMM)::
+Pattern (a naive GEMM, a batched GEMM, a convolution written as a GEMM; a 1-D kernel whose flat index is taken
+apart by ``/`` and ``%`` is read through :func:`.unflatten.unflatten` first, so attention scores written one thread
+per flat output are one)::
 
     T row = blockIdx.y * blockDim.y + threadIdx.y;     // y index (either operand order, casts allowed)
     T col = blockIdx.x * blockDim.x + threadIdx.x;     // x index
@@ -58,11 +60,12 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 from . import syntax as sx
 from .affine import Poly, add, mul, poly, split
 from .base import Unit, access_kind, int_literal
-from .grid_stride import COLLECTIVES
+from .syntax import COLLECTIVES
 from .reductions import loop_accumulators
 from .rowpar import (PlannedPass, Refused, access_base, array_written, row_constants, loop_head, pointer_offsets, pointer_roots,
                      rows_expression)
 from .syntax import Node
+from .unflatten import Refused as NotFlat, unflatten
 
 THREADS = 16  # threads per block along x and along y
 GROUP = 4  # a side of R outputs per thread, R a multiple of 4: groups of 4 adjacent outputs (one 16-byte shared read)
@@ -180,6 +183,23 @@ class SmemTilePass(PlannedPass):
         return _Plan(y, x, uniform_stmts, cond, negated, parts["text"], pre, acc_decl, acc, acc_type, loop, k, k_type,
                      k_start, end, post, operands, {d.id for d in dropped}, launch)
 
+    def _reading(self, unit: Unit) -> Unit:
+        """``unit`` as the pass reads it: a 1-D kernel whose flat index is taken apart by ``/`` and ``%`` (a batched
+        GEMM written one thread per flat output) first gets its 2-D/3-D launch (:mod:`.unflatten`)."""
+        if len(unit.launch.grid) != 1:
+            return unit
+        try:
+            return unflatten(unit)
+        except NotFlat as e:
+            raise Refused(f"a 1-D launch whose index is not a flattened (row, column) one: {e}") from None
+
+    def why_not(self, unit: Unit) -> str | None:
+        try:
+            self._plan(self._reading(unit))
+        except Refused as e:
+            return str(e)
+        return None
+
     def _check_shared(self, operands: list[_Operand]) -> None:
         total = sum(self.tk * ((self.tm if o.side == "y" else self.tn) + self._pad(o.side)) * ELEMENT_BYTES[o.ctype]
                     for o in operands)
@@ -214,6 +234,7 @@ class SmemTilePass(PlannedPass):
     # -- rewrite ------------------------------------------------------------------------------------------
 
     def apply(self, unit: Unit) -> Unit:
+        unit = self._reading(unit)
         p = self._plan(unit)
         data = unit.data
         ind = "    "

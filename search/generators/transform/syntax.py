@@ -16,6 +16,9 @@ Node = ts.Node
 
 LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 BARRIERS = ("__syncthreads", "__syncthreads_count", "__syncthreads_and", "__syncthreads_or", "__syncwarp", "__barrier_sync")
+# calls whose meaning depends on which threads of a block or warp run them together
+COLLECTIVES = BARRIERS + ("__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync",
+                          "__any_sync", "__all_sync", "__activemask", "__reduce_add_sync", "__match_any_sync")
 INT_TYPES = frozenset({
     "int", "unsigned", "unsigned int", "signed", "signed int", "long", "long int", "unsigned long", "long long",
     "long long int", "unsigned long long", "unsigned long long int", "size_t", "ptrdiff_t", "int32_t", "uint32_t",

@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from . import syntax as sx
 from .affine import Poly, add, poly
 from .base import LOAD_FUNCS, STORE_FUNCS, Unit, access_kind, int_literal
-from .grid_stride import COLLECTIVES
+from .syntax import COLLECTIVES
 from .reductions import loop_accumulators
 from .rowpar import row_constants, pointer_offsets, pointer_roots
 from .syntax import Node
@@ -250,8 +250,11 @@ class VectorLoopsPass:
         size = sizes.pop()
         vec = VEC_BYTES // size
         proven = all(a.aligned(s, start_terms, vec) for s in streams)
+        # j read other than in a vectorised access's address (a store's value is copied per element: j read there counts)
         spans = [(x.node.start_byte, x.node.end_byte) for s in streams for x in s.accesses]
-        uses_j = any(sx.is_ident(n, j) and not any(b <= n.start_byte < e for b, e in spans) for n in sx.walk(body))
+        values = [(x.value.start_byte, x.value.end_byte) for s in streams for x in s.accesses if x.kind == "store" and x.value is not None]
+        inside = lambda n, ranges: any(b <= n.start_byte < e for b, e in ranges)  # noqa: E731
+        uses_j = any(sx.is_ident(n, j) and (not inside(n, spans) or inside(n, values)) for n in sx.walk(body))
         start = " + ".join(sx.text(t) for t in start_terms) or "0"
         lit = sx.literal_value(step) if sx.is_number(step) else None
         step_vec = str(lit * vec) if isinstance(lit, int) else f"({ctype})({sx.text(step)}) * {vec}"

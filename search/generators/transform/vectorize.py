@@ -41,7 +41,8 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
 from .base import PointerParam, Unit
-from .grid_stride import _paren, _unsafe, element_guard
+from .grid_stride import _paren, element_guard
+from .opening import element_hazard
 from .syntax import Node
 
 VEC_BYTES = 16
@@ -91,7 +92,7 @@ class VectorizePass:
             return None
         name, type_node, init, bound, rest = g.name, g.type_node, g.init, g.bound, g.rest
         for stmt in rest:
-            if _unsafe(stmt, name, sx.identifiers(bound)) or sx.contains_type(stmt, FORBIDDEN):
+            if element_hazard(stmt, name, sx.identifiers(bound)) is not None or sx.contains_type(stmt, FORBIDDEN):
                 return None
         ctype = sx.type_text(type_node)
         if ctype not in sx.INT_TYPES or ctype.startswith(("short", "unsigned short", "char", "signed char", "unsigned char", "int8", "uint8")):

@@ -1,0 +1,328 @@
+"""CPU tests of the ``unflatten`` pass (a flat index taken apart by ``/`` and ``%`` -> a 2-D/3-D launch over its
+digits), and of ``smem_tile`` reading a batched GEMM written that way (attention scores, one thread per flat output).
+
+Each kernel is written the way a first version is: the index decomposed in declarations (either order, through a
+remainder of a remainder, in a ``size_t``), a 4-D NCHW index whose outer digits share ``z``. What the pass writes, what
+it refuses and why, NVRTC compiles, and g++ host runs whose outputs equal the original's bits.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from ptxfactory.harness.compile import CompileFailed, compile_candidate
+from ptxfactory.protocol import parse_spec
+from ptxfactory.search.generators.transform import PASSES, TransformGenerator, refusals
+from ptxfactory.search.generators.transform.smem_tile import CONFIGS, SmemTilePass
+from ptxfactory.search.generators.transform.unflatten import UnflattenPass
+
+from test_smem_tile import host_agree
+from test_transform import make_ctx, unit
+
+ATTN_ARGS = """
+  { name = "Q", role = "in", dtype = "f32", shape = ["B", "T", "D"] },
+  { name = "Kmat", role = "in", dtype = "f32", shape = ["B", "T", "D"] },
+  { name = "S", role = "out", dtype = "f32", shape = ["B", "T", "T"] },
+  { name = "B", role = "scalar", dtype = "i32", value = "B" },
+  { name = "T", role = "scalar", dtype = "i32", value = "T" },
+  { name = "D", role = "scalar", dtype = "i32", value = "D" },
+  { name = "scale", role = "scalar", dtype = "f32", value = 0.125 },
+"""
+# S[b, i, j] = scale * sum_d Q[b, i, d] * K[b, j, d], one thread per flat output, the total declared between the
+# index and the guard
+ATTN = """
+extern "C" __global__ void attn(const float* Q, const float* Kmat, float* S, int B, int T, int D, float scale)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    int total = B * T * T;
+    if (idx >= total) return;
+    int j = idx % T;
+    int i = (idx / T) % T;
+    int b = idx / (T * T);
+    const float* q = Q + (b * T + i) * D;
+    const float* k = Kmat + (b * T + j) * D;
+    float acc = 0.0f;
+    for (int d = 0; d < D; d++) {
+        acc += q[d] * k[d];
+    }
+    S[idx] = acc * scale;
+}
+"""
+ATTN_GRID = '["cdiv(B * T * T, 256)"]'
+
+# the same operation through a remainder of a remainder, the guarded-block form, and inline indexing
+ATTN_REM = """
+extern "C" __global__ void attn(const float* Q, const float* Kmat, float* S, int B, int T, int D, float scale)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx < B * T * T) {
+        int b = idx / (T * T);
+        int rem = idx % (T * T);
+        int i = rem / T;
+        int j = rem % T;
+        float acc = 0.0f;
+        for (int d = 0; d < D; d++)
+            acc += Q[(b * T + i) * D + d] * Kmat[(b * T + j) * D + d];
+        S[(b * T + i) * T + j] = scale * acc;
+    }
+}
+"""
+
+NCHW_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["N", "C", "H", "W"] },
+  { name = "bias", role = "in", dtype = "f32", shape = ["C"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["N", "C", "H", "W"] },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+  { name = "C", role = "scalar", dtype = "i32", value = "C" },
+  { name = "H", role = "scalar", dtype = "i32", value = "H" },
+  { name = "W", role = "scalar", dtype = "i32", value = "W" },
+"""
+# four digits: w on x, h on y, (c, n) folded into z; the channel read through a part of z
+NCHW = """
+extern "C" __global__ void k(const float* x, const float* bias, float* y, int N, int C, int H, int W)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= N * C * H * W) return;
+    int w = idx % W;
+    int h = (idx / W) % H;
+    int c = (idx / (W * H)) % C;
+    int n = idx / (C * H * W);
+    float v = x[((n * C + c) * H + h) * W + w];
+    y[idx] = v * 2.0f + bias[c] + (float)(h - w) + 0.5f * (float)n;
+}
+"""
+NCHW_GRID = '["cdiv(N * C * H * W, 256)"]'
+
+ROWS_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["M", "N"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["N", "M"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+"""
+# a transpose written flat, in size_t
+ROWS = """
+extern "C" __global__ void k(const float* x, float* y, int M, int N)
+{
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx < (size_t)M * N) {
+        size_t r = idx / N, c = idx % N;
+        y[c * M + r] = x[idx];
+    }
+}
+"""
+
+
+CONV_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["Nb", "C", "H", "W"] },
+  { name = "w", role = "in", dtype = "f32", shape = ["OC", "C", "KH", "KW"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["Nb", "OC", "H - KH + 1", "W - KW + 1"] },
+  { name = "Nb", role = "scalar", dtype = "i32", value = "Nb" },
+  { name = "C", role = "scalar", dtype = "i32", value = "C" },
+  { name = "H", role = "scalar", dtype = "i32", value = "H" },
+  { name = "W", role = "scalar", dtype = "i32", value = "W" },
+  { name = "OC", role = "scalar", dtype = "i32", value = "OC" },
+  { name = "KH", role = "scalar", dtype = "i32", value = "KH" },
+  { name = "KW", role = "scalar", dtype = "i32", value = "KW" },
+"""
+# a valid (unpadded) convolution: output sizes are differences of the scalars, declared and also written inline
+CONV = """
+extern "C" __global__ void conv(const float* x, const float* w, float* y, int Nb, int C, int H, int W, int OC, int KH, int KW)
+{
+    int OH = H - KH + 1;
+    int OW = W - KW + 1;
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= Nb * OC * OH * OW) return;
+    int ow = idx % (W - KW + 1);
+    int oh = (idx / OW) % OH;
+    int oc = (idx / (OW * OH)) % OC;
+    int n = idx / (OW * OH * OC);
+    float acc = 0.0f;
+    for (int ic = 0; ic < C; ic++)
+        for (int kh = 0; kh < KH; kh++)
+            for (int kw = 0; kw < KW; kw++)
+                acc += x[((n * C + ic) * H + oh + kh) * W + ow + kw] * w[((oc * C + ic) * KH + kh) * KW + kw];
+    y[idx] = acc;
+}
+"""
+UP_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["N", "C", "H", "W"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["N", "C", "2 * H", "2 * W"] },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+  { name = "C", role = "scalar", dtype = "i32", value = "C" },
+  { name = "H", role = "scalar", dtype = "i32", value = "H" },
+  { name = "W", role = "scalar", dtype = "i32", value = "W" },
+"""
+# nearest 2x upsampling: ow / 2 leaves a digit of extent 2 inside the row
+UPSAMPLE = """
+extern "C" __global__ void up(const float* x, float* y, int N, int C, int H, int W)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= N * C * 4 * H * W) return;
+    int ow = idx % (2 * W);
+    int oh = (idx / (2 * W)) % (2 * H);
+    int nc = idx / (4 * W * H);
+    y[idx] = x[(nc * H + oh / 2) * W + ow / 2];
+}
+"""
+
+
+def spec_for(name: str, args: str, grid: str, block: str, sizes: str, bench: str, policy: str = "free"):
+    """A spec with its own bench size."""
+    return parse_spec(f"""
+[kernel.{name}]
+args = [{args}]
+launch = {{ grid = {grid}, block = {block}, policy = "{policy}" }}
+[kernel.{name}.check]
+rtol = 1e-4
+atol = 1e-4
+sizes = {sizes}
+[kernel.{name}.bench]
+sizes = [{bench}]
+""").kernels[name]
+
+
+def attn_spec(sizes="[{ B = 2, T = 19, D = 7 }, { B = 1, T = 1, D = 1 }]", policy="free"):
+    return spec_for("attn", ATTN_ARGS, ATTN_GRID, "[256]", sizes, "{ B = 32, T = 1024, D = 64 }", policy)
+
+
+def nchw_spec():
+    return spec_for("k", NCHW_ARGS, NCHW_GRID, "[256]", "[{ N = 2, C = 3, H = 5, W = 7 }]", "{ N = 32, C = 64, H = 56, W = 56 }")
+
+
+def rows_spec():
+    return spec_for("k", ROWS_ARGS, '["cdiv(M * N, 128)"]', "[128]", "[{ M = 37, N = 45 }]", "{ M = 4096, N = 4096 }")
+
+
+def flat(source: str, spec):
+    return UnflattenPass().apply(unit(source, spec))
+
+
+def test_registered_once_in_group_grid():
+    passes = [p for p in PASSES if isinstance(p, UnflattenPass)]
+    assert len(passes) == 1 and passes[0].group == "grid" and passes[0].exact
+
+
+def test_attention_scores_get_three_coordinates_named_after_the_kernels_parts():
+    out = flat(ATTN, attn_spec())
+    text = out.text
+    assert "int j = blockIdx.x * blockDim.x + threadIdx.x;" in text
+    assert "int i = blockIdx.y * blockDim.y + threadIdx.y;" in text
+    assert "int b = blockIdx.z;" in text
+    assert "if (j >= T || i >= T) return;" in text
+    assert not re.search(r"idx\s*[/%]", text)  # the divisions are gone
+    assert "int idx = j + i * (T) + b * (T * T);" in text  # S[idx] still reads it
+    assert out.launch.grid == ["cdiv((T), 32)", "cdiv((T), 8)", "(B)"] and out.launch.block == [32, 8]
+
+
+def test_smem_tile_reads_the_flattened_batched_gemm_and_the_proposals_compile():
+    spec = attn_spec()
+    ctx = make_ctx(ATTN, spec)
+    assert not [r for names, r in refusals(unit(ATTN, spec)) if "smem_tile" in names]
+    cands = TransformGenerator().propose(ctx)
+    names = [c.description for c in cands]
+    assert "transform smem_tile_1x1" in names and "transform unflatten" in names, names
+    for c in cands:
+        if c.description in ("transform smem_tile_4x4", "transform unflatten"):
+            r = compile_candidate(c, "sm_90a")
+            assert not isinstance(r, CompileFailed), r.log
+            assert r.resources.spill_stores == 0
+    tiled = next(c for c in cands if c.description == "transform smem_tile_4x4")
+    assert tiled.launch.grid == ["cdiv((T), 64)", "cdiv((T), 64)", "(B)"] and tiled.launch.block == [16, 16]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("what", ["attn", "attn_rem"])
+def test_unflattened_and_tiled_attention_give_the_originals_bits_on_the_host(what, tmp_path):
+    source = {"attn": ATTN, "attn_rem": ATTN_REM}[what]
+    spec = attn_spec()
+    passes = [UnflattenPass()] + [SmemTilePass(*c) for c in CONFIGS]
+    report = host_agree(source, spec, {"B": 2, "T": 19, "D": 7}, passes, tmp_path)
+    assert report.count("same") == len(passes) and "DIFFERENT" not in report, report
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_four_digits_fold_the_outer_two_into_z_and_keep_the_bits(tmp_path):
+    spec = nchw_spec()
+    out = flat(NCHW, spec)
+    assert "int w = blockIdx.x" in out.text and "int h = blockIdx.y" in out.text and "ptxf_z = blockIdx.z;" in out.text
+    assert re.search(r"int c = \(ptxf_z % \(C\)\);", out.text), out.text
+    assert re.search(r"int n = \(ptxf_z / \(C\)\);", out.text), out.text
+    assert out.launch.grid == ["cdiv((W), 32)", "cdiv((H), 8)", "(C) * (N)"]
+    report = host_agree(NCHW, spec, {"N": 2, "C": 3, "H": 5, "W": 7}, [UnflattenPass()], tmp_path)
+    assert report.strip() == "1 y same", report
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_a_size_t_index_in_a_guarded_block_keeps_its_width_and_bits(tmp_path):
+    spec = rows_spec()
+    out = flat(ROWS, spec)
+    # two parts declared in one statement: fresh coordinates, the parts rebuilt from them in size_t
+    assert "size_t idx = (size_t)ptxf_x + (size_t)ptxf_y * (size_t)(N);" in out.text, out.text
+    assert "size_t r = (size_t)ptxf_y, c = (size_t)ptxf_x;" in out.text
+    assert out.launch.block == [32, 4] and out.launch.grid == ["cdiv((N), 32)", "cdiv((M), 4)"]
+    report = host_agree(ROWS, spec, {"M": 37, "N": 45}, [UnflattenPass()], tmp_path)
+    assert report.strip() == "1 y same", report
+
+
+REFUSED = {
+    "extents not nested": (ATTN.replace("int total = B * T * T;", "int total = B * T * D;").replace(
+        "int i = (idx / T) % T;\n    int b = idx / (T * T);", "int i = 0;\n    int b = idx / D;"), "are not nested"),
+    "a float division": (ATTN.replace("int j = idx % T;\n    int i = (idx / T) % T;\n    int b = idx / (T * T);",
+                                      "int j = 0, i = 0, b = (int)((float)idx / T);"), "is not taken apart"),
+    "a part that does not divide the bound": (ATTN.replace("int total = B * T * T;", "int total = B * T * D;"),
+                                              "does not divide the guard's bound"),
+    "a divisor read from memory": (ATTN.replace("int j = idx % T;", "int j = idx % (int)Q[0];"), "is not a product"),
+    "threadIdx after the index": (ATTN.replace("S[idx] = acc * scale;", "S[idx] = acc * scale + threadIdx.x;"),
+                                  "reads threadIdx"),
+    "a barrier": (ATTN.replace("float acc = 0.0f;", "float acc = 0.0f; __syncthreads();"), "barrier"),
+    "one digit": (ATTN.replace("int total = B * T * T;", "int total = T;").replace(
+        "int j = idx % T;\n    int i = (idx / T) % T;\n    int b = idx / (T * T);", "int j = idx % T, i = 0, b = 0;"),
+        "one digit only"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(REFUSED))
+def test_refusals_say_why(what):
+    source, reason = REFUSED[what]
+    why = UnflattenPass().why_not(unit(source, attn_spec()))
+    assert why is not None and reason in why, why
+
+
+def test_a_z_over_the_hardware_range_moves_to_y_and_a_y_over_it_is_refused():
+    big = attn_spec(sizes="[{ B = 70000, T = 2, D = 1 }]")  # z = B over 65535: b goes on y with i
+    out = flat(ATTN, big)
+    assert out.launch.grid == ["cdiv((T), 32)", "cdiv((B) * (T), 8)"], out.launch.grid
+    assert "ptxf_y = blockIdx.y * blockDim.y + threadIdx.y;" in out.text and "blockIdx.z" not in out.text
+    assert "int i = (ptxf_y % (T));" in out.text and "int b = (ptxf_y / (T));" in out.text, out.text
+    huge = attn_spec(sizes="[{ B = 600000, T = 2, D = 1 }]")  # y = T * B / 8 over 65535 too
+    assert "out of range" in UnflattenPass().why_not(unit(ATTN, huge))
+
+
+def test_a_fixed_launch_is_refused():
+    assert "not \"free\"" in UnflattenPass().why_not(unit(ATTN, attn_spec(policy="fixed")))
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_a_convolutions_output_sizes_are_sum_factors_matched_whatever_their_spelling(tmp_path):
+    spec = spec_for("conv", CONV_ARGS, '["cdiv(Nb * OC * (H - KH + 1) * (W - KW + 1), 256)"]', "[256]",
+                    "[{ Nb = 2, C = 3, H = 7, W = 6, OC = 5, KH = 3, KW = 2 }]",
+                    "{ Nb = 32, C = 64, H = 56, W = 56, OC = 64, KH = 3, KW = 3 }")
+    out = flat(CONV, spec)
+    assert "int ow = blockIdx.x * blockDim.x + threadIdx.x;" in out.text and "int oh = blockIdx.y" in out.text
+    assert "if (ow >= (-KW + W + 1) || oh >= (H - KH + 1)) return;" in out.text, out.text
+    assert out.launch.grid == ["cdiv((-(KW) + (W) + 1), 32)", "cdiv(((H) - (KH) + 1), 8)", "(Nb) * (OC)"], out.launch.grid
+    report = host_agree(CONV, spec, {"Nb": 2, "C": 3, "H": 7, "W": 6, "OC": 5, "KH": 3, "KW": 2}, [UnflattenPass()], tmp_path)
+    assert report.strip() == "1 y same", report
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_a_literal_digit_under_a_warp_stays_inside_x(tmp_path):
+    spec = spec_for("up", UP_ARGS, '["cdiv(4 * N * C * H * W, 256)"]', "[256]", "[{ N = 2, C = 3, H = 5, W = 7 }]",
+                    "{ N = 16, C = 64, H = 128, W = 128 }")
+    out = flat(UPSAMPLE, spec)
+    assert out.launch.grid == ["cdiv(2 * (W), 32)", "cdiv(2 * (H), 8)", "(C) * (N)"], out.launch.grid
+    assert "int ow = blockIdx.x * blockDim.x + threadIdx.x;" in out.text and "(ow / (2))" in out.text, out.text
+    report = host_agree(UPSAMPLE, spec, {"N": 2, "C": 3, "H": 5, "W": 7}, [UnflattenPass()], tmp_path)
+    assert report.strip() == "1 y same", report
