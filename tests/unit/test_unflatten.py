@@ -311,8 +311,8 @@ def test_a_convolutions_output_sizes_are_sum_factors_matched_whatever_their_spel
                     "{ Nb = 32, C = 64, H = 56, W = 56, OC = 64, KH = 3, KW = 3 }")
     out = flat(CONV, spec)
     assert "int ow = blockIdx.x * blockDim.x + threadIdx.x;" in out.text and "int oh = blockIdx.y" in out.text
-    assert "if (ow >= (-KW + W + 1) || oh >= (H - KH + 1)) return;" in out.text, out.text
-    assert out.launch.grid == ["cdiv((-(KW) + (W) + 1), 32)", "cdiv(((H) - (KH) + 1), 8)", "(Nb) * (OC)"], out.launch.grid
+    assert "if (ow >= (W + 1 - KW) || oh >= (H + 1 - KH)) return;" in out.text, out.text
+    assert out.launch.grid == ["cdiv(((W) + 1 - (KW)), 32)", "cdiv(((H) + 1 - (KH)), 8)", "(Nb) * (OC)"], out.launch.grid
     report = host_agree(CONV, spec, {"Nb": 2, "C": 3, "H": 7, "W": 6, "OC": 5, "KH": 3, "KW": 2}, [UnflattenPass()], tmp_path)
     assert report.strip() == "1 y same", report
 
@@ -326,3 +326,39 @@ def test_a_literal_digit_under_a_warp_stays_inside_x(tmp_path):
     assert "int ow = blockIdx.x * blockDim.x + threadIdx.x;" in out.text and "(ow / (2))" in out.text, out.text
     report = host_agree(UPSAMPLE, spec, {"N": 2, "C": 3, "H": 5, "W": 7}, [UnflattenPass()], tmp_path)
     assert report.strip() == "1 y same", report
+
+
+def conv_spec():
+    return spec_for("conv", CONV_ARGS, '["cdiv(Nb * OC * (H - KH + 1) * (W - KW + 1), 256)"]', "[256]",
+                    "[{ Nb = 2, C = 3, H = 7, W = 6, OC = 5, KH = 3, KW = 2 }]",
+                    "{ Nb = 32, C = 64, H = 56, W = 56, OC = 64, KH = 3, KW = 3 }")
+
+
+def test_a_direct_convolution_becomes_an_implicit_gemm():
+    """No grouping of rows and columns by adjacent digits separates the operands (the input reads the image, the
+    output row and column; the weights the output channel): smem_tile groups the output channel as its row and the
+    image, row and column as its column, and reads the (channel, kernel row, kernel column) nest as one k."""
+    spec = conv_spec()
+    u = unit(CONV, spec)
+    tile = SmemTilePass(4, 4, 16)
+    assert tile.why_not(u) is None
+    out = tile.apply(u)
+    assert out.launch.grid == ["cdiv(((H) + 1 - (KH)) * ((W) + 1 - (KW)) * (Nb), 64)", "cdiv((OC), 64)"], out.launch.grid
+    text = out.text
+    assert "const int oc = (int)(ptxf_y0 + ptxf_m);" in text  # the weights' side: the output channel
+    assert "int n = (ptxf_x / ((H + 1 - KH) * (W + 1 - KW)));" in text  # the input's side: its pixel's digits
+    assert "const int ptxf_kend = ptxf_n0 * ptxf_n1 * ptxf_n2;" in text  # k over (ic, kh, kw)
+    ctx = make_ctx(CONV, spec)
+    cand = TransformGenerator().candidate(ctx, out, [tile])
+    r = compile_candidate(cand, "sm_90a")
+    assert not isinstance(r, CompileFailed), r.log
+    assert r.resources.spill_stores == 0
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_the_implicit_gemm_gives_the_direct_convolutions_bits_on_the_host(tmp_path):
+    """Every configuration at sizes that are multiples of no tile, each output's (ic, kh, kw) order kept: bit-identical."""
+    spec = conv_spec()
+    passes = [SmemTilePass(*c) for c in CONFIGS]
+    report = host_agree(CONV, spec, {"Nb": 2, "C": 3, "H": 7, "W": 6, "OC": 5, "KH": 3, "KW": 2}, passes, tmp_path)
+    assert report.count("same") == len(passes) and "DIFFERENT" not in report, report

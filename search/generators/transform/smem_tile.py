@@ -2,7 +2,12 @@
 
 Pattern (a naive GEMM, a batched GEMM, a convolution written as a GEMM; a 1-D kernel whose flat index is taken
 apart by ``/`` and ``%`` is read through :func:`.unflatten.unflatten` first, so attention scores written one thread
-per flat output are one)::
+per flat output are one, and where that launch's rows and columns do not separate the operands, each grouping of
+the index's digits into a column (holding the innermost) and a row is tried: a direct convolution becomes an
+implicit GEMM, its output channel the row, its image, output row and column the column; a perfect nest of loops
+(``for ic``, ``for kh``, ``for kw``) is read as one ``k`` over its tuples in the nest's order, each loop's variable
+recomputed from ``k`` where the tiles are fetched; a side's loads may read declarations of values of its index alone,
+``int ow = col % OW;``, declared again where that side's tile is fetched)::
 
     T row = blockIdx.y * blockDim.y + threadIdx.y;     // y index (either operand order, casts allowed)
     T col = blockIdx.x * blockDim.x + threadIdx.x;     // x index
@@ -52,7 +57,7 @@ spec size; the original's launch covering every row and column its guard allows.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ptxfactory.protocol import LaunchConfig
 from ptxfactory.protocol.expr import ExprError, evaluate
@@ -65,7 +70,7 @@ from .reductions import loop_accumulators
 from .rowpar import (PlannedPass, Refused, access_base, array_written, row_constants, loop_head, pointer_offsets, pointer_roots,
                      rows_expression)
 from .syntax import Node
-from .unflatten import Refused as NotFlat, unflatten
+from .unflatten import Refused as NotFlat, digit_count, unflatten
 
 THREADS = 16  # threads per block along x and along y
 GROUP = 4  # a side of R outputs per thread, R a multiple of 4: groups of 4 adjacent outputs (one 16-byte shared read)
@@ -120,12 +125,14 @@ class _Plan:
     loop: Node
     k: str
     k_type: str
-    k_start: Node
+    k_from: str  # C expression: the first k
     k_end: str  # C expression: one past the last k
     post: list[Node]
     operands: list[_Operand]
     dropped: set[int]  # loop-body declarations of index constants only the staged loads used
     launch: LaunchConfig
+    levels: list[tuple[str, str, str, str]] = field(default_factory=list)  # a loop nest read as one k: (var, type, start, trip)
+    derived: dict[str, list[Node]] = field(default_factory=dict)  # "y"/"x": declarations of values of that index alone
 
 
 class SmemTilePass(PlannedPass):
@@ -141,6 +148,7 @@ class SmemTilePass(PlannedPass):
         self.rm, self.rn, self.tk = rm, rn, tk
         self.tm, self.tn = THREADS * rm, THREADS * rn
         self.name = f"smem_tile_{rm}x{rn}"
+        self._cache: dict = {}  # (text, grid, block, spec) -> (unit as read, plan) or the refusal
 
     # -- precondition -------------------------------------------------------------------------------------
 
@@ -161,41 +169,92 @@ class SmemTilePass(PlannedPass):
         pre, loop, post = rest[:loops[0]], rest[loops[0]], rest[loops[0] + 1:]
         if any(sx.contains_type(s, sx.LOOPS) for s in pre):
             raise Refused("a loop before the inner-product loop")
-        head = loop_head(loop)
-        if head is None:
-            raise Refused("the inner loop is not for (T k = a; k < b; k++)")
-        k, k_start = head
-        k_type = sx.type_text(loop.child_by_field_name("initializer").child_by_field_name("type"))
-        k_end = _loop_end(loop, k)
-        for node in (k_start, k_end[0]):
-            if not _is_uniform(node, uniform):
-                raise Refused(f"the loop bound {sx.text(node)!r} is not uniform over the block")
+        nest = _nest(loop)
+        heads = []
+        for level in nest:
+            head = loop_head(level)
+            if head is None:
+                raise Refused("the inner loop is not for (T k = a; k < b; k++)")
+            end = _loop_end(level, head[0])
+            for node in (head[1], end[0]):
+                if not _is_uniform(node, uniform):
+                    raise Refused(f"the loop bound {sx.text(node)!r} is not uniform over the block")
+            ltype = sx.type_text(level.child_by_field_name("initializer").child_by_field_name("type"))
+            heads.append((head[0], ltype, head[1], end))
         _check_pre(pre, y.name, x.name)
-        body = loop.child_by_field_name("body")
-        acc, acc_decl, acc_type = _accumulator(unit, body, k, pre)
-        consts = _compose({**_merge_constants(pre), **row_constants(loop)}, {y.name, x.name, k, acc})
-        operands, dropped = _operands(unit, body, k, y.name, x.name, acc, uniform, consts)
+        derived = _derived(pre, y.name, x.name, uniform, sx.written_names(unit.body))
+        body = nest[-1].child_by_field_name("body")
+        ks = [h[0] for h in heads]
+        for v in ks[:-1]:
+            if v in sx.written_names(body):
+                raise Refused(f"the loop variable {v} is written in the loop")
+        acc, acc_decl, acc_type = _accumulator(unit, body, ks[-1], pre)
+        consts = _compose({**_merge_constants(pre), **row_constants(loop)}, {y.name, x.name, *ks, acc})
+        operands, dropped = _operands(unit, body, ks, y.name, x.name, acc, uniform, consts, derived)
         _check_post(post, pre, y.name, x.name)
-        _check_outputs(unit, pre + post, _compose({**_merge_constants(pre + post), **row_constants(loop)}, {y.name, x.name, k, acc}))
+        _check_outputs(unit, pre + post, _compose({**_merge_constants(pre + post), **row_constants(loop)}, {y.name, x.name, *ks, acc}))
         self._check_shared(operands)
         launch = self._launch(unit, {side: rows_expression(unit, node) for side, node in parts["bound_nodes"].items()})
-        end = f"({sx.text(k_end[0])})" + (" + 1" if k_end[1] else "")
-        return _Plan(y, x, uniform_stmts, cond, negated, parts["text"], pre, acc_decl, acc, acc_type, loop, k, k_type,
-                     k_start, end, post, operands, {d.id for d in dropped}, launch)
+        trips = [f"({sx.text(e[0])})" + (" + 1" if e[1] else "") + f" - ({sx.text(a)})" for _, _, a, e in heads]
+        if len(heads) == 1:  # one loop: its own variable is k
+            k, k_type, k_from = ks[0], heads[0][1], sx.text(heads[0][2])
+            end, levels = f"({sx.text(heads[0][3][0])})" + (" + 1" if heads[0][3][1] else ""), []
+        else:  # a nest: one k over every (outer, ..., inner) tuple, in the nest's order
+            k = "ptxf_kv"
+            k_type = "long long" if any(t in sx.WIDE_INT_TYPES for _, t, _, _ in heads) else "int"
+            k_from, end = "0", " * ".join(f"ptxf_n{i}" for i in range(len(heads)))
+            levels = [(v, t, sx.text(a), trip) for (v, t, a, _), trip in zip(heads, trips)]
+        return _Plan(y, x, uniform_stmts, cond, negated, parts["text"], pre, acc_decl, acc, acc_type, nest[-1], k, k_type,
+                     k_from, end, post, operands, {d.id for d in dropped}, launch, levels, derived)
 
-    def _reading(self, unit: Unit) -> Unit:
-        """``unit`` as the pass reads it: a 1-D kernel whose flat index is taken apart by ``/`` and ``%`` (a batched
-        GEMM written one thread per flat output) first gets its 2-D/3-D launch (:mod:`.unflatten`)."""
-        if len(unit.launch.grid) != 1:
-            return unit
+    def _reading(self, unit: Unit) -> tuple[Unit, _Plan]:
+        """``unit`` as the pass reads it, and its plan: a 1-D kernel whose flat index is taken apart by ``/`` and ``%``
+        (a batched GEMM written one thread per flat output) first gets its 2-D/3-D launch (:mod:`.unflatten`); where
+        that launch's rows and columns do not separate the operands, every grouping of the index's digits into a
+        column (holding the innermost digit) and a row is tried (a convolution: its output channel the row, its image,
+        output row and column the column: an implicit GEMM)."""
+        key = (unit.text, tuple(map(str, unit.launch.grid)), tuple(map(str, unit.launch.block)), id(unit.spec))
+        if key in self._cache:
+            got = self._cache[key]
+            if isinstance(got, Refused):
+                raise got
+            return got
         try:
-            return unflatten(unit)
+            got = self._read(unit)
+        except Refused as e:
+            got = e
+        if len(self._cache) > 64:
+            self._cache.clear()
+        self._cache[key] = got
+        if isinstance(got, Refused):
+            raise got
+        return got
+
+    def _read(self, unit: Unit) -> tuple[Unit, _Plan]:
+        if len(unit.launch.grid) != 1:
+            return unit, self._plan(unit)
+        try:
+            first = unflatten(unit)
         except NotFlat as e:
             raise Refused(f"a 1-D launch whose index is not a flattened (row, column) one: {e}") from None
+        try:
+            return first, self._plan(first)
+        except Refused as e:
+            reason = e
+        n = digit_count(unit)
+        for mask in range(1, 2 ** (n - 1)):  # digit 0 (the innermost, the store's coalesced one) stays on x
+            rows = [d for d in range(1, n) if mask >> (d - 1) & 1]
+            cols = [d for d in range(n) if d not in rows]
+            try:
+                regrouped = unflatten(unit, [cols, rows])
+                return regrouped, self._plan(regrouped)
+            except (Refused, NotFlat):
+                continue
+        raise Refused(f"{reason} (nor with the {n} digits of the flat index grouped into other rows and columns)")
 
     def why_not(self, unit: Unit) -> str | None:
         try:
-            self._plan(self._reading(unit))
+            self._reading(unit)
         except Refused as e:
             return str(e)
         return None
@@ -234,8 +293,7 @@ class SmemTilePass(PlannedPass):
     # -- rewrite ------------------------------------------------------------------------------------------
 
     def apply(self, unit: Unit) -> Unit:
-        unit = self._reading(unit)
-        p = self._plan(unit)
+        unit, p = self._reading(unit)
         data = unit.data
         ind = "    "
         out = [f"{{   // smem_tile (transform): {self.tm} x {self.tn} outputs per {THREADS} x {THREADS} block, "
@@ -255,10 +313,13 @@ class SmemTilePass(PlannedPass):
         init = self._init_body(p, data, acc_init)
         out += self._per_output(p, ind, init, indices=len(init) > 1)
         kb = "ptxf_kb"
+        for i, (v, t, a, trip) in enumerate(p.levels):  # each loop's trip count (none below zero), a divisor at least 1
+            out += [f"{ind}const {p.k_type} ptxf_n{i} = max(({p.k_type})0, ({p.k_type})({trip}));  // {v}'s iterations",
+                    f"{ind}const {p.k_type} ptxf_q{i} = max(({p.k_type})1, ptxf_n{i});"]
         out += [f"{ind}const {p.k_type} ptxf_kend = {p.k_end};"]
         for n, o in enumerate(p.operands):
-            out += self._fetch(p, n, o, f"({sx.text(p.k_start)})", ind)
-        out += [f"{ind}for ({p.k_type} {kb} = {sx.text(p.k_start)}; {kb} < ptxf_kend; {kb} += {self.tk}) {{",
+            out += self._fetch(p, n, o, f"({p.k_from})", ind)
+        out += [f"{ind}for ({p.k_type} {kb} = {p.k_from}; {kb} < ptxf_kend; {kb} += {self.tk}) {{",
                 f"{ind}    const int ptxf_kn = ptxf_kend - {kb} < {self.tk} ? (int)(ptxf_kend - {kb}) : {self.tk};"]
         for n, o in enumerate(p.operands):
             out += self._store(n, o, ind + "    ")
@@ -337,9 +398,25 @@ class SmemTilePass(PlannedPass):
                 f"{ind}        const int ptxf_e = ptxf_tid + ptxf_u * {THREADS * THREADS};",
                 f"{ind}        {self._element(o)}",
                 f"{ind}        const {idx.ctype} {idx.name} = ({idx.ctype})({origin} + ptxf_m);",
-                f"{ind}        const {p.k_type} {p.k} = ptxf_kf + ptxf_kk;",
+                *(f"{ind}        {sx.text(d)}" for d in p.derived.get(o.side, [])),
+                *(f"{ind}        {line}" for line in self._k_lines(p)),
                 f"{ind}        ptxf_p{n}[ptxf_u] = {' && '.join(conds)} ? {o.ptr}[{_render(o.index)}] : {o.ctype}();",
                 f"{ind}    }}", f"{ind}}}"]
+
+    def _k_lines(self, p: _Plan) -> list[str]:
+        """The loop variables at the element's k (``ptxf_kf + ptxf_kk``): k itself, or each variable of a nest from the
+        one k (the innermost varying fastest)."""
+        if not p.levels:
+            return [f"const {p.k_type} {p.k} = ptxf_kf + ptxf_kk;"]
+        lines = [f"const {p.k_type} ptxf_kv = ptxf_kf + ptxf_kk;"]
+        last = len(p.levels) - 1
+        for i, (v, t, a, _) in enumerate(p.levels):
+            below = " * ".join(f"ptxf_q{j}" for j in range(i + 1, last + 1))
+            value = f"ptxf_kv / ({below})" if below else "ptxf_kv"
+            if i > 0:
+                value = f"({value}) % ptxf_q{i}"
+            lines.append(f"const {t} {v} = ({t})(({a}) + {value});")
+        return lines
 
     def _store(self, n: int, o: _Operand, ind: str) -> list[str]:
         """Operand ``n``'s registers (``ptxf_p{n}``) into its shared tile."""
@@ -642,10 +719,49 @@ def _substitute(p: Poly, consts: dict[str, Poly]) -> Poly:
     return out
 
 
-def _operands(unit: Unit, body: Node, k: str, y: str, x: str, acc: str, uniform: set[str],
-              consts: dict[str, Poly]) -> tuple[list[_Operand], list[Node]]:
+def _nest(loop: Node) -> list[Node]:
+    """``loop`` and the loops perfectly nested in it (each the only statement of the one above), outermost first: a
+    convolution's (channel, kernel row, kernel column) read as one k."""
+    out = [loop]
+    while True:
+        body = out[-1].child_by_field_name("body")
+        inner = sx.statements(body) if body is not None and body.type == "compound_statement" else [body]
+        if len(inner) != 1 or inner[0] is None or inner[0].type != "for_statement":
+            return out
+        out.append(inner[0])
+
+
+def _derived(pre: list[Node], y: str, x: str, uniform: set[str], written: set[str]) -> dict[str, list[Node]]:
+    """The declarations before the loop of values of one output index alone (``int ow = col % OW;``, through earlier
+    such values and uniform names; no memory, call or write; never written after), by side: a staged load may read
+    them (the fetch declares them again for the tile's element), each only on its side."""
+    out: dict[str, list[Node]] = {"y": [], "x": []}
+    names = {"y": {y}, "x": {x}}
+    for s in pre:
+        ds = s.children_by_field_name("declarator") if s.type == "declaration" else []
+        if not ds or any(d.type != "init_declarator" or not sx.is_ident(d.child_by_field_name("declarator")) for d in ds):
+            continue
+        declared = {sx.text(d.child_by_field_name("declarator")) for d in ds}
+        if declared & written or sx.contains_type(s, ("call_expression", "subscript_expression", "pointer_expression",
+                                                      "assignment_expression", "update_expression")):
+            continue
+        ids = set().union(*(sx.identifiers(d.child_by_field_name("value")) for d in ds))
+        for side in ("y", "x"):
+            if ids & names[side] and ids <= uniform | names[side]:
+                out[side].append(s)
+                names[side] |= declared
+                break
+    return out
+
+
+def _operands(unit: Unit, body: Node, ks: list[str], y: str, x: str, acc: str, uniform: set[str],
+              consts: dict[str, Poly], derived: dict[str, list[Node]]) -> tuple[list[_Operand], list[Node]]:
     """Every load of the loop, by buffer and index, with its side, and the index declarations only those loads use;
-    refuses any other use of memory or of the indices."""
+    refuses any other use of memory or of the indices. ``ks``: the loop variables (one, or a nest's, outermost
+    first); ``derived``: :func:`_derived`'s declarations, whose names a side's loads may read."""
+    side_names = {side: {y if side == "y" else x} | set().union(*(sx.declared_names(d) for d in derived.get(side, [])))
+                  for side in ("y", "x")}
+    k = ks[-1]
     pointers = unit.pointers
     roots = pointer_roots(unit)
     offsets = pointer_offsets(unit, roots)
@@ -675,21 +791,28 @@ def _operands(unit: Unit, body: Node, k: str, y: str, x: str, acc: str, uniform:
         if p is None:
             raise Refused(f"the index of {sx.text(n)!r} is not a polynomial")
         names = {v for mono in p for v in mono}
-        allowed = uniform | UNIFORM_BUILTINS | {k, y, x}
+        allowed = uniform | UNIFORM_BUILTINS | set(ks) | side_names["y"] | side_names["x"]
         if not names <= allowed:
             raise Refused(f"the index of {sx.text(n)!r} uses {sorted(names - allowed)}, not uniform over the block")
-        parts = split(p, k)
-        if parts is None or not parts[0]:
-            raise Refused(f"the load {sx.text(n)!r} does not advance with {k}")
-        stride, rest = parts
-        if any(v in (y, x) for mono in stride for v in mono):
-            raise Refused(f"the stride of {k} in {sx.text(n)!r} is not uniform")
+        rest, strides = p, {}
+        for v in ks:
+            parts = split(rest, v)
+            if parts is None:
+                raise Refused(f"the load {sx.text(n)!r} is not affine in {v}")
+            strides[v], rest = parts
+            if any(w in side_names["y"] | side_names["x"] | set(ks) for mono in strides[v] for w in mono):
+                raise Refused(f"the stride of {v} in {sx.text(n)!r} is not uniform")
+        if not any(strides.values()):
+            raise Refused(f"the load {sx.text(n)!r} does not advance with {k}" if len(ks) == 1 else
+                          f"the load {sx.text(n)!r} advances with none of {', '.join(ks)}")
+        stride = strides[k]
         rest_names = {v for mono in rest for v in mono}
-        if y in rest_names and x in rest_names:
+        on_y, on_x = bool(rest_names & side_names["y"]), bool(rest_names & side_names["x"])
+        if on_y and on_x:
             raise Refused(f"the load {sx.text(n)!r} depends on both the row and the column")
-        if y not in rest_names and x not in rest_names:
+        if not on_y and not on_x:
             raise Refused(f"the load {sx.text(n)!r} depends on neither the row nor the column")
-        side = "y" if y in rest_names else "x"
+        side = "y" if on_y else "x"
         ctype = _unqualified(pp.base)
         if ctype not in ELEMENT_BYTES:
             raise Refused(f"{name}'s element type {ctype!r} is not staged")
@@ -711,7 +834,7 @@ def _operands(unit: Unit, body: Node, k: str, y: str, x: str, acc: str, uniform:
         v = sx.text(n)
         if v in (y, x):
             raise Refused(f"{v} used in the loop outside its loads")
-        if v not in local | uniform | {k, acc}:
+        if v not in local | uniform | {acc} | ({k} if len(ks) == 1 else set()):
             raise Refused(f"{v} (declared before the loop) used in the loop outside its loads")
     for n in sx.walk(body):
         if n.type == "call_expression" and sx.call_name(n) not in PURE_CALLS:

@@ -77,7 +77,7 @@ class _Digits:
 class _Flat:
     guard: ElementGuard
     cuts: list[Monomial]  # 1 = cuts[0] | cuts[1] | ... | cuts[-1] = N
-    groups: list[tuple[int, int]]  # each coordinate's digits: cuts[lo] .. cuts[hi]
+    groups: list[list[int]]  # each coordinate's digits (k: cuts[k] .. cuts[k + 1]), ascending
     parts: dict[int, _Digits]  # node id -> the digit range of that expression
     nodes: dict[int, Node]
     names: dict[str, _Digits]  # declared parts (never written)
@@ -223,8 +223,12 @@ class _Reader:
             self._walk(c, written)
 
 
-def read_flat(unit: Unit) -> _Flat:
-    """The flattened index of ``unit`` taken apart (module docstring), or :class:`Refused` with the reason."""
+def read_flat(unit: Unit, grouping: list[list[int]] | None = None) -> _Flat:
+    """The flattened index of ``unit`` taken apart (module docstring), or :class:`Refused` with the reason.
+
+    ``grouping``: each coordinate's digits (x, y, then z; 0 the innermost), in place of the module docstring's choice:
+    any partition of the digits, a coordinate's digits not necessarily adjacent (a convolution's output channel on y,
+    its image, row and column on x: ``smem_tile``'s implicit GEMM); :class:`Refused` when it is not a partition."""
     if unit.body is None:
         raise Refused("no kernel body to read")
     if unit.spec.launch.policy != "free":
@@ -272,7 +276,7 @@ def read_flat(unit: Unit) -> _Flat:
         if not _divides(a, b) or a == b:
             raise Refused(f"the parts' extents {_c(a)} and {_c(b)} are not nested (one must divide the other)")
     values = _spec_values(unit, reader.atoms)
-    groups = _groups(unit, chain, threads // WARP, values)
+    groups = _groups(unit, chain, threads // WARP, values) if grouping is None else _check_grouping(grouping, len(chain) - 1)
     coord_names, coord_decls = _coordinates(rest, reader, chain, groups)
     idx_read = any(sx.is_ident(n, g.name) and not _inside(n, reader.nodes)
                    for s in rest for n in sx.walk(s) if n.type == "identifier" and not _declares(n))
@@ -312,10 +316,10 @@ def _uniform_declarations(unit: Unit, g: ElementGuard, scalars: set[str], writte
 
 
 def _poly_c(p: Poly, name=lambda f: f) -> str:
-    """A polynomial as C text, its terms in a canonical order (``(-KW + W + 1)``: the key of a sum factor), each
+    """A polynomial as C text, its terms in a canonical order (``(W + 1 - KW)``: the key of a sum factor), each
     name written as ``name(f)``."""
     terms = []
-    for mono, c in sorted(p.items(), key=lambda t: (not t[0], t[0])):
+    for mono, c in sorted(p.items(), key=lambda t: (t[1] < 0, not t[0], t[0])):  # a positive term first: no unary minus
         body = " * ".join(name(f) for f in mono)
         mag = abs(c)
         text = str(mag) if not mono else (body if mag == 1 else f"{mag} * {body}")
@@ -337,10 +341,25 @@ def _extent(chain: list[Monomial], lo: int, hi: int) -> Monomial:
     return _quotient(chain[hi], chain[lo])
 
 
-def _groups(unit: Unit, chain: list[Monomial], by: int, values: dict[str, str]) -> list[tuple[int, int]]:
-    """The digits of each coordinate, ``[(lo, hi), ...]`` (x, y, then z when digits are left): x and y each take one
-    digit and the next ones while their extent is an integer literal under a warp; z the rest, its inner digits moved
-    to y while z exceeds the hardware's range at a spec size."""
+def _digits_extent(chain: list[Monomial], digits: list[int]) -> Monomial:
+    """The product of the extents of ``digits``."""
+    out: Monomial = (1, ())
+    for k in digits:
+        out = _times(out, _extent(chain, k, k + 1))
+    return out
+
+
+def _check_grouping(grouping: list[list[int]], n: int) -> list[list[int]]:
+    flat = sorted(k for g in grouping for k in g)
+    if flat != list(range(n)) or not 2 <= len(grouping) <= 3 or any(not g for g in grouping):
+        raise Refused(f"the grouping {grouping} is not a partition of the {n} digits into 2 or 3 coordinates")
+    return [sorted(g) for g in grouping]
+
+
+def _groups(unit: Unit, chain: list[Monomial], by: int, values: dict[str, str]) -> list[list[int]]:
+    """The digits of each coordinate (x, y, then z when digits are left): x and y each take one digit and the next
+    ones while their extent is an integer literal under a warp; z the rest, its inner digits moved to y while z
+    exceeds the hardware's range at a spec size."""
     n = len(chain) - 1
 
     def take(lo: int) -> int:
@@ -357,7 +376,7 @@ def _groups(unit: Unit, chain: list[Monomial], by: int, values: dict[str, str]) 
     sizes = unit.spec.check.sizes + unit.spec.bench.sizes
     while y < n and any(_evaluate(_extent(chain, y, n), values, size) > GRID_LIMITS[2] for size in sizes):
         y += 1
-    return [(0, x), (x, y)] + ([(y, n)] if y < n else [])
+    return [list(range(0, x)), list(range(x, y))] + ([list(range(y, n))] if y < n else [])
 
 
 def _evaluate(m: Monomial, values: dict[str, str], size: dict) -> int:
@@ -374,20 +393,21 @@ def _spec_expr(m: Monomial, values: dict[str, str]) -> str:
     return " * ".join(([str(m[0])] if m[0] != 1 or not m[1] else []) + [values[f] for f in m[1]])
 
 
-def _coordinates(rest: list[Node], reader: _Reader, chain: list[Monomial], groups: list[tuple[int, int]]
+def _coordinates(rest: list[Node], reader: _Reader, chain: list[Monomial], groups: list[list[int]]
                  ) -> tuple[list[str], set[int]]:
-    """The coordinates' names: a part declared alone as exactly one coordinate names it (its declaration then goes),
-    else ``ptxf_x``/``ptxf_y``/``ptxf_z``."""
+    """The coordinates' names: a part declared alone as exactly one coordinate (adjacent digits) names it (its
+    declaration then goes), else ``ptxf_x``/``ptxf_y``/``ptxf_z``."""
     names, decls = [], set()
-    for k, (lo, hi) in enumerate(groups):
+    for k, digits in enumerate(groups):
         found = None
-        for s in rest:
+        adjacent = digits == list(range(digits[0], digits[-1] + 1))
+        for s in rest if adjacent else []:
             ds = s.children_by_field_name("declarator") if s.type == "declaration" else []
             if len(ds) != 1 or ds[0].type != "init_declarator":
                 continue
             name = sx.text(ds[0].child_by_field_name("declarator"))
             d = reader.names.get(name)
-            if d is not None and d.d == chain[lo] and _top(d, chain[-1]) == chain[hi] and name not in names:
+            if d is not None and d.d == chain[digits[0]] and _top(d, chain[-1]) == chain[digits[-1] + 1] and name not in names:
                 found = (name, s)
                 break
         if found is None:
@@ -402,11 +422,11 @@ def _top(d: _Digits, bound: Monomial) -> Monomial:
     return _times(d.d, d.m) if d.m is not None else bound
 
 
-def _launch(unit: Unit, chain: list[Monomial], groups: list[tuple[int, int]], threads: int, values: dict[str, str]
+def _launch(unit: Unit, chain: list[Monomial], groups: list[list[int]], threads: int, values: dict[str, str]
             ) -> LaunchConfig:
     """Block ``[32, threads / 32]``, grid over the coordinates' extents, checked at every spec size."""
     by = threads // WARP
-    ext = [_spec_expr(_extent(chain, lo, hi), values) for lo, hi in groups]
+    ext = [_spec_expr(_digits_extent(chain, g), values) for g in groups]
     grid = [f"cdiv({ext[0]}, {WARP})", f"cdiv({ext[1]}, {by})"] + ext[2:]
     for size in unit.spec.check.sizes + unit.spec.bench.sizes:
         try:
@@ -419,30 +439,41 @@ def _launch(unit: Unit, chain: list[Monomial], groups: list[tuple[int, int]], th
 
 
 def _rebuild(f: _Flat, d: _Digits, itype: str) -> str:
-    """The part ``(idx / d.d) % d.m`` as C text from the coordinates (integer arithmetic in ``itype``): for each
-    coordinate holding some of its digits, those digits of the coordinate (a division and a remainder of it alone),
-    scaled to their place in the part."""
+    """The part ``(idx / d.d) % d.m`` as C text from the coordinates (integer arithmetic in ``itype``): each run of its
+    digits that one coordinate holds side by side, that coordinate divided by its digits below the run and reduced
+    modulo the run's extent (each only where needed), scaled to the run's place in the part."""
     chain = f.cuts
     lo, hi = chain.index(d.d), chain.index(_top(d, chain[-1]))
     cast = "" if itype in ("int", "") else f"({itype})"
+    owner = {k: (g, i) for g, digits in enumerate(f.groups) for i, k in enumerate(digits)}
     terms = []
-    for (glo, ghi), name in zip(f.groups, f.coord_names):
-        a, b = max(lo, glo), min(hi, ghi)
-        if a >= b:
-            continue
-        term = f"{cast}{name}"
-        if a > glo:
-            term = f"({term} / {cast}({_c(_extent(chain, glo, a))}))"
-        if b < ghi:
-            term = f"({term} % {cast}({_c(_extent(chain, a, b))}))"
-        scale = _extent(chain, lo, a)
+    k = lo
+    while k < hi:
+        g, i = owner[k]
+        digits = f.groups[g]
+        j = k
+        while j + 1 < hi and owner[j + 1] == (g, owner[j][1] + 1):
+            j += 1
+        term = f"{cast}{f.coord_names[g]}"
+        if i > 0:
+            term = f"({term} / {cast}({_c(_digits_extent(chain, digits[:i]))}))"
+        if owner[j][1] < len(digits) - 1:
+            term = f"({term} % {cast}({_c(_extent(chain, k, j + 1))}))"
+        scale = _extent(chain, lo, k)
         terms.append(term + ("" if scale == (1, ()) else f" * {cast}({_c(scale)})"))
+        k = j + 1
     return " + ".join(terms)
 
 
-def unflatten(unit: Unit) -> Unit:
-    """``unit`` with its flat index taken apart into a 2-D/3-D launch (module docstring); :class:`Refused` otherwise."""
-    f = read_flat(unit)
+def digit_count(unit: Unit) -> int:
+    """How many digits the flat index of ``unit`` has (:class:`Refused` when it is not taken apart)."""
+    return len(read_flat(unit).cuts) - 1
+
+
+def unflatten(unit: Unit, grouping: list[list[int]] | None = None) -> Unit:
+    """``unit`` with its flat index taken apart into a 2-D/3-D launch (module docstring; ``grouping``: as for
+    :func:`read_flat`); :class:`Refused` otherwise."""
+    f = read_flat(unit, grouping)
     g, data = f.guard, unit.data
     itype = sx.type_text(g.type_node)
     ctype = "int" if itype in ("int", "unsigned", "unsigned int") else itype
@@ -450,7 +481,7 @@ def unflatten(unit: Unit) -> Unit:
                f"{ctype} {f.coord_names[1]} = blockIdx.y * blockDim.y + threadIdx.y;"]
     if len(f.groups) > 2:
         opening.append(f"{ctype} {f.coord_names[2]} = blockIdx.z;")
-    leave = [f"{name} >= {_c(_extent(f.cuts, lo, hi))}" for (lo, hi), name in zip(f.groups[:2], f.coord_names)]
+    leave = [f"{name} >= {_c(_digits_extent(f.cuts, digits))}" for digits, name in zip(f.groups[:2], f.coord_names)]
     if g.extra:
         leave += [f"({sx.text(x)})" if g.early else f"!({sx.text(x)})" for x in g.extra]
     opening.append(f"if ({' || '.join(leave)}) return;")
