@@ -370,8 +370,11 @@ extern "C" __global__ void k(const float* A, const float* B, float* C, int M, in
                                         "at more than one"),
     "epilogue writing through a dereference": (NAIVE.replace("C[row * N + col] = acc;", "C[row * N + col] = acc; *C = 0.0f;"),
                                                "at more than one"),
+    # (a condition of the indices alone masks a side's tile: if (k != row) ... is taken, test_unflatten's padding)
     "branch in the loop": (NAIVE.replace("acc += A[row * K + k] * B[k * N + col];",
-                                         "if (k != row) acc += A[row * K + k] * B[k * N + col];"), "a branch or loop"),
+                                         "if (A[row * K + k] > 0.0f) acc += A[row * K + k] * B[k * N + col];"), "reads memory"),
+    "branch on the sum": (NAIVE.replace("acc += A[row * K + k] * B[k * N + col];",
+                                        "if (acc < 100.0f) acc += A[row * K + k] * B[k * N + col];"), "not one recognised accumulation"),
     "row outside a load": (NAIVE.replace("acc += A[row * K + k] * B[k * N + col];",
                                          "acc += A[row * K + k] * B[k * N + col] * row;"), "row used in the loop"),
     "guard on both": (NAIVE.replace("row < M && col < N", "row < M && col < N && col <= row"), "about both"),

@@ -362,3 +362,66 @@ def test_the_implicit_gemm_gives_the_direct_convolutions_bits_on_the_host(tmp_pa
     passes = [SmemTilePass(*c) for c in CONFIGS]
     report = host_agree(CONV, spec, {"Nb": 2, "C": 3, "H": 7, "W": 6, "OC": 5, "KH": 3, "KW": 2}, passes, tmp_path)
     assert report.count("same") == len(passes) and "DIFFERENT" not in report, report
+
+
+CONV_PAD_ARGS = CONV_ARGS.replace('shape = ["Nb", "OC", "H - KH + 1", "W - KW + 1"]',
+                                  'shape = ["Nb", "OC", "H + 2 * P - KH + 1", "W + 2 * P - KW + 1"]') + """
+  { name = "pad", role = "scalar", dtype = "i32", value = "P" },
+"""
+# a padded convolution: the input read only inside the image (a bounds check in the loop body)
+CONV_PAD = """
+extern "C" __global__ void conv(const float* x, const float* w, float* y, int Nb, int C, int H, int W, int OC, int KH, int KW, int pad)
+{
+    int OH = H + 2 * pad - KH + 1;
+    int OW = W + 2 * pad - KW + 1;
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= Nb * OC * OH * OW) return;
+    int ow = idx % OW;
+    int oh = (idx / OW) % OH;
+    int oc = (idx / (OW * OH)) % OC;
+    int n = idx / (OW * OH * OC);
+    float acc = 0.0f;
+    for (int ic = 0; ic < C; ic++)
+        for (int kh = 0; kh < KH; kh++)
+            for (int kw = 0; kw < KW; kw++) {
+                int ih = oh - pad + kh;
+                int iw = ow - pad + kw;
+                if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                    acc += x[((n * C + ic) * H + ih) * W + iw] * w[((oc * C + ic) * KH + kh) * KW + kw];
+            }
+    y[idx] = acc;
+}
+"""
+
+
+def conv_pad_spec(rtol=1e-4):
+    return spec_for("conv", CONV_PAD_ARGS, '["cdiv(Nb * OC * (H + 2 * P - KH + 1) * (W + 2 * P - KW + 1), 256)"]', "[256]",
+                    "[{ Nb = 2, C = 3, H = 7, W = 6, OC = 5, KH = 3, KW = 2, P = 1 }]",
+                    "{ Nb = 32, C = 64, H = 56, W = 56, OC = 64, KH = 3, KW = 3, P = 1 }")
+
+
+CONV_CONTINUE = CONV_PAD.replace("""                if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                    acc +=""", """                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                acc +=""")
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("form", ["if", "continue"])
+def test_a_padded_convolution_masks_the_inputs_tile_and_agrees_on_the_host(form, tmp_path):
+    """The bounds check reads the input's side (the output pixel) and k: the input's tile holds zeros where the original
+    skips the term, so each output adds a zero product there (the same value for finite weights)."""
+    spec = conv_pad_spec()
+    source = CONV_PAD if form == "if" else CONV_CONTINUE
+    u = unit(source, spec)
+    tile = SmemTilePass(4, 4, 16)
+    assert tile.why_not(u) is None, tile.why_not(u)
+    out = tile.apply(u)
+    fetches = [ln for ln in out.text.splitlines() if "] : float();" in ln]
+    masked = [ln for ln in fetches if (">= 0 &&" if form == "if" else "< 0 ||") in ln]
+    assert len(fetches) == 4 and len(masked) == 2 and all("? x[" in ln for ln in masked), fetches  # the input's, not w's
+    cand = TransformGenerator().candidate(make_ctx(source, spec), out, [tile])
+    r = compile_candidate(cand, "sm_90a")
+    assert not isinstance(r, CompileFailed), r.log
+    passes = [SmemTilePass(*c) for c in CONFIGS]
+    report = host_agree(source, spec, {"Nb": 2, "C": 3, "H": 7, "W": 6, "OC": 5, "KH": 3, "KW": 2, "P": 1}, passes, tmp_path)
+    assert report.count("same") == len(passes) and "DIFFERENT" not in report, report

@@ -7,7 +7,10 @@ the index's digits into a column (holding the innermost) and a row is tried: a d
 implicit GEMM, its output channel the row, its image, output row and column the column; a perfect nest of loops
 (``for ic``, ``for kh``, ``for kw``) is read as one ``k`` over its tuples in the nest's order, each loop's variable
 recomputed from ``k`` where the tiles are fetched; a side's loads may read declarations of values of its index alone,
-``int ow = col % OW;``, declared again where that side's tile is fetched)::
+``int ow = col % OW;``, declared again where that side's tile is fetched; a padded convolution's bounds check, ``if
+(c) acc += ...;`` as the body's last statement or ``if (c) continue;`` among its declarations, with ``c`` reading one
+side's names, ``k`` and uniform names only, masks that side's tile: a skipped term's element is a zero, so it adds a
+zero product (not exact for a float sum under ``rtol = atol = 0``: refused there))::
 
     T row = blockIdx.y * blockDim.y + threadIdx.y;     // y index (either operand order, casts allowed)
     T col = blockIdx.x * blockDim.x + threadIdx.x;     // x index
@@ -108,6 +111,7 @@ class _Operand:
     ctype: str
     k_fastest: bool  # k's stride is 1: consecutive threads load consecutive k
     nodes: list[Node]
+    mask: str | None = None  # C condition (of the side's names and k) under which the element is loaded, else zero
 
 
 @dataclass
@@ -133,6 +137,7 @@ class _Plan:
     launch: LaunchConfig
     levels: list[tuple[str, str, str, str]] = field(default_factory=list)  # a loop nest read as one k: (var, type, start, trip)
     derived: dict[str, list[Node]] = field(default_factory=dict)  # "y"/"x": declarations of values of that index alone
+    pred: Node | None = None  # the loop body's if (c) acc += ...; its condition masks the staged loads of its side
 
 
 class SmemTilePass(PlannedPass):
@@ -188,9 +193,13 @@ class SmemTilePass(PlannedPass):
         for v in ks[:-1]:
             if v in sx.written_names(body):
                 raise Refused(f"the loop variable {v} is written in the loop")
-        acc, acc_decl, acc_type = _accumulator(unit, body, ks[-1], pre)
+        pred = _predicate(body)
+        acc, acc_decl, acc_type = _accumulator(unit, body, ks[-1], pre, pred)
+        if pred is not None and acc_type in ("float", "double") and unit.spec.check.rtol == 0 and unit.spec.check.atol == 0:
+            raise Refused("the spec asks for exact results, and a skipped term becomes a zero product (a sum of -0.0 "
+                          "and +0.0 keeps no sign)")
         consts = _compose({**_merge_constants(pre), **row_constants(loop)}, {y.name, x.name, *ks, acc})
-        operands, dropped = _operands(unit, body, ks, y.name, x.name, acc, uniform, consts, derived)
+        operands, dropped = _operands(unit, body, ks, y.name, x.name, acc, uniform, consts, derived, pred)
         _check_post(post, pre, y.name, x.name)
         _check_outputs(unit, pre + post, _compose({**_merge_constants(pre + post), **row_constants(loop)}, {y.name, x.name, *ks, acc}))
         self._check_shared(operands)
@@ -205,7 +214,7 @@ class SmemTilePass(PlannedPass):
             k_from, end = "0", " * ".join(f"ptxf_n{i}" for i in range(len(heads)))
             levels = [(v, t, sx.text(a), trip) for (v, t, a, _), trip in zip(heads, trips)]
         return _Plan(y, x, uniform_stmts, cond, negated, parts["text"], pre, acc_decl, acc, acc_type, nest[-1], k, k_type,
-                     k_from, end, post, operands, {d.id for d in dropped}, launch, levels, derived)
+                     k_from, end, post, operands, {d.id for d in dropped}, launch, levels, derived, pred)
 
     def _reading(self, unit: Unit) -> tuple[Unit, _Plan]:
         """``unit`` as the pass reads it, and its plan: a 1-D kernel whose flat index is taken apart by ``/`` and ``%``
@@ -393,6 +402,8 @@ class SmemTilePass(PlannedPass):
         idx = p.y if o.side == "y" else p.x
         origin = "ptxf_y0" if o.side == "y" else "ptxf_x0"
         conds = [f"ptxf_e < {total}", "ptxf_kf + ptxf_kk < ptxf_kend"] + [f"({c})" for c in p.parts[o.side] + p.parts["u"]]
+        if o.mask is not None:  # the loop body's condition: a skipped term's element is a zero
+            conds.append(f"({o.mask})")
         return [f"{ind}{{", f"{ind}    const {p.k_type} ptxf_kf = {kb};", "#pragma unroll",
                 f"{ind}    for (int ptxf_u = 0; ptxf_u < {each}; ++ptxf_u) {{",
                 f"{ind}        const int ptxf_e = ptxf_tid + ptxf_u * {THREADS * THREADS};",
@@ -463,6 +474,8 @@ class SmemTilePass(PlannedPass):
         k_text = f"(({p.k_type})(ptxf_kb + ptxf_kk))".encode()
 
         def replace(node: Node) -> bytes | None:
+            if p.pred is not None and node.id == p.pred.id:  # if (c) acc += a * b;: the masked elements make it a zero
+                return b"" if _skips(p.pred) else sx.render(p.pred.child_by_field_name("consequence"), data, replace)
             if node.id in p.dropped:
                 return b""
             if node.id in reads:
@@ -655,12 +668,45 @@ def _check_pre(pre: list[Node], y: str, x: str) -> None:
                 raise Refused(f"a declaration before the loop with a side effect: {sx.text(s)!r}")
 
 
-def _accumulator(unit: Unit, body: Node, k: str, pre: list[Node]) -> tuple[str, Node, str]:
-    """The loop's one accumulator: its name, its ``init_declarator`` among ``pre``, its type."""
+def _predicate(body: Node) -> Node | None:
+    """A padded convolution's bounds check in the loop body: its last statement ``if (c) acc += ...;`` (no else, one
+    statement) after declarations only, or a statement ``if (c) continue;`` among declarations before the rest; else
+    None. (:func:`_skips` tells the two apart.)"""
+    stmts = sx.statements(body) if body.type == "compound_statement" else [body]
+    ifs = [s for s in stmts if s.type == "if_statement"]
+    if len(ifs) != 1 or ifs[0].child_by_field_name("alternative") is not None:
+        return None
+    cons = ifs[0].child_by_field_name("consequence")
+    inner = sx.statements(cons) if cons.type == "compound_statement" else [cons]
+    if len(inner) != 1:
+        return None
+    if inner[0].type == "continue_statement":
+        at = stmts.index(ifs[0])
+        return ifs[0] if all(s.type == "declaration" for s in stmts[:at]) else None
+    if stmts[-1] is ifs[0] and inner[0].type == "expression_statement" and all(s.type == "declaration" for s in stmts[:-1]):
+        return ifs[0]
+    return None
+
+
+def _skips(pred: Node) -> bool:
+    """Whether ``pred`` (:func:`_predicate`) is the ``if (c) continue;`` form: its condition says when to skip."""
+    cons = pred.child_by_field_name("consequence")
+    inner = sx.statements(cons) if cons.type == "compound_statement" else [cons]
+    return inner[0].type == "continue_statement"
+
+
+def _accumulator(unit: Unit, body: Node, k: str, pre: list[Node], pred: Node | None = None) -> tuple[str, Node, str]:
+    """The loop's one accumulator: its name, its ``init_declarator`` among ``pre``, its type. ``pred``: the body's
+    ``if`` (:func:`_predicate`), whose condition is read by :func:`_operands`, not here."""
     declared = sx.declared_names(body)
     if k in sx.written_names(body):
         raise Refused(f"the loop variable {k} is written in the loop")
+    cond = pred.child_by_field_name("condition") if pred is not None else None
+    if pred is not None and _skips(pred):
+        cond = pred  # if (c) continue;: the whole statement (the mask) is read by _operands
     for n in sx.walk(body):
+        if pred is not None and (n.id == pred.id or cond.start_byte <= n.start_byte < cond.end_byte):
+            continue
         if n.type in sx.LOOPS or n.type in ("if_statement", "conditional_expression", "switch_statement", "break_statement",
                                             "continue_statement", "return_statement"):
             raise Refused(f"a branch or loop inside the inner-product loop ({n.type})")
@@ -755,7 +801,8 @@ def _derived(pre: list[Node], y: str, x: str, uniform: set[str], written: set[st
 
 
 def _operands(unit: Unit, body: Node, ks: list[str], y: str, x: str, acc: str, uniform: set[str],
-              consts: dict[str, Poly], derived: dict[str, list[Node]]) -> tuple[list[_Operand], list[Node]]:
+              consts: dict[str, Poly], derived: dict[str, list[Node]], pred: Node | None = None
+              ) -> tuple[list[_Operand], list[Node]]:
     """Every load of the loop, by buffer and index, with its side, and the index declarations only those loads use;
     refuses any other use of memory or of the indices. ``ks``: the loop variables (one, or a nest's, outermost
     first); ``derived``: :func:`_derived`'s declarations, whose names a side's loads may read."""
@@ -817,12 +864,40 @@ def _operands(unit: Unit, body: Node, ks: list[str], y: str, x: str, acc: str, u
         if ctype not in ELEMENT_BYTES:
             raise Refused(f"{name}'s element type {ctype!r} is not staged")
         key = (name, tuple(sorted(p.items())))
+        # consecutive threads load along k where k's stride is 1, unless consecutive columns (rows) are adjacent too,
+        # the longer run (a convolution's input: along its output column, not its KW kernel columns)
+        side_unit = any(c == 1 and len(m) == 1 and m[0] in side_names[side] for m, c in rest.items())
         if key not in found:
-            found[key] = _Operand(name, p, side, ctype, stride == {(): 1}, [])
+            found[key] = _Operand(name, p, side, ctype, stride == {(): 1} and not side_unit, [])
         found[key].nodes.append(n)
         inside.update(m.id for m in sx.walk(n))
     if not found:
         raise Refused("no loads in the loop")
+    if pred is not None:  # the condition masks the loads of the side it reads (all of them when it reads neither)
+        cond = pred.child_by_field_name("condition")
+        if sx.contains_type(cond, ("call_expression", "subscript_expression", "pointer_expression", "assignment_expression",
+                                   "update_expression", "conditional_expression")):
+            raise Refused(f"the condition {sx.text(cond)!r} reads memory, calls or writes")
+        names = set()
+        for n in sx.walk(cond):
+            if n.type == "identifier":
+                v = sx.text(n)
+                names |= {w for mono in consts[v] for w in mono} if v in consts else {v}
+        allowed = uniform | set(ks) | side_names["y"] | side_names["x"]
+        if not names <= allowed:
+            raise Refused(f"the condition {sx.text(cond)!r} reads {sorted(names - allowed)}")
+        sides = {side for side in ("y", "x") if names & side_names[side]}
+        if len(sides) > 1:
+            raise Refused(f"the condition {sx.text(cond)!r} reads both the row and the column")
+        subst = {v: f"({_render(p)})" for v, p in consts.items()}  # the body's index constants, as their values
+        text = sx.render(cond, unit.data, lambda n: subst[sx.text(n)].encode()
+                         if n.type == "identifier" and sx.text(n) in subst else None).decode()
+        if _skips(pred):
+            text = f"!({text})"
+        for o in found.values():
+            if not sides or o.side in sides:
+                o.mask = text
+        inside.update(m.id for m in sx.walk(cond))
     if len(found) > MAX_OPERANDS:
         raise Refused(f"{len(found)} distinct loads in the loop (at most {MAX_OPERANDS} are staged)")
     dropped = _index_declarations(body, consts, inside)
