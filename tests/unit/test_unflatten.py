@@ -425,3 +425,113 @@ def test_a_padded_convolution_masks_the_inputs_tile_and_agrees_on_the_host(form,
     passes = [SmemTilePass(*c) for c in CONFIGS]
     report = host_agree(source, spec, {"Nb": 2, "C": 3, "H": 7, "W": 6, "OC": 5, "KH": 3, "KW": 2, "P": 1}, passes, tmp_path)
     assert report.count("same") == len(passes) and "DIFFERENT" not in report, report
+
+
+ARGS_S = """
+  { name = "x", role = "in", dtype = "f32", shape = ["Nb", "C", "H", "W"] },
+  { name = "w", role = "in", dtype = "f32", shape = ["OC", "C", "K", "K"] },
+  { name = "bias", role = "in", dtype = "f32", shape = ["OC"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["Nb", "OC", "(H - K) // 2 + 1", "(W - K) // 2 + 1"] },
+  { name = "Nb", role = "scalar", dtype = "i32", value = "Nb" },
+  { name = "C", role = "scalar", dtype = "i32", value = "C" },
+  { name = "H", role = "scalar", dtype = "i32", value = "H" },
+  { name = "W", role = "scalar", dtype = "i32", value = "W" },
+  { name = "OC", role = "scalar", dtype = "i32", value = "OC" },
+  { name = "K", role = "scalar", dtype = "i32", value = "K" },
+  { name = "OH", role = "scalar", dtype = "i32", value = "(H - K) // 2 + 1" },
+  { name = "OW", role = "scalar", dtype = "i32", value = "(W - K) // 2 + 1" },
+"""
+STRIDED = """
+extern "C" __global__ void conv(const float* x, const float* w, const float* bias, float* y, int Nb, int C, int H, int W, int OC, int K, int OH, int OW)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= Nb * OC * OH * OW) return;
+    int ow = idx % OW;
+    int oh = (idx / OW) % OH;
+    int oc = (idx / (OW * OH)) % OC;
+    int n = idx / (OW * OH * OC);
+    float acc = bias[oc];
+    for (int ic = 0; ic < C; ic++)
+        for (int kh = 0; kh < K; kh++)
+            for (int kw = 0; kw < K; kw++)
+                acc += x[((n * C + ic) * H + oh * 2 + kh) * W + ow * 2 + kw] * w[((oc * C + ic) * K + kh) * K + kw];
+    y[idx] = fmaxf(acc, 0.0f);
+}
+"""
+ARGS_NHWC = """
+  { name = "x", role = "in", dtype = "f32", shape = ["Nb", "H", "W", "C"] },
+  { name = "w", role = "in", dtype = "f32", shape = ["K", "K", "C", "OC"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["Nb", "H - K + 1", "W - K + 1", "OC"] },
+  { name = "Nb", role = "scalar", dtype = "i32", value = "Nb" },
+  { name = "C", role = "scalar", dtype = "i32", value = "C" },
+  { name = "H", role = "scalar", dtype = "i32", value = "H" },
+  { name = "W", role = "scalar", dtype = "i32", value = "W" },
+  { name = "OC", role = "scalar", dtype = "i32", value = "OC" },
+  { name = "K", role = "scalar", dtype = "i32", value = "K" },
+"""
+NHWC = """
+extern "C" __global__ void conv(const float* x, const float* w, float* y, int Nb, int C, int H, int W, int OC, int K)
+{
+    int OH = H - K + 1, OW = W - K + 1;
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= Nb * OH * OW * OC) return;
+    int oc = idx % OC;
+    int ow = (idx / OC) % OW;
+    int oh = (idx / (OC * OW)) % OH;
+    int n = idx / (OC * OW * OH);
+    float acc = 0.0f;
+    for (int kh = 0; kh < K; kh++)
+        for (int kw = 0; kw < K; kw++)
+            for (int ic = 0; ic < C; ic++)
+                acc += x[((n * H + oh + kh) * W + ow + kw) * C + ic] * w[((kh * K + kw) * C + ic) * OC + oc];
+    y[idx] = acc;
+}
+"""
+ARGS_1D = """
+  { name = "x", role = "in", dtype = "f32", shape = ["B", "C", "L"] },
+  { name = "w", role = "in", dtype = "f32", shape = ["OC", "C", "K"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["B", "OC", "L - K + 1"] },
+  { name = "B", role = "scalar", dtype = "i32", value = "B" },
+  { name = "C", role = "scalar", dtype = "i32", value = "C" },
+  { name = "L", role = "scalar", dtype = "i32", value = "L" },
+  { name = "OC", role = "scalar", dtype = "i32", value = "OC" },
+  { name = "K", role = "scalar", dtype = "i32", value = "K" },
+"""
+CONV1D = """
+extern "C" __global__ void conv(const float* x, const float* w, float* y, int B, int C, int L, int OC, int K)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    int OL = L - K + 1;
+    if (idx < B * OC * OL) {
+        int t = idx % OL;
+        int oc = (idx / OL) % OC;
+        int b = idx / (OL * OC);
+        float s = 0.0f;
+        for (int c = 0; c < C; ++c)
+            for (int k = 0; k < K; ++k)
+                s += w[(oc * C + c) * K + k] * x[(b * C + c) * L + t + k];
+        y[idx] = s;
+    }
+}
+"""
+MORE_CONVS = {
+  "strided_bias_relu": (STRIDED, ARGS_S, '["cdiv(Nb * OC * ((H - K) // 2 + 1) * ((W - K) // 2 + 1), 256)"]',
+        {"Nb": 2, "C": 3, "H": 9, "W": 8, "OC": 5, "K": 3}, "{ Nb = 32, C = 64, H = 56, W = 56, OC = 64, K = 3 }"),
+  "nhwc": (NHWC, ARGS_NHWC, '["cdiv(Nb * (H - K + 1) * (W - K + 1) * OC, 256)"]',
+        {"Nb": 2, "C": 3, "H": 7, "W": 6, "OC": 5, "K": 3}, "{ Nb = 32, C = 64, H = 56, W = 56, OC = 64, K = 3 }"),
+  "conv1d": (CONV1D, ARGS_1D, '["cdiv(B * OC * (L - K + 1), 256)"]',
+        {"B": 2, "C": 3, "L": 20, "OC": 5, "K": 3}, "{ B = 32, C = 256, L = 4096, OC = 256, K = 3 }"),
+}
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("name", sorted(MORE_CONVS))
+def test_other_convolutions_become_implicit_gemms_with_the_originals_bits(name, tmp_path):
+    """A strided convolution with a bias-initialised sum and a ReLU epilogue, an NHWC one (the channel innermost: the
+    output channel on x), and a 1-D one (its batch on z): every tile configuration bit-identical on the host."""
+    source, args, grid, size, bench = MORE_CONVS[name]
+    spec = spec_for("conv", args, grid, "[256]", "[{ " + ", ".join(f"{k} = {v}" for k, v in size.items()) + " }]", bench)
+    assert SmemTilePass(4, 4, 16).why_not(unit(source, spec)) is None
+    passes = [SmemTilePass(*c) for c in CONFIGS]
+    report = host_agree(source, spec, size, passes, tmp_path)
+    assert report.count("same") == len(passes) and "DIFFERENT" not in report, report
