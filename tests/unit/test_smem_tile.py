@@ -373,6 +373,12 @@ extern "C" __global__ void k(const float* A, const float* B, float* C, int M, in
     # (a condition of the indices alone masks a side's tile: if (k != row) ... is taken, test_unflatten's padding)
     "branch in the loop": (NAIVE.replace("acc += A[row * K + k] * B[k * N + col];",
                                          "if (A[row * K + k] > 0.0f) acc += A[row * K + k] * B[k * N + col];"), "reads memory"),
+    # (from an adversarial review: a masked element makes a term zero only in a sum of products holding a load of
+    # every masked side)
+    "masked term not a product": (NAIVE.replace("acc += A[row * K + k] * B[k * N + col];",
+                                                "if (k < row) acc += A[row * K + k] + B[k * N + col];"), "not a product"),
+    "masked max": (NAIVE.replace("acc += A[row * K + k] * B[k * N + col];",
+                                 "if (k < row) acc = fmaxf(acc, A[row * K + k] * B[k * N + col]);"), "a max under"),
     "branch on the sum": (NAIVE.replace("acc += A[row * K + k] * B[k * N + col];",
                                         "if (acc < 100.0f) acc += A[row * K + k] * B[k * N + col];"), "not one recognised accumulation"),
     "row outside a load": (NAIVE.replace("acc += A[row * K + k] * B[k * N + col];",
@@ -531,3 +537,21 @@ def test_rewritten_kernels_give_the_originals_bits_on_the_host(what, tmp_path):
     lines = report.split("\n")
     assert len([x for x in lines if x]) == len(passes) * sum(a.role in ("out", "inout") for a in spec.args), report
     assert "DIFFERENT" not in report and report.count("same") == len(passes) * sum(a.role in ("out", "inout") for a in spec.args), report
+
+
+GUARDED_SHIFT = NAIVE.replace("acc += A[row * K + k] * B[k * N + col];",
+                              "if (k >= 1 && col + k < N) acc += A[row * K + k - 1] * B[k * N + col];")
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_a_condition_on_k_alone_masks_every_side(tmp_path):
+    """``k >= 1`` guards A's load at ``k - 1`` though the condition's other part reads the column: each conjunct masks the
+    side it reads, one of k alone every side (the whole condition on B's side once let A[-1] be read)."""
+    spec = gemm_spec()
+    out = tile(1).apply(unit(GUARDED_SHIFT, spec))
+    fetches = [ln for ln in out.text.splitlines() if "] : float();" in ln]
+    assert fetches and all("(k >= 1)" in ln for ln in fetches), fetches
+    assert all("(col + k < N)" in ln for ln in fetches if "? B[" in ln)
+    assert not any("(col + k < N)" in ln for ln in fetches if "? A[" in ln)
+    report = host_agree(GUARDED_SHIFT, spec, {"M": 33, "N": 65, "K": 100}, [tile(1), tile(4)], tmp_path)
+    assert report.count("same") == 2, report

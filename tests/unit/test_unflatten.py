@@ -417,7 +417,7 @@ def test_a_padded_convolution_masks_the_inputs_tile_and_agrees_on_the_host(form,
     assert tile.why_not(u) is None, tile.why_not(u)
     out = tile.apply(u)
     fetches = [ln for ln in out.text.splitlines() if "] : float();" in ln]
-    masked = [ln for ln in fetches if (">= 0 &&" if form == "if" else "< 0 ||") in ln]
+    masked = [ln for ln in fetches if (">= 0)" if form == "if" else "< 0)") in ln]
     assert len(fetches) == 4 and len(masked) == 2 and all("? x[" in ln for ln in masked), fetches  # the input's, not w's
     cand = TransformGenerator().candidate(make_ctx(source, spec), out, [tile])
     r = compile_candidate(cand, "sm_90a")
@@ -535,3 +535,104 @@ def test_other_convolutions_become_implicit_gemms_with_the_originals_bits(name, 
     passes = [SmemTilePass(*c) for c in CONFIGS]
     report = host_agree(source, spec, size, passes, tmp_path)
     assert report.count("same") == len(passes) and "DIFFERENT" not in report, report
+
+
+SUM_DIM1_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["B", "N", "D"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["B", "D"] },
+  { name = "B", role = "scalar", dtype = "i32", value = "B" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+  { name = "D", role = "scalar", dtype = "i32", value = "D" },
+"""
+# a sum over the middle dimension, one thread per flat (b, d) output
+SUM_DIM1 = """
+extern "C" __global__ void sum_dim1(const float* x, float* y, int B, int N, int D)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= B * D) return;
+    int b = idx / D;
+    int d = idx % D;
+    float s = 0.0f;
+    for (int n = 0; n < N; n++) s += x[(b * N + n) * D + d];
+    y[idx] = s;
+}
+"""
+
+
+class _Batch:
+    """unflatten's batch reading as a pass (for host_agree)."""
+
+    name = "unflatten_batch"
+
+    def apply(self, u):
+        from ptxfactory.search.generators.transform.unflatten import unflatten
+        return unflatten(u, batch=True)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_a_middle_dimension_reduction_is_read_with_a_batch_index_and_colpar_takes_it(tmp_path):
+    """The outer digits as a block-uniform batch (T b = blockIdx.y; a 1-D block): the opening colpar reads, so a sum
+    over a middle dimension gets columns on x and each column's rows split over y."""
+    spec = spec_for("sum_dim1", SUM_DIM1_ARGS, '["cdiv(B * D, 256)"]', "[256]", "[{ B = 3, N = 37, D = 5 }]",
+                    "{ B = 64, N = 4096, D = 16 }")
+    u = unit(SUM_DIM1, spec)
+    out = _Batch().apply(u)
+    assert "int d = blockIdx.x * blockDim.x + threadIdx.x;" in out.text and "int b = blockIdx.y;" in out.text
+    assert "if (d >= D) return;" in out.text and out.launch.grid == ["cdiv((D), 256)", "(B)"] and out.launch.block == [256]
+    report = host_agree(SUM_DIM1, spec, {"B": 3, "N": 37, "D": 5}, [_Batch()], tmp_path)
+    assert report.strip() == "1 y same", report
+    colpar = next(p for p in PASSES if p.name == "colpar_auto")
+    assert colpar.why_not(u) is None
+    cand = TransformGenerator().candidate(make_ctx(SUM_DIM1, spec), colpar.apply(u), [colpar])
+    assert "int b = blockIdx.y;" in cand.kernel_text and "n += blockDim.y" in cand.kernel_text
+    r = compile_candidate(cand, "sm_90a")
+    assert not isinstance(r, CompileFailed), r.log
+
+
+EW_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["B", "T"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["B", "T"] },
+  { name = "B", role = "scalar", dtype = "i32", value = "B" },
+  { name = "T", role = "scalar", dtype = "i32", value = "T" },
+"""
+
+
+def ew(body: str, index: str = "int") -> str:
+    return f"""
+extern "C" __global__ void k(const float* x, float* y, int B, int T)
+{{
+    {index} idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= B * T) return;
+    {body}
+}}
+"""
+
+
+# from an adversarial review: each once gave other bits than the original
+TYPED_PARTS = {
+    "a narrowing cast of the index": ew("int j = (unsigned char)idx % T;\n    int b = idx / T;\n"
+                                        "    y[idx] = x[idx] + (float)j + 100.0f * (float)b;"),
+    "a part declared in a narrow type": ew("unsigned char j = idx % T;\n    int b = idx / T;\n"
+                                           "    y[idx] = x[idx] + (float)j + 1000.0f * (float)b;"),
+    "an unsigned part": ew("unsigned j = idx % T;\n    unsigned b = idx / T;\n"
+                           "    y[idx] = x[idx] + (float)(j - 1u) + 1000.0f * (float)b;", "unsigned"),
+}
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("what", sorted(TYPED_PARTS))
+def test_parts_keep_their_types_and_casts(what, tmp_path):
+    spec = spec_for("k", EW_ARGS, '["cdiv(B * T, 256)"]', "[256]", "[{ B = 100, T = 300 }]", "{ B = 4096, T = 4096 }")
+    report = host_agree(TYPED_PARTS[what], spec, {"B": 100, "T": 300}, [UnflattenPass()], tmp_path)
+    assert report.strip() == "1 y same", report
+
+
+@pytest.mark.parametrize("body", [
+    "int j = idx % T;\n    int b = idx / T;\n    float v = x[idx];\n    if (v > 0.0f) { int j = 7; v += (float)j; }\n"
+    "    y[idx] = v + (float)j + (float)b;",
+    "int j = idx % T;\n    int b = idx / T;\n    float v = x[idx];\n    { int T = 5; v += (float)(idx % T); }\n"
+    "    y[idx] = v + (float)j + (float)b;",
+], ids=["a nested block's own part name", "a nested block's own scalar name"])
+def test_a_name_declared_twice_is_refused(body):
+    spec = spec_for("k", EW_ARGS, '["cdiv(B * T, 256)"]', "[256]", "[{ B = 3, T = 37 }]", "{ B = 4096, T = 4096 }")
+    assert "declared more than once" in UnflattenPass().why_not(unit(ew(body), spec))

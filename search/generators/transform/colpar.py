@@ -47,6 +47,7 @@ from . import syntax as sx
 from .base import Unit
 from .grid_stride import FACTS_NOTE, ElementGuard, threads_per_sm
 from .rowpar import LANE, MAX_GRID, Refused, RowLoop, RowParallelPass, batch_count, index_edit, rows_expression
+from .unflatten import Refused as NotFlat, unflatten
 from .syntax import Node
 
 ROWS_PER_THREAD = 16  # colpar_auto: the most rows of its column one thread sums before the combine
@@ -185,7 +186,35 @@ class ColumnParallelPass(RowParallelPass):
 
     # -- rewrite ------------------------------------------------------------------------------------------
 
+    def _reading(self, unit: Unit) -> Unit:
+        """``unit`` as the pass reads it: as written, or a 1-D kernel whose flat index is taken apart by ``/`` and
+        ``%`` with its outer digits as a block-uniform batch (:func:`.unflatten.unflatten`, ``batch``): a reduction
+        over a middle dimension (``b = idx / D; d = idx % D; for (n ...) s += x[(b * N + n) * D + d];``)."""
+        try:
+            self._plan(unit)
+            return unit
+        except Refused as first:
+            if len(unit.launch.grid) != 1:
+                raise
+            try:
+                flat = unflatten(unit, batch=True)
+            except NotFlat:
+                raise first from None
+            try:
+                self._plan(flat)
+            except Refused as e:
+                raise Refused(f"{first} (nor with its flat index's outer digits as a batch: {e})") from None
+            return flat
+
+    def why_not(self, unit: Unit) -> str | None:
+        try:
+            self._reading(unit)
+        except Refused as e:
+            return str(e)
+        return None
+
     def apply(self, unit: Unit) -> Unit:
+        unit = self._reading(unit)
         g, rw, launch = self._plan(unit)
         data = unit.data
         how = "blockDim.y threads per column, chosen at launch" if self.auto else f"{self.lanes} threads per column"

@@ -723,6 +723,8 @@ def _accumulator(unit: Unit, body: Node, k: str, pre: list[Node], pred: Node | N
     acc = next(iter(accs.values()))
     if acc.kind == "arg":
         raise Refused("an arg max/min accumulation (two carried variables)")
+    if pred is not None and acc.kind != "sum":
+        raise Refused(f"a {acc.kind} under the loop body's condition (a masked element is a zero only in a sum of products)")
     for s in pre:
         for d in s.children_by_field_name("declarator"):
             if sx.text(sx.innermost_identifier(d)) == acc.name:
@@ -800,6 +802,90 @@ def _derived(pre: list[Node], y: str, x: str, uniform: set[str], written: set[st
     return out
 
 
+def _mask(unit: Unit, pred: Node, body: Node, acc: str, ks: list[str], uniform: set[str], consts: dict[str, Poly],
+          side_names: dict[str, set[str]], found: dict) -> None:
+    """Each operand's mask from the loop body's condition (:func:`_predicate`): its conjuncts (``if (c)``; the negated
+    disjuncts of ``if (c) continue;``) each read one side's names (that side's loads are masked by it) or none (k and
+    uniform names only: every load is masked by it; a condition may guard another side's load, ``k >= 1`` before
+    ``A[row * K + k - 1]``); a conjunct reading both sides is refused. The sum's term must be a product holding a load
+    of every side masked, so a masked term is a zero product."""
+    cond = pred.child_by_field_name("condition")
+    if sx.contains_type(cond, ("call_expression", "subscript_expression", "pointer_expression", "assignment_expression",
+                               "update_expression", "conditional_expression")):
+        raise Refused(f"the condition {sx.text(cond)!r} reads memory, calls or writes")
+    skips = _skips(pred)
+    parts: list[Node] = []
+
+    def split(n: Node) -> None:
+        n = sx.unparen(n)
+        if n.type == "binary_expression" and sx.operator(n) == ("||" if skips else "&&"):
+            split(n.child_by_field_name("left"))
+            split(n.child_by_field_name("right"))
+        else:
+            parts.append(n)
+
+    split(cond.child_by_field_name("value") or cond)
+    subst = {v: f"({_render(p)})" for v, p in consts.items()}  # the body's index constants, as their values
+    allowed = uniform | set(ks) | side_names["y"] | side_names["x"]
+    masks: dict[str, list[str]] = {"y": [], "x": []}
+    for part in parts:
+        names = set()
+        for n in sx.walk(part):
+            if n.type == "identifier":
+                v = sx.text(n)
+                names |= {w for mono in consts[v] for w in mono} if v in consts else {v}
+        if not names <= allowed:
+            raise Refused(f"the condition {sx.text(cond)!r} reads {sorted(names - allowed)}")
+        sides = [side for side in ("y", "x") if names & side_names[side]]
+        if len(sides) > 1:
+            raise Refused(f"the condition's part {sx.text(part)!r} reads both the row and the column")
+        text = sx.render(part, unit.data, lambda n: subst[sx.text(n)].encode()
+                         if n.type == "identifier" and sx.text(n) in subst else None).decode()
+        for side in sides or ["y", "x"]:
+            masks[side].append(f"!({text})" if skips else f"({text})")
+    term = _sum_term(body, acc, pred)
+    factors: list[Node] = []
+
+    def product(n: Node) -> None:
+        n = sx.uncast(n)
+        if n.type == "binary_expression" and sx.operator(n) == "*":
+            product(n.child_by_field_name("left"))
+            product(n.child_by_field_name("right"))
+        else:
+            factors.append(n)
+
+    product(term)
+    loads = {node.id: o.side for o in found.values() for node in o.nodes}
+    have = {loads[f.id] for f in factors if f.id in loads}
+    for side in ("y", "x"):
+        if masks[side] and side not in have:
+            raise Refused(f"the term {sx.text(term)!r} under the condition is not a product with a load of the "
+                          f"{'row' if side == 'y' else 'column'}'s side (a masked element would not make it a zero)")
+    for o in found.values():
+        if masks[o.side]:
+            o.mask = " && ".join(masks[o.side])
+
+
+def _sum_term(body: Node, acc: str, pred: Node) -> Node:
+    """The term the loop adds to ``acc`` (``acc += t;``, ``acc = acc + t;``, ``acc = t + acc;``): one update, else
+    :class:`Refused`."""
+    updates = [n for n in sx.walk(body) if n.type == "assignment_expression"
+               and sx.is_ident(sx.unparen(n.child_by_field_name("left")), acc)]
+    if len(updates) != 1:
+        raise Refused(f"{len(updates)} updates of {acc} under the condition (one sum wanted)")
+    u = updates[0]
+    right = sx.unparen(u.child_by_field_name("right"))
+    if sx.operator(u) == "+=":
+        return right
+    if sx.operator(u) == "=" and right.type == "binary_expression" and sx.operator(right) == "+":
+        a, b = right.child_by_field_name("left"), right.child_by_field_name("right")
+        if sx.is_ident(sx.unparen(a), acc):
+            return b
+        if sx.is_ident(sx.unparen(b), acc):
+            return a
+    raise Refused(f"the update {sx.text(u)!r} under the condition is not {acc} += term")
+
+
 def _operands(unit: Unit, body: Node, ks: list[str], y: str, x: str, acc: str, uniform: set[str],
               consts: dict[str, Poly], derived: dict[str, list[Node]], pred: Node | None = None
               ) -> tuple[list[_Operand], list[Node]]:
@@ -873,31 +959,9 @@ def _operands(unit: Unit, body: Node, ks: list[str], y: str, x: str, acc: str, u
         inside.update(m.id for m in sx.walk(n))
     if not found:
         raise Refused("no loads in the loop")
-    if pred is not None:  # the condition masks the loads of the side it reads (all of them when it reads neither)
-        cond = pred.child_by_field_name("condition")
-        if sx.contains_type(cond, ("call_expression", "subscript_expression", "pointer_expression", "assignment_expression",
-                                   "update_expression", "conditional_expression")):
-            raise Refused(f"the condition {sx.text(cond)!r} reads memory, calls or writes")
-        names = set()
-        for n in sx.walk(cond):
-            if n.type == "identifier":
-                v = sx.text(n)
-                names |= {w for mono in consts[v] for w in mono} if v in consts else {v}
-        allowed = uniform | set(ks) | side_names["y"] | side_names["x"]
-        if not names <= allowed:
-            raise Refused(f"the condition {sx.text(cond)!r} reads {sorted(names - allowed)}")
-        sides = {side for side in ("y", "x") if names & side_names[side]}
-        if len(sides) > 1:
-            raise Refused(f"the condition {sx.text(cond)!r} reads both the row and the column")
-        subst = {v: f"({_render(p)})" for v, p in consts.items()}  # the body's index constants, as their values
-        text = sx.render(cond, unit.data, lambda n: subst[sx.text(n)].encode()
-                         if n.type == "identifier" and sx.text(n) in subst else None).decode()
-        if _skips(pred):
-            text = f"!({text})"
-        for o in found.values():
-            if not sides or o.side in sides:
-                o.mask = text
-        inside.update(m.id for m in sx.walk(cond))
+    if pred is not None:
+        _mask(unit, pred, body, acc, ks, uniform, consts, side_names, found)
+        inside.update(m.id for m in sx.walk(pred.child_by_field_name("condition")))
     if len(found) > MAX_OPERANDS:
         raise Refused(f"{len(found)} distinct loads in the loop (at most {MAX_OPERANDS} are staged)")
     dropped = _index_declarations(body, consts, inside)

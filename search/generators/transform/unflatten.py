@@ -81,10 +81,12 @@ class _Flat:
     parts: dict[int, _Digits]  # node id -> the digit range of that expression
     nodes: dict[int, Node]
     names: dict[str, _Digits]  # declared parts (never written)
+    name_decls: set[int]  # their init_declarators
     coord_names: list[str]  # x, y (and z) coordinate names
     coord_decls: set[int]  # ids of the declarations that became coordinates
     idx_read: bool  # idx read outside the parts
     launch: LaunchConfig
+    batch: bool = False  # the coordinates past x are block-uniform batch indices (blockIdx.y), the block 1-D
 
 
 def _divides(a: Monomial, b: Monomial) -> bool:
@@ -115,11 +117,17 @@ def _c(m: Monomial) -> str:
     return " * ".join(parts)
 
 
+NARROW = frozenset({"short", "unsigned short", "char", "signed char", "unsigned char", "int8_t", "uint8_t", "int16_t",
+                    "uint16_t", "short int", "unsigned short int"})
+
+
 def _strip(node: Node | None) -> Node | None:
-    """``node`` without parentheses and casts to integer types (a cast to float changes what ``/`` means)."""
+    """``node`` without parentheses and casts to integer types of 32 bits or more (a cast to float changes what ``/``
+    means; one to a narrower integer truncates)."""
     node = sx.unparen(node)
     while node is not None and node.type == "cast_expression":
-        if sx.type_text(node.child_by_field_name("type")) not in sx.INT_TYPES:
+        ctype = sx.type_text(node.child_by_field_name("type"))
+        if ctype not in sx.INT_TYPES or ctype in NARROW:
             return node
         node = sx.unparen(node.child_by_field_name("value"))
     return node
@@ -136,6 +144,8 @@ class _Reader:
                 self.uniform[name] = p
         self.atoms: dict[str, Poly] = {}  # a factor that is a sum (its C text, canonical) -> its polynomial
         self.names: dict[str, _Digits] = {}
+        self.name_decls: set[int] = set()  # the init_declarators that declare the parts in ``names``
+        self.seen: set[str] = set()  # every name a part or a divisor reads (scalars, uniform declarations, parts)
         self.parts: dict[int, _Digits] = {}
         self.nodes: dict[int, Node] = {}
 
@@ -149,6 +159,7 @@ class _Reader:
             return (v, ()) if isinstance(v, int) and v > 0 else None
         if node.type == "identifier":
             name = sx.text(node)
+            self.seen.add(name)
             if name in self.scalars:
                 return (1, (name,))
             return self.factors(self.inits.get(name), depth + 1)
@@ -157,6 +168,7 @@ class _Reader:
             b = self.factors(node.child_by_field_name("right"), depth + 1)
             return _times(a, b) if a is not None and b is not None else None
         p = poly(node, self.uniform)
+        self.seen |= sx.identifiers(node)
         if p is None or not p or any(f not in self.scalars for m in p for f in m):
             return None
         if len(p) == 1:
@@ -180,6 +192,7 @@ class _Reader:
             return None
         if node.type == "identifier":
             name = sx.text(node)
+            self.seen.add(name)
             return _Digits((1, ()), None) if name == self.g.name else self.names.get(name)
         if node.type != "binary_expression" or sx.operator(node) not in ("/", "%"):
             return None
@@ -212,6 +225,7 @@ class _Reader:
                 d = self.digits(value)
                 if d is not None:
                     self.names[sx.text(target)] = d
+                    self.name_decls.add(node.id)
             return
         if node.type == "binary_expression" and sx.operator(node) in ("/", "%"):
             d = self.digits(node)
@@ -223,12 +237,14 @@ class _Reader:
             self._walk(c, written)
 
 
-def read_flat(unit: Unit, grouping: list[list[int]] | None = None) -> _Flat:
+def read_flat(unit: Unit, grouping: list[list[int]] | None = None, batch: bool = False) -> _Flat:
     """The flattened index of ``unit`` taken apart (module docstring), or :class:`Refused` with the reason.
 
     ``grouping``: each coordinate's digits (x, y, then z; 0 the innermost), in place of the module docstring's choice:
     any partition of the digits, a coordinate's digits not necessarily adjacent (a convolution's output channel on y,
-    its image, row and column on x: ``smem_tile``'s implicit GEMM); :class:`Refused` when it is not a partition."""
+    its image, row and column on x: ``smem_tile``'s implicit GEMM); :class:`Refused` when it is not a partition.
+    ``batch``: x as chosen, every outer digit on one block-uniform batch index ``T b = blockIdx.y;`` (the block stays
+    1-D), the opening ``rowpar`` and ``colpar`` read with a batch (a reduction over a middle dimension)."""
     if unit.body is None:
         raise Refused("no kernel body to read")
     if unit.spec.launch.policy != "free":
@@ -258,6 +274,11 @@ def read_flat(unit: Unit, grouping: list[list[int]] | None = None) -> _Flat:
     reader = _Reader(unit, g, _uniform_declarations(unit, g, scalars, written), scalars)
     reader.read(rest, written)
     bound = reader.factors(g.bound)
+    counts = sx.declaration_counts(unit.fn)
+    twice = sorted(n for n in reader.seen | set(reader.names) if counts.get(n, 0) > 1)
+    if twice:
+        raise Refused(f"{twice[0]!r} is declared more than once (a nested block's own {twice[0]}?): which one the index's "
+                      "parts read is not followed")
     if bound is None:
         raise Refused(f"the guard's bound {sx.text(g.bound)!r} is not a product of the kernel's scalars, integer literals "
                       "and sums of them")
@@ -277,11 +298,13 @@ def read_flat(unit: Unit, grouping: list[list[int]] | None = None) -> _Flat:
             raise Refused(f"the parts' extents {_c(a)} and {_c(b)} are not nested (one must divide the other)")
     values = _spec_values(unit, reader.atoms)
     groups = _groups(unit, chain, threads // WARP, values) if grouping is None else _check_grouping(grouping, len(chain) - 1)
-    coord_names, coord_decls = _coordinates(rest, reader, chain, groups)
+    if batch:
+        groups = [groups[0], [k for g in groups[1:] for k in g]]
+    coord_names, coord_decls = _coordinates(rest, reader, chain, groups, _coordinate_type(sx.type_text(g.type_node)))
     idx_read = any(sx.is_ident(n, g.name) and not _inside(n, reader.nodes)
                    for s in rest for n in sx.walk(s) if n.type == "identifier" and not _declares(n))
-    return _Flat(g, chain, groups, reader.parts, reader.nodes, reader.names, coord_names, coord_decls, idx_read,
-                 _launch(unit, chain, groups, threads, values))
+    return _Flat(g, chain, groups, reader.parts, reader.nodes, reader.names, reader.name_decls, coord_names, coord_decls, idx_read,
+                 _launch(unit, chain, groups, threads, values, batch), batch)
 
 
 def _declares(ident: Node) -> bool:
@@ -393,10 +416,15 @@ def _spec_expr(m: Monomial, values: dict[str, str]) -> str:
     return " * ".join(([str(m[0])] if m[0] != 1 or not m[1] else []) + [values[f] for f in m[1]])
 
 
-def _coordinates(rest: list[Node], reader: _Reader, chain: list[Monomial], groups: list[list[int]]
+def _coordinate_type(itype: str) -> str:
+    """The type the coordinates are declared in: ``int`` for a 32-bit index, else the index's own type."""
+    return "int" if itype in ("int", "unsigned", "unsigned int") else itype
+
+
+def _coordinates(rest: list[Node], reader: _Reader, chain: list[Monomial], groups: list[list[int]], ctype: str
                  ) -> tuple[list[str], set[int]]:
-    """The coordinates' names: a part declared alone as exactly one coordinate (adjacent digits) names it (its
-    declaration then goes), else ``ptxf_x``/``ptxf_y``/``ptxf_z``."""
+    """The coordinates' names: a part declared alone, in the coordinates' own type, as exactly one coordinate (adjacent
+    digits) names it (its declaration then goes), else ``ptxf_x``/``ptxf_y``/``ptxf_z``."""
     names, decls = [], set()
     for k, digits in enumerate(groups):
         found = None
@@ -407,6 +435,8 @@ def _coordinates(rest: list[Node], reader: _Reader, chain: list[Monomial], group
                 continue
             name = sx.text(ds[0].child_by_field_name("declarator"))
             d = reader.names.get(name)
+            if sx.type_text(s.child_by_field_name("type")) != ctype or any(c.type == "type_qualifier" for c in s.children):
+                continue
             if d is not None and d.d == chain[digits[0]] and _top(d, chain[-1]) == chain[digits[-1] + 1] and name not in names:
                 found = (name, s)
                 break
@@ -422,12 +452,13 @@ def _top(d: _Digits, bound: Monomial) -> Monomial:
     return _times(d.d, d.m) if d.m is not None else bound
 
 
-def _launch(unit: Unit, chain: list[Monomial], groups: list[list[int]], threads: int, values: dict[str, str]
-            ) -> LaunchConfig:
-    """Block ``[32, threads / 32]``, grid over the coordinates' extents, checked at every spec size."""
+def _launch(unit: Unit, chain: list[Monomial], groups: list[list[int]], threads: int, values: dict[str, str],
+            batch: bool = False) -> LaunchConfig:
+    """Block ``[32, threads / 32]`` (``batch``: the original ``[threads]``), grid over the coordinates' extents
+    (``batch``: one block row per batch index), checked at every spec size."""
     by = threads // WARP
     ext = [_spec_expr(_digits_extent(chain, g), values) for g in groups]
-    grid = [f"cdiv({ext[0]}, {WARP})", f"cdiv({ext[1]}, {by})"] + ext[2:]
+    grid = [f"cdiv({ext[0]}, {threads})", ext[1]] if batch else [f"cdiv({ext[0]}, {WARP})", f"cdiv({ext[1]}, {by})"] + ext[2:]
     for size in unit.spec.check.sizes + unit.spec.bench.sizes:
         try:
             dims = [int(evaluate(e, size)) for e in grid]
@@ -435,7 +466,7 @@ def _launch(unit: Unit, chain: list[Monomial], groups: list[list[int]], threads:
             raise Refused(f"the grid cannot be evaluated at {size}: {e}") from None
         if any(d > lim for d, lim in zip(dims, GRID_LIMITS)):
             raise Refused(f"grid {grid} out of range at {size} ({dims})")
-    return LaunchConfig(grid=grid, block=[WARP, by], shared_mem=unit.launch.shared_mem)
+    return LaunchConfig(grid=grid, block=[threads] if batch else [WARP, by], shared_mem=unit.launch.shared_mem)
 
 
 def _rebuild(f: _Flat, d: _Digits, itype: str) -> str:
@@ -470,18 +501,19 @@ def digit_count(unit: Unit) -> int:
     return len(read_flat(unit).cuts) - 1
 
 
-def unflatten(unit: Unit, grouping: list[list[int]] | None = None) -> Unit:
-    """``unit`` with its flat index taken apart into a 2-D/3-D launch (module docstring; ``grouping``: as for
-    :func:`read_flat`); :class:`Refused` otherwise."""
-    f = read_flat(unit, grouping)
+def unflatten(unit: Unit, grouping: list[list[int]] | None = None, batch: bool = False) -> Unit:
+    """``unit`` with its flat index taken apart into a 2-D/3-D launch (module docstring; ``grouping`` and ``batch``: as
+    for :func:`read_flat`); :class:`Refused` otherwise."""
+    f = read_flat(unit, grouping, batch)
     g, data = f.guard, unit.data
     itype = sx.type_text(g.type_node)
-    ctype = "int" if itype in ("int", "unsigned", "unsigned int") else itype
+    ctype = _coordinate_type(itype)
     opening = [f"{ctype} {f.coord_names[0]} = blockIdx.x * blockDim.x + threadIdx.x;",
-               f"{ctype} {f.coord_names[1]} = blockIdx.y * blockDim.y + threadIdx.y;"]
+               f"{ctype} {f.coord_names[1]} = " + ("blockIdx.y;" if f.batch else "blockIdx.y * blockDim.y + threadIdx.y;")]
     if len(f.groups) > 2:
         opening.append(f"{ctype} {f.coord_names[2]} = blockIdx.z;")
-    leave = [f"{name} >= {_c(_digits_extent(f.cuts, digits))}" for digits, name in zip(f.groups[:2], f.coord_names)]
+    guarded = f.groups[:1] if f.batch else f.groups[:2]  # a batch index's grid is its extent: no guard
+    leave = [f"{name} >= {_c(_digits_extent(f.cuts, digits))}" for digits, name in zip(guarded, f.coord_names)]
     if g.extra:
         leave += [f"({sx.text(x)})" if g.early else f"!({sx.text(x)})" for x in g.extra]
     opening.append(f"if ({' || '.join(leave)}) return;")
@@ -491,7 +523,7 @@ def unflatten(unit: Unit, grouping: list[list[int]] | None = None) -> Unit:
     def replace(node: Node) -> bytes | None:
         if node.id in f.parts:
             return f"({_rebuild(f, f.parts[node.id], itype)})".encode()
-        if node.type == "init_declarator" and sx.text(node.child_by_field_name("declarator")) in f.names:
+        if node.id in f.name_decls:
             d = f.names[sx.text(node.child_by_field_name("declarator"))]
             return f"{sx.text(node.child_by_field_name('declarator'))} = {_rebuild(f, d, itype)}".encode()
         return None
