@@ -21,6 +21,12 @@ from ptxfactory.search.generators.transform.unflatten import UnflattenPass
 from test_smem_tile import host_agree
 from test_transform import make_ctx, unit
 
+
+def sizes_args(*names: str) -> str:
+    """Spec lines for i32 scalar arguments that are size symbols of the same name."""
+    return "".join(f'  {{ name = "{n}", role = "scalar", dtype = "i32", value = "{n}" }},\n' for n in names)
+
+
 ATTN_ARGS = """
   { name = "Q", role = "in", dtype = "f32", shape = ["B", "T", "D"] },
   { name = "Kmat", role = "in", dtype = "f32", shape = ["B", "T", "D"] },
@@ -74,11 +80,7 @@ NCHW_ARGS = """
   { name = "x", role = "in", dtype = "f32", shape = ["N", "C", "H", "W"] },
   { name = "bias", role = "in", dtype = "f32", shape = ["C"] },
   { name = "y", role = "out", dtype = "f32", shape = ["N", "C", "H", "W"] },
-  { name = "N", role = "scalar", dtype = "i32", value = "N" },
-  { name = "C", role = "scalar", dtype = "i32", value = "C" },
-  { name = "H", role = "scalar", dtype = "i32", value = "H" },
-  { name = "W", role = "scalar", dtype = "i32", value = "W" },
-"""
+""" + sizes_args("N", "C", "H", "W")
 # four digits: w on x, h on y, (c, n) folded into z; the channel read through a part of z
 NCHW = """
 extern "C" __global__ void k(const float* x, const float* bias, float* y, int N, int C, int H, int W)
@@ -118,14 +120,7 @@ CONV_ARGS = """
   { name = "x", role = "in", dtype = "f32", shape = ["Nb", "C", "H", "W"] },
   { name = "w", role = "in", dtype = "f32", shape = ["OC", "C", "KH", "KW"] },
   { name = "y", role = "out", dtype = "f32", shape = ["Nb", "OC", "H - KH + 1", "W - KW + 1"] },
-  { name = "Nb", role = "scalar", dtype = "i32", value = "Nb" },
-  { name = "C", role = "scalar", dtype = "i32", value = "C" },
-  { name = "H", role = "scalar", dtype = "i32", value = "H" },
-  { name = "W", role = "scalar", dtype = "i32", value = "W" },
-  { name = "OC", role = "scalar", dtype = "i32", value = "OC" },
-  { name = "KH", role = "scalar", dtype = "i32", value = "KH" },
-  { name = "KW", role = "scalar", dtype = "i32", value = "KW" },
-"""
+""" + sizes_args("Nb", "C", "H", "W", "OC", "KH", "KW")
 # a valid (unpadded) convolution: output sizes are differences of the scalars, declared and also written inline
 CONV = """
 extern "C" __global__ void conv(const float* x, const float* w, float* y, int Nb, int C, int H, int W, int OC, int KH, int KW)
@@ -149,11 +144,7 @@ extern "C" __global__ void conv(const float* x, const float* w, float* y, int Nb
 UP_ARGS = """
   { name = "x", role = "in", dtype = "f32", shape = ["N", "C", "H", "W"] },
   { name = "y", role = "out", dtype = "f32", shape = ["N", "C", "2 * H", "2 * W"] },
-  { name = "N", role = "scalar", dtype = "i32", value = "N" },
-  { name = "C", role = "scalar", dtype = "i32", value = "C" },
-  { name = "H", role = "scalar", dtype = "i32", value = "H" },
-  { name = "W", role = "scalar", dtype = "i32", value = "W" },
-"""
+""" + sizes_args("N", "C", "H", "W")
 # nearest 2x upsampling: ow / 2 leaves a digit of extent 2 inside the row
 UPSAMPLE = """
 extern "C" __global__ void up(const float* x, float* y, int N, int C, int H, int W)
@@ -462,13 +453,7 @@ ARGS_NHWC = """
   { name = "x", role = "in", dtype = "f32", shape = ["Nb", "H", "W", "C"] },
   { name = "w", role = "in", dtype = "f32", shape = ["K", "K", "C", "OC"] },
   { name = "y", role = "out", dtype = "f32", shape = ["Nb", "H - K + 1", "W - K + 1", "OC"] },
-  { name = "Nb", role = "scalar", dtype = "i32", value = "Nb" },
-  { name = "C", role = "scalar", dtype = "i32", value = "C" },
-  { name = "H", role = "scalar", dtype = "i32", value = "H" },
-  { name = "W", role = "scalar", dtype = "i32", value = "W" },
-  { name = "OC", role = "scalar", dtype = "i32", value = "OC" },
-  { name = "K", role = "scalar", dtype = "i32", value = "K" },
-"""
+""" + sizes_args("Nb", "C", "H", "W", "OC", "K")
 NHWC = """
 extern "C" __global__ void conv(const float* x, const float* w, float* y, int Nb, int C, int H, int W, int OC, int K)
 {
@@ -491,12 +476,7 @@ ARGS_1D = """
   { name = "x", role = "in", dtype = "f32", shape = ["B", "C", "L"] },
   { name = "w", role = "in", dtype = "f32", shape = ["OC", "C", "K"] },
   { name = "y", role = "out", dtype = "f32", shape = ["B", "OC", "L - K + 1"] },
-  { name = "B", role = "scalar", dtype = "i32", value = "B" },
-  { name = "C", role = "scalar", dtype = "i32", value = "C" },
-  { name = "L", role = "scalar", dtype = "i32", value = "L" },
-  { name = "OC", role = "scalar", dtype = "i32", value = "OC" },
-  { name = "K", role = "scalar", dtype = "i32", value = "K" },
-"""
+""" + sizes_args("B", "C", "L", "OC", "K")
 CONV1D = """
 extern "C" __global__ void conv(const float* x, const float* w, float* y, int B, int C, int L, int OC, int K)
 {
@@ -540,10 +520,7 @@ def test_other_convolutions_become_implicit_gemms_with_the_originals_bits(name, 
 SUM_DIM1_ARGS = """
   { name = "x", role = "in", dtype = "f32", shape = ["B", "N", "D"] },
   { name = "y", role = "out", dtype = "f32", shape = ["B", "D"] },
-  { name = "B", role = "scalar", dtype = "i32", value = "B" },
-  { name = "N", role = "scalar", dtype = "i32", value = "N" },
-  { name = "D", role = "scalar", dtype = "i32", value = "D" },
-"""
+""" + sizes_args("B", "N", "D")
 # a sum over the middle dimension, one thread per flat (b, d) output
 SUM_DIM1 = """
 extern "C" __global__ void sum_dim1(const float* x, float* y, int B, int N, int D)

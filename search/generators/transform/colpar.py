@@ -206,13 +206,6 @@ class ColumnParallelPass(RowParallelPass):
                 raise Refused(f"{first} (nor with its flat index's outer digits as a batch: {e})") from None
             return flat
 
-    def why_not(self, unit: Unit) -> str | None:
-        try:
-            self._reading(unit)
-        except Refused as e:
-            return str(e)
-        return None
-
     def apply(self, unit: Unit) -> Unit:
         unit = self._reading(unit)
         g, rw, launch = self._plan(unit)

@@ -261,13 +261,6 @@ class SmemTilePass(PlannedPass):
                 continue
         raise Refused(f"{reason} (nor with the {n} digits of the flat index grouped into other rows and columns)")
 
-    def why_not(self, unit: Unit) -> str | None:
-        try:
-            self._reading(unit)
-        except Refused as e:
-            return str(e)
-        return None
-
     def _check_shared(self, operands: list[_Operand]) -> None:
         total = sum(self.tk * ((self.tm if o.side == "y" else self.tn) + self._pad(o.side)) * ELEMENT_BYTES[o.ctype]
                     for o in operands)
