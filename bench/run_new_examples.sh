@@ -14,9 +14,11 @@ if [ -z "${SKIP_TESTS:-}" ]; then
 fi
 # (timeout's SIGTERM cancels the job after its current candidate: a partial report; 45 s later, SIGKILL)
 # (the default list, at up to JOB_TIMEOUT s each, takes more than one 10-minute call: split it with EXAMPLES=...)
-for ex in ${EXAMPLES:-embedding rowsum_seq dequant_int8 scale_bias l2norm_rows xent_fwd standardize_rows rope sgd_momentum swiglu stencil5 row_argmax}; do
-  src=$(ls examples/$ex/*.cu examples/$ex/*.ptx 2>/dev/null | head -1); file=$(basename "$src"); name=${file%.*}
-  rm -rf "/tmp/ex-$ex"; cp -r "examples/$ex" "/tmp/ex-$ex"
+# (an entry with a slash is a folder of its own, bench/trials/conv2d: the generality trials)
+for entry in ${EXAMPLES:-embedding rowsum_seq dequant_int8 scale_bias l2norm_rows xent_fwd standardize_rows rope sgd_momentum swiglu stencil5 row_argmax}; do
+  dir="examples/$entry"; [[ "$entry" == */* ]] && dir="$entry"; ex=$(basename "$entry")
+  src=$(ls $dir/*.cu $dir/*.ptx 2>/dev/null | head -1); file=$(basename "$src"); name=${file%.*}
+  rm -rf "/tmp/ex-$ex"; cp -r "$dir" "/tmp/ex-$ex"
   ( cd "/tmp/ex-$ex" && COLUMNS=220 timeout -k 45 ${JOB_TIMEOUT:-120} ptxfactory optimise "$file" --kernel "$name" --max-seconds ${MAX_SECONDS:-60} > "$OUT/cli-$ex.txt" 2>&1; echo "cli exit code $?" >> "$OUT/cli-$ex.txt" )
   cp "/tmp/ex-$ex/ptxfactory-out/$name/report.md" "$OUT/report-$ex.md" 2>/dev/null
   cp "/tmp/ex-$ex/ptxfactory-out/$name/report.json" "$OUT/report-$ex.json" 2>/dev/null
