@@ -153,7 +153,7 @@ class SmemTilePass(PlannedPass):
         self.rm, self.rn, self.tk = rm, rn, tk
         self.tm, self.tn = THREADS * rm, THREADS * rn
         self.name = f"smem_tile_{rm}x{rn}"
-        self._cache: dict = {}  # (text, grid, block, spec) -> (unit as read, plan) or the refusal
+        self._cache: dict = {}  # (text, grid, block, the spec as JSON) -> (unit as read, plan) or the refusal (a daemon runs many jobs)
 
     # -- precondition -------------------------------------------------------------------------------------
 
@@ -222,7 +222,7 @@ class SmemTilePass(PlannedPass):
         that launch's rows and columns do not separate the operands, every grouping of the index's digits into a
         column (holding the innermost digit) and a row is tried (a convolution: its output channel the row, its image,
         output row and column the column: an implicit GEMM)."""
-        key = (unit.text, tuple(map(str, unit.launch.grid)), tuple(map(str, unit.launch.block)), id(unit.spec))
+        key = (unit.text, tuple(map(str, unit.launch.grid)), tuple(map(str, unit.launch.block)), unit.spec.model_dump_json())
         if key in self._cache:
             got = self._cache[key]
             if isinstance(got, Refused):
@@ -295,7 +295,7 @@ class SmemTilePass(PlannedPass):
     # -- rewrite ------------------------------------------------------------------------------------------
 
     def apply(self, unit: Unit) -> Unit:
-        unit, p = self._reading(unit)
+        unit, p = self._read(unit)  # (not the cache: the unit read carries this unit's helpers and notes)
         data = unit.data
         ind = "    "
         out = [f"{{   // smem_tile (transform): {self.tm} x {self.tn} outputs per {THREADS} x {THREADS} block, "
