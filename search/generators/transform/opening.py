@@ -159,7 +159,7 @@ def element_guard(unit: Unit, *, tolerant: bool = False, between: bool = False, 
     cond = sx.unparen(guard.child_by_field_name("condition").child_by_field_name("value"))
     cons = guard.child_by_field_name("consequence")
     early = is_bare_return(cons)
-    parts = _flatten(cond, "||" if early else "&&") if tolerant else [cond]
+    parts = sx.operands(cond, "||" if early else "&&") if tolerant else [cond]
     ops = ((">=",), ("<=",)) if early else (("<",), (">",))
     found = [(p, b) for p in parts if (b := _bound(p, name, *ops)) is not None]
     if len(found) != 1:
@@ -294,14 +294,6 @@ def _aliases_ok(unit: Unit, aliases: dict, decl: Node | None, init: Node | None,
             continue  # the alias's own declaration
         return False
     return True
-
-
-def _flatten(cond: Node | None, op: str) -> list[Node]:
-    """The operands of a chain of ``op`` (``a || b || c``), parentheses opened."""
-    cond = sx.unparen(cond)
-    if cond is not None and cond.type == "binary_expression" and sx.operator(cond) == op:
-        return _flatten(cond.child_by_field_name("left"), op) + _flatten(cond.child_by_field_name("right"), op)
-    return [cond]
 
 
 def _scalar_params(unit: Unit) -> set[str]:

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ptxfactory.harness.static_checks import MAX_GRID_DIMS
 from ptxfactory.protocol import LaunchConfig
 from ptxfactory.protocol.expr import ExprError, evaluate
 
@@ -81,7 +82,6 @@ GROUP = 4  # a side of R outputs per thread, R a multiple of 4: groups of 4 adja
 CONFIGS = ((1, 1, 16), (2, 2, 16), (4, 4, 16), (8, 8, 8))
 SHARED_LIMIT = 48 * 1024  # bytes of static shared memory a block may declare
 MAX_OPERANDS = 4  # distinct tiles staged per step
-GRID_LIMITS = (2**31 - 1, 65535, 65535)
 ELEMENT_BYTES = {"float": 4, "double": 8, "__half": 2, "half": 2, "__nv_bfloat16": 2, "nv_bfloat16": 2,
                  **{t: 4 for t in ("int", "unsigned", "unsigned int", "int32_t", "uint32_t")},
                  **{t: 8 for t in ("long long", "unsigned long long", "int64_t", "uint64_t", "size_t")}}
@@ -153,7 +153,7 @@ class SmemTilePass(PlannedPass):
         self.rm, self.rn, self.tk = rm, rn, tk
         self.tm, self.tn = THREADS * rm, THREADS * rn
         self.name = f"smem_tile_{rm}x{rn}"
-        self._cache: dict = {}  # (text, grid, block, the spec as JSON) -> (unit as read, plan) or the refusal (a daemon runs many jobs)
+        self._cache: dict = {}  # (text, grid, block, the spec as JSON) -> None (read) or the refusal (a daemon runs many jobs)
 
     # -- precondition -------------------------------------------------------------------------------------
 
@@ -216,30 +216,27 @@ class SmemTilePass(PlannedPass):
         return _Plan(y, x, uniform_stmts, cond, negated, parts["text"], pre, acc_decl, acc, acc_type, nest[-1], k, k_type,
                      k_from, end, post, operands, {d.id for d in dropped}, launch, levels, derived, pred)
 
-    def _reading(self, unit: Unit) -> tuple[Unit, _Plan]:
-        """``unit`` as the pass reads it, and its plan: a 1-D kernel whose flat index is taken apart by ``/`` and ``%``
+    def _reading(self, unit: Unit) -> None:
+        """Whether the pass reads ``unit`` (:class:`Refused` with the reason; remembered per text, launch and spec, since
+        the chains ask again and again), as :meth:`_read` reads it: a 1-D kernel whose flat index is taken apart by ``/`` and ``%``
         (a batched GEMM written one thread per flat output) first gets its 2-D/3-D launch (:mod:`.unflatten`); where
         that launch's rows and columns do not separate the operands, every grouping of the index's digits into a
         column (holding the innermost digit) and a row is tried (a convolution: its output channel the row, its image,
         output row and column the column: an implicit GEMM)."""
         key = (unit.text, tuple(map(str, unit.launch.grid)), tuple(map(str, unit.launch.block)), unit.spec.model_dump_json())
-        if key in self._cache:
-            got = self._cache[key]
-            if isinstance(got, Refused):
-                raise got
-            return got
-        try:
-            got = self._read(unit)
-        except Refused as e:
-            got = e
-        if len(self._cache) > 64:
-            self._cache.clear()
-        self._cache[key] = got
-        if isinstance(got, Refused):
-            raise got
-        return got
+        if key not in self._cache:
+            if len(self._cache) > 64:
+                self._cache.clear()
+            try:
+                self._read(unit)
+                self._cache[key] = None
+            except Refused as e:
+                self._cache[key] = str(e)
+        if self._cache[key] is not None:
+            raise Refused(self._cache[key])
 
     def _read(self, unit: Unit) -> tuple[Unit, _Plan]:
+        """``unit`` as read (as written, or through :func:`.unflatten.unflatten`) and its plan, else :class:`Refused`."""
         if len(unit.launch.grid) != 1:
             return unit, self._plan(unit)
         try:
@@ -288,14 +285,14 @@ class SmemTilePass(PlannedPass):
                 raise Refused(f"the launch cannot be evaluated at {size}: {e}") from None
             if old[0] * threads[0] < n or old[1] * threads[1] < m:
                 raise Refused(f"the original launch covers fewer rows or columns than the guard allows at {size}")
-            if any(not 0 < d <= lim for d, lim in zip(dims, GRID_LIMITS)):
+            if any(not 0 < d <= lim for d, lim in zip(dims, MAX_GRID_DIMS)):
                 raise Refused(f"grid {new_grid} out of range at {size}")
         return LaunchConfig(grid=new_grid, block=[THREADS, THREADS], shared_mem=unit.launch.shared_mem)
 
     # -- rewrite ------------------------------------------------------------------------------------------
 
     def apply(self, unit: Unit) -> Unit:
-        unit, p = self._read(unit)  # (not the cache: the unit read carries this unit's helpers and notes)
+        unit, p = self._read(unit)  # (the unit read carries this unit's helpers and notes)
         data = unit.data
         ind = "    "
         out = [f"{{   // smem_tile (transform): {self.tm} x {self.tn} outputs per {THREADS} x {THREADS} block, "
@@ -598,18 +595,7 @@ def _guard(stmts: list[Node], at: int) -> tuple[Node, bool, list[Node]]:
 def _guard_parts(cond: Node, negated: bool, y: str, x: str, uniform: set[str]) -> dict:
     """The guard's parts by what they are about (``"y"``, ``"x"``, ``"u"``), as positive C conditions, and the row and
     column bounds (the node of ``y < M``'s ``M``) for the grid. Raises :class:`Refused` for a part about both."""
-    joint = "||" if negated else "&&"
-    parts: list[Node] = []
-
-    def flatten(n: Node) -> None:
-        n = sx.unparen(n)
-        if n.type == "binary_expression" and sx.operator(n) == joint:
-            flatten(n.child_by_field_name("left"))
-            flatten(n.child_by_field_name("right"))
-        else:
-            parts.append(n)
-
-    flatten(cond)
+    parts = sx.operands(cond, "||" if negated else "&&")
     text: dict[str, list[str]] = {"y": [], "x": [], "u": []}
     bounds: dict[str, Node] = {}
     for part in parts:
@@ -807,17 +793,7 @@ def _mask(unit: Unit, pred: Node, body: Node, acc: str, ks: list[str], uniform: 
                                "update_expression", "conditional_expression")):
         raise Refused(f"the condition {sx.text(cond)!r} reads memory, calls or writes")
     skips = _skips(pred)
-    parts: list[Node] = []
-
-    def split(n: Node) -> None:
-        n = sx.unparen(n)
-        if n.type == "binary_expression" and sx.operator(n) == ("||" if skips else "&&"):
-            split(n.child_by_field_name("left"))
-            split(n.child_by_field_name("right"))
-        else:
-            parts.append(n)
-
-    split(cond.child_by_field_name("value") or cond)
+    parts = sx.operands(cond.child_by_field_name("value") or cond, "||" if skips else "&&")
     subst = {v: f"({_render(p)})" for v, p in consts.items()}  # the body's index constants, as their values
     allowed = uniform | set(ks) | side_names["y"] | side_names["x"]
     masks: dict[str, list[str]] = {"y": [], "x": []}
@@ -837,17 +813,7 @@ def _mask(unit: Unit, pred: Node, body: Node, acc: str, ks: list[str], uniform: 
         for side in sides or ["y", "x"]:
             masks[side].append(f"!({text})" if skips else f"({text})")
     term = _sum_term(body, acc, pred)
-    factors: list[Node] = []
-
-    def product(n: Node) -> None:
-        n = sx.uncast(n)
-        if n.type == "binary_expression" and sx.operator(n) == "*":
-            product(n.child_by_field_name("left"))
-            product(n.child_by_field_name("right"))
-        else:
-            factors.append(n)
-
-    product(term)
+    factors = sx.operands(term, "*", casts=True)
     loads = {node.id: o.side for o in found.values() for node in o.nodes}
     have = {loads[f.id] for f in factors if f.id in loads}
     for side in ("y", "x"):

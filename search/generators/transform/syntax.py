@@ -128,6 +128,15 @@ def statements(compound: Node) -> list[Node]:
     return [c for c in compound.named_children if c.type != "comment"]
 
 
+def operands(node: Node | None, op: str, casts: bool = False) -> list[Node]:
+    """The operands of a chain of the binary ``op`` (``a || b || c``, ``x * y * z``), parentheses opened (and casts,
+    with ``casts``)."""
+    node = uncast(node) if casts else unparen(node)
+    if node is not None and node.type == "binary_expression" and operator(node) == op:
+        return operands(node.child_by_field_name("left"), op, casts) + operands(node.child_by_field_name("right"), op, casts)
+    return [node]
+
+
 def contains_call(node: Node, names) -> bool:
     return any(call_name(n) in names for n in walk(node))
 

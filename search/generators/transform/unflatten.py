@@ -45,19 +45,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ptxfactory.harness.static_checks import MAX_GRID_DIMS
 from ptxfactory.protocol import LaunchConfig
 from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
 from .affine import Poly, poly
 from .base import Unit
-from .syntax import COLLECTIVES
-from .opening import ElementGuard, element_guard, paren
-from .syntax import Node
+from .opening import BUILTINS, ElementGuard, element_guard
+from .syntax import COLLECTIVES, Node
 
-GRID_LIMITS = (2**31 - 1, 65535, 65535)
 WARP = 32  # threads of a block row: one warp along x
-BUILTINS = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim"})
 Monomial = tuple[int, tuple[str, ...]]  # coefficient, sorted factor names
 
 
@@ -79,7 +77,6 @@ class _Flat:
     cuts: list[Monomial]  # 1 = cuts[0] | cuts[1] | ... | cuts[-1] = N
     groups: list[list[int]]  # each coordinate's digits (k: cuts[k] .. cuts[k + 1]), ascending
     parts: dict[int, _Digits]  # node id -> the digit range of that expression
-    nodes: dict[int, Node]
     names: dict[str, _Digits]  # declared parts (never written)
     name_decls: set[int]  # their init_declarators
     coord_names: list[str]  # x, y (and z) coordinate names
@@ -136,7 +133,7 @@ def _strip(node: Node | None) -> Node | None:
 class _Reader:
     """The digit ranges of a kernel's flat index ``idx`` (see the module docstring)."""
 
-    def __init__(self, unit: Unit, g: ElementGuard, inits: dict[str, Node], scalars: set[str]):
+    def __init__(self, g: ElementGuard, inits: dict[str, Node], scalars: set[str]):
         self.g, self.inits, self.scalars = g, inits, scalars
         self.uniform: dict[str, Poly] = {}  # the same declarations as polynomials, earlier ones substituted
         for name, value in inits.items():
@@ -147,7 +144,6 @@ class _Reader:
         self.name_decls: set[int] = set()  # the init_declarators that declare the parts in ``names``
         self.seen: set[str] = set()  # every name a part or a divisor reads (scalars, uniform declarations, parts)
         self.parts: dict[int, _Digits] = {}
-        self.nodes: dict[int, Node] = {}
 
     def factors(self, node: Node | None, depth: int = 0) -> Monomial | None:
         """``node`` as a product of literals, scalars and sums of them (uniform declarations seen through), or None."""
@@ -220,7 +216,8 @@ class _Reader:
     def _walk(self, node: Node, written: set[str]) -> None:
         if node.type == "init_declarator":
             target, value = node.child_by_field_name("declarator"), node.child_by_field_name("value")
-            self._walk(value, written) if value is not None else None
+            if value is not None:
+                self._walk(value, written)
             if sx.is_ident(target) and sx.text(target) not in written and value is not None:
                 d = self.digits(value)
                 if d is not None:
@@ -231,7 +228,6 @@ class _Reader:
             d = self.digits(node)
             if d is not None:
                 self.parts[node.id] = d
-                self.nodes[node.id] = node
                 return
         for c in node.named_children:
             self._walk(c, written)
@@ -271,7 +267,7 @@ def read_flat(unit: Unit, grouping: list[list[int]] | None = None, batch: bool =
     if g.name in written:
         raise Refused(f"the index {g.name!r} is written")
     scalars = {a.name for a in unit.spec.args if a.role == "scalar"} - written
-    reader = _Reader(unit, g, _uniform_declarations(unit, g, scalars, written), scalars)
+    reader = _Reader(g, _uniform_declarations(unit, g, scalars, written), scalars)
     reader.read(rest, written)
     bound = reader.factors(g.bound)
     counts = sx.declaration_counts(unit.fn)
@@ -301,9 +297,9 @@ def read_flat(unit: Unit, grouping: list[list[int]] | None = None, batch: bool =
     if batch:
         groups = [groups[0], [k for g in groups[1:] for k in g]]
     coord_names, coord_decls = _coordinates(rest, reader, chain, groups, _coordinate_type(sx.type_text(g.type_node)))
-    idx_read = any(sx.is_ident(n, g.name) and not _inside(n, reader.nodes)
+    idx_read = any(sx.is_ident(n, g.name) and not _inside(n, reader.parts)
                    for s in rest for n in sx.walk(s) if n.type == "identifier" and not _declares(n))
-    return _Flat(g, chain, groups, reader.parts, reader.nodes, reader.names, reader.name_decls, coord_names, coord_decls, idx_read,
+    return _Flat(g, chain, groups, reader.parts, reader.names, reader.name_decls, coord_names, coord_decls, idx_read,
                  _launch(unit, chain, groups, threads, values, batch), batch)
 
 
@@ -313,7 +309,8 @@ def _declares(ident: Node) -> bool:
     return p is not None and p.type == "init_declarator" and p.child_by_field_name("declarator") == ident
 
 
-def _inside(node: Node, parts: dict[int, Node]) -> bool:
+def _inside(node: Node, parts: dict[int, _Digits]) -> bool:
+    """Whether ``node`` lies inside one of the ``parts`` (by node id)."""
     p = node.parent
     while p is not None:
         if p.id in parts:
@@ -397,7 +394,7 @@ def _groups(unit: Unit, chain: list[Monomial], by: int, values: dict[str, str]) 
                       "second grid dimension)")
     y = take(x)
     sizes = unit.spec.check.sizes + unit.spec.bench.sizes
-    while y < n and any(_evaluate(_extent(chain, y, n), values, size) > GRID_LIMITS[2] for size in sizes):
+    while y < n and any(_evaluate(_extent(chain, y, n), values, size) > MAX_GRID_DIMS[2] for size in sizes):
         y += 1
     return [list(range(0, x)), list(range(x, y))] + ([list(range(y, n))] if y < n else [])
 
@@ -464,7 +461,7 @@ def _launch(unit: Unit, chain: list[Monomial], groups: list[list[int]], threads:
             dims = [int(evaluate(e, size)) for e in grid]
         except ExprError as e:
             raise Refused(f"the grid cannot be evaluated at {size}: {e}") from None
-        if any(d > lim for d, lim in zip(dims, GRID_LIMITS)):
+        if any(d > lim for d, lim in zip(dims, MAX_GRID_DIMS)):
             raise Refused(f"grid {grid} out of range at {size} ({dims})")
     return LaunchConfig(grid=grid, block=[threads] if batch else [WARP, by], shared_mem=unit.launch.shared_mem)
 
