@@ -478,6 +478,12 @@ class Evaluator:
     SAMPLED_ROUNDS = 4  # timed rounds, besides the last, whose outputs are copied aside (outside the events) and checked
     SAMPLE_BYTES = 2 << 30  # at most this many bytes of side copies: fewer rounds sampled for big outputs (at least one)
     FLUSH_FACTOR = 2  # an L2 flush writes a scratch buffer of this many times the L2 size
+    # a candidate whose probe launch takes SLOW_RATIO x the original's and at least SLOW_MS is timed with SLOW_REPS
+    # rounds and no warm-up: at a speedup under 1/8 the precision does not change a decision, and a 1 s launch timed
+    # the full way costs ~10 s per size (a rewrite that serialises a kernel's work does that)
+    SLOW_RATIO = 8.0
+    SLOW_MS = 5.0
+    SLOW_REPS = 2
 
     def timing_inputs(self, spec: KernelSpec, size: dict[str, int], n_sets: int) -> tuple[list[dict], tuple]:
         """The ``n_sets`` timing input sets at ``size`` and their cache key: set ``s`` holds ``"pristine"`` (the
@@ -540,25 +546,31 @@ class Evaluator:
                 per[who] = _args(spec, size, bufs), bufs
             sets.append(per)
         kernels = {"base": base, "cand": cand}
-        for _ in range(plan.warmup):
-            for who in ("base", "cand"):
-                kernels[who](sets[0][who][0], size)
-        cp.cuda.Device().synchronize()
-        # one probe to size the number of repetitions (~0.25 s per kernel at most)
-        probe_s, probe_e = cp.cuda.Event(), cp.cuda.Event()
-        probe_s.record()
+        # one probe of each side (the same number of launches on both: inout buffers stay in step) sizes the number
+        # of repetitions (~0.25 s per kernel at most); a candidate far slower than the original is timed with
+        # SLOW_REPS rounds and no warm-up (its speedup is known to be tiny; the full rounds would cost seconds)
+        probe = [cp.cuda.Event() for _ in range(3)]
+        probe[0].record()
         kernels["base"](sets[0]["base"][0], size)
-        probe_e.record()
-        kernels["cand"](sets[0]["cand"][0], size)  # the same number of launches on both sides: inout buffers stay in step
-        probe_e.synchronize()
-        one_ms = cp.cuda.get_elapsed_time(probe_s, probe_e)
-        reps = int(max(5, min(plan.timing_reps, 250 / max(one_ms, 1e-3))))
+        probe[1].record()
+        kernels["cand"](sets[0]["cand"][0], size)
+        probe[2].record()
+        probe[2].synchronize()
+        base_ms, cand_ms = cp.cuda.get_elapsed_time(probe[0], probe[1]), cp.cuda.get_elapsed_time(probe[1], probe[2])
+        slow = cand_ms >= self.SLOW_MS and cand_ms >= self.SLOW_RATIO * base_ms
+        if not slow:
+            for _ in range(plan.warmup):
+                for who in ("base", "cand"):
+                    kernels[who](sets[0][who][0], size)
+        cp.cuda.Device().synchronize()
+        reps = self.SLOW_REPS if slow else int(max(5, min(plan.timing_reps, 250 / max(base_ms + cand_ms, 1e-3))))
         out_bytes = sum(a.numel(size) * a.dtype.itemsize for a in outputs)
         sampled = sample_rounds(plan, size, reps, max(1, min(self.SAMPLED_ROUNDS, self.SAMPLE_BYTES // max(2 * out_bytes, 1))))
         side = {r: {who: {a.name: cp.empty_like(sets[r % n_sets][who][1][a.name]) for a in outputs} for who in kernels}
                 for r in sampled}
         scratch = cp.empty(self.FLUSH_FACTOR * facts.l2_bytes, dtype=cp.uint8) if flush else None
-        self.last_timing = {"size": size, "n_sets": n_sets, "reps": reps, "sampled": sampled, "flushes": 0, "judgements": 0}
+        self.last_timing = {"size": size, "n_sets": n_sets, "reps": reps, "sampled": sampled, "flushes": 0, "judgements": 0,
+                            "slow": slow}
         events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(2 * reps)]
         times = {"base": [], "cand": []}
         order = []
@@ -652,7 +664,7 @@ class Evaluator:
                 return rejected.model_copy(update={"resources": cand.resources, "wall_s": verify_s, "verify_s": verify_s,
                                                    "reference_s": self.reference_s - ref0})
             facts = self.facts()
-            timings, samples = [], []
+            timings, samples, slow = [], [], []
             for size in plan.bench_sizes:
                 try:
                     cand.dims(size)
@@ -660,6 +672,8 @@ class Evaluator:
                     return Rejected(candidate_key=key, check="launch", reason=f"bench size {size}: {exc}", resources=cand.resources)
                 ct, bt, problem = self.time_size(spec, base, cand, size, plan)
                 samples.append((ct, bt))
+                if self.last_timing.get("slow"):
+                    slow.append(size)
                 if problem:
                     return Rejected(candidate_key=key, check="post_timing", reason=problem, resources=cand.resources,
                                     wall_s=time.perf_counter() - t0)
@@ -688,7 +702,9 @@ class Evaluator:
         lo, hi = speedup_interval(samples)
         return Measured(candidate_key=key, resources=cand.resources, timings=timings, speedup=speedup, speedup_lo=lo, speedup_hi=hi,
                         verified_sizes=plan.verify_sizes + plan.heldout_sizes, wall_s=time.perf_counter() - t0, verify_s=verify_s, reference_s=self.reference_s - ref0,
-                        ref_errors=R.summarise(errors), notes=self.notes(base_key))
+                        ref_errors=R.summarise(errors), notes=self.notes(base_key) + (
+                            [f"timed in {self.SLOW_REPS} rounds without warm-up at {slow}: its probe launch took "
+                             f"{self.SLOW_RATIO:g}x the original's or more"] if slow else []))
 
     def notes(self, base_key: str) -> list[str]:
         """Checks skipped for this original, and why (a Measured result's ``notes``)."""

@@ -310,3 +310,52 @@ def test_every_timed_launch_finds_its_inout_buffers_at_their_pristine_values(gpu
         assert len(timed) == reps
         for r, found in enumerate(timed):  # round r runs on set r % n_sets, from that set's pristine values
             np.testing.assert_array_equal(found.ravel(), np.asarray(held[r % n_sets]["pristine"]["s"]).ravel())
+
+
+class Clocked:
+    """A tree row sum whose every launch takes ``ms`` on a virtual clock (events record the clock); wrong (x 1.001) on
+    the launches whose 0-based call number is in ``bad``."""
+
+    def __init__(self, clock: list[float], ms: float, *bad: int):
+        self.clock, self.ms, self.calls, self.bad = clock, ms, 0, set(bad)
+        self.resources = Resources(registers=16, shared_bytes=0)
+
+    def dims(self, size):
+        return (1, 1, 1), (1, 1, 1), 0
+
+    def __call__(self, args, size):
+        x, s, m, n = args
+        s[...] = _tree(np.asarray(x).reshape(int(m), int(n))) * np.float32(1.001 if self.calls in self.bad else 1.0)
+        self.clock[0] += self.ms
+        self.calls += 1
+
+
+@pytest.mark.parametrize("base_ms, cand_ms, slow", [(1.0, 400.0, True), (1.0, 7.0, False), (0.1, 4.0, False)])
+def test_a_candidate_far_slower_than_the_original_is_timed_in_few_rounds(gpu_eval, small, monkeypatch, base_ms, cand_ms, slow):
+    """A probe launch at 8x the original's time and 5 ms or more: SLOW_REPS rounds and no warm-up, its outputs
+    still checked; a candidate under either bound is timed the full way."""
+    spec, plan = small
+    clock = [0.0]
+
+    class Event:
+        def record(self):
+            self.t = clock[0]
+
+        def synchronize(self):
+            return None
+
+    monkeypatch.setattr(gpu_eval.cp.cuda, "Event", Event)
+    monkeypatch.setattr(gpu_eval.cp.cuda, "get_elapsed_time", lambda start, end: end.t - start.t)
+    ev = _evaluator(gpu_eval)
+    cand = Clocked(clock, cand_ms)
+    ct, bt, problem = ev.time_size(spec, Clocked(clock, base_ms), cand, SIZE, plan)
+    assert problem is None and ev.last_timing["slow"] is slow
+    reps = ev.last_timing["reps"]
+    if slow:
+        assert reps == ev.SLOW_REPS and cand.calls == 1 + reps  # the probe, then the rounds: no warm-up
+    else:
+        assert reps >= 5 and cand.calls == 1 + plan.warmup + reps
+    assert len(ct) == len(bt) == reps and all(t == pytest.approx(cand_ms * 1e3) for t in ct)
+    first_timed = 1 if slow else 1 + plan.warmup
+    _, _, problem = ev.time_size(spec, Clocked(clock, base_ms), Clocked(clock, cand_ms, first_timed + reps - 1), SIZE, plan)
+    assert problem and problem.startswith(f"output 's' of the last timed launch at {SIZE}: ")
