@@ -258,8 +258,9 @@ def test_transposed_b_leading_dimensions_early_return_and_epilogue():
     assert p.why_not(unit(GEMM_NT, spec)) is None
     text = compiled(GEMM_NT, spec, p)
     # both operands advance along k with stride 1: both loads consecutive along k
-    # (each operand's element order three times: the first fetch, the fetch a step ahead, the store)
-    assert text.count("const int ptxf_kk = ptxf_e % 16, ptxf_m = ptxf_e / 16;") == 6
+    # (each operand's element order three times: the first fetch, the fetch a step ahead, the store; and once more for
+    # A's, whose row constant arow is computed once per element before the loop)
+    assert text.count("const int ptxf_kk = ptxf_e % 16, ptxf_m = ptxf_e / 16;") == 7
     # the index through the row's constant (arow = row * lda), in 64 bits
     assert "A[(long long)(k) + (long long)(lda) * (long long)(row)]" in text
     assert "B[(long long)(col) * (long long)(ldb) + (long long)(k)]" in text

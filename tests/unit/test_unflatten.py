@@ -347,12 +347,30 @@ def test_a_direct_convolution_becomes_an_implicit_gemm():
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
-def test_the_implicit_gemm_gives_the_direct_convolutions_bits_on_the_host(tmp_path):
-    """Every configuration at sizes that are multiples of no tile, each output's (ic, kh, kw) order kept: bit-identical."""
+@pytest.mark.parametrize("size", [{"Nb": 2, "C": 3, "H": 7, "W": 6, "OC": 5, "KH": 3, "KW": 2},
+                                  {"Nb": 1, "C": 11, "H": 9, "W": 8, "OC": 21, "KH": 3, "KW": 5}])
+def test_the_implicit_gemm_gives_the_direct_convolutions_bits_on_the_host(size, tmp_path):
+    """Every configuration at sizes that are multiples of no tile, each output's (ic, kh, kw) order kept: bit-identical
+    (the second size: 11 and 21 steps of k, each advancing the digits with carries at both inner levels)."""
     spec = conv_spec()
     passes = [SmemTilePass(*c) for c in CONFIGS]
-    report = host_agree(CONV, spec, {"Nb": 2, "C": 3, "H": 7, "W": 6, "OC": 5, "KH": 3, "KW": 2}, passes, tmp_path)
+    report = host_agree(CONV, spec, size, passes, tmp_path)
     assert report.count("same") == len(passes) and "DIFFERENT" not in report, report
+
+
+def test_the_implicit_gemms_fetches_divide_by_nothing():
+    """The nest's digits of each element's k are found once, by division, before the loop, then advanced by a step's
+    digits with carries; the pixel's digits (n, oh, ow) are found once too: no division or remainder is left in the
+    k loop, the staged loads the only work per element besides a few adds and compares."""
+    tile = SmemTilePass(4, 4, 16)
+    text = tile.apply(unit(CONV, conv_spec())).text
+    loop = re.sub(r"//[^\n]*", "", text[text.index("for (int ptxf_kb"):text.rindex("__syncthreads();")])  # the k loop
+    divisors = re.findall(r"[/%]\s*(\S+)", loop)
+    assert divisors and all(re.match(r"\d", d) for d in divisors), divisors  # by literals only (the tile's shape)
+    assert "int ow = ptxf_h0_0[0];" in text  # the pixel's digits: the same for the thread's four elements of x's tile
+    assert "const int ic = (int)((0) + ptxf_d0_0[ptxf_u]);" in text  # x's elements: four k, four sets of digits
+    assert "const int ic = (int)((0) + ptxf_d1_0[0]);" in text  # w's: one k (consecutive threads along k)
+    assert "if (ptxf_d0_2[ptxf_u] >= ptxf_q2) { ptxf_d0_2[ptxf_u] -= ptxf_q2; ++ptxf_d0_1[ptxf_u]; }" in text
 
 
 CONV_PAD_ARGS = CONV_ARGS.replace('shape = ["Nb", "OC", "H - KH + 1", "W - KW + 1"]',

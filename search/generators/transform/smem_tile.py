@@ -29,7 +29,10 @@ of ``TK`` values of ``k``, every thread of the block stores its share of each op
 RM`` of the row-side loads, ``TK x 16 RN`` of the column-side ones), fetched from global memory into
 registers one step ahead (the next step's loads are in flight during this step's arithmetic), into
 shared memory; consecutive threads load along ``k`` when ``k``'s stride is 1, else along the row or
-column (coalesced either way); elements outside the guard or past the loop's end are zero. A barrier;
+column (coalesced either way); elements outside the guard or past the loop's end are zero. What a load reads of
+its element's row or column (``int ow = col % OW;``) and, for a nest read as one k, the element's digits of k in
+the nest are found once before the loop; each fetch advances the digits by a step's, with carries, so the loop
+divides by nothing (an implicit GEMM's runtime divisions per element per step outweighed its multiply-adds). A barrier;
 for each ``k`` of the step, ascending, the thread's values of each tile into registers, then every
 output's loop body (the last, partial step runs only the ``k`` the loop has, so zero fills are never
 used); a barrier. Then the guard, the declarations (the accumulator's now its register) and the
@@ -316,6 +319,11 @@ class SmemTilePass(PlannedPass):
             out += [f"{ind}const {p.k_type} ptxf_n{i} = max(({p.k_type})0, ({p.k_type})({trip}));  // {v}'s iterations",
                     f"{ind}const {p.k_type} ptxf_q{i} = max(({p.k_type})1, ptxf_n{i});"]
         out += [f"{ind}const {p.k_type} ptxf_kend = {p.k_end};"]
+        if len(p.levels) > 1:  # a step's k, as digits of the nest: the fetches advance their elements' digits by it
+            out += [f"{ind}const {p.k_type} ptxf_t{i} = {d};  // a step's {v} digit"
+                    for i, ((v, _, _, _), d) in enumerate(zip(p.levels, _digits(p, str(self.tk))))]
+        for n, o in enumerate(p.operands):
+            out += self._setup(p, n, o, ind)
         for n, o in enumerate(p.operands):
             out += self._fetch(p, n, o, f"({p.k_from})", ind)
         out += [f"{ind}for ({p.k_type} {kb} = {p.k_from}; {kb} < ptxf_kend; {kb} += {self.tk}) {{",
@@ -385,39 +393,95 @@ class SmemTilePass(PlannedPass):
             return f"const int ptxf_kk = ptxf_e % {self.tk}, ptxf_m = ptxf_e / {self.tk};"
         return f"const int ptxf_m = ptxf_e % {extent}, ptxf_kk = ptxf_e / {extent};"
 
+    def _setup(self, p: _Plan, n: int, o: _Operand, ind: str) -> list[str]:
+        """Once before the loop, for each element of the thread's share of operand ``n``'s tile: the values of its side's
+        index that the loads read (``int ow = col % OW;``: ``ptxf_h{n}_{j}``), which no step changes, and the digits of
+        its first k in the nest (``ptxf_d{n}_{i}``), which each fetch advances by a step's (:meth:`_advance`): the
+        fetches divide by nothing (three runtime divisions per element per step made an implicit GEMM's index
+        arithmetic cost more than its multiply-adds). A value the thread's elements share (their row or column, or
+        their k, is the same: :meth:`_shared`) is held once."""
+        derived = self._derived_names(p, o)
+        if not derived and len(p.levels) < 2:
+            return []
+        _, each = self._share(o)
+        idx = p.y if o.side == "y" else p.x
+        origin = "ptxf_y0" if o.side == "y" else "ptxf_x0"
+        hm, hk = self._slot(o, "m"), self._slot(o, "k")
+        out = [f"{ind}{t} ptxf_h{n}_{j}[{each if hm else 1}];  // {name} of the elements this thread loads"
+               for j, (name, t) in enumerate(derived)]
+        out += [f"{ind}{p.k_type} ptxf_d{n}_{i}[{each if hk else 1}];  // the {v} digit of their k"
+                for i, (v, _, _, _) in enumerate(p.levels) if len(p.levels) > 1]
+        body = [f"const int ptxf_e = ptxf_tid + ptxf_u * {THREADS * THREADS};", self._element(o)]
+        if derived:
+            body.append(f"const {idx.ctype} {idx.name} = ({idx.ctype})({origin} + ptxf_m);")
+            body += [sx.text(d) for d in p.derived.get(o.side, [])]
+            body += [f"ptxf_h{n}_{j}[{hm or 0}] = {name};" for j, (name, _) in enumerate(derived)]
+        if len(p.levels) > 1:
+            body.append(f"const {p.k_type} ptxf_kv = ({p.k_from}) + ptxf_kk;")
+            body += [f"ptxf_d{n}_{i}[{hk or 0}] = {d};" for i, d in enumerate(_digits(p, "ptxf_kv"))]
+        return out + ["#pragma unroll", f"{ind}for (int ptxf_u = 0; ptxf_u < {each}; ++ptxf_u) {{",
+                      *(f"{ind}    {line}" for line in body), f"{ind}}}"]
+
+    def _slot(self, o: _Operand, what: str) -> str:
+        """How a value of the thread's elements of operand ``o`` that depends on their row or column (``what`` "m") or on
+        their k ("k") is indexed: ``ptxf_u`` when the elements differ in it, "" when they share it (element ``e`` is
+        ``ptxf_tid + u * 256``: the coordinate taken modulo a divisor of 256 is the same for every ``u``)."""
+        extent = self.tm if o.side == "y" else self.tn
+        _, each = self._share(o)
+        fastest = self.tk if o.k_fastest else extent  # the coordinate that is e % fastest
+        shared = each == 1 or (what == ("k" if o.k_fastest else "m") and (THREADS * THREADS) % fastest == 0)
+        return "" if shared else "ptxf_u"
+
+    def _derived_names(self, p: _Plan, o: _Operand) -> list[tuple[str, str]]:
+        """``(name, type)`` of each value of operand ``o``'s side index declared before the loop (:func:`_derived`)."""
+        return [(sx.text(d.child_by_field_name("declarator")), sx.type_text(s.child_by_field_name("type")))
+                for s in p.derived.get(o.side, []) for d in s.children_by_field_name("declarator")]
+
     def _fetch(self, p: _Plan, n: int, o: _Operand, kb: str, ind: str) -> list[str]:
         """The thread's share of operand ``n``'s tile for the step at ``kb``, from global memory into registers
-        (``ptxf_p{n}``): zero outside the guard and past the loop's end."""
+        (``ptxf_p{n}``): zero outside the guard and past the loop's end. The fetches run at consecutive steps (the
+        first k, then one step ahead of the loop's): each advances its elements' digits by one step."""
         total, each = self._share(o)
         idx = p.y if o.side == "y" else p.x
         origin = "ptxf_y0" if o.side == "y" else "ptxf_x0"
         conds = [f"ptxf_e < {total}", "ptxf_kf + ptxf_kk < ptxf_kend"] + [f"({c})" for c in p.parts[o.side] + p.parts["u"]]
         if o.mask is not None:  # the loop body's condition: a skipped term's element is a zero
             conds.append(f"({o.mask})")
+        hm, hk = self._slot(o, "m") or "0", self._slot(o, "k") or "0"
+        held = [f"{t} {name} = ptxf_h{n}_{j}[{hm}];" for j, (name, t) in enumerate(self._derived_names(p, o))]
+        step = self._advance(p, n, hk)
         return [f"{ind}{{", f"{ind}    const {p.k_type} ptxf_kf = {kb};", "#pragma unroll",
                 f"{ind}    for (int ptxf_u = 0; ptxf_u < {each}; ++ptxf_u) {{",
                 f"{ind}        const int ptxf_e = ptxf_tid + ptxf_u * {THREADS * THREADS};",
                 f"{ind}        {self._element(o)}",
                 f"{ind}        const {idx.ctype} {idx.name} = ({idx.ctype})({origin} + ptxf_m);",
-                *(f"{ind}        {sx.text(d)}" for d in p.derived.get(o.side, [])),
-                *(f"{ind}        {line}" for line in self._k_lines(p)),
+                *(f"{ind}        {line}" for line in held),
+                *(f"{ind}        {line}" for line in self._k_lines(p, n, hk)),
                 f"{ind}        ptxf_p{n}[ptxf_u] = {' && '.join(conds)} ? {o.ptr}[{_render(o.index)}] : {o.ctype}();",
-                f"{ind}    }}", f"{ind}}}"]
+                *(f"{ind}        {line}" for line in (step if hk == "ptxf_u" else [])),
+                f"{ind}    }}", *(f"{ind}    {line}" for line in (step if hk != "ptxf_u" else [])), f"{ind}}}"]
 
-    def _k_lines(self, p: _Plan) -> list[str]:
-        """The loop variables at the element's k (``ptxf_kf + ptxf_kk``): k itself, or each variable of a nest from the
-        one k (the innermost varying fastest)."""
-        if not p.levels:
-            return [f"const {p.k_type} {p.k} = ptxf_kf + ptxf_kk;"]
-        lines = [f"const {p.k_type} ptxf_kv = ptxf_kf + ptxf_kk;"]
+    def _k_lines(self, p: _Plan, n: int, slot: str) -> list[str]:
+        """The loop variables at the element's k (``ptxf_kf + ptxf_kk``): k itself, or each variable of a nest from
+        the element's digits of operand ``n`` (:meth:`_setup`; ``slot``: their index)."""
+        if len(p.levels) < 2:
+            if not p.levels:
+                return [f"const {p.k_type} {p.k} = ptxf_kf + ptxf_kk;"]
+            v, t, a, _ = p.levels[0]
+            return [f"const {t} {v} = ({t})(({a}) + ptxf_kf + ptxf_kk);"]
+        return [f"const {t} {v} = ({t})(({a}) + ptxf_d{n}_{i}[{slot}]);" for i, (v, t, a, _) in enumerate(p.levels)]
+
+    def _advance(self, p: _Plan, n: int, slot: str) -> list[str]:
+        """Digits ``slot`` of operand ``n`` plus a step's (``ptxf_t{i}``), innermost first, each carry taken by one
+        subtraction (a digit and a step's digit are each under the level's count)."""
         last = len(p.levels) - 1
-        for i, (v, t, a, _) in enumerate(p.levels):
-            below = " * ".join(f"ptxf_q{j}" for j in range(i + 1, last + 1))
-            value = f"ptxf_kv / ({below})" if below else "ptxf_kv"
-            if i > 0:
-                value = f"({value}) % ptxf_q{i}"
-            lines.append(f"const {t} {v} = ({t})(({a}) + {value});")
-        return lines
+        if last < 1:
+            return []
+        lines = []
+        for i in range(last, 0, -1):
+            d = f"ptxf_d{n}_{i}[{slot}]"
+            lines += [f"{d} += ptxf_t{i};", f"if ({d} >= ptxf_q{i}) {{ {d} -= ptxf_q{i}; ++ptxf_d{n}_{i - 1}[{slot}]; }}"]
+        return lines + [f"ptxf_d{n}_0[{slot}] += ptxf_t0;"]
 
     def _store(self, n: int, o: _Operand, ind: str) -> list[str]:
         """Operand ``n``'s registers (``ptxf_p{n}``) into its shared tile."""
@@ -1016,6 +1080,18 @@ def _check_outputs(unit: Unit, stmts: list[Node], consts: dict[str, Poly]) -> No
     for root in sorted(written):
         if len(seen[root]) != 1 or None in seen[root]:
             raise Refused(f"the epilogue accesses {root}, which it writes, at more than one (or an unknown) index")
+
+
+def _digits(p: _Plan, value: str) -> list[str]:
+    """C expressions of the digits of ``value`` (a k counted from the first) in the nest's levels, outermost first: the
+    innermost varies fastest (``ptxf_q{i}``: each level's count, at least 1)."""
+    last = len(p.levels) - 1
+    out = []
+    for i in range(last + 1):
+        below = " * ".join(f"ptxf_q{j}" for j in range(i + 1, last + 1))
+        digit = f"({value}) / ({below})" if below else f"({value})"
+        out.append(f"({digit}) % ptxf_q{i}" if i > 0 else digit)
+    return out
 
 
 def _render(p: Poly) -> str:
