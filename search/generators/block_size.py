@@ -39,6 +39,7 @@ import ast
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from ptxfactory.harness.static_checks import MAX_GRID_DIMS
 from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
 from ptxfactory.protocol.expr import ExprError, evaluate
 
@@ -46,6 +47,9 @@ from .transform import syntax as sx
 from .transform.syntax import Node
 
 BLOCK_SIZES = (128, 256, 512, 1024)  # what "tune" proposes: powers of two, whole warps, the hardware's range
+# what "tune" proposes for a 2-D block (x, y): rows of whole warps (a naive 16 x 16 block reads half-warp rows), 128 to
+# 512 threads, and a row of 256 (the lessons order them)
+BLOCK_SHAPES = ((32, 8), (64, 4), (32, 4), (32, 16), (64, 8), (128, 2), (128, 4), (256, 1))
 MAX_THREADS = 1024  # threads per block on every CUDA GPU since sm_20
 
 NO_BLOCKDIM = "the kernel never reads blockDim: its indexing assumes the launched block"
@@ -126,6 +130,102 @@ def block_choices(parent: Candidate, spec: KernelSpec, sizes=BLOCK_SIZES) -> Blo
                 out.refused[b1] = grid
             else:
                 out.launches[b1] = LaunchConfig(grid=grid, block=[b1], shared_mem=parent.launch.shared_mem)
+    return out
+
+
+def block_shapes(parent: Candidate, spec: KernelSpec, shapes=BLOCK_SHAPES) -> BlockChoices:
+    """For a 2-D block of integer literals ``(bx, by)``: each shape of ``shapes`` other than the parent's, keyed
+    ``"XxY"``, with the grid recomputed per dimension (``cdiv(W, 16)`` -> ``cdiv(W, 32)`` for x, and for y), or why not.
+
+    Only where the block's threads are independent and each dimension's index is scaled: no ``__shared__``,
+    barrier or warp collective (a tile or a reduction is written for its block), no ``gridDim``, ``blockIdx.x``
+    times ``blockDim.x`` and ``blockIdx.y`` times ``blockDim.y`` (directly or through names computed from them), no
+    literal standing for the block (``blockIdx.y * 16``), each grid dimension divided by its block dimension
+    (:func:`rescale_grid`'s rules) and within the hardware's limits at every spec size; ``__launch_bounds__(N)``
+    caps the threads. Same conditions as :func:`block_choices` for the launch policy and a ``block`` knob."""
+    block = parent.launch.block
+    dims = [_int(b) for b in block]
+    if spec.launch.policy != "free":
+        return BlockChoices(skipped="the spec's launch policy is fixed")
+    if "block" in parent.params:
+        return BlockChoices(skipped="the parent's block is a knob of the generator that wrote its kernel")
+    if len(dims) not in (2, 3) or None in dims or (len(dims) == 3 and dims[2] != 1) or len(parent.launch.grid) < 2:
+        return BlockChoices(skipped=f"the block {block} is not a 2-D block of integer literals")
+    bx, by = dims[0], dims[1]
+    why = _independent_threads(parent, bx, by)
+    out = BlockChoices()
+    for sx_, sy in shapes:
+        key = f"{sx_}x{sy}"
+        if (sx_, sy) == (bx, by):
+            continue
+        if why is None and sx_ * sy > _launch_bound(parent):
+            out.refused[key] = LAUNCH_BOUNDS.format(n=_launch_bound(parent))
+            continue
+        grid = why or _rescale_2d(parent, spec, (bx, by), (sx_, sy))
+        if isinstance(grid, str):
+            out.refused[key] = grid
+        else:
+            out.launches[key] = LaunchConfig(grid=grid, block=[sx_, sy] + ([1] if len(dims) == 3 else []),
+                                              shared_mem=parent.launch.shared_mem)
+    return out
+
+
+def _independent_threads(parent: Candidate, bx: int, by: int) -> str | None:
+    """Why ``parent``'s threads are not independent of their block's shape (:func:`block_shapes`), or None."""
+    root = sx.parse(parent.source.encode()).root_node
+    kernel = _kernel_node(root, parent.kernel_name)
+    if kernel is None:
+        return f"kernel {parent.kernel_name} not found in the source"
+    fns = _reachable(root, kernel)
+    consts = _constants(root, parent, kernel)
+    nodes = [n for fn in fns for n in sx.walk(fn)]
+    if _shared_arrays(root, fns, consts, parent.launch.shared_mem) or str(parent.launch.shared_mem).strip() not in ("0", ""):
+        return "the kernel uses __shared__ memory: its tiles are written for its block"
+    calls = {sx.call_name(n) for n in nodes if n.type == "call_expression"}
+    if calls & set(sx.COLLECTIVES):
+        return "the kernel synchronises or exchanges values within its block or warps"
+    if any(sx.is_builtin(n, "gridDim", f) for n in nodes if n.type == "field_expression" for f in "xyz"):
+        return "the kernel reads gridDim"
+    for f, b in (("x", bx), ("y", by)):
+        if any(n.type == "binary_expression" and _blockidx_times(n, consts, f) == b for n in nodes):
+            return BLOCKIDX_TIMES_BLOCK.format(b0=b).replace("blockIdx.x", f"blockIdx.{f}")
+    for f in "xy":
+        bi, bd = _derived(fns, "blockIdx", f), _derived(fns, "blockDim", f)
+        if not any(_mixes(n, bi, bd, f) for n in nodes):
+            return f"no index grows with blockIdx.{f} * blockDim.{f}"
+    return None
+
+
+def _launch_bound(parent: Candidate) -> int:
+    """The threads ``__launch_bounds__`` allows ``parent``'s kernel (a literal; else the hardware's 1024)."""
+    root = sx.parse(parent.source.encode()).root_node
+    kernel = _kernel_node(root, parent.kernel_name)
+    bound = next((c for c in kernel.children if c.type == "launch_bounds"), None) if kernel is not None else None
+    args = [a for a in bound.named_children if a.type != "comment"] if bound is not None else []
+    n = _const(args[0], _constants(root, parent, kernel)) if args else None
+    return n if n is not None else (0 if bound is not None else MAX_THREADS)
+
+
+def _rescale_2d(parent: Candidate, spec: KernelSpec, old: tuple[int, int], new: tuple[int, int]) -> list | str:
+    """The grid covering the parent's work with block ``new`` instead of ``old`` (x, y): each of the first two
+    dimensions' divisions by its block dimension rescaled (:func:`_rewrite`), the rest unchanged; or why not."""
+    grid = list(parent.launch.grid)
+    out = []
+    for d, g in enumerate(grid):
+        if d < 2 and old[d] != new[d]:
+            r = _rewrite(g, old[d], new[d], None)
+            if r is None or r[1] == 0 or r[2]:
+                return GRID_BAD.format(grid=grid)
+            out.append(r[0])
+        else:
+            out.append(g)
+    for size in spec.check.sizes + spec.bench.sizes:
+        try:
+            dims = [int(evaluate(g, size)) for g in out]
+        except ExprError as e:
+            return f"grid {out} cannot be evaluated at {size}: {e}"
+        if not all(1 <= d <= lim for d, lim in zip(dims, MAX_GRID_DIMS)):
+            return f"grid {out} with block {new[0]}x{new[1]} is {dims} at {size}: outside the hardware's {list(MAX_GRID_DIMS)}"
     return out
 
 
@@ -280,15 +380,16 @@ def _const(node: Node | None, consts: dict) -> int | None:
     return None
 
 
-def _blockidx_times(n: Node, consts: dict) -> int | None:
-    """``c`` of ``blockIdx.x * c``, ``c * blockIdx.x`` or ``blockIdx.x << k`` (``c = 2^k``), c a constant."""
+def _blockidx_times(n: Node, consts: dict, field: str = "x") -> int | None:
+    """``c`` of ``blockIdx.x * c``, ``c * blockIdx.x`` or ``blockIdx.x << k`` (``c = 2^k``), c a constant
+    (``blockIdx.y``'s for ``field`` "y")."""
     op = sx.operator(n)
     left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
     if op == "*":
         for a, b in ((left, right), (right, left)):
-            if sx.is_builtin(a, "blockIdx"):
+            if sx.is_builtin(a, "blockIdx", field):
                 return _const(b, consts)
-    if op == "<<" and sx.is_builtin(left, "blockIdx"):
+    if op == "<<" and sx.is_builtin(left, "blockIdx", field):
         k = _const(right, consts)
         return 1 << k if k is not None and 0 <= k < 31 else None
     return None
@@ -508,9 +609,10 @@ def _binary(op: str, left: Node, right: Node, scales: dict, consts: dict) -> Fra
     return _UNKNOWN
 
 
-def _derived(fns: list[Node], builtin: str) -> set[str]:
-    """Names whose value is computed from ``builtin`` (``blockIdx``/``blockDim``), directly or through other
-    names, and functions that return such a value (``__device__ int stride() { return blockDim.x; }``)."""
+def _derived(fns: list[Node], builtin: str, field: str | None = None) -> set[str]:
+    """Names whose value is computed from ``builtin`` (``blockIdx``/``blockDim``; its ``field`` only, when given),
+    directly or through other names, and functions that return such a value (``__device__ int stride() { return
+    blockDim.x; }``)."""
     floats = _float_names(fns)
     sites = [(n, v) for n, v in _assignments(fns) if n not in floats]
     sites += [(_fn_name(fn) or "", n) for fn in fns for n in sx.walk(fn) if n.type == "return_statement"]
@@ -518,7 +620,7 @@ def _derived(fns: list[Node], builtin: str) -> set[str]:
     for _ in range(8):
         before = len(names)
         for name, value in sites:
-            if name not in names and _mentions(value, builtin, names):
+            if name not in names and _mentions(value, builtin, names, field):
                 names.add(name)
         if len(names) == before:
             break
@@ -540,13 +642,14 @@ _FLOAT_TYPES = frozenset({"float", "double", "__half", "half", "__nv_bfloat16", 
                           "float2", "float4", "double2"})
 
 
-def _mentions(node: Node, builtin: str, names: set[str]) -> bool:
-    """``node`` reads ``builtin`` or one of ``names``, other than inside a memory access (``x[row * N + i]``,
-    ``*p`` and ``__ldg(x + i)`` are data, not an index computed from them)."""
+def _mentions(node: Node, builtin: str, names: set[str], field: str | None = None) -> bool:
+    """``node`` reads ``builtin`` (its ``field`` only, when given) or one of ``names``, other than inside a memory
+    access (``x[row * N + i]``, ``*p`` and ``__ldg(x + i)`` are data, not an index computed from them)."""
     stack = [node]
     while stack:
         n = stack.pop()
-        if n.type == "field_expression" and sx.is_ident(n.child_by_field_name("argument"), builtin):
+        if n.type == "field_expression" and sx.is_ident(n.child_by_field_name("argument"), builtin) and (
+                field is None or sx.text(n.child_by_field_name("field")) == field):
             return True
         if n.type == "identifier" and sx.text(n) in names:
             return True
@@ -558,9 +661,10 @@ def _mentions(node: Node, builtin: str, names: set[str]) -> bool:
     return False
 
 
-def _mixes(n: Node, bi: set[str], bd: set[str]) -> bool:
-    """``n`` multiplies something computed from ``blockIdx`` by something computed from ``blockDim``
-    (``*``, ``__umul24``, ``__mul24``): the work of block ``k`` starts at ``k`` blocks' worth of threads."""
+def _mixes(n: Node, bi: set[str], bd: set[str], field: str | None = None) -> bool:
+    """``n`` multiplies something computed from ``blockIdx`` by something computed from ``blockDim`` (their
+    ``field`` only, when given; ``*``, ``__umul24``, ``__mul24``): the work of block ``k`` starts at ``k`` blocks'
+    worth of threads."""
     if n.type == "binary_expression" and sx.operator(n) == "*":
         pair = (n.child_by_field_name("left"), n.child_by_field_name("right"))
     elif sx.call_name(n) in ("__umul24", "__mul24") and len(sx.call_args(n)) == 2:
@@ -568,7 +672,8 @@ def _mixes(n: Node, bi: set[str], bd: set[str]) -> bool:
     else:
         return False
     a, b = pair
-    return (_mentions(a, "blockIdx", bi) and _mentions(b, "blockDim", bd)) or (_mentions(b, "blockIdx", bi) and _mentions(a, "blockDim", bd))
+    return ((_mentions(a, "blockIdx", bi, field) and _mentions(b, "blockDim", bd, field))
+            or (_mentions(b, "blockIdx", bi, field) and _mentions(a, "blockDim", bd, field)))
 
 
 # ---------------------------------------------------------------- the grid

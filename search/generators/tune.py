@@ -12,7 +12,10 @@ with the grid recomputed to cover the same work (:func:`ptxfactory.search.genera
 a ``__shared__ float partial[256]`` indexed by ``threadIdx.x`` allows at most 256 threads, a kernel that never
 reads ``blockDim`` or halves a constant stride over shared data none but its own, ``__launch_bounds__(N)``
 at most N; ``cdiv(X, 256)`` becomes ``cdiv(X, 512)`` for a kernel indexed by ``blockIdx * blockDim``, and a
-grid that does not show how it depends on the block refuses the change). Each refusal and its reason
+grid that does not show how it depends on the block refuses the change). A 2-D block of literals gets the
+shapes of ``BLOCK_SHAPES`` (rows of whole warps: 32x8, 64x4, ...; knob ``block = "32x8"``) where its threads are
+independent (no shared memory, barrier or warp collective) and each grid dimension divides by its block dimension
+(:func:`ptxfactory.search.generators.block_size.block_shapes`). Each refusal and its reason
 (one of that module's constants) is logged at debug level. Never for a parent whose ``params`` already hold
 a ``block`` knob, since such a family's kernel is written for that block. Every variant passes
 :func:`ptxfactory.harness.compile.check_options`; none repeats the parent's key.
@@ -26,7 +29,7 @@ from ptxfactory.harness.compile import check_options
 from ptxfactory.protocol import Candidate, LaunchConfig
 
 from ..base import GenContext
-from .block_size import BLOCK_SIZES, block_choices
+from .block_size import BLOCK_SIZES, block_choices, block_shapes
 
 __all__ = ["BLOCK_SIZES", "TuneGenerator"]
 
@@ -66,6 +69,11 @@ class TuneGenerator:
             variants.append((list(parent.options), launch, f"tune block={b}", {"block": b}))
         for b, why in blocks.refused.items():
             log.debug("tune: no block=%d for %s: %s", b, parent.kernel_name, why)
+        shapes = block_shapes(parent, ctx.spec)
+        for b, launch in shapes.launches.items():
+            variants.append((list(parent.options), launch, f"tune block={b}", {"block": b}))
+        for b, why in shapes.refused.items():
+            log.debug("tune: no block=%s for %s: %s", b, parent.kernel_name, why)
         for options, launch, desc, params in variants:
             if check_options(options, fast_ok) is not None:
                 continue

@@ -298,3 +298,89 @@ def test_loaded_values_are_data_not_indices():
     src = ROWSUM.replace("sum += x[(size_t)row * n + i];", "{ float v = __ldg(x + (size_t)row * n + i); sum += v * v; }")
     sp = spec("rowsum", ROW_ARGS, '["M"]')
     assert block_choices(parent(src, sp), sp).launches[128].grid == ["M"]
+
+
+# -- 2-D blocks: the shape of a block of independent threads ----------------------------------------------------
+GRID2_ARGS = """
+  { name = "u", role = "in", dtype = "f32", shape = ["H", "W"] },
+  { name = "v", role = "out", dtype = "f32", shape = ["H", "W"] },
+  { name = "H", role = "scalar", dtype = "i32", value = "H" },
+  { name = "W", role = "scalar", dtype = "i32", value = "W" },
+"""
+SMOOTH = """
+extern "C" __global__ void k(const float* u, float* v, int H, int W)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    int i = blockIdx.y * blockDim.y + threadIdx.y;
+    if (i >= H || j >= W) return;
+    float l = j > 0 ? u[i * W + j - 1] : 0.0f;
+    v[i * W + j] = 0.5f * (u[i * W + j] + l);
+}
+"""
+
+
+def spec2(grid='["cdiv(W, 16)", "cdiv(H, 16)"]', block="[16, 16]", sizes="[{ H = 3, W = 50 }]",
+          bench="[{ H = 4096, W = 4096 }]", launch_bounds: str = ""):
+    text = f"""
+[kernel.k]
+args = [{GRID2_ARGS}]
+launch = {{ grid = {grid}, block = {block}, policy = "free" }}
+[kernel.k.check]
+sizes = {sizes}
+[kernel.k.bench]
+sizes = {bench}
+"""
+    return parse_spec(text).kernels["k"]
+
+
+def test_a_2d_block_of_independent_threads_gets_rows_of_whole_warps_and_each_grid_dimension_rescaled():
+    sp = spec2()
+    ch = bs.block_shapes(parent(SMOOTH, sp), sp)
+    assert ch.skipped is None and not ch.refused, ch.refused
+    assert list(ch.launches) == [f"{x}x{y}" for x, y in bs.BLOCK_SHAPES]
+    assert ch.launches["32x8"].grid == ["cdiv(W, 32)", "cdiv(H, 8)"] and ch.launches["32x8"].block == [32, 8]
+    assert ch.launches["256x1"].grid == ["cdiv(W, 256)", "cdiv(H, 1)"]
+    for size in ({"H": 3, "W": 50}, {"H": 4096, "W": 4096}):  # every launch covers every point
+        for launch in ch.launches.values():
+            g = [int(evaluate(e, size)) for e in launch.grid]
+            assert g[0] * launch.block[0] >= size["W"] and g[1] * launch.block[1] >= size["H"]
+    tuned = TuneGenerator().propose(GenContext(spec=sp, source=SMOOTH, kernel=find_kernel(SMOOTH, "k"), original=parent(SMOOTH, sp)))
+    shaped = [c for c in tuned if c.params.get("block") == "64x4"]
+    assert len(shaped) == 1 and shaped[0].description == "tune block=64x4" and shaped[0].launch.block == [64, 4]
+    compiles(shaped[0])
+
+
+@pytest.mark.parametrize("what, source, reason", [
+    ("shared", SMOOTH.replace("float l =", "__shared__ float t[16][16]; t[threadIdx.y][threadIdx.x] = 0.0f; float l ="),
+     "__shared__"),
+    ("barrier", SMOOTH.replace("float l =", "__syncthreads(); float l ="), "synchronises"),
+    ("shuffle", SMOOTH.replace("v[i * W + j] = 0.5f * (u[i * W + j] + l);",
+                               "v[i * W + j] = __shfl_down_sync(0xffffffffu, l, 1);"), "exchanges"),
+    ("literal", SMOOTH.replace("blockIdx.y * blockDim.y", "blockIdx.y * 16"), "blockIdx.y is multiplied by 16"),
+    ("unscaled y", SMOOTH.replace("int i = blockIdx.y * blockDim.y + threadIdx.y;", "int i = blockIdx.y;"),
+     "blockIdx.y * blockDim.y"),
+    ("grid stride", SMOOTH.replace("if (i >= H || j >= W) return;", "if (i >= H || j >= W + gridDim.x) return;"), "gridDim"),
+])
+def test_a_2d_block_whose_threads_depend_on_its_shape_keeps_it(what, source, reason):
+    sp = spec2()
+    ch = bs.block_shapes(parent(source, sp), sp)
+    assert not ch.launches and ch.refused and all(reason in why for why in ch.refused.values()), ch.refused
+
+
+def test_a_2d_grid_that_does_not_show_the_block_or_leaves_the_hardwares_range_is_refused():
+    sp = spec2(grid='["cdiv(W, 16)", "H"]')
+    ch = bs.block_shapes(parent(SMOOTH, sp), sp)
+    assert list(ch.launches) == ["32x16"] and ch.launches["32x16"].grid == ["cdiv(W, 32)", "H"]  # y kept: H stays
+    assert "grid ['cdiv(W, 16)', 'H'] uses the block's size" in ch.refused["32x8"]  # y changes: H does not show it
+    sp = spec2(bench="[{ H = 100000, W = 64 }]")  # a y grid of 100000 rows of 1
+    ch = bs.block_shapes(parent(SMOOTH, sp), sp)
+    assert "256x1" in ch.refused and "128x4" in ch.launches
+    sp = spec2(block="[256]", grid='["cdiv(W, 256)", "H"]')
+    assert bs.block_shapes(parent(SMOOTH, sp), sp).skipped
+
+
+def test_launch_bounds_cap_a_2d_blocks_threads():
+    src = SMOOTH.replace('extern "C" __global__ void k(', 'extern "C" __global__ void __launch_bounds__(256) k(')
+    sp = spec2()
+    ch = bs.block_shapes(parent(src, sp), sp)
+    assert "32x16" in ch.refused and "64x8" in ch.refused and "32x8" in ch.launches and "128x2" in ch.launches
