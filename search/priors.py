@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -143,8 +144,7 @@ class Priors:
             shared = [k for k in params if k in past.params]
             if not shared:
                 continue
-            differ = sum(params[k] != past.params[k] for k in shared)
-            w = past.n * (1.0 if past.same_class else OTHER_CLASS) * math.exp(-MISMATCH_DECAY * differ)
+            w = past.n * (1.0 if past.same_class else OTHER_CLASS) * math.exp(-MISMATCH_DECAY * mismatches(params, past.params))
             total += w * past.rel
             weight += w
             knobs.update(shared)
@@ -174,6 +174,20 @@ class Priors:
 
 
 EXPLORE_BONUS = 0.05  # log-speedup units: an untried knob value looks a little better than the best tried one
+PASS_FLAG = "pass:"  # a knob that says a source pass was applied (value 1); absent means not applied
+# the variant suffix of a pass's name (rowpar_lanes32, smem_tile_4x4, hold_row8, scan_warp): variants of one pass
+_VARIANT = re.compile(r"(_auto|_warp|_lanes\d+|_block\d+|_rows\d+|_\d+x\d+|_?\d+)$")
+
+
+def mismatches(a: Mapping[str, object], b: Mapping[str, object]) -> int:
+    """How many knob values differ between two configurations of one generator: the knobs both have, compared, plus
+    the passes only one has (``pass:NAME`` flags: a chain with ``smem_tile_4x4`` and one with ``rowpar_lanes32``
+    differ there, however alike their other passes), two variants of one pass (``rowpar_lanes32`` and
+    ``rowpar_block256``) counting once. A knob only one has otherwise (``lanes``, ``block``) is not counted: it
+    belongs to a pass the other does not run."""
+    shared = sum(a[k] != b[k] for k in a if k in b)
+    only = [{_VARIANT.sub("", k) for k in x.keys() - y.keys() if k.startswith(PASS_FLAG)} for x, y in ((a, b), (b, a))]
+    return shared + len(only[0] | only[1])
 
 
 def job_score(logs: list[float | None], best_log: float) -> float:
@@ -201,7 +215,7 @@ def job_estimate(params: Mapping[str, object], evaluated: list[tuple[Mapping[str
         if not shared:
             continue
         rel = FAILED if log is None else max(FAILED, log - best_log)
-        w = math.exp(-MISMATCH_DECAY * sum(params[k] != past[k] for k in shared))
+        w = math.exp(-MISMATCH_DECAY * mismatches(params, past))
         total += w * rel
         weight += w
         rels.append(rel)

@@ -16,7 +16,7 @@ from ptxfactory.search.lessons import LessonStore
 from ptxfactory.search.policy import ArmState, Thompson, Ucb1, make_policy
 from ptxfactory.search.lessons import main_effects
 from ptxfactory.search.priors import (
-    EXPLORE_BONUS, FAILED, ArmPrior, PastConfig, Priors, candidate_score, generator_kind, job_estimate,
+    EXPLORE_BONUS, FAILED, ArmPrior, PastConfig, Priors, candidate_score, generator_kind, job_estimate, mismatches,
 )
 from ptxfactory.search.strategy import optimise
 
@@ -192,6 +192,22 @@ def test_this_jobs_nearest_configurations_decide_and_a_failure_weighs_on_its_nei
     broken, knobs = job_estimate({"a": 0, "b": 1, "c": 1}, [({"a": 0, "b": 1, "c": 0}, None)], 0.0, prior=0.0)
     assert knobs == {"a", "b", "c"} and FAILED < broken < 0.8 * FAILED
     assert job_estimate({"x": 1}, evaluated, 0.0, prior=None) is None  # no knob in common
+
+
+def test_a_chain_with_another_restructuring_pass_is_not_its_neighbour():
+    """Pass flags only one configuration has count as differences: a rowpar chain sharing its cosmetic passes with the
+    best (a smem_tile chain) is not estimated as good as it; the rowpar single measured slow pulls it down."""
+    common = {"pass:restrict": 1, "pass:ldg": 1, "pass:launch_bounds": 1, "hint": "ldg"}
+    tiled = {**common, "pass:smem_tile_4x4": 1}
+    evaluated = [(tiled, math.log(2.0)), ({"pass:rowpar_auto": 1, "lanes": "auto"}, math.log(0.4)),
+                 ({**common, "pass:rowpar_block256": 1, "lanes": 256, "block": 256}, math.log(0.05))]
+    lanes32, _ = job_estimate({**common, "pass:rowpar_lanes32": 1, "lanes": 32, "block": 256}, evaluated, math.log(2.0), prior=None)
+    tiled8, _ = job_estimate({**common, "pass:smem_tile_8x8": 1}, evaluated, math.log(2.0), prior=None)
+    assert lanes32 < -0.5 and -0.3 < tiled8 < 0.0  # (both were 0: the shared cosmetic passes made them the best's twins)
+    assert mismatches(tiled, {**common, "pass:rowpar_lanes32": 1, "lanes": 32}) == 2  # two passes; lanes is rowpar's own
+    assert mismatches({"pass:rowpar_lanes32": 1, "lanes": 32}, {"pass:rowpar_block256": 1, "lanes": 256}) == 2  # variant, lanes
+    assert mismatches({"pass:hold_row8": 1}, {"pass:hold_row_auto": 1}) == 1
+    assert mismatches({"block": 128, "option": "x"}, {"block": 256}) == 1  # other knobs: only where both have them
 
 
 class CubeFamily:
