@@ -631,3 +631,44 @@ def test_parts_keep_their_types_and_casts(what, tmp_path):
 def test_a_name_declared_twice_is_refused(body):
     spec = spec_for("k", EW_ARGS, '["cdiv(B * T, 256)"]', "[256]", "[{ B = 3, T = 37 }]", "{ B = 4096, T = 4096 }")
     assert "declared more than once" in UnflattenPass().why_not(unit(ew(body), spec))
+
+
+POOL_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["N", "C", "H", "W"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["N", "C", "(H - K) // S + 1", "(W - K) // S + 1"] },
+""" + sizes_args("N", "C", "H", "W", "K", "S")
+# max pooling: the output's extents are quotients of scalars ((W - K) / S + 1)
+POOL = """
+extern "C" __global__ void pool(const float* x, float* y, int N, int C, int H, int W, int K, int S)
+{
+    int OH = (H - K) / S + 1;
+    int OW = (W - K) / S + 1;
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= N * C * OH * OW) return;
+    int ow = idx % OW;
+    int oh = (idx / OW) % OH;
+    int c = (idx / (OW * OH)) % C;
+    int n = idx / (OW * OH * C);
+    float mx = -INFINITY;
+    for (int kh = 0; kh < K; kh++)
+        for (int kw = 0; kw < K; kw++)
+            mx = fmaxf(mx, x[((n * C + c) * H + oh * S + kh) * W + ow * S + kw]);
+    y[idx] = mx;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_an_extent_that_is_a_quotient_of_scalars_is_a_factor(tmp_path):
+    """``OW = (W - K) / S + 1`` divides the flat index: an opaque factor, inlined to the scalars in the kernel and
+    written with the spec's ``//`` in the grid (the numerators are not negative at any spec size)."""
+    size = {"N": 2, "C": 3, "H": 9, "W": 11, "K": 3, "S": 2}
+    spec = spec_for("pool", POOL_ARGS, '["cdiv(N * C * ((H - K) // S + 1) * ((W - K) // S + 1), 256)"]', "[256]",
+                    "[{ " + ", ".join(f"{k} = {v}" for k, v in size.items()) + " }]",
+                    "{ N = 32, C = 64, H = 112, W = 112, K = 3, S = 2 }")
+    out = flat(POOL, spec)
+    assert out.launch.grid == ["cdiv((((((W) - (K)) // (S)) + 1)), 32)", "cdiv((((((H) - (K)) // (S)) + 1)), 8)",
+                               "(C) * (N)"], out.launch.grid
+    assert "if (ow >= (((W - K) / S) + 1) || oh >= (((H - K) / S) + 1)) return;" in out.text, out.text
+    report = host_agree(POOL, spec, size, [UnflattenPass()], tmp_path)
+    assert report.strip() == "1 y same", report

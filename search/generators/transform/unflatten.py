@@ -23,7 +23,9 @@ E2]``)::
 What it reads: every division ``v / X`` or remainder ``v % X`` of the index (or of such a part) is a *digit range*
 ``(idx / D) % M``. ``X`` is a product of factors, each an integer literal, a scalar parameter, or a sum or difference
 of those (``W - KW + 1``, a valid convolution's width), written inline or through a declaration (``int OW = W - KW +
-1;``): such a sum is one factor, matched by its value whatever its spelling. The ranges' ends (``D``, ``D * M``), with
+1;``): such a sum is one factor, matched by its value whatever its spelling; an expression of them holding a division
+(``(W - K) / S + 1``, a strided pooling's width) is one factor too, matched by its text inlined to the scalars, and
+written in the grid with the spec's ``//`` where its numerators are not negative at any spec size. The ranges' ends (``D``, ``D * M``), with
 1 and the guard's bound ``N``, must be one chain under divisibility, ``1 | c1 | c2 | ... | N``: the extents ``E_k =
 c_(k+1) / c_k`` are the index's mixed-radix digits. The digits are grouped into coordinates: ``x`` takes the innermost
 digit and the next ones while their extent is an integer literal under 32 (``ow / 2`` of a 2x upsample leaves an
@@ -139,7 +141,8 @@ class _Reader:
         for name, value in inits.items():
             if (p := poly(value, self.uniform)) is not None:
                 self.uniform[name] = p
-        self.atoms: dict[str, Poly] = {}  # a factor that is a sum (its C text, canonical) -> its polynomial
+        self.atoms: dict[str, Poly | str] = {}  # a sum factor's C text (canonical) -> its polynomial; a quotient's -> its
+        # spec expression with {scalar} placeholders (_quotient_text)
         self.names: dict[str, _Digits] = {}
         self.name_decls: set[int] = set()  # the init_declarators that declare the parts in ``names``
         self.seen: set[str] = set()  # every name a part or a divisor reads (scalars, uniform declarations, parts)
@@ -165,7 +168,13 @@ class _Reader:
             return _times(a, b) if a is not None and b is not None else None
         p = poly(node, self.uniform)
         self.seen |= sx.identifiers(node)
-        if p is None or not p or any(f not in self.scalars for m in p for f in m):
+        if p is None:  # a quotient of scalars ((W - K) / S + 1): an opaque factor, its C text inlined to scalars
+            texts = _quotient_text(node, self.scalars, self.inits)
+            if texts is None:
+                return None
+            self.atoms[texts[0]] = texts[1]
+            return (1, (texts[0],))
+        if not p or any(f not in self.scalars for m in p for f in m):
             return None
         if len(p) == 1:
             (names, c), = p.items()
@@ -178,7 +187,7 @@ class _Reader:
         m = self.factors(node)
         if m is None:
             raise Refused(f"line {node.start_point[0] + 1}: the divisor {sx.text(node)!r} is not a product of the kernel's "
-                          "scalars, integer literals and sums of them")
+                          "scalars, integer literals and sums or quotients of them")
         return m
 
     def digits(self, node: Node | None) -> _Digits | None:
@@ -277,7 +286,7 @@ def read_flat(unit: Unit, grouping: list[list[int]] | None = None, batch: bool =
                       "parts read is not followed")
     if bound is None:
         raise Refused(f"the guard's bound {sx.text(g.bound)!r} is not a product of the kernel's scalars, integer literals "
-                      "and sums of them")
+                      "and sums or quotients of them")
     ranges = list(reader.parts.values()) + list(reader.names.values())
     if not ranges:
         raise Refused(f"the index {g.name!r} is not taken apart (no {g.name} / X or {g.name} % X)")
@@ -330,9 +339,39 @@ def _uniform_declarations(unit: Unit, g: ElementGuard, scalars: set[str], writte
         value = n.child_by_field_name("value")
         if name in written or name in out or name == g.name or value is None:
             continue
-        if poly(value) is not None and sx.identifiers(value) <= scalars | set(out):
+        if sx.identifiers(value) <= scalars | set(out) and (poly(value) is not None or _quotient_text(value, scalars, out)):
             out[name] = value
     return out
+
+
+def _quotient_text(node: Node | None, scalars: set[str], inits: dict[str, Node], depth: int = 0) -> tuple[str, str] | None:
+    """An integer expression of the kernel's scalars and literals holding a division (``(W - K) / S + 1``, or a
+    uniform declaration's name for one), as ``(C text, spec expression)``: the C text inlined down to scalars (valid
+    anywhere in the kernel), the spec's ``//`` for C's ``/`` (the same where the operands are not negative: the
+    extents' evaluation at every spec size checks the result, :func:`_quotient_sizes` the numerators). None when it
+    reads anything else or holds no division."""
+    def walk(n: Node | None, d: int) -> tuple[str, str, bool] | None:
+        n = _strip(n)
+        if n is None or d > 16:
+            return None
+        if n.type == "number_literal":
+            v = sx.literal_value(n)
+            return (str(v), str(v), False) if isinstance(v, int) and v >= 0 else None
+        if n.type == "identifier":
+            name = sx.text(n)
+            if name in scalars:
+                return name, f"{{{name}}}", False
+            return walk(inits.get(name), d + 1)
+        if n.type == "binary_expression" and sx.operator(n) in ("+", "-", "*", "/"):
+            a, b = walk(n.child_by_field_name("left"), d + 1), walk(n.child_by_field_name("right"), d + 1)
+            if a is None or b is None:
+                return None
+            op = sx.operator(n)
+            return f"({a[0]} {op} {b[0]})", f"({a[1]} {'//' if op == '/' else op} {b[1]})", a[2] or b[2] or op == "/"
+        return None
+
+    got = walk(node, depth)
+    return (got[0], got[1]) if got is not None and got[2] else None
 
 
 def _poly_c(p: Poly, name=lambda f: f) -> str:
@@ -348,13 +387,40 @@ def _poly_c(p: Poly, name=lambda f: f) -> str:
     return "(" + (out[2:] if out.startswith("+ ") else "-" + out[2:]) + ")"
 
 
-def _spec_values(unit: Unit, atoms: dict[str, Poly]) -> dict[str, str]:
-    """Each factor name (a scalar, or a sum's key) -> its value as a spec expression (parenthesised)."""
+def _spec_values(unit: Unit, atoms: dict[str, Poly | str]) -> dict[str, str]:
+    """Each factor name (a scalar, or a sum's or a quotient's key) -> its value as a spec expression (parenthesised).
+    A quotient whose numerator is negative at a spec size (C's ``/`` and the spec's ``//`` differ there) is left out."""
     values = {a.name: f"({a.value})" for a in unit.spec.args if a.role == "scalar" and a.value is not None}
     for key, p in atoms.items():
-        if all(f in values for m in p for f in m):
+        if isinstance(p, str):
+            try:
+                text = p.format(**values)
+            except KeyError:
+                continue
+            if _quotient_sizes(text, unit):
+                values[key] = f"({text})"
+        elif all(f in values for m in p for f in m):
             values[key] = _poly_c(p, values.get)
     return values
+
+
+def _quotient_sizes(text: str, unit: Unit) -> bool:
+    """Whether every ``a // b`` in the spec expression ``text`` has ``a >= 0`` and ``b > 0`` at every spec size (where
+    C's truncating ``/`` and the spec's flooring ``//`` agree)."""
+    import ast
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError:
+        return False
+    divs = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv)]
+    for size in unit.spec.check.sizes + unit.spec.bench.sizes:
+        for d in divs:
+            try:
+                if int(evaluate(ast.unparse(d.left), size)) < 0 or int(evaluate(ast.unparse(d.right), size)) <= 0:
+                    return False
+            except ExprError:
+                return False
+    return True
 
 
 def _extent(chain: list[Monomial], lo: int, hi: int) -> Monomial:
