@@ -365,9 +365,18 @@ def test_fast_math_rewrites_and_records_which():
     compiles('extern "C++" {\n' + v.helpers[0][1] + "\n}\n" + v.text, spec, "act")
 
 
-def test_fast_math_only_where_the_tolerance_allows():
-    assert not FastMathPass().applies(unit(FAST, spec_for("act", FAST_ARGS, rtol=1e-4)))
-    assert FastMathPass().applies(unit(FAST, spec_for("act", FAST_ARGS, rtol=0.0, atol=0.0, fast_math=True)))
+@pytest.mark.parametrize("rtol, ops", [(1e-7, None), (1e-6, "rsqrt+fdividef"), (1e-4, "expf+rsqrt+fdividef"),
+                                       (1e-3, "expf+tanhf+rsqrt+fdividef")])
+def test_fast_math_only_where_the_tolerance_allows(rtol, ops):
+    """Each rewrite from its own floor: rsqrtf and __fdividef (2 ulp) from 1e-6, __expf from 1e-4, tanh.approx
+    (2^-11) from 1e-3; check.fast_math allows all at any tolerance."""
+    u = unit(FAST, spec_for("act", FAST_ARGS, rtol=rtol))
+    assert FastMathPass().applies(u) is (ops is not None)
+    if ops:
+        out = FastMathPass().apply(u)
+        assert out.notes["fast_math_ops"] == ops and ("tanhf(v)" in out.text) is ("tanhf" not in ops), out.text
+    allowed = FastMathPass().apply(unit(FAST, spec_for("act", FAST_ARGS, rtol=0.0, atol=0.0, fast_math=True)))
+    assert allowed.notes["fast_math_ops"] == "expf+tanhf+rsqrt+fdividef"
 
 
 # ---------------------------------------------------------------- the generator on hand-written kernels

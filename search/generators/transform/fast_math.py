@@ -8,8 +8,9 @@ Rewrites (each recorded in ``unit.notes["fast_math_ops"]``):
 - ``a / b`` on floats (one operand float, the other float or integer) -> ``__fdividef(a, b)``
   (<= 2 ulp for |b| < 2^126).
 
-Precondition: ``check.fast_math`` is true, or ``check.rtol >= 1e-3``: a tolerance well above these
-errors (about one bf16 ulp is 2^-8 = 3.9e-3); and at least one site to rewrite. Not exact.
+Precondition: ``check.fast_math`` is true (every rewrite), or ``check.rtol`` at least the rewrite's floor
+(:data:`OP_RTOL`, well above its error: ``rsqrtf`` and ``__fdividef`` from 1e-6, ``__expf`` from 1e-4, ``tanh.approx``
+from 1e-3, about a quarter of a bf16 ulp); and at least one site to rewrite. Not exact.
 Operand types come from the kernel's declarations (``syntax.Types``); a division whose operand
 types are unknown or double is left alone.
 """
@@ -19,7 +20,9 @@ from . import syntax as sx
 from .base import Unit
 from .syntax import Node
 
-RTOL_FLOOR = 1e-3
+# the smallest check.rtol under which each rewrite is made (without check.fast_math): ~4x its relative error or more
+OP_RTOL = {"expf": 1e-4, "tanhf": 1e-3, "rsqrt": 1e-6, "fdividef": 1e-6}
+RTOL_FLOOR = min(OP_RTOL.values())
 TANH_HELPER = (
     "ptxf_tanh_approx",
     "static __device__ __forceinline__ float ptxf_tanh_approx(float x)\n"
@@ -33,32 +36,36 @@ OPS = ("expf", "tanhf", "rsqrt", "fdividef")
 
 
 class FastMathPass:
-    """``__expf``, ``tanh.approx.f32``, ``rsqrtf``, ``__fdividef`` when ``check.fast_math`` or ``rtol >= 1e-3``."""
+    """``__expf``, ``tanh.approx.f32``, ``rsqrtf``, ``__fdividef`` when ``check.fast_math``, else each where ``rtol``
+    reaches its floor (:data:`OP_RTOL`)."""
 
     name = "fast_math"
     group = None
     exact = False
 
-    def allowed(self, unit: Unit) -> bool:
-        return unit.spec.check.fast_math or unit.spec.check.rtol >= RTOL_FLOOR
+    def allowed(self, unit: Unit, op: str | None = None) -> bool:
+        """Whether the spec's tolerance allows rewrite ``op`` (any of them, when None)."""
+        floor = RTOL_FLOOR if op is None else OP_RTOL[op]
+        return unit.spec.check.fast_math or unit.spec.check.rtol >= floor
 
     def _rewriter(self, unit: Unit, used: set[str]):
         data, types = unit.data, unit.types
+        ok = {op: self.allowed(unit, op) for op in OPS}
 
         def rewrite(node: Node) -> bytes | None:
             name = sx.call_name(node)
-            if name in ("expf", "tanhf") and len(sx.call_args(node)) == 1:
+            if name in ("expf", "tanhf") and len(sx.call_args(node)) == 1 and ok[name]:
                 used.add(name)
                 arg = sx.render(node.child_by_field_name("arguments"), data, rewrite)
                 return (b"__expf" if name == "expf" else b"ptxf_tanh_approx") + arg
             if node.type == "binary_expression" and sx.operator(node) == "/":
                 num, den = node.child_by_field_name("left"), node.child_by_field_name("right")
                 d = sx.unparen(den)
-                if _is_float_one(num) and sx.call_name(d) == "sqrtf" and len(sx.call_args(d)) == 1:
+                if _is_float_one(num) and sx.call_name(d) == "sqrtf" and len(sx.call_args(d)) == 1 and ok["rsqrt"]:
                     used.add("rsqrt")
                     return b"rsqrtf" + sx.render(d.child_by_field_name("arguments"), data, rewrite)
                 kinds = {types.of(num), types.of(den)}
-                if "float" in kinds and kinds <= {"float", "int"}:
+                if "float" in kinds and kinds <= {"float", "int"} and ok["fdividef"]:
                     used.add("fdividef")
                     return b"__fdividef(" + sx.render(num, data, rewrite) + b", " + sx.render(den, data, rewrite) + b")"
             return None
