@@ -130,6 +130,11 @@ def args_id(spec: KernelSpec) -> str:
     return hashlib.sha256(json.dumps([a.model_dump(mode="json") for a in spec.args], sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _spec_id(spec: KernelSpec) -> str:
+    """The identity of a job's spec (name and arguments): what a per-spec fact of the evaluator is keyed by."""
+    return f"{spec.name}:{args_id(spec)}"
+
+
 def _size_key(size: dict[str, int]) -> tuple:
     return tuple(sorted(size.items()))
 
@@ -195,6 +200,10 @@ class Evaluator:
         self.last_timing: dict = {}
         # seconds spent in the Python reference's child process (cache misses), summed; an evaluation reports its share
         self.reference_s = 0.0
+        # bench sizes whose Python reference failed (too slow at that size: an O(N^2) reference at N = 65536): (spec's
+        # identity, size key) -> why. A timed output there that differs from the original's beyond rtol/atol is refused
+        # with that reason (it cannot be judged), not the job; the reference is not asked again at that size
+        self.unjudged: dict[tuple, str] = {}
 
     def close(self) -> None:
         """Stop the Python reference's child process, if any (the worker's end)."""
@@ -637,11 +646,18 @@ class Evaluator:
             bad = _compare(cand_out[arg.name], base_out[arg.name], dtype, plan.rtol, plan.atol, B.shape_of(arg, size))
             if bad and judged is not None and bool(cp.array_equal(cand_out[arg.name].view(cp.uint8), judged[arg.name].view(cp.uint8))):
                 bad = None  # the same bytes as a round already judged on these inputs
-            if bad and plan.reference is not None and arg.role == "out":
-                truth = self.python_reference(spec, plan.reference, size, 1000 + s, 0, pristine)[arg.name]
-                self.last_timing["judgements"] = self.last_timing.get("judgements", 0) + 1
-                j = _judge(cand_out[arg.name], base_out[arg.name], truth, dtype, plan)
-                bad = None if j.ok else (R.describe(j, arg.name, B.shape_of(arg, size)), {})
+            where = (_spec_id(spec), _size_key(size))
+            if bad and plan.reference is not None and arg.role == "out" and where not in self.unjudged:
+                try:
+                    truth = self.python_reference(spec, plan.reference, size, 1000 + s, 0, pristine)[arg.name]
+                except R.ReferenceFailed as exc:  # the job goes on: this candidate cannot be judged at this size
+                    self.unjudged[where] = exc.message
+                else:
+                    self.last_timing["judgements"] = self.last_timing.get("judgements", 0) + 1
+                    j = _judge(cand_out[arg.name], base_out[arg.name], truth, dtype, plan)
+                    bad = None if j.ok else (R.describe(j, arg.name, B.shape_of(arg, size)), {})
+            if bad and where in self.unjudged:
+                bad = (bad[0] + f" (the Python reference could not judge at this size: {self.unjudged[where]})", bad[1])
             if bad:
                 return f"output {arg.name!r} of {label} at {size}: {bad[0]}"
         return None

@@ -245,3 +245,34 @@ def test_backend_computes_the_reference_when_it_opens_the_session_and_passes_a_l
     backend._call = _Answers({"ok": Rejected(candidate_key="k", check="x", reason="y").model_dump()})
     result = asyncio.run(backend.evaluate(spec, _compiled(), _compiled(), plan.model_copy(update={"reference": None})))
     assert isinstance(result, Rejected) and [op for op, _ in backend._call.calls] == ["open", "evaluate"]
+
+
+def test_a_reference_too_slow_at_a_bench_size_refuses_the_candidate_not_the_job(gpu_eval, job, monkeypatch):
+    """The Python reference fails at a bench size (an O(N^2) reference at a large N): a timed output that differs from
+    the original's beyond rtol/atol cannot be judged there and is refused with that reason, the job goes on (the
+    error is not raised), the reference is not asked again at that size, and a candidate within rtol/atol of the
+    original still passes."""
+    spec, plan, _ = job
+    ev = _evaluator(gpu_eval)
+    bench = plan.bench_sizes[0]
+    asked = []
+    real = ev.python_reference
+
+    def slow_at_bench(spec_, ref, size, seed, variant, inputs=None):
+        if size == bench:
+            asked.append(size)
+            raise ref.failed(f"{ref.target} took longer than {ref.timeout_s:g} s (it was stopped)")
+        return real(spec_, ref, size, seed, variant, inputs)
+
+    monkeypatch.setattr(ev, "python_reference", slow_at_bench)
+    try:
+        for _ in range(2):  # the tree passes verification against the reference, then differs from the original at N = 200001
+            far = ev.evaluate(spec, SEQUENTIAL, "seq", TREE, plan, "tree")
+            assert isinstance(far, Rejected) and far.check == "post_timing", far
+            assert "the Python reference could not judge at this size" in far.reason and "took longer" in far.reason
+        assert len(asked) == 1  # once for the size, whatever the rounds and candidates
+        close = NumpyKernel(lambda x, s: _assign(s, np.cumsum(x, axis=1, dtype=np.float32)[:, -1] + np.float32(1e-4)))
+        assert isinstance(ev.evaluate(spec, SEQUENTIAL, "seq", close, plan, "close"), Measured)
+    finally:
+        if ev._python is not None:
+            ev._python.close()
