@@ -525,7 +525,8 @@ class Evaluator:
         launch finds its inputs in L2. Afterwards: every band intact, every ``in`` buffer equal to its pristine copy,
         and the outputs of the last round and of up to :attr:`SAMPLED_ROUNDS` rounds drawn per job
         (:func:`sample_rounds`; copied aside right after their launch, outside the events) equal to the original's of
-        the same round (:func:`_compare`; with a Python reference, an ``out`` that differs is judged against it).
+        the same round (:func:`_compare`; with a Python reference, an output that differs is judged against it, an
+        ``inout`` one from its pristine values).
 
         Returns (cand_times_us, base_times_us, post_timing_problem or None).
         """
@@ -634,7 +635,7 @@ class Evaluator:
                      pristine: dict[str, cp.ndarray], cand_out: dict[str, cp.ndarray], base_out: dict[str, cp.ndarray],
                      judged: dict[str, cp.ndarray] | None = None) -> str | None:
         """Why the candidate's outputs of timed round ``r`` (of ``reps``, on timing set ``s`` whose inputs are
-        ``pristine``) do not match the original's of the same round, or None. With a Python reference, an ``out``
+        ``pristine``) do not match the original's of the same round, or None. With a Python reference, an output
         that differs from a possibly less accurate original is judged against the reference on the same inputs,
         unless it is bit for bit the output of an earlier round on the same set that passed (``judged``): the
         judgement runs on the host and costs seconds at bench sizes, once per set instead of once per round."""
@@ -647,7 +648,7 @@ class Evaluator:
             if bad and judged is not None and bool(cp.array_equal(cand_out[arg.name].view(cp.uint8), judged[arg.name].view(cp.uint8))):
                 bad = None  # the same bytes as a round already judged on these inputs
             where = (_spec_id(spec), _size_key(size))
-            if bad and plan.reference is not None and arg.role == "out" and where not in self.unjudged:
+            if bad and plan.reference is not None and where not in self.unjudged:  # (an inout: from its pristine values)
                 try:
                     truth = self.python_reference(spec, plan.reference, size, 1000 + s, 0, pristine)[arg.name]
                 except R.ReferenceFailed as exc:  # the job goes on: this candidate cannot be judged at this size

@@ -276,3 +276,21 @@ def test_a_reference_too_slow_at_a_bench_size_refuses_the_candidate_not_the_job(
     finally:
         if ev._python is not None:
             ev._python.close()
+
+
+def test_a_timed_inout_output_that_differs_from_the_original_is_judged_by_the_reference(gpu_eval, job):
+    """An accumulator (``inout``: an atomic sum's ``out``) that a candidate computes in another order differs from the
+    original's at a bench size: judged against the reference from its pristine values, as an ``out`` is (once it was
+    compared with the original only, and a more accurate warp-aggregated sum was refused)."""
+    spec, plan, _ = job
+    spec = spec.model_copy(update={"args": [a.model_copy(update={"role": "inout", "init": "zeros"}) if a.name == "s" else a
+                                            for a in spec.args]})
+    ev = _evaluator(gpu_eval)
+    try:
+        _, _, problem = ev.time_size(spec, SEQUENTIAL, TREE, plan.bench_sizes[0], plan)
+        assert problem is None and ev.last_timing["judgements"] >= 1
+        _, _, problem = ev.time_size(spec, SEQUENTIAL, WRONG, plan.bench_sizes[0], plan)
+        assert problem and "Python reference" in problem, problem
+    finally:
+        if ev._python is not None:
+            ev._python.close()
