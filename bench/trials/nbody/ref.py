@@ -1,6 +1,7 @@
 import numpy as np
 def nbody(x, y, z, m, acc, *, N, eps2):
-    p = np.stack([x, y, z], axis=1)                      # (N, 3)
+    p = np.stack([x, y, z], axis=1).astype(np.float64)  # (N, 3), float64 (the buffers arrive in their f32)
+    m = m.astype(np.float64)
     out = np.zeros((N, 3))
     for s in range(0, N, 1024):                          # blocks of i keep the (bi, N, 3) temporaries small
         d = p[None, :, :] - p[s:s + 1024, None, :]       # d[i, j] = p[j] - p[i]
