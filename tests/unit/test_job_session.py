@@ -312,22 +312,16 @@ def test_every_timed_launch_finds_its_inout_buffers_at_their_pristine_values(gpu
             np.testing.assert_array_equal(found.ravel(), np.asarray(held[r % n_sets]["pristine"]["s"]).ravel())
 
 
-class Clocked:
-    """A tree row sum whose every launch takes ``ms`` on a virtual clock (events record the clock); wrong (x 1.001) on
-    the launches whose 0-based call number is in ``bad``."""
+class Clocked(WrongOnCall):
+    """:class:`WrongOnCall` whose every launch takes ``ms`` on a virtual clock (the test's events record the clock)."""
 
     def __init__(self, clock: list[float], ms: float, *bad: int):
-        self.clock, self.ms, self.calls, self.bad = clock, ms, 0, set(bad)
-        self.resources = Resources(registers=16, shared_bytes=0)
-
-    def dims(self, size):
-        return (1, 1, 1), (1, 1, 1), 0
+        super().__init__(*bad)
+        self.clock, self.ms = clock, ms
 
     def __call__(self, args, size):
-        x, s, m, n = args
-        s[...] = _tree(np.asarray(x).reshape(int(m), int(n))) * np.float32(1.001 if self.calls in self.bad else 1.0)
+        super().__call__(args, size)
         self.clock[0] += self.ms
-        self.calls += 1
 
 
 @pytest.mark.parametrize("base_ms, cand_ms, slow", [(1.0, 400.0, True), (1.0, 7.0, False), (0.1, 4.0, False)])
