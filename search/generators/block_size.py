@@ -140,7 +140,9 @@ def block_shapes(parent: Candidate, spec: KernelSpec, shapes=BLOCK_SHAPES) -> Bl
     Only where the block's threads are independent and each dimension's index is scaled: no ``__shared__``,
     barrier or warp collective (a tile or a reduction is written for its block), no ``gridDim``, ``blockIdx.x``
     times ``blockDim.x`` and ``blockIdx.y`` times ``blockDim.y`` (directly or through names computed from them), no
-    literal standing for the block (``blockIdx.y * 16``), each grid dimension divided by its block dimension
+    literal standing for the block (``blockIdx.y * 16``), ``threadIdx``/``blockIdx`` x and y read nowhere but in
+    ``blockIdx.f * blockDim.f + threadIdx.f`` (a ``threadIdx.x == 0`` doing a block's work would change with the
+    shape), each grid dimension divided by its block dimension
     (:func:`rescale_grid`'s rules) and within the hardware's limits at every spec size; ``__launch_bounds__(N)``
     caps the threads. Same conditions as :func:`block_choices` for the launch policy and a ``block`` knob."""
     block = parent.launch.block
@@ -193,7 +195,40 @@ def _independent_threads(parent: Candidate, bx: int, by: int) -> str | None:
         bi, bd = _derived(fns, "blockIdx", f), _derived(fns, "blockDim", f)
         if not any(_mixes(n, bi, bd, f) for n in nodes):
             return f"no index grows with blockIdx.{f} * blockDim.{f}"
+    for n in nodes:  # a thread's place in its block, or its block's place, read apart from the global index
+        for var in ("threadIdx", "blockIdx"):
+            if n.type == "field_expression" and sx.is_ident(n.child_by_field_name("argument"), var):
+                f = sx.text(n.child_by_field_name("field"))
+                if f in "xy" and not _in_global_index(n, var, f):
+                    return (f"line {n.start_point[0] + 1}: {var}.{f} is read other than in blockIdx.{f} * blockDim.{f} + "
+                            f"threadIdx.{f}: what a thread does may depend on its block's shape")
     return None
+
+
+def _in_global_index(n: Node, var: str, f: str) -> bool:
+    """Whether the builtin ``n`` (``threadIdx.f`` or ``blockIdx.f``) is a term of ``blockIdx.f * blockDim.f +
+    threadIdx.f`` (either order, parenthesised or cast): a thread's global index along ``f``, nothing else."""
+    def up(m: Node) -> Node | None:
+        p = m.parent
+        while p is not None and p.type in ("parenthesized_expression", "cast_expression"):
+            m, p = p, p.parent
+        return p
+
+    p = up(n)
+    if var == "blockIdx":  # blockIdx.f * blockDim.f, then that product + threadIdx.f
+        if p is None or p.type != "binary_expression" or sx.operator(p) != "*":
+            return False
+        other = [c for c in (p.child_by_field_name("left"), p.child_by_field_name("right")) if c.id != n.id and
+                 not (c.start_byte <= n.start_byte and n.end_byte <= c.end_byte)]
+        if not other or not any(sx.is_builtin(sx.uncast(sx.unparen(o)), "blockDim", f) for o in other):
+            return False
+        n, p = p, up(p)
+    if p is None or p.type != "binary_expression" or sx.operator(p) != "+":
+        return False
+    terms = [p.child_by_field_name("left"), p.child_by_field_name("right")]
+    if var == "threadIdx":
+        return any(_mixes(sx.uncast(sx.unparen(t)), set(), set(), f) for t in terms)
+    return any(sx.is_builtin(sx.uncast(sx.unparen(t)), "threadIdx", f) for t in terms)
 
 
 def _launch_bound(parent: Candidate) -> int:

@@ -360,6 +360,10 @@ def test_a_2d_block_of_independent_threads_gets_rows_of_whole_warps_and_each_gri
     ("unscaled y", SMOOTH.replace("int i = blockIdx.y * blockDim.y + threadIdx.y;", "int i = blockIdx.y;"),
      "blockIdx.y * blockDim.y"),
     ("grid stride", SMOOTH.replace("if (i >= H || j >= W) return;", "if (i >= H || j >= W + gridDim.x) return;"), "gridDim"),
+    ("per block", SMOOTH.replace("float l =", "if (threadIdx.x == 0 && threadIdx.y == 0) v[blockIdx.y] += 1.0f; float l ="),
+     "threadIdx.x is read other than in blockIdx.x * blockDim.x + threadIdx.x"),
+    ("block row", SMOOTH.replace("float l =", "float t = (float)blockIdx.y; float l =").replace("0.5f *", "t *"),
+     "blockIdx.y is read other than"),
 ])
 def test_a_2d_block_whose_threads_depend_on_its_shape_keeps_it(what, source, reason):
     sp = spec2()
