@@ -36,6 +36,7 @@ Every new grid is evaluated at the spec's check and bench sizes (a positive inte
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -183,9 +184,14 @@ def _independent_threads(parent: Candidate, bx: int, by: int) -> str | None:
     nodes = [n for fn in fns for n in sx.walk(fn)]
     if _shared_arrays(root, fns, consts, parent.launch.shared_mem) or str(parent.launch.shared_mem).strip() not in ("0", ""):
         return "the kernel uses __shared__ memory: its tiles are written for its block"
-    calls = {sx.call_name(n) for n in nodes if n.type == "call_expression"}
-    if calls & set(sx.COLLECTIVES):
+    calls = {sx.call_name(n) or "" for n in nodes if n.type == "call_expression"}
+    if calls & set(sx.COLLECTIVES) or any(_WARP_LEVEL.search(c) for c in calls):
         return "the kernel synchronises or exchanges values within its block or warps"
+    if any(n.type in ("gnu_asm_expression", "asm_statement") or (n.type == "identifier" and sx.text(n) in ("asm", "__asm__"))
+           for n in nodes):
+        return "the kernel holds inline assembly (a lane id or a shuffle would change with the shape)"
+    if "cooperative_groups" in parent.source:
+        return "the kernel uses cooperative groups (tiles of the block change with its shape)"
     if any(sx.is_builtin(n, "gridDim", f) for n in nodes if n.type == "field_expression" for f in "xyz"):
         return "the kernel reads gridDim"
     for f, b in (("x", bx), ("y", by)):
@@ -195,8 +201,8 @@ def _independent_threads(parent: Candidate, bx: int, by: int) -> str | None:
         bi, bd = _derived(fns, "blockIdx", f), _derived(fns, "blockDim", f)
         if not any(_mixes(n, bi, bd, f) for n in nodes):
             return f"no index grows with blockIdx.{f} * blockDim.{f}"
-    for n in nodes:  # a thread's place in its block, or its block's place, read apart from the global index
-        for var in ("threadIdx", "blockIdx"):
+    for n in nodes:  # a thread's place in its block, its block's place or shape, read apart from the global index
+        for var in ("threadIdx", "blockIdx", "blockDim"):
             if n.type == "field_expression" and sx.is_ident(n.child_by_field_name("argument"), var):
                 f = sx.text(n.child_by_field_name("field"))
                 if f in "xy" and not _in_global_index(n, var, f):
@@ -205,8 +211,12 @@ def _independent_threads(parent: Candidate, bx: int, by: int) -> str | None:
     return None
 
 
+# warp-level intrinsics beyond syntax.COLLECTIVES: the *_sync family (__reduce_max_sync, __match_all_sync, ...), lane masks
+_WARP_LEVEL = re.compile(r"_sync$|^__reduce_|^__match_|^__activemask$|^__lanemask|^__syncwarp$")
+
+
 def _in_global_index(n: Node, var: str, f: str) -> bool:
-    """Whether the builtin ``n`` (``threadIdx.f`` or ``blockIdx.f``) is a term of ``blockIdx.f * blockDim.f +
+    """Whether the builtin ``n`` (``threadIdx.f``, ``blockIdx.f`` or ``blockDim.f``) is in ``blockIdx.f * blockDim.f +
     threadIdx.f`` (either order, parenthesised or cast): a thread's global index along ``f``, nothing else."""
     def up(m: Node) -> Node | None:
         p = m.parent
@@ -215,6 +225,12 @@ def _in_global_index(n: Node, var: str, f: str) -> bool:
         return p
 
     p = up(n)
+    if var == "blockDim":  # blockDim.f * blockIdx.f: the blockIdx side's check, from the product
+        if p is None or p.type != "binary_expression" or sx.operator(p) != "*":
+            return False
+        others = [sx.uncast(sx.unparen(c)) for c in (p.child_by_field_name("left"), p.child_by_field_name("right"))]
+        idx = next((o for o in others if sx.is_builtin(o, "blockIdx", f)), None)
+        return idx is not None and _in_global_index(idx, "blockIdx", f)
     if var == "blockIdx":  # blockIdx.f * blockDim.f, then that product + threadIdx.f
         if p is None or p.type != "binary_expression" or sx.operator(p) != "*":
             return False

@@ -364,6 +364,13 @@ def test_a_2d_block_of_independent_threads_gets_rows_of_whole_warps_and_each_gri
      "threadIdx.x is read other than in blockIdx.x * blockDim.x + threadIdx.x"),
     ("block row", SMOOTH.replace("float l =", "float t = (float)blockIdx.y; float l =").replace("0.5f *", "t *"),
      "blockIdx.y is read other than"),
+    ("block width", SMOOTH.replace("0.5f *", "(float)blockDim.y *"), "blockDim.y is read other than"),
+    ("warp max", SMOOTH.replace("v[i * W + j] = 0.5f * (u[i * W + j] + l);",
+                                "v[i * W + j] = (float)__reduce_max_sync(0xffffffffu, (unsigned)(u[i * W + j] + l));"),
+     "exchanges"),
+    ("lane id", SMOOTH.replace("v[i * W + j] = 0.5f * (u[i * W + j] + l);",
+                               'unsigned q; asm("mov.u32 %0, %%laneid;" : "=r"(q)); v[i * W + j] = (float)q;'),
+     "inline assembly"),
 ])
 def test_a_2d_block_whose_threads_depend_on_its_shape_keeps_it(what, source, reason):
     sp = spec2()

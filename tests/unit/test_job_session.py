@@ -353,3 +353,35 @@ def test_a_candidate_far_slower_than_the_original_is_timed_in_few_rounds(gpu_eva
     first_timed = 1 if slow else 1 + plan.warmup
     _, _, problem = ev.time_size(spec, Clocked(clock, base_ms), Clocked(clock, cand_ms, first_timed + reps - 1), SIZE, plan)
     assert problem and problem.startswith(f"output 's' of the last timed launch at {SIZE}: ")
+
+
+class SlowFirst(Clocked):
+    """:class:`Clocked` whose first launch takes ``first_ms`` (a first-use initialisation, or a probe-dodging trick)."""
+
+    def __init__(self, clock: list[float], ms: float, first_ms: float):
+        super().__init__(clock, ms)
+        self.first_ms = first_ms
+
+    def __call__(self, args, size):
+        if self.calls == 0:
+            self.clock[0] += self.first_ms - self.ms
+        super().__call__(args, size)
+
+
+def test_a_candidate_slow_only_on_its_probe_launch_is_timed_the_full_way(gpu_eval, small, monkeypatch):
+    spec, plan = small
+    clock = [0.0]
+
+    class Event:
+        def record(self):
+            self.t = clock[0]
+
+        def synchronize(self):
+            return None
+
+    monkeypatch.setattr(gpu_eval.cp.cuda, "Event", Event)
+    monkeypatch.setattr(gpu_eval.cp.cuda, "get_elapsed_time", lambda start, end: end.t - start.t)
+    ev = _evaluator(gpu_eval)
+    ct, _, problem = ev.time_size(spec, Clocked(clock, 1.0), SlowFirst(clock, 0.5, 400.0), SIZE, plan)
+    assert problem is None and ev.last_timing["slow"] is False and ev.last_timing["reps"] >= 5
+    assert all(t == pytest.approx(500.0) for t in ct)  # its own time, from the full rounds

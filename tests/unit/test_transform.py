@@ -377,6 +377,18 @@ def test_fast_math_only_where_the_tolerance_allows(rtol, ops):
         assert out.notes["fast_math_ops"] == ops and ("tanhf(v)" in out.text) is ("tanhf" not in ops), out.text
     allowed = FastMathPass().apply(unit(FAST, spec_for("act", FAST_ARGS, rtol=0.0, atol=0.0, fast_math=True)))
     assert allowed.notes["fast_math_ops"] == "expf+tanhf+rsqrt+fdividef"
+    assert "(float)(half / 3)" in allowed.text  # (an int division: never a float rewrite)
+
+
+BINNED = FAST.replace("y[i] = expf(v)", "int b = (int)(v / n) + (int)floorf(expf(v)); y[i] = (float)b + expf(v)")
+
+
+def test_fast_math_leaves_a_value_that_becomes_an_integer():
+    """A quotient or exp that a cast, an int variable or floorf takes is left exact (2 ulp can cross an integer: a bin
+    index one too low); the same operations feeding a float are rewritten."""
+    out = FastMathPass().apply(unit(BINNED, spec_for("act", FAST_ARGS, rtol=1e-3)))
+    assert "int b = (int)(v / n) + (int)floorf(expf(v));" in out.text, out.text
+    assert "y[i] = (float)b + __expf(v)" in out.text, out.text
 
 
 # ---------------------------------------------------------------- the generator on hand-written kernels

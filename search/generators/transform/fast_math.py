@@ -12,7 +12,8 @@ Precondition: ``check.fast_math`` is true (every rewrite), or ``check.rtol`` at 
 (:data:`OP_RTOL`, well above its error: ``rsqrtf`` and ``__fdividef`` from 1e-6, ``__expf`` from 1e-4, ``tanh.approx``
 from 1e-3, about a quarter of a bf16 ulp); and at least one site to rewrite. Not exact.
 Operand types come from the kernel's declarations (``syntax.Types``); a division whose operand
-types are unknown or double is left alone.
+types are unknown or double is left alone, and so is any rewrite whose value goes, through arithmetic only, to an
+integer (a cast, an integer variable) or to a rounding function: a bin index ``(int)(x / w)``.
 """
 from __future__ import annotations
 
@@ -53,6 +54,8 @@ class FastMathPass:
         ok = {op: self.allowed(unit, op) for op in OPS}
 
         def rewrite(node: Node) -> bytes | None:
+            if node.type in ("call_expression", "binary_expression") and _rounded(node, types):
+                return None  # an approximate value an integer conversion or floor takes: 2 ulp can cross an integer
             name = sx.call_name(node)
             if name in ("expf", "tanhf") and len(sx.call_args(node)) == 1 and ok[name]:
                 used.add(name)
@@ -85,6 +88,34 @@ class FastMathPass:
         data, ops = self._rewrite(unit)
         helpers = [TANH_HELPER] if "tanhf" in ops else []
         return unit.with_text(data, helpers=helpers, fast_math_ops="+".join(ops))
+
+
+ROUNDING = frozenset({"floorf", "ceilf", "truncf", "roundf", "rintf", "lrintf", "lroundf", "floor", "ceil", "trunc", "round",
+                      "rint", "__float2int_rn", "__float2int_rz", "__float2int_rd", "__float2int_ru", "__float2uint_rz"})
+
+
+def _rounded(node: Node, types) -> bool:
+    """Whether ``node``'s value, through arithmetic only, is converted to an integer (a cast, an integer variable's
+    initialiser or assignment) or rounded (``floorf``, ...): a bin index ``(int)(x / w)``, where an approximation's
+    last bits decide the integer, never a tolerance."""
+    child, p = node, node.parent
+    while p is not None:
+        if p.type in ("parenthesized_expression", "binary_expression", "unary_expression", "conditional_expression"):
+            if p.type == "conditional_expression" and child.id == p.child_by_field_name("condition").id:
+                return False
+            child, p = p, p.parent
+            continue
+        if p.type == "cast_expression":
+            return sx.type_text(p.child_by_field_name("type")) in sx.INT_TYPES
+        if p.type == "argument_list":
+            return (sx.call_name(p.parent) or "") in ROUNDING
+        if p.type == "init_declarator":
+            decl = p.parent
+            return decl is not None and sx.type_text(decl.child_by_field_name("type")) in sx.INT_TYPES
+        if p.type in ("assignment_expression", "compound_assignment_expression"):
+            return types.of(p.child_by_field_name("left")) == "int"
+        return False
+    return False
 
 
 def _is_float_one(node: Node | None) -> bool:
