@@ -130,6 +130,12 @@ def args_id(spec: KernelSpec) -> str:
     return hashlib.sha256(json.dumps([a.model_dump(mode="json") for a in spec.args], sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _reference_id(spec: KernelSpec, ref: R.PythonReference) -> int:
+    """What a Python reference's outputs (and its failures) are keyed by: the reference (file digest, timeout) and the
+    whole spec."""
+    return hash((ref.model_dump_json(), spec.model_dump_json()))
+
+
 def _size_key(size: dict[str, int]) -> tuple:
     return tuple(sorted(size.items()))
 
@@ -195,8 +201,7 @@ class Evaluator:
         self.last_timing: dict = {}
         # seconds spent in the Python reference's child process (cache misses), summed; an evaluation reports its share
         self.reference_s = 0.0
-        # bench sizes whose Python reference failed (too slow at that size: an O(N^2) reference at N = 65536): (spec's
-        # identity, size key) -> why. A timed output there that differs from the original's beyond rtol/atol is refused
+        # bench sizes whose Python reference timed out (an O(N^2) reference at N = 65536): (_reference_id, size key) -> why. A timed output there that differs from the original's beyond rtol/atol is refused
         # with that reason (it cannot be judged), not the job; the reference is not asked again at that size
         self.unjudged: dict[tuple, str] = {}
 
@@ -309,8 +314,7 @@ class Evaluator:
         """The Python reference's outputs (host ``float64``/``int64`` arrays of each output's shape, by name) on the
         inputs of ``(size, seed, variant)`` (``inputs``, else generated again: the generation is deterministic),
         computed in a child process (:class:`.reference.ReferenceProcess`) and cached. Raises ReferenceFailed."""
-        ident = (ref.model_dump_json(), spec.model_dump_json())
-        key = (hash(ident), tuple(sorted(size.items())), seed, variant)
+        key = (_reference_id(spec, ref), tuple(sorted(size.items())), seed, variant)
         if key not in self._python_cache:
             if self._python is None or (self._python.ref, self._python.spec) != (ref, spec):
                 if self._python is not None:
@@ -644,27 +648,34 @@ class Evaluator:
                 continue
             dtype = arg.dtype.value
             bad = _compare(cand_out[arg.name], base_out[arg.name], dtype, plan.rtol, plan.atol, B.shape_of(arg, size))
+            bad = bad and bad[0]
             if bad and judged is not None and bool(cp.array_equal(cand_out[arg.name].view(cp.uint8), judged[arg.name].view(cp.uint8))):
                 bad = None  # the same bytes as a round already judged on these inputs
-            where = (hash((plan.reference.model_dump_json(), spec.model_dump_json())) if plan.reference else None,
-                     _size_key(size))  # (keyed as the reference's cached outputs are: a fixed reference is asked again)
-            if bad and plan.reference is not None and where not in self.unjudged:  # (an inout: from its pristine values)
-                try:
-                    truth = self.python_reference(spec, plan.reference, size, 1000 + s, 0, pristine)[arg.name]
-                except R.ReferenceFailed as exc:  # the job goes on: this candidate cannot be judged at this size
-                    if "took longer" not in exc.message:  # a crash (memory?) may not recur: the next candidate asks again
-                        bad = (bad[0] + f" (the Python reference could not judge at this size: {exc.message})", bad[1])
-                        return f"output {arg.name!r} of {label} at {size}: {bad[0]}"
-                    self.unjudged[where] = exc.message
-                else:
-                    self.last_timing["judgements"] = self.last_timing.get("judgements", 0) + 1
-                    j = _judge(cand_out[arg.name], base_out[arg.name], truth, dtype, plan)
-                    bad = None if j.ok else (R.describe(j, arg.name, B.shape_of(arg, size)), {})
-            if bad and where in self.unjudged:
-                bad = (bad[0] + f" (the Python reference could not judge at this size: {self.unjudged[where]})", bad[1])
+            if bad and plan.reference is not None:  # (an inout is judged from its pristine values)
+                bad = self._judge_timed(spec, plan, size, s, pristine, arg, cand_out[arg.name], base_out[arg.name], bad)
             if bad:
-                return f"output {arg.name!r} of {label} at {size}: {bad[0]}"
+                return f"output {arg.name!r} of {label} at {size}: {bad}"
         return None
+
+    def _judge_timed(self, spec: KernelSpec, plan: EvalPlan, size: dict[str, int], s: int, pristine: dict[str, cp.ndarray],
+                     arg, got: cp.ndarray, want: cp.ndarray, differs: str) -> str | None:
+        """Why the timed output ``got`` of ``arg`` (which ``differs`` from the original's ``want``) fails against the
+        Python reference on timing set ``s``, or None. A reference that timed out at this size is not asked there again
+        (:attr:`unjudged`); while it cannot judge, the difference stands, with the reason."""
+        where = (_reference_id(spec, plan.reference), _size_key(size))
+        why = self.unjudged.get(where)
+        if why is None:
+            try:
+                truth = self.python_reference(spec, plan.reference, size, 1000 + s, 0, pristine)[arg.name]
+            except R.ReferenceFailed as exc:  # the job goes on: this candidate cannot be judged at this size
+                why = exc.message
+                if exc.timed_out:  # (a crash, out of memory say, may not recur: the next candidate asks again)
+                    self.unjudged[where] = why
+            else:
+                self.last_timing["judgements"] = self.last_timing.get("judgements", 0) + 1
+                j = _judge(got, want, truth, arg.dtype.value, plan)
+                return None if j.ok else R.describe(j, arg.name, B.shape_of(arg, size))
+        return f"{differs} (the Python reference could not judge at this size: {why})"
 
     def evaluate(self, spec: KernelSpec, base: LoadedKernel, base_key: str, cand: LoadedKernel, plan: EvalPlan, key: str,
                  skip_misaligned: str | None = None):

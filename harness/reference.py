@@ -75,7 +75,9 @@ FLOATS = ("bf16", "f16", "f32", "f64")
 
 class ReferenceFailed(SpecError):
     """The spec's Python reference cannot be used: it cannot be loaded, raised, returned the wrong outputs or
-    was too slow. ``str()`` reads ``SPEC:LINE: kernel.NAME.check.reference: message``."""
+    was too slow (``timed_out``). ``str()`` reads ``SPEC:LINE: kernel.NAME.check.reference: message``."""
+
+    timed_out = False
 
 
 class ReferenceProblem(Exception):
@@ -453,8 +455,10 @@ class ReferenceProcess:
             self._send.send(request)
             if not self._recv.poll(self.ref.timeout_s + (5.0 if request[0] == "load" else 0.0)):
                 self.close()
-                raise self.ref.failed(f"{self.ref.target} took longer than {self.ref.timeout_s:g} s {doing} (it was "
+                exc = self.ref.failed(f"{self.ref.target} took longer than {self.ref.timeout_s:g} s {doing} (it was "
                                       "stopped): make it faster (vectorise with NumPy), or check smaller sizes")
+                exc.timed_out = True
+                raise exc
             status, value = self._recv.recv()
         except (EOFError, OSError):
             code = None

@@ -155,14 +155,14 @@ def block_shapes(parent: Candidate, spec: KernelSpec, shapes=BLOCK_SHAPES) -> Bl
     if len(dims) not in (2, 3) or None in dims or (len(dims) == 3 and dims[2] != 1) or len(parent.launch.grid) < 2:
         return BlockChoices(skipped=f"the block {block} is not a 2-D block of integer literals")
     bx, by = dims[0], dims[1]
-    why = _independent_threads(parent, bx, by)
+    why, limit = _independent_threads(parent, bx, by)
     out = BlockChoices()
     for sx_, sy in shapes:
         key = f"{sx_}x{sy}"
         if (sx_, sy) == (bx, by):
             continue
-        if why is None and sx_ * sy > _launch_bound(parent):
-            out.refused[key] = LAUNCH_BOUNDS.format(n=_launch_bound(parent))
+        if why is None and sx_ * sy > limit:
+            out.refused[key] = LAUNCH_BOUNDS.format(n=limit)
             continue
         grid = why or _rescale_2d(parent, spec, (bx, by), (sx_, sy))
         if isinstance(grid, str):
@@ -173,14 +173,23 @@ def block_shapes(parent: Candidate, spec: KernelSpec, shapes=BLOCK_SHAPES) -> Bl
     return out
 
 
-def _independent_threads(parent: Candidate, bx: int, by: int) -> str | None:
-    """Why ``parent``'s threads are not independent of their block's shape (:func:`block_shapes`), or None."""
+def _independent_threads(parent: Candidate, bx: int, by: int) -> tuple[str | None, int]:
+    """Why ``parent``'s threads are not independent of their block's shape (:func:`block_shapes`), or None; and the
+    threads its ``__launch_bounds__`` allows (:func:`_launch_limit`)."""
     root = sx.parse(parent.source.encode()).root_node
     kernel = _kernel_node(root, parent.kernel_name)
     if kernel is None:
-        return f"kernel {parent.kernel_name} not found in the source"
-    fns = _reachable(root, kernel)
+        return f"kernel {parent.kernel_name} not found in the source", 0
     consts = _constants(root, parent, kernel)
+    limit = _launch_limit(kernel, consts)
+    if isinstance(limit, str):
+        return limit, 0
+    return _dependence(root, kernel, parent, consts, bx, by), limit
+
+
+def _dependence(root: Node, kernel: Node, parent: Candidate, consts: dict, bx: int, by: int) -> str | None:
+    """What in ``kernel`` (and the functions it reaches) ties a thread's work to its block's shape, or None."""
+    fns = _reachable(root, kernel)
     nodes = [n for fn in fns for n in sx.walk(fn)]
     if _shared_arrays(root, fns, consts, parent.launch.shared_mem) or str(parent.launch.shared_mem).strip() not in ("0", ""):
         return "the kernel uses __shared__ memory: its tiles are written for its block"
@@ -234,9 +243,8 @@ def _in_global_index(n: Node, var: str, f: str) -> bool:
     if var == "blockIdx":  # blockIdx.f * blockDim.f, then that product + threadIdx.f
         if p is None or p.type != "binary_expression" or sx.operator(p) != "*":
             return False
-        other = [c for c in (p.child_by_field_name("left"), p.child_by_field_name("right")) if c.id != n.id and
-                 not (c.start_byte <= n.start_byte and n.end_byte <= c.end_byte)]
-        if not other or not any(sx.is_builtin(sx.uncast(sx.unparen(o)), "blockDim", f) for o in other):
+        factors = (p.child_by_field_name("left"), p.child_by_field_name("right"))
+        if not any(sx.is_builtin(sx.uncast(sx.unparen(c)), "blockDim", f) for c in factors):
             return False
         n, p = p, up(p)
     if p is None or p.type != "binary_expression" or sx.operator(p) != "+":
@@ -247,14 +255,19 @@ def _in_global_index(n: Node, var: str, f: str) -> bool:
     return any(sx.is_builtin(sx.uncast(sx.unparen(t)), "threadIdx", f) for t in terms)
 
 
-def _launch_bound(parent: Candidate) -> int:
-    """The threads ``__launch_bounds__`` allows ``parent``'s kernel (a literal; else the hardware's 1024)."""
-    root = sx.parse(parent.source.encode()).root_node
-    kernel = _kernel_node(root, parent.kernel_name)
-    bound = next((c for c in kernel.children if c.type == "launch_bounds"), None) if kernel is not None else None
-    args = [a for a in bound.named_children if a.type != "comment"] if bound is not None else []
-    n = _const(args[0], _constants(root, parent, kernel)) if args else None
-    return n if n is not None else (0 if bound is not None else MAX_THREADS)
+def _has_launch_bounds(kernel: Node) -> bool:
+    return any(c.type == "launch_bounds" for c in kernel.children)
+
+
+def _launch_limit(kernel: Node, consts: dict) -> int | str:
+    """The threads ``__launch_bounds__(N)`` allows ``kernel`` (the hardware's 1024 without one), or
+    :data:`LAUNCH_BOUNDS_UNKNOWN` when N is not a known constant."""
+    bound = next((c for c in kernel.children if c.type == "launch_bounds"), None)
+    if bound is None:
+        return MAX_THREADS  # (see _has_launch_bounds)
+    args = [a for a in bound.named_children if a.type != "comment"]
+    n = _const(args[0], consts) if args else None
+    return n if n is not None else LAUNCH_BOUNDS_UNKNOWN.format(arg=sx.text(args[0]) if args else "")
 
 
 def _rescale_2d(parent: Candidate, spec: KernelSpec, old: tuple[int, int], new: tuple[int, int]) -> list | str:
@@ -302,14 +315,10 @@ def block_facts(parent: Candidate, b0: int) -> BlockFacts:
         c = _halving_from_constant(n, consts)
         if c is not None and any(sx.is_ident(m) and sx.text(m) in shared for m in sx.walk(n.child_by_field_name("body"))):
             return BlockFacts(fixed=CONSTANT_STRIDE.format(c=c))
-    limit, why = MAX_THREADS, None
-    bound = next((c for c in kernel.children if c.type == "launch_bounds"), None)
-    if bound is not None:
-        args = [a for a in bound.named_children if a.type != "comment"]
-        n = _const(args[0], consts) if args else None
-        if n is None:
-            return BlockFacts(fixed=LAUNCH_BOUNDS_UNKNOWN.format(arg=sx.text(args[0]) if args else ""))
-        limit, why = n, LAUNCH_BOUNDS.format(n=n)
+    limit = _launch_limit(kernel, consts)
+    if isinstance(limit, str):
+        return BlockFacts(fixed=limit)
+    why = LAUNCH_BOUNDS.format(n=limit) if _has_launch_bounds(kernel) else None
     scales = _thread_scales(fns, consts)
     aliases = _thread_aliases(fns)
     for name, dims in shared.items():

@@ -64,16 +64,11 @@ class TuneGenerator:
             if opt in base:
                 continue
             variants.append((base + [opt], parent.launch, f"tune {opt}", {"option": opt}))
-        blocks = block_choices(parent, ctx.spec)
-        for b, launch in blocks.launches.items():
-            variants.append((list(parent.options), launch, f"tune block={b}", {"block": b}))
-        for b, why in blocks.refused.items():
-            log.debug("tune: no block=%d for %s: %s", b, parent.kernel_name, why)
-        shapes = block_shapes(parent, ctx.spec)
-        for b, launch in shapes.launches.items():
-            variants.append((list(parent.options), launch, f"tune block={b}", {"block": b}))
-        for b, why in shapes.refused.items():
-            log.debug("tune: no block=%s for %s: %s", b, parent.kernel_name, why)
+        for blocks in (block_choices(parent, ctx.spec), block_shapes(parent, ctx.spec)):  # 1-D sizes, 2-D shapes
+            for b, launch in blocks.launches.items():
+                variants.append((list(parent.options), launch, f"tune block={b}", {"block": b}))
+            for b, why in blocks.refused.items():
+                log.debug("tune: no block=%s for %s: %s", b, parent.kernel_name, why)
         for options, launch, desc, params in variants:
             if check_options(options, fast_ok) is not None:
                 continue

@@ -324,22 +324,28 @@ class Clocked(WrongOnCall):
         self.clock[0] += self.ms
 
 
-@pytest.mark.parametrize("base_ms, cand_ms, slow", [(1.0, 400.0, True), (1.0, 7.0, False), (0.1, 4.0, False)])
-def test_a_candidate_far_slower_than_the_original_is_timed_in_few_rounds(gpu_eval, small, monkeypatch, base_ms, cand_ms, slow):
-    """A probe launch at 8x the original's time and 5 ms or more: SLOW_REPS rounds and no warm-up, its outputs
-    still checked; a candidate under either bound is timed the full way."""
-    spec, plan = small
-    clock = [0.0]
+@pytest.fixture
+def clock(gpu_eval, monkeypatch) -> list[float]:
+    """A virtual clock (milliseconds) that the stand-in CuPy's events record; :class:`Clocked` launches advance it."""
+    now = [0.0]
 
     class Event:
         def record(self):
-            self.t = clock[0]
+            self.t = now[0]
 
         def synchronize(self):
             return None
 
     monkeypatch.setattr(gpu_eval.cp.cuda, "Event", Event)
     monkeypatch.setattr(gpu_eval.cp.cuda, "get_elapsed_time", lambda start, end: end.t - start.t)
+    return now
+
+
+@pytest.mark.parametrize("base_ms, cand_ms, slow", [(1.0, 400.0, True), (1.0, 7.0, False), (0.1, 4.0, False)])
+def test_a_candidate_far_slower_than_the_original_is_timed_in_few_rounds(gpu_eval, small, clock, base_ms, cand_ms, slow):
+    """A probe launch at 8x the original's time and 5 ms or more: SLOW_REPS rounds and no warm-up, its outputs
+    still checked; a candidate under either bound is timed the full way."""
+    spec, plan = small
     ev = _evaluator(gpu_eval)
     cand = Clocked(clock, cand_ms)
     ct, bt, problem = ev.time_size(spec, Clocked(clock, base_ms), cand, SIZE, plan)
@@ -368,19 +374,8 @@ class SlowFirst(Clocked):
         super().__call__(args, size)
 
 
-def test_a_candidate_slow_only_on_its_probe_launch_is_timed_the_full_way(gpu_eval, small, monkeypatch):
+def test_a_candidate_slow_only_on_its_probe_launch_is_timed_the_full_way(gpu_eval, small, clock):
     spec, plan = small
-    clock = [0.0]
-
-    class Event:
-        def record(self):
-            self.t = clock[0]
-
-        def synchronize(self):
-            return None
-
-    monkeypatch.setattr(gpu_eval.cp.cuda, "Event", Event)
-    monkeypatch.setattr(gpu_eval.cp.cuda, "get_elapsed_time", lambda start, end: end.t - start.t)
     ev = _evaluator(gpu_eval)
     ct, _, problem = ev.time_size(spec, Clocked(clock, 1.0), SlowFirst(clock, 0.5, 400.0), SIZE, plan)
     assert problem is None and ev.last_timing["slow"] is False and ev.last_timing["reps"] >= 5

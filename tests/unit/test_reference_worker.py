@@ -261,7 +261,9 @@ def test_a_reference_too_slow_at_a_bench_size_refuses_the_candidate_not_the_job(
     def slow_at_bench(spec_, ref, size, seed, variant, inputs=None):
         if size == bench:
             asked.append(size)
-            raise ref.failed(f"{ref.target} took longer than {ref.timeout_s:g} s (it was stopped)")
+            exc = ref.failed(f"{ref.target} took longer than {ref.timeout_s:g} s (it was stopped)")
+            exc.timed_out = True
+            raise exc
         return real(spec_, ref, size, seed, variant, inputs)
 
     monkeypatch.setattr(ev, "python_reference", slow_at_bench)

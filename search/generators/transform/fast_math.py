@@ -54,14 +54,13 @@ class FastMathPass:
         ok = {op: self.allowed(unit, op) for op in OPS}
 
         def rewrite(node: Node) -> bytes | None:
-            if node.type in ("call_expression", "binary_expression") and _rounded(node, types):
-                return None  # an approximate value an integer conversion or floor takes: 2 ulp can cross an integer
+            # (never a value an integer conversion or a floor takes: 2 ulp can cross an integer, :func:`_rounded`)
             name = sx.call_name(node)
-            if name in ("expf", "tanhf") and len(sx.call_args(node)) == 1 and ok[name]:
+            if name in ("expf", "tanhf") and len(sx.call_args(node)) == 1 and ok[name] and not _rounded(node, types):
                 used.add(name)
                 arg = sx.render(node.child_by_field_name("arguments"), data, rewrite)
                 return (b"__expf" if name == "expf" else b"ptxf_tanh_approx") + arg
-            if node.type == "binary_expression" and sx.operator(node) == "/":
+            if node.type == "binary_expression" and sx.operator(node) == "/" and not _rounded(node, types):
                 num, den = node.child_by_field_name("left"), node.child_by_field_name("right")
                 d = sx.unparen(den)
                 if _is_float_one(num) and sx.call_name(d) == "sqrtf" and len(sx.call_args(d)) == 1 and ok["rsqrt"]:

@@ -399,7 +399,7 @@ class SmemTilePass(PlannedPass):
         its first k in the nest (``ptxf_d{n}_{i}``), which each fetch advances by a step's (:meth:`_advance`): the
         fetches divide by nothing (three runtime divisions per element per step made an implicit GEMM's index
         arithmetic cost more than its multiply-adds). A value the thread's elements share (their row or column, or
-        their k, is the same: :meth:`_shared`) is held once."""
+        their k, is the same: :meth:`_slot`) is held once."""
         derived = self._derived_names(p, o)
         if not derived and len(p.levels) < 2:
             return []
@@ -407,30 +407,31 @@ class SmemTilePass(PlannedPass):
         idx = p.y if o.side == "y" else p.x
         origin = "ptxf_y0" if o.side == "y" else "ptxf_x0"
         hm, hk = self._slot(o, "m"), self._slot(o, "k")
-        out = [f"{ind}{t} ptxf_h{n}_{j}[{each if hm else 1}];  // {name} of the elements this thread loads"
+        out = [f"{ind}{t} ptxf_h{n}_{j}[{each if hm == 'ptxf_u' else 1}];  // {name} of the elements this thread loads"
                for j, (name, t) in enumerate(derived)]
-        out += [f"{ind}{p.k_type} ptxf_d{n}_{i}[{each if hk else 1}];  // the {v} digit of their k"
-                for i, (v, _, _, _) in enumerate(p.levels) if len(p.levels) > 1]
+        if len(p.levels) > 1:
+            out += [f"{ind}{p.k_type} ptxf_d{n}_{i}[{each if hk == 'ptxf_u' else 1}];  // the {v} digit of their k"
+                    for i, (v, _, _, _) in enumerate(p.levels)]
         body = [f"const int ptxf_e = ptxf_tid + ptxf_u * {THREADS * THREADS};", self._element(o)]
         if derived:
             body.append(f"const {idx.ctype} {idx.name} = ({idx.ctype})({origin} + ptxf_m);")
             body += [sx.text(d) for d in p.derived.get(o.side, [])]
-            body += [f"ptxf_h{n}_{j}[{hm or 0}] = {name};" for j, (name, _) in enumerate(derived)]
+            body += [f"ptxf_h{n}_{j}[{hm}] = {name};" for j, (name, _) in enumerate(derived)]
         if len(p.levels) > 1:
             body.append(f"const {p.k_type} ptxf_kv = ({p.k_from}) + ptxf_kk;")
-            body += [f"ptxf_d{n}_{i}[{hk or 0}] = {d};" for i, d in enumerate(_digits(p, "ptxf_kv"))]
+            body += [f"ptxf_d{n}_{i}[{hk}] = {d};" for i, d in enumerate(_digits(p, "ptxf_kv"))]
         return out + ["#pragma unroll", f"{ind}for (int ptxf_u = 0; ptxf_u < {each}; ++ptxf_u) {{",
                       *(f"{ind}    {line}" for line in body), f"{ind}}}"]
 
     def _slot(self, o: _Operand, what: str) -> str:
         """How a value of the thread's elements of operand ``o`` that depends on their row or column (``what`` "m") or on
-        their k ("k") is indexed: ``ptxf_u`` when the elements differ in it, "" when they share it (element ``e`` is
+        their k ("k") is indexed: ``ptxf_u`` when the elements differ in it, ``0`` when they share it (element ``e`` is
         ``ptxf_tid + u * 256``: the coordinate taken modulo a divisor of 256 is the same for every ``u``)."""
         extent = self.tm if o.side == "y" else self.tn
         _, each = self._share(o)
         fastest = self.tk if o.k_fastest else extent  # the coordinate that is e % fastest
         shared = each == 1 or (what == ("k" if o.k_fastest else "m") and (THREADS * THREADS) % fastest == 0)
-        return "" if shared else "ptxf_u"
+        return "0" if shared else "ptxf_u"
 
     def _derived_names(self, p: _Plan, o: _Operand) -> list[tuple[str, str]]:
         """``(name, type)`` of each value of operand ``o``'s side index declared before the loop (:func:`_derived`)."""
@@ -447,7 +448,7 @@ class SmemTilePass(PlannedPass):
         conds = [f"ptxf_e < {total}", "ptxf_kf + ptxf_kk < ptxf_kend"] + [f"({c})" for c in p.parts[o.side] + p.parts["u"]]
         if o.mask is not None:  # the loop body's condition: a skipped term's element is a zero
             conds.append(f"({o.mask})")
-        hm, hk = self._slot(o, "m") or "0", self._slot(o, "k") or "0"
+        hm, hk = self._slot(o, "m"), self._slot(o, "k")
         held = [f"{t} {name} = ptxf_h{n}_{j}[{hm}];" for j, (name, t) in enumerate(self._derived_names(p, o))]
         step = self._advance(p, n, hk)
         return [f"{ind}{{", f"{ind}    const {p.k_type} ptxf_kf = {kb};", "#pragma unroll",

@@ -45,6 +45,7 @@ not one divisibility chain; a grid out of the hardware's range at a spec size (`
 """
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
 from ptxfactory.harness.static_checks import MAX_GRID_DIMS
@@ -344,7 +345,7 @@ def _uniform_declarations(unit: Unit, g: ElementGuard, scalars: set[str], writte
     return out
 
 
-def _quotient_text(node: Node | None, scalars: set[str], inits: dict[str, Node], depth: int = 0) -> tuple[str, str] | None:
+def _quotient_text(node: Node | None, scalars: set[str], inits: dict[str, Node]) -> tuple[str, str] | None:
     """An integer expression of the kernel's scalars and literals holding a division (``(W - K) / S + 1``, or a
     uniform declaration's name for one), as ``(C text, spec expression)``: the C text inlined down to scalars (valid
     anywhere in the kernel), the spec's ``//`` for C's ``/`` (the same where the operands are not negative: the
@@ -370,7 +371,7 @@ def _quotient_text(node: Node | None, scalars: set[str], inits: dict[str, Node],
             return f"({a[0]} {op} {b[0]})", f"({a[1]} {'//' if op == '/' else op} {b[1]})", a[2] or b[2] or op == "/"
         return None
 
-    got = walk(node, depth)
+    got = walk(node, 0)
     return (got[0], got[1]) if got is not None and got[2] else None
 
 
@@ -407,7 +408,6 @@ def _spec_values(unit: Unit, atoms: dict[str, Poly | str]) -> dict[str, str]:
 def _quotient_sizes(text: str, unit: Unit) -> bool:
     """Whether every ``a // b`` in the spec expression ``text`` has ``a >= 0`` and ``b > 0`` at every spec size (where
     C's truncating ``/`` and the spec's flooring ``//`` agree)."""
-    import ast
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError:
