@@ -21,6 +21,7 @@ pytestmark = pytest.mark.gpu
 EXAMPLE = Path(__file__).parents[2] / "examples" / "standardize_rows"
 
 
+@pytest.mark.timeout(600)  # 40 candidates at rows of 10^5: past the default 300 s when the GPU tier runs 8 tests at once
 def test_standardize_rows_hold_row_candidates_verify(tmp_path):
     (tmp_path / "ref.py").write_text((EXAMPLE / "ref.py").read_text())  # the spec's reference = "python:ref.py:..."
     summary = transform_job(tmp_path, "standardize_rows", (EXAMPLE / "standardize_rows.cu").read_text(),

@@ -41,6 +41,8 @@ pass                 what it does                                               
 ``smem_hist``        a histogram's global atomics (B bins, from the spec) -> a shared-memory    no (float
                      copy per block, merged with one atomic per nonzero bin                     bins)
 ``unroll``           ``#pragma unroll`` (fixed trip count) / ``unroll 4`` (thread-strided)     yes
+``specialise``       the body versioned on the bench sizes' values of small loop-bounding       yes
+                     integer scalars (``if (K == 3) {K as 3} else {as written}``): unrollable
 ``launch_bounds``    ``__launch_bounds__(N)`` for a fixed block of N threads                   yes
 ===================  ========================================================================  =====
 
@@ -90,6 +92,7 @@ from .shuffle_reduce import ShuffleReducePass
 from .sink import sink_declarations
 from .smem_hist import SmemHistPass
 from .smem_tile import CONFIGS as SMEM_TILES, SmemTilePass
+from .specialise import SpecialisePass
 from .unflatten import UnflattenPass
 from .unroll import STRIDED_UNROLL, UnrollPass
 from .vector_loops import VectorLoopsPass
@@ -111,13 +114,14 @@ SCAN_VARIANTS = ("auto", "warp", "block256")
 
 # Chain order: aliasing facts first, then the accesses, the arithmetic, the reductions, the loop
 # structure (smem_tile before the hints, whose loads it stages; vectorize after the hints, whose loads and stores it widens; vector_loops after rowpar, whose
-# split loops it widens, and after hold_row, whose original loops (the long rows' path) it widens; grid_stride before unroll, so the new loop can be unrolled, and before atomic_agg and smem_hist, which accumulate over it), and the register budget last.
+# split loops it widens, and after hold_row, whose original loops (the long rows' path) it widens; grid_stride before unroll, so the new loop can be unrolled, and before atomic_agg and smem_hist, which accumulate over it), specialise after every pass that reads the body's shape
+# (its versions are copies of the body under a dispatch no other pass reads), and the register budget last.
 PASSES: tuple[Pass, ...] = (
     RestrictPass(), PromotePass(), *(SmemTilePass(*t) for t in SMEM_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), ShuffleReducePass(), OnlineSoftmaxPass(),
     *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
     *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), UnrollPass(),
-    LaunchBoundsPass(),
+    SpecialisePass(), LaunchBoundsPass(),
 )
 MAX_CANDIDATES = 24  # singles (the lane and block variants are many) plus the first greedy chains
 

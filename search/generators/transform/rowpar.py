@@ -384,8 +384,23 @@ class RowParallelPass(PlannedPass):
         if rw.split == 0:
             raise Refused("no loop to split across lanes" + (f" ({'; '.join(rw.kept_serial)})" if rw.kept_serial else ""))
         self._check_layout(ctx, g, rw)
+        self._check_length(unit, rw)
         launch = self._launch(unit, g, threads, rw)
         return g, rw, launch
+
+    def _check_length(self, unit: Unit, rw: "_Rewrite") -> None:
+        """Refuses a split whose loop runs fewer iterations than the fewest lanes a row gets, at every bench size
+        (a K x K pooling window's loop of 2 or 3): most lanes would idle and each row would pay the combine."""
+        if rw.length is None or not unit.spec.bench.sizes:
+            return
+        lanes = AUTO_TIERS[0] if self.auto else self.lanes
+        try:
+            longest = max(int(evaluate(rw.length, size)) for size in unit.spec.bench.sizes)
+        except ExprError:
+            return
+        if longest < lanes:
+            raise Refused(f"the split loop runs {longest} iterations at most at the bench sizes, fewer than the {lanes} "
+                          f"lanes a row would get: most lanes would idle")
 
     def _check_layout(self, walk: "_Walk", g: ElementGuard, rw: "_Rewrite") -> None:
         """Refuses a split loop that walks a column (:meth:`_Walk.strides_columns`): its lanes would read elements a

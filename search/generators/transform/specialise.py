@@ -1,0 +1,214 @@
+"""``specialise``: the kernel's body versioned on the small values its loop-bounding integer scalars take.
+
+A naive kernel often takes what is a compile-time constant in practice as a runtime scalar: a pooling or
+convolution window ``K``, a stencil radius, a number of heads. Its loops then have unknown trip counts, so the
+compiler neither unrolls them nor keeps their loads in flight together: ``for (kh = 0; kh < K; kh++) for (kw = 0;
+kw < K; kw++) v = max(v, x[...])`` waits for each load before it issues the next. What a kernel engineer does is
+template the kernel on those values and dispatch on them; this pass does the same inside the kernel::
+
+    if (K == 3) { ...the body, K read as ((int)3)... }
+    else if (K == 2) { ...K read as ((int)2)... }
+    else { ...the body as written... }
+
+Which scalars: integer parameters (an integer C type, an integer scalar in the spec) read in a loop's header (a
+``for``'s initializer, condition or step, a ``while``/``do``'s condition; not a grid-stride loop's), directly or through locals declared
+or assigned from them (``int taps = 2 * R + 1;``), whose value is a spec expression that evaluates to at most
+:data:`MAX_VALUE` in magnitude at every bench size (small trip counts are the ones worth unrolling); one version
+per distinct combination of their values over the bench sizes (at most :data:`MAX_VERSIONS`). Any other value runs
+the code as written, so the kernel stays correct for every caller; the value replaces the name with the name's
+own type (``((long long)3)``), so the arithmetic is the original's and results are bit-identical.
+
+Refused (:meth:`SpecialisePass.refusal` says why): no such scalar; more combinations than MAX_VERSIONS; a scalar
+written in the body (assigned, incremented, its address taken) or a name declared again inside it; labels (each
+copy would define them again); a ``__shared__`` array declared anywhere but the body's top level (top-level ones
+are declared once, before the versions, so no copy allocates its own); a body already specialised.
+"""
+from __future__ import annotations
+
+from ptxfactory.protocol.expr import ExprError, evaluate
+
+from . import syntax as sx
+from .base import Unit
+from .syntax import Node
+
+MAX_VALUE = 64  # a trip count worth unrolling fully; a longer loop gains little from knowing its length
+MAX_VERSIONS = 4  # copies of the body besides the one as written
+MARK = "ptxf: specialised"
+INT_DTYPES = frozenset({"i8", "i32", "i64", "u8", "u32", "u64"})
+
+
+class Refused(Exception):
+    """Why the pass leaves a kernel alone."""
+
+
+class SpecialisePass:
+    """The body versioned on the bench sizes' values of its small loop-bounding integer scalars (module docstring)."""
+
+    name = "specialise"
+    group = None
+    exact = True
+
+    def refusal(self, unit: Unit) -> str | None:
+        """Why the pass leaves ``unit`` alone (None when it applies)."""
+        try:
+            _plan(unit)
+        except Refused as e:
+            return str(e)
+        return None
+
+    def applies(self, unit: Unit) -> bool:
+        return self.refusal(unit) is None
+
+    def apply(self, unit: Unit) -> Unit:
+        names, versions, hoisted = _plan(unit)
+        body, data = unit.body, unit.data
+        hoisted_ids = {(n.start_byte, n.end_byte) for n in hoisted}
+
+        def copy(values: dict[str, int] | None) -> str:
+            def rep(n: Node) -> bytes | None:
+                if (n.start_byte, n.end_byte) in hoisted_ids:
+                    return b""
+                if values is not None and n.type == "identifier" and sx.text(n) in values:
+                    v = values[sx.text(n)]
+                    return f"(({names[sx.text(n)]}){v})".encode()
+                return None
+            return sx.render(body, data, rep).decode()[1:-1]  # inside the braces
+
+        indent, _ = sx.line_indent(data, body.start_byte)
+        pad = indent.decode() + "    "
+        listed = ", ".join(names)
+        out = [f"{{\n{pad}// {MARK} to the bench sizes' {listed} (transform specialise); other values run the code as written"]
+        out += [pad + sx.text(n) for n in hoisted]
+        for i, combo in enumerate(versions):
+            cond = " && ".join(f"{n} == {v}" for n, v in combo.items())
+            out.append(f"{pad}{'if' if i == 0 else '} else if'} ({cond}) {{{copy(combo)}")
+        out.append(f"{pad}}} else {{{copy(None)}")
+        out.append(f"{pad}}}\n{indent.decode()}}}")
+        return unit.with_text(sx.apply_edits(data, [(body.start_byte, body.end_byte, "\n".join(out).encode())]))
+
+
+def _plan(unit: Unit) -> tuple[dict[str, str], list[dict[str, int]], list[Node]]:
+    """``(scalars -> C type, versions (one dict of values each, bench order), top-level __shared__ declarations)``;
+    raises :class:`Refused`."""
+    body = unit.body
+    if body is None:
+        raise Refused("no kernel body")
+    if MARK in unit.text:
+        raise Refused("already specialised")
+    params = _int_scalars(unit)
+    bounding = _loop_bounding(body)
+    names = {n: t for n, t in params.items() if n in bounding}
+    if not names:
+        raise Refused("no integer scalar bounds a loop")
+    written = sx.written_names(body) & set(names)
+    if written:
+        raise Refused(f"{', '.join(sorted(written))} written in the body")
+    again = sx.declared_names(body) & set(names)
+    if again:
+        raise Refused(f"{', '.join(sorted(again))} declared again in the body")
+    small: dict[str, list[int]] = {}
+    why = []
+    for n in names:
+        values = _bench_values(unit, n)
+        if values is None:
+            why.append(f"{n} is not an integer spec expression at every bench size")
+        elif max(abs(v) for v in values) > MAX_VALUE:
+            why.append(f"{n} reaches {max(values, key=abs)} at a bench size (above {MAX_VALUE}: nothing to unroll)")
+        else:
+            small[n] = values
+    if not small:
+        raise Refused("; ".join(why) or "no bench sizes")
+    names = {n: t for n, t in names.items() if n in small}
+    versions: list[dict[str, int]] = []
+    for i in range(len(unit.spec.bench.sizes)):
+        combo = {n: small[n][i] for n in names}
+        if combo not in versions:
+            versions.append(combo)
+    if len(versions) > MAX_VERSIONS:
+        raise Refused(f"{len(versions)} combinations of {', '.join(names)} at the bench sizes (at most {MAX_VERSIONS} versions)")
+    if any(n.type == "labeled_statement" for n in sx.walk(body)):
+        raise Refused("a label in the body (each version would define it again)")
+    hoisted = [s for s in body.named_children if s.type == "declaration" and _is_shared(s)]
+    nested = [n for n in sx.walk(body) if n.type == "declaration" and _is_shared(n) and n.parent != body]
+    if nested:
+        raise Refused(f"a __shared__ declaration inside a block at line {nested[0].start_point[0] + 1} (each version would allocate its own)")
+    return names, versions, hoisted
+
+
+def _int_scalars(unit: Unit) -> dict[str, str]:
+    """Integer scalar parameters (by value, an integer C type, an integer scalar of the spec) -> their C type."""
+    decl = sx.function_declarator(unit.fn)
+    roles = {a.name: a for a in unit.spec.args}
+    out = {}
+    for p in decl.child_by_field_name("parameters").named_children:
+        d = p.child_by_field_name("declarator") if p.type == "parameter_declaration" else None
+        if not sx.is_ident(d):
+            continue
+        ctype = sx.type_text(p.child_by_field_name("type"))
+        arg = roles.get(sx.text(d))
+        if ctype in sx.INT_TYPES and arg is not None and arg.role == "scalar" and arg.dtype.value in INT_DTYPES:
+            out[sx.text(d)] = ctype
+    return out
+
+
+def _loop_bounding(body: Node) -> set[str]:
+    """Names read in a loop's header, and the names those locals are declared or assigned from (to a fixed point)."""
+    names: set[str] = set()
+    for n in sx.walk(body):
+        if n.type in ("for_statement", "while_statement", "do_statement") and _grid_strided(n):
+            continue
+        if n.type == "for_statement":
+            for f in ("initializer", "condition", "update"):
+                part = n.child_by_field_name(f)
+                if part is not None:
+                    names |= sx.identifiers(part)
+        elif n.type in ("while_statement", "do_statement"):
+            part = n.child_by_field_name("condition")
+            if part is not None:
+                names |= sx.identifiers(part)
+    sources: dict[str, set[str]] = {}
+    for n in sx.walk(body):
+        target = value = None
+        if n.type == "init_declarator":
+            target, value = sx.innermost_identifier(n.child_by_field_name("declarator")), n.child_by_field_name("value")
+        elif n.type == "assignment_expression":
+            target, value = sx.unparen(n.child_by_field_name("left")), n.child_by_field_name("right")
+        if sx.is_ident(target) and value is not None:
+            sources.setdefault(sx.text(target), set()).update(sx.identifiers(value))
+    todo = list(names)
+    while todo:
+        for m in sources.get(todo.pop(), ()):
+            if m not in names:
+                names.add(m)
+                todo.append(m)
+    return names
+
+
+def _grid_strided(loop: Node) -> bool:
+    """A loop whose header reads ``gridDim`` (a grid-stride loop over elements: its trip count is the grid's, not small)."""
+    parts = [loop.child_by_field_name(f) for f in ("initializer", "condition", "update")]
+    return any(p is not None and any(sx.is_builtin(m, "gridDim", f) for m in sx.walk(p) for f in "xyz") for p in parts)
+
+
+def _bench_values(unit: Unit, name: str) -> list[int] | None:
+    """The scalar's value at each bench size (None when one is not an integer)."""
+    arg = next(a for a in unit.spec.args if a.name == name)
+    out = []
+    for size in unit.spec.bench.sizes:
+        try:
+            v = evaluate(str(arg.value), size)
+        except ExprError:
+            return None
+        if isinstance(v, float):
+            if not v.is_integer():
+                return None
+            v = int(v)
+        if not isinstance(v, int) or isinstance(v, bool):
+            return None
+        out.append(v)
+    return out or None
+
+
+def _is_shared(decl: Node) -> bool:
+    return any(sx.text(c) == "__shared__" for c in sx.walk(decl) if c.type in ("attribute_specifier", "type_qualifier",
+                                                                              "storage_class_specifier", "identifier"))

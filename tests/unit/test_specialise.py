@@ -1,0 +1,188 @@
+"""CPU tests of the ``specialise`` pass (the body versioned on the bench sizes' values of small loop-bounding integer
+scalars), and of rowpar refusing a loop shorter than its lanes at every bench size.
+
+What the pass writes (one version per combination of values, the value in the name's own type, the body as written
+for any other value), what it refuses and why, NVRTC compiles every output, and g++ host runs give the original's
+bits through a specialised version and through the version as written.
+"""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from ptxfactory.protocol import parse_spec
+from ptxfactory.search.generators.transform import PASSES, plan_chains
+from ptxfactory.search.generators.transform.rowpar import RowParallelPass
+from ptxfactory.search.generators.transform.specialise import MAX_VERSIONS, SpecialisePass
+
+from test_smem_tile import host_agree
+from test_transform import compiles, unit
+
+# K x K max pooling with stride S over an H x W image, one thread per flat output: the window's loops have a runtime
+# trip count K
+POOL = """
+extern "C" __global__ void pool(const float* x, float* y, int H, int W, int K, int S)
+{
+    int OH = (H - K) / S + 1;
+    int OW = (W - K) / S + 1;
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= OH * OW) return;
+    int oh = idx / OW, ow = idx % OW;
+    float m = -1e30f;
+    for (int kh = 0; kh < K; kh++)
+        for (int kw = 0; kw < K; kw++) {
+            float v = x[(oh * S + kh) * W + ow * S + kw];
+            if (v > m) m = v;
+        }
+    y[idx] = m;
+}
+"""
+
+
+def pool_spec(bench: str = "[{ H = 512, W = 512, K = 3, S = 2 }, { H = 512, W = 512, K = 2, S = 2 }]", k_type: str = "i32"):
+    return parse_spec(f"""
+[kernel.pool]
+args = [
+  {{ name = "x", role = "in", dtype = "f32", shape = ["H", "W"] }},
+  {{ name = "y", role = "out", dtype = "f32", shape = ["(H - K) // S + 1", "(W - K) // S + 1"] }},
+  {{ name = "H", role = "scalar", dtype = "i32", value = "H" }},
+  {{ name = "W", role = "scalar", dtype = "i32", value = "W" }},
+  {{ name = "K", role = "scalar", dtype = "{k_type}", value = "K" }},
+  {{ name = "S", role = "scalar", dtype = "i32", value = "S" }},
+]
+values = ["K", "S"]
+launch = {{ grid = ["cdiv(((H - K) // S + 1) * ((W - K) // S + 1), 128)"], block = [128], policy = "free" }}
+[kernel.pool.check]
+rtol = 0
+atol = 0
+sizes = [{{ H = 9, W = 11, K = 3, S = 2 }}, {{ H = 8, W = 8, K = 2, S = 2 }}, {{ H = 12, W = 7, K = 5, S = 1 }}]
+[kernel.pool.bench]
+sizes = {bench}
+""").kernels["pool"]
+
+
+def test_the_body_is_versioned_on_the_bench_sizes_values_in_bench_order():
+    spec = pool_spec()
+    out = SpecialisePass().apply(unit(POOL, spec)).text
+    # one version per value of K the bench sizes take (S bounds no loop: not specialised), then the code as written
+    assert out.index("if (K == 3) {") < out.index("} else if (K == 2) {") < out.index("} else {")
+    assert out.count("kh < ((int)3)") == 1 and out.count("kh < ((int)2)") == 1 and out.count("kh < K;") == 1
+    assert "S ==" not in out and "((int)2)) / S" in out
+    compiles(out, spec, "pool")
+
+
+def test_a_value_takes_the_scalars_own_type():
+    spec = pool_spec(k_type="i64")
+    source = POOL.replace("int K, int S", "long long K, int S")
+    out = SpecialisePass().apply(unit(source, spec)).text
+    assert "((long long)3)" in out and "((int)3)" not in out
+    compiles(out, spec, "pool")
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("size", [{"H": 9, "W": 11, "K": 3, "S": 2}, {"H": 8, "W": 10, "K": 2, "S": 2},
+                                  {"H": 12, "W": 7, "K": 5, "S": 1}])
+def test_each_version_gives_the_originals_bits_on_the_host(size, tmp_path):
+    """K = 3 and K = 2 run a specialised version, K = 5 the code as written: each equals the original bit for bit."""
+    report = host_agree(POOL, pool_spec(), size, [SpecialisePass()], tmp_path)
+    assert report.strip() == "1 y same", report
+
+
+@pytest.mark.parametrize("case, source, bench, why", [
+    ("no loop scalar", POOL.replace("kh < K", "kh < 3").replace("kw < K", "kw < 3"), None, "no integer scalar bounds a loop"),
+    ("written", POOL.replace("float m = -1e30f;", "float m = -1e30f; K = K + 0;"), None, "K written in the body"),
+    ("declared again", POOL.replace("float v = x", "int K = 2; float v = x"), None, "K declared again"),
+    ("large", POOL, "[{ H = 512, W = 512, K = 100, S = 2 }]", "K reaches 100"),
+    ("many", POOL, "[" + ", ".join(f"{{ H = 512, W = 512, K = {k}, S = 1 }}" for k in range(2, 3 + MAX_VERSIONS)) + "]",
+     f"{MAX_VERSIONS + 1} combinations of K"),
+    ("label", POOL.replace("y[idx] = m;", "done: y[idx] = m;"), None, "a label"),
+    ("nested shared", POOL.replace("float v = x", "__shared__ float t[32]; t[0] = 0.f; float v = x"), None,
+     "__shared__ declaration inside a block"),
+])
+def test_refusals_say_why(case, source, bench, why):
+    spec = pool_spec(bench) if bench else pool_spec()
+    reason = SpecialisePass().refusal(unit(source, spec))
+    assert reason is not None and why in reason, (case, reason)
+
+
+def test_a_grid_stride_loops_bound_does_not_count():
+    source = """
+extern "C" __global__ void scale(const float* x, float* y, int n, int c)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n * c; i += blockDim.x * gridDim.x)
+        y[i] = 2.0f * x[i];
+}
+"""
+    spec = parse_spec("""
+[kernel.scale]
+args = [
+  { name = "x", role = "in", dtype = "f32", shape = ["n", "c"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["n", "c"] },
+  { name = "n", role = "scalar", dtype = "i32", value = "n" },
+  { name = "c", role = "scalar", dtype = "i32", value = "c" },
+]
+launch = { grid = [264], block = [256], policy = "free" }
+[kernel.scale.check]
+sizes = [{ n = 100, c = 3 }]
+[kernel.scale.bench]
+sizes = [{ n = 1000000, c = 3 }]
+""").kernels["scale"]
+    assert SpecialisePass().refusal(unit(source, spec)) == "no integer scalar bounds a loop"
+
+
+def test_top_level_shared_arrays_are_declared_once_before_the_versions():
+    source = """
+extern "C" __global__ void blur(const float* x, float* y, int n, int R)
+{
+    __shared__ float tile[256 + 64];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    tile[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    float s = 0.0f;
+    for (int r = 0; r <= R && threadIdx.x + r < 256; r++) s += tile[threadIdx.x + r];
+    if (i < n) y[i] = s;
+}
+"""
+    spec = parse_spec("""
+[kernel.blur]
+args = [
+  { name = "x", role = "in", dtype = "f32", shape = ["n"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["n"] },
+  { name = "n", role = "scalar", dtype = "i32", value = "n" },
+  { name = "R", role = "scalar", dtype = "i32", value = "R" },
+]
+values = ["R"]
+launch = { grid = ["cdiv(n, 256)"], block = [256], policy = "fixed" }
+[kernel.blur.check]
+sizes = [{ n = 1000, R = 4 }]
+[kernel.blur.bench]
+sizes = [{ n = 1000000, R = 4 }]
+""").kernels["blur"]
+    out = SpecialisePass().apply(unit(source, spec)).text
+    assert out.count("__shared__") == 1 and out.index("__shared__") < out.index("if (R == 4)")
+    compiles(out, spec, "blur")
+
+
+def test_a_specialised_kernel_is_not_specialised_again():
+    spec = pool_spec()
+    once = SpecialisePass().apply(unit(POOL, spec))
+    assert SpecialisePass().refusal(once) == "already specialised"
+
+
+def test_chains_end_with_it_before_launch_bounds():
+    names = [p.name for p in PASSES]
+    assert names.index("specialise") == names.index("launch_bounds") - 1
+    chains = [[p.name for p in c] for c in plan_chains(unit(POOL, pool_spec()))]
+    assert ["specialise"] in chains
+    assert any(c[-2:] == ["specialise", "launch_bounds"] and "unflatten" in c for c in chains), chains
+
+
+@pytest.mark.parametrize("lanes", ["auto", 4, 32, 256])
+def test_rowpar_refuses_a_loop_shorter_than_its_lanes_at_every_bench_size(lanes):
+    """The pooling window's loop (K = 2, 3 at the bench sizes) split over 4 or more lanes: most would idle."""
+    reason = RowParallelPass(lanes).why_not(unit(POOL, pool_spec()))
+    assert reason is not None and "runs 3 iterations at most at the bench sizes" in reason, reason
+    # a window of 64 at a bench size is long enough for 4 and 32 lanes, not for a block of 256
+    long = RowParallelPass(lanes).why_not(unit(POOL, pool_spec("[{ H = 512, W = 512, K = 64, S = 2 }]")))
+    assert (long is not None and "fewer than the 256 lanes" in long) if lanes == 256 else (long is None or "iterations at most" not in long), long
