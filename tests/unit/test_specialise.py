@@ -186,3 +186,43 @@ def test_rowpar_refuses_a_loop_shorter_than_its_lanes_at_every_bench_size(lanes)
     # a window of 64 at a bench size is long enough for 4 and 32 lanes, not for a block of 256
     long = RowParallelPass(lanes).why_not(unit(POOL, pool_spec("[{ H = 512, W = 512, K = 64, S = 2 }]")))
     assert (long is not None and "fewer than the 256 lanes" in long) if lanes == 256 else (long is None or "iterations at most" not in long), long
+
+
+TAPS = """
+extern "C" __global__ void taps(const float* x, float* y, int n, int R, int G)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int width = 2 * R + 1;
+    int span = (n / G) * width;
+    float s = 0.0f;
+    for (int k = 0; k < width; k++) s += x[(i + k) % n];
+    for (int k = 0; k < span; k += 4096) s += x[k % n];
+    y[i] = s;
+}
+"""
+
+
+def test_a_local_counts_only_when_computed_from_small_scalars_alone():
+    """``width = 2 * R + 1`` bounds a short loop (R is specialised); ``span = (n / G) * width`` reads the length n, so G,
+    which only that local reads, is not."""
+    spec = parse_spec("""
+[kernel.taps]
+args = [
+  { name = "x", role = "in", dtype = "f32", shape = ["n"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["n"] },
+  { name = "n", role = "scalar", dtype = "i32", value = "n" },
+  { name = "R", role = "scalar", dtype = "i32", value = "R" },
+  { name = "G", role = "scalar", dtype = "i32", value = "G" },
+]
+values = ["R", "G"]
+launch = { grid = ["cdiv(n, 256)"], block = [256], policy = "free" }
+[kernel.taps.check]
+sizes = [{ n = 1000, R = 2, G = 4 }]
+[kernel.taps.bench]
+sizes = [{ n = 1000000, R = 2, G = 32 }, { n = 1000000, R = 3, G = 32 }]
+""").kernels["taps"]
+    out = SpecialisePass().apply(unit(TAPS, spec)).text
+    assert "if (R == 2) {" in out and "} else if (R == 3) {" in out and "G ==" not in out
+    assert "2 * ((int)2) + 1" in out and "(n / G)" in out
+    compiles(out, spec, "taps")

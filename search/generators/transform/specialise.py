@@ -11,8 +11,8 @@ template the kernel on those values and dispatch on them; this pass does the sam
     else { ...the body as written... }
 
 Which scalars: integer parameters (an integer C type, an integer scalar in the spec) read in a loop's header (a
-``for``'s initializer, condition or step, a ``while``/``do``'s condition; not a grid-stride loop's), directly or through locals declared
-or assigned from them (``int taps = 2 * R + 1;``), whose value is a spec expression that evaluates to at most
+``for``'s initializer, condition or step, a ``while``/``do``'s condition; not a grid-stride loop's), directly or through
+locals computed from such scalars and literals alone (``int taps = 2 * R + 1;``), whose value is a spec expression that evaluates to at most
 :data:`MAX_VALUE` in magnitude at every bench size (small trip counts are the ones worth unrolling); one version
 per distinct combination of their values over the bench sizes (at most :data:`MAX_VERSIONS`). Any other value runs
 the code as written, so the kernel stays correct for every caller; the value replaces the name with the name's
@@ -96,29 +96,26 @@ def _plan(unit: Unit) -> tuple[dict[str, str], list[dict[str, int]], list[Node]]
     if MARK in unit.text:
         raise Refused("already specialised")
     params = _int_scalars(unit)
-    bounding = _loop_bounding(body)
-    names = {n: t for n, t in params.items() if n in bounding}
+    small: dict[str, list[int]] = {}
+    why = []
+    for n in params:
+        values = _bench_values(unit, n)
+        if values is not None and max(abs(v) for v in values) <= MAX_VALUE:
+            small[n] = values
+        elif values is not None:
+            why.append(f"{n} reaches {max(values, key=abs)} at a bench size (above {MAX_VALUE}: nothing to unroll)")
+    names = {n: t for n, t in params.items() if n in _loop_bounding(body, set(small))}
     if not names:
-        raise Refused("no integer scalar bounds a loop")
+        direct = _loop_bounding(body, set(params))
+        raise Refused("no integer scalar bounds a loop" if not direct else
+                      "; ".join(w for w in why if w.split()[0] in direct) or f"{', '.join(sorted(direct))}: not an integer "
+                      "at every bench size")
     written = sx.written_names(body) & set(names)
     if written:
         raise Refused(f"{', '.join(sorted(written))} written in the body")
     again = sx.declared_names(body) & set(names)
     if again:
         raise Refused(f"{', '.join(sorted(again))} declared again in the body")
-    small: dict[str, list[int]] = {}
-    why = []
-    for n in names:
-        values = _bench_values(unit, n)
-        if values is None:
-            why.append(f"{n} is not an integer spec expression at every bench size")
-        elif max(abs(v) for v in values) > MAX_VALUE:
-            why.append(f"{n} reaches {max(values, key=abs)} at a bench size (above {MAX_VALUE}: nothing to unroll)")
-        else:
-            small[n] = values
-    if not small:
-        raise Refused("; ".join(why) or "no bench sizes")
-    names = {n: t for n, t in names.items() if n in small}
     versions: list[dict[str, int]] = []
     for i in range(len(unit.spec.bench.sizes)):
         combo = {n: small[n][i] for n in names}
@@ -151,21 +148,20 @@ def _int_scalars(unit: Unit) -> dict[str, str]:
     return out
 
 
-def _loop_bounding(body: Node) -> set[str]:
-    """Names read in a loop's header, and the names those locals are declared or assigned from (to a fixed point)."""
-    names: set[str] = set()
+def _loop_bounding(body: Node, small: set[str]) -> set[str]:
+    """The names of ``small`` a loop's header reads (not a grid-stride loop's), directly or through locals declared or
+    assigned from those names and literals alone (``int taps = 2 * R + 1;``; a local that also reads a row length
+    bounds no short loop)."""
+    header: set[str] = set()
     for n in sx.walk(body):
         if n.type in ("for_statement", "while_statement", "do_statement") and _grid_strided(n):
             continue
-        if n.type == "for_statement":
-            for f in ("initializer", "condition", "update"):
-                part = n.child_by_field_name(f)
-                if part is not None:
-                    names |= sx.identifiers(part)
-        elif n.type in ("while_statement", "do_statement"):
-            part = n.child_by_field_name("condition")
+        fields = ("initializer", "condition", "update") if n.type == "for_statement" else \
+            ("condition",) if n.type in ("while_statement", "do_statement") else ()
+        for f in fields:
+            part = n.child_by_field_name(f)
             if part is not None:
-                names |= sx.identifiers(part)
+                header |= sx.identifiers(part)
     sources: dict[str, set[str]] = {}
     for n in sx.walk(body):
         target = value = None
@@ -175,13 +171,24 @@ def _loop_bounding(body: Node) -> set[str]:
             target, value = sx.unparen(n.child_by_field_name("left")), n.child_by_field_name("right")
         if sx.is_ident(target) and value is not None:
             sources.setdefault(sx.text(target), set()).update(sx.identifiers(value))
-    todo = list(names)
+    derived: set[str] = set()  # locals computed from the small names and literals alone (to a fixed point)
+    changed = True
+    while changed:
+        changed = False
+        for name, reads in sources.items():
+            if name not in derived and name not in small and reads <= small | derived:
+                derived.add(name)
+                changed = True
+    out, todo = header & small, [n for n in header if n in derived]
+    seen = set(todo)
     while todo:
-        for m in sources.get(todo.pop(), ()):
-            if m not in names:
-                names.add(m)
+        for m in sources[todo.pop()]:
+            if m in small:
+                out.add(m)
+            elif m in derived and m not in seen:
+                seen.add(m)
                 todo.append(m)
-    return names
+    return out
 
 
 def _grid_strided(loop: Node) -> bool:
