@@ -7,7 +7,7 @@
 #   A_TGZ=snapA.tgz EXAMPLES="examples/matmul_naive" OUT=$OUT bash bench/ab_examples.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-rm -rf /tmp/snapA /tmp/siteA && mkdir -p /tmp/snapA && tar xzf "${A_TGZ:?the A side's tarball}" -C /tmp/snapA || exit 1
+rm -rf /tmp/snapA /tmp/siteA && mkdir -p /tmp/snapA && tar xzf "${A_TGZ:?name the A side tarball}" -C /tmp/snapA || exit 1
 python3 -m pip install -q --disable-pip-version-check --no-index --no-deps --no-build-isolation --upgrade --target /tmp/siteA /tmp/snapA 2>/dev/null || exit 1
 export PTXFACTORY_HOME=/tmp/ptxf-home-A
 for entry in ${EXAMPLES:?}; do

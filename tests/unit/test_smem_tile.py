@@ -229,11 +229,8 @@ def test_naive_gemm_tiles_and_launch(rm, rn, tk):
     assert out.launch.block == [16, 16]
     assert [evaluate(g, {"M": 1000, "N": 1000, "K": 7}) for g in out.launch.grid] == [-(-1000 // tn), -(-1000 // tm)]
     text = compiled(NAIVE, spec, p)
-    # two buffers per operand: a step's tiles are stored into the one no thread reads, one barrier a step
-    assert f"float ptxf_s0[2][{tk}][{tm + pad_m}];" in text and f"float ptxf_s1[2][{tk}][{tn + pad_n}];" in text
+    assert f"float ptxf_s0[{tk}][{tm + pad_m}];" in text and f"float ptxf_s1[{tk}][{tn + pad_n}];" in text
     assert text.count("__syncthreads();") == 2 and f"float ptxf_acc[{rm}][{rn}];" in text
-    assert "ptxf_s0[0][ptxf_kk][ptxf_m] = ptxf_p0[ptxf_u];" in text and "ptxf_s0[ptxf_buf ^ 1][ptxf_kk][ptxf_m] = ptxf_p0[ptxf_u];" in text
-    assert text.index("ptxf_s0[ptxf_buf ^ 1]") > text.rindex("ptxf_acc[ptxf_i][ptxf_j] +=") and "ptxf_buf ^= 1;" in text
     each = tk * tm // 256
     assert f"float ptxf_p0[{each}];" in text and f"for (int ptxf_u = 0; ptxf_u < {each}; ++ptxf_u)" in text
     # A's k has stride 1: consecutive threads along k; B's column has stride 1: consecutive threads along the column
@@ -248,10 +245,10 @@ def test_naive_gemm_tiles_and_launch(rm, rn, tk):
     assert "ptxf_acc[ptxf_i][ptxf_j] += ptxf_r0[ptxf_i] * ptxf_r1[ptxf_j];" in text
     assert "for (int ptxf_kk = 0; ptxf_kk < ptxf_kn; ++ptxf_kk)" in text
     if rm % 4 == 0:  # groups of 4 adjacent outputs: one 16-byte shared read each
-        assert "*reinterpret_cast<const float4*>(&ptxf_s0[ptxf_buf][ptxf_kk][ptxf_g * 64 + threadIdx.y * 4]);" in text
+        assert "*reinterpret_cast<const float4*>(&ptxf_s0[ptxf_kk][ptxf_g * 64 + threadIdx.y * 4]);" in text
         assert "const int row = (int)(ptxf_y0 + (ptxf_i / 4) * 64 + threadIdx.y * 4 + ptxf_i % 4);" in text
     else:  # every 16th output
-        assert "ptxf_r0[ptxf_q] = ptxf_s0[ptxf_buf][ptxf_kk][threadIdx.y + ptxf_q * 16];" in text
+        assert "ptxf_r0[ptxf_q] = ptxf_s0[ptxf_kk][threadIdx.y + ptxf_q * 16];" in text
         assert "const int row = (int)(ptxf_y0 + threadIdx.y + ptxf_i * 16);" in text
 
 

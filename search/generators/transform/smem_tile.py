@@ -32,13 +32,10 @@ shared memory; consecutive threads load along ``k`` when ``k``'s stride is 1, el
 column (coalesced either way); elements outside the guard or past the loop's end are zero. What a load reads of
 its element's row or column (``int ow = col % OW;``) and, for a nest read as one k, the element's digits of k in
 the nest are found once before the loop; each fetch advances the digits by a step's, with carries, so the loop
-divides by nothing (an implicit GEMM's runtime divisions per element per step outweighed its multiply-adds). Each
-operand has two shared tiles: a step reads one while its successor's values, fetched before the step's arithmetic,
-are stored into the other after it, then one barrier (every thread has then finished reading the tile the next
-step's successor overwrites). Within a step,
+divides by nothing (an implicit GEMM's runtime divisions per element per step outweighed its multiply-adds). A barrier;
 for each ``k`` of the step, ascending, the thread's values of each tile into registers, then every
 output's loop body (the last, partial step runs only the ``k`` the loop has, so zero fills are never
-used). Then the guard, the declarations (the accumulator's now its register) and the
+used); a barrier. Then the guard, the declarations (the accumulator's now its register) and the
 epilogue, per output. Every output sees the same operations in the same order as in the original, so
 results are bit-identical. Variants (:data:`CONFIGS`): 1 x 1, 2 x 2, 4 x 4 outputs per thread with
 ``TK = 16``, 8 x 8 with ``TK = 8`` (16 to 128 outputs a side per block: small grids of small outputs
@@ -61,7 +58,7 @@ f(col)``, ``s`` uniform (the unit or uniform stride) and ``f`` free of ``k``; de
 loop without side effects; an epilogue without ``return``, barriers, shared memory or writes to
 variables declared before the guard, accessing each buffer it writes at one index (its output's element); no ``threadIdx``/``blockIdx``/``blockDim``/``gridDim`` but in
 the openings (``blockIdx.z`` allowed); no ``__shared__``, barriers, warp collectives, ``asm`` or
-``__launch_bounds__``; the shared tiles (both buffers) within 48 KiB; the grid within the hardware's limits at every
+``__launch_bounds__``; the shared tiles within 48 KiB; the grid within the hardware's limits at every
 spec size; the original's launch covering every row and column its guard allows.
 """
 from __future__ import annotations
@@ -265,8 +262,8 @@ class SmemTilePass(PlannedPass):
         raise Refused(f"{reason} (nor with the {n} digits of the flat index grouped into other rows and columns)")
 
     def _check_shared(self, operands: list[_Operand]) -> None:
-        total = sum(2 * self.tk * ((self.tm if o.side == "y" else self.tn) + self._pad(o.side)) * ELEMENT_BYTES[o.ctype]
-                    for o in operands)  # two buffers each
+        total = sum(self.tk * ((self.tm if o.side == "y" else self.tn) + self._pad(o.side)) * ELEMENT_BYTES[o.ctype]
+                    for o in operands)
         if total > SHARED_LIMIT:
             raise Refused(f"{total} bytes of shared tiles (over {SHARED_LIMIT})")
 
@@ -308,7 +305,7 @@ class SmemTilePass(PlannedPass):
         for n, o in enumerate(p.operands):
             extent, r = (self.tm, self.rm) if o.side == "y" else (self.tn, self.rn)
             align = "__align__(16) " if self._grouped(o.side) else ""
-            out.append(f"{ind}__shared__ {align}{o.ctype} ptxf_s{n}[2][{self.tk}][{extent + self._pad(o.side)}];  // two buffers")
+            out.append(f"{ind}__shared__ {align}{o.ctype} ptxf_s{n}[{self.tk}][{extent + self._pad(o.side)}];")
             out.append(f"{ind}{o.ctype} ptxf_r{n}[{r}];  // this thread's values of the tile for one k")
             out.append(f"{ind}{o.ctype} ptxf_p{n}[{self._share(o)[1]}];  // this thread's share of the next tile")
         out += [f"{ind}const int ptxf_tid = threadIdx.y * {THREADS} + threadIdx.x;",
@@ -329,12 +326,12 @@ class SmemTilePass(PlannedPass):
             out += self._setup(p, n, o, ind)
         for n, o in enumerate(p.operands):
             out += self._fetch(p, n, o, f"({p.k_from})", ind)
+        out += [f"{ind}for ({p.k_type} {kb} = {p.k_from}; {kb} < ptxf_kend; {kb} += {self.tk}) {{",
+                f"{ind}    const int ptxf_kn = ptxf_kend - {kb} < {self.tk} ? (int)(ptxf_kend - {kb}) : {self.tk};"]
         for n, o in enumerate(p.operands):
-            out += self._store(n, o, ind, "0")
-        out += [f"{ind}__syncthreads();", f"{ind}int ptxf_buf = 0;  // the buffer this step reads; the next step's tiles go to the other",
-                f"{ind}for ({p.k_type} {kb} = {p.k_from}; {kb} < ptxf_kend; {kb} += {self.tk}) {{",
-                f"{ind}    const int ptxf_kn = ptxf_kend - {kb} < {self.tk} ? (int)(ptxf_kend - {kb}) : {self.tk};",
-                f"{ind}    if (ptxf_kend - {kb} > {self.tk}) {{  // the next step's loads, in flight during this step's arithmetic"]
+            out += self._store(n, o, ind + "    ")
+        out += [f"{ind}    __syncthreads();", f"{ind}    if (ptxf_kend - {kb} > {self.tk}) {{  // the next step's loads, in flight "
+                "during this step's arithmetic"]
         for n, o in enumerate(p.operands):
             out += self._fetch(p, n, o, f"{kb} + {self.tk}", ind + "        ")
         out.append(f"{ind}    }}")
@@ -345,11 +342,7 @@ class SmemTilePass(PlannedPass):
         out += [f"{ind}        }}", f"{ind}    }} else {{",
                 f"{ind}        for (int ptxf_kk = 0; ptxf_kk < ptxf_kn; ++ptxf_kk) {{"]
         out += [ind * 3 + line for line in body]
-        out += [f"{ind}        }}", f"{ind}    }}", f"{ind}    if (ptxf_kend - {kb} > {self.tk}) {{  // into the buffer no thread "
-                "reads this step (all passed the last barrier after reading it)"]
-        for n, o in enumerate(p.operands):
-            out += self._store(n, o, ind + "        ", "ptxf_buf ^ 1")
-        out += [f"{ind}    }}", f"{ind}    __syncthreads();", f"{ind}    ptxf_buf ^= 1;", f"{ind}}}"]
+        out += [f"{ind}        }}", f"{ind}    }}", f"{ind}    __syncthreads();", f"{ind}}}"]
         out += self._per_output(p, ind, self._epilogue(p, data, acc_init))
         out.append("}")
         text = sx.apply_edits(data, [(unit.body.start_byte, unit.body.end_byte, "\n".join(out).encode())])
@@ -491,13 +484,13 @@ class SmemTilePass(PlannedPass):
             lines += [f"{d} += ptxf_t{i};", f"if ({d} >= ptxf_q{i}) {{ {d} -= ptxf_q{i}; ++ptxf_d{n}_{i - 1}[{slot}]; }}"]
         return lines + [f"ptxf_d{n}_0[{slot}] += ptxf_t0;"]
 
-    def _store(self, n: int, o: _Operand, ind: str, buf: str) -> list[str]:
-        """Operand ``n``'s registers (``ptxf_p{n}``) into its shared tile's buffer ``buf`` (a C expression, 0 or 1)."""
+    def _store(self, n: int, o: _Operand, ind: str) -> list[str]:
+        """Operand ``n``'s registers (``ptxf_p{n}``) into its shared tile."""
         total, each = self._share(o)
         return ["#pragma unroll", f"{ind}for (int ptxf_u = 0; ptxf_u < {each}; ++ptxf_u) {{",
                 f"{ind}    const int ptxf_e = ptxf_tid + ptxf_u * {THREADS * THREADS};",
                 f"{ind}    {self._element(o)}",
-                f"{ind}    if (ptxf_e < {total}) ptxf_s{n}[{buf}][ptxf_kk][ptxf_m] = ptxf_p{n}[ptxf_u];", f"{ind}}}"]
+                f"{ind}    if (ptxf_e < {total}) ptxf_s{n}[ptxf_kk][ptxf_m] = ptxf_p{n}[ptxf_u];", f"{ind}}}"]
 
     def _grouped(self, side: str) -> bool:
         return (self.rm if side == "y" else self.rn) % GROUP == 0
@@ -520,9 +513,9 @@ class SmemTilePass(PlannedPass):
         t = "threadIdx.y" if o.side == "y" else "threadIdx.x"
         if self._grouped(o.side) and o.ctype == "float":
             return ["#pragma unroll", f"for (int ptxf_g = 0; ptxf_g < {r // GROUP}; ++ptxf_g) {{",
-                    f"    const float4 ptxf_v = *reinterpret_cast<const float4*>(&ptxf_s{n}[ptxf_buf][ptxf_kk][ptxf_g * {GROUP * THREADS} + {t} * {GROUP}]);",
+                    f"    const float4 ptxf_v = *reinterpret_cast<const float4*>(&ptxf_s{n}[ptxf_kk][ptxf_g * {GROUP * THREADS} + {t} * {GROUP}]);",
                     *(f"    ptxf_r{n}[ptxf_g * {GROUP} + {c}] = ptxf_v.{f};" for c, f in enumerate("xyzw")), "}"]
-        return ["#pragma unroll", f"for (int ptxf_q = 0; ptxf_q < {r}; ++ptxf_q) ptxf_r{n}[ptxf_q] = ptxf_s{n}[ptxf_buf][ptxf_kk][{self._offset(o.side, 'ptxf_q')}];"]
+        return ["#pragma unroll", f"for (int ptxf_q = 0; ptxf_q < {r}; ++ptxf_q) ptxf_r{n}[ptxf_q] = ptxf_s{n}[ptxf_kk][{self._offset(o.side, 'ptxf_q')}];"]
 
     def _body(self, p: _Plan, data: bytes) -> list[str]:
         """One k for every output: the operands' values into registers, then the loop body once per output, its loads

@@ -29,16 +29,13 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
 from .base import Unit
+from .rowpar import Refused
 from .syntax import Node
 
 MAX_VALUE = 64  # a trip count worth unrolling fully; a longer loop gains little from knowing its length
 MAX_VERSIONS = 4  # copies of the body besides the one as written
 MARK = "ptxf: specialised"
 INT_DTYPES = frozenset({"i8", "i32", "i64", "u8", "u32", "u64"})
-
-
-class Refused(Exception):
-    """Why the pass leaves a kernel alone."""
 
 
 class SpecialisePass:
