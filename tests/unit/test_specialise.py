@@ -99,6 +99,29 @@ def test_each_version_gives_the_originals_bits_on_the_host(size, tmp_path):
     ("label", POOL.replace("y[idx] = m;", "done: y[idx] = m;"), None, "a label"),
     ("nested shared", POOL.replace("float v = x", "__shared__ float t[32]; t[0] = 0.f; float v = x"), None,
      "__shared__ declaration inside a block"),
+    # found by an adversarial review: each compiled to something else, or failed to compile, before these refusals
+    ("shared sized by a local", POOL.replace("float m = -1e30f;", "const int T = 32; __shared__ float sm[T]; "
+     "sm[threadIdx.x % 32] = 0; float m = -1e30f;"), None, "reads T, declared before it"),
+    ("shared of a local type", POOL.replace("float m = -1e30f;", "struct P { float a; }; __shared__ P sm[32]; "
+     "sm[threadIdx.x % 32].a = 0; float m = -1e30f;"), None, "reads P, declared before it"),
+    ("define in the body", POOL.replace("float m = -1e30f;", "\n#define T2 32\n    __shared__ float sm[T2]; "
+     "float m = -1e30f;"), None, "a preprocessor directive"),
+    ("macro-qualified shared", "#define SMEM __shared__\n" + POOL.replace("float m = -1e30f;", "SMEM float sm[4096]; "
+     "sm[threadIdx.x] = 0; float m = -1e30f + sm[0];"), None, "does not parse"),
+    ("lambda capture", POOL.replace("float m = -1e30f;", "float m = -1e30f; auto f = [K](int i) { return i < K; }; "
+     "m += f(1);"), None, "K at line 8 of the kernel is not a plain read"),
+    ("const reference", POOL.replace("float m = -1e30f;", "float m = -1e30f; const int& r = K; m += r;"), None,
+     "not a plain read"),
+    ("forwarding reference", POOL.replace("float m = -1e30f;", "float m = -1e30f; auto&& r = K; if (idx == 0) r = 1;"),
+     None, "not a plain read"),
+    ("asm operand", POOL.replace("float m = -1e30f;", 'float m = -1e30f; asm volatile("" : "+r"(K));'), None,
+     "not a plain read"),
+    ("decltype", POOL.replace("float m = -1e30f;", "float m = -1e30f; decltype((K)) q = K; m += q;"), None,
+     "not a plain read"),
+    ("user call", "__device__ void bump(int& k) { k++; }\n" + POOL.replace("float m = -1e30f;",
+     "float m = -1e30f; bump(K);"), None, "not a plain read"),
+    ("enumerator", POOL.replace("float m = -1e30f;", "float m = -1e30f; { enum { K = 7 }; m += K; }"), None,
+     "K declared again in the body (an enumerator)"),
 ])
 def test_refusals_say_why(case, source, bench, why):
     spec = pool_spec(bench) if bench else pool_spec()
@@ -226,3 +249,12 @@ sizes = [{ n = 1000000, R = 2, G = 32 }, { n = 1000000, R = 3, G = 32 }]
     assert "if (R == 2) {" in out and "} else if (R == 3) {" in out and "G ==" not in out
     assert "2 * ((int)2) + 1" in out and "(n / G)" in out
     compiles(out, spec, "taps")
+
+
+def test_reads_of_the_value_through_casts_sizeof_ternaries_and_math_builtins_still_specialise():
+    spec = pool_spec()
+    source = POOL.replace("float m = -1e30f;", "float m = -1e30f + (float)K * 0.f + sizeof(K) * 0 + min(K, 1) * 0 "
+                          "+ (idx < 0 ? K : 0);")
+    out = SpecialisePass().apply(unit(source, spec)).text
+    assert "min(((int)3), 1)" in out and "sizeof(((int)3))" in out and "(idx < 0 ? ((int)3) : 0)" in out
+    compiles(out, spec, "pool")

@@ -19,9 +19,14 @@ the code as written, so the kernel stays correct for every caller; the value rep
 own type (``((long long)3)``), so the arithmetic is the original's and results are bit-identical.
 
 Refused (:meth:`SpecialisePass.refusal` says why): no such scalar; more combinations than MAX_VERSIONS; a scalar
-written in the body (assigned, incremented, its address taken) or a name declared again inside it; labels (each
-copy would define them again); a ``__shared__`` array declared anywhere but the body's top level (top-level ones
-are declared once, before the versions, so no copy allocates its own); a body already specialised.
+written in the body (assigned, incremented, its address taken) or its name declared again inside it (a variable, a
+parameter of a lambda, an enumerator); a scalar used other than as a plain read of its value (a reference, a lambda
+capture, an asm operand, ``decltype``, an argument of a call other than a math builtin: each would bind to the name,
+and a literal means something else there); labels and preprocessor directives (each copy would repeat them); a body
+that does not parse (a macro the parser cannot see through may hide a ``__shared__`` array or a write); a
+``__shared__`` array declared anywhere but the body's top level, or one whose declaration reads a name or type
+declared before it in the body (top-level ones are declared once, before the versions, so no copy allocates its
+own); a body already specialised.
 """
 from __future__ import annotations
 
@@ -120,13 +125,84 @@ def _plan(unit: Unit) -> tuple[dict[str, str], list[dict[str, int]], list[Node]]
             versions.append(combo)
     if len(versions) > MAX_VERSIONS:
         raise Refused(f"{len(versions)} combinations of {', '.join(names)} at the bench sizes (at most {MAX_VERSIONS} versions)")
-    if any(n.type == "labeled_statement" for n in sx.walk(body)):
-        raise Refused("a label in the body (each version would define it again)")
+    for n in sx.walk(body):
+        if n.type == "labeled_statement":
+            raise Refused(f"a label at line {_line(n)} of the kernel (each version would define it again)")
+        if n.type.startswith("preproc"):
+            raise Refused(f"a preprocessor directive in the body at line {_line(n)} of the kernel (each version would repeat it)")
+        if n.type == "ERROR" or n.is_missing:
+            raise Refused(f"the body does not parse at line {_line(n)} of the kernel (a macro the parser cannot see through may hide "
+                          "a __shared__ array or a write)")
+        if n.type == "enumerator" and sx.text(n.child_by_field_name("name")) in names:
+            raise Refused(f"{sx.text(n.child_by_field_name('name'))} declared again in the body (an enumerator)")
+        if sx.is_ident(n) and sx.text(n) in names and not _plain_read(n):
+            raise Refused(f"{sx.text(n)} at line {_line(n)} of the kernel is not a plain read of its value (a reference or capture "
+                          "binds to it, an asm operand, decltype or a call that may take it by reference)")
     hoisted = [s for s in body.named_children if s.type == "declaration" and _is_shared(s)]
     nested = [n for n in sx.walk(body) if n.type == "declaration" and _is_shared(n) and n.parent != body]
     if nested:
-        raise Refused(f"a __shared__ declaration inside a block at line {nested[0].start_point[0] + 1} (each version would allocate its own)")
+        raise Refused(f"a __shared__ declaration inside a block at line {_line(nested[0])} of the kernel (each version would allocate its own)")
+    for decl in hoisted:
+        before = _declared_before(body, decl)
+        uses = {sx.text(m) for m in sx.walk(decl) if m.type in ("identifier", "type_identifier")} - sx.declared_names(decl)
+        if uses & before:
+            raise Refused(f"the __shared__ declaration at line {_line(decl)} of the kernel reads {', '.join(sorted(uses & before))}, "
+                          "declared before it in the body (it cannot be declared before the versions)")
     return names, versions, hoisted
+
+
+# where a name's value is read and nothing binds to the name itself: its replacement by a literal of its own type
+# means the same (a reference, lambda capture, asm operand, decltype((K)) or forwarding call would not)
+_READ_PARENTS = frozenset({"binary_expression", "unary_expression", "cast_expression", "sizeof_expression",
+                           "subscript_argument_list", "condition_clause", "initializer_list", "template_argument_list",
+                           "return_statement"})
+# callees whose arguments are values (CUDA's math and integer builtins): any other call might bind a reference
+_VALUE_CALLEES = sx.FLOAT_FUNCS | frozenset({"min", "max", "abs", "umin", "umax", "llmin", "llmax", "ullmin", "ullmax",
+                                               "llabs", "fmin", "fmax", "sqrt", "exp", "log", "pow"})
+
+
+def _plain_read(n: Node) -> bool:
+    """``n`` (an identifier) is read as a value: an operand, a cast's or subscript's, the value of a declaration whose
+    declarator is not a reference, the right side of an assignment, a math builtin's argument."""
+    p = n.parent
+    while p is not None and (p.type == "parenthesized_expression" or
+                             (p.type == "conditional_expression" and n != p.child_by_field_name("condition"))):
+        n, p = p, p.parent
+    if p is None:
+        return False
+    if p.type in _READ_PARENTS:
+        return p.type != "unary_expression" or sx.operator(p) in ("-", "+", "!", "~")
+    if p.type == "init_declarator":
+        return n == p.child_by_field_name("value") and p.child_by_field_name("declarator").type == "identifier" and \
+            (p.parent is None or p.parent.child_by_field_name("type") is None or
+             p.parent.child_by_field_name("type").type != "decltype")
+    if p.type == "assignment_expression":
+        return n == p.child_by_field_name("right")
+    if p.type == "argument_list":
+        return sx.call_name(p.parent) in _VALUE_CALLEES
+    return False
+
+
+def _declared_before(body: Node, stmt: Node) -> set[str]:
+    """Names (variables, types, enumerators) the body's top-level statements before ``stmt`` declare."""
+    out: set[str] = set()
+    for s in body.named_children:
+        if s == stmt:
+            break
+        out |= sx.declared_names(s)
+        out |= {sx.text(m.child_by_field_name("name")) for m in sx.walk(s)
+                if m.type in ("struct_specifier", "class_specifier", "union_specifier", "enum_specifier", "enumerator")
+                and m.child_by_field_name("name") is not None}
+        out |= {sx.text(m.child_by_field_name("declarator")) for m in sx.walk(s)
+                if m.type in ("type_definition", "alias_declaration") and m.child_by_field_name("declarator") is not None}
+        out |= {sx.text(m.child_by_field_name("name")) for m in sx.walk(s)
+                if m.type == "alias_declaration" and m.child_by_field_name("name") is not None}
+    return out
+
+
+def _line(n: Node) -> int:
+    """``n``'s line in the kernel's definition (1: the line of its signature)."""
+    return n.start_point[0] + 1
 
 
 def _int_scalars(unit: Unit) -> dict[str, str]:
