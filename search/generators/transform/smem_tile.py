@@ -40,7 +40,11 @@ epilogue, per output. Every output sees the same operations in the same order as
 results are bit-identical. Variants (:data:`CONFIGS`): 1 x 1, 2 x 2, 4 x 4 outputs per thread with
 ``TK = 16``, 8 x 8 with ``TK = 8`` (16 to 128 outputs a side per block: small grids of small outputs
 keep their SMs busy with the first, large ones get the fewest shared-memory reads per multiply-add
-from the last).
+from the last), and the rectangles between, 8 x 4 and 4 x 8 with ``TK`` 16 and 8 (``smem_tile_8x4_k16``:
+128 x 64 outputs a block, the longer side the operand whose tile is reused more; fewer registers than
+8 x 8, so two blocks share an SM). Measured on the H200 (``bench/gemm_tiles.py``,
+``bench/results/h200-2026-12-03``), a rectangle was the fastest tile of a naive GEMM, a batched GEMM and
+a direct convolution alike, and which one differed among them: the lessons order them.
 
 What is proven on the syntax tree (:mod:`.affine`, :mod:`.reductions`), else refused with the reason
 (``why_not``): a 2-D launch whose block has ``z = 1`` and ``policy = "free"``; the two indices from the
@@ -82,7 +86,8 @@ from .unflatten import Refused as NotFlat, digit_count, unflatten
 THREADS = 16  # threads per block along x and along y
 GROUP = 4  # a side of R outputs per thread, R a multiple of 4: groups of 4 adjacent outputs (one 16-byte shared read)
 # the tiles each variant gives a thread: (rows, columns, k per step)
-CONFIGS = ((1, 1, 16), (2, 2, 16), (4, 4, 16), (8, 8, 8))
+CONFIGS = ((1, 1, 16), (2, 2, 16), (4, 4, 16), (8, 4, 16), (4, 8, 16), (8, 4, 8), (4, 8, 8), (8, 8, 8))
+SQUARE_TK = {1: 16, 2: 16, 4: 16, 8: 8}  # a square tile's own k step: its name does not say it
 SHARED_LIMIT = 48 * 1024  # bytes of static shared memory a block may declare
 MAX_OPERANDS = 4  # distinct tiles staged per step
 ELEMENT_BYTES = {"float": 4, "double": 8, "__half": 2, "half": 2, "__nv_bfloat16": 2, "nv_bfloat16": 2,
@@ -155,7 +160,7 @@ class SmemTilePass(PlannedPass):
             raise ValueError(f"smem_tile: outputs per thread must be 1..8 per side and k steps 1..64, not {rm} x {rn}, {tk}")
         self.rm, self.rn, self.tk = rm, rn, tk
         self.tm, self.tn = THREADS * rm, THREADS * rn
-        self.name = f"smem_tile_{rm}x{rn}"
+        self.name = f"smem_tile_{rm}x{rn}" + ("" if rm == rn and SQUARE_TK.get(rm) == tk else f"_k{tk}")
         self._cache: dict = {}  # (text, grid, block, the spec as JSON) -> None (read) or the refusal (a daemon runs many jobs)
 
     # -- precondition -------------------------------------------------------------------------------------
