@@ -76,7 +76,8 @@ def test_a_gemm_accumulating_in_c_gets_smem_tile_chains_first():
     cands = TransformGenerator().propose(ctx)
     assert {"pass:promote", "pass:smem_tile_4x4"} <= set(cands[2].params)  # the chains lead: a restructuring one applies
     for c in cands[:4]:
-        compiles(c.source, spec, "mm")
+        # a 128 x 64 tile may keep a word or two spilled at 128 registers (measured the fastest on the H200)
+        compiles(c.source, spec, "mm", spill_bytes=16 if "pass:smem_tile_8x4_k16" in c.params else 0)
 
 
 @pytest.mark.parametrize("loop", [
