@@ -175,8 +175,14 @@ class Priors:
 
 EXPLORE_BONUS = 0.05  # log-speedup units: an untried knob value looks a little better than the best tried one
 PASS_FLAG = "pass:"  # a knob that says a source pass was applied (value 1); absent means not applied
-# the variant suffix of a pass's name (rowpar_lanes32, smem_tile_4x4, hold_row8, scan_warp): variants of one pass
-_VARIANT = re.compile(r"(_auto|_warp|_lanes\d+|_block\d+|_rows\d+|_\d+x\d+|_?\d+)$")
+# the variant suffix of a pass's name (rowpar_lanes32, rowpar_auto_e128, smem_tile_4x4, hold_row8, scan_warp): variants of one pass
+_VARIANT = re.compile(r"(_auto(_e\d+)?|_warp|_lanes\d+|_block\d+|_rows\d+|_\d+x\d+(_k\d+)?|_?\d+)$")
+
+
+def pass_kind(name: str) -> str:
+    """A pass variant's pass: ``rowpar_lanes32`` and ``rowpar_auto_e128`` -> ``rowpar``, ``hold_row8`` -> ``hold_row``,
+    ``smem_tile_8x4_k16`` -> ``smem_tile`` (a ``pass:`` flag keeps its prefix)."""
+    return _VARIANT.sub("", name)
 
 
 def mismatches(a: Mapping[str, object], b: Mapping[str, object]) -> int:
@@ -186,7 +192,7 @@ def mismatches(a: Mapping[str, object], b: Mapping[str, object]) -> int:
     ``rowpar_block256``) counting once. A knob only one has otherwise (``lanes``, ``block``) is not counted: it
     belongs to a pass the other does not run."""
     shared = sum(a[k] != b[k] for k in a if k in b)
-    only = [{_VARIANT.sub("", k) for k in x.keys() - y.keys() if k.startswith(PASS_FLAG)} for x, y in ((a, b), (b, a))]
+    only = [{pass_kind(k) for k in x.keys() - y.keys() if k.startswith(PASS_FLAG)} for x, y in ((a, b), (b, a))]
     return shared + len(only[0] | only[1])
 
 

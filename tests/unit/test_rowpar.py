@@ -411,6 +411,29 @@ def test_auto_lanes_follow_the_row_length_and_the_gpu():
     candidate_compiles(XENT, row_spec("xent", XENT_ARGS, sizes="[{ M = 5, V = 50 }]"), "auto")
 
 
+def test_the_128_element_bound_gives_long_rows_fewer_lanes_but_still_fills_the_gpu():
+    """rowpar_auto_e128: the fewest tier giving each lane at most 128 elements (auto: 32), a full wave kept: rows of
+    32000 get a block of 256 (auto: 1024 lanes), many rows of 1000 a sub-warp of 8 (auto: a warp), few long rows
+    still a block of 1024 (the wave)."""
+    import dataclasses
+
+    from ptxfactory.protocol import GpuFacts
+    from ptxfactory.search.generators.transform.grid_stride import FACTS_NOTE
+    spec = row_spec()
+    facts = GpuFacts(name="test GPU", arch="sm_90a", sm_count=132, l2_bytes=1 << 20, copy_gbps=100.0, peak_gbps=200.0)
+    u = dataclasses.replace(unit(L2NORM, spec), notes={FACTS_NOTE: facts})
+    lanes = {}
+    for variant in ("auto", "auto_e128"):
+        out = rowpar(variant).apply(u)
+        assert out.notes["lanes"] == variant and rowpar(variant).name == f"rowpar_{variant}"
+        lanes[variant] = {(m, n): evaluate(out.launch.block[0], {"M": m, "N": n})
+                          for m, n in [(4096, 32000), (131072, 1000), (512, 131072), (100, 64)]}
+    assert lanes["auto"] == {(4096, 32000): 1024, (131072, 1000): 32, (512, 131072): 1024, (100, 64): 1024}
+    assert lanes["auto_e128"] == {(4096, 32000): 256, (131072, 1000): 8, (512, 131072): 1024, (100, 64): 1024}
+    candidate_compiles(L2NORM, spec, "auto_e128")
+    candidate_compiles(XENT, row_spec("xent", XENT_ARGS, sizes="[{ M = 5, V = 50 }]"), "auto_e128")
+
+
 def test_auto_lanes_read_the_row_length_through_the_rows_constants():
     spec = row_spec("rope", ROPE_ARGS, grid='["cdiv(T, 128)"]', sizes="[{ T = 9, D = 64 }]")
     out = rowpar("auto").apply(unit(ROPE, spec))

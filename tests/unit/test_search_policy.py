@@ -207,6 +207,10 @@ def test_a_chain_with_another_restructuring_pass_is_not_its_neighbour():
     assert mismatches(tiled, {**common, "pass:rowpar_lanes32": 1, "lanes": 32}) == 2  # two passes; lanes is rowpar's own
     assert mismatches({"pass:rowpar_lanes32": 1, "lanes": 32}, {"pass:rowpar_block256": 1, "lanes": 256}) == 2  # variant, lanes
     assert mismatches({"pass:hold_row8": 1}, {"pass:hold_row_auto": 1}) == 1
+    # the auto bounds and the tile rectangles are variants too: one pass each, whatever the suffix
+    assert mismatches({"pass:rowpar_auto_e128": 1}, {"pass:rowpar_lanes32": 1}) == 1
+    assert mismatches({"pass:smem_tile_8x4_k16": 1}, {"pass:smem_tile_4x4": 1}) == 1
+    assert mismatches({"pass:smem_tile_8x4_k16": 1}, {"pass:rowpar_auto": 1}) == 2
     assert mismatches({"block": 128, "option": "x"}, {"block": 256}) == 1  # other knobs: only where both have them
 
 

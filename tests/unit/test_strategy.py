@@ -240,9 +240,9 @@ async def test_the_report_says_why_each_restructuring_pass_left_the_original_alo
     assert "dropped after compiling" not in md or summary.duplicates
     assert any("restructuring passes left the original alone" in str(t) for t in _final_lines(summary, colsum.parent))
     from ptxfactory.daemon.cli import _pass_kind
-    assert [_pass_kind(n) for n in ("rowpar_lanes32", "rowpar_auto", "hold_row8", "scan_block256", "smem_tile_4x4", "colpar_rows8",
-                                    "coarsen_4", "unflatten")] == ["rowpar", "rowpar", "hold_row", "scan", "smem_tile", "colpar",
-                                                                   "coarsen", "unflatten"]
+    assert [_pass_kind(n) for n in ("rowpar_lanes32", "rowpar_auto", "rowpar_auto_e128", "hold_row8", "scan_block256",
+                                    "smem_tile_4x4", "smem_tile_8x4_k16", "colpar_rows8", "coarsen_4", "unflatten")] == [
+        "rowpar", "rowpar", "rowpar", "hold_row", "scan", "smem_tile", "smem_tile", "colpar", "coarsen", "unflatten"]
 
 
 async def test_under_a_python_reference_the_hang_limit_stays_the_plans():

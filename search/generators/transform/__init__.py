@@ -100,9 +100,10 @@ from .vectorize import VectorizePass
 
 __all__ = ["TransformGenerator", "PASSES", "Unit", "refusals", "unit_from_context"]
 
-# Lanes per row for ``rowpar``: chosen at launch from the row length and row count ("auto"), then fixed counts: a
-# warp, a block of 256, a sub-warp of 8, a block of 1024, then the rest (the lessons reorder them).
-ROWPAR_LANES = ("auto", 32, 256, 8, 1024, 16, 512, 4, 128)
+# Lanes per row for ``rowpar``: chosen at launch from the row length and row count (at most 32 elements a lane, "auto",
+# or 128, "auto_e128"), then fixed counts: a warp, a block of 256, a sub-warp of 8, a block of 1024, then the rest (the
+# lessons reorder them).
+ROWPAR_LANES = ("auto", "auto_e128", 32, 256, 8, 1024, 16, 512, 4, 128)
 # Lanes per row for ``blockrow`` (a kernel written one block per row): chosen at launch, a warp, a block of 128.
 BLOCKROW_LANES = ("auto", 32, 128)
 # Threads per column for ``colpar`` (a column reduction written one thread per column): chosen at launch, then fixed.
@@ -184,8 +185,8 @@ class TransformGenerator:
             params["fast_math_ops"] = unit.notes["fast_math_ops"]
             desc += f" (fast_math: {unit.notes['fast_math_ops']})"
         if unit.notes.get("lanes"):
-            params["lanes"] = unit.notes["lanes"]  # threads per row ("auto": chosen at launch)
-            if unit.notes["lanes"] != "auto":
+            params["lanes"] = unit.notes["lanes"]  # threads per row ("auto", "auto_e128": chosen at launch)
+            if isinstance(unit.notes["lanes"], int):
                 params["block"] = unit.launch.block[0]
         if unit.notes.get("held"):
             params["held"] = unit.notes["held"]  # elements per lane hold_row keeps in registers

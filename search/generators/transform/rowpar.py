@@ -287,6 +287,12 @@ TUPLE_PARTS = {"softmax": "ptxf_softmax", "welford": "ptxf_welford"}  # the part
 # a warp per row ran at 75% of copy where the 16-element bound's block of 256 ran at 14%.
 AUTO_TIERS = (8, 32, 256, 1024)
 ELEMENTS_PER_LANE = 32
+# The auto variants by that bound: ``auto`` as above, and ``auto_e128`` (128 elements a lane at most: fewer lanes a long
+# row, more loads in flight a lane, a smaller combine). Neither bound wins everywhere: on the H200 (xent_fwd, 4096 rows
+# of 32000 logits), the 32 bound's 1024 lanes a row ran at 43% of copy where a block of 256 (125 a lane) ran at 86%; on
+# 131072 rows of 1000, the 32 bound's warp ran at 56% and a block of 256 at 19%. Both are candidates; the search and the
+# lessons choose.
+AUTO_BOUNDS = {"auto": ELEMENTS_PER_LANE, "auto_e128": 128}
 
 
 def helper_closure(used: list[str]) -> list[tuple[str, str]]:
@@ -351,12 +357,13 @@ class RowParallelPass(PlannedPass):
     exact = False  # sums are re-associated (max, min and arg reductions are exact)
 
     def __init__(self, lanes: int | str):
-        if lanes not in (4, 8, 16, 32, 128, 256, 512, 1024, "auto"):
-            raise ValueError(f"rowpar: lanes per row must be 4, 8, 16, 32, 128, 256, 512, 1024 or 'auto', not {lanes!r}")
+        if lanes not in (4, 8, 16, 32, 128, 256, 512, 1024, *AUTO_BOUNDS):
+            raise ValueError(f"rowpar: lanes per row must be 4, 8, 16, 32, 128, 256, 512, 1024 or one of "
+                             f"{', '.join(map(repr, AUTO_BOUNDS))}, not {lanes!r}")
         self.lanes = lanes
-        self.auto = lanes == "auto"
+        self.auto = lanes in AUTO_BOUNDS
         self.block = not self.auto and lanes > 32
-        self.name = "rowpar_auto" if self.auto else f"rowpar_block{lanes}" if self.block else f"rowpar_lanes{lanes}"
+        self.name = f"rowpar_{lanes}" if self.auto else f"rowpar_block{lanes}" if self.block else f"rowpar_lanes{lanes}"
         self.step = "blockDim.x" if self.auto else str(lanes)
 
     # -- precondition -------------------------------------------------------------------------------------
@@ -434,7 +441,7 @@ class RowParallelPass(PlannedPass):
     def _auto_shape(self, unit: Unit, rows: str, rw: "_Rewrite") -> tuple[list[str], str]:
         if rw.length is None:
             raise Refused("the split loop's length is not an expression of the spec's sizes (lanes cannot follow it)")
-        return auto_shape(unit, rows, rw.length, batch_count(unit))
+        return auto_shape(unit, rows, rw.length, batch_count(unit), AUTO_BOUNDS[self.lanes])
 
     # -- rewrite ------------------------------------------------------------------------------------------
 
@@ -1245,13 +1252,14 @@ def _is_plus_one(node: Node | None, j: str) -> bool:
     return (sx.is_ident(a, j) and sx.is_number(b, 1)) or (sx.is_ident(b, j) and sx.is_number(a, 1))
 
 
-def auto_shape(unit: Unit, rows: str, n: str, batches: str | None = None) -> tuple[list[str], str]:
+def auto_shape(unit: Unit, rows: str, n: str, batches: str | None = None,
+               per_lane: int = ELEMENTS_PER_LANE) -> tuple[list[str], str]:
     """``([lanes, rows per block], grid)`` as expressions of the sizes, for ``rows`` rows of ``n`` elements: the fewest of
-    :data:`AUTO_TIERS` lanes giving each at most :data:`ELEMENTS_PER_LANE` elements and, with the GPU's facts in the
-    unit's notes, at least one full-occupancy wave of threads over all rows (``rows`` times ``batches``, the grid's
-    dimensions past x, when given); 256 threads a block of rows up to a warp each, else one row a block."""
+    :data:`AUTO_TIERS` lanes giving each at most ``per_lane`` elements and, with the GPU's facts in the unit's notes, at
+    least one full-occupancy wave of threads over all rows (``rows`` times ``batches``, the grid's dimensions past x,
+    when given); 256 threads a block of rows up to a warp each, else one row a block."""
     facts = unit.notes.get(FACTS_NOTE)
-    want = f"cdiv({n}, {ELEMENTS_PER_LANE})"
+    want = f"cdiv({n}, {per_lane})"
     if facts is not None:
         total = rows if batches is None else f"({rows}) * {batches}"
         want = f"max({want}, cdiv({facts.sm_count * threads_per_sm(facts.arch)}, {total}))"
