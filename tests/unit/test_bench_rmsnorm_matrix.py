@@ -1,0 +1,78 @@
+"""bench/rmsnorm_matrix.py (issue 13's benchmark) on the CPU: the matrix spec it gives the main job, and its table,
+geomeans and report from recorded timings (the GPU part runs on the GPU machine only)."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from ptxfactory.protocol import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("rmsnorm_matrix", ROOT / "bench" / "rmsnorm_matrix.py")
+rm = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("rmsnorm_matrix", rm)  # (its dataclass reads its module)
+_spec.loader.exec_module(rm)
+
+
+def test_the_matrix_spec_benches_every_shape_and_checks_every_row_length(tmp_path):
+    original = (ROOT / "examples" / "rmsnorm" / "rmsnorm.cu.toml").read_text()
+    path = tmp_path / "rmsnorm.cu.toml"
+    path.write_text(rm.matrix_spec(original))
+    spec = load_spec(path).kernels["rmsnorm"]
+    assert [(s["M"], s["N"]) for s in spec.bench.sizes] == list(rm.MATRIX)
+    before = load_spec(ROOT / "examples" / "rmsnorm" / "rmsnorm.cu.toml").kernels["rmsnorm"].check.sizes
+    assert spec.check.sizes[:len(before)] == before  # the example's own check sizes stay, first
+    assert {s["N"] for s in spec.check.sizes[len(before):]} == {n for _, n in rm.MATRIX}
+    assert all(s["M"] == 3 for s in spec.check.sizes[len(before):])
+    with pytest.raises(ValueError, match="no \\[kernel.other.bench\\] section"):
+        rm.matrix_spec(original, kernel="other")
+    with pytest.raises(ValueError, match="no one-line sizes"):
+        rm.matrix_spec(original.replace("sizes = [{ M = 32768", "sizes = [\n{ M = 32768"))
+
+
+def test_bytes_and_percentiles():
+    assert rm.bytes_moved(32768, 256) == 2 * 32768 * 256 * 2 + 2 * 256
+    t = rm.Timing.of([float(v) for v in range(1, 11)])  # 1..10 µs
+    assert (t.median_us, t.p10_us, t.p90_us) == (6.0, 2.0, 10.0)
+    with pytest.raises(ValueError):
+        rm.Timing.of([])
+
+
+def test_table_ratios_failures_and_geomeans():
+    matrix = ((1000, 1000), (1000, 2000), (1000, 4000))
+    us = lambda v: rm.Timing(median_us=v, p10_us=v, p90_us=v)  # noqa: E731
+    times = {
+        "factory": {"1000x1000": us(10.0), "1000x2000": us(20.0), "1000x4000": us(40.0)},
+        "torch": {"1000x1000": us(20.0), "1000x2000": us(40.0), "1000x4000": us(80.0)},
+        "quack": {"1000x1000": us(9.0), "1000x2000": us(22.0), "1000x4000": us(40.0)},
+        "quack_tuned": {"1000x1000": us(11.0), "1000x2000": us(19.0), "1000x4000": rm.Timing(error="out of shared memory")},
+    }
+    rows = rm.table(times, copy_gbps=4000.0, matrix=matrix)
+    first, second, third, mean = rows
+    assert first["factory_gbps"] == pytest.approx(rm.bytes_moved(1000, 1000) / 10e3)
+    assert first["factory_pct_copy"] == pytest.approx(100 * first["factory_gbps"] / 4000.0)
+    assert first["vs_torch"] == pytest.approx(2.0) and first["vs_quack"] == pytest.approx(0.9)
+    assert first["vs_best_quack"] == pytest.approx(0.9)  # the faster QuACK entry point decides
+    assert second["vs_best_quack"] == pytest.approx(19.0 / 20.0)
+    assert third["quack_tuned_gbps"] is None and third["vs_quack_tuned"] is None and third["vs_best_quack"] == pytest.approx(1.0)
+    assert mean["shape"] == "geomean" and mean["vs_torch"] == pytest.approx(2.0)
+    assert mean["vs_quack_tuned_n"] == 2 and mean["vs_quack_tuned"] == pytest.approx(math.sqrt(1.1 * 0.95))
+    assert mean["vs_best_quack"] == pytest.approx((0.9 * 0.95 * 1.0) ** (1 / 3))
+    doc = {"date": "2026-12-03", "gpu": {"name": "test GPU"}, "copy_gbps": 4000.0, "versions": {"torch": "x"},
+           "times": {k: {s: vars(t) for s, t in v.items()} for k, v in times.items()}, "table": rows}
+    md = rm.render_markdown(doc)
+    assert "| geomean |" in md and "quack_tuned at 1000x4000: out of shared memory" in md
+    assert md.count("\n| 1000x") == 3
+
+
+def test_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    us = rm.Timing(median_us=10.0, p10_us=10.0, p90_us=10.0)
+    times = {k: {"1000x1000": us} for k in ("factory", *rm.BASELINES)}
+    doc = {"copy_gbps": 4000.0, "gpu": {"name": "test GPU"}, "table": rm.table(times, 4000.0, matrix=((1000, 1000),))}
+    rm.plot(doc, tmp_path / "p.png")
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
