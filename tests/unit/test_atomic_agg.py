@@ -425,7 +425,8 @@ def test_two_early_returns_nest_and_a_uniform_local_may_build_the_address():
 
 @pytest.mark.parametrize("lanes", ["auto", 32, 8])
 def test_after_rowpar_the_first_lanes_row_values_are_added_once_per_warp(lanes):
-    """A row's sum added to a total: rowpar leaves the atomic to each row's first lane, atomic_agg folds those per warp."""
+    """A row's sum added to a total: rowpar leaves the atomic to each row's first lane, atomic_agg folds those per warp
+    (a warp a row: one atomic a warp already, nothing to fold)."""
     from ptxfactory.search.generators.transform import PASSES
     from ptxfactory.search.generators.transform.rowpar import RowParallelPass
 
@@ -447,6 +448,9 @@ def test_after_rowpar_the_first_lanes_row_values_are_added_once_per_warp(lanes):
     sp = spec("sumsq", args, grid='["cdiv(M, 128)"]', block="[128]", sizes="[{ M = 7, N = 100 }]",
               bench="[{ M = 4096, N = 4096 }]")
     rowpar = next(p for p in PASSES if isinstance(p, RowParallelPass) and p.lanes == lanes)
+    if lanes == 32:
+        assert "once per block or warp already" in AGG.why_not(rowpar.apply(unit(src, sp)))
+        return
     text = kernel_part(candidate(src, sp, [rowpar, AGG]))
     assert "if (ptxf_lane == 0u) {" in text and "ptxf_acc0 += s; ptxf_hit0 = true;" in text
     assert text.count("atomicAdd(") == 1 and "return;" not in text
@@ -470,3 +474,28 @@ def test_the_one_statement_guard_is_also_read_by_grid_stride_and_vectorize():
     assert "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += " in text and "if (i < n)" not in text
     text = kernel_part(candidate(src, sp, [VectorizePass()]))
     assert "reinterpret_cast<uint4*>(b + ptxf_v0)" in text
+
+
+@pytest.mark.parametrize("guard", ["tid == 0", "threadIdx.x == 0", "0 == lane && tid < 64", "(threadIdx.x & 31) == 0"])
+def test_refuses_an_atomic_one_thread_of_a_block_or_warp_issues(guard):
+    """A shared-memory reduction's last step is already one atomic per block (or warp): a register and a ballot
+    per warp there would only add work (found by a new user's block-sum kernel)."""
+    src = f"""extern "C" __global__ void dot(const float* x, const float* y, float* out, int N)
+{{
+    __shared__ float cache[256];
+    int tid = threadIdx.x;
+    int lane = threadIdx.x % 32;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    cache[tid] = (i < N) ? x[i] * y[i] : 0.0f;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {{
+        if (tid < s) cache[tid] += cache[tid + s];
+        __syncthreads();
+    }}
+    if ({guard}) atomicAdd(out, cache[0]);
+}}
+"""
+    assert "once per block or warp already" in _why(src, dot_spec())
+    # a guard on the element, or on a lane of a sub-warp group (several atomics a warp), is not one thread's
+    for other in ("i == 0", "threadIdx.x % 8 == 0"):
+        assert "once per block or warp" not in (AGG.why_not(unit(src.replace(f"if ({guard})", f"if ({other})"), dot_spec())) or "")

@@ -23,6 +23,8 @@ never promise).
 Preconditions, each atomic (a refusal says which failed):
 
 - its return value is unused (the call is a statement of its own, or cast to ``void``);
+- it is not issued by one thread of a block or warp (under ``if (tid == 0)``, ``if (lane == 0)``: a reduction's
+  last step, already one atomic per block or warp);
 - its address is ``p``, ``p + e``, ``e + p`` or ``&p[e]`` with ``p`` a pointer parameter and ``e``
   the same on every lane of a warp for the whole thread: built from literals, ``blockIdx``,
   ``blockDim``, ``gridDim``, scalar parameters never written and locals declared once at the top of
@@ -208,6 +210,10 @@ class AtomicAggPass(PlannedPass):
                           "life): it uses threadIdx, a loop variable, a load, a call or a variable written in the kernel")
         if any((sx.call_name(n) or "").startswith("atomic") for n in sx.walk(value)):
             raise Refused("an atomic inside its value")
+        one = _one_thread_guard(call, unit)
+        if one is not None:
+            raise Refused(f"it runs under {one!r}, once per block or warp already (a reduction's last step): "
+                          "nothing to aggregate")
         ctype = " ".join(w for w in unit.pointers[root].base.split() if w not in ("const", "volatile"))
         kind = KINDS.get(ctype)
         op = OPS[func]
@@ -349,6 +355,50 @@ def return_guards(body: Node, why: str = "a thread leaving early would miss its 
             raise Refused(f"a return other than a top-level 'if (...) return;' (line {n.start_point[0] + 1}): {why}")
         guards.append(guard)
     return guards
+
+
+def _one_thread_guard(call: Node, unit: Unit) -> str | None:
+    """The condition of an ``if`` around ``call`` that picks one thread of a block or of a warp: ``X == literal``
+    with ``X`` the thread's index in the block (``threadIdx.x`` or a local equal to it) or in its warp (``threadIdx.x
+    % 32``, ``threadIdx.x & 31`` or a local equal to one), for a literal block of at least 32 threads along x; None
+    otherwise. Such an atomic is a reduction's last step, issued once per block or warp, not once per element."""
+    body = unit.body
+    block = unit.launch.block[0] if unit.launch.block else None
+    if not isinstance(block, int) or block < 32:
+        return None
+
+    def lane_of(n: Node | None) -> bool:  # threadIdx.x, or its index in the warp
+        n = sx.unparen(sx.uncast(n))
+        if sx.is_builtin(n, "threadIdx"):
+            return True
+        if n is not None and n.type == "binary_expression":
+            left, right = sx.unparen(n.child_by_field_name("left")), sx.unparen(n.child_by_field_name("right"))
+            return sx.is_builtin(sx.uncast(left), "threadIdx") and (
+                (sx.operator(n) == "%" and (sx.is_number(right, 32) or sx.is_ident(right, "warpSize")))
+                or (sx.operator(n) == "&" and sx.is_number(right, 31)))
+        return False
+
+    written = sx.written_names(body)
+    locals_ = {sx.text(d) for n in sx.walk(body) if n.type == "init_declarator"
+               and (d := n.child_by_field_name("declarator")) is not None and sx.is_ident(d)
+               and sx.text(d) not in written and lane_of(n.child_by_field_name("value"))}
+
+    def one_thread(n: Node | None) -> bool:
+        n = sx.unparen(sx.uncast(n))
+        return lane_of(n) or (sx.is_ident(n) and sx.text(n) in locals_)
+
+    node = call.parent
+    while node is not None and node != body:
+        then = node.child_by_field_name("consequence") if node.type == "if_statement" else None
+        if then is not None and then.start_byte <= call.start_byte < then.end_byte:
+            cond = node.child_by_field_name("condition")
+            for b in sx.walk(cond):
+                if b.type == "binary_expression" and sx.operator(b) == "==":
+                    left, right = sx.unparen(b.child_by_field_name("left")), sx.unparen(b.child_by_field_name("right"))
+                    if (left.type == "number_literal" and one_thread(right)) or (right.type == "number_literal" and one_thread(left)):
+                        return sx.text(sx.unparen(cond))
+        node = node.parent
+    return None
 
 
 def _in_lambda(node: Node, stop: Node) -> bool:
