@@ -14,6 +14,8 @@ pass                 what it does                                               
 ``ldg_na``           ... through inline PTX ``ld.global.nc.L1::no_allocate``                   yes
 ``stream``           ... through ``__ldcs``, stores to write-only outputs through ``__stcs``   yes
 ``fast_math``        ``__expf``, ``tanh.approx.f32``, ``rsqrtf``, ``__fdividef`` (tolerance)    no
+``grid_reduce``      one element per thread into a block's tree sum and one atomic -> each      no (sums)
+                     thread folds its elements a grid's stride apart, grid capped at one wave
 ``shuffle_reduce``   shared-memory tree reduction -> warp shuffles + one cross-warp step       no (sums)
 ``online_softmax``   a max loop then an exp-sum loop over the same elements -> one online        no (sums)
                      (max, sum) loop: the elements read once; rowpar then merges lanes' parts
@@ -47,7 +49,7 @@ pass                 what it does                                               
 ===================  ========================================================================  =====
 
 ``ldg``, ``ldg_na`` and ``stream`` are alternatives (group ``hint``), and so are ``vectorize``,
-``grid_stride``, ``coarsen``, ``unflatten`` and the ``rowpar``, ``scan``, ``colpar``, ``blockrow`` and ``smem_tile`` variants (group ``grid``: all redefine what a thread of
+``grid_stride``, ``grid_reduce``, ``coarsen``, ``unflatten`` and the ``rowpar``, ``scan``, ``colpar``, ``blockrow`` and ``smem_tile`` variants (group ``grid``: all redefine what a thread of
 the grid does). Proposals, in this
 order: every applicable pass alone, then greedy chains (each pass in :data:`PASSES` order applied
 when its precondition holds on the text so far), one chain per combination of group alternatives
@@ -75,6 +77,7 @@ from . import syntax as sx
 from .atomic_agg import AtomicAggPass
 from .base import OPAQUE_NOTE, Pass, Unit
 from .blockrow import BlockRowPass
+from .grid_reduce import GridReducePass
 from .coarsen import CoarsenPass
 from .colpar import ColumnParallelPass
 from .expand import CONSTANTS_NOTE, expand_kernel, integer_constants
@@ -118,7 +121,7 @@ SCAN_VARIANTS = ("auto", "warp", "block256")
 # split loops it widens, and after hold_row, whose original loops (the long rows' path) it widens; grid_stride before unroll, so the new loop can be unrolled, and before atomic_agg and smem_hist, which accumulate over it), specialise after every pass that reads the body's shape
 # (its versions are copies of the body under a dispatch no other pass reads), and the register budget last.
 PASSES: tuple[Pass, ...] = (
-    RestrictPass(), PromotePass(), *(SmemTilePass(*t) for t in SMEM_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), ShuffleReducePass(), OnlineSoftmaxPass(),
+    RestrictPass(), PromotePass(), *(SmemTilePass(*t) for t in SMEM_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(),
     *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
     *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), UnrollPass(),
