@@ -75,7 +75,7 @@ from ptxfactory.protocol import Candidate, LaunchConfig
 from ...base import GenContext
 from . import syntax as sx
 from .atomic_agg import AtomicAggPass
-from .base import OPAQUE_NOTE, Pass, Unit
+from .base import OPAQUE_NOTE, TEMPLATE_NOTE, Pass, Unit
 from .blockrow import BlockRowPass
 from .grid_reduce import GridReducePass
 from .coarsen import CoarsenPass
@@ -233,6 +233,11 @@ def unit_from_context(ctx: GenContext) -> Unit:
     constants = integer_constants(ctx.source, ctx.kernel.start_byte, ctx.kernel.start_byte + len(ctx.kernel.text.encode()))
     if constants:
         notes[CONSTANTS_NOTE] = constants  # #define K 7: loop trip counts the passes can read
+    template = ctx.spec.tune.template
+    fixed = {k: str(a) for (k, values), a in zip(template.items(), ctx.original.template_args)
+             if len(values) == 1 and str(values[0]) == str(a)} if len(ctx.original.template_args) == len(template) else {}
+    if fixed:
+        notes[TEMPLATE_NOTE] = fixed  # template <typename T> with T = float only: a const T* reads floats
     unit = Unit(text=text, launch=ctx.original.launch, spec=ctx.spec, c_linkage=_c_linkage(ctx.source, ctx.kernel.start_byte),
                 notes=notes)
     # pure declarations written before the thread index (float best = -1e30f;) moved after its guard (sink.py), so

@@ -23,6 +23,9 @@ LOAD_FUNCS = frozenset({"__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv
 STORE_FUNCS = frozenset({"__stcs", "__stcg", "__stwb", "__stwt"})
 # ``Unit.notes`` key: why a macro invoked in the kernel could not be expanded (expand.py); the unit then has no body.
 OPAQUE_NOTE = "opaque_macros"
+# the unit note: a kernel template's parameters the spec fixes to one value (tune.template = { T = ["float"] }), so that
+# a ``const T* x`` parameter's elements are known (``float``) to the passes that read or write them by type
+TEMPLATE_NOTE = "template_types"
 
 
 @dataclass(frozen=True)
@@ -171,8 +174,10 @@ def pointer_params(unit: Unit) -> dict[str, PointerParam]:
             continue  # T** p, T* p[]: left alone
         quals = [sx.text(c) for c in p.children if c.type == "type_qualifier"]
         ptr_quals = [sx.text(c) for c in d.children if c.type == "type_qualifier"]
+        base = sx.type_text(p.child_by_field_name("type"))
+        base = unit.notes.get(TEMPLATE_NOTE, {}).get(base, base)  # const T* x with T fixed to float: float
         out[sx.text(inner)] = PointerParam(
-            name=sx.text(inner), base=sx.type_text(p.child_by_field_name("type")), is_const="const" in quals,
+            name=sx.text(inner), base=base, is_const="const" in quals,
             has_restrict=any(q in ("__restrict__", "__restrict", "restrict") for q in ptr_quals), decl=p, pointer_decl=d,
             qualifiers=quals,
         )
