@@ -47,17 +47,33 @@ EPILOGUES = ("gelu_tanh", "gelu_erf", "silu", "relu", "identity")
 # an erf, an exponential or a sigmoid, a max or a conditional choice)
 EVIDENCE = {"gelu_tanh": r"\btanh", "gelu_erf": r"\berf", "silu": r"\bexpf?\b|__expf|\bsigmoid|\bsilu|\bswish",
             "relu": r"\bfmaxf?\s*\(|\bmax\s*\(|\?|\brelu"}
-# a loop other than a grid-stride one (gridDim in the kernel): the kernel is not one element per iteration of the
-# grid, so an identity (bias add) epilogue would be another function (a row cumsum is not a copy)
-_LOOP = re.compile(r"\b(for|while)\s*\(")
+# a loop other than a grid-stride one (gridDim in the kernel) whose bound is not a literal: the kernel is not one
+# element per iteration of the grid (a row cumsum is not a copy, a row softmax not a SiLU, though it calls expf)
+_WHILE = re.compile(r"\b(while|do)\b")
+_FOR = re.compile(r"\bfor\s*\(([^;]*);([^;]*);")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def _data_loop(kernel_text: str) -> bool:
+    """Whether the kernel has a loop that is not a grid-stride loop and not bounded by literals alone."""
+    if "gridDim" in kernel_text:
+        return False
+    if _WHILE.search(kernel_text):
+        return True
+    for init, cond in _FOR.findall(kernel_text):
+        var = _NAME.findall(init)[-1:] if "=" not in init else _NAME.findall(init.split("=")[0])[-1:]
+        if set(_NAME.findall(cond)) - set(var):
+            return True
+    return False
 
 
 def plausible(epilogue: str, source: str, kernel_text: str = "") -> bool:
     """Whether ``source`` (the translation unit; ``kernel_text``, the kernel's definition) shows what ``epilogue``
     computes with (:data:`EVIDENCE`): the family proposes no tanh-GELU for a kernel that never calls ``tanh``, and no
-    identity epilogue for a kernel with a loop of its own (that is not a grid-stride loop)."""
-    if epilogue == "identity":
-        return not _LOOP.search(kernel_text) or "gridDim" in kernel_text
+    epilogue at all for a kernel with a loop of its own over a size (not a grid-stride loop, not a few literal
+    iterations): a row softmax calls ``expf`` and ``fmaxf`` but is no SiLU or ReLU."""
+    if _data_loop(kernel_text):
+        return False
     pattern = EVIDENCE.get(epilogue)
     return pattern is None or source_mentions(source, pattern)
 

@@ -275,6 +275,10 @@ def test_inside_extern_c_block(ctx):
     ("identity", "", "{ if (i < n) y[i] = x[i] + b[i % C]; }", True),
     ("identity", "", "{ for (int i = t; i < n; i += blockDim.x * gridDim.x) y[i] = x[i]; }", True),
     ("identity", "", "{ float acc = 0; for (int j = 0; j < N; j++) { acc += x[r * N + j]; y[r * N + j] = acc; } }", False),
+    # a row softmax calls expf and fmaxf, but its loops over the row make it no SiLU or ReLU (a new user's trial)
+    ("silu", "m = fmaxf(m, x[j]); s += expf(x[j] - m);", "{ for (int j = 0; j < cols; j++) m = fmaxf(m, x[j]); }", False),
+    ("relu", "m = fmaxf(m, x[j]);", "{ int j = 0; while (j < cols) m = fmaxf(m, x[j++]); }", False),
+    ("relu", "y = fmaxf(v, 0.f);", "{ for (int k = 0; k < 4; ++k) y[4 * i + k] = fmaxf(x[4 * i + k], 0.f); }", True),
 ])
 def test_an_epilogue_needs_evidence_from_the_source(epilogue, source, kernel, ok):
     """The trial's row cumsum got identity, ReLU, SiLU and erf-GELU candidates, each another function: an epilogue
