@@ -49,13 +49,15 @@ EVIDENCE = {"gelu_tanh": r"\btanh", "gelu_erf": r"\berf", "silu": r"\bexpf?\b|__
             "relu": r"\bfmaxf?\s*\(|\bmax\s*\(|\?|\brelu"}
 # a loop other than a grid-stride one (gridDim in the kernel) whose bound is not a literal: the kernel is not one
 # element per iteration of the grid (a row cumsum is not a copy, a row softmax not a SiLU, though it calls expf)
-_WHILE = re.compile(r"\b(while|do)\b")
+_WHILE = re.compile(r"\bwhile\s*\(|\bdo\s*\{")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _FOR = re.compile(r"\bfor\s*\(([^;]*);([^;]*);")
 _NAME = re.compile(r"[A-Za-z_]\w*")
 
 
 def _data_loop(kernel_text: str) -> bool:
     """Whether the kernel has a loop that is not a grid-stride loop and not bounded by literals alone."""
+    kernel_text = _COMMENT.sub(" ", kernel_text)
     if "gridDim" in kernel_text:
         return False
     if _WHILE.search(kernel_text):
