@@ -544,7 +544,7 @@ def test_every_transform_proposal_compiles(source, spec):
     """The transform generator's proposals (rowpar's variants and the chains after them) all compile."""
     cands = TransformGenerator().propose(make_ctx(source, row_spec(**spec)))
     lanes = {c.params["lanes"] for c in cands if any(k.startswith("pass:rowpar_") for k in c.params)}
-    assert lanes == {4, 8, 16, 32, 128, 256, 512, 1024, "auto"}
+    assert lanes == {4, 8, 16, 32, 128, 256, 512, 1024, "auto", "auto_e128"}
     for c in cands:
         r = compile_candidate(c, "sm_90a")
         assert not isinstance(r, CompileFailed), (c.description, r.log)
