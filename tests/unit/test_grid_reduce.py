@@ -74,7 +74,7 @@ def test_rewrites_the_load_into_a_fold_and_caps_the_grid_with_the_gpu_s_facts():
     u = unit(SUM, sum_spec())
     assert GR.why_not(u) is None
     out = GR.apply(u)
-    assert "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int)gridDim.x * (int)blockDim.x)" in out.text
+    assert "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int)gridDim.x * (int)blockDim.x)" in out.text
     assert "ptxf_a = ptxf_a + (float)(x[i] * w[i]);" in out.text and "cache[tid] = ptxf_a;" in out.text
     assert "cache[tid] = (i < n)" not in out.text and "if (tid == 0) atomicAdd(out, cache[0]);" in out.text
     assert out.launch.grid == ["cdiv(n, 256)"]  # no GPU facts: the grid stays, one element a thread at most
@@ -93,15 +93,27 @@ def test_the_generator_chains_it_with_shuffle_reduce():
         compiles(c.source, sum_spec(), "block_sum")
 
 
-REFUSALS = {  # what changes in SUM -> a piece of the reason
-    "per-block output": (("if (tid == 0) atomicAdd(out, cache[0]);", "if (tid == 0) out[blockIdx.x] = cache[0];"),
-                         "used other than as the value of one atomicAdd"),
+LOAD = "cache[tid] = (i < n) ? x[i] * w[i] : 0.0f;"
+ATOMIC = "if (tid == 0) atomicAdd(out, cache[0]);"
+REFUSALS = {  # what changes in SUM -> a piece of the reason (the later ones: an adversarial review's wrong rewrites)
+    "per-block output": ((ATOMIC, "if (tid == 0) out[blockIdx.x] = cache[0];"), "global memory written"),
     "atomic per block slot": (("atomicAdd(out, cache[0])", "atomicAdd(out + blockIdx.x % 2, cache[0])"),
-                              "depends on the block or thread"),
+                              "is not p, p + c or &p[c]"),
+    "a step after the load": ((LOAD, LOAD + " cache[tid] = cache[tid] * cache[tid];"), "written outside the load and the tree"),
+    "a block's condition": ((ATOMIC, "if (tid == 0 && blockIdx.x == 0) atomicAdd(out, cache[0]);"), "not 'if (t == 0)"),
+    "a per-block address": ((ATOMIC, "float* o = blockIdx.x == 0 ? out : out + 1; if (tid == 0) atomicAdd(o, cache[0]);"),
+                            "is not p, p + c or &p[c]"),
+    "a second atomic": ((ATOMIC, ATOMIC + " if (tid == 0) atomicAdd(out, 1.0f);"), "2 atomics"),
+    "a bias before the tree": (("    __syncthreads();\n    for", "    if (tid == 0) cache[0] += 1.0f;\n    __syncthreads();\n    for"),
+                               "written outside the load and the tree"),
+    "an alias of the index": ((LOAD, "int k = i; cache[tid] = (i < n) ? x[k] * w[k] : 0.0f;"), "is read outside the load"),
+    "a local in the element": ((LOAD, "const float two = 2.0f; cache[tid] = (i < n) ? x[i] * two : 0.0f;"), "reads 'two'"),
+    "the block in the element": ((LOAD, "cache[tid] = (i < n) ? x[i] * (float)(blockIdx.x % 3) : 0.0f;"), "reads 'blockIdx'"),
+    "the grid in the element": ((LOAD, "cache[tid] = (i < n) ? x[i] * (float)(gridDim.x % 2) : 0.0f;"), "reads 'gridDim'"),
+    "a bound of bits": ((LOAD, "cache[tid] = (i < (n & ~7)) ? x[i] : 0.0f;"), "cannot be evaluated"),
     "max tree": (("cache[tid] += cache[tid + s];", "cache[tid] = fmaxf(cache[tid], cache[tid + s]);"), "not a sum"),
     "nonzero fallback": ((": 0.0f;", ": 1.0f;"), "is not zero"),
-    "index read later": (("if (tid == 0) atomicAdd(out, cache[0]);", "if (tid == 0 && i < n) atomicAdd(out, cache[0]);"),
-                         "is read outside the load"),
+    "index read later": ((ATOMIC, "if (tid == 0 && i < n) atomicAdd(out, cache[0]);"), "is read outside the load"),
     "no ternary": (("cache[tid] = (i < n) ? x[i] * w[i] : 0.0f;", "cache[tid] = x[i] * w[i];"), "the load is not"),
     "a return": (("int tid = threadIdx.x;", "int tid = threadIdx.x; if (n == 0) return;"), "a return in the kernel"),
     "no tree": (("for (int s = blockDim.x / 2; s > 0; s >>= 1) {\n        if (tid < s) cache[tid] += cache[tid + s];\n"
@@ -116,6 +128,15 @@ def test_refuses(case):
     assert src != SUM
     why = GR.why_not(unit(src, sum_spec()))
     assert why is not None and reason in why, why
+
+
+def test_refuses_a_grid_that_does_not_cover_the_bound():
+    """A fixed grid of 4 blocks sums the first 1024 elements only: folded, it would sum them all."""
+    spec = sum_spec()
+    fixed = spec.model_copy(update={"launch": spec.launch.model_copy(update={"grid": ["4"]})})
+    u = unit(SUM, fixed)
+    u = dataclasses.replace(u, launch=u.launch.model_copy(update={"grid": ["4"]}))
+    assert "do not cover" in GR.why_not(u)
 
 
 def test_refuses_an_exact_or_repeatable_float_spec_and_a_fixed_launch():

@@ -30,9 +30,11 @@ sh[0]``, would change meaning with the grid); a 32-bit index does not overflow a
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ptxfactory.protocol import LaunchConfig
+from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
 from .base import Unit
@@ -86,21 +88,76 @@ class GridReducePass(PlannedPass):
         if any(n.type == "return_statement" for n in sx.walk(body)):
             raise Refused("a return in the kernel")
         top = [c for c in body.named_children if c.type != "comment"]
-        index = next((d for s in top if s.start_byte < red.loop.start_byte and (d := _index_decl(s, shared=True))), None)
-        if index is None:
+        index_stmt = next((s for s in top if s.start_byte < red.loop.start_byte and _index_decl(s, shared=True)), None)
+        if index_stmt is None:
             raise Refused("no index T i = blockIdx.x * blockDim.x + threadIdx.x declared before the tree")
-        name, type_node, init = index
+        name, type_node, init = _index_decl(index_stmt, shared=True)
+        declared = next(d.child_by_field_name("declarator") for d in index_stmt.children_by_field_name("declarator")
+                        if d.type == "init_declarator" and sx.is_ident(d.child_by_field_name("declarator"), name))
         itype = sx.type_text(type_node)
         if itype not in sx.INT_TYPES or not GridStridePass()._no_overflow(unit, itype):
             raise Refused(f"the index's type {itype!r} could overflow a grid-stride loop at the spec's sizes")
         load, bound, element = self._load(top, red, aliases, name)
         if name in sx.written_names(body) or sx.identifiers(bound) & sx.written_names(body):
             raise Refused(f"the index {name!r} or the bound {sx.text(bound)!r} is written in the kernel")
-        uses = [n for n in sx.walk(body) if sx.is_ident(n, name)]
-        if any(not (load.start_byte <= n.start_byte < load.end_byte) for n in uses if n.parent.type != "init_declarator"):
-            raise Refused(f"the index {name!r} is read outside the load of {red.array}[{sx.text(sx.unparen(init))}]")
-        self._check_result(body, red)
+        uses = [n for n in sx.walk(body) if sx.is_ident(n, name) and n != declared]
+        if any(not (load.start_byte <= n.start_byte < load.end_byte) for n in uses):
+            raise Refused(f"the index {name!r} is read outside the load into {red.array}")
+        self._check_element(unit, element, name)
+        self._check_cover(unit, bound, threads)
+        self._check_writes(unit, body, red, load)
+        self._check_result(unit, body, red, aliases)
         return _Plan(load, red, name, itype, init, bound, element)
+
+    def _check_element(self, unit: Unit, element: Node, index: str) -> None:
+        """E reads only the index, pointer and scalar parameters, literals and calls of value functions: what a thread
+        computes for an element may not depend on which thread or block computes it, nor on a local (an alias of the
+        index would keep the first element's value), nor write anything."""
+        params = {a.name for a in unit.spec.args}
+        callees = {sx.text(c.child_by_field_name("function")) for c in sx.walk(element) if c.type == "call_expression"}
+        for n in sx.walk(element):
+            if n.type in ("assignment_expression", "update_expression"):
+                raise Refused(f"the element {sx.text(element)!r} writes ({sx.text(n)!r})")
+            if sx.is_ident(n) and sx.text(n) not in params | {index} | callees:
+                raise Refused(f"the element {sx.text(element)!r} reads {sx.text(n)!r}, which is neither the index nor a "
+                              "parameter (a value of the thread, block or a local would change with the grid)")
+            if n.type == "call_expression" and "atomic" in sx.text(n.child_by_field_name("function")):
+                raise Refused(f"the element {sx.text(element)!r} calls an atomic")
+
+    def _check_cover(self, unit: Unit, bound: Node, threads: int) -> None:
+        """The original grid has a thread for every element below the bound at every spec size (a grid of 64 blocks
+        summing the first 64 * B elements of a longer array would sum them all once folded)."""
+        values = {a.name: a.value for a in unit.spec.args if a.role == "scalar" and a.value is not None}
+        if not sx.identifiers(bound) <= set(values):
+            raise Refused(f"the bound {sx.text(bound)!r} is not an expression of scalar parameters")
+        expr = sx.text(bound)
+        for k, v in values.items():
+            expr = re.sub(rf"\b{re.escape(k)}\b", f"({v})", expr)
+        for size in unit.spec.check.sizes + unit.spec.bench.sizes:
+            try:
+                n, blocks = int(evaluate(expr.replace("/", "//"), size)), int(evaluate(unit.launch.grid[0], size))
+            except (ExprError, ValueError, TypeError):
+                raise Refused(f"the bound {sx.text(bound)!r} or the grid cannot be evaluated at {dict(size)}") from None
+            if blocks * threads < n:
+                raise Refused(f"the grid's {blocks} x {threads} threads do not cover the {n} elements at {dict(size)}")
+
+    def _check_writes(self, unit: Unit, body: Node, red: Reduction, load: Node) -> None:
+        """The shared array is written only by the load and inside the tree (a step between them would apply to a
+        thread's folded sum, not to each element); no global memory is written but by the final atomic."""
+        for n in sx.walk(body):
+            if n.type not in ("assignment_expression", "update_expression"):
+                continue
+            target = n.child_by_field_name("left") or n.child_by_field_name("argument")
+            root = sx.unparen(target)
+            while root is not None and root.type in ("subscript_expression", "field_expression", "pointer_expression"):
+                root = sx.unparen(root.child_by_field_name("argument"))
+            name = sx.text(root) if root is not None else ""
+            inside = load.start_byte <= n.start_byte < load.end_byte or red.loop.start_byte <= n.start_byte < red.loop.end_byte
+            if name == red.array and not inside:
+                raise Refused(f"line {n.start_point[0] + 1}: {red.array} is written outside the load and the tree")
+            if name in unit.pointers:
+                raise Refused(f"line {n.start_point[0] + 1}: global memory written ({sx.text(n)!r}): only the final "
+                              "atomic may write")
 
     def _load(self, top: list[Node], red: Reduction, aliases: set[str], index: str) -> tuple[Node, Node, Node]:
         """``(statement, bound n, element E)`` of the top-level ``sh[t] = (i < n) ? E : 0;`` before the tree."""
@@ -129,21 +186,35 @@ class GridReducePass(PlannedPass):
             return s, bound, then
         raise Refused(f"no top-level load {red.array}[t] = (i < n) ? E : 0 before the tree")
 
-    def _check_result(self, body: Node, red: Reduction) -> None:
-        """``sh[0]`` read after the tree only as the value of ``atomicAdd`` to an address uniform over the grid."""
+    def _check_result(self, unit: Unit, body: Node, red: Reduction, aliases: set[str]) -> None:
+        """The kernel ends with exactly ``if (t == 0) atomicAdd(p, sh[0]);`` (``p`` a pointer parameter, or ``p + c`` /
+        ``&p[c]`` with ``c`` a literal): its only atomic, ``sh[0]`` read nowhere else after the tree. Anything that
+        depends on the block (a condition, a per-block address, a second atomic) would change with the grid."""
+        atomics = [n for n in sx.walk(body) if (sx.call_name(n) or "").startswith("atomic")]
+        if len(atomics) != 1 or sx.call_name(atomics[0]) != "atomicAdd":
+            raise Refused(f"{len(atomics)} atomics in the kernel: one atomicAdd of the block's sum expected")
+        call = atomics[0]
+        args = sx.call_args(call)
+        stmt = call.parent
+        guard = stmt.parent if stmt is not None else None
+        guard = guard.parent if guard is not None and guard.type == "compound_statement" and guard.named_child_count == 1 else guard
+        if (len(args) != 2 or stmt is None or stmt.type != "expression_statement" or guard is None
+                or guard.type != "if_statement" or guard.child_by_field_name("alternative") is not None
+                or guard.parent != body or not _first_thread(guard.child_by_field_name("condition"), aliases)):
+            raise Refused(f"line {call.start_point[0] + 1}: not 'if (t == 0) atomicAdd(p, {red.array}[0]);' at the "
+                          "kernel's top level")
+        value = sx.unparen(args[1])
+        idx = [c for c in value.child_by_field_name("indices").named_children if c.type != "comment"] \
+            if value is not None and value.type == "subscript_expression" else []
+        if not (sx.is_ident(value.child_by_field_name("argument"), red.array) and len(idx) == 1 and sx.is_number(idx[0], 0)):
+            raise Refused(f"line {call.start_point[0] + 1}: the atomic adds {sx.text(args[1])!r}, not {red.array}[0]")
+        if not _fixed_address(args[0], set(unit.pointers)):
+            raise Refused(f"line {call.start_point[0] + 1}: the atomic's address {sx.text(args[0])!r} is not p, p + c or "
+                          "&p[c] with c a literal")
         for n in sx.walk(body):
-            if n.start_byte < red.loop.end_byte or n.type != "subscript_expression":
-                continue
-            if not sx.is_ident(n.child_by_field_name("argument"), red.array):
-                continue
-            call = n.parent.parent if n.parent is not None and n.parent.type == "argument_list" else None
-            args = sx.call_args(call) if call is not None and call.type == "call_expression" else []
-            if sx.call_name(call) != "atomicAdd" or len(args) != 2 or args[1] != n:
-                raise Refused(f"line {n.start_point[0] + 1}: {sx.text(n)} is used other than as the value of one atomicAdd "
-                              "(a per-block result would change meaning with the grid)")
-            if any(sx.is_ident(v, b) for v in sx.walk(args[0]) for b in ("blockIdx", "threadIdx", "gridDim")):
-                raise Refused(f"line {n.start_point[0] + 1}: the atomic's address {sx.text(args[0])!r} depends on the "
-                              "block or thread")
+            if n.start_byte >= red.loop.end_byte and n.type == "subscript_expression" and n != value \
+                    and sx.is_ident(n.child_by_field_name("argument"), red.array):
+                raise Refused(f"line {n.start_point[0] + 1}: {sx.text(n)} read after the tree other than by the atomic")
 
     def apply(self, unit: Unit) -> Unit:
         p = self._plan(unit)
@@ -153,7 +224,7 @@ class GridReducePass(PlannedPass):
         text = (
             "{  // grid_reduce (transform): each thread folds its elements, a grid's stride apart, before the tree\n"
             f"{indent}    {ty} ptxf_a = ({ty})0;\n"
-            f"{indent}    for ({t} {p.index} = {sx.text(p.init)}; {p.index} < {sx.text(p.bound)}; "
+            f"{indent}    for ({t} {p.index} = {sx.text(p.init)}; {p.index} < ({sx.text(p.bound)}); "
             f"{p.index} += ({t})gridDim.x * ({t})blockDim.x)\n"
             f"{indent}        ptxf_a = ptxf_a + ({ty})({sx.text(p.element)});\n"
             f"{indent}    {lhs} = ptxf_a;\n"
@@ -164,6 +235,35 @@ class GridReducePass(PlannedPass):
         launch = LaunchConfig(grid=[grid], block=list(unit.launch.block), shared_mem=unit.launch.shared_mem)
         return unit.with_text(sx.apply_edits(unit.data, [(p.load.start_byte, p.load.end_byte, text.encode())]),
                               launch=launch, grid_cap=cap)
+
+
+def _first_thread(cond: Node | None, aliases: set[str]) -> bool:
+    """``cond`` is ``t == 0`` or ``0 == t`` (``t``: ``threadIdx.x`` or an alias of it), parentheses allowed."""
+    if cond is not None and cond.type == "condition_clause":  # if (...)'s parentheses
+        cond = cond.named_children[0] if cond.named_child_count == 1 else None
+    cond = sx.unparen(cond)
+    if cond is None or cond.type != "binary_expression" or sx.operator(cond) != "==":
+        return False
+    a, b = sx.unparen(cond.child_by_field_name("left")), sx.unparen(cond.child_by_field_name("right"))
+    return (_is_tid(a, aliases) and sx.is_number(b, 0)) or (_is_tid(b, aliases) and sx.is_number(a, 0))
+
+
+def _fixed_address(node: Node, pointers: set[str]) -> bool:
+    """``p``, ``p + c``, ``c + p`` or ``&p[c]`` with ``p`` one of the kernel's ``pointers`` (a parameter: not a local
+    that may differ between blocks) and ``c`` a literal."""
+    node = sx.unparen(node)
+    param = lambda n: sx.is_ident(n) and sx.text(n) in pointers  # noqa: E731
+    if param(node):
+        return True
+    if node.type == "binary_expression" and sx.operator(node) == "+":
+        a, b = sx.unparen(node.child_by_field_name("left")), sx.unparen(node.child_by_field_name("right"))
+        return (param(a) and sx.is_number(b)) or (param(b) and sx.is_number(a))
+    if node.type == "pointer_expression" and sx.operator(node) == "&":
+        sub = sx.unparen(node.child_by_field_name("argument"))
+        idx = [c for c in sub.child_by_field_name("indices").named_children if c.type != "comment"] \
+            if sub is not None and sub.type == "subscript_expression" else []
+        return len(idx) == 1 and param(sub.child_by_field_name("argument")) and sx.is_number(idx[0])
+    return False
 
 
 def _bound_of(cond: Node, index: str) -> Node | None:
