@@ -48,11 +48,15 @@ EPILOGUES = ("gelu_tanh", "gelu_erf", "silu", "relu", "identity")
 EVIDENCE = {"gelu_tanh": r"\btanh", "gelu_erf": r"\berf", "silu": r"\bexpf?\b|__expf|\bsigmoid|\bsilu|\bswish",
             "relu": r"\bfmaxf?\s*\(|\bmax\s*\(|\?|\brelu"}
 # a loop other than a grid-stride one (gridDim in the kernel) whose bound is not a literal: the kernel is not one
-# element per iteration of the grid (a row cumsum is not a copy, a row softmax not a SiLU, though it calls expf)
+# element per iteration of the grid, so an identity (bias add) epilogue would be another function (a row cumsum is
+# not a copy); and a scalar accumulated in a loop (s += ..., m = fmaxf(m, ...)): a reduction, no epilogue at all (a
+# row softmax calls expf and fmaxf but is no SiLU or ReLU), while a row loop that maps each element keeps them
 _WHILE = re.compile(r"\bwhile\s*\(|\bdo\s*\{")
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_FOR = re.compile(r"\bfor\s*\(([^;]*);([^;]*);")
+_FOR = re.compile(r"\bfor\s*\(([^;]*);([^;]*);([^)]*)\)")
 _NAME = re.compile(r"[A-Za-z_]\w*")
+_LITERAL = re.compile(r"\b\d[\w.]*")
+_ACCUMULATE = re.compile(r"(?<![\w\].])\s*\b(\w+)\s*(?:[-+*]=|=\s*(?:fmaxf?|fminf?|max|min)\s*\(\s*\1\b|=\s*\1\s*[-+*])")
 
 
 def _data_loop(kernel_text: str) -> bool:
@@ -62,20 +66,30 @@ def _data_loop(kernel_text: str) -> bool:
         return False
     if _WHILE.search(kernel_text):
         return True
-    for init, cond in _FOR.findall(kernel_text):
-        var = _NAME.findall(init)[-1:] if "=" not in init else _NAME.findall(init.split("=")[0])[-1:]
-        if set(_NAME.findall(cond)) - set(var):
+    for init, cond, _ in _FOR.findall(kernel_text):
+        var = _NAME.findall(init.split("=")[0])[-1:]
+        if set(_NAME.findall(_LITERAL.sub(" ", cond))) - set(var):
             return True
     return False
 
 
+def _accumulates(kernel_text: str) -> bool:
+    """Whether a loop of the kernel carries a scalar (``s += ...``, ``m = fmaxf(m, ...)``): a reduction."""
+    text = _COMMENT.sub(" ", kernel_text)
+    if not (_FOR.search(text) or _WHILE.search(text)):
+        return False
+    return bool(_ACCUMULATE.search(_FOR.sub(" ", text)))
+
+
 def plausible(epilogue: str, source: str, kernel_text: str = "") -> bool:
     """Whether ``source`` (the translation unit; ``kernel_text``, the kernel's definition) shows what ``epilogue``
-    computes with (:data:`EVIDENCE`): the family proposes no tanh-GELU for a kernel that never calls ``tanh``, and no
-    epilogue at all for a kernel with a loop of its own over a size (not a grid-stride loop, not a few literal
-    iterations): a row softmax calls ``expf`` and ``fmaxf`` but is no SiLU or ReLU."""
-    if _data_loop(kernel_text):
+    computes with (:data:`EVIDENCE`): the family proposes no tanh-GELU for a kernel that never calls ``tanh``, no
+    identity epilogue for a kernel with a loop of its own (that is not a grid-stride loop), and no epilogue at all
+    for a kernel whose loop accumulates a scalar (a reduction, a row softmax)."""
+    if _accumulates(kernel_text):
         return False
+    if epilogue == "identity":
+        return not _data_loop(kernel_text)
     pattern = EVIDENCE.get(epilogue)
     return pattern is None or source_mentions(source, pattern)
 

@@ -279,6 +279,12 @@ def test_inside_extern_c_block(ctx):
     ("silu", "m = fmaxf(m, x[j]); s += expf(x[j] - m);", "{ for (int j = 0; j < cols; j++) m = fmaxf(m, x[j]); }", False),
     ("relu", "m = fmaxf(m, x[j]);", "{ int j = 0; while (j < cols) m = fmaxf(m, x[j++]); }", False),
     ("relu", "y = fmaxf(v, 0.f);", "{ for (int k = 0; k < 4; ++k) y[4 * i + k] = fmaxf(x[4 * i + k], 0.f); }", True),
+    ("relu", "y = fmaxf(v, 0.f);", "{ for (int k = 0; k < 4u; ++k) y[4 * i + k] = fmaxf(x[4 * i + k], 0.f); }", True),
+    # a row loop that maps each element keeps its epilogues (block per row, thread per row: a review's false refusals)
+    ("gelu_tanh", "tanhf(u)", "{ for (int c = threadIdx.x; c < C; c += blockDim.x) y[r * C + c] = g(x[r * C + c] + b[c]); }", True),
+    ("silu", "v / (1.0f + expf(-v))", "{ for (int c = 0; c < C; ++c) { float v = x[r * C + c]; y[r * C + c] = v / (1.0f + expf(-v)); } }", True),
+    # a softmax over rows with a grid stride is still a reduction
+    ("silu", "expf(x[j] - m)", "{ for (int r = t; r < R; r += gridDim.x * blockDim.x) { float s = 0.f; for (int j = 0; j < C; j++) s += expf(x[j]); } }", False),
 ])
 def test_an_epilogue_needs_evidence_from_the_source(epilogue, source, kernel, ok):
     """The trial's row cumsum got identity, ReLU, SiLU and erf-GELU candidates, each another function: an epilogue

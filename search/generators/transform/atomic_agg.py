@@ -379,9 +379,11 @@ def _one_thread_guard(call: Node, unit: Unit) -> str | None:
         return False
 
     written = sx.written_names(body)
+    declared = [sx.text(d) for n in sx.walk(body) if n.type == "init_declarator"
+                and (d := n.child_by_field_name("declarator")) is not None and sx.is_ident(d)]
     locals_ = {sx.text(d) for n in sx.walk(body) if n.type == "init_declarator"
                and (d := n.child_by_field_name("declarator")) is not None and sx.is_ident(d)
-               and sx.text(d) not in written and lane_of(n.child_by_field_name("value"))}
+               and sx.text(d) not in written and declared.count(sx.text(d)) == 1 and lane_of(n.child_by_field_name("value"))}
 
     def one_thread(n: Node | None) -> bool:
         n = sx.unparen(sx.uncast(n))
@@ -392,13 +394,25 @@ def _one_thread_guard(call: Node, unit: Unit) -> str | None:
         then = node.child_by_field_name("consequence") if node.type == "if_statement" else None
         if then is not None and then.start_byte <= call.start_byte < then.end_byte:
             cond = node.child_by_field_name("condition")
-            for b in sx.walk(cond):
+            if cond is not None and cond.type == "condition_clause":
+                cond = cond.named_children[0] if cond.named_child_count == 1 else None
+            for b in _conjuncts(cond):  # X == c itself a conjunct: not under !, || or a comparison
                 if b.type == "binary_expression" and sx.operator(b) == "==":
                     left, right = sx.unparen(b.child_by_field_name("left")), sx.unparen(b.child_by_field_name("right"))
                     if (left.type == "number_literal" and one_thread(right)) or (right.type == "number_literal" and one_thread(left)):
                         return sx.text(sx.unparen(cond))
         node = node.parent
     return None
+
+
+def _conjuncts(cond: Node | None) -> list[Node]:
+    """The operands of a chain of ``&&`` (parentheses seen through), or ``[cond]``."""
+    cond = sx.unparen(cond)
+    if cond is None:
+        return []
+    if cond.type == "binary_expression" and sx.operator(cond) == "&&":
+        return _conjuncts(cond.child_by_field_name("left")) + _conjuncts(cond.child_by_field_name("right"))
+    return [cond]
 
 
 def _in_lambda(node: Node, stop: Node) -> bool:
