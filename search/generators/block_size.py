@@ -551,21 +551,12 @@ def _guard(node: Node, aliases: set[str], consts: dict) -> int | None:
             cond = clause.child_by_field_name("value") if clause is not None else None
         elif up.type == "conditional_expression" and up.child_by_field_name("consequence") == child:
             cond = up.child_by_field_name("condition")
-        for c in _conjuncts(cond):
+        for c in sx.conjuncts(cond):
             bound = _thread_below(c, aliases, consts)
             if bound is not None and (best is None or bound < best):
                 best = bound
         child, up = up, up.parent
     return best
-
-
-def _conjuncts(cond: Node | None) -> list[Node]:
-    cond = sx.unparen(cond)
-    if cond is None:
-        return []
-    if cond.type == "binary_expression" and sx.operator(cond) == "&&":
-        return _conjuncts(cond.child_by_field_name("left")) + _conjuncts(cond.child_by_field_name("right"))
-    return [cond]
 
 
 def _thread_below(cond: Node, aliases: set[str], consts: dict) -> int | None:

@@ -396,23 +396,13 @@ def _one_thread_guard(call: Node, unit: Unit) -> str | None:
             cond = node.child_by_field_name("condition")
             if cond is not None and cond.type == "condition_clause":
                 cond = cond.named_children[0] if cond.named_child_count == 1 else None
-            for b in _conjuncts(cond):  # X == c itself a conjunct: not under !, || or a comparison
+            for b in sx.conjuncts(cond):  # X == c itself a conjunct: not under !, || or a comparison
                 if b.type == "binary_expression" and sx.operator(b) == "==":
                     left, right = sx.unparen(b.child_by_field_name("left")), sx.unparen(b.child_by_field_name("right"))
                     if (left.type == "number_literal" and one_thread(right)) or (right.type == "number_literal" and one_thread(left)):
                         return sx.text(sx.unparen(cond))
         node = node.parent
     return None
-
-
-def _conjuncts(cond: Node | None) -> list[Node]:
-    """The operands of a chain of ``&&`` (parentheses seen through), or ``[cond]``."""
-    cond = sx.unparen(cond)
-    if cond is None:
-        return []
-    if cond.type == "binary_expression" and sx.operator(cond) == "&&":
-        return _conjuncts(cond.child_by_field_name("left")) + _conjuncts(cond.child_by_field_name("right"))
-    return [cond]
 
 
 def _in_lambda(node: Node, stop: Node) -> bool:

@@ -84,6 +84,16 @@ def unparen(node: Node | None) -> Node | None:
     return node
 
 
+def conjuncts(cond: Node | None) -> list[Node]:
+    """The operands of a chain of ``&&`` (parentheses seen through), or ``[cond]`` (``[]`` for None)."""
+    cond = unparen(cond)
+    if cond is None:
+        return []
+    if cond.type == "binary_expression" and operator(cond) == "&&":
+        return conjuncts(cond.child_by_field_name("left")) + conjuncts(cond.child_by_field_name("right"))
+    return [cond]
+
+
 def uncast(node: Node | None) -> Node | None:
     """``node`` without enclosing parentheses and casts (``(size_t)blockIdx.x`` -> ``blockIdx.x``)."""
     node = unparen(node)
