@@ -393,9 +393,7 @@ def _one_thread_guard(call: Node, unit: Unit) -> str | None:
     while node is not None and node != body:
         then = node.child_by_field_name("consequence") if node.type == "if_statement" else None
         if then is not None and then.start_byte <= call.start_byte < then.end_byte:
-            cond = node.child_by_field_name("condition")
-            if cond is not None and cond.type == "condition_clause":
-                cond = cond.named_children[0] if cond.named_child_count == 1 else None
+            cond = sx.clause_value(node.child_by_field_name("condition"))
             for b in sx.conjuncts(cond):  # X == c itself a conjunct: not under !, || or a comparison
                 if b.type == "binary_expression" and sx.operator(b) == "==":
                     left, right = sx.unparen(b.child_by_field_name("left")), sx.unparen(b.child_by_field_name("right"))

@@ -239,9 +239,7 @@ class GridReducePass(PlannedPass):
 
 def _first_thread(cond: Node | None, aliases: set[str]) -> bool:
     """``cond`` is ``t == 0`` or ``0 == t`` (``t``: ``threadIdx.x`` or an alias of it), parentheses allowed."""
-    if cond is not None and cond.type == "condition_clause":  # if (...)'s parentheses
-        cond = cond.named_children[0] if cond.named_child_count == 1 else None
-    cond = sx.unparen(cond)
+    cond = sx.unparen(sx.clause_value(cond))
     if cond is None or cond.type != "binary_expression" or sx.operator(cond) != "==":
         return False
     a, b = sx.unparen(cond.child_by_field_name("left")), sx.unparen(cond.child_by_field_name("right"))

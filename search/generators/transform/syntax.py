@@ -84,6 +84,13 @@ def unparen(node: Node | None) -> Node | None:
     return node
 
 
+def clause_value(cond: Node | None) -> Node | None:
+    """The expression inside an ``if``/``while`` ``condition_clause`` (``cond`` itself for any other node)."""
+    if cond is not None and cond.type == "condition_clause":
+        return cond.named_children[0] if cond.named_child_count == 1 else None
+    return cond
+
+
 def conjuncts(cond: Node | None) -> list[Node]:
     """The operands of a chain of ``&&`` (parentheses seen through), or ``[cond]`` (``[]`` for None)."""
     cond = unparen(cond)
