@@ -3,7 +3,8 @@
 Source checks on the candidate's translation unit (comments stripped): mutable ``__device__``
 globals (state that survives between launches), ``printf``, traps and exits, host-side stream,
 graph, callback and memory calls, L2 access-policy tricks and clock reads (timing-dependent
-behaviour); launch limits of the target at every check and bench size; resources that make
+behaviour); launch limits of the target at every check and bench size (a kernel compiled for thread
+block clusters: at most the portable cluster size, and a grid of whole clusters); resources that make
 the launch impossible (registers x threads over the 64 K register file of an SM).
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ MAX_BLOCK_DIMS = (1024, 1024, 64)
 MAX_GRID_DIMS = (2**31 - 1, 65535, 65535)
 MAX_SHARED_PER_BLOCK = 227 * 1024
 REGISTERS_PER_SM = 64 * 1024
+MAX_CLUSTER_BLOCKS = 8  # the portable cluster size (larger ones need an opt-in attribute at launch)
 
 
 @dataclass(frozen=True)
@@ -185,9 +187,23 @@ def check_source(candidate: Candidate) -> StaticFinding | None:
     return None
 
 
-def check_launch(candidate: Candidate, spec: KernelSpec, resources: Resources | None) -> StaticFinding | None:
-    """The candidate's launch at every check and bench size within sm_90 limits, or why not."""
+_CLUSTER = re.compile(r"^\s*\.reqnctapercluster\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?", re.M)
+
+
+def cluster_dims(ptx: str) -> tuple[int, int, int] | None:
+    """The thread block cluster a kernel's PTX is compiled for (``.reqnctapercluster X, Y, Z``: blocks per cluster
+    along x, y, z), or None for a kernel without one. ``ptx``: one kernel's PTX (:func:`kernel_ptx`)."""
+    m = _CLUSTER.search(ptx)
+    return None if m is None else tuple(int(g or 1) for g in m.groups())  # type: ignore[return-value]
+
+
+def check_launch(candidate: Candidate, spec: KernelSpec, resources: Resources | None,
+                 cluster: tuple[int, int, int] | None = None) -> StaticFinding | None:
+    """The candidate's launch at every check and bench size within sm_90 limits, or why not. ``cluster``: the
+    blocks per cluster the kernel is compiled for (:func:`cluster_dims`), whose grid must be whole clusters."""
     launch = candidate.launch
+    if cluster is not None and math.prod(cluster) > MAX_CLUSTER_BLOCKS:
+        return StaticFinding("static_launch", f"a cluster of {math.prod(cluster)} blocks exceeds the portable {MAX_CLUSTER_BLOCKS}")
     for size in spec.check.sizes + spec.bench.sizes:
         try:
             grid = [int(evaluate(g, size)) for g in launch.grid]
@@ -204,6 +220,8 @@ def check_launch(candidate: Candidate, spec: KernelSpec, resources: Resources | 
             return StaticFinding("static_launch", f"block {block} exceeds the {MAX_THREADS_PER_BLOCK}-thread limit at {size}")
         if any(g > m for g, m in zip(grid, MAX_GRID_DIMS)):
             return StaticFinding("static_launch", f"grid {grid} exceeds the grid limits at {size}")
+        if cluster is not None and any(g % c for g, c in zip(grid + [1, 1], cluster)):
+            return StaticFinding("static_launch", f"grid {grid} is not whole clusters of {list(cluster)} blocks at {size}")
         static_smem = resources.shared_bytes if resources else 0
         if smem + static_smem > MAX_SHARED_PER_BLOCK:
             return StaticFinding("static_launch", f"{smem + static_smem} B shared memory per block exceeds {MAX_SHARED_PER_BLOCK} B at {size}")
@@ -321,4 +339,18 @@ def check_binary(candidate: Candidate, cubin: bytes | None, arch: str) -> Static
 
 def static_check(candidate: Candidate, spec: KernelSpec, resources: Resources | None, cubin: bytes | None = None) -> StaticFinding | None:
     """All static checks in order (source, compiled globals, then launch and resources); the first finding, or None."""
-    return check_source(candidate) or check_binary(candidate, cubin, spec.arch) or check_launch(candidate, spec, resources)
+    found = check_source(candidate) or check_binary(candidate, cubin, spec.arch)
+    if found:
+        return found
+    try:
+        cluster = _cluster_of(candidate, spec.arch)
+    except Exception as exc:  # noqa: BLE001: a check that cannot run refuses
+        return StaticFinding("static_launch", f"its cluster dimensions could not be read ({type(exc).__name__})")
+    return check_launch(candidate, spec, resources, cluster)
+
+
+def _cluster_of(candidate: Candidate, arch: str) -> tuple[int, int, int] | None:
+    """The cluster the candidate's kernel is compiled for; its PTX is read only when the source can ask for one."""
+    if not re.search(r"__cluster_dims__|\.reqnctapercluster|cluster_dims", candidate.source):
+        return None
+    return cluster_dims(kernel_ptx(compile_ptx(candidate, arch), candidate.kernel_name))

@@ -1,7 +1,7 @@
 //! Template of the ptxfactory "rowwise" family (search/generators/rowwise.py). Dollar-brace
 //! placeholders are filled in by string.Template; lines starting with //! are dropped. The knobs are
 //! the template parameters of ptxf_rowwise (TPR threads per row, RPB rows per block, MV cached
-//! 16-byte vectors per thread, LAYER) and the block size ${BLOCK}.
+//! 16-byte vectors per thread, LAYER, CL blocks per row) and the block size ${BLOCK}.
 // ptxfactory "rowwise" family: row-wise normalisation of x[R, C] into y[R, C] (RMSNorm, LayerNorm).
 //   rms:   y = x * rsqrt(mean(x^2) + eps) [* w]                      (fp32 math, one rounding)
 //   layer: y = (x - mean(x)) * rsqrt(mean((x - mean(x))^2) + eps) [* w] [+ b]
@@ -16,7 +16,10 @@
 // of each thread's share of the row stay in registers between the reduction and the write; the
 // rest of a longer row is read again from global memory (L1/L2). Rows whose length is not a
 // multiple of the vector width, or misaligned pointers, take a scalar path for the whole launch.
-${CONVERT}
+// A row too long for one block's register cache may be split over the CL blocks of a thread block
+// cluster (sm_90+, ${CLUSTER_NOTE}): block k of the cluster holds vectors (i * CL + k) * TPR + t, the
+// blocks' partial sums meet in distributed shared memory, and the row is still read once.
+${CONVERT}${CLUSTER_HELPERS}
 // Sums acc[0 .. NV) over the TPR threads of each row; every thread of the row gets the same sums.
 template <int TPR, int NV>
 static __device__ __forceinline__ void ptxf_row_reduce(float (&acc)[2], float* __restrict__ red)
@@ -45,22 +48,26 @@ static __device__ __forceinline__ void ptxf_row_reduce(float (&acc)[2], float* _
     }
 }
 
-template <int TPR, int RPB, int MV, bool LAYER>
+template <int TPR, int RPB, int MV, bool LAYER, int CL = 1>
 static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x, const ${TW}* __restrict__ w,
                                                     const ${TB}* __restrict__ b, ${TY}* __restrict__ y, long long R, ${IDX} C,
                                                     float eps, float* __restrict__ red, bool ptxf_vec,
-                                                    const ${TX}* res, ${TH}* h, ${TS0}* __restrict__ s0, ${TS1}* __restrict__ s1)
+                                                    const ${TX}* res, ${TH}* h, ${TS0}* __restrict__ s0, ${TS1}* __restrict__ s1, float* cl)
 {
     static_assert(TPR % 32 == 0 && TPR <= ${BLOCK} && ${BLOCK} % TPR == 0 && MV >= 1, "bad rowwise configuration");
+    static_assert(CL == 1 || (TPR == ${BLOCK} && RPB == 1), "a row split over a cluster takes whole blocks");
     constexpr int GROUPS = ${BLOCK} / TPR;                          // rows in flight per step
     constexpr int STEPS = RPB > GROUPS ? RPB / GROUPS : 1;          // uniform trip count: barriers stay aligned
     static_assert(RPB <= GROUPS || RPB % GROUPS == 0, "rows per block must be a multiple of rows per step");
     const int t = threadIdx.x % TPR;
+    const int rank = CL > 1 ? (int)(blockIdx.x % CL) : 0;           // this block's rank in the row's cluster
     const ${IDX} nvec = C / ${VEC};
+    const ${IDX} v0 = (${IDX})rank * TPR + t;                        // first vector (element) of this thread
+    constexpr int STRIDE = CL * TPR;                                 // between one thread's vectors
 #pragma unroll 1
     for (int step = 0; step < STEPS; ++step) {
         const int r = step * GROUPS + threadIdx.x / TPR;           // row within the block
-        const long long row = (long long)blockIdx.x * RPB + r;
+        const long long row = CL > 1 ? (long long)(blockIdx.x / CL) : (long long)blockIdx.x * RPB + r;
         const bool active = r < RPB && row < R;                     // inactive threads still reach every barrier
         const long long base = active ? row * (long long)C : 0;
         const ${TX}* __restrict__ xr = x + base;
@@ -72,7 +79,7 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
         if (ptxf_vec) {
 #pragma unroll
             for (int i = 0; i < MV; ++i) {                          // all loads first: MV in flight
-                const ${IDX} v = t + i * TPR;
+                const ${IDX} v = v0 + i * STRIDE;
                 xs[i] = (active && v < nvec) ? ptxf_load_xv(xr, rr, v) : ptxf_xv{};
             }
 #pragma unroll
@@ -82,27 +89,28 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
 #pragma unroll
                 for (int k = 0; k < ${VEC}; ++k) acc[0] += LAYER ? f[k] : f[k] * f[k];
             }
-            for (${IDX} v = t + MV * TPR; active && v < nvec; v += TPR) {  // row longer than the register cache
+            for (${IDX} v = v0 + MV * STRIDE; active && v < nvec; v += STRIDE) {  // row longer than the register cache
                 float f[${VEC}];
                 ptxf_unpack_xv(ptxf_reload_xv(xr, rr, v), f);
 #pragma unroll
                 for (int k = 0; k < ${VEC}; ++k) acc[0] += LAYER ? f[k] : f[k] * f[k];
             }
         } else {
-            for (${IDX} j = t; active && j < C; j += TPR) {
+            for (${IDX} j = v0; active && j < C; j += STRIDE) {
                 const float f = ptxf_x1(xr, rr, j);
                 acc[0] += LAYER ? f : f * f;
             }
         }
         // reductions alternate between two buffers (rms: one per step, layer: two per step): no trailing barrier
         ptxf_row_reduce<TPR, 1>(acc, red + (LAYER ? 0 : (step & 1)) * (${BLOCK} / 32) * 2);
+        if constexpr (CL > 1) ptxf_cluster_sum<CL>(acc, cl);
         const float mean = LAYER ? acc[0] / (float)C : 0.f;
         if constexpr (LAYER) {                                      // second pass: squared deviations from the mean
             acc[0] = 0.f;
             if (ptxf_vec) {
 #pragma unroll
                 for (int i = 0; i < MV; ++i) {
-                    const ${IDX} v = t + i * TPR;
+                    const ${IDX} v = v0 + i * STRIDE;
                     if (active && v < nvec) {
                         float f[${VEC}];
                         ptxf_unpack_xv(xs[i], f);
@@ -110,23 +118,25 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
                         for (int k = 0; k < ${VEC}; ++k) { const float d = f[k] - mean; acc[0] += d * d; }
                     }
                 }
-                for (${IDX} v = t + MV * TPR; active && v < nvec; v += TPR) {
+                for (${IDX} v = v0 + MV * STRIDE; active && v < nvec; v += STRIDE) {
                     float f[${VEC}];
                     ptxf_unpack_xv(ptxf_reload_xv(xr, rr, v), f);
 #pragma unroll
                     for (int k = 0; k < ${VEC}; ++k) { const float d = f[k] - mean; acc[0] += d * d; }
                 }
             } else {
-                for (${IDX} j = t; active && j < C; j += TPR) { const float d = ptxf_x1(xr, rr, j) - mean; acc[0] += d * d; }
+                for (${IDX} j = v0; active && j < C; j += STRIDE) { const float d = ptxf_x1(xr, rr, j) - mean; acc[0] += d * d; }
             }
             ptxf_row_reduce<TPR, 1>(acc, red + (${BLOCK} / 32) * 2);
+            if constexpr (CL > 1) ptxf_cluster_sum<CL>(acc, cl + 1);
         }
+        if constexpr (CL > 1) ptxf_cluster_arrive();               // done reading the other blocks' sums
         const float scale = rsqrtf(acc[0] / (float)C + eps);        // rms: mean(x^2); layer: the variance
-        if (active && t == 0) ptxf_store_stats(s0, s1, row, mean, acc[0] / (float)C, scale, eps);  // one thread per row
+        if (active && t == 0 && rank == 0) ptxf_store_stats(s0, s1, row, mean, acc[0] / (float)C, scale, eps);  // one thread per row
         if (ptxf_vec) {
 #pragma unroll
             for (int i = 0; i < MV; ++i) {
-                const ${IDX} v = t + i * TPR;
+                const ${IDX} v = v0 + i * STRIDE;
                 if (active && v < nvec) {
                     float f[${VEC}];
                     ptxf_unpack_xv(xs[i], f);
@@ -134,26 +144,27 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
                     ptxf_norm_store(yr, v, f, w, b, mean, scale);
                 }
             }
-            for (${IDX} v = t + MV * TPR; active && v < nvec; v += TPR) {
+            for (${IDX} v = v0 + MV * STRIDE; active && v < nvec; v += STRIDE) {
                 float f[${VEC}];
                 ptxf_unpack_xv(ptxf_reload_xv(xr, rr, v), f);
                 ptxf_store_h(hr, v, f);
                 ptxf_norm_store(yr, v, f, w, b, mean, scale);
             }
         } else {
-            for (${IDX} j = t; active && j < C; j += TPR) {
+            for (${IDX} j = v0; active && j < C; j += STRIDE) {
                 const float xj = ptxf_x1(xr, rr, j);
                 ptxf_store_h1(hr, j, xj);
                 const float o = (xj - mean) * scale;
                 yr[j] = ptxf_f2y(${W_SCALAR});
             }
         }
+        if constexpr (CL > 1) ptxf_cluster_wait();                 // no block leaves while another reads its sums
     }
 }
 
-${LINKAGE}__global__ void __launch_bounds__(${BLOCK}, ${MINB}) ${KERNEL}(${PARAMS})
+${LINKAGE}__global__ void ${CLUSTER_DIMS}__launch_bounds__(${BLOCK}, ${MINB}) ${KERNEL}(${PARAMS})
 {
-    __shared__ float ptxf_red[2 * (${BLOCK} / 32) * 2];
+    __shared__ float ptxf_red[2 * (${BLOCK} / 32) * 2];${CLUSTER_DECL}
     const bool ptxf_vec = (${C} % ${VEC} == 0) && ptxf_aligned(${X}, 16) && ptxf_aligned(${Y}, ${Y_ALIGN})${W_ALIGNED}${B_ALIGNED}${EXTRA_ALIGNED};
 ${DISPATCH}
 }

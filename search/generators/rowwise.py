@@ -100,7 +100,9 @@ class RowwiseConfig:
     ``grid`` "adaptive" (rows per block halve as threads per row double, so one block always
     holds ``block`` threads' worth of rows: the grid expression is piecewise in C) or "fixed"
     (``rows_per_block`` at every row length, longer rows taken in several steps: grid
-    ``cdiv(R, rows_per_block)``); ``norm`` "rms" or "layer".
+    ``cdiv(R, rows_per_block)``); ``norm`` "rms" or "layer"; ``cluster`` > 1 (sm_90+): the kernel is
+    compiled for thread block clusters of that many blocks, and a row longer than one block's register
+    cache (``block * vecs`` vectors) is split over the blocks of a cluster (:func:`grid_expr_cluster`).
     """
 
     block: int
@@ -109,6 +111,7 @@ class RowwiseConfig:
     hint: str = "ldg"
     grid: str = "adaptive"
     norm: str = "rms"
+    cluster: int = 1
 
     @property
     def min_blocks(self) -> int:
@@ -131,10 +134,13 @@ class RowwiseConfig:
         return out
 
     def params(self) -> dict:
-        return {
+        out = {
             "norm": self.norm, "block": self.block, "rows_per_block": self.rows_per_block,
             "vecs": self.vecs, "hint": self.hint, "grid": self.grid,
         }
+        if self.cluster > 1:
+            out["cluster"] = self.cluster
+        return out
 
 
 def rows_per_block_expr(tiers: list[tuple[int, int, int]], c_sym: str) -> str:
@@ -151,6 +157,19 @@ def grid_expr(tiers: list[tuple[int, int, int]], r_sym: str, c_sym: str) -> str:
     """``cdiv(R, rows_per_block(C))``, simplified when rows per block is constant."""
     rpb = rows_per_block_expr(tiers, c_sym)
     return r_sym if rpb == "1" else f"cdiv({r_sym}, {rpb})"
+
+
+def grid_expr_cluster(tiers: list[tuple[int, int, int]], cluster: int, r_sym: str, c_sym: str) -> str:
+    """The grid of a kernel compiled for clusters of ``cluster`` blocks: rows up to the last tier's cap take the
+    tiers' blocks, rounded up to whole clusters (the extra blocks find no row); longer rows take a cluster each."""
+    scaled = [(tpr, rpb * cluster, cap) for tpr, rpb, cap in tiers] + [(tiers[-1][0], 1, 0)]
+    return f"{cluster} * cdiv({r_sym}, {rows_per_block_expr(scaled, c_sym)})"
+
+
+def cluster_capable(arch: str) -> bool:
+    """Whether ``arch`` (``sm_90a``, ``sm_100``...) has thread block clusters and distributed shared memory (sm_90+)."""
+    m = re.match(r"sm_(\d+)", arch)
+    return bool(m) and int(m.group(1)) >= 90
 
 
 def match_spec(spec: KernelSpec) -> RowwiseMatch | None:
@@ -389,7 +408,33 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
         return int(min(16, max(1, v * mult)))
 
     out = [RowwiseConfig(b, r, fit(b, k), hint, grid) for b, r, k, hint, grid in _ORDER]
+    if cluster_capable(spec.arch):
+        out[1:1] = cluster_configs(nvec)
     return list(dict.fromkeys(out))  # drop duplicates (small rows), keep the order
+
+
+# Rows split over a cluster: a block's share of the row is cached in at most CLUSTER_CACHE 16-byte vectors per
+# thread (16 registers: two blocks of 1024 threads still fit an SM's register file), over the portable cluster sizes.
+CLUSTER_CACHE = 4
+CLUSTER_SIZES = (2, 4, 8)
+CLUSTER_BLOCKS = (512, 256, 1024)
+
+
+def cluster_configs(nvec: int) -> list[RowwiseConfig]:
+    """Configurations that split rows of ``nvec`` 16-byte vectors over a thread block cluster: one per block size
+    whose block cannot cache the row in :data:`CLUSTER_CACHE` vectors per thread, with the smallest cluster that
+    can (else the largest), and the smallest register cache (a power of two, at most 2 * CLUSTER_CACHE) that
+    holds the row over the cluster. [] when every block size holds the row alone."""
+    out = []
+    for block in CLUSTER_BLOCKS:
+        if block * CLUSTER_CACHE >= nvec:
+            continue
+        cl = next((c for c in CLUSTER_SIZES if c * block * CLUSTER_CACHE >= nvec), CLUSTER_SIZES[-1])
+        v = 1
+        while v < 2 * CLUSTER_CACHE and cl * block * v < nvec:
+            v *= 2
+        out.append(RowwiseConfig(block, block // 32, v, cluster=cl))
+    return out
 
 
 class RowwiseNormFamily:
@@ -426,10 +471,53 @@ class RowwiseNormFamily:
             params["y"] = m.y
         desc = (
             f"rowwise {cfg.norm} block={cfg.block} rpb={cfg.rows_per_block}{'' if cfg.grid == 'fixed' else '..' + str(tiers[-1][1])} "
-            f"vec16x{cfg.vecs} tpr={tiers[0][0]}..{tiers[-1][0]}" + (" stream" if cfg.hint == "stream" else "") + extra
+            f"vec16x{cfg.vecs} tpr={tiers[0][0]}..{tiers[-1][0]}" + (f" cluster={cfg.cluster}" if cfg.cluster > 1 else "")
+            + (" stream" if cfg.hint == "stream" else "") + extra
         )
-        grid = grid_expr(tiers, m.r_sym, m.c_sym)
+        grid = _grid(cfg, tiers, m)
         return family_candidate(ctx, self.name, text, grid, cfg.block, desc, params)
+
+
+def _grid(cfg: RowwiseConfig, tiers: list[tuple[int, int, int]], m: RowwiseMatch) -> str:
+    """The launch grid of ``cfg`` (an expression of the spec's R and C symbols)."""
+    if cfg.cluster > 1:
+        return grid_expr_cluster(tiers, cfg.cluster, m.r_sym, m.c_sym)
+    return grid_expr(tiers, m.r_sym, m.c_sym)
+
+
+# Thread block cluster primitives (sm_90 PTX): the cluster-wide barrier, split into arrive and wait, and a float read
+# from another block's shared memory (distributed shared memory). Every thread of every block of the cluster runs them.
+_CLUSTER_HELPERS = r"""
+static __device__ __forceinline__ void ptxf_cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+static __device__ __forceinline__ void ptxf_cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+static __device__ __forceinline__ float ptxf_cluster_ld(const float* p, unsigned rank)
+{
+    unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(p)), remote;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+    return v;
+}
+// The CL blocks' sums of acc[0] (each block's already combined): published in slot, summed in rank order by every
+// thread of every block (identical results); the slot is read by the others until the caller's last arrive/wait.
+template <int CL>
+static __device__ __forceinline__ void ptxf_cluster_sum(float (&acc)[2], float* slot)
+{
+    if (threadIdx.x == 0) *slot = acc[0];
+    ptxf_cluster_arrive();
+    ptxf_cluster_wait();
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < CL; ++k) s += ptxf_cluster_ld(slot, k);
+    acc[0] = s;
+}
+"""
+# Without a cluster the template still names them (in discarded ``if constexpr`` branches): empty stand-ins.
+_NO_CLUSTER = """
+template <int CL> static __device__ __forceinline__ void ptxf_cluster_sum(float (&)[2], float*) {}
+static __device__ __forceinline__ void ptxf_cluster_arrive() {}
+static __device__ __forceinline__ void ptxf_cluster_wait() {}
+"""
 
 
 def _align(dt: str, vec: int) -> int:
@@ -460,13 +548,16 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
     res_arg = m.res if m.res else f"static_cast<const {tx}*>(nullptr)"
     h_arg = m.h if m.h else f"static_cast<{th}*>(nullptr)"
     s_args = [m.stats[i][0] if i < len(m.stats) else f"static_cast<{ts[i]}*>(nullptr)" for i in range(2)]
+    cl = cfg.cluster
     args = (f"{m.x}, {w_arg}, {b_arg}, {m.y}, (long long){m.r_arg}, ({idx}){m.c_arg}, (float){m.eps_arg}, ptxf_red, ptxf_vec, "
-            f"{res_arg}, {h_arg}, {s_args[0]}, {s_args[1]}")
+            f"{res_arg}, {h_arg}, {s_args[0]}, {s_args[1]}, {'ptxf_cl' if cl > 1 else 'nullptr'}")
     tiers = cfg.tiers(vec)
+    calls = [(f"ptxf_rowwise<{tpr}, {rpb}, {cfg.vecs}, {layer}>({args});", cap) for tpr, rpb, cap in tiers]
+    if cl > 1:  # rows past one block's cache: a cluster each
+        calls.append((f"ptxf_rowwise<{cfg.block}, 1, {cfg.vecs}, {layer}, {cl}>({args});", None))
     lines = []
-    for i, (tpr, rpb, cap) in enumerate(tiers):
-        call = f"ptxf_rowwise<{tpr}, {rpb}, {cfg.vecs}, {layer}>({args});"
-        last = i == len(tiers) - 1
+    for i, (call, cap) in enumerate(calls):
+        last = i == len(calls) - 1
         lines.append("    " + ("else " if i else "") + (call if last else f"if ({m.c_arg} <= {cap}) {call}"))
     w_aligned = f" && ptxf_aligned({m.w}, {_align(m.w_dtype, vec)})" if m.w else ""
     b_aligned = f" && ptxf_aligned({m.b}, {_align(m.b_dtype, vec)})" if m.b else ""
@@ -483,10 +574,15 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
         W_SCALAR=w_scalar, B_ALIGNED=b_aligned, EXTRA_ALIGNED=extra_aligned, Y_ALIGN=_align(m.out_dtype, vec),
         LINKAGE=linkage, KERNEL=ctx.kernel.name, PARAMS=render_params(ctx.kernel),
         MINB=_min_blocks(m, cfg), C=m.c_arg, X=m.x, Y=m.y, W_ALIGNED=w_aligned, DISPATCH="\n".join(lines),
+        CLUSTER_NOTE=f"here {cl} blocks" if cl > 1 else "not in this instance",
+        CLUSTER_HELPERS=_CLUSTER_HELPERS if cl > 1 else _NO_CLUSTER,
+        CLUSTER_DIMS=f"__cluster_dims__({cl}, 1, 1) " if cl > 1 else "",
+        CLUSTER_DECL="\n    __shared__ float ptxf_cl[2];  // this block's sums, read by the cluster's other blocks" if cl > 1 else "",
     )
     # The helpers are C++ templates: give them C++ linkage even when the kernel sits in an extern "C" block.
     head, sep, kernel = body.rpartition(f"{linkage}__global__ void __launch_bounds__")
-    launch = f"// Launch: grid ({grid_expr(tiers, m.r_sym, m.c_sym)},), block ({cfg.block},), no dynamic shared memory.\n"
+    launch = f"// Launch: grid ({_grid(cfg, tiers, m)},), block ({cfg.block},), no dynamic shared memory" + \
+        (f"; clusters of {cl} blocks (compiled in).\n" if cl > 1 else ".\n")
     return f'extern "C++" {{\n{head.rstrip()}\n}}  // extern "C++"\n\n{launch}{sep}{kernel}'
 
 

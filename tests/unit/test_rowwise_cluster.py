@@ -1,0 +1,131 @@
+"""CPU tests of the rowwise family's cluster tier: a row too long for one block's register cache split over the blocks
+of a thread block cluster (sm_90+), the blocks' sums combined through distributed shared memory.
+
+What is checked here: which configurations get a cluster (from the longest bench row and the target, nothing else),
+the launch grid (whole clusters at every row length, a cluster per row past the single-block tiers), the kernel text
+(compiled with NVRTC for sm_90a, the cluster compiled in, its barriers and remote loads in the PTX, the static checks
+pass), the index mapping of the template (every vector of a row read by exactly one thread of the cluster), and the
+static launch check that refuses grids of partial clusters. The tier runs for real in
+tests/gpu/test_gpu_rowwise_cluster.py.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ptxfactory.harness.compile import CompileFailed, compile_candidate, compile_ptx
+from ptxfactory.harness.static_checks import check_launch, cluster_dims, kernel_ptx, static_check
+from ptxfactory.protocol import LaunchConfig, evaluate
+from ptxfactory.search.generators.rowwise import (CLUSTER_CACHE, RowwiseNormFamily, cluster_capable, cluster_configs,
+                                                  match_spec, tuning_space)
+from _generator_support import example_ctx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _ctx(example: str, bench: list[dict], arch: str = "sm_90a"):
+    ctx = example_ctx(example)
+    spec = ctx.spec.model_copy(update={"arch": arch, "bench": ctx.spec.bench.model_copy(update={"sizes": bench})})
+    return example_ctx(example, spec=spec)
+
+
+def _cluster_cands(ctx):
+    return [c for c in RowwiseNormFamily().propose(ctx) if "cluster" in c.params]
+
+
+def test_a_cluster_only_where_a_row_outgrows_one_blocks_cache():
+    # a row of 4096 bf16 (512 vectors) fits a block of 256 caching 4 vectors a thread: no cluster at all
+    assert cluster_configs(512) == []
+    # 8192 vectors (a 65536-long bf16 row): 512 threads x 4 vectors need 4 blocks; 256 need 8; 1024 need 2
+    got = {(c.block, c.cluster, c.vecs) for c in cluster_configs(8192)}
+    assert got == {(512, 4, 4), (256, 8, 4), (1024, 2, 4)}
+    # past 8 blocks the cache per thread grows (to twice CLUSTER_CACHE), then the rest is re-read
+    got = {(c.block, c.cluster, c.vecs) for c in cluster_configs(65536)}
+    assert got == {(512, 8, 2 * CLUSTER_CACHE), (256, 8, 2 * CLUSTER_CACHE), (1024, 8, 2 * CLUSTER_CACHE)}
+    assert all(c.block * c.cluster * c.vecs >= 8192 for c in cluster_configs(8192))
+
+
+def test_clusters_follow_the_bench_rows_and_the_target():
+    long = _ctx("rmsnorm", [{"M": 64, "N": 262144}, {"M": 32768, "N": 1024}])
+    assert {c.cluster for c in tuning_space(match_spec(long.spec), long.spec)} >= {8}
+    short = _ctx("rmsnorm", [{"M": 32768, "N": 1024}, {"M": 8192, "N": 2048}])
+    assert {c.cluster for c in tuning_space(match_spec(short.spec), short.spec)} == {1}
+    # no clusters before sm_90
+    old = _ctx("rmsnorm", [{"M": 64, "N": 262144}], arch="sm_80")
+    assert {c.cluster for c in tuning_space(match_spec(old.spec), old.spec)} == {1}
+    assert cluster_capable("sm_90a") and cluster_capable("sm_100") and not cluster_capable("sm_89")
+
+
+@pytest.mark.parametrize("example", ["rmsnorm", "standardize_rows"])
+def test_the_grid_is_whole_clusters_and_a_cluster_per_long_row(example):
+    ctx = _ctx(example, [{"M": 64, "N": 262144}, {"M": 4096, "N": 2048}])
+    cands = _cluster_cands(ctx)
+    assert cands, "a 262144-long row gets cluster candidates"
+    for c in cands:
+        cl, block, vecs = c.params["cluster"], c.params["block"], c.params["vecs"]
+        assert f"__cluster_dims__({cl}, 1, 1)" in c.kernel_text and f"cluster={cl}" in c.description
+        one_block = block * vecs * 8  # bf16: 8 elements a vector; the last single-block tier's cap
+        for m in (1, 3, 64, 1031):
+            for n in (8, 1000, 4096, one_block, one_block + 8, 262144, 100003):
+                grid = evaluate(c.launch.grid[0], {"M": m, "N": n})
+                assert grid % cl == 0, (c.description, m, n, grid)
+                if n > one_block:
+                    assert grid == cl * m, (c.description, m, n, grid)  # a cluster per row
+                else:
+                    assert grid >= cl and grid <= cl * m, (c.description, m, n, grid)  # rows per block >= 1
+        # the dispatch: single-block tiers up to one block's cache, then the cluster's tier
+        assert re.search(rf"if \(N <= {one_block}\) ptxf_rowwise<{block}, 1, {vecs}, (true|false)>", c.kernel_text)
+        assert re.search(rf"else ptxf_rowwise<{block}, 1, {vecs}, (true|false), {cl}>", c.kernel_text)
+
+
+@pytest.mark.parametrize("example", ["rmsnorm", "standardize_rows"])
+def test_cluster_candidates_compile_with_the_cluster_in_the_ptx_and_pass_the_static_checks(example):
+    ctx = _ctx(example, [{"M": 64, "N": 262144}, {"M": 4096, "N": 2048}])
+    for c in _cluster_cands(ctx):
+        r = compile_candidate(c, ctx.spec.arch, ctx.spec.check.fast_math)
+        assert not isinstance(r, CompileFailed), f"{c.description}: {r.log}"
+        assert r.resources.registers * c.launch.block[0] <= 65536
+        ptx = kernel_ptx(compile_ptx(c, ctx.spec.arch), ctx.spec.name)
+        assert cluster_dims(ptx) == (c.params["cluster"], 1, 1)
+        assert "barrier.cluster.arrive" in ptx and "barrier.cluster.wait" in ptx and "ld.shared::cluster.f32" in ptx
+        assert static_check(c, ctx.spec, r.resources, r.cubin) is None, c.description
+
+
+def test_the_static_check_refuses_partial_clusters_and_oversized_ones():
+    ctx = _ctx("rmsnorm", [{"M": 64, "N": 262144}])
+    c = _cluster_cands(ctx)[0]
+    cl = c.params["cluster"]
+    assert check_launch(c, ctx.spec, None, (cl, 1, 1)) is None
+    odd = c.model_copy(update={"launch": LaunchConfig(grid=[f"{cl} * M + 1"], block=c.launch.block, shared_mem=0)})
+    found = check_launch(odd, ctx.spec, None, (cl, 1, 1))
+    assert found is not None and "not whole clusters" in found.reason
+    # the same grid is fine for a kernel without a cluster, and a 16-block cluster is past the portable size
+    assert check_launch(odd, ctx.spec, None, None) is None
+    assert "portable" in check_launch(c, ctx.spec, None, (16, 1, 1)).reason
+    # read from the PTX: static_check finds the cluster itself
+    r = compile_candidate(odd, ctx.spec.arch, ctx.spec.check.fast_math)
+    found = static_check(odd, ctx.spec, r.resources, r.cubin)
+    assert found is not None and found.check == "static_launch" and "not whole clusters" in found.reason
+    assert cluster_dims(".entry k(\n)\n.explicitcluster\n.reqnctapercluster 2, 1, 1\n{") == (2, 1, 1)
+    assert cluster_dims(".entry k(\n)\n{") is None
+
+
+def test_every_vector_of_a_row_is_read_by_exactly_one_thread_of_the_cluster():
+    """The template's index mapping (rowwise.cu): thread t of block `rank` takes vectors v0 + i * STRIDE for i < MV
+    (cached), then v0 + MV * STRIDE, ... (re-read), with v0 = rank * TPR + t and STRIDE = CL * TPR."""
+    text = (ROOT / "search" / "generators" / "rowwise.cu").read_text()
+    assert "const ${IDX} v0 = (${IDX})rank * TPR + t;" in text and "constexpr int STRIDE = CL * TPR;" in text
+    assert text.count("v0 + i * STRIDE") == 3 and text.count("v = v0 + MV * STRIDE; active && v < nvec; v += STRIDE") == 3
+    for cl, tpr, mv, nvec in [(2, 64, 4, 512), (8, 32, 2, 1000), (4, 32, 4, 37), (8, 64, 8, 64 * 8 * 8 + 5)]:
+        seen = []
+        for rank in range(cl):
+            for t in range(tpr):
+                v0 = rank * tpr + t
+                seen += [v0 + i * cl * tpr for i in range(mv) if v0 + i * cl * tpr < nvec]
+                v = v0 + mv * cl * tpr
+                while v < nvec:
+                    seen.append(v)
+                    v += cl * tpr
+        assert sorted(seen) == list(range(nvec)), (cl, tpr, mv, nvec)
