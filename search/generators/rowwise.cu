@@ -12,7 +12,7 @@
 // from it: no mean(x^2) - mean^2 cancellation for rows with a large mean), so two reductions.
 //
 // One block holds RPB consecutive rows; it handles them in steps of BLOCK / TPR rows, each row by
-// TPR threads (a multiple of 32, so one warp never spans two rows). The first MV 16-byte vectors
+// TPR threads (a multiple of 32, or a power of two below it: an aligned part of one warp). The first MV 16-byte vectors
 // of each thread's share of the row stay in registers between the reduction and the write; the
 // rest of a longer row is read again from global memory (L1/L2). Rows whose length is not a
 // multiple of the vector width, or misaligned pointers, take a scalar path for the whole launch.
@@ -20,14 +20,15 @@
 // cluster (sm_90+, ${CLUSTER_NOTE}): block k of the cluster holds vectors (i * CL + k) * TPR + t, the
 // blocks' partial sums meet in distributed shared memory, and the row is still read once.
 ${CONVERT}${CLUSTER_HELPERS}
-// Sums acc[0 .. NV) over the TPR threads of each row; every thread of the row gets the same sums.
+// Sums acc[0 .. NV) over the TPR threads of each row (TPR < 32: an aligned group of lanes of one warp); every thread
+// of the row gets the same sums.
 template <int TPR, int NV>
 static __device__ __forceinline__ void ptxf_row_reduce(float (&acc)[2], float* __restrict__ red)
 {
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], o);
+        for (int o = (TPR < 32 ? TPR : 32) / 2; o > 0; o >>= 1) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], o);
     }
     if constexpr (TPR > 32) {  // several warps per row: combine their sums through shared memory
         constexpr int WPR = TPR / 32;
@@ -54,7 +55,7 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
                                                     float eps, float* __restrict__ red, bool ptxf_vec,
                                                     const ${TX}* res, ${TH}* h, ${TS0}* __restrict__ s0, ${TS1}* __restrict__ s1, float* cl)
 {
-    static_assert(TPR % 32 == 0 && TPR <= ${BLOCK} && ${BLOCK} % TPR == 0 && MV >= 1, "bad rowwise configuration");
+    static_assert((TPR % 32 == 0 || 32 % TPR == 0) && TPR <= ${BLOCK} && ${BLOCK} % TPR == 0 && MV >= 1, "bad rowwise configuration");
     static_assert(CL == 1 || (TPR == ${BLOCK} && RPB == 1), "a row split over a cluster takes whole blocks");
     constexpr int GROUPS = ${BLOCK} / TPR;                          // rows in flight per step
     constexpr int STEPS = RPB > GROUPS ? RPB / GROUPS : 1;          // uniform trip count: barriers stay aligned

@@ -90,6 +90,9 @@ class RowwiseMatch:
         return 16 // _ITEMSIZE[self.dtype]
 
 
+MIN_TPR = 8  # the fewest threads per row: a quarter warp
+
+
 @dataclass(frozen=True)
 class RowwiseConfig:
     """One point of the tuning space.
@@ -121,10 +124,11 @@ class RowwiseConfig:
     def tiers(self, vec: int) -> list[tuple[int, int, int]]:
         """``(threads_per_row, rows_per_block, max_C)`` per tier, smallest rows first (the last tier has no limit).
 
-        Threads per row: powers of two from ``max(32, block / rows_per_block)`` to ``block``; a row
+        Threads per row: powers of two from ``max(MIN_TPR, block / rows_per_block)`` to ``block`` (below a warp, a
+        warp holds several rows: more of each thread's row in flight at once on short rows); a row
         of ``C`` elements takes the first tier whose register cache (``tpr * vecs * vec``) holds it.
         """
-        tpr, out = max(32, self.block // self.rows_per_block), []
+        tpr, out = max(MIN_TPR, self.block // self.rows_per_block), []
         rpb = self.rows_per_block
         while tpr <= self.block:
             out.append((tpr, rpb, tpr * self.vecs * vec))
@@ -365,7 +369,7 @@ _ORDER = (
     (256, 8, 0.5, "stream", "adaptive"), (256, 8, 1, "stream", "adaptive"), (1024, 32, 2, "ldg", "adaptive"),
     (256, 8, 0.5, "ldg", "fixed"), (256, 4, 1, "ldg", "fixed"), (128, 4, 0.5, "ldg", "fixed"),
     (128, 4, 1, "ldg", "adaptive"), (256, 8, 2, "ldg", "adaptive"), (512, 16, 0.5, "ldg", "adaptive"),
-    (1024, 32, 1, "ldg", "adaptive"),
+    (1024, 32, 1, "ldg", "adaptive"), (512, 64, 1, "ldg", "adaptive"),
 )
 
 
@@ -576,7 +580,8 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
         MINB=_min_blocks(m, cfg), C=m.c_arg, X=m.x, Y=m.y, W_ALIGNED=w_aligned, DISPATCH="\n".join(lines),
         CLUSTER_NOTE=f"here {cl} blocks" if cl > 1 else "not in this instance",
         CLUSTER_HELPERS=_CLUSTER_HELPERS if cl > 1 else _NO_CLUSTER,
-        CLUSTER_DIMS=f"__cluster_dims__({cl}, 1, 1) " if cl > 1 else "",
+        # what __cluster_dims__(cl, 1, 1) expands to, spelled so that tree-sitter-cuda reads the definition
+        CLUSTER_DIMS=f"__attribute__((cluster_dims({cl}, 1, 1))) " if cl > 1 else "",
         CLUSTER_DECL="\n    __shared__ float ptxf_cl[2];  // this block's sums, read by the cluster's other blocks" if cl > 1 else "",
     )
     # The helpers are C++ templates: give them C++ linkage even when the kernel sits in an extern "C" block.

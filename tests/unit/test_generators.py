@@ -87,7 +87,7 @@ def test_rowwise_keeps_the_users_signature(rowwise, ctx):
 
 def _config(c: Candidate) -> RowwiseConfig:
     p = c.params
-    return RowwiseConfig(p["block"], p["rows_per_block"], p["vecs"], p["hint"], p["grid"], p["norm"])
+    return RowwiseConfig(p["block"], p["rows_per_block"], p["vecs"], p["hint"], p["grid"], p["norm"], p.get("cluster", 1))
 
 
 def _tier(cfg: RowwiseConfig, n: int, vec: int = 8) -> tuple[int, int, int]:
@@ -105,10 +105,15 @@ def test_rowwise_launch_matches_launch_bounds(rowwise, ctx):
         cfg = _config(c)
         sizes = ctx.spec.bench.sizes + ctx.spec.check.sizes + [{"M": 1, "N": 1}, {"M": 33, "N": 7}, {"M": 1000, "N": 99999}]
         sizes += [{"M": 37, "N": n} for n in range(1, 40000, 97)] + [{"M": 5, "N": t[2] + d} for t in cfg.tiers(8) for d in (-1, 0, 1)]
+        cl = cfg.cluster  # a cluster kernel: whole clusters, the extra blocks idle; past one block's cache a cluster per row
         for size in sizes:
             grid = evaluate(c.launch.grid[0], size)
+            assert grid % cl == 0, f"{c.description} grid {grid} for {size}"
+            if cl > 1 and size["N"] > cfg.tiers(8)[-1][2]:
+                assert grid == cl * size["M"], f"{c.description} grid {grid} for {size}"
+                continue
             rpb = _tier(cfg, size["N"])[1]
-            assert grid * rpb >= size["M"] > (grid - 1) * rpb, f"{c.description} grid {grid} for {size}"
+            assert grid * rpb >= size["M"] > (grid - cl) * rpb, f"{c.description} grid {grid} for {size}"
 
 
 def test_rowwise_dispatch_matches_tiers(rowwise):
@@ -116,7 +121,7 @@ def test_rowwise_dispatch_matches_tiers(rowwise):
     for c in rowwise:
         cfg = _config(c)
         tiers = cfg.tiers(8)
-        assert tiers[-1][0] == cfg.block and all(t % 32 == 0 and cfg.block % t == 0 for t, _, _ in tiers)
+        assert tiers[-1][0] == cfg.block and all((t % 32 == 0 or 32 % t == 0) and cfg.block % t == 0 for t, _, _ in tiers)
         for tpr, rpb, _ in tiers:  # rows per step divide rows per block, or one step holds them all: barrier counts are uniform
             groups = cfg.block // tpr
             assert rpb <= groups or rpb % groups == 0
@@ -124,7 +129,8 @@ def test_rowwise_dispatch_matches_tiers(rowwise):
         calls = re.findall(r"ptxf_rowwise<(\d+), (\d+), (\d+), (true|false)>", kernel)
         assert [(int(t), int(r)) for t, r, *_ in calls] == [(t, r) for t, r, _ in tiers]
         assert all(int(v) == cfg.vecs for _, _, v, _ in calls)
-        assert [int(x) for x in re.findall(r"if \(N <= (\d+)\)", kernel)] == [cap for _, _, cap in tiers[:-1]]
+        caps = [cap for _, _, cap in tiers] if cfg.cluster > 1 else [cap for _, _, cap in tiers[:-1]]  # then the cluster's tier
+        assert [int(x) for x in re.findall(r"if \(N <= (\d+)\)", kernel)] == caps
         if cfg.grid == "adaptive":
             assert [r for _, r, _ in tiers] == sorted((r for _, r, _ in tiers), reverse=True)
             assert tiers[-1][1] == max(1, cfg.rows_per_block * tiers[0][0] // cfg.block)
@@ -149,7 +155,7 @@ def test_rowwise_uses_vector_loads_shuffles_and_a_scalar_path(rowwise):
     text = rowwise[0].kernel_text
     for needle in ("uint4", "__shfl_xor_sync", "rsqrtf", "__ldg", "% 8 == 0", "ptxf_aligned(x, 16)", "ptxf_aligned(w, 16)"):
         assert needle in text, needle
-    assert re.search(r"for \(int j = t; active && j < C; j \+= TPR\)", text)
+    assert re.search(r"for \(int j = v0; active && j < C; j \+= STRIDE\)", text)
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ptxfactory.harness.source import find_kernel
 from ptxfactory.harness.compile import CompileFailed, compile_candidate, compile_ptx
 from ptxfactory.harness.static_checks import check_launch, cluster_dims, kernel_ptx, static_check
 from ptxfactory.protocol import LaunchConfig, evaluate
@@ -65,7 +66,8 @@ def test_the_grid_is_whole_clusters_and_a_cluster_per_long_row(example):
     assert cands, "a 262144-long row gets cluster candidates"
     for c in cands:
         cl, block, vecs = c.params["cluster"], c.params["block"], c.params["vecs"]
-        assert f"__cluster_dims__({cl}, 1, 1)" in c.kernel_text and f"cluster={cl}" in c.description
+        assert f"__attribute__((cluster_dims({cl}, 1, 1)))" in c.kernel_text and f"cluster={cl}" in c.description
+        assert find_kernel(c.source, ctx.spec.name).params == ctx.kernel.params  # the definition still reads
         one_block = block * vecs * 8  # bf16: 8 elements a vector; the last single-block tier's cap
         for m in (1, 3, 64, 1031):
             for n in (8, 1000, 4096, one_block, one_block + 8, 262144, 100003):

@@ -19,6 +19,9 @@ pass                 what it does                                               
 ``shuffle_reduce``   shared-memory tree reduction -> warp shuffles + one cross-warp step       no (sums)
 ``online_softmax``   a max loop then an exp-sum loop over the same elements -> one online        no (sums)
                      (max, sum) loop: the elements read once; rowpar then merges lanes' parts
+``collapse``         perfectly nested map loops of a one-thread-per-row kernel (heads, then     yes
+                     half a head) -> one loop over both, so rowpar splits (and sizes lanes
+                     for) H * D/2 iterations a row; only where rowpar then splits it
 ``rowpar_*``         one thread per row -> L lanes per row (sub-warp, warp, block); loops split  no (sums)
                      across lanes, accumulations (sum, max, min, arg max) combined by shuffles
 ``scan_*``           a running accumulation stored per element (a prefix sum, running max), one   no (float
@@ -79,6 +82,7 @@ from .base import OPAQUE_NOTE, TEMPLATE_NOTE, Pass, Unit
 from .blockrow import BlockRowPass
 from .grid_reduce import GridReducePass
 from .coarsen import CoarsenPass
+from .collapse import CollapsePass
 from .colpar import ColumnParallelPass
 from .expand import CONSTANTS_NOTE, expand_kernel, integer_constants
 from .fast_math import FastMathPass
@@ -117,12 +121,12 @@ COARSEN = (4, 8)
 SCAN_VARIANTS = ("auto", "warp", "block256")
 
 # Chain order: aliasing facts first, then the accesses, the arithmetic, the reductions, the loop
-# structure (smem_tile before the hints, whose loads it stages; vectorize after the hints, whose loads and stores it widens; vector_loops after rowpar, whose
+# structure (smem_tile before the hints, whose loads it stages; collapse right before rowpar, whose split it widens; vectorize after the hints, whose loads and stores it widens; vector_loops after rowpar, whose
 # split loops it widens, and after hold_row, whose original loops (the long rows' path) it widens; grid_stride before unroll, so the new loop can be unrolled, and before atomic_agg and smem_hist, which accumulate over it), specialise after every pass that reads the body's shape
 # (its versions are copies of the body under a dispatch no other pass reads), and the register budget last.
 PASSES: tuple[Pass, ...] = (
     RestrictPass(), PromotePass(), *(SmemTilePass(*t) for t in SMEM_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(),
-    *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ScanPass(v) for v in SCAN_VARIANTS),
+    CollapsePass(), *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
     *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), UnrollPass(),
     SpecialisePass(), LaunchBoundsPass(),

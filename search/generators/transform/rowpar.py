@@ -65,7 +65,7 @@ from ptxfactory.protocol import LaunchConfig
 from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
-from .affine import Poly, add, independent, poly, split
+from .affine import Poly, add, collapsed_nest, independent, poly, split
 from .base import LOAD_FUNCS, STORE_FUNCS, Unit, access_kind
 from .grid_stride import FACTS_NOTE, threads_per_sm
 from .syntax import COLLECTIVES
@@ -635,7 +635,7 @@ class _Walk:
                                       "(sum, product, max, min, arg max/min, each updated alone; online softmax, "
                                       "Welford)" + "".join(f"; {w}" for w in why))
         trip = _trip(start, bound_node, j)
-        if not self.stores_distinct(body, j, trip):
+        if not self.stores_distinct(body, j, trip, loop):
             return self._serial(loop, "two iterations may touch one element of a buffer it writes")
         types = self.unit.types.scalar
         exact_only = self.unit.spec.check.rtol == 0 and self.unit.spec.check.atol == 0
@@ -777,10 +777,11 @@ class _Walk:
         """Buffers (pointer parameters, through local pointers) written under ``node``; thread-local arrays excluded."""
         return written_roots(node, self.roots, self.arrays)
 
-    def stores_distinct(self, body: Node, j: str, trip: Poly | None) -> bool:
+    def stores_distinct(self, body: Node, j: str, trip: Poly | None, loop: Node | None = None) -> bool:
         """No two iterations of the loop over ``j`` (``trip`` values) touch one element of a buffer the body writes
         (:func:`.affine.independent` on every pair of a write and an access, indices read through the local
-        pointers' offsets); thread-local arrays are not written."""
+        pointers' offsets; for a nest that :mod:`.collapse` made one ``loop``, :class:`.affine.Nest`'s test over its
+        two digits); thread-local arrays are not written."""
         try:
             written = self.written_roots(body)
         except Refused:
@@ -803,7 +804,8 @@ class _Walk:
             if root is None or root not in written:
                 continue
             accesses.setdefault(root, []).append((access_kind(n) != "reads", self.index_poly(n, subst)))
-        local = sx.declared_names(body) - {j}
+        nest = collapsed_nest(loop, j, self.unit.body) if loop is not None else None
+        local = sx.declared_names(body) - {j} - (nest.digits if nest is not None else set())
         for seen in accesses.values():
             if any(f is None or any(set(m) & local for m in f) for _, f in seen):
                 return False  # an index that moves within an iteration (an inner loop's variable): not proven
@@ -812,7 +814,7 @@ class _Walk:
                 if not is_write:
                     continue
                 for _, g in seen:
-                    if f is None or g is None or not independent(f, g, j, trip):
+                    if f is None or g is None or not (nest.independent(f, g) if nest else independent(f, g, j, trip)):
                         return False
         return True
 
@@ -1309,7 +1311,12 @@ def spec_expression(unit: Unit, bound: Node | None, start: Node | None, start_ze
         if node.type == "binary_expression" and sx.operator(node) in ("+", "-", "*", "/", "%"):
             a, b = render(node.child_by_field_name("left"), depth + 1), render(node.child_by_field_name("right"), depth + 1)
             op = "//" if sx.operator(node) == "/" else sx.operator(node)
-            return None if a is None or b is None else f"{a} {op} {b}"
+            if a is None or b is None:
+                return None
+            # an operand that is itself an operation keeps its grouping ((H - 1) * (D - 2); uncast drops the parentheses)
+            a, b = (f"({x})" if sx.uncast(node.child_by_field_name(f)).type == "binary_expression" else x
+                    for x, f in ((a, "left"), (b, "right")))
+            return f"{a} {op} {b}"
         return None
 
     b, a = render(bound), ("0" if start_zero else render(start))
