@@ -1,0 +1,111 @@
+"""GPU tier: two transform passes verified for real, each through a job of the ``transform`` generator only.
+
+- ``grid_reduce``: the classic block-sum kernel (one element per thread into shared memory, a tree, one atomic per
+  block) folds many elements per thread over a grid capped at one wave. Every grid_reduce candidate must verify
+  (float atomics: ``deterministic = false``, judged within tolerance) and the best of them be faster than the
+  original at 2^24 elements, where the original issues 65536 atomics and the capped grid a few hundred.
+- ``collapse``: RoPE written one thread per token, a loop over heads around a loop over half the head dimension;
+  the nest becomes one loop that rowpar splits over the token's lanes. Every candidate whose chain has collapse must
+  verify at sizes with odd head counts and head dimensions.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ptxfactory.protocol import Measured
+
+from _transform_job import describe_rows, transform_job
+
+pytestmark = pytest.mark.gpu
+
+BLOCK_SUM = """
+extern "C" __global__ void block_sum(const float* x, const float* w, float* out, int n)
+{
+    __shared__ float cache[256];
+    int tid = threadIdx.x;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    cache[tid] = (i < n) ? x[i] * w[i] : 0.0f;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s) cache[tid] += cache[tid + s];
+        __syncthreads();
+    }
+    if (tid == 0) atomicAdd(out, cache[0]);
+}
+"""
+BLOCK_SUM_SPEC = """[kernel.block_sum]
+arch = "sm_90a"
+args = [
+  { name = "x", role = "in", dtype = "f32", shape = ["n"] },
+  { name = "w", role = "in", dtype = "f32", shape = ["n"] },
+  { name = "out", role = "inout", dtype = "f32", shape = [1], init = "zeros" },
+  { name = "n", role = "scalar", dtype = "i32", value = "n" },
+]
+launch = { grid = ["cdiv(n, 256)"], block = [256], shared_mem = 0, policy = "free" }
+[kernel.block_sum.check]
+rtol = 1e-4
+atol = 1e-2
+deterministic = false
+seeds = 2
+sizes = [{ n = 1000 }, { n = 1 }, { n = 256 }, { n = 257 }, { n = 1000003 }]
+[kernel.block_sum.bench]
+sizes = [{ n = 16777216 }]
+"""
+
+ROPE = """
+extern "C" __global__ void rope(const float* x, const float* cos_t, const float* sin_t, float* out, int T, int H, int D)
+{
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= T) return;
+    int half = D / 2;
+    for (int h = 0; h < H; ++h) {
+        const float* xv = x + ((size_t)t * H + h) * D;
+        float* ov = out + ((size_t)t * H + h) * D;
+        for (int i = 0; i < half; ++i) {
+            float c = cos_t[(size_t)t * half + i], s = sin_t[(size_t)t * half + i];
+            float x1 = xv[i], x2 = xv[i + half];
+            ov[i] = x1 * c - x2 * s;
+            ov[i + half] = x2 * c + x1 * s;
+        }
+    }
+}
+"""
+ROPE_SPEC = """[kernel.rope]
+arch = "sm_90a"
+args = [
+  { name = "x", role = "in", dtype = "f32", shape = ["T", "H", "D"] },
+  { name = "cos_t", role = "in", dtype = "f32", shape = ["T", "D // 2"], init = "uniform(-1, 1)" },
+  { name = "sin_t", role = "in", dtype = "f32", shape = ["T", "D // 2"], init = "uniform(-1, 1)" },
+  { name = "out", role = "out", dtype = "f32", shape = ["T", "H", "D"] },
+  { name = "T", role = "scalar", dtype = "i32", value = "T" },
+  { name = "H", role = "scalar", dtype = "i32", value = "H" },
+  { name = "D", role = "scalar", dtype = "i32", value = "D" },
+]
+constraints = ["D % 2 == 0"]
+launch = { grid = ["cdiv(T, 128)"], block = [128], shared_mem = 0, policy = "free" }
+[kernel.rope.check]
+rtol = 1e-5
+atol = 1e-5
+seeds = 2
+sizes = [{ T = 37, H = 4, D = 64 }, { T = 5, H = 3, D = 6 }, { T = 1, H = 1, D = 2 }, { T = 33, H = 7, D = 130 }]
+[kernel.rope.bench]
+sizes = [{ T = 4096, H = 64, D = 256 }, { T = 65536, H = 8, D = 128 }]
+"""
+
+
+def test_grid_reduce_candidates_verify_and_the_best_beats_the_block_atomics(tmp_path):
+    summary = transform_job(tmp_path, "block_sum", BLOCK_SUM, BLOCK_SUM_SPEC, max_candidates=12)
+    rows = [r for r in summary.rows if "pass:grid_reduce" in r.candidate.params]
+    assert rows, describe_rows(summary)
+    assert all(isinstance(r.result, Measured) for r in rows), describe_rows(summary)
+    assert max(r.result.speedup for r in rows) > 1.1, describe_rows(summary)
+
+
+def test_collapsed_rope_candidates_verify(tmp_path):
+    summary = transform_job(tmp_path, "rope", ROPE, ROPE_SPEC, max_candidates=16)
+    rows = [r for r in summary.rows if "pass:collapse" in r.candidate.params]
+    assert rows, describe_rows(summary)
+    assert all(isinstance(r.result, Measured) for r in rows), describe_rows(summary)
+    print(describe_rows(summary))
