@@ -287,3 +287,17 @@ def test_wide_indices_take_an_unsigned_flat_index():
     out = COLLAPSE.apply(unit(src, rope_spec()))
     assert "for (unsigned long long ptxf_f = 0; ptxf_f < (unsigned long long)(H) * (half); ++ptxf_f)" in out.text
     assert "size_t h = (size_t)(ptxf_f / (half));" in out.text
+
+
+def test_chains_are_proposed_with_and_without_collapse():
+    """collapse is an optional group: on the RoPE example the generator proposes rowpar chains over the collapsed nest
+    and over the inner loop alone (measured on an H200, neither kind wins at every size)."""
+    from ptxfactory.search.generators.transform import OPTIONAL_GROUPS, TransformGenerator
+    from _generator_support import example_ctx
+
+    assert "nest" in OPTIONAL_GROUPS
+    chains = [c.description for c in TransformGenerator().propose(example_ctx("rope"))]
+    with_it = [d for d in chains if "collapse+rowpar_" in d]
+    without = [d for d in chains if "+rowpar_" in d and "collapse" not in d]
+    assert with_it and without, chains
+    assert {d.split("rowpar_")[1].split("+")[0] for d in with_it} & {d.split("rowpar_")[1].split("+")[0] for d in without}

@@ -131,6 +131,10 @@ PASSES: tuple[Pass, ...] = (
     *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), UnrollPass(),
     SpecialisePass(), LaunchBoundsPass(),
 )
+# Groups that a chain may also go without when one of them applies: ``collapse`` (group "nest") flattens a loop nest
+# for rowpar, which pays a division per element; measured on RoPE (H200), the nest split at its inner loop alone was
+# faster at two of three sizes and slower at the third, so both kinds of chain are proposed and timed.
+OPTIONAL_GROUPS = frozenset({"nest"})
 MAX_CANDIDATES = 24  # singles (the lane and block variants are many) plus the first greedy chains
 
 
@@ -264,13 +268,16 @@ def plan_chains(unit: Unit) -> list[list[Pass]]:
     groups = list(dict.fromkeys(p.group for p in PASSES if p.group is not None))
     # the grid group's alternatives (rowpar's lanes, colpar's splits, ...) vary fastest: the first chains cover every
     # way of parallelising the kernel before they cover another hint for each
-    groups = [g for g in groups if g != "grid"] + [g for g in groups if g == "grid"]
+    # an optional group's chains are built with and without it, its "without" varying just slower than the grid
+    groups = ([g for g in groups if g != "grid" and g not in OPTIONAL_GROUPS] + [g for g in groups if g in OPTIONAL_GROUPS]
+              + [g for g in groups if g == "grid"])
     # a group's alternatives: those that apply to the unit, or to it after the passes of no group (promote's register
     # turns a y[r] += ... loop into a sum that rowpar or smem_tile then takes)
     def alternatives(g: str) -> list[Pass | None]:
         first = next(i for i, p in enumerate(PASSES) if p.group == g)
         prepared = run_chain(unit, [p for p in PASSES[:first] if p.group is None])
-        return [p for p in PASSES if p.group == g and (p.applies(unit) or p.applies(prepared))] or [None]
+        found = [p for p in PASSES if p.group == g and (p.applies(unit) or p.applies(prepared))]
+        return found + [None] if g in OPTIONAL_GROUPS else found or [None]
 
     options = [alternatives(g) for g in groups]
     greedy = []

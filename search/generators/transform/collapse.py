@@ -75,7 +75,7 @@ class CollapsePass(PlannedPass):
     """Perfectly nested map loops of the row's code -> one loop over both (see the module docstring)."""
 
     name = "collapse"
-    group = None  # keeps the launch: chains take it before rowpar
+    group = "nest"  # keeps the launch: chains take it before rowpar, and are built without it too (OPTIONAL_GROUPS)
     exact = True
 
     def __init__(self) -> None:
