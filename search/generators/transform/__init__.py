@@ -34,7 +34,7 @@ pass                 what it does                                               
                      (8/16/32 elements per lane, or auto from the spec's sizes), else original
 ``smem_tile_*``      one thread per output of an inner-product loop -> 16x16 threads, RxR      yes
                      outputs each (1, 2, 4, 8), operand tiles staged in shared memory
-``vectorize``        one thread per 16 bytes: 16-byte loads/stores, scalar tail, grid / VEC     yes
+``vectorize``        one thread per 16 bytes (of the widest element): 16/8-byte accesses, tail  yes
 ``vector_loops``     lane-strided row loops (rowpar's, block per row): VEC elements per lane     no (sums)
                      and step, 16-byte loads/stores, scalar head/tail, uniform alignment check
 ``grid_stride``      one thread per element -> grid-stride loop, grid capped at one wave (SMs)  yes

@@ -7,7 +7,8 @@ Pattern (the kernel body is exactly this; casts and either operand order allowed
     ...rest...                     // y[i] = f(x[i], z[i], ...): every buffer access is p[i]
 
 Each thread then handles ``VEC = 16 / sizeof(E)`` consecutive elements from ``i0 = i * VEC`` (E:
-``float``, ``__half`` or ``__nv_bfloat16``, the same size for every buffer)::
+``float``, ``__half`` or ``__nv_bfloat16``; with buffers of both sizes, a mixed-precision kernel, E is the widest:
+its buffers move 16 bytes, the 2-byte ones 8, as ``uint2``)::
 
     const T ptxf_v0 = (T)(blockIdx.x * blockDim.x + threadIdx.x) * VEC;
     if (ptxf_v0 >= n) return;
@@ -30,7 +31,7 @@ buffer accessed holds at least N elements at the spec's sizes; ``rest`` is strai
 branch or loop statements, no ``return``, barrier, warp collective, ``__shared__`` data or thread
 builtins) that does not write ``i`` or ``n``; each buffer is only read, or written by exactly one
 top-level ``y[i] = v;`` statement (reads of it before that store allowed); no other pointer use;
-a 32-bit index does not overflow at the spec's sizes.
+a 32-bit index does not overflow at the spec's sizes; a buffer moved 8 bytes at a time takes no ``ldg_na`` hint.
 """
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ LOADS = {"__ldg": "__ldg", "__ldcs": "__ldcs"}  # scalar hint -> the same on the
 STORES = {"__stcs": "__stcs"}
 NA_V4 = "ptxf_ldna_v4u32"
 COMPONENTS = "xyzw"
+WIDTHS = {16: "uint4", 8: "uint2"}  # bytes a thread moves per buffer -> the vector type
 FORBIDDEN = ("if_statement", "switch_statement", "break_statement", "continue_statement") + sx.LOOPS
 
 
@@ -101,9 +103,11 @@ class VectorizePass:
         if bufs is None:
             return None
         sizes = {ELEMENTS[p.base][0] for p, _ in bufs.values()}
-        if len(sizes) != 1:
-            return None
-        vec = VEC_BYTES // sizes.pop()
+        vec = VEC_BYTES // max(sizes)
+        for p, acc in bufs.values():  # a narrower buffer moves vec * size bytes: 8 (uint2) at least, no no-allocate hint
+            width = vec * ELEMENTS[p.base][0]
+            if width not in WIDTHS or (width != VEC_BYTES and any(a[0] == "read" and (a[2] or "").startswith("ptxf_ldna_") for a in acc)):
+                return None
         if not self._sizes_ok(unit, symbol, ctype, block, vec, [p.name for p, _ in bufs.values()]):
             return None
         return {"name": name, "type": ctype, "init": init, "bound": bound, "rest": rest, "bufs": bufs, "vec": vec,
@@ -199,7 +203,8 @@ class VectorizePass:
             for a in rd:
                 reads[(a[1].start_byte, a[1].end_byte)] = b
             hint = rd[0][2]
-            ptr = f"reinterpret_cast<const uint4*>({b} + {base})"
+            vt = WIDTHS[vec * ELEMENTS[p.base][0]]
+            ptr = f"reinterpret_cast<const {vt}*>({b} + {base})"
             if hint is None:
                 load = f"*{ptr}"
             elif hint.startswith("ptxf_ldna_"):
@@ -207,7 +212,7 @@ class VectorizePass:
                 helpers.append(na_v4_helper())
             else:
                 load = f"{LOADS[hint]}({ptr})"
-            lines.append(f"{i1}const uint4 ptxf_{b} = {load};")
+            lines.append(f"{i1}const {vt} ptxf_{b} = {load};")
         stores = {b: next(a for a in acc if a[0] == "write") for b, (p, acc) in bufs.items() if any(a[0] == "write" for a in acc)}
         if stores:
             lines.append(f"{i1}unsigned " + ", ".join(f"ptxf_{b}{k}" for b in stores for k in range(vec)) + ";")
@@ -217,7 +222,7 @@ class VectorizePass:
             def element(node: Node, k=k) -> bytes | None:
                 b = reads.get((node.start_byte, node.end_byte))
                 if b is not None:
-                    return _unpack(bufs[b][0].base, b, k, vec).encode()
+                    return _unpack(bufs[b][0].base, b, k).encode()
                 for sb, w in stores.items():
                     if (node.start_byte, node.end_byte) == (w[2].start_byte, w[2].end_byte):
                         value = sx.render(w[3], data, element).decode()
@@ -230,18 +235,25 @@ class VectorizePass:
             lines.append(f"{i1}{{  // element {k}\n{i1}    {text}\n{i1}}}")
 
         for b, w in stores.items():
-            words = [f"ptxf_{b}{k}" for k in range(vec)] if vec == 4 else [
-                f"ptxf_{b}{2 * j} | (ptxf_{b}{2 * j + 1} << 16)" for j in range(4)]
-            value = "make_uint4(" + ", ".join(words) + ")"
-            ptr = f"reinterpret_cast<uint4*>({b} + {base})"
+            size = ELEMENTS[bufs[b][0].base][0]
+            words = [f"ptxf_{b}{k}" for k in range(vec)] if size == 4 else [
+                f"ptxf_{b}{2 * j} | (ptxf_{b}{2 * j + 1} << 16)" for j in range(vec // 2)]
+            vt = WIDTHS[vec * size]
+            value = f"make_{vt}(" + ", ".join(words) + ")"
+            ptr = f"reinterpret_cast<{vt}*>({b} + {base})"
             lines.append(f"{i1}{STORES[w[4]]}({ptr}, {value});" if w[4] else f"{i1}*{ptr} = {value};")
 
-        aligned = " | ".join(f"reinterpret_cast<unsigned long long>({b})" for b in bufs)
+        by_width: dict[int, list[str]] = {}
+        for b, (p, _) in bufs.items():
+            by_width.setdefault(vec * ELEMENTS[p.base][0], []).append(b)
+        aligned = " && ".join(
+            "((" + " | ".join(f"reinterpret_cast<unsigned long long>({b})" for b in names) + f") & {w - 1}ull) == 0ull"
+            for w, names in sorted(by_width.items(), reverse=True))
         scalar = "\n".join(sx.text(s) for s in m["rest"]).replace("\n", "\n" + i2)
         out = (
             f"const {t} {base} = ({t})({sx.text(m['init'])}) * {vec};  // first of this thread's {vec} elements (transform vectorize)\n"
             f"{indent}if ({base} >= {bound}) return;\n"
-            f"{indent}if ({base} + {vec} <= {bound} && (({aligned}) & 15ull) == 0ull) {{  // 16-byte loads and stores\n"
+            f"{indent}if ({base} + {vec} <= {bound} && {aligned}) {{  // 16-byte loads and stores (8 for narrower elements)\n"
             + "\n".join(lines) + "\n"
             f"{indent}}} else {{  // the tail, or buffers not 16-byte aligned: element by element\n"
             f"{i1}for ({t} {name} = {base}; {name} < {base} + {vec} && {name} < {bound}; ++{name}) {{\n"
@@ -308,10 +320,10 @@ def _store_target(store: Node) -> Node:
     return store.child_by_field_name("left") if store.type == "assignment_expression" else sx.call_args(store)[0]
 
 
-def _unpack(base: str, buf: str, k: int, vec: int) -> str:
-    """Element ``k`` of the 16-byte value ``ptxf_<buf>``, as an element-type expression."""
+def _unpack(base: str, buf: str, k: int) -> str:
+    """Element ``k`` of the vector value ``ptxf_<buf>`` (``uint4`` or ``uint2``), as an element-type expression."""
     size, to_elem, _ = ELEMENTS[base]
-    if vec == 4:
+    if size == 4:
         return to_elem.format(f"ptxf_{buf}.{COMPONENTS[k]}")
     word = f"ptxf_{buf}.{COMPONENTS[k // 2]}"
     return to_elem.format(word + (" >> 16" if k % 2 else " & 0xffffu"))
