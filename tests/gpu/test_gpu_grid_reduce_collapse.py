@@ -20,39 +20,8 @@ from _transform_job import describe_rows, transform_job
 
 pytestmark = pytest.mark.gpu
 
-BLOCK_SUM = """
-extern "C" __global__ void block_sum(const float* x, const float* w, float* out, int n)
-{
-    __shared__ float cache[256];
-    int tid = threadIdx.x;
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    cache[tid] = (i < n) ? x[i] * w[i] : 0.0f;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (tid < s) cache[tid] += cache[tid + s];
-        __syncthreads();
-    }
-    if (tid == 0) atomicAdd(out, cache[0]);
-}
-"""
-BLOCK_SUM_SPEC = """[kernel.block_sum]
-arch = "sm_90a"
-args = [
-  { name = "x", role = "in", dtype = "f32", shape = ["n"] },
-  { name = "w", role = "in", dtype = "f32", shape = ["n"] },
-  { name = "out", role = "inout", dtype = "f32", shape = [1], init = "zeros" },
-  { name = "n", role = "scalar", dtype = "i32", value = "n" },
-]
-launch = { grid = ["cdiv(n, 256)"], block = [256], shared_mem = 0, policy = "free" }
-[kernel.block_sum.check]
-rtol = 1e-4
-atol = 1e-2
-deterministic = false
-seeds = 2
-sizes = [{ n = 1000 }, { n = 1 }, { n = 256 }, { n = 257 }, { n = 1000003 }]
-[kernel.block_sum.bench]
-sizes = [{ n = 16777216 }]
-"""
+TRIAL = Path(__file__).parents[2] / "bench" / "trials" / "block_sum"  # the block-sum trial: its kernel and spec
+
 
 ROPE = """
 extern "C" __global__ void rope(const float* x, const float* cos_t, const float* sin_t, float* out, int T, int H, int D)
@@ -96,7 +65,8 @@ sizes = [{ T = 4096, H = 64, D = 256 }, { T = 65536, H = 8, D = 128 }]
 
 
 def test_grid_reduce_candidates_verify_and_the_best_beats_the_block_atomics(tmp_path):
-    summary = transform_job(tmp_path, "block_sum", BLOCK_SUM, BLOCK_SUM_SPEC, max_candidates=12)
+    source, spec = (TRIAL / "block_sum.cu").read_text(), (TRIAL / "block_sum.cu.toml").read_text()
+    summary = transform_job(tmp_path, "block_sum", source, spec.replace('"python:ref.py:block_sum"', '"kernel"'), max_candidates=12)
     rows = [r for r in summary.rows if "pass:grid_reduce" in r.candidate.params]
     assert rows, describe_rows(summary)
     assert all(isinstance(r.result, Measured) for r in rows), describe_rows(summary)

@@ -789,6 +789,15 @@ int main() {
 """
 
 
+def _emulate(program: str, tmp_path) -> str:
+    """``program`` (C++17) built with g++ (no fp contraction, as the kernels' exact order) and run; its stdout, stripped."""
+    cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
+    cpp.write_text(program)
+    build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", "-ffp-contract=off", str(cpp), "-o", str(exe)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    return subprocess.run([str(exe)], capture_output=True, text=True, timeout=60).stdout.strip()
+
+
 def _host(text: str) -> str:
     return text.replace('extern "C" ', "").replace("#include <cuda_bf16.h>", "")
 
@@ -806,12 +815,7 @@ def test_vectorize_bit_identical_on_host_emulation(dtype, tmp_path):
     elem = "float" if dtype == "f32" else "__nv_bfloat16"
     program = (VEC_SHIM + "".join(f"namespace {ns} {{\n{_host(t)}\n}}\n" for ns, t in (("orig", src), ("vec", plain.text), ("vecs", streamed.text)))
                + VEC_MAIN.replace("ELEM", elem).replace("BLOCK", "128L").replace("VEC", f"{vec}L"))
-    cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
-    cpp.write_text(program)
-    build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", "-ffp-contract=off", str(cpp), "-o", str(exe)], capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr[-3000:]
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
-    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout[-500:]
+    assert _emulate(program, tmp_path) == "ok"
 
 
 # Mixed precision: float and bf16 buffers in one elementwise kernel (a bf16 bias added in fp32; a float result
@@ -898,18 +902,11 @@ def test_vectorize_mixed_precision_bit_identical_on_host_emulation(name, tmp_pat
     shim = shim.replace("template <class T> T* checked(T* p) {", "template <class T> T* checked(T* p) { return p;")
     program = (shim + "".join(f"namespace {ns} {{\n{_host(t)}\n}}\n" for ns, t in (("orig", src), ("vec", v.text)))
                + MIXED_MAIN.replace("TX", ctype[dtypes[0]]).replace("TB", ctype[dtypes[1]]).replace("TY", ctype[dtypes[2]]))
-    cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
-    cpp.write_text(program)
-    build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", "-ffp-contract=off", str(cpp), "-o", str(exe)], capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr[-3000:]
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
-    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout[-500:]
+    assert _emulate(program, tmp_path) == "ok"
     # the emulation must see a difference: a vectorized kernel that mixes up two elements fails it
     broken = v.text.replace("ptxf_x.x", "ptxf_x.TMP").replace("ptxf_x.y", "ptxf_x.x").replace("ptxf_x.TMP", "ptxf_x.y")
     assert broken != v.text
-    cpp.write_text(program.replace(_host(v.text), _host(broken)))
-    subprocess.run(["g++", "-std=c++17", "-O1", "-w", "-ffp-contract=off", str(cpp), "-o", str(exe)], check=True)
-    assert subprocess.run([str(exe)], capture_output=True, text=True, timeout=60).stdout.strip() != "ok"
+    assert _emulate(program.replace(_host(v.text), _host(broken)), tmp_path) != "ok"
 
 
 def test_where_a_restructuring_pass_applies_it_and_its_chains_are_proposed_first():
