@@ -253,7 +253,7 @@ class VectorizePass:
         out = (
             f"const {t} {base} = ({t})({sx.text(m['init'])}) * {vec};  // first of this thread's {vec} elements (transform vectorize)\n"
             f"{indent}if ({base} >= {bound}) return;\n"
-            f"{indent}if ({base} + {vec} <= {bound} && {aligned}) {{  // 16-byte loads and stores (8 for narrower elements)\n"
+            f"{indent}if ({base} + {vec} <= {bound} && {aligned}) {{  // 16-byte loads and stores{' (8 for 2-byte elements)' if len(by_width) > 1 else ''}\n"
             + "\n".join(lines) + "\n"
             f"{indent}}} else {{  // the tail, or buffers not 16-byte aligned: element by element\n"
             f"{i1}for ({t} {name} = {base}; {name} < {base} + {vec} && {name} < {bound}; ++{name}) {{\n"
