@@ -312,16 +312,17 @@ def scan_ptx(code: str) -> str | None:
     return None
 
 
-def check_binary(candidate: Candidate, cubin: bytes | None, arch: str) -> StaticFinding | None:
+def check_binary(candidate: Candidate, cubin: bytes | None, arch: str, ptx: str | None = None) -> StaticFinding | None:
     """The compiled code of the candidate's kernel and the functions it calls (:func:`kernel_ptx`; not other
     kernels of the file): clock and global-timer reads, device malloc/free, printf, trap/exit (``static_binary``),
     and writable device globals it writes (``static_source``), however the source spelled them.
 
-    A scan that cannot run refuses the candidate (``static_binary``): it never passes by default."""
+    A scan that cannot run refuses the candidate (``static_binary``): it never passes by default. ``ptx``: the
+    candidate's PTX where the caller has it already (else compiled here)."""
     if not cubin:
         return None
     try:
-        ptx = compile_ptx(candidate, arch)
+        ptx = ptx if ptx is not None else compile_ptx(candidate, arch)
         code = kernel_ptx(ptx, candidate.kernel_name)
         why = scan_ptx(code)
         if why:
@@ -338,19 +339,19 @@ def check_binary(candidate: Candidate, cubin: bytes | None, arch: str) -> Static
 
 
 def static_check(candidate: Candidate, spec: KernelSpec, resources: Resources | None, cubin: bytes | None = None) -> StaticFinding | None:
-    """All static checks in order (source, compiled globals, then launch and resources); the first finding, or None."""
-    found = check_source(candidate) or check_binary(candidate, cubin, spec.arch)
+    """All static checks in order (source, compiled globals, then launch and resources); the first finding, or None.
+    The PTX is compiled once, here when the source may ask for a thread block cluster (read for the launch check)."""
+    found = check_source(candidate)
     if found:
         return found
-    try:
-        cluster = _cluster_of(candidate, spec.arch)
-    except Exception as exc:  # noqa: BLE001: a check that cannot run refuses
-        return StaticFinding("static_launch", f"its cluster dimensions could not be read ({type(exc).__name__})")
+    ptx = None
+    if re.search(r"cluster_dims|reqnctapercluster", candidate.source):
+        try:
+            ptx = compile_ptx(candidate, spec.arch)
+        except Exception as exc:  # noqa: BLE001: a check that cannot run refuses
+            return StaticFinding("static_launch", f"its cluster dimensions could not be read ({type(exc).__name__})")
+    found = check_binary(candidate, cubin, spec.arch, ptx)
+    if found:
+        return found
+    cluster = cluster_dims(kernel_ptx(ptx, candidate.kernel_name)) if ptx is not None else None
     return check_launch(candidate, spec, resources, cluster)
-
-
-def _cluster_of(candidate: Candidate, arch: str) -> tuple[int, int, int] | None:
-    """The cluster the candidate's kernel is compiled for; its PTX is read only when the source can ask for one."""
-    if not re.search(r"__cluster_dims__|\.reqnctapercluster|cluster_dims", candidate.source):
-        return None
-    return cluster_dims(kernel_ptx(compile_ptx(candidate, arch), candidate.kernel_name))

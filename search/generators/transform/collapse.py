@@ -49,8 +49,8 @@ from . import syntax as sx
 from .base import LOAD_FUNCS, Unit
 from .opening import paren
 from .reductions import PURE_CALLS, loop_accumulators
-from .rowpar import (PlannedPass, Refused, RowParallelPass, _ancestors, _local_arrays, _row_guard, _row_loop, _Walk,
-                     _base_name, access_base, pointer_roots, written_roots)
+from .rowpar import (PlannedPass, Refused, RowParallelPass, _base_name, _local_arrays, _row_guard, _row_loop, access_base,
+                     pointer_roots, step_one_bound, value_dead_after, written_roots)
 from .syntax import Node
 
 FLAT = "ptxf_f"
@@ -167,7 +167,7 @@ class CollapsePass(PlannedPass):
                 if why:
                     raise Refused(f"the bound {sx.text(b)!r}: {why}")
         for x in (ho, hi):
-            if not x.declared and not _dead_after(unit, outer, x.name):
+            if not x.declared and not value_dead_after(unit.fn, outer, x.name):
                 raise Refused(f"{x.name} (declared before the loop) is read after it")
         ftype = "unsigned long long" if {ho.ctype, hi.ctype} & UNSIGNED_64 else "long long"
         n_o, n_i = _trip(ho, ftype), _trip(hi, ftype)
@@ -209,28 +209,8 @@ def _head(unit: Unit, loop: Node) -> Head | None:
             return None
         name, lo, declared = sx.text(sx.unparen(a.child_by_field_name("left"))), a.child_by_field_name("right"), False
         ctype = unit.types.scalar.get(name) if sx.declaration_counts(unit.fn).get(name) == 1 else None
-    if ctype not in sx.INT_TYPES:
-        return None
-    c = sx.unparen(cond)
-    if c is None or c.type != "binary_expression":
-        return None
-    op, left, right = sx.operator(c), sx.unparen(c.child_by_field_name("left")), sx.unparen(c.child_by_field_name("right"))
-    if op in ("<", "<=") and sx.is_ident(left, name):
-        hi = c.child_by_field_name("right")
-    elif op in (">", ">=") and sx.is_ident(right, name):
-        hi = c.child_by_field_name("left")
-    else:
-        return None
-    u = sx.unparen(upd)
-    target = sx.unparen(u.child_by_field_name("argument" if u.type == "update_expression" else "left"))
-    plus = sorted(sx.text(sx.unparen(o)) for o in sx.operands(u.child_by_field_name("right"), "+")) \
-        if u.type == "assignment_expression" else []
-    step = u.type == "update_expression" and "++" in sx.text(u) or u.type == "assignment_expression" and (
-        (sx.operator(u) == "+=" and sx.is_number(u.child_by_field_name("right"), 1))
-        or (sx.operator(u) == "=" and plus == sorted(["1", name])))
-    if not step or not sx.is_ident(target, name) or name in sx.identifiers(hi):
-        return None
-    return Head(name, ctype, lo, hi, op in ("<=", ">="), declared)
+    bound = step_one_bound(cond, upd, name) if ctype in sx.INT_TYPES else None
+    return None if bound is None else Head(name, ctype, lo, bound[0], bound[1], declared)
 
 
 def _trip(x: Head, ftype: str) -> str:
@@ -291,16 +271,3 @@ def _impure(node: Node | None, buffers: set[str], roots: dict[str, str]) -> str 
             if root is None or root in buffers:
                 return f"reads {sx.text(n)!r}, which the kernel may write"
     return None
-
-
-def _dead_after(unit: Unit, loop: Node, name: str) -> bool:
-    """``name`` is mentioned outside ``loop`` only where declared or inside a ``for`` loop that starts by assigning it."""
-    for n in sx.walk(unit.fn):
-        if not sx.is_ident(n, name) or loop.start_byte <= n.start_byte < loop.end_byte:
-            continue
-        p = n.parent
-        if p is not None and (p.type == "declaration" or (p.type == "init_declarator" and p.child_by_field_name("declarator") == n)):
-            continue
-        if not any(_Walk._kills(f, name) for f in _ancestors(n)):
-            return False
-    return True

@@ -712,24 +712,7 @@ class _Walk:
         head = loop_head(node) if node is not None else None
         if head is None:
             return None
-        for n in sx.walk(self.unit.fn):
-            if n.type != "identifier" or sx.text(n) != j or loop.start_byte <= n.start_byte < loop.end_byte:
-                continue
-            p = n.parent
-            if p is not None and (p.type == "declaration" or (p.type == "init_declarator" and p.child_by_field_name("declarator") == n)):
-                continue
-            if not any(self._kills(f, j) and f.start_byte <= n.start_byte < f.end_byte for f in _ancestors(n)):
-                return None
-        return j, a.child_by_field_name("right")
-
-    @staticmethod
-    def _kills(f: Node, j: str) -> bool:
-        """``f`` is a ``for`` loop whose initializer assigns ``j``."""
-        if f.type != "for_statement":
-            return False
-        a = sx.unparen(f.child_by_field_name("initializer"))
-        return a is not None and a.type == "assignment_expression" and sx.operator(a) == "=" and sx.is_ident(
-            sx.unparen(a.child_by_field_name("left")), j)
+        return (j, a.child_by_field_name("right")) if value_dead_after(self.unit.fn, loop, j) else None
 
     def _serial(self, loop: Node, why: str) -> bool:
         self.rw.kept_serial.append(f"line {loop.start_point[0] + 1}: {why}")
@@ -895,6 +878,29 @@ def _check_whole(stmt: Node) -> None:
             raise Refused("inline asm in the row's code")
         if n.type in ("goto_statement", "labeled_statement"):
             raise Refused("goto in the row's code")
+
+
+def value_dead_after(fn: Node, loop: Node, j: str) -> bool:
+    """Whether the value ``loop`` leaves in ``j`` is never read: every mention of ``j`` in the function ``fn`` outside
+    ``loop``, but its declaration, is inside a ``for`` loop whose initializer assigns ``j``."""
+    for n in sx.walk(fn):
+        if not sx.is_ident(n, j) or loop.start_byte <= n.start_byte < loop.end_byte:
+            continue
+        p = n.parent
+        if p is not None and (p.type == "declaration" or (p.type == "init_declarator" and p.child_by_field_name("declarator") == n)):
+            continue
+        if not any(_assigns_in_init(f, j) for f in _ancestors(n)):
+            return False
+    return True
+
+
+def _assigns_in_init(f: Node, j: str) -> bool:
+    """``f`` is a ``for`` loop whose initializer assigns ``j``."""
+    if f.type != "for_statement":
+        return False
+    a = sx.unparen(f.child_by_field_name("initializer"))
+    return a is not None and a.type == "assignment_expression" and sx.operator(a) == "=" and sx.is_ident(
+        sx.unparen(a.child_by_field_name("left")), j)
 
 
 def _ancestors(n: Node):
@@ -1226,13 +1232,23 @@ def loop_head(loop: Node) -> tuple[str, Node] | None:
     if len(ds) != 1 or ds[0].type != "init_declarator" or sx.type_text(init.child_by_field_name("type")) not in sx.INT_TYPES:
         return None
     j = sx.text(ds[0].child_by_field_name("declarator"))
-    start = ds[0].child_by_field_name("value")
+    if step_one_bound(cond, upd, j) is None:
+        return None
+    return j, ds[0].child_by_field_name("value")
+
+
+def step_one_bound(cond: Node, upd: Node, j: str) -> tuple[Node, bool] | None:
+    """``(b, inclusive)`` when a ``for`` loop's condition and update are ``j < b`` (``<=``: inclusive; or ``b > j``,
+    ``b >= j``) with ``b`` free of ``j``, and a step of one (``j++``, ``++j``, ``j += 1``, ``j = j + 1``); else None."""
     c = sx.unparen(cond)
     if c is None or c.type != "binary_expression":
         return None
     op, left, right = sx.operator(c), sx.unparen(c.child_by_field_name("left")), sx.unparen(c.child_by_field_name("right"))
-    if not ((op in ("<", "<=") and sx.is_ident(left, j) and j not in sx.identifiers(right))
-            or (op in (">", ">=") and sx.is_ident(right, j) and j not in sx.identifiers(left))):
+    if op in ("<", "<=") and sx.is_ident(left, j) and j not in sx.identifiers(right):
+        bound = c.child_by_field_name("right")
+    elif op in (">", ">=") and sx.is_ident(right, j) and j not in sx.identifiers(left):
+        bound = c.child_by_field_name("left")
+    else:
         return None
     u = sx.unparen(upd)
     step_one = (
@@ -1242,9 +1258,7 @@ def loop_head(loop: Node) -> tuple[str, Node] | None:
         or (u.type == "assignment_expression" and sx.operator(u) == "=" and sx.is_ident(sx.unparen(u.child_by_field_name("left")), j)
             and _is_plus_one(sx.unparen(u.child_by_field_name("right")), j))
     )
-    if not step_one:
-        return None
-    return j, start
+    return (bound, op in ("<=", ">=")) if step_one else None
 
 
 def _is_plus_one(node: Node | None, j: str) -> bool:
