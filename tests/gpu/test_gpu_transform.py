@@ -97,12 +97,18 @@ sizes = [{ N = 67108864 }]
 """
 
 
-def test_transform_vectorize_is_bit_exact_and_faster(tmp_path):
-    """The vectorize pass on a 1-D bf16 elementwise kernel: every vectorized candidate verified bit for bit
-    (rtol = atol = 0; odd sizes take the scalar tail) and faster than the scalar original."""
+# Mixed precision: a float input beside the bf16 ones (16-byte loads of x, 8-byte of b and y, four elements a thread)
+VEC_MIXED = (VEC_KERNEL.replace("const __nv_bfloat16* x", "const float* x").replace("__bfloat162float(x[i])", "x[i]"),
+             VEC_SPEC.replace('name = "x", role = "in", dtype = "bf16"', 'name = "x", role = "in", dtype = "f32"'))
+
+
+@pytest.mark.parametrize("kernel, spec", [(VEC_KERNEL, VEC_SPEC), VEC_MIXED], ids=["bf16", "f32_bf16_mixed"])
+def test_transform_vectorize_is_bit_exact_and_faster(tmp_path, kernel, spec):
+    """The vectorize pass on a 1-D bf16 elementwise kernel, and on a mixed-precision one: every vectorized candidate
+    verified bit for bit (rtol = atol = 0; odd sizes take the scalar tail) and faster than the scalar original."""
     source = tmp_path / "fma2.cu"
-    source.write_text(VEC_KERNEL)
-    source.with_name("fma2.cu.toml").write_text(VEC_SPEC)
+    source.write_text(kernel)
+    source.with_name("fma2.cu.toml").write_text(spec)
 
     async def go():
         backend, store = GpuBackend(), await LessonStore.open(tmp_path / "lessons.sqlite")
