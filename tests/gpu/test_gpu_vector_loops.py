@@ -1,9 +1,11 @@
 """GPU tier: the ``vector_loops`` pass (16-byte loads and stores in lane-strided row loops) verified for real.
 
-Two naive kernels, each through a job of the ``transform`` generator only: an fp32 L2 row
-normalisation written one thread per row (rowpar splits its loops, vector_loops widens them) and a
+Three naive kernels, each through a job of the ``transform`` generator only: an fp32 L2 row
+normalisation written one thread per row (rowpar splits its loops, vector_loops widens them), a
 bf16 RMSNorm-like kernel written one block per row (vector_loops applies to its loops directly, 8
-elements per lane). The check sizes mix row lengths that keep rows 16-byte aligned (vector path),
+elements per lane), and the RoPE example (bf16 activations beside f32 tables: 8-byte and 16-byte
+accesses in one loop; the two halves of each head, ``x[i]`` and ``x[i + D/2]``, two ranges of one buffer;
+head dimensions 6, 18 and 130 leave the halves on different chunk offsets: the original loop). The check sizes mix row lengths that keep rows 16-byte aligned (vector path),
 odd ones (the runtime check fails on most rows: the original loop) and ones shorter than a vector;
 the verifier's misaligned views move every buffer by one element (the scalar head). Every candidate
 carrying the pass must pass the verifier (spec and held-out sizes, poisoned outputs, canaries, reruns).
@@ -95,6 +97,13 @@ sizes = [{ M = 4096, N = 4096 }]
 """
 
 
+ROPE_DIR = Path(__file__).resolve().parents[2] / "examples" / "rope"
+ROPE = (ROPE_DIR / "rope.cu").read_text()
+# the example's spec and check sizes; a bench size small enough for a test
+ROPE_SPEC = "\n".join("sizes = [{ T = 4096, H = 8, D = 128 }]" if line.startswith("sizes = [{ T = 32768")
+                       else line for line in (ROPE_DIR / "rope.cu.toml").read_text().splitlines())
+
+
 def _job(tmp_path: Path, name: str, source: str, spec: str):
     return transform_job(tmp_path, name, source, spec, max_candidates=40, patience=None)
 
@@ -103,8 +112,10 @@ def _report(summary) -> str:
     return describe_rows(summary)
 
 
-@pytest.mark.parametrize("name,source,spec", [("l2rows", L2NORM, L2NORM_SPEC), ("rms", RMS, RMS_SPEC)])
+@pytest.mark.parametrize("name,source,spec", [("l2rows", L2NORM, L2NORM_SPEC), ("rms", RMS, RMS_SPEC), ("rope", ROPE, ROPE_SPEC)])
 def test_vector_loops_candidates_verify(tmp_path, name, source, spec):
+    if name == "rope":  # its reference is the example's ref.py, beside the spec
+        (tmp_path / "ref.py").write_text((ROPE_DIR / "ref.py").read_text())
     summary = _job(tmp_path, name, source, spec)
     rows = [r for r in summary.rows if "pass:vector_loops" in r.candidate.params]
     assert rows, _report(summary)

@@ -26,6 +26,15 @@ Each lane still visits its elements in increasing ``j``; the group together visi
 and an arg max/min only when rowpar's index-aware combine follows the loop; an online softmax's or a Welford's
 part (rowpar's tuples) is order-free within a lane, and is taken only when rowpar's merge of the parts follows.
 
+Mixed element sizes (bf16 activations beside f32 tables): VEC is set by the widest element (16 bytes of it a step);
+a narrower buffer moves VEC of its elements (8 bytes: ``uint2``), and the runtime check below compares the buffers'
+offsets within their VEC-element chunks (in elements) instead of within 16 bytes.
+
+Two ranges of one buffer (``v[j]`` and ``v[j + half]``, RoPE's rotate-half, a GLU's two halves) are two streams; when
+one of them is written they must be proven apart at every size: their bases differ by at least the trip ``n - a``
+(as polynomials of the kernel's names), else the loop is refused. A name aliasing another (``q = p``) counts as
+another buffer range and is refused when it meets a write.
+
 Alignment. The vectorised accesses need ``&p[base + s]`` 16-byte aligned for every buffer. When the
 spec proves it (the buffer's ``align`` >= 16, and ``base + a`` a multiple of VEC through integer
 literals and ``constraints`` such as ``N % 4 == 0``) there is no check and no head. Otherwise a
@@ -44,11 +53,11 @@ and ``for`` headers uniform, no ``return`` before it under a non-uniform conditi
 
 Refused (the loop is left alone): ``break``/``continue``/``return``/``goto``, nested loops, barriers,
 warp collectives, atomics or ``asm`` in the body; a buffer written at anything but ``q[base + j]``,
-or read at another index or through another name in the loop; a write that is not a top-level
+or read at another index or through another name in the loop (two ranges proven apart excepted, above); a write that is not a top-level
 ``q[base + j] = v;`` (``op=``, ``__stcs``) statement of the body (so every element of a stored chunk
 is written, as in the original); a carried variable that is not a recognised accumulation; a float
 sum or product when the spec asks for exact results (``rtol = atol = 0``); an arg reduction without
-rowpar's combine, a tuple without rowpar's merge, or a tuple whose count is the loop index; vectorised buffers of different element sizes or of a type without a packing here
+rowpar's combine, a tuple without rowpar's merge, or a tuple whose count is the loop index; vectorised buffers of a type without a packing here
 (float, int, unsigned, __half, __nv_bfloat16); a pointer used otherwise in the body (address taken,
 passed to a function). Reads that are not ``p[base + j]`` (neighbours ``x[j + 1]``, gathers, other
 strides) of buffers the loop does not write stay scalar loads. ``launch`` is kept, so the pass also
@@ -83,6 +92,8 @@ ELEMENTS = {
     "__nv_bfloat16": (2, "__ushort_as_bfloat16((unsigned short)({}))", "(unsigned)__bfloat16_as_ushort((__nv_bfloat16)({}))"),
     "nv_bfloat16": (2, "__ushort_as_bfloat16((unsigned short)({}))", "(unsigned)__bfloat16_as_ushort((__nv_bfloat16)({}))"),
 }
+# bytes a lane moves per buffer and step -> the unsigned vector type that carries them (the widest element moves 16)
+CHUNKS = {16: "uint4", 8: "uint2"}
 HINT_LOADS = frozenset({"__ldg", "__ldcs"})  # scalar hint -> the same function on the 16-byte value (uint4 overloads)
 HINT_STORES = frozenset({"__stcs"})
 PURE_FUNCS = sx.FLOAT_FUNCS | {"min", "max"}
@@ -118,6 +129,10 @@ class _Stream:
     @property
     def written(self) -> bool:
         return any(a.kind != "read" for a in self.accesses)
+
+    @property
+    def elem_size(self) -> int:
+        return ELEMENTS[self.elem][0]
 
     @property
     def loaded(self) -> bool:
@@ -243,12 +258,14 @@ class VectorLoopsPass:
             if not a.uniform(t, extra) or sx.identifiers(t) & written:
                 raise Refused(f"{sx.text(t)!r} is not the same for every lane of the group")
         self._accumulators(unit, a, loop, body, j, written)
-        streams = self._streams(unit, a, body, j, extra, written)
-        sizes = {ELEMENTS[s.elem][0] for s in streams}
-        if len(sizes) != 1:
-            raise Refused("vectorised buffers of different element sizes")
-        size = sizes.pop()
+        streams = self._streams(unit, a, body, j, extra, written, start_terms, bound)
+        size = max(ELEMENTS[s.elem][0] for s in streams)  # the widest element moves 16 bytes, the others fewer
         vec = VEC_BYTES // size
+        for s in streams:
+            if s.elem_size * vec not in CHUNKS:
+                raise Refused(f"{s.ptr!r}: {s.elem_size * vec} bytes a chunk beside the 16 of the widest element")
+            if s.elem_size * vec != VEC_BYTES and any((x.hint or "").startswith("ptxf_ldna_") for x in s.accesses):
+                raise Refused(f"{s.ptr!r}: the no-allocate load hint has only a 16-byte form")
         proven = all(a.aligned(s, start_terms, vec) for s in streams)
         # j read other than in a vectorised access's address (a store's value is copied per element: j read there counts)
         spans = [(x.node.start_byte, x.node.end_byte) for s in streams for x in s.accesses]
@@ -284,7 +301,8 @@ class VectorLoopsPass:
             if acc.kind == "arg" and not _rowpar_arg_combine(loop, acc.name, acc.index):
                 raise Refused(f"{acc.name}: an arg reduction without rowpar's index-aware combine after the loop")
 
-    def _streams(self, unit: Unit, a: "LoopAnalysis", body: Node, j: str, extra: set[str], written: set[str]) -> list[_Stream]:
+    def _streams(self, unit: Unit, a: "LoopAnalysis", body: Node, j: str, extra: set[str], written: set[str],
+                 start_terms: list[Node], bound: Node) -> list[_Stream]:
         local = sx.declared_names(body)
         streams: dict[tuple, _Stream] = {}
         scalar_roots: list[str | None] = []   # roots of buffer accesses kept scalar
@@ -308,7 +326,7 @@ class VectorLoopsPass:
             vectorisable = (
                 len(js) == 1 and not any(j in sx.identifiers(t) for t in base) and elem is not None
                 and all(a.uniform(t, extra) and not (sx.identifiers(t) & (written | local)) for t in base)
-                and a.uniform_pointer(name)
+                and a.uniform_pointer(name, extra)
             )
             if not vectorisable:
                 if kind != "read" and elem is None and len(js) == 1:
@@ -323,24 +341,28 @@ class VectorLoopsPass:
         if not streams:
             raise Refused("no access p[base + j] to vectorise")
         out = _drop_neighbours(list(streams.values()), scalar_roots, a.roots)
-        written_roots = {}
+        written_roots: dict[str, list[_Stream]] = {}
         for s in out:
             if s.written:
                 root = a.roots.get(s.ptr)
                 if root is None:
                     raise Refused(f"cannot tell which buffer {s.ptr!r} points into")
-                if root in written_roots:
-                    raise Refused(f"buffer {root!r} written at two places in the loop")
-                written_roots[root] = s
+                written_roots.setdefault(root, []).append(s)
                 tops = [x for x in s.accesses if x.kind != "read" and _top_level_statement(x.node, body)]
                 if not tops:
                     raise Refused(f"{s.ptr!r}: no top-level unconditional store (every element of a chunk must be written)")
         if written_roots:
             if None in scalar_roots or any(r in written_roots for r in scalar_roots):
                 raise Refused("a buffer written in the loop is also read at another index (or through an unknown pointer)")
+            trip = _trip(start_terms, bound)
             for s in out:
-                if not s.written and (a.roots.get(s.ptr) in written_roots or a.roots.get(s.ptr) is None):
-                    raise Refused(f"{s.ptr!r} reads a buffer the loop writes, at another index or through another name")
+                root = a.roots.get(s.ptr)
+                if root is None and not s.written:
+                    raise Refused(f"{s.ptr!r} reads through a pointer whose buffer is unknown, in a loop that writes")
+                for w in written_roots.get(root, []):
+                    if w is not s and not _disjoint(a, w, s, trip):
+                        what = "writes" if s.written else "reads"
+                        raise Refused(f"{s.ptr!r} {what} buffer {root!r} at a range not proven apart from the write through {w.ptr!r}")
         return out
 
     # -- rewrite ------------------------------------------------------------------------------------------
@@ -380,17 +402,28 @@ class VectorLoopsPass:
                 return f"&{text}"
             return f"({_first_arg_text(x, at, data)})"
 
-        lines = [f"{ind}{{  // {vec} elements per lane and step: 16-byte loads and stores (transform vector_loops)",
+        mixed = len({s.elem_size for s in p.streams}) > 1
+        what = "16-byte loads and stores" if not mixed else "16 bytes a load and store of the widest buffers, 8 of the others"
+        lines = [f"{ind}{{  // {vec} elements per lane and step: {what} (transform vector_loops)",
                  f"{i1}const {t} {A} = ({p.start});  // the loop's first element"]
         if p.proven:
             lines += [f"{i1}if ({A} < {n}) {{  // every buffer 16-byte aligned at {A} (spec: align, constraints)",
                       f"{i2}const {t} {S} = {A};"]
-        else:
+        elif len({s.elem_size for s in p.streams}) == 1:
             first = addr(p.streams[0], A)
             same = "".join(f" && (reinterpret_cast<unsigned long long>({addr(s, A)}) & 15ull) == {M}" for s in p.streams[1:])
             lines += [f"{i1}const unsigned {M} = (unsigned)(reinterpret_cast<unsigned long long>({first}) & 15ull);",
                       f"{i1}if ({A} < {n}{same}) {{  // the same offset within 16 bytes for every buffer: vectorise",
                       f"{i2}const {t} {S} = {A} + ({t})(((16u - {M}) & 15u) / {p.size}u);  // the first element on a 16-byte boundary",
+                      f"{i2}// the head, element by element",
+                      f"{i2}for ({t} {j} = {A} + {lane}; {j} < {S} && {j} < {n}; {j} += {step}){scalar_body}"]
+        else:  # mixed element sizes: each buffer's chunk is VEC of its elements, so compare offsets in elements
+            def phase(s: _Stream) -> str:
+                return f"(unsigned)((reinterpret_cast<unsigned long long>({addr(s, A)}) / {s.elem_size}ull) & {vec - 1}ull)"
+            same = "".join(f" && {phase(s)} == {M}" for s in p.streams[1:])
+            lines += [f"{i1}const unsigned {M} = {phase(p.streams[0])};",
+                      f"{i1}if ({A} < {n}{same}) {{  // every buffer at the same offset within its {vec}-element chunks: vectorise",
+                      f"{i2}const {t} {S} = {A} + ({t})(({vec}u - {M}) & {vec - 1}u);  // the first element on every buffer's chunk boundary",
                       f"{i2}// the head, element by element",
                       f"{i2}for ({t} {j} = {A} + {lane}; {j} < {S} && {j} < {n}; {j} += {step}){scalar_body}"]
         lines.append(f"{i2}const {t} {E} = {S} < {n} ? ({t})({S} + ({n} - {S}) / {vec} * {vec}) : {S};  // the end of the whole 16-byte chunks")
@@ -405,7 +438,8 @@ class VectorLoopsPass:
             if not s.loaded:
                 continue
             hint = next((x.hint for x in s.accesses if x.kind == "read" and x.hint), None)
-            ptr = f"reinterpret_cast<const uint4*>({addr(s, V)})"
+            ctype = CHUNKS[s.elem_size * vec]
+            ptr = f"reinterpret_cast<const {ctype}*>({addr(s, V)})"
             if hint is None:
                 load = f"*{ptr}"
             elif hint.startswith("ptxf_ldna_"):
@@ -413,7 +447,7 @@ class VectorLoopsPass:
                 helpers.append(na_v4_helper())
             else:
                 load = f"{hint}({ptr})"
-            lines.append(f"{i3}const uint4 {cname} = {load};")
+            lines.append(f"{i3}const {ctype} {cname} = {load};")
         for s in p.streams:
             if s.written:
                 cname = chunk[id(s)]
@@ -451,12 +485,13 @@ class VectorLoopsPass:
                 continue
             cname = chunk[id(s)]
             bits = ELEMENTS[s.elem][2]
-            if vec == 4:
-                words = [bits.format(f"{cname}_{k}") for k in range(4)]
+            if s.elem_size == 4:
+                words = [bits.format(f"{cname}_{k}") for k in range(vec)]
             else:
-                words = [f"{bits.format(f'{cname}_{2 * w}')} | ({bits.format(f'{cname}_{2 * w + 1}')} << 16)" for w in range(4)]
-            value = "make_uint4(" + ", ".join(words) + ")"
-            ptr = f"reinterpret_cast<uint4*>({addr(s, V)})"
+                words = [f"{bits.format(f'{cname}_{2 * w}')} | ({bits.format(f'{cname}_{2 * w + 1}')} << 16)" for w in range(vec // 2)]
+            ctype = CHUNKS[s.elem_size * vec]
+            value = f"make_{ctype}(" + ", ".join(words) + ")"
+            ptr = f"reinterpret_cast<{ctype}*>({addr(s, V)})"
             store_hint = next((sx.call_name(x.node) for x in s.accesses if x.kind == "store"), None)
             lines.append(f"{i3}{store_hint}({ptr}, {value});" if store_hint else f"{i3}*{ptr} = {value};")
         lines.append(f"{i2}}}")
@@ -669,8 +704,10 @@ class LoopAnalysis:
                 return False
         return True
 
-    def uniform_pointer(self, name: str) -> bool:
-        return name in self.unit.pointers and name not in self.written or self.uniform(_ident(name))
+    def uniform_pointer(self, name: str, extra: set[str] = frozenset()) -> bool:
+        """The pointer ``name`` is the same on every lane of the group (a parameter never written, or a local pointer
+        built from uniform values and the enclosing loops' variables ``extra``)."""
+        return name in self.unit.pointers and name not in self.written or self.uniform(_ident(name), extra)
 
     def context_uniform(self, loop: Node) -> set[str]:
         """The loop is reached by every lane of its group (enclosing conditions and loop headers uniform, no return
@@ -900,9 +937,7 @@ def _drop_neighbours(streams: list[_Stream], scalar_roots: list, roots: dict) ->
     """Read-only streams a constant number of elements (not a multiple of VEC) from another stream of the same pointer
     (``x[j - 1]``, ``x[j + 1]`` beside ``x[j]``) stay scalar loads: their addresses can never share the other's
     offset within 16 bytes, so the runtime check would always fail. The stream kept is the one with the most accesses."""
-    vec = VEC_BYTES // ELEMENTS[streams[0].elem][0] if len({ELEMENTS[s.elem][0] for s in streams}) == 1 else None
-    if vec is None:
-        return streams
+    vec = VEC_BYTES // max(ELEMENTS[s.elem][0] for s in streams)
     keep = []
     for s in sorted(streams, key=lambda s: (-len(s.accesses), s.accesses[0].node.start_byte)):
         near = None
@@ -923,6 +958,47 @@ def _constant_difference(a: _Stream, b: _Stream) -> int | None:
         return None
     d = add(dict(pb[1]), {m: -c for m, c in pa[1]})
     return d.get((), 0) if all(m == () for m in d) else None
+
+
+def _trip(start_terms: list[Node], bound: Node) -> Poly | None:
+    """The loop's trip ``n - a`` as a polynomial (None when either is not one)."""
+    total: Poly | None = poly(bound)
+    for t in start_terms:
+        p = poly(t)
+        if total is None or p is None:
+            return None
+        total = add(total, {m: -c for m, c in p.items()})
+    return total
+
+
+def _disjoint(a: "LoopAnalysis", s: _Stream, t: _Stream, trip: Poly | None) -> bool:
+    """The element ranges ``[base + a, base + n)`` of two streams of one buffer never overlap, at any value of the
+    sizes: their bases differ by at least the trip ``n - a`` (``v[i]`` and ``v[i + half]`` over ``i < half``)."""
+    if trip is None:
+        return False
+    bs, bt = _base_poly(s.base_terms), _base_poly(t.base_terms)
+    if bs is None or bt is None:
+        return False
+    if s.ptr != t.ptr:  # two names into one buffer: compare from the buffer's start
+        if s.ptr not in a.offsets or t.ptr not in a.offsets:
+            return False
+        bs, bt = add(bs, a.offsets[s.ptr]), add(bt, a.offsets[t.ptr])
+    d = add(bt, {m: -c for m, c in bs.items()})
+    for gap in (d, {m: -c for m, c in d.items()}):
+        rest = add(gap, {m: -c for m, c in trip.items()})
+        if all(m == () for m in rest) and rest.get((), 0) >= 0:
+            return True
+    return False
+
+
+def _base_poly(terms: list[Node]) -> Poly | None:
+    total: Poly = {}
+    for t in terms:
+        p = poly(t)
+        if p is None:
+            return None
+        total = add(total, p)
+    return total
 
 
 def _first_arg_text(x: _Access, at: str, data: bytes) -> str:
@@ -1005,9 +1081,9 @@ def _ident(name: str) -> Node:
 
 
 def _unpack(elem: str, chunk: str, k: int, vec: int) -> str:
-    """Element ``k`` of the 16-byte value ``chunk`` as an element-type expression."""
+    """Element ``k`` of the chunk ``chunk`` (a uint4 or uint2 of VEC elements) as an element-type expression."""
     to_elem = ELEMENTS[elem][1]
-    if vec == 4:
+    if ELEMENTS[elem][0] == 4:
         return to_elem.format(f"{chunk}.{COMPONENTS[k]}")
     word = f"{chunk}.{COMPONENTS[k // 2]}"
     return to_elem.format(word + (" >> 16" if k % 2 else " & 0xffffu"))
