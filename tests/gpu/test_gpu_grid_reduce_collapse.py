@@ -5,7 +5,7 @@
   (float atomics: ``deterministic = false``, judged within tolerance) and the best of them be faster than the
   original at 2^24 elements, where the original issues 65536 atomics and the capped grid a few hundred.
 - ``collapse``: RoPE written one thread per token, a loop over heads around a loop over half the head dimension;
-  the nest becomes one loop that rowpar splits over the token's lanes. Every candidate whose chain has collapse must
+  the nest becomes one loop that rowpar splits over the token's lanes (divmod then carries its digits). Every candidate whose chain has collapse must
   verify at sizes with odd head counts and head dimensions.
 """
 from __future__ import annotations
@@ -78,4 +78,6 @@ def test_collapsed_rope_candidates_verify(tmp_path):
     rows = [r for r in summary.rows if "pass:collapse" in r.candidate.params]
     assert rows, describe_rows(summary)
     assert all(isinstance(r.result, Measured) for r in rows), describe_rows(summary)
+    # divmod carries the collapsed index's digits (h, i) instead of dividing: those candidates verify too
+    assert any("pass:divmod" in r.candidate.params for r in rows), describe_rows(summary)
     print(describe_rows(summary))

@@ -45,6 +45,9 @@ pass                 what it does                                               
                      per warp (lane 0, after shuffles); after grid_stride, one per warp in all  sums)
 ``smem_hist``        a histogram's global atomics (B bins, from the spec) -> a shared-memory    no (float
                      copy per block, merged with one atomic per nonzero bin                     bins)
+``divmod``           ``k / d``, ``k % d`` of a strided loop's index (d fixed for the loop) ->     yes
+                     a quotient and remainder carried across iterations (collapse's digits,
+                     grid-stride loops over flat indices), under a non-negative check
 ``unroll``           ``#pragma unroll`` (fixed trip count) / ``unroll 4`` (thread-strided)     yes
 ``specialise``       the body versioned on the bench sizes' values of small loop-bounding       yes
                      integer scalars (``if (K == 3) {K as 3} else {as written}``): unrollable
@@ -83,6 +86,7 @@ from .blockrow import BlockRowPass
 from .grid_reduce import GridReducePass
 from .coarsen import CoarsenPass
 from .collapse import CollapsePass
+from .divmod import DivModPass
 from .colpar import ColumnParallelPass
 from .expand import CONSTANTS_NOTE, expand_kernel, integer_constants
 from .fast_math import FastMathPass
@@ -122,13 +126,13 @@ SCAN_VARIANTS = ("auto", "warp", "block256")
 
 # Chain order: aliasing facts first, then the accesses, the arithmetic, the reductions, the loop
 # structure (smem_tile before the hints, whose loads it stages; collapse right before rowpar, whose split it widens; vectorize after the hints, whose loads and stores it widens; vector_loops after rowpar, whose
-# split loops it widens, and after hold_row, whose original loops (the long rows' path) it widens; grid_stride before unroll, so the new loop can be unrolled, and before atomic_agg and smem_hist, which accumulate over it), specialise after every pass that reads the body's shape
+# split loops it widens, and after hold_row, whose original loops (the long rows' path) it widens; grid_stride before unroll, so the new loop can be unrolled, divmod after every pass that writes a loop's step (rowpar, grid_stride), and before atomic_agg and smem_hist, which accumulate over it), specialise after every pass that reads the body's shape
 # (its versions are copies of the body under a dispatch no other pass reads), and the register budget last.
 PASSES: tuple[Pass, ...] = (
     RestrictPass(), PromotePass(), *(SmemTilePass(*t) for t in SMEM_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(),
     CollapsePass(), *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
-    *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), UnrollPass(),
+    *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), DivModPass(), UnrollPass(),
     SpecialisePass(), LaunchBoundsPass(),
 )
 # Groups that a chain may also go without when one of them applies: ``collapse`` (group "nest") flattens a loop nest

@@ -119,6 +119,8 @@ def _constant_trip_count(loop: Node) -> int | None:
 
 def _thread_strided(loop: Node) -> bool:
     var, upd, body = _loop_var(loop), loop.child_by_field_name("update"), loop.child_by_field_name("body")
+    while upd is not None and upd.type == "comma_expression":  # k += S, then what rides along (divmod's carries)
+        upd = upd.child_by_field_name("left")
     if var is None or upd is None or body is None or loop.child_by_field_name("condition") is None:
         return False
     if upd.type != "assignment_expression" or sx.operator(upd) != "+=" or not sx.is_ident(upd.child_by_field_name("left"), var[0]):
