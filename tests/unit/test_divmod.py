@@ -53,7 +53,7 @@ def test_rope_collapsed_nest_carries_its_digits():
     ctx = example_ctx("rope")
     chain = [next(p for p in PASSES if p.name == n) for n in ("collapse", "rowpar_auto")]
     before = run_chain(unit_from(ctx), chain)
-    assert "ptxf_f / (half)" in before.text and DM.why_not(before) is None
+    assert "ptxf_f / (half)" in before.text and DM.refusal(before) is None
     out = UnrollPass().apply(DM.apply(before))
     main, fallback = out.text.split("} else {")
     assert "int h = (int)(ptxf_dm_q0);" in main and "int i = (int)(ptxf_dm_r0);" in main and "ptxf_f / (half)" not in main.split("#pragma")[1]
@@ -72,7 +72,7 @@ def unit_from(ctx):
 def test_grid_stride_flat_index_two_divisors():
     spec = spec_for("k", FLAT_ARGS, sizes="[{ N = 1000 }]")
     u = unit(_flat(), spec)
-    assert DM.why_not(u) is None
+    assert DM.refusal(u) is None
     out = DM.apply(u)
     # D and E are two divisors (E written (E) once and E once: one divisor); the literal 4 is left to the compiler
     assert "const auto ptxf_dm_d0 = (D);" in out.text and "const auto ptxf_dm_d1 = (E);" in out.text
@@ -98,13 +98,13 @@ def test_loops_it_cannot_prove_are_left_alone(what):
     body, reason = REFUSED[what]
     src = ('extern "C" __global__ void k(const int* x, int* y, long long* z, int N, int D, int E)\n{\n'
            "    for (int i = threadIdx.x; i < N; i += blockDim.x) {\n        " + body + "\n        y[i] = q;\n    }\n}\n")
-    why = DM.why_not(unit(src, spec_for("k", FLAT_ARGS, sizes="[{ N = 1000 }]")))
+    why = DM.refusal(unit(src, spec_for("k", FLAT_ARGS, sizes="[{ N = 1000 }]")))
     assert why is not None and reason in why, (what, why)
 
 
 def test_a_step_with_a_call_is_refused():
     src = _flat().replace("i += blockDim.x * gridDim.x", "i += min(blockDim.x, 64u)")
-    why = DM.why_not(unit(src, spec_for("k", FLAT_ARGS, sizes="[{ N = 1000 }]")))
+    why = DM.refusal(unit(src, spec_for("k", FLAT_ARGS, sizes="[{ N = 1000 }]")))
     assert why is not None and "step" in why
 
 
@@ -164,3 +164,15 @@ def test_same_outputs_on_host_emulation(idx, tmp_path):
     assert build.returncode == 0, build.stderr[-3000:]
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and run.stdout.startswith("ok"), run.stdout + run.stderr
+
+
+def test_chains_try_it_after_the_ones_without_it():
+    """divmod is an unproven optional group: on RoPE every chain with it follows its twin without it, and the twins
+    differ by divmod alone."""
+    from ptxfactory.search.generators.transform import plan_chains
+    chains = ["+".join(p.name for p in c) for c in plan_chains(unit_from(example_ctx("rope")))]
+    with_dm = [c for c in chains if "+divmod" in c]
+    assert with_dm and all("collapse" in c for c in with_dm)  # the split inner loop alone has no division to carry
+    for c in with_dm:
+        twin = c.replace("+divmod", "")
+        assert twin in chains and chains.index(twin) < chains.index(c), c

@@ -46,7 +46,7 @@ class DivModPass:
     """Per-iteration ``k / d`` and ``k % d`` of a strided loop index -> a quotient and remainder carried across iterations."""
 
     name = "divmod"
-    group = None
+    group = "divmod"  # optional, and tried after the chains without it (transform.UNPROVEN_GROUPS)
     exact = True
 
     def targets(self, unit: Unit) -> list[tuple[Node, dict]]:
@@ -63,8 +63,9 @@ class DivModPass:
                 continue
         return out
 
-    def why_not(self, unit: Unit) -> str | None:
-        """Why no loop is rewritten (None when one is)."""
+    def refusal(self, unit: Unit) -> str | None:
+        """Why no loop is rewritten (None when one is). (Not ``why_not``: that names the restructuring passes, whose
+        refusals the report lists; this one keeps the work's layout.)"""
         if unit.body is None:
             return "no kernel body"
         reasons = []
@@ -93,6 +94,8 @@ class DivModPass:
             raise Refused(f"index type {ctype!r}")
         k = sx.text(ds[0].child_by_field_name("declarator"))
         start = ds[0].child_by_field_name("value")
+        if any(i.startswith(PREFIX) for i in sx.identifiers(loop)) or _inside_rewrite(loop):
+            raise Refused("already carried (this pass's own loop, or the loop as written beside it)")
         u = sx.unparen(upd)
         if not (u.type == "assignment_expression" and sx.operator(u) == "+=" and sx.is_ident(sx.unparen(u.child_by_field_name("left")), k)):
             raise Refused("the step is not k += S")
@@ -179,6 +182,16 @@ def _pure(node: Node | None) -> bool:
         return False
     return all(n.type in PURE or not n.is_named for n in sx.walk(node)) and not any(
         n.type in ("assignment_expression", "update_expression", "comma_expression", "call_expression") for n in sx.walk(node))
+
+
+def _inside_rewrite(loop: Node) -> bool:
+    """``loop`` is under this pass's dispatch (an ``if`` whose condition reads its divisor variables)."""
+    p = loop.parent
+    while p is not None:
+        if p.type == "if_statement" and any(i.startswith(PREFIX) for i in sx.identifiers(p.child_by_field_name("condition"))):
+            return True
+        p = p.parent
+    return False
 
 
 def _inside(node: Node, outer: Node) -> bool:
