@@ -243,6 +243,34 @@ def _uses(body: ts.Node | None, name: str, depth: int = 0) -> tuple[list[int], l
     return reads, writes, unknown
 
 
+# Atomics whose result depends on the order the threads reach them when the buffer holds floats (additions round
+# in that order; an exchange keeps whichever came last); max, min and the bitwise ones do not.
+_ORDERED_ATOMICS = ("atomicAdd", "atomicSub", "atomicExch", "atomicCAS")
+
+
+def _float_atomic_line(body: ts.Node | None, name: str) -> int | None:
+    """The first line where ``body`` applies an order-dependent atomic to pointer ``name`` (``atomicAdd(p, v)``,
+    ``atomicAdd(p + i, v)``, ``atomicAdd(&p[i], v)``, the ``_block``/``_system`` forms too), or None."""
+    if body is None:
+        return None
+    for n in _walk(body):
+        if n.type != "call_expression":
+            continue
+        fn = _text(n.child_by_field_name("function"))
+        if not fn.startswith(_ORDERED_ATOMICS):
+            continue
+        args = n.child_by_field_name("arguments")
+        first = args.named_children[0] if args is not None and args.named_children else None
+        if first is not None and any(c.type == "identifier" and _text(c) == name for c in _walk(first)):
+            return n.start_point[0] + 1
+    return None
+
+
+# Values of the float scalars a signature cannot tell (alpha, beta, lr, ...): each its own, none 0 or 1, so that a
+# candidate that drops a scalar, or swaps two, changes the outputs and fails the check (at 1.0, alpha * x == x).
+_FLOAT_SCALAR_VALUES = (0.75, 1.25, 0.5, 1.5, 0.625, 1.375, 0.875, 1.125)
+
+
 # --- host expressions to spec expressions --------------------------------------------------------------
 
 class _Untranslatable(Exception):
@@ -719,6 +747,8 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
 
     check_sizes, bench_sizes = _placeholder_sizes(symbol_list)
     out_dtypes: list[Dtype] = []
+    float_atomics: list[str] = []  # "name (file:line)" of the float buffers updated by order-dependent atomics
+    float_scalars = 0
     arg_lines: list[tuple[str, str | None]] = []
     for p in kdef.params:
         ctype = types.get(p.type, p.type)
@@ -755,6 +785,9 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
                     role = "out"
                     todo.append("role: the kernel never uses it")
             entry |= {"role": role, "dtype": dtype.value, "shape": list(symbol_list)}
+            atomic_line = _float_atomic_line(body, p.name) if dtype.is_float and role != "in" else None
+            if atomic_line is not None:
+                float_atomics.append(f"{p.name} ({source_name}:{atomic_line})")
             todo.insert(0, "shape (a guess: every size symbol)")
             if role in ("in", "inout"):
                 if dtype in _INT_DTYPES:
@@ -773,7 +806,11 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
                 entry["value"] = symbols[p.name]
                 notes.append("size symbol")
             elif dtype.is_float:
-                entry["value"] = 1e-5 if "eps" in p.name.lower() else 1.0
+                if "eps" in p.name.lower():
+                    entry["value"] = 1e-5
+                else:
+                    entry["value"] = _FLOAT_SCALAR_VALUES[float_scalars % len(_FLOAT_SCALAR_VALUES)]
+                    float_scalars += 1
                 todo.append(f"value of {p.name}")
             else:
                 entry["value"] = 1
@@ -806,6 +843,9 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
         out.append((f"rtol = {tol}", "TODO tolerances: how far a candidate may differ from the original"))
         out.append((f"atol = {tol}", None))
         out.append(("seeds = 3", None))
+        if float_atomics:
+            out.append(("deterministic = false", f"float atomics on {', '.join(float_atomics)}: the additions' order, and so "
+                         "the last bits, varies from run to run; each run is judged by the tolerances"))
         out.append(("", "TODO sizes: placeholders; list the sizes the kernel must be correct at (odd ones, tails, one row)"))
         out.append((f"sizes = {_toml(check_sizes)}", None))
         out.append(("", None))

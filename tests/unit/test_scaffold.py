@@ -58,7 +58,22 @@ def test_roles_from_const_and_from_how_the_body_uses_each_pointer():
     assert a["acc"].role == "inout" and "TODO" in line_comment(s, '"acc"') and "address taken" in line_comment(s, '"acc"')
     assert a["unused"].role == "out" and "never uses it" in line_comment(s, '"unused"')
     assert "TODO" not in line_comment(s, '"y"').split("; ", 1)[1]  # only the shape is a guess there
+    # a float atomicAdd: the sum's last bits depend on the threads' order, so runs are judged by the tolerances
+    assert spec.check.deterministic is False and "float atomics on acc (k.cu:10)" in s.table
     check_signature(spec, find_kernel(ROLES, "k"))  # what the scaffold says, the signature check accepts
+
+
+def test_integer_atomics_and_float_max_keep_runs_deterministic():
+    src = """__global__ void k(const float* x, int* hist, float* m, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i >= n) return;
+        atomicAdd(&hist[(int)x[i] & 15], 1);
+        atomicMax((int*)m, __float_as_int(x[i]));
+    }"""
+    spec, s = scaffold(src, "k")
+    assert spec.check.deterministic is True and "deterministic" not in s.table
+    spec, s = scaffold(src.replace("atomicAdd(&hist[(int)x[i] & 15], 1);", "atomicAdd(m + 1, x[i]);"), "k")
+    assert spec.check.deterministic is False and "float atomics on m (k.cu:" in s.table
 
 
 def test_a_pointer_only_read_is_in_and_one_passed_on_is_a_todo():
@@ -132,7 +147,8 @@ def test_integer_size_scalars_become_size_symbols_and_other_scalars_todo_values(
     assert a["rows"].value == "rows" and a["cols"].value == "cols" and a["cols"].dtype.value == "i64"
     assert a["x"].shape == ["rows", "cols"] and "TODO shape" in line_comment(s, '"x"')
     assert a["stride"].value == 1 and "TODO value of stride" in line_comment(s, '"stride"')
-    assert a["alpha"].value == 1.0 and a["eps"].value == 1e-5 and a["n"].value == 1.0  # a float is never a size
+    # a float is never a size; float scalars get distinct values, none 0 or 1 (a dropped or swapped scalar shows)
+    assert a["alpha"].value == 0.75 and a["eps"].value == 1e-5 and a["n"].value == 1.25
     assert "TODO sizes: placeholders" in s.table
     # placeholder sizes: odd check sizes, a bench size of 2**24 elements
     assert all(v % 2 for size in spec.check.sizes for v in size.values())
