@@ -347,7 +347,7 @@ def return_guards(body: Node, why: str = "a thread leaving early would miss its 
         raise Refused("inline asm in the kernel (it may leave early)")
     guards = []
     for n in sx.walk(body):
-        if n.type != "return_statement" or _in_lambda(n, body):
+        if n.type != "return_statement" or sx.in_lambda(n, body):
             continue
         guard = n.parent if n.parent.type == "if_statement" else n.parent.parent if n.parent.type == "compound_statement" else None
         if (guard is None or guard.type != "if_statement" or guard.parent != body
@@ -401,15 +401,6 @@ def _one_thread_guard(call: Node, unit: Unit) -> str | None:
                         return sx.text(sx.unparen(cond))
         node = node.parent
     return None
-
-
-def _in_lambda(node: Node, stop: Node) -> bool:
-    n = node.parent
-    while n is not None and n != stop:
-        if n.type == "lambda_expression":
-            return True
-        n = n.parent
-    return False
 
 
 def uniform_names(unit: Unit, before: int) -> set[str]:

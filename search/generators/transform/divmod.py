@@ -30,7 +30,7 @@ from __future__ import annotations
 from . import syntax as sx
 from .base import Unit
 from .syntax import Node
-from .vector_loops import unroll_pragma
+from .vector_loops import reindent, unroll_pragma
 
 PREFIX = "ptxf_dm"
 PURE = ("identifier", "number_literal", "field_expression", "field_identifier", "parenthesized_expression", "binary_expression",
@@ -115,7 +115,7 @@ class DivModPass:
             d = sx.unparen(n.child_by_field_name("right"))
             if d is None or sx.is_number(d):
                 continue  # a literal divisor: the compiler's reciprocal multiply is already cheap
-            if not _pure(d) or (sx.identifiers(d) & written) or k in sx.identifiers(d) or _in_lambda(n):
+            if not _pure(d) or (sx.identifiers(d) & written) or k in sx.identifiers(d) or sx.in_lambda(n):
                 continue
             divisors.setdefault(" ".join(sx.text(d).split()), []).append(n)
         if not divisors:
@@ -158,11 +158,11 @@ class DivModPass:
         new_body = sx.render(body, data, lambda nd: replace.get((nd.start_byte, nd.end_byte))).decode()
         if pragma is not None:
             lines.append(sx.text(pragma).strip())
-        lines.append(f"{i2}for ({header}; {', '.join(update)}) {_reindent(new_body, ind, i2)}")
+        lines.append(f"{i2}for ({header}; {', '.join(update)}) {reindent(new_body, ind, i2)}")
         lines.append(f"{i1}}} else {{  // a negative start, step or divisor: as written")
         if pragma is not None:
             lines.append(sx.text(pragma).strip())
-        lines.append(f"{i2}{_reindent(sx.text(loop), ind, i2)}")
+        lines.append(f"{i2}{reindent(sx.text(loop), ind, i2)}")
         lines.append(f"{i1}}}")
         lines.append(f"{ind}}}")
         return "\n".join(lines)[len(ind):]
@@ -198,15 +198,3 @@ def _inside(node: Node, outer: Node) -> bool:
     return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
 
 
-def _in_lambda(node: Node) -> bool:
-    p = node.parent
-    while p is not None:
-        if p.type == "lambda_expression":
-            return True
-        p = p.parent
-    return False
-
-
-def _reindent(text: str, old: str, new: str) -> str:
-    lines = text.split("\n")
-    return "\n".join(lines[:1] + [new + ln[len(old):] if ln.startswith(old) else new + ln.lstrip() for ln in lines[1:]])

@@ -77,6 +77,16 @@ def function_declarator(fn: Node) -> Node | None:
     return decl
 
 
+def in_lambda(node: Node, stop: Node | None = None) -> bool:
+    """``node`` sits inside a lambda (below ``stop``, when given): its ``return`` and names are the lambda's."""
+    n = node.parent
+    while n is not None and n != stop:
+        if n.type == "lambda_expression":
+            return True
+        n = n.parent
+    return False
+
+
 def unparen(node: Node | None) -> Node | None:
     """``node`` without enclosing parentheses."""
     while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:

@@ -409,21 +409,21 @@ class VectorLoopsPass:
         if p.proven:
             lines += [f"{i1}if ({A} < {n}) {{  // every buffer 16-byte aligned at {A} (spec: align, constraints)",
                       f"{i2}const {t} {S} = {A};"]
-        elif len({s.elem_size for s in p.streams}) == 1:
-            first = addr(p.streams[0], A)
-            same = "".join(f" && (reinterpret_cast<unsigned long long>({addr(s, A)}) & 15ull) == {M}" for s in p.streams[1:])
-            lines += [f"{i1}const unsigned {M} = (unsigned)(reinterpret_cast<unsigned long long>({first}) & 15ull);",
-                      f"{i1}if ({A} < {n}{same}) {{  // the same offset within 16 bytes for every buffer: vectorise",
-                      f"{i2}const {t} {S} = {A} + ({t})(((16u - {M}) & 15u) / {p.size}u);  // the first element on a 16-byte boundary",
-                      f"{i2}// the head, element by element",
-                      f"{i2}for ({t} {j} = {A} + {lane}; {j} < {S} && {j} < {n}; {j} += {step}){scalar_body}"]
-        else:  # mixed element sizes: each buffer's chunk is VEC of its elements, so compare offsets in elements
-            def phase(s: _Stream) -> str:
-                return f"(unsigned)((reinterpret_cast<unsigned long long>({addr(s, A)}) / {s.elem_size}ull) & {vec - 1}ull)"
+        else:
+            if len({s.elem_size for s in p.streams}) == 1:  # one element size: offsets within 16 bytes
+                phase = lambda s: f"(reinterpret_cast<unsigned long long>({addr(s, A)}) & 15ull)"  # noqa: E731
+                first = f"(unsigned){phase(p.streams[0])}"
+                what = "the same offset within 16 bytes for every buffer: vectorise"
+                head = f"({t})(((16u - {M}) & 15u) / {p.size}u);  // the first element on a 16-byte boundary"
+            else:  # mixed element sizes: each buffer's chunk is VEC of its elements, so compare offsets in elements
+                phase = lambda s: f"(unsigned)((reinterpret_cast<unsigned long long>({addr(s, A)}) / {s.elem_size}ull) & {vec - 1}ull)"  # noqa: E731
+                first = phase(p.streams[0])
+                what = f"every buffer at the same offset within its {vec}-element chunks: vectorise"
+                head = f"({t})(({vec}u - {M}) & {vec - 1}u);  // the first element on every buffer's chunk boundary"
             same = "".join(f" && {phase(s)} == {M}" for s in p.streams[1:])
-            lines += [f"{i1}const unsigned {M} = {phase(p.streams[0])};",
-                      f"{i1}if ({A} < {n}{same}) {{  // every buffer at the same offset within its {vec}-element chunks: vectorise",
-                      f"{i2}const {t} {S} = {A} + ({t})(({vec}u - {M}) & {vec - 1}u);  // the first element on every buffer's chunk boundary",
+            lines += [f"{i1}const unsigned {M} = {first};",
+                      f"{i1}if ({A} < {n}{same}) {{  // {what}",
+                      f"{i2}const {t} {S} = {A} + {head}",
                       f"{i2}// the head, element by element",
                       f"{i2}for ({t} {j} = {A} + {lane}; {j} < {S} && {j} < {n}; {j} += {step}){scalar_body}"]
         lines.append(f"{i2}const {t} {E} = {S} < {n} ? ({t})({S} + ({n} - {S}) / {vec} * {vec}) : {S};  // the end of the whole 16-byte chunks")
@@ -738,7 +738,7 @@ class LoopAnalysis:
         for n in sx.walk(self.unit.body):
             if n.type == "goto_statement":
                 raise Refused("goto in the kernel")
-            if n.type == "return_statement" and n.start_byte < loop.start_byte and not _in_lambda(n):
+            if n.type == "return_statement" and n.start_byte < loop.start_byte and not sx.in_lambda(n):
                 p = n.parent
                 while p is not None and p != self.unit.fn:
                     if p.type == "if_statement":
@@ -1059,15 +1059,6 @@ def _element_value(ident: Node) -> bool:
     """``ident`` is the pointer of ``p[i]`` whose element value is read (so a call given it gets a value, not the pointer)."""
     p = ident.parent
     return p is not None and p.type == "subscript_expression" and p.child_by_field_name("argument") == ident and access_kind(p) == "reads"
-
-
-def _in_lambda(node: Node) -> bool:
-    p = node.parent
-    while p is not None:
-        if p.type == "lambda_expression":
-            return True
-        p = p.parent
-    return False
 
 
 def reindent(text: str, old: str, new: str) -> str:
