@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import keyword
+import math
 import re
 import tomllib
 from collections.abc import Sequence
@@ -267,8 +268,9 @@ def _float_atomic_line(body: ts.Node | None, name: str) -> int | None:
 
 
 # Values of the float scalars a signature cannot tell (alpha, beta, lr, ...): each its own, none 0 or 1, so that a
-# candidate that drops a scalar, or swaps two, changes the outputs and fails the check (at 1.0, alpha * x == x).
-_FLOAT_SCALAR_VALUES = (0.75, 1.25, 0.5, 1.5, 0.625, 1.375, 0.875, 1.125)
+# candidate that drops a scalar, or swaps two, changes the outputs and fails the check (at 1.0, alpha * x == x);
+# all inside (0, 1), where a decay rate or a momentum must be (a beta above 1 makes an optimizer's state blow up).
+_FLOAT_SCALAR_VALUES = (0.75, 0.5, 0.875, 0.625, 0.375, 0.9375, 0.25, 0.8125)
 
 
 # --- host expressions to spec expressions --------------------------------------------------------------
@@ -520,7 +522,7 @@ def _global_index(value: str, axis: str) -> bool:
     return t in {f"{b}*{d}+{i}", f"{d}*{b}+{i}", f"{i}+{b}*{d}", f"{i}+{d}*{b}"}
 
 
-def _guard_launch(body: ts.Node, symbols: dict[str, str], kernel: str) -> _Launch | None:
+def _guard_launch(body: ts.Node, symbols: dict[str, str], kernel: str, why: str | None = None) -> _Launch | None:
     """The launch a kernel's own guard implies, for a file without its launch: the global index of each axis
     (``T i = blockIdx.x * blockDim.x + threadIdx.x``) compared with a bound made of size parameters (``i < M``,
     ``if (row >= rows) return;``) gives one thread per index below the bound: 256 per block on x alone, 32 x 8
@@ -558,12 +560,13 @@ def _guard_launch(body: ts.Node, symbols: dict[str, str], kernel: str) -> _Launc
                 bounds[index[name]] = re.sub(r"[A-Za-z_]\w*", lambda m: symbols[m.group(0)], " ".join(expr.split()))
     if "x" not in bounds:
         return None
+    why = why or f"no {kernel}<<<...>>> in this file"
     if "y" in bounds:
         return _Launch(grid=[f"cdiv({bounds['x']}, 32)", f"cdiv({bounds['y']}, 8)"], block=[32, 8],
-                       todo=f"launch: no {kernel}<<<...>>> in this file; from the kernel's guards, one thread per x index "
+                       todo=f"launch: {why}; from the kernel's guards, one thread per x index "
                             f"below {bounds['x']} and per y index below {bounds['y']}, 32 x 8 blocks")
     return _Launch(grid=[f"cdiv({bounds['x']}, 256)"], block=[256],
-                   todo=f"launch: no {kernel}<<<...>>> in this file; from the kernel's guard, one thread per index below "
+                   todo=f"launch: {why}; from the kernel's guard, one thread per index below "
                         f"{bounds['x']}, 256 per block")
 
 
@@ -617,8 +620,11 @@ def _find_launch(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, symbols
         grid = [_num(_tidy(e)) for e in host.dims(config[0])]
         block = [_num(_tidy(e)) for e in host.dims(config[1])]
     except _Untranslatable as exc:
-        launch = _default_launch(list(dict.fromkeys(symbols.values())),
-                                 f"{launch_text} at {where}: cannot follow {str(exc)!r} back to the size symbols", two_d)
+        # the kernel's own guards say which index runs over which size (x over width, y over height); else a guess
+        why = f"{launch_text} at {where}: cannot follow {str(exc)!r} back to the size symbols"
+        body = kernel_node.child_by_field_name("body")
+        launch = (_guard_launch(body, symbols, kernel.name, why) if body is not None else None) or \
+            _default_launch(list(dict.fromkeys(symbols.values())), why, two_d)
         launch.template_args = template_args
         return launch
     launch = _Launch(grid=grid, block=block, comment=f"from {' '.join(launch_text.split())} at {where}", where=where,
@@ -657,16 +663,24 @@ def _template(root: ts.Node, kernel_node: ts.Node) -> list[tuple[str, str, str |
 _TOKEN = re.compile(r"[\w.+-]+")
 
 
-def _placeholder_sizes(symbols: list[str]) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
-    """Check and bench sizes: every symbol the same value, the product about 1e3 and 6.5e4 elements (odd values,
-    so tails are exercised) for the check, 2**24 for the bench."""
+def _placeholder_sizes(symbols: list[str], square: bool = False) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
+    """Check and bench sizes: the check's products about 1e3 and 6.5e4 elements in odd values (tails are exercised),
+    the bench 2**24 elements, every symbol the same power of two. With two symbols (rows and columns, height and
+    width) the check sizes are oblong, one each way (about 1:2, then 2:1), so a launch or an index that swaps them
+    leaves elements unwritten or reads past a row, and fails; ``square`` (or more symbols, whose derived extents such
+    as ``H - KH + 1`` need them alike) gives every symbol the same value."""
     k = len(symbols)
 
-    def each(total: float, odd: bool) -> int:
-        v = max(2, round(total ** (1 / k)))
-        return v + 1 if odd and v % 2 == 0 else v
+    def odd(v: float) -> int:
+        v = max(2, round(v))
+        return v + 1 if v % 2 == 0 else v
 
-    check = [{s: each(1000, True) for s in symbols}, {s: each(65536, True) for s in symbols}]
+    if k == 2 and not square:
+        a, b = symbols
+        r = 2 ** 0.5
+        check = [{a: odd(1000 ** 0.5 / r), b: odd(1000 ** 0.5 * r)}, {a: odd(65536 ** 0.5 * r), b: odd(65536 ** 0.5 / r)}]
+    else:
+        check = [{s: odd(total ** (1 / k)) for s in symbols} for total in (1000, 65536)]
     bench = [{s: 1 << round(24 / k) for s in symbols}]
     return check, bench
 
@@ -821,9 +835,14 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
     tol = 1e-2 if any(d in (Dtype.bf16, Dtype.f16) for d in out_dtypes) else 0 if out_dtypes and all(
         d in _INT_DTYPES for d in out_dtypes) else 1e-8 if out_dtypes and all(d == Dtype.f64 for d in out_dtypes) else 1e-3
 
+    broken = _first_syntax_error(knode if knode is not None else root)
+
     def build(launch: _Launch) -> tuple[str, list[tuple[int, str]]]:
         out: list[tuple[str, str | None]] = []
         out.append((f"[kernel.{kernel}]", None))
+        if broken is not None:
+            out.append(("", f"TODO the kernel does not parse at {source_name}:{broken} (a syntax error?): what this spec read "
+                            "from it (roles, launch) may be wrong, and optimise will not compile it as it is"))
         out.append(('arch = "sm_90a"', "the GPU's arch (sm_90a: H100, H200)"))
         out.append(("args = [", "signature order; checked against the source"))
         out += arg_lines
@@ -873,6 +892,11 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
     table, todo_lines = build(launch)
     try:
         parse_spec(table, f"{source_name}.toml")
+    except SpecError:
+        check_sizes, bench_sizes = _placeholder_sizes(symbol_list, square=True)  # (a derived extent may need them alike)
+        table, todo_lines = build(launch)
+    try:
+        parse_spec(table, f"{source_name}.toml")
     except SpecError as exc:
         if launch.where is None:
             raise ScaffoldError(f"cannot scaffold a spec for {kernel!r} (please report it): {exc}") from None
@@ -884,6 +908,16 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
         except SpecError as exc2:
             raise ScaffoldError(f"cannot scaffold a spec for {kernel!r} (please report it): {exc2}") from None
     return Scaffold(kernel=kernel, table=table, todos=tuple(todo_lines), launch_from=launch.where)
+
+
+def _first_syntax_error(node: ts.Node) -> int | None:
+    """The line (1-based) of the first node tree-sitter could not parse (an ERROR, or a token it had to assume), or None."""
+    if not node.has_error:
+        return None
+    for n in _walk(node):
+        if n.type == "ERROR" or n.is_missing:
+            return n.start_point[0] + 1
+    return node.start_point[0] + 1
 
 
 def _header(source_name: str) -> str:

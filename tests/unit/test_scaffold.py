@@ -148,10 +148,12 @@ def test_integer_size_scalars_become_size_symbols_and_other_scalars_todo_values(
     assert a["x"].shape == ["rows", "cols"] and "TODO shape" in line_comment(s, '"x"')
     assert a["stride"].value == 1 and "TODO value of stride" in line_comment(s, '"stride"')
     # a float is never a size; float scalars get distinct values, none 0 or 1 (a dropped or swapped scalar shows)
-    assert a["alpha"].value == 0.75 and a["eps"].value == 1e-5 and a["n"].value == 1.25
+    assert a["alpha"].value == 0.75 and a["eps"].value == 1e-5 and a["n"].value == 0.5
     assert "TODO sizes: placeholders" in s.table
-    # placeholder sizes: odd check sizes, a bench size of 2**24 elements
+    # placeholder sizes: odd check sizes, oblong one way then the other (swapped sizes show), a bench size of 2**24
     assert all(v % 2 for size in spec.check.sizes for v in size.values())
+    (small, large) = spec.check.sizes
+    assert small["rows"] < small["cols"] and large["rows"] > large["cols"]
     assert spec.bench.sizes == [{"rows": 4096, "cols": 4096}]
 
 
@@ -448,3 +450,53 @@ def test_integers_used_as_extents_are_size_symbols_whatever_their_names_and_loca
     scalars = {a.name: a.value for a in spec.args if a.role == "scalar"}
     assert scalars == {n: n for n in ("Nb", "C", "H", "W", "OC", "KH", "KW")}, scalars
     assert spec.launch.grid == ["cdiv((Nb * OC * (H - KH + 1) * (W - KW + 1)), 256)"], spec.launch.grid
+
+
+MATADD = """
+__global__ void MatAdd(const float* A, const float* B, float* C, int width, int height)
+{
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    if (col < width && row < height) C[row * width + col] = A[row * width + col] + B[row * width + col];
+}
+int main() {
+    int w = 1000, h = 300;
+    dim3 threadsPerBlock(16, 16);
+    dim3 numBlocks(w / threadsPerBlock.x, h / threadsPerBlock.y);
+    MatAdd<<<numBlocks, threadsPerBlock>>>(0, 0, 0, w, h);
+}
+"""
+
+
+def test_a_launch_it_cannot_follow_takes_the_axes_from_the_kernels_guards():
+    """The guide's MatAdd: ``threadsPerBlock.x`` cannot be followed back to the sizes, so the launch is a guess; the
+    guards (col < width on x, row < height on y) give x over width and y over height, not the symbols' order."""
+    spec, s = scaffold(MATADD, "MatAdd")
+    assert spec.launch.grid == ["cdiv(width, 32)", "cdiv(height, 8)"] and spec.launch.block == [32, 8]
+    assert "cannot follow" in s.table and "from the kernel's guards" in s.table
+
+
+def test_a_source_that_does_not_parse_gets_a_todo_with_its_line():
+    src = """__global__ void k(const float* x, float* y, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x
+        if (i < n) y[i] = x[i];
+    }"""
+    spec, s = scaffold(src, "k")
+    todo = [t for _, t in s.todos if "does not parse" in t]
+    assert todo and "k.cu:" in todo[0]
+    spec, s = scaffold(src.replace("threadIdx.x\n", "threadIdx.x;\n"), "k")
+    assert not any("does not parse" in t for _, t in s.todos)
+
+
+def test_derived_extents_keep_square_check_sizes():
+    """A 1-D convolution's output length N - K + 1 needs N >= K: the oblong sizes would make the guard's grid 0, so
+    the scaffold falls back to equal sizes, and the spec still loads."""
+    src = """__global__ void conv(const float* x, const float* w, float* y, int N, int K) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i >= N - K + 1) return;
+        float s = 0.0f;
+        for (int k = 0; k < K; ++k) s += x[i + k] * w[k];
+        y[i] = s;
+    }"""
+    spec, s = scaffold(src, "conv")
+    assert all(size["N"] >= size["K"] for size in spec.check.sizes)
