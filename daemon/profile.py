@@ -41,13 +41,17 @@ class Profile:
 def _spec(file: Path, kernel: str) -> KernelSpec:
     from ptxfactory.protocol import SpecError, load_spec, spec_path_for
 
+    path = spec_path_for(file)
+    if not path.exists():
+        raise ProfileError(f"{file}: no spec ({path.name}): write one with `ptxfactory init {file}`")
     try:
-        spec = load_spec(spec_path_for(file)).kernels.get(kernel)
+        specs = load_spec(path).kernels
     except (SpecError, OSError) as exc:
         raise ProfileError(str(exc)) from None
-    if spec is None:
-        raise ProfileError(f"{spec_path_for(file)}: no [kernel.{kernel}] table")
-    return spec
+    if kernel not in specs:
+        raise ProfileError(f"{path}: no [kernel.{kernel}] table (it describes {', '.join(sorted(specs)) or 'no kernel'}; "
+                           f"`ptxfactory init {file} --kernel NAME` adds one)")
+    return specs[kernel]
 
 
 def _candidate(file: Path, spec: KernelSpec, number: int | None, report: Path | None,

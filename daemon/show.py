@@ -193,9 +193,23 @@ def find_summary(source: Path, kernel: str, report: Path | None = None, jobs_pat
         if summary is None:
             default = report_json_path(source, kernel)
             if not default.exists():
+                _known_kernel(source, kernel)
                 raise ShowError(f"{source}: no ended job on {kernel!r} in the job store nor {default}: run "
                                 f"`ptxfactory optimise {source} -k {kernel}` first")
             summary = load_report(default)
     if summary.kernel != kernel:
         raise ShowError(f"the job report is about {summary.kernel!r}, not {kernel!r}")
     return summary
+
+
+def _known_kernel(source: Path, kernel: str) -> None:
+    """Raises :class:`ShowError` naming the file's kernels when ``source`` has none called ``kernel`` (an unreadable
+    or unparsable file passes: the caller's own message follows)."""
+    from ptxfactory.harness.source import find_kernels
+
+    try:
+        names = [k.name for k in find_kernels(Path(source).read_text())]
+    except Exception:  # noqa: BLE001: whatever the file holds, the job's absence is the message then
+        return
+    if names and kernel not in names:
+        raise ShowError(f"{source} has no kernel {kernel!r} (found: {', '.join(names)})")

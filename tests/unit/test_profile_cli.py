@@ -78,7 +78,14 @@ def test_profile_of_a_jobs_candidate(example_copy, fake_generators, monkeypatch)
     assert res.exit_code == EXIT_BAD_INPUT and "not" in res.output
 
 
-@pytest.mark.parametrize("args, message", [(("-k", "nope"), "no [kernel.nope] table")])
+@pytest.mark.parametrize("args, message", [(("-k", "nope"), "no [kernel.nope] table (it describes rmsnorm;")])
 def test_profile_refuses_bad_input(example_copy, args, message):
     res = run("profile", example_copy, *args)
     assert res.exit_code == EXIT_BAD_INPUT and message in res.output
+
+
+def test_profile_of_a_file_without_a_spec_points_at_init(tmp_path):
+    src = tmp_path / "k.cu"
+    src.write_text('extern "C" __global__ void k(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 0.0f; }\n')
+    res = run("profile", src, "-k", "k", "--no-counters")
+    assert res.exit_code == EXIT_BAD_INPUT and "no spec (k.cu.toml)" in res.output and "ptxfactory init" in res.output

@@ -107,3 +107,14 @@ def test_show_sass_with_the_real_disassembler(compiled_job):
     assert res.stdout.startswith("// ptxfactory: SASS of the original of rmsnorm")
     assert "EXIT" in res.stdout and res.stdout.count(HOT) >= 1
     assert os.path.sep + "ptxfactory-sass-" not in res.stdout  # the temporary path is not leaked
+
+
+def test_show_names_the_files_kernels_for_one_it_does_not_have(tmp_path):
+    from ptxfactory.daemon.show import ShowError, find_summary
+
+    src = tmp_path / "k.cu"
+    src.write_text('extern "C" __global__ void saxpy(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 0.0f; }\n')
+    with pytest.raises(ShowError, match=r"has no kernel 'nosuch' \(found: saxpy\)"):
+        find_summary(src, "nosuch", None, None)
+    with pytest.raises(ShowError, match="run `ptxfactory optimise"):
+        find_summary(src, "saxpy", None, None)
