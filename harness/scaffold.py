@@ -267,6 +267,49 @@ def _float_atomic_line(body: ts.Node | None, name: str) -> int | None:
     return None
 
 
+def _unwrap(node: ts.Node | None) -> ts.Node | None:
+    """``node`` with parentheses and casts taken off (``(int)(q[i])`` -> ``q[i]``)."""
+    while node is not None and node.type in ("parenthesized_expression", "cast_expression"):
+        node = node.child_by_field_name("value") if node.type == "cast_expression" else (node.named_children or [None])[0]
+    return node
+
+
+def _fixed_extent(body: ts.Node | None, name: str, byte_buffers: set[str]) -> tuple[int, str] | None:
+    """``(elements, why)`` when every use of pointer ``name`` reaches a fixed number of elements whatever the sizes:
+    only literal indices (``p[0]``, ``*p``, ``atomicAdd(p, v)``: element 0; ``p[3]``: four), or only indices read from a
+    byte buffer (``bins[data[i]]``, data u8 or i8: 256 bins). None for any other use (an index, an alias, a helper)."""
+    if body is None:
+        return None
+    largest, by_byte, seen = -1, False, False
+    for n in _walk(body):
+        if n.type != "identifier" or _text(n) != name:
+            continue
+        seen, parent = True, n.parent
+        if parent.type == "subscript_expression" and parent.child_by_field_name("argument") == n:
+            idx = [c for c in parent.child_by_field_name("indices").named_children if c.type != "comment"]
+            inner = _unwrap(idx[0]) if len(idx) == 1 else None
+            if inner is not None and inner.type == "number_literal" and re.fullmatch(r"\d+[uUlL]*", _text(inner)):
+                largest = max(largest, int(re.sub(r"[uUlL]", "", _text(inner))))
+                continue
+            if inner is not None and inner.type == "subscript_expression" and _text(inner.child_by_field_name("argument")) in byte_buffers:
+                by_byte = True
+                continue
+            return None
+        if parent.type == "pointer_expression" and _text(parent.child_by_field_name("operator")) == "*":
+            largest = max(largest, 0)
+            continue
+        if parent.type == "argument_list" and parent.named_children[:1] == [n] \
+                and _text(parent.parent.child_by_field_name("function")).startswith("atomic"):
+            largest = max(largest, 0)
+            continue
+        return None
+    if not seen:
+        return None
+    if by_byte:
+        return max(256, largest + 1), "indexed by a byte buffer's values: one element per value"
+    return largest + 1, f"only element{'s 0 to ' + str(largest) if largest else ' 0'} used, at fixed indices"
+
+
 # Values of the float scalars a signature cannot tell (alpha, beta, lr, ...): each its own, none 0 or 1, so that a
 # candidate that drops a scalar, or swaps two, changes the outputs and fails the check (at 1.0, alpha * x == x);
 # all inside (0, 1), where a decay rate or a momentum must be (a beta above 1 makes an optimizer's state blow up).
@@ -762,6 +805,7 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
     check_sizes, bench_sizes = _placeholder_sizes(symbol_list)
     out_dtypes: list[Dtype] = []
     float_atomics: list[str] = []  # "name (file:line)" of the float buffers updated by order-dependent atomics
+    byte_buffers = {p.name for p in kdef.params if p.is_pointer and (_DTYPE_OF.get(types.get(p.type, p.type)) in (Dtype.u8, Dtype.i8))}
     float_scalars = 0
     arg_lines: list[tuple[str, str | None]] = []
     for p in kdef.params:
@@ -802,7 +846,12 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
             atomic_line = _float_atomic_line(body, p.name) if dtype.is_float and role != "in" else None
             if atomic_line is not None:
                 float_atomics.append(f"{p.name} ({source_name}:{atomic_line})")
-            todo.insert(0, "shape (a guess: every size symbol)")
+            extent = _fixed_extent(body, p.name, byte_buffers)
+            if extent is not None:
+                entry["shape"] = [extent[0]]
+                notes.insert(0, f"shape [{extent[0]}]: {extent[1]}")
+            else:
+                todo.insert(0, "shape (a guess: every size symbol)")
             if role in ("in", "inout"):
                 if dtype in _INT_DTYPES:
                     if re.search(r"(?i)idx|index|indices|ids?$|token|label|offset", p.name):

@@ -140,7 +140,7 @@ def test_not_size_names(name):
 
 def test_integer_size_scalars_become_size_symbols_and_other_scalars_todo_values():
     src = """__global__ void k(const float* x, float* y, int rows, int64_t cols, int stride, float alpha,
-                               float eps, float n) { y[0] = x[0]; }"""
+                               float eps, float n) { y[stride] = x[stride]; }"""
     spec, s = scaffold(src, "k")
     a = args(spec)
     assert spec.symbols == ["rows", "cols"]
@@ -500,3 +500,36 @@ def test_derived_extents_keep_square_check_sizes():
     }"""
     spec, s = scaffold(src, "conv")
     assert all(size["N"] >= size["K"] for size in spec.check.sizes)
+
+
+FIXED_EXTENTS = """
+__global__ void reduce(const float* x, float* result, int n) {
+    __shared__ float s[256];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    s[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    if (threadIdx.x == 0) atomicAdd(result, s[0]);
+}
+__global__ void histo(const unsigned char* data, int* bins, long size) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < size) atomicAdd(&bins[data[i]], 1);
+}
+__global__ void stats(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { atomicAdd(&out[0], x[i]); atomicAdd(&out[1], x[i] * x[i]); out[i % 2] += 0.0f; }
+}
+"""
+
+
+def test_buffers_reached_at_fixed_indices_get_their_own_extent():
+    """An accumulator used only as ``atomicAdd(result, v)`` is one element, a histogram indexed by a byte buffer's values
+    256, not the input's length (which overstated the bytes moved and hid smem_hist); any other index keeps the guess."""
+    spec, s = scaffold(FIXED_EXTENTS, "reduce")
+    assert args(spec)["result"].shape == [1] and "shape [1]: only element 0 used" in line_comment(s, '"result"')
+    assert "TODO shape" not in line_comment(s, '"result"') and args(spec)["x"].shape == ["n"]
+    spec, s = scaffold(FIXED_EXTENTS, "histo")
+    assert args(spec)["bins"].shape == [256] and "byte buffer" in line_comment(s, '"bins"')
+    spec, s = scaffold(FIXED_EXTENTS, "stats")  # out[i % 2]: an index, so the guess stays
+    assert args(spec)["out"].shape == ["n"] and "TODO shape" in line_comment(s, '"out"')
+    spec, s = scaffold(FIXED_EXTENTS.replace(" out[i % 2] += 0.0f;", ""), "stats")
+    assert args(spec)["out"].shape == [2]
