@@ -4,9 +4,10 @@
   block) folds many elements per thread over a grid capped at one wave. Every grid_reduce candidate must verify
   (float atomics: ``deterministic = false``, judged within tolerance) and the best of them be faster than the
   original at 2^24 elements, where the original issues 65536 atomics and the capped grid a few hundred.
-- ``collapse``: RoPE written one thread per token, a loop over heads around a loop over half the head dimension;
-  the nest becomes one loop that rowpar splits over the token's lanes (divmod then carries its digits). Every candidate whose chain has collapse must
-  verify at sizes with odd head counts and head dimensions.
+- ``collapse`` and ``fold``: RoPE written one thread per token, a loop over heads around a loop over half the head
+  dimension; collapse makes the nest one loop that rowpar splits over the token's lanes (divmod then carries its
+  digits), fold puts the heads on the grid's y and rowpar splits each head's loop. Every candidate whose chain has
+  collapse or fold must verify at sizes with odd head counts and head dimensions.
 """
 from __future__ import annotations
 
@@ -74,10 +75,14 @@ def test_grid_reduce_candidates_verify_and_the_best_beats_the_block_atomics(tmp_
 
 
 def test_collapsed_rope_candidates_verify(tmp_path):
-    summary = transform_job(tmp_path, "rope", ROPE, ROPE_SPEC, max_candidates=16)
+    # (the chains come fold first, then collapse, the split inner loop alone, then collapse with divmod: 40 reach all)
+    summary = transform_job(tmp_path, "rope", ROPE, ROPE_SPEC, max_candidates=40)
     rows = [r for r in summary.rows if "pass:collapse" in r.candidate.params]
     assert rows, describe_rows(summary)
     assert all(isinstance(r.result, Measured) for r in rows), describe_rows(summary)
+    # fold: the heads on the grid's y (odd head counts: 3, 7), then rowpar over each head's half
+    folded = [r for r in summary.rows if "pass:fold" in r.candidate.params]
+    assert folded and all(isinstance(r.result, Measured) for r in folded), describe_rows(summary)
     # divmod carries the collapsed index's digits (h, i) instead of dividing: those candidates verify too
     assert any("pass:divmod" in r.candidate.params for r in rows), describe_rows(summary)
     print(describe_rows(summary))

@@ -22,6 +22,9 @@ pass                 what it does                                               
 ``collapse``         perfectly nested map loops of a one-thread-per-row kernel (heads, then     yes
                      half a head) -> one loop over both, so rowpar splits (and sizes lanes
                      for) H * D/2 iterations a row; only where rowpar then splits it
+``fold``             the row's last loop, a map (heads of a token), onto the grid's y: a thread   yes
+                     per (row, iteration); rowpar then splits the body's loop (group "nest",
+                     collapse's alternative)
 ``rowpar_*``         one thread per row -> L lanes per row (sub-warp, warp, block); loops split  no (sums)
                      across lanes, accumulations (sum, max, min, arg max) combined by shuffles
 ``scan_*``           a running accumulation stored per element (a prefix sum, running max), one   no (float
@@ -87,6 +90,7 @@ from .grid_reduce import GridReducePass
 from .coarsen import CoarsenPass
 from .collapse import CollapsePass
 from .divmod import DivModPass
+from .fold import FoldPass
 from .colpar import ColumnParallelPass
 from .expand import CONSTANTS_NOTE, expand_kernel, integer_constants
 from .fast_math import FastMathPass
@@ -130,7 +134,7 @@ SCAN_VARIANTS = ("auto", "warp", "block256")
 # (its versions are copies of the body under a dispatch no other pass reads), and the register budget last.
 PASSES: tuple[Pass, ...] = (
     RestrictPass(), PromotePass(), *(SmemTilePass(*t) for t in SMEM_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(),
-    CollapsePass(), *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ScanPass(v) for v in SCAN_VARIANTS),
+    FoldPass(), CollapsePass(), *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
     *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), DivModPass(), UnrollPass(),
     SpecialisePass(), LaunchBoundsPass(),
