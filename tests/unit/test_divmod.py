@@ -86,6 +86,12 @@ def test_grid_stride_flat_index_two_divisors():
 
 REFUSED = {
     "index written": ("int q = i / D; i += 0;", "index is written"),
+    "index through a reference": ("int& ri = i; int q = i / D; ri += 1;", "aliased"),
+    "index redeclared inside": ("int q = i / D; { const int i = 5; q += i / D; }", "redeclared"),
+    "divisor declared in the body": ("int m = x[i] % 5 + 1; int q = i / m;", "no k / d"),
+    "divisor through a pointer": ("int* pd = &D; int q = i / D; *pd = D + 1;", "no k / d"),
+    "divisor through a reference": ("int& rd = D; int q = i % D; rd += 1;", "no k / d"),
+    "float divisor": ("float f = 2.5f; int q = (int)(i / f);", "no k / d"),
     "literal divisor": ("int q = i / 8 + i % 3;", "no k / d"),
     "divisor written": ("int q = i / D; D = 3;", "no k / d"),
     "divisor read from memory": ("int q = i / x[0];", "no k / d"),
@@ -100,6 +106,12 @@ def test_loops_it_cannot_prove_are_left_alone(what):
            "    for (int i = threadIdx.x; i < N; i += blockDim.x) {\n        " + body + "\n        y[i] = q;\n    }\n}\n")
     why = DM.refusal(unit(src, spec_for("k", FLAT_ARGS, sizes="[{ N = 1000 }]")))
     assert why is not None and reason in why, (what, why)
+
+
+def test_a_condition_other_than_k_below_n_is_refused():
+    src = _flat("unsigned").replace("i < N;", "i != (unsigned)N;")
+    why = DM.refusal(unit(src, spec_for("k", FLAT_ARGS, sizes="[{ N = 1000 }]")))
+    assert why is not None and "k < N" in why
 
 
 def test_a_step_with_a_call_is_refused():
@@ -146,13 +158,25 @@ int main() {
 """
 
 
+# a start that is negative only once converted to the index type (an unsigned value minus 3): the original loop
+NEGATIVE_START = """
+extern "C" __global__ void k(const int* x, int* y, long long* z, int N, int D, int E)
+{
+    unsigned s0 = threadIdx.x - 3u;
+    for (int i = s0; i < N; i += blockDim.x) {
+        if (i + 3 < N) y[i + 3] = 1000 * (i / D) + i % D + x[i + 3];
+    }
+}
+"""
+
+
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the host emulation")
-@pytest.mark.parametrize("idx", ["int", "unsigned", "long long"])
+@pytest.mark.parametrize("idx", ["int", "unsigned", "long long", "negative start"])
 def test_same_outputs_on_host_emulation(idx, tmp_path):
     """The original and the rewritten kernel, run thread after thread on the host, write the same y and z (every
     element, untouched ones included) at 5 lengths, 11 divisors D (negative: the original loop), 4 divisors E and 5
     launch shapes; the index int, unsigned or long long."""
-    src = _flat(idx)
+    src = NEGATIVE_START if idx == "negative start" else _flat(idx)
     spec = spec_for("k", FLAT_ARGS, sizes="[{ N = 1000 }]")
     out = DM.apply(unit(src, spec))
     assert "(transform divmod)" in out.text

@@ -58,7 +58,7 @@ class DivModPass:
             if n.type != "for_statement" or any(_inside(n, loop) for loop, _ in out):
                 continue
             try:
-                out.append((n, self.plan(n)))
+                out.append((n, self.plan(unit, n)))
             except Refused:
                 continue
         return out
@@ -72,7 +72,7 @@ class DivModPass:
         for n in sx.walk(unit.body):
             if n.type == "for_statement":
                 try:
-                    self.plan(n)
+                    self.plan(unit, n)
                     return None
                 except Refused as e:
                     reasons.append(f"line {n.start_point[0] + 1}: {e}")
@@ -81,10 +81,11 @@ class DivModPass:
     def applies(self, unit: Unit) -> bool:
         return bool(self.targets(unit))
 
-    def plan(self, loop: Node) -> dict:
-        """What the rewrite of ``loop`` needs: the index, its type, start and step, and the divisors (raises :class:`Refused`)."""
-        init, upd, body = (loop.child_by_field_name(f) for f in ("initializer", "update", "body"))
-        if init is None or upd is None or body is None or init.type != "declaration":
+    def plan(self, unit: Unit, loop: Node) -> dict:
+        """What the rewrite of ``loop`` needs: the index, its type, start, step and bound, and the divisors (raises
+        :class:`Refused`)."""
+        init, cond, upd, body = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update", "body"))
+        if init is None or cond is None or upd is None or body is None or init.type != "declaration":
             raise Refused("not a for loop declaring its index")
         ds = init.children_by_field_name("declarator")
         if len(ds) != 1 or ds[0].type != "init_declarator" or not sx.is_ident(ds[0].child_by_field_name("declarator")):
@@ -100,11 +101,17 @@ class DivModPass:
         if not (u.type == "assignment_expression" and sx.operator(u) == "+=" and sx.is_ident(sx.unparen(u.child_by_field_name("left")), k)):
             raise Refused("the step is not k += S")
         step = u.child_by_field_name("right")
-        written = sx.written_names(body) | sx.written_names(loop.child_by_field_name("condition") or body)
-        if k in written:
-            raise Refused("the index is written in the body")
-        for what, e in (("start", start), ("step", step)):
-            if not _pure(e) or (sx.identifiers(e) & written) or k in sx.identifiers(e):
+        c = sx.unparen(cond)
+        if c.type != "binary_expression" or sx.operator(c) not in ("<", "<=") or not sx.is_ident(sx.unparen(c.child_by_field_name("left")), k):
+            raise Refused("the condition is not k < N (or k <= N)")
+        bound = c.child_by_field_name("right")
+        # names the loop may change: written or declared in it (a divisor declared in the body is another value each
+        # iteration), and names reached through a pointer or a reference anywhere in the kernel
+        varying = sx.written_names(body) | sx.written_names(cond) | sx.declared_names(body) | _aliased(unit.fn)
+        if k in varying:
+            raise Refused("the index is written, redeclared or aliased in the body")
+        for what, e in (("start", start), ("step", step), ("bound", bound)):
+            if not _pure(e) or (sx.identifiers(e) & varying) or k in sx.identifiers(e):
                 raise Refused(f"the {what} {sx.text(e)!r} is not fixed for the loop")
         divisors: dict[str, list[Node]] = {}
         for n in sx.walk(body):
@@ -115,12 +122,13 @@ class DivModPass:
             d = sx.unparen(n.child_by_field_name("right"))
             if d is None or sx.is_number(d):
                 continue  # a literal divisor: the compiler's reciprocal multiply is already cheap
-            if not _pure(d) or (sx.identifiers(d) & written) or k in sx.identifiers(d) or sx.in_lambda(n):
+            if not _pure(d) or (sx.identifiers(d) & varying) or k in sx.identifiers(d) or sx.in_lambda(n) \
+                    or not _integral(unit, d):
                 continue
             divisors.setdefault(" ".join(sx.text(d).split()), []).append(n)
         if not divisors:
-            raise Refused("no k / d or k % d with a divisor fixed for the loop")
-        return {"k": k, "ctype": ctype, "start": start, "step": step, "divisors": divisors}
+            raise Refused("no k / d or k % d with an integer divisor fixed for the loop")
+        return {"k": k, "ctype": ctype, "start": start, "step": step, "bound": bound, "divisors": divisors}
 
     def apply(self, unit: Unit) -> Unit:
         data = unit.data
@@ -137,7 +145,9 @@ class DivModPass:
         i1, i2 = ind + "    ", ind + "        "
         t, a, s = p["ctype"], f"({sx.text(p['start'])})", f"({sx.text(p['step'])})"
         replace: dict[tuple[int, int], bytes] = {}
-        decls, checks, carry = [], [f"{a} >= 0", f"{s} > 0"], []
+        decls, checks, carry = [], [f"({t}){a} >= 0", f"({t}){s} > 0"], []
+        if t in sx.UNSIGNED_TYPES:  # an unsigned index wraps past its maximum, where the carried quotient would not
+            checks.append(f"({t})({sx.text(p['bound'])}) <= ({t})~({t})0 - ({t}){s}")
         for m, (dtext, nodes) in enumerate(p["divisors"].items()):
             d, q, r, sq, sr = (f"{PREFIX}_{x}{m}" for x in ("d", "q", "r", "sq", "sr"))
             decls.append(f"{i1}const auto {d} = ({dtext});")
@@ -182,6 +192,34 @@ def _pure(node: Node | None) -> bool:
         return False
     return all(n.type in PURE or not n.is_named for n in sx.walk(node)) and not any(
         n.type in ("assignment_expression", "update_expression", "comma_expression", "call_expression") for n in sx.walk(node))
+
+
+def _aliased(fn: Node) -> set[str]:
+    """Names whose address the kernel takes (``&d``) or that a reference binds (``int& r = d;``): they may change
+    through another name."""
+    out = set()
+    for n in sx.walk(fn):
+        if n.type == "pointer_expression" and sx.operator(n) == "&":
+            arg = sx.unparen(n.child_by_field_name("argument"))
+            if sx.is_ident(arg):
+                out.add(sx.text(arg))
+        elif n.type == "init_declarator" and (n.child_by_field_name("declarator") or n).type == "reference_declarator":
+            out |= {sx.text(i) for i in sx.walk(n.child_by_field_name("value")) if i.type == "identifier"}
+    return out
+
+
+def _integral(unit: Unit, d: Node) -> bool:
+    """Every name in ``d`` has an integer type (a built-in index such as ``blockDim.x`` does), so ``%`` applies."""
+    for n in sx.walk(d):
+        if n.type == "identifier" and not (n.parent is not None and n.parent.type == "field_expression"):
+            if unit.types.scalar.get(sx.text(n)) not in sx.INT_TYPES:
+                return False
+        elif n.type == "field_expression" and not any(sx.is_builtin(n, v, f) for v in ("blockDim", "gridDim", "threadIdx",
+                                                                                          "blockIdx") for f in "xyz"):
+            return False
+        elif n.type == "number_literal" and not isinstance(sx.literal_value(n), int):
+            return False
+    return True
 
 
 def _inside_rewrite(loop: Node) -> bool:

@@ -24,6 +24,10 @@ INT_TYPES = frozenset({
     "long long int", "unsigned long long", "unsigned long long int", "size_t", "ptrdiff_t", "int32_t", "uint32_t",
     "int64_t", "uint64_t", "short", "unsigned short", "char", "signed char", "unsigned char", "int8_t", "uint8_t",
 })
+UNSIGNED_TYPES = frozenset({
+    "unsigned", "unsigned int", "unsigned long", "unsigned long long", "unsigned long long int", "size_t", "uint32_t",
+    "uint64_t", "unsigned short", "unsigned char", "uint8_t",
+})
 WIDE_INT_TYPES = frozenset({
     "long", "long int", "unsigned long", "long long", "long long int", "unsigned long long", "unsigned long long int",
     "size_t", "ptrdiff_t", "int64_t", "uint64_t",
