@@ -106,6 +106,15 @@ REFUSED = {
                       "{\n    int t = blockIdx.x * blockDim.x + threadIdx.x;\n    if (t >= T) return;\n"
                       "    for (int h = 0; h < H; ++h) y[(size_t)t * H + h] = x[(size_t)t * H + h] * cs[t];\n}\n",
                       "no loop inside it"),
+    # heads that share memory (found by an adversarial review): fold runs them in parallel, unordered
+    "two heads write one element": (ROPE.replace("float* ov = y + ((size_t)t * H + h) * D;", "float* ov = y + (size_t)t * H * D;"),
+                                    "not proven to touch disjoint"),
+    "a head reads the one before": (ROPE.replace("const float* xv = x + ((size_t)t * H + h) * D;",
+                                                 "const float* xv = y + ((size_t)t * H + h - 1) * D;"), "not proven to touch disjoint"),
+    # bounds whose trip the grid's extent would get wrong (found by an adversarial review)
+    "a shadowed bound": (ROPE.replace("    int half = D / 2;\n    for (int h = 0; h < H; ++h)",
+                                      "    int half = D / 2;\n    int Hh = H;\n    for (int h = 0; h < Hh; ++h)"), "not an integer parameter"),
+    "a division in the bound": (ROPE.replace("h < H;", "h < (H - 9) / 4 + 3;"), "not a sum of products"),
     "h written": (ROPE.replace("        float* ov", "        h += 0;\n        float* ov"), "written"),
 }
 
@@ -115,6 +124,12 @@ def test_loops_it_cannot_fold_are_left_alone(what):
     src, reason = REFUSED[what]
     why = FOLD.why_not(unit(src))
     assert why is not None and reason in why, (what, why)
+
+
+def test_a_name_of_the_kernel_is_not_reused():
+    src = ROPE.replace("    int half = D / 2;\n", "    int half = D / 2;\n    int ptxf_y = half;\n").replace("ov[i] =", "ov[i + 0 * ptxf_y] =")
+    out = FOLD.apply(unit(src))
+    assert "const int ptxf_y1 = blockIdx.y;" in out.text and "(0 + ptxf_y1)" in out.text
 
 
 def test_a_trip_above_the_grid_y_limit_or_a_fixed_launch_is_refused():
@@ -146,9 +161,11 @@ int main() {
             std::memset(y[v], 0x5a, sizeof y[v]);
             blockDim.x = 128;
             unsigned gy = v == 0 ? 1 : (unsigned)(YEXT > 1 ? YEXT : 1);
-            for (unsigned by = 0; by < gy; ++by)
+            gridDim.y = gy;
+            for (unsigned by0 = 0; by0 < gy; ++by0)
                 for (unsigned bx = 0; bx < (unsigned)((T + 127) / 128); ++bx)
                     for (unsigned t = 0; t < 128; ++t) {
+                        unsigned by = gy - 1 - by0;  // the y blocks in reverse order: any order is the GPU's to pick
                         blockIdx.x = bx; blockIdx.y = by; threadIdx.x = t;
                         if (v == 0) orig::rope(x, cs, y[v], T, H, D); else fold::rope(x, cs, y[v], T, H, D);
                     }
@@ -166,7 +183,8 @@ int main() {
 @pytest.mark.parametrize("head", ["for (int h = 0; h < H; ++h)", "for (int h = 1; h <= H - 1; h++)"])
 def test_same_outputs_on_host_emulation(head, tmp_path):
     """The original (a 1-D grid) and the folded kernel (its grid's y from the launch) write the same y, every element
-    (untouched ones included), at 3 token counts, 4 head counts (0: the guard), 3 head dimensions."""
+    (untouched ones included), at 3 token counts, 4 head counts (0: the guard), 3 head dimensions; the y blocks run in
+    reverse order (any order is the GPU's to pick)."""
     src = ROPE.replace("for (int h = 0; h < H; ++h)", head)
     out = FOLD.apply(unit(src))
     yext = out.launch.grid[1].replace("max(1, ", "", 1)[:-1]  # the y extent as C (H, or (H - 1) - (1) + 1)
