@@ -623,3 +623,61 @@ def test_mixed_sizes_and_two_ranges_same_outputs_on_host_emulation(kind, tmp_pat
     assert build.returncode == 0, build.stderr[-3000:]
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and run.stdout.startswith("ok"), run.stdout + run.stderr
+
+
+# ------------------------------------------- found by an adversarial review: casts, and loops that exchange elements
+
+CAST_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["M", "N"], align = 16 },
+  { name = "y", role = "out", dtype = "f32", shape = ["M", "N"], align = 16 },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+"""
+CAST_HEAD = 'extern "C" __global__ void k(const float* x, float* y, int M, int N)\n{\n    int r = blockIdx.x;\n    if (r >= M) return;\n'
+
+
+def _cast_spec(block="[8]"):
+    return spec_for("k", CAST_ARGS, grid='["M"]', block=block, sizes="[{ M = 3, N = 64 }]").model_copy(
+        update={"constraints": ["N % 8 == 0"]})
+
+
+def test_a_pointer_cast_is_no_proof_of_alignment_or_of_ranges_apart():
+    """``(const float*)((const char*)x + 8)`` moves 8 bytes, not 8 floats: the spec's alignment proves nothing about it
+    (the runtime check stays), and two ranges of y through a byte offset are not proven apart."""
+    src = CAST_HEAD + ("    const float* xs = (const float*)((const char*)x + 8);\n"
+                       "    for (int j = threadIdx.x; j < N; j += blockDim.x) y[r * N + j] = xs[r * N + j] * 2.0f;\n}\n")
+    u = unit(src, _cast_spec())
+    assert [p.proven for p in VL.plans(u)] == [False] and "15ull" in VL.apply(u).text
+    src = CAST_HEAD + ("    float* row = y + r * N;\n    const float* ahead = (const float*)((const char*)row + 32);\n"
+                       "    for (int j = threadIdx.x; j < 32; j += blockDim.x) row[j] = ahead[j] + 1.0f;\n}\n")
+    why = VL.why_not(unit(src, _cast_spec()))
+    assert why is not None and "not proven apart" in why, why
+
+
+def test_a_narrowing_cast_in_an_index_is_no_proof_of_ranges_apart():
+    src = CAST_HEAD + ("    float* row = y + r * N;\n"
+                       "    for (int j = threadIdx.x; j < N; j += blockDim.x) row[j + (unsigned char)N] = row[j] + 1.0f;\n}\n")
+    why = VL.why_not(unit(src, _cast_spec()))
+    assert why is not None and "not proven apart" in why, why
+    # the same without the cast (a gap of N over a trip of N) is apart
+    assert VL.why_not(unit(src.replace("(unsigned char)N", "N"), _cast_spec())) is None
+
+
+def test_two_loops_that_exchange_elements_through_memory_are_left_alone():
+    """Loop 1 writes y, loop 2 reads it back: as written each lane reads what it wrote; widened, which lane owns which
+    element depends on each loop's alignment check, and a lane would read another's element with no barrier."""
+    src = ('extern "C" __global__ void k(const float* x, float* y, int M, int N)\n{\n    int r = blockIdx.x;\n'
+           "    const unsigned lane = threadIdx.x % 4u;\n    if (r >= M) return;\n"
+           "    for (int j = lane; j < N; j += 4) y[r * N + j] = x[r * N + j] * 2.0f;\n"
+           "    for (int j = lane; j < N; j += 4) y[r * N + j] = y[r * N + j] + 1.0f;\n}\n")
+    u = unit(src, spec_for("k", ROW_ARGS, grid='["M"]', block="[4]", sizes="[{ M = 3, N = 64 }]"))
+    reasons = [r for _, r in VL.candidates(u)]
+    assert len(reasons) == 2 and all(r is not None and "exchange elements" in r for r in reasons), reasons
+    # both loops writing y exchange too (the last write of an element must stay the second loop's)
+    two_writes = src.replace("y[r * N + j] + 1.0f", "x[r * N + j] + 1.0f")
+    assert all(r is not None for _, r in VL.candidates(unit(two_writes, _cast_spec("[4]"))))
+    # a sum over x, then y written from x: x is never written, y touched by one loop: both are widened
+    apart = src.replace("    for (int j = lane; j < N; j += 4) y[r * N + j] = x[r * N + j] * 2.0f;\n",
+                        "    float s = 0.0f;\n    for (int j = lane; j < N; j += 4) s += x[r * N + j];\n").replace(
+        "y[r * N + j] + 1.0f", "x[r * N + j] * s")
+    assert [r for _, r in VL.candidates(unit(apart, _cast_spec("[4]")))] == [None, None]

@@ -1080,7 +1080,11 @@ def pointer_offsets(unit: Unit, roots: dict[str, str]) -> dict[str, Poly]:
             name = sx.text(sx.innermost_identifier(inner))
             if name not in roots or name in offsets or name in written:
                 continue
-            value = sx.uncast(d.child_by_field_name("value"))
+            raw = d.child_by_field_name("value")
+            if any(c.type == "cast_expression" and "*" in sx.text(c.child_by_field_name("type"))
+                   for c in sx.walk(raw) if raw is not None):
+                continue  # (float*)((char*)p + 32): a pointer cast changes the offset's unit; left out
+            value = sx.uncast(raw)
             off = None
             if value is not None and value.type == "binary_expression" and sx.operator(value) == "+":
                 a, b = sx.uncast(value.child_by_field_name("left")), value.child_by_field_name("right")

@@ -33,7 +33,14 @@ offsets within their VEC-element chunks (in elements) instead of within 16 bytes
 Two ranges of one buffer (``v[j]`` and ``v[j + half]``, RoPE's rotate-half, a GLU's two halves) are two streams; when
 one of them is written they must be proven apart at every size: their bases differ by at least the trip ``n - a``
 (as polynomials of the kernel's names), else the loop is refused. A name aliasing another (``q = p``) counts as
-another buffer range and is refused when it meets a write.
+another buffer range and is refused when it meets a write. A pointer cast (``(float*)((char*)p + 8)``) or a narrowing
+cast in an index (``(unsigned char)N``) proves nothing (the polynomials read through casts): such ranges are not
+proven apart, nor aligned by the spec.
+
+Other loops. Widened, a lane owns other elements than as written (VEC in a row, after a head whose length depends on
+the buffers' alignment, or the loop as written when the check fails), so a loop that touches a buffer another loop of
+the kernel writes (or writes one another touches) is refused: lanes would exchange elements through memory with no
+barrier. Loops on the two branches of one ``if`` (hold_row's register path and its original loops) never both run.
 
 Alignment. The vectorised accesses need ``&p[base + s]`` 16-byte aligned for every buffer. When the
 spec proves it (the buffer's ``align`` >= 16, and ``base + a`` a multiple of VEC through integer
@@ -73,7 +80,7 @@ from .affine import Poly, add, poly
 from .base import LOAD_FUNCS, STORE_FUNCS, Unit, access_kind, int_literal
 from .syntax import COLLECTIVES
 from .reductions import loop_accumulators
-from .rowpar import row_constants, pointer_offsets, pointer_roots
+from .rowpar import Refused as RowRefused, row_constants, pointer_offsets, pointer_roots, written_roots
 from .syntax import Node
 from .vectorize import NA_V4, na_v4_helper
 
@@ -259,6 +266,7 @@ class VectorLoopsPass:
                 raise Refused(f"{sx.text(t)!r} is not the same for every lane of the group")
         self._accumulators(unit, a, loop, body, j, written)
         streams = self._streams(unit, a, body, j, extra, written, start_terms, bound)
+        self._no_exchange(unit, a, loop, streams)
         size = max(ELEMENTS[s.elem][0] for s in streams)  # the widest element moves 16 bytes, the others fewer
         vec = VEC_BYTES // size
         for s in streams:
@@ -364,6 +372,28 @@ class VectorLoopsPass:
                         what = "writes" if s.written else "reads"
                         raise Refused(f"{s.ptr!r} {what} buffer {root!r} at a range not proven apart from the write through {w.ptr!r}")
         return out
+
+    def _no_exchange(self, unit: Unit, a: "LoopAnalysis", loop: Node, streams: list[_Stream]) -> None:
+        """Refuses when another loop of the kernel writes a buffer this one touches, or touches one it writes. Each
+        lane then owns other elements than in the loop as written (VEC in a row, after a head whose length depends on
+        the buffers' alignment; the original loop when that differs), so what one lane wrote another would read, with
+        no barrier between (a race the kernel as written did not have)."""
+        mine = {a.roots.get(s.ptr) for s in streams}
+        mine_written = {a.roots.get(s.ptr) for s in streams if s.written}
+        span = (loop.start_byte, loop.end_byte)
+        for o in sx.walk(unit.body):
+            if o.type not in sx.LOOPS or (o.start_byte <= span[0] and span[1] <= o.end_byte) \
+                    or (span[0] <= o.start_byte and o.end_byte <= span[1]) or _exclusive(loop, o):
+                continue  # this loop, a loop around it, one inside it, one on the other branch of an if
+            try:
+                o_written = written_roots(o, a.roots, a.arrays)
+            except RowRefused:
+                raise Refused(f"another loop (line {o.start_point[0] + 1}) writes a buffer it cannot name") from None
+            o_touched = {a.roots.get(sx.text(n)) for n in sx.walk(o) if n.type == "identifier" and sx.text(n) in a.roots}
+            shared = (mine & o_written) | (mine_written & o_touched)
+            if shared:
+                raise Refused(f"the loop at line {o.start_point[0] + 1} also touches {', '.join(sorted(map(str, shared)))}, "
+                              "which one of the two writes: lanes would exchange elements with no barrier")
 
     # -- rewrite ------------------------------------------------------------------------------------------
 
@@ -810,6 +840,8 @@ class LoopAnalysis:
             return False
         total: Poly = dict(self.offsets[s.ptr])
         for t in s.base_terms + start_terms:
+            if _narrowing(t):
+                return False
             p = poly(t, self.constants)
             if p is None:
                 return False
@@ -875,10 +907,31 @@ def plus_terms(node: Node | None) -> list[Node]:
     return [node]
 
 
+def _exclusive(a: Node, b: Node) -> bool:
+    """``a`` and ``b`` sit on the two branches of one ``if`` (hold_row's register path and its loops as written): a
+    thread runs one or the other."""
+    p = a.parent
+    while p is not None:
+        if p.type == "if_statement":
+            cons, alt = p.child_by_field_name("consequence"), p.child_by_field_name("alternative")
+            inside = lambda n, x: x is not None and x.start_byte <= n.start_byte and n.end_byte <= x.end_byte  # noqa: E731
+            if (inside(a, cons) and inside(b, alt)) or (inside(a, alt) and inside(b, cons)):
+                return True
+        p = p.parent
+    return False
+
+
+def _narrowing(node: Node) -> bool:
+    """``node`` holds a cast to anything but a 64-bit integer (``(unsigned char)N``, ``(int)x``, ``(float)``): its value
+    may differ from the polynomial :func:`.affine.poly` reads through the cast."""
+    return any(c.type == "cast_expression" and sx.type_text(c.child_by_field_name("type")) not in sx.WIDE_INT_TYPES
+               for c in sx.walk(node))
+
+
 def _key(terms: list[Node]) -> tuple:
-    """A key for ``base`` (the terms besides ``j``): its polynomial, else its terms' texts."""
-    total: Poly | None = {}
-    for t in terms:
+    """A key for ``base`` (the terms besides ``j``): its polynomial, else (a narrowing cast in it) its terms' texts."""
+    total: Poly | None = {} if not any(_narrowing(t) for t in terms) else None
+    for t in terms if total is not None else ():
         p = poly(t)
         if p is None:
             total = None
@@ -992,6 +1045,8 @@ def _disjoint(a: "LoopAnalysis", s: _Stream, t: _Stream, trip: Poly | None) -> b
 
 
 def _base_poly(terms: list[Node]) -> Poly | None:
+    if any(_narrowing(t) for t in terms):
+        return None
     total: Poly = {}
     for t in terms:
         p = poly(t)
