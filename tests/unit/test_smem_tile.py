@@ -322,7 +322,8 @@ def test_batched_gemm_through_pointers_into_the_batch_and_the_row():
     assert "B[(long long)(K) * (long long)(N) * (long long)(b) + (long long)(N) * (long long)(k) + (long long)(col)]" in text
     # a pointer that reads the parameter as another type, or a pointer written through, is refused
     cast = BATCHED_POINTERS.replace("const float* arow = Ab + row * K;", "const int* arow = (const int*)Ab + row * K;")
-    assert "as another type" in p.why_not(unit(cast, spec))
+    why = p.why_not(unit(cast, spec))  # (a pointer cast leaves the pointer's offset unknown: rowpar.pointer_offsets)
+    assert why is not None and ("as another type" in why or "at a known offset" in why), why
     args = BATCHED_ARGS.replace('name = "B", role = "in"', 'name = "B", role = "inout"')
     wspec = spec3(args, '["cdiv(N, 16)", "cdiv(M, 16)", "Bt"]', BATCHED_SIZES, "{ Bt = 8, M = 1024, N = 1000, K = 512 }")
     written = BATCHED_POINTERS.replace("const float* B,", "float* B,").replace("const float* Bb", "float* Bb").replace(
