@@ -111,7 +111,10 @@ def profile(file: Path, kernel: str, number: int | None = None, report: Path | N
     try:
         compiled = shared_pool().run_blocking(compiled_for, cand, spec.arch)
     except SassError as exc:
-        raise ProfileError(str(exc)) from None
+        from ptxfactory.harness.compile import source_log
+
+        # the kernel as written compiles as the user's whole file: its errors name that file and its lines
+        raise ProfileError(source_log(str(exc), kernel, file.name) if number is None else str(exc)) from None
     try:
         sass = summarise(disassemble(compiled.cubin), compiled.lowered_name).text()
     except SassError as exc:

@@ -394,3 +394,9 @@ def _clean_log(log: str) -> str:
     log = log.replace("\0", "")
     lines = [ln for ln in log.splitlines() if ln.strip() and not ln.startswith("ptxas info")]
     return "\n".join(lines) or log.strip() or "NVRTC failed without a log"
+
+
+def source_log(log: str, kernel_name: str, file_name: str) -> str:
+    """``log`` (NVRTC's, whose program is named ``KERNEL.cu``) with that name replaced by the user's ``file_name``: for
+    the kernel as written, whose source is the user's whole file, so its line numbers are the file's."""
+    return log.replace(f"{kernel_name}.cu(", f"{file_name}(").replace(f'"{kernel_name}.cu"', f'"{file_name}"')

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptxfactory.harness.backend import EvaluationBackend
-from ptxfactory.harness.compile import Compiled
+from ptxfactory.harness.compile import Compiled, source_log
 from ptxfactory.harness.compile_pool import CompilePool, Prepared, shared_pool
 from ptxfactory.harness.plan import make_plan
 from ptxfactory.harness.ptx import is_ptx
@@ -195,7 +195,8 @@ async def optimise(
     notify(Progress(0, 1, f"compiling the original {kernel}"))
     first = await pool.prepare(original, spec, static=False)
     if isinstance(first.compiled, CompileFailed):
-        raise JobError(f"{source_path}: the original kernel does not compile:\n{first.compiled.log}")
+        raise JobError(f"{source_path}: the original kernel does not compile:\n"
+                       f"{source_log(first.compiled.log, kernel, Path(source_path).name)}")
     baseline = first.compiled
 
     facts = await backend.facts() if backend else None

@@ -89,3 +89,19 @@ def test_profile_of_a_file_without_a_spec_points_at_init(tmp_path):
     src.write_text('extern "C" __global__ void k(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 0.0f; }\n')
     res = run("profile", src, "-k", "k", "--no-counters")
     assert res.exit_code == EXIT_BAD_INPUT and "no spec (k.cu.toml)" in res.output and "ptxfactory init" in res.output
+
+
+def test_a_compile_error_in_the_file_names_the_file_and_its_line(tmp_path):
+    src = tmp_path / "later.cu"
+    src.write_text('extern "C" __global__ void ok_k(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 0.0f; }\n'
+                   'extern "C" __global__ void bad_k(float* y, int n) { y[0] = undefined_var; }\n')
+    src.with_name("later.cu.toml").write_text("""[kernel.ok_k]
+args = [{ name = "y", role = "out", dtype = "f32", shape = ["n"] }, { name = "n", role = "scalar", dtype = "i32", value = "n" }]
+launch = { grid = [1], block = [32] }
+[kernel.ok_k.check]
+sizes = [{ n = 32 }]
+[kernel.ok_k.bench]
+sizes = [{ n = 32 }]
+""")
+    res = run("profile", src, "-k", "ok_k", "--no-counters")
+    assert res.exit_code == EXIT_BAD_INPUT and "later.cu(2)" in res.output and "ok_k.cu(" not in res.output, res.output

@@ -96,9 +96,15 @@ async def test_signature_mismatch_is_a_job_error_naming_the_argument(example_cop
 
 
 async def test_original_that_does_not_compile_is_a_job_error(example_copy):
-    example_copy.write_text(example_copy.read_text().replace("sum += v * v;", "sum += v * v"))
-    with pytest.raises(JobError, match="the original kernel does not compile"):
-        await optimise(example_copy, "rmsnorm", backend=None, generators=())
+    src = example_copy.rename(example_copy.with_name("my_norm.cu"))  # a file not named after its kernel
+    example_copy.with_name("rmsnorm.cu.toml").rename(src.with_name("my_norm.cu.toml"))
+    src.write_text(src.read_text().replace("sum += v * v;", "sum += v * v"))
+    with pytest.raises(JobError, match="the original kernel does not compile") as err:
+        await optimise(src, "rmsnorm", backend=None, generators=())
+    # the compiler's lines name the user's file (not NVRTC's program name, KERNEL.cu) and its line numbers
+    line = next(i for i, t in enumerate(src.read_text().splitlines(), 1) if "sum += v * v" in t)
+    assert "rmsnorm.cu(" not in str(err.value)
+    assert any(f"my_norm.cu({n})" in str(err.value) for n in (line, line + 1)), str(err.value)
 
 
 async def test_unreadable_source_is_a_job_error(tmp_path):
