@@ -17,36 +17,12 @@ from ptxfactory.protocol import parse_spec
 from ptxfactory.search.generators.transform import PASSES, TransformGenerator, run_chain, unit_from_context
 from ptxfactory.search.generators.transform.fold import FoldPass
 
+from test_collapse import ROPE as COLLAPSE_ROPE, ROPE_ARGS
 from test_transform import example_ctx, make_ctx
 
 FOLD = FoldPass()
 
-ARGS = """
-  { name = "x", role = "in", dtype = "f32", shape = ["T", "H", "D"] },
-  { name = "cs", role = "in", dtype = "f32", shape = ["T", "D"] },
-  { name = "y", role = "out", dtype = "f32", shape = ["T", "H", "D"] },
-  { name = "T", role = "scalar", dtype = "i32", value = "T" },
-  { name = "H", role = "scalar", dtype = "i32", value = "H" },
-  { name = "D", role = "scalar", dtype = "i32", value = "D" },
-"""
-# RoPE in f32, one thread per token, a loop over heads around a loop over half the head dimension
-ROPE = """
-extern "C" __global__ void rope(const float* x, const float* cs, float* y, int T, int H, int D)
-{
-    int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= T) return;
-    int half = D / 2;
-    for (int h = 0; h < H; ++h) {
-        const float* xv = x + ((size_t)t * H + h) * D;
-        float* ov = y + ((size_t)t * H + h) * D;
-        for (int i = 0; i < half; ++i) {
-            float c = cs[(size_t)t * D + i], s = cs[(size_t)t * D + i + half];
-            ov[i] = xv[i] * c - xv[i + half] * s;
-            ov[i + half] = xv[i + half] * c + xv[i] * s;
-        }
-    }
-}
-"""
+ARGS, ROPE = ROPE_ARGS, COLLAPSE_ROPE  # RoPE in f32, one thread per token: heads around half a head
 
 
 def spec(bench: str = "{ T = 4096, H = 64, D = 256 }", policy: str = "free"):

@@ -30,7 +30,7 @@ from __future__ import annotations
 from . import syntax as sx
 from .base import Unit
 from .syntax import Node
-from .vector_loops import reindent, unroll_pragma
+from .vector_loops import declared_index, reindent, unroll_pragma
 
 PREFIX = "ptxf_dm"
 PURE = ("identifier", "number_literal", "field_expression", "field_identifier", "parenthesized_expression", "binary_expression",
@@ -84,17 +84,13 @@ class DivModPass:
     def plan(self, unit: Unit, loop: Node) -> dict:
         """What the rewrite of ``loop`` needs: the index, its type, start, step and bound, and the divisors (raises
         :class:`Refused`)."""
-        init, cond, upd, body = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update", "body"))
-        if init is None or cond is None or upd is None or body is None or init.type != "declaration":
-            raise Refused("not a for loop declaring its index")
-        ds = init.children_by_field_name("declarator")
-        if len(ds) != 1 or ds[0].type != "init_declarator" or not sx.is_ident(ds[0].child_by_field_name("declarator")):
-            raise Refused("not one index declared")
-        ctype = sx.type_text(init.child_by_field_name("type"))
+        cond, upd, body = (loop.child_by_field_name(f) for f in ("condition", "update", "body"))
+        index = declared_index(loop)
+        if isinstance(index, str):
+            raise Refused(index)
+        ctype, k, start = index
         if ctype not in sx.INT_TYPES:
             raise Refused(f"index type {ctype!r}")
-        k = sx.text(ds[0].child_by_field_name("declarator"))
-        start = ds[0].child_by_field_name("value")
         if any(i.startswith(PREFIX) for i in sx.identifiers(loop)) or _inside_rewrite(loop):
             raise Refused("already carried (this pass's own loop, or the loop as written beside it)")
         u = sx.unparen(upd)

@@ -215,19 +215,16 @@ class VectorLoopsPass:
         """The rewrite of ``loop`` (raises :class:`Refused` with the reason when the loop is left alone)."""
         a = a or LoopAnalysis(unit)
         init, cond, upd, body = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update", "body"))
-        if init is None or cond is None or upd is None or body is None or init.type != "declaration":
-            raise Refused("not a for loop declaring its index")
-        ds = init.children_by_field_name("declarator")
-        if len(ds) != 1 or ds[0].type != "init_declarator" or not sx.is_ident(ds[0].child_by_field_name("declarator")):
-            raise Refused("not one index declared")
-        ctype = sx.type_text(init.child_by_field_name("type"))
+        index = declared_index(loop)
+        if isinstance(index, str):
+            raise Refused(index)
+        ctype, j, first = index
         if ctype not in sx.INT_TYPES or ctype.startswith(NARROW) or any(c.type == "type_qualifier" for c in init.children):
             raise Refused(f"index type {ctype!r}")
-        j = sx.text(ds[0].child_by_field_name("declarator"))
         if any(i.startswith(PREFIX) for i in sx.identifiers(loop)) or a.inside_rewrite(loop):
             raise Refused("already vectorised")
         # the lane term of the start, the step
-        terms = plus_terms(ds[0].child_by_field_name("value"))
+        terms = plus_terms(first)
         lanes = [t for t in terms if a.lane_group(t) is not None]
         if len(lanes) != 1:
             raise Refused("the start is not a + LANE")
@@ -895,6 +892,18 @@ def _mod_facts(tree) -> list[tuple[str, int]]:
                 and left.right.value > 0):
             return [(left.left.id, left.right.value)]
     return []
+
+
+def declared_index(loop: Node) -> tuple[str, str, Node] | str:
+    """``(type, name, initial value)`` of the one index a ``for`` loop with a condition, an update and a body declares
+    (``for (T j = a; ...; ...)``), else why not."""
+    init = loop.child_by_field_name("initializer")
+    if init is None or init.type != "declaration" or any(loop.child_by_field_name(f) is None for f in ("condition", "update", "body")):
+        return "not a for loop declaring its index"
+    ds = init.children_by_field_name("declarator")
+    if len(ds) != 1 or ds[0].type != "init_declarator" or not sx.is_ident(ds[0].child_by_field_name("declarator")):
+        return "not one index declared"
+    return sx.type_text(init.child_by_field_name("type")), sx.text(ds[0].child_by_field_name("declarator")), ds[0].child_by_field_name("value")
 
 
 def plus_terms(node: Node | None) -> list[Node]:
