@@ -6,7 +6,8 @@
   original at 2^24 elements, where the original issues 65536 atomics and the capped grid a few hundred.
 - ``collapse`` and ``fold``: RoPE written one thread per token, a loop over heads around a loop over half the head
   dimension; collapse makes the nest one loop that rowpar splits over the token's lanes (divmod then carries its
-  digits), fold puts the heads on the grid's y and rowpar splits each head's loop. Every candidate whose chain has
+  digits), fold puts the heads on the grid's y and rowpar splits each head's loop (raster then makes the grid 1-D,
+  a row block's heads in consecutive blocks). Every candidate whose chain has
   collapse or fold must verify at sizes with odd head counts and head dimensions.
 """
 from __future__ import annotations
@@ -75,14 +76,17 @@ def test_grid_reduce_candidates_verify_and_the_best_beats_the_block_atomics(tmp_
 
 
 def test_collapsed_rope_candidates_verify(tmp_path):
-    # (the chains come fold first, then collapse, the split inner loop alone, then collapse with divmod: 40 reach all)
-    summary = transform_job(tmp_path, "rope", ROPE, ROPE_SPEC, max_candidates=40)
+    # (the chains come fold first (each ending in raster), then collapse, the split inner loop alone, then collapse
+    # with divmod, with the children of the first candidates between them: 40 did not reach divmod on 2026-12-03)
+    summary = transform_job(tmp_path, "rope", ROPE, ROPE_SPEC, max_candidates=60)
     rows = [r for r in summary.rows if "pass:collapse" in r.candidate.params]
     assert rows, describe_rows(summary)
     assert all(isinstance(r.result, Measured) for r in rows), describe_rows(summary)
-    # fold: the heads on the grid's y (odd head counts: 3, 7), then rowpar over each head's half
+    # fold: the heads on the grid's y (odd head counts: 3, 7), then rowpar over each head's half; raster then puts a
+    # row block's heads in consecutive blocks of a 1-D grid
     folded = [r for r in summary.rows if "pass:fold" in r.candidate.params]
     assert folded and all(isinstance(r.result, Measured) for r in folded), describe_rows(summary)
+    assert any("pass:raster" in r.candidate.params for r in folded), describe_rows(summary)
     # divmod carries the collapsed index's digits (h, i) instead of dividing: those candidates verify too
     assert any("pass:divmod" in r.candidate.params for r in rows), describe_rows(summary)
     print(describe_rows(summary))

@@ -65,7 +65,7 @@ def test_the_rope_example_chains_fold_first():
     chains = ["+".join(p.name for p in c) for c in plan_chains(unit_from_context(example_ctx("rope")))]
     first = next(i for i, c in enumerate(chains) if "fold" in c)
     assert first < next(i for i, c in enumerate(chains) if "collapse" in c)
-    assert "restrict+ldg+fold+rowpar_lanes16+vector_loops+unroll+launch_bounds" in chains
+    assert "restrict+ldg+fold+rowpar_lanes16+vector_loops+unroll+raster+launch_bounds" in chains
 
 
 REFUSED = {
@@ -166,6 +166,83 @@ def test_same_outputs_on_host_emulation(head, tmp_path):
     yext = out.launch.grid[1].replace("max(1, ", "", 1)[:-1]  # the y extent as C (H, or (H - 1) - (1) + 1)
     program = (EMU.replace("ORIG", src.replace('extern "C" ', "")).replace("FOLDED", out.text.replace('extern "C" ', ""))
                .replace("YEXT", f"({yext.replace('//', '/')})"))
+    cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
+    cpp.write_text(program)
+    build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", "-ffp-contract=off", str(cpp), "-o", str(exe)],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.startswith("ok"), run.stdout + run.stderr
+
+
+RASTER_EMU = r"""
+#include <cstdio>
+#include <cstring>
+#define __global__
+struct ptxf_dim { unsigned x, y, z; };
+ptxf_dim threadIdx, blockIdx, blockDim, gridDim;
+namespace orig {
+ORIG
+}
+namespace raster {
+RASTER
+}
+int main() {
+    const int Ts[] = {1, 7, 33}, Hs[] = {0, 1, 3, 5}, Ds[] = {2, 6, 64};
+    static float x[33 * 5 * 64 + 8], cs[33 * 64 + 8], y[2][33 * 5 * 64 + 8];
+    for (int i = 0; i < (int)(sizeof x / 4); ++i) x[i] = (float)((i * 37) % 101) / 7.0f - 6.0f;
+    for (int i = 0; i < (int)(sizeof cs / 4); ++i) cs[i] = (float)((i * 53) % 97) / 50.0f - 1.0f;
+    long cases = 0;
+    for (int T : Ts) for (int H : Hs) for (int D : Ds) {
+        std::memset(y[0], 0x5a, sizeof y[0]);
+        std::memset(y[1], 0x5a, sizeof y[1]);
+        blockDim.x = 128;
+        for (unsigned bx = 0; bx < (unsigned)((T + 127) / 128); ++bx)
+            for (unsigned t = 0; t < 128; ++t) { blockIdx.x = bx; threadIdx.x = t; orig::rope(x, cs, y[0], T, H, D); }
+        unsigned blocks = (unsigned)(GRID);  // raster's one x: the row blocks times the folded trip
+        for (unsigned b = 0; b < blocks; ++b)
+            for (unsigned t = 0; t < 128; ++t) { blockIdx.x = blocks - 1 - b; blockIdx.y = 0; threadIdx.x = t; raster::rope(x, cs, y[1], T, H, D); }
+        if (std::memcmp(y[0], y[1], sizeof y[0])) { printf("T=%d H=%d D=%d: y differs\n", T, H, D); return 1; }
+        ++cases;
+    }
+    printf("ok %ld\n", cases);
+    return 0;
+}
+"""
+
+
+def test_raster_puts_a_row_blocks_folded_iterations_in_consecutive_blocks():
+    from ptxfactory.search.generators.transform.raster import RasterPass
+    raster = RasterPass()
+    assert not raster.applies(unit(ROPE))  # no fold before it
+    out = raster.apply(FOLD.apply(unit(ROPE)))
+    assert out.launch.grid == ["(cdiv(T, 128)) * (max(1, (H)))"]
+    assert "const unsigned ptxf_by = blockIdx.x % " in out.text and "const int ptxf_y = ptxf_by;" in out.text
+    assert "blockIdx.y" not in out.text and out.text.count("blockIdx.x") == 2  # only in the two new lines
+    # gridDim read anywhere (its x would no longer be the row blocks'): left alone
+    folded = FOLD.apply(unit(ROPE))
+    assert raster.applies(folded)
+    assert not raster.applies(folded.with_text(folded.text.replace("int half = D / 2;", "int half = D / 2 + 0 * gridDim.x;").encode()))
+    # the example's chains: every fold chain that reaches rowpar ends in raster, and it compiles
+    from ptxfactory.search.generators.transform import plan_chains
+    ctx = example_ctx("rope")
+    chains = [c for c in plan_chains(unit_from_context(ctx)) if "fold" in [p.name for p in c]
+              and any(p.name.startswith("rowpar") for p in c) and c[-1].name in ("launch_bounds", "raster")]  # (no prefix)
+    assert chains and all("raster" in [p.name for p in c] for c in chains)
+    done = run_chain(unit_from_context(ctx), chains[0])
+    r = compile_candidate(TransformGenerator().candidate(ctx, done, chains[0]), "sm_90a")
+    assert not isinstance(r, CompileFailed), r.log
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the host emulation")
+def test_raster_same_outputs_on_host_emulation(tmp_path):
+    """fold then raster, run over its 1-D grid (blocks in reverse order), writes what the original writes, every element."""
+    from ptxfactory.search.generators.transform.raster import RasterPass
+    src = ROPE.replace("for (int h = 0; h < H; ++h)", "for (int h = 1; h <= H - 1; h++)")
+    out = RasterPass().apply(FOLD.apply(unit(src)))
+    grid = out.launch.grid[0].replace("cdiv(T, 128)", "((T + 127) / 128)").replace("max(1, ", "std::max(1, ")
+    program = (RASTER_EMU.replace("ORIG", src.replace('extern "C" ', "")).replace("RASTER", out.text.replace('extern "C" ', ""))
+               .replace("GRID", grid.replace("//", "/")).replace("#include <cstring>", "#include <cstring>\n#include <algorithm>"))
     cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
     cpp.write_text(program)
     build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", "-ffp-contract=off", str(cpp), "-o", str(exe)],

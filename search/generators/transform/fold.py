@@ -49,6 +49,7 @@ from . import syntax as sx
 from .base import Unit
 from .collapse import JUMPS, CollapsePass, _declaration, _head, _impure
 from .opening import paren
+from .raster import FOLD_NOTE
 from .rowpar import PlannedPass, Refused, _local_arrays, _row_guard, index_statement, pointer_roots, spec_expression, written_roots
 from .syntax import Node
 
@@ -66,7 +67,7 @@ class FoldPass(PlannedPass):
     def __init__(self) -> None:
         self.collapse = CollapsePass()
 
-    def _plan(self, unit: Unit) -> tuple[list[tuple[int, int, bytes]], LaunchConfig]:
+    def _plan(self, unit: Unit) -> tuple[list[tuple[int, int, bytes]], LaunchConfig, str]:
         if unit.body is None:
             raise Refused("no kernel body")
         launch = unit.launch
@@ -159,8 +160,9 @@ class FoldPass(PlannedPass):
         edits = [(first.start_byte, first.start_byte, batch.encode()),
                  (loop.start_byte, loop.end_byte, f"if ({cond}) {inner}".encode())]
         grid = [launch.grid[0], f"max(1, {extent})"]
-        return edits, LaunchConfig(grid=grid, block=list(launch.block), shared_mem=launch.shared_mem)
+        trip = f"({sx.text(head.hi)}) - ({sx.text(head.lo)})" + (" + 1" if head.inclusive else "")  # as C, for raster
+        return edits, LaunchConfig(grid=grid, block=list(launch.block), shared_mem=launch.shared_mem), trip
 
     def apply(self, unit: Unit) -> Unit:
-        edits, launch = self._plan(unit)
-        return unit.with_text(sx.apply_edits(unit.data, edits), launch=launch)
+        edits, launch, trip = self._plan(unit)
+        return unit.with_text(sx.apply_edits(unit.data, edits), launch=launch, **{FOLD_NOTE: trip})
