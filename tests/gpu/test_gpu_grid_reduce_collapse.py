@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -67,8 +68,11 @@ sizes = [{ T = 4096, H = 64, D = 256 }, { T = 65536, H = 8, D = 128 }]
 
 
 def test_grid_reduce_candidates_verify_and_the_best_beats_the_block_atomics(tmp_path):
+    # the trial's float64 reference judges (with the original kernel as the oracle, its own run-to-run spread at the
+    # x64 stress variant and a held-out n of up to 10^8 exceeded atol: the original itself was rejected, 2026-12-03)
     source, spec = (TRIAL / "block_sum.cu").read_text(), (TRIAL / "block_sum.cu.toml").read_text()
-    summary = transform_job(tmp_path, "block_sum", source, spec.replace('"python:ref.py:block_sum"', '"kernel"'), max_candidates=12)
+    shutil.copy(TRIAL / "ref.py", tmp_path / "ref.py")
+    summary = transform_job(tmp_path, "block_sum", source, spec, max_candidates=12)
     rows = [r for r in summary.rows if "pass:grid_reduce" in r.candidate.params]
     assert rows, describe_rows(summary)
     assert all(isinstance(r.result, Measured) for r in rows), describe_rows(summary)
@@ -76,9 +80,8 @@ def test_grid_reduce_candidates_verify_and_the_best_beats_the_block_atomics(tmp_
 
 
 def test_collapsed_rope_candidates_verify(tmp_path):
-    # (the chains come fold first (each ending in raster), then collapse, the split inner loop alone, then collapse
-    # with divmod, with the children of the first candidates between them: 40 did not reach divmod on 2026-12-03)
-    summary = transform_job(tmp_path, "rope", ROPE, ROPE_SPEC, max_candidates=60)
+    # (the chains come fold first (each ending in raster), then collapse, then the split inner loop alone)
+    summary = transform_job(tmp_path, "rope", ROPE, ROPE_SPEC, max_candidates=40, patience=None)
     rows = [r for r in summary.rows if "pass:collapse" in r.candidate.params]
     assert rows, describe_rows(summary)
     assert all(isinstance(r.result, Measured) for r in rows), describe_rows(summary)
@@ -87,6 +90,13 @@ def test_collapsed_rope_candidates_verify(tmp_path):
     folded = [r for r in summary.rows if "pass:fold" in r.candidate.params]
     assert folded and all(isinstance(r.result, Measured) for r in folded), describe_rows(summary)
     assert any("pass:raster" in r.candidate.params for r in folded), describe_rows(summary)
-    # divmod carries the collapsed index's digits (h, i) instead of dividing: those candidates verify too
-    assert any("pass:divmod" in r.candidate.params for r in rows), describe_rows(summary)
     print(describe_rows(summary))
+
+
+def test_divmod_candidates_verify(tmp_path):
+    # divmod carries the collapsed index's digits (h, i) instead of dividing: those candidates verify too. A store
+    # after the head loop (never taken) makes fold refuse, so the collapse chains, then divmod's, come first
+    source = ROPE.replace("        }\n    }\n}", "        }\n    }\n    if (t < 0) out[0] = 0.0f;\n}")
+    summary = transform_job(tmp_path, "rope", source, ROPE_SPEC, max_candidates=24, patience=None)
+    rows = [r for r in summary.rows if "pass:divmod" in r.candidate.params]
+    assert rows and all(isinstance(r.result, Measured) for r in rows), describe_rows(summary)
