@@ -75,7 +75,7 @@ def test_softmax_reductions_become_row_reductions(lanes):
     assert p.why_not(unit(SOFTMAX, s)) is None
     out = p.apply(unit(SOFTMAX, s))
     assert "__shared__" not in out.text and "red[" not in out.text
-    assert "const float ptxf_r0 = ptxf_row_reduce((float)(m), [](const float& a, const float& b) { return (float)(fmaxf(a, b)); });" in out.text
+    assert "const float ptxf_r0 = ptxf_row_reduce((float)(m), [](const float& ptxf_a, const float& ptxf_b) { return (float)(fmaxf(ptxf_a, ptxf_b)); });" in out.text
     assert "float mx = ptxf_r0;" in out.text and "float total = ptxf_r1;" in out.text
     assert out.text.count("ptxf_row_sync();") == 1  # the barrier after reading red[0]
     assert "int row = (int)((unsigned long long)blockIdx.x * blockDim.y + threadIdx.y);" in out.text

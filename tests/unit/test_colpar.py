@@ -97,7 +97,7 @@ def test_column_sum_rows_split_over_y_combined_in_order(split):
     assert "const unsigned ptxf_lane = threadIdx.y;" in text
     assert f"for (int r = (0) + ptxf_lane; r < M; r += {split}) s += x[(size_t)r * N + c];" in text
     assert "if (ptxf_lane != 0u) s = 0;" in text  # the other threads of the column start their share at 0
-    reduce = "s = ptxf_col_reduce(s, [](const float& a, const float& b) { return (float)(a + b); });"
+    reduce = "s = ptxf_col_reduce(s, [](const float& ptxf_a, const float& ptxf_b) { return (float)(ptxf_a + ptxf_b); });"
     assert reduce in text
     store = text.index("out[c] = s;")
     assert text.index(reduce) < text.rindex("if (ptxf_lane == 0u)", 0, store) < store  # one thread stores the sum
@@ -200,7 +200,7 @@ def test_column_argmax_first_index_on_ties():
 """, name="colargmax", params="const float* x, float* best, int* where, int M, int N")
     spec = spec_for("colargmax", args, grid='["cdiv(N, 128)"]', sizes=SIZES, rtol=0, atol=0)
     text = candidate_compiles(src, spec, 32)
-    assert "ptxf_col_reduce_arg(b, w," in text and "v2 > v1 || (v2 == v1 && k2 < k1)" in text
+    assert "ptxf_col_reduce_arg(b, w," in text and "ptxf_v2 > ptxf_v1 || (ptxf_v2 == ptxf_v1 && ptxf_k2 < ptxf_k1)" in text
     assert "(1) + ptxf_lane" in text
     candidate_compiles(src, spec, "auto")
 

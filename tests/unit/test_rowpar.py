@@ -160,7 +160,7 @@ def test_cross_entropy_max_then_sum_and_one_lane_stores():
     p = rowpar(32)
     assert p.why_not(u) is None
     text = p.apply(u).text
-    assert "m = ptxf_group_reduce<32>(m, [](const float& a, const float& b) { return (float)(fmaxf(a, b)); });" in text
+    assert "m = ptxf_group_reduce<32>(m, [](const float& ptxf_a, const float& ptxf_b) { return (float)(fmaxf(ptxf_a, ptxf_b)); });" in text
     assert "if (ptxf_lane != 0u) m =" not in text  # a max keeps its start value on every lane
     assert "s = ptxf_group_reduce<32>(s," in text
     guard = text.index("if (ptxf_lane == 0u)")
@@ -173,12 +173,12 @@ def test_argmax_pairs_and_first_index_on_ties():
     spec = row_spec("argmax", ARGMAX_ARGS)
     text = rowpar(16).apply(unit(ARGMAX, spec)).text
     assert "ptxf_group_reduce_arg<16>(b, w," in text
-    assert "v2 > v1 || (v2 == v1 && k2 < k1)" in text  # strict > in the source: the first index wins ties
+    assert "ptxf_v2 > ptxf_v1 || (ptxf_v2 == ptxf_v1 && ptxf_k2 < ptxf_k1)" in text  # strict > in the source: the first index wins ties
     assert "for (int j = (1) + ptxf_lane; j < N; j += 16)" in text
     candidate_compiles(ARGMAX, spec, 16)
     candidate_compiles(ARGMAX, spec, 512)
     last = ARGMAX.replace("if (v > b)", "if (v >= b)")
-    assert "k2 > k1" in rowpar(32).apply(unit(last, spec)).text  # >= keeps the last index
+    assert "ptxf_k2 > ptxf_k1" in rowpar(32).apply(unit(last, spec)).text  # >= keeps the last index
 
 
 def test_rope_two_writes_per_iteration_proven_disjoint():

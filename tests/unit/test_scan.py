@@ -143,7 +143,7 @@ def test_the_row_total_is_written_by_one_lane_after_the_loop():
 
 def test_max_parts_start_at_the_running_value_and_sums_at_zero():
     t = scan("warp").apply(unit(RUNNING_MAX, row_spec())).text
-    assert "float ptxf_part = m;" in t and "fmaxf(a, b)" in t
+    assert "float ptxf_part = m;" in t and "fmaxf(ptxf_a, ptxf_b)" in t
     t = scan("warp").apply(unit(INT_CUMSUM, row_spec(args=INT_ARGS, rtol=0, atol=0))).text
     assert "int ptxf_part = (int)0;" in t
 

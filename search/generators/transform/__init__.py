@@ -109,6 +109,7 @@ from .rowpar import RowParallelPass
 from .scan import ScanPass
 from .shuffle_reduce import ShuffleReducePass
 from .sink import sink_declarations
+from .early_exit import else_for_early_exits
 from .smem_hist import SmemHistPass
 from .smem_tile import CONFIGS as SMEM_TILES, SmemTilePass
 from .specialise import SpecialisePass
@@ -267,7 +268,11 @@ def unit_from_context(ctx: GenContext) -> Unit:
     # pure declarations written before the thread index (float best = -1e30f;) moved after its guard (sink.py), so
     # that the openings the passes read start at the index
     sunk = sink_declarations(unit.data, unit.body)
-    return unit if sunk == unit.data else unit.with_text(sunk)
+    unit = unit if sunk == unit.data else unit.with_text(sunk)
+    # an early exit (if (edge) { ...; return; } rest) written as if (edge) {...} else {rest} (early_exit.py), so that
+    # the passes that run an element's code several times in one thread take it
+    flat = else_for_early_exits(unit.data, unit.body)
+    return unit if flat == unit.data else unit.with_text(flat)
 
 
 def plan_chains(unit: Unit) -> list[list[Pass]]:

@@ -147,8 +147,8 @@ class BlockRowPass(PlannedPass):
         used = set()
         for k, i in enumerate(idioms):
             name = f"ptxf_r{k}"
-            combine = "a + b" if i.op == "+" else f"{i.op}(a, b)"
-            op = f"[](const {i.ctype}& a, const {i.ctype}& b) {{ return ({i.ctype})({combine}); }}"
+            combine = "ptxf_a + ptxf_b" if i.op == "+" else f"{i.op}(ptxf_a, ptxf_b)"
+            op = f"[](const {i.ctype}& ptxf_a, const {i.ctype}& ptxf_b) {{ return ({i.ctype})({combine}); }}"
             stmt = f"const {i.ctype} {name} = ptxf_row_reduce(({i.ctype})({sx.text(i.value)}), {op});  // (transform blockrow)"
             edits.append((i.store.start_byte, i.loop.end_byte, stmt.encode()))
             for r in i.reads:

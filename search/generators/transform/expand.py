@@ -45,11 +45,7 @@ _TOKEN = re.compile(
 )
 _STICKY = set("+-*/%&|^!<>=.:#")
 # Calls an argument may hold and stay free of side effects (besides helpers that are themselves inlined).
-PURE_FUNCS = sx.FLOAT_FUNCS | LOAD_FUNCS | frozenset({
-    "__float2half", "__float2half_rn", "__float2bfloat16", "__float2bfloat16_rn", "__half2float", "__bfloat162float",
-    "min", "max", "abs", "fabs", "sqrt", "exp", "log", "tanh", "__fmul_rn", "__fadd_rn", "__int2float_rn",
-    "__float2int_rn", "__float_as_int", "__float_as_uint",
-})
+PURE_FUNCS = sx.VALUE_FUNCS | LOAD_FUNCS
 
 
 class Opaque(Exception):

@@ -167,9 +167,7 @@ def loop_accumulators(body: Node, carried: set[str], loop_var: str, *, tuples: b
 
 EXP_FUNCS = frozenset({"expf", "__expf", "exp"})
 # calls a stable value may make: the math library, conversions and the read-only loads
-PURE_CALLS = sx.FLOAT_FUNCS | LOAD_FUNCS | MAX_FUNCS | MIN_FUNCS | EXP_FUNCS | frozenset({
-    "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "fabs", "abs", "pow", "tanh", "sin", "cos", "floor", "ceil",
-    "__float2half", "__half2float", "__bfloat162float", "__float2bfloat16", "__ldg"})
+PURE_CALLS = sx.VALUE_FUNCS | LOAD_FUNCS | MAX_FUNCS | MIN_FUNCS | EXP_FUNCS
 ONE = ("num", 1.0)
 SOFTMAX_FORM = ("an online softmax (m = max(m, e); s = s * exp(m_old - m) + exp(e - m); or if (e > m) "
                 "{ s = s * exp(m - e) + 1; m = e; } else s += exp(e - m))")

@@ -484,12 +484,13 @@ class RowParallelPass(PlannedPass):
         if acc.kind == "arg":
             op = ">" if acc.direction == "max" else "<"
             tie = "<" if acc.first else ">"
-            better = (f"[](const {ctype}& v2, const {index_type}& k2, const {ctype}& v1, const {index_type}& k1) "
-                      f"{{ return v2 {op} v1 || (v2 == v1 && k2 {tie} k1); }}")
+            better = (f"[](const {ctype}& ptxf_v2, const {index_type}& ptxf_k2, const {ctype}& ptxf_v1, const {index_type}& ptxf_k1) "
+                      f"{{ return ptxf_v2 {op} ptxf_v1 || (ptxf_v2 == ptxf_v1 && ptxf_k2 {tie} ptxf_k1); }}")
             fn = self._fn("ptxf_row_reduce_arg", "ptxf_block_reduce_arg", f"ptxf_group_reduce_arg<{self.lanes}>")
             return f"{fn}({acc.name}, {acc.index}, {better});"
-        expr = acc.combine.format(a="a", b="b")
-        op = f"[](const {ctype}& a, const {ctype}& b) {{ return ({ctype})({expr}); }}"
+        # (the lambda's parameters are ptxf_ names: a kernel's buffers named a and b stay visible to the other passes)
+        expr = acc.combine.format(a="ptxf_a", b="ptxf_b")
+        op = f"[](const {ctype}& ptxf_a, const {ctype}& ptxf_b) {{ return ({ctype})({expr}); }}"
         fn = self._fn("ptxf_row_reduce", "ptxf_block_reduce", f"ptxf_group_reduce<{self.lanes}>")
         return f"{acc.name} = {fn}({acc.name}, {op});"
 

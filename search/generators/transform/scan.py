@@ -373,7 +373,7 @@ class ScanPass(PlannedPass):
         ind = sx.line_indent(data, loop.start_byte)[0].decode()
         jt, T = p.jtype, p.ctype
         init = {"sum": f"({T})0", "prod": f"({T})1"}.get(p.kind, p.acc)  # a max/min part may start at the running value
-        op = f"[](const {T}& a, const {T}& b) {{ return ({T})({p.combine.format(a='a', b='b')}); }}"
+        op = f"[](const {T}& ptxf_a, const {T}& ptxf_b) {{ return ({T})({p.combine.format(a='ptxf_a', b='ptxf_b')}); }}"
         i1, i2, i3 = ind + "    ", ind + "        ", ind + "            "
         chunk = f"({jt})({lanes} * {ITEMS}u)"
         scan = (

@@ -95,7 +95,7 @@ ELEMENT_BYTES = {"float": 4, "double": 8, "__half": 2, "half": 2, "__nv_bfloat16
                  **{t: 8 for t in ("long long", "unsigned long long", "int64_t", "uint64_t", "size_t")}}
 BUILTINS = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim"})
 UNIFORM_BUILTINS = frozenset({"blockIdx.z", "gridDim.z"})
-PURE_CALLS = sx.FLOAT_FUNCS | {"min", "max", "fma", "fmin", "fmax", "fabs", "sqrt", "exp", "log", "tanh", "abs"}
+PURE_CALLS = sx.VALUE_FUNCS
 Y_INDEX: Poly = {("blockDim.y", "blockIdx.y"): 1, ("threadIdx.y",): 1}
 X_INDEX: Poly = {("blockDim.x", "blockIdx.x"): 1, ("threadIdx.x",): 1}
 

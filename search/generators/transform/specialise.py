@@ -157,8 +157,7 @@ _READ_PARENTS = frozenset({"binary_expression", "unary_expression", "cast_expres
                            "subscript_argument_list", "condition_clause", "initializer_list", "template_argument_list",
                            "return_statement"})
 # callees whose arguments are values (CUDA's math and integer builtins): any other call might bind a reference
-_VALUE_CALLEES = sx.FLOAT_FUNCS | frozenset({"min", "max", "abs", "umin", "umax", "llmin", "llmax", "ullmin", "ullmax",
-                                               "llabs", "fmin", "fmax", "sqrt", "exp", "log", "pow"})
+_VALUE_CALLEES = sx.VALUE_FUNCS
 
 
 def _plain_read(n: Node) -> bool:

@@ -40,6 +40,25 @@ FLOAT_FUNCS = frozenset({
     "__bfloat162float", "__half2float", "__int_as_float", "__uint_as_float", "__int2float_rn", "__saturatef",
     "ptxf_tanh_approx",
 })
+# Calls whose result depends on their arguments' values only (no memory, no side effect): the float functions, the
+# double-precision and integer math of CUDA's device library, and the conversion and reinterpretation intrinsics.
+# What every pass that asks "may this call sit in an expression it moves or repeats" reads (plus its own loads).
+VALUE_FUNCS = FLOAT_FUNCS | frozenset({
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "cbrt", "fabs", "abs", "pow", "tanh",
+    "sin", "cos", "tan", "erf", "erfc", "floor", "ceil", "trunc", "round", "rint", "fma", "fmin", "fmax", "copysign",
+    "min", "max", "umin", "umax", "llmin", "llmax", "ullmin", "ullmax", "llabs", "__popc", "__popcll", "__clz",
+    "__clzll", "__ffs", "__ffsll", "__brev", "__brevll", "__mul24", "__umul24", "__mulhi", "__umulhi", "__mul64hi",
+    "__umul64hi", "__sad", "__usad",
+    *(f"__float2{t}_{r}" for t in ("int", "uint", "ll", "ull") for r in ("rn", "rz", "ru", "rd")),
+    *(f"__double2{t}_{r}" for t in ("int", "uint", "ll", "ull", "float") for r in ("rn", "rz", "ru", "rd")),
+    *(f"__{t}2float_{r}" for t in ("int", "uint", "ll", "ull") for r in ("rn", "rz", "ru", "rd")),
+    *(f"__{t}2double_rn" for t in ("int", "uint", "ll", "ull")),
+    "__float_as_int", "__float_as_uint", "__double_as_longlong", "__longlong_as_double",
+    "__float2half", "__float2half_rn", "__half2float", "__float2bfloat16", "__float2bfloat16_rn", "__bfloat16_as_ushort",
+    "__ushort_as_bfloat16", "__half_as_ushort", "__ushort_as_half", "__half_as_short", "__short_as_half",
+    "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__fmaf_rn", "__fsqrt_rn", "__dadd_rn", "__dmul_rn",
+    "__fadd_rz", "__fmul_rz", "__frsqrt_rn", "__fdividef", "__saturatef",
+})
 
 
 @lru_cache(maxsize=1)
