@@ -631,3 +631,15 @@ def test_the_table_and_report_show_candidate_and_original_errors_against_the_ref
                                                 for r in summary.rows]})
     assert "Accuracy" not in report.render_markdown(plain) and report.row_views(plain)[1].verdict == "yes"
     assert JobSummary.model_validate_json(summary.model_dump_json()) == summary  # report.json round-trips the errors
+
+
+def test_an_integer_output_equal_to_the_poison_is_right_where_the_reference_says_so():
+    # int8's poison is 127 - 7 = 120, a value an int8 quantisation writes (bench/trials/quantize_rows: the original
+    # kernel itself was rejected, 2026-12-03); an element holding it is wrong only where the reference differs
+    ref = np.array([120, -5, 7, 120], dtype=np.int64)
+    poisoned = np.array([True, False, False, True])
+    j = judge(ref.copy(), ref.copy(), ref, "i8", 0.0, 0.0, unwritten=poisoned)
+    assert j.ok and j.within_tol
+    skipped = np.array([120, -5, 120, 120], dtype=np.int64)  # element 2 never written: 120 where 7 was due
+    j = judge(skipped, ref.copy(), ref, "i8", 0.0, 0.0, unwritten=np.array([True, False, True, True]))
+    assert not j.ok and j.wrong == 1 and j.new_nonfinite == 1
