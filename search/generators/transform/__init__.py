@@ -147,7 +147,9 @@ PASSES: tuple[Pass, ...] = (
 # Groups that a chain may also go without when one of them applies: ``collapse`` (group "nest") flattens a loop nest
 # for rowpar, which pays a division per element; measured on RoPE (H200), the nest split at its inner loop alone was
 # faster at two of three sizes and slower at the third, so both kinds of chain are proposed and timed.
-OPTIONAL_GROUPS = frozenset({"nest", "divmod"})
+# ``fast_math`` (group "math") likewise: its chains first, then the same chains exact (an int8 quantisation whose scale
+# moved by one ulp failed verification in every chain while fast_math was in all of them).
+OPTIONAL_GROUPS = frozenset({"nest", "divmod", "math"})
 # Optional groups whose chains go without them first, and vary slowest of the optional ones: ``divmod`` (group
 # "divmod") is exact and saves a division per iteration, but measured on RoPE's collapsed nest (H200) it ran slower
 # than the division it replaces (53/58/48% of copy against 58/62/52%), so its chains follow the ones without it.

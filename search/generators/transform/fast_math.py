@@ -41,8 +41,8 @@ class FastMathPass:
     reaches its floor (:data:`OP_RTOL`)."""
 
     name = "fast_math"
-    group = None
-    exact = False
+    group = "math"  # optional (OPTIONAL_GROUPS): chains are built with it and without it, so an approximation that
+    exact = False   # fails verification does not take every chain's exact restructuring down with it
 
     def allowed(self, unit: Unit, op: str | None = None) -> bool:
         """Whether the spec's tolerance allows rewrite ``op`` (any of them, when None)."""
@@ -93,10 +93,12 @@ ROUNDING = frozenset({"floorf", "ceilf", "truncf", "roundf", "rintf", "lrintf", 
                       "rint", "__float2int_rn", "__float2int_rz", "__float2int_rd", "__float2int_ru", "__float2uint_rz"})
 
 
-def _rounded(node: Node, types) -> bool:
+def _rounded(node: Node, types, seen: frozenset[str] = frozenset()) -> bool:
     """Whether ``node``'s value, through arithmetic only, is converted to an integer (a cast, an integer variable's
     initialiser or assignment) or rounded (``floorf``, ...): a bin index ``(int)(x / w)``, where an approximation's
-    last bits decide the integer, never a tolerance."""
+    last bits decide the integer, never a tolerance. A float variable it initialises or is assigned to carries it on:
+    any use of that variable that is rounded counts (``scale = amax / 127; q = __float2int_rn(x / scale)``: an int8
+    quantisation, where one ulp of the scale moves a rounding)."""
     child, p = node, node.parent
     while p is not None:
         if p.type in ("parenthesized_expression", "binary_expression", "unary_expression", "conditional_expression"):
@@ -110,11 +112,29 @@ def _rounded(node: Node, types) -> bool:
             return (sx.call_name(p.parent) or "") in ROUNDING
         if p.type == "init_declarator":
             decl = p.parent
-            return decl is not None and sx.type_text(decl.child_by_field_name("type")) in sx.INT_TYPES
+            if decl is not None and sx.type_text(decl.child_by_field_name("type")) in sx.INT_TYPES:
+                return True
+            return _uses_rounded(p.child_by_field_name("declarator"), types, seen)
         if p.type in ("assignment_expression", "compound_assignment_expression"):
-            return types.of(p.child_by_field_name("left")) == "int"
+            left = p.child_by_field_name("left")
+            return types.of(left) == "int" or _uses_rounded(left, types, seen)
         return False
     return False
+
+
+def _uses_rounded(target: Node | None, types, seen: frozenset[str]) -> bool:
+    """Whether a use of the variable ``target`` names (an identifier) anywhere in its function is :func:`_rounded`."""
+    target = sx.unparen(target)
+    if target is None or target.type != "identifier":
+        return False
+    name = sx.text(target)
+    if name in seen:
+        return False
+    fn = target
+    while fn.parent is not None and fn.type != "function_definition":
+        fn = fn.parent
+    return any(n.type == "identifier" and sx.text(n) == name and n.id != target.id and _rounded(n, types, seen | {name})
+               for n in sx.walk(fn))
 
 
 def _is_float_one(node: Node | None) -> bool:
