@@ -708,20 +708,29 @@ _TOKEN = re.compile(r"[\w.+-]+")
 
 def _placeholder_sizes(symbols: list[str], square: bool = False) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
     """Check and bench sizes: the check's products about 1e3 and 6.5e4 elements in odd values (tails are exercised),
-    the bench 2**24 elements, every symbol the same power of two. With two symbols (rows and columns, height and
-    width) the check sizes are oblong, one each way (about 1:2, then 2:1), so a launch or an index that swaps them
-    leaves elements unwritten or reads past a row, and fails; ``square`` (or more symbols, whose derived extents such
-    as ``H - KH + 1`` need them alike) gives every symbol the same value."""
+    the bench 2**24 elements, every symbol the same power of two. With two or more symbols (rows and columns; batch,
+    tokens and channels) the check sizes are oblong: every symbol a different value, the first from about 1:2 between
+    the first symbol and the last, the second the other way round, so a launch or an index that swaps any two of
+    them leaves elements unwritten or reads past a row, and fails; ``square`` (for derived extents such as
+    ``H - KH + 1`` that need them alike: the caller's fallback when the oblong spec does not load) gives every symbol
+    the same value."""
     k = len(symbols)
 
     def odd(v: float) -> int:
         v = max(2, round(v))
         return v + 1 if v % 2 == 0 else v
 
-    if k == 2 and not square:
-        a, b = symbols
-        r = 2 ** 0.5
-        check = [{a: odd(1000 ** 0.5 / r), b: odd(1000 ** 0.5 * r)}, {a: odd(65536 ** 0.5 * r), b: odd(65536 ** 0.5 / r)}]
+    if k >= 2 and not square:
+        r = 2 ** (1 / (k - 1))  # neighbours r apart, the first and last symbols 2x
+        check = []
+        for total, sign in ((1000, 1), (65536, -1)):
+            base = total ** (1 / k)
+            values = [odd(base * r ** (sign * (i - (k - 1) / 2))) for i in range(k)]
+            # (rounding may make two alike: each kept at least 2 above its smaller neighbour, still odd)
+            order = range(1, k) if sign > 0 else range(k - 2, -1, -1)
+            for i in order:
+                values[i] = max(values[i], values[i - sign] + 2)
+            check.append(dict(zip(symbols, values)))
     else:
         check = [{s: odd(total ** (1 / k)) for s in symbols} for total in (1000, 65536)]
     bench = [{s: 1 << round(24 / k) for s in symbols}]

@@ -533,3 +533,22 @@ def test_buffers_reached_at_fixed_indices_get_their_own_extent():
     assert args(spec)["out"].shape == ["n"] and "TODO shape" in line_comment(s, '"out"')
     spec, s = scaffold(FIXED_EXTENTS.replace(" out[i % 2] += 0.0f;", ""), "stats")
     assert args(spec)["out"].shape == [2]
+
+
+def test_three_size_symbols_get_a_different_value_each_one_way_then_the_other():
+    """Mean pooling over tokens (B, T, C): every symbol its own value in each check size, the order reversed in the
+    second, so a kernel that swaps T and C (or B and C) reads the wrong elements and fails (a helper's trial found all
+    three equal, 2026-12-03)."""
+    src = """__global__ void pool(const float* x, float* y, int B, int T, int C) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i >= B * C) return;
+        int b = i / C, c = i % C;
+        float s = 0.0f;
+        for (int t = 0; t < T; ++t) s += x[(b * T + t) * C + c];
+        y[i] = s / T;
+    }"""
+    spec, _ = scaffold(src, "pool")
+    first, second = spec.check.sizes[:2]
+    assert len({first["B"], first["T"], first["C"]}) == 3 and len({second["B"], second["T"], second["C"]}) == 3
+    assert first["B"] < first["T"] < first["C"] and second["B"] > second["T"] > second["C"]
+    assert all(v % 2 == 1 for size in (first, second) for v in size.values())
