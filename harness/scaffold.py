@@ -310,6 +310,33 @@ def _fixed_extent(body: ts.Node | None, name: str, byte_buffers: set[str]) -> tu
     return largest + 1, f"only element{'s 0 to ' + str(largest) if largest else ' 0'} used, at fixed indices"
 
 
+def _thread_extent(body: ts.Node | None, name: str, index: dict[str, str], bounds: dict[str, str]) -> list[str] | None:
+    """The shape of pointer ``name`` when every use of it is ``name[i]`` with ``i`` the kernel's x index and the kernel
+    guards only x (``if (i >= B * C) return;``): one element per thread below the bound, ``["B", "C"]`` for a product
+    of size symbols, else ``[bound]``. None for any other use (an offset, an alias, a helper) or no such guard."""
+    if body is None or "x" not in bounds or "y" in bounds:
+        return None
+    seen = False
+    for n in _walk(body):
+        if n.type != "identifier" or _text(n) != name:
+            continue
+        parent = n.parent
+        if parent.type != "subscript_expression" or parent.child_by_field_name("argument") != n:
+            return None
+        idx = [c for c in parent.child_by_field_name("indices").named_children if c.type != "comment"]
+        inner = _unwrap(idx[0]) if len(idx) == 1 else None
+        if inner is None or inner.type != "identifier" or index.get(_text(inner)) != "x":
+            return None
+        seen = True
+    if not seen:
+        return None
+    bound = bounds["x"]
+    parts = [t.strip() for t in bound.split("*")]
+    if all(re.fullmatch(r"[A-Za-z_]\w*", t) for t in parts):
+        return parts
+    return [bound]
+
+
 # Values of the float scalars a signature cannot tell (alpha, beta, lr, ...): each its own, none 0 or 1, so that a
 # candidate that drops a scalar, or swaps two, changes the outputs and fails the check (at 1.0, alpha * x == x);
 # all inside (0, 1), where a decay rate or a momentum must be (a beta above 1 makes an optimizer's state blow up).
@@ -565,11 +592,11 @@ def _global_index(value: str, axis: str) -> bool:
     return t in {f"{b}*{d}+{i}", f"{d}*{b}+{i}", f"{i}+{b}*{d}", f"{i}+{d}*{b}"}
 
 
-def _guard_launch(body: ts.Node, symbols: dict[str, str], kernel: str, why: str | None = None) -> _Launch | None:
-    """The launch a kernel's own guard implies, for a file without its launch: the global index of each axis
-    (``T i = blockIdx.x * blockDim.x + threadIdx.x``) compared with a bound made of size parameters (``i < M``,
-    ``if (row >= rows) return;``) gives one thread per index below the bound: 256 per block on x alone, 32 x 8
-    blocks on x and y. None when no axis has such a guard (then one thread per element is guessed)."""
+def _guard_bounds(body: ts.Node, symbols: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``(index, bounds)`` of a kernel's guards: ``index`` maps each global-index variable (``T i = blockIdx.x *
+    blockDim.x + threadIdx.x``) to its axis, ``bounds`` each axis to the bound its index is compared with (``i < M``,
+    ``if (row >= rows) return;``), a spec expression of the size symbols (locals declared from the sizes read
+    through). Axes without such a guard are absent."""
     index: dict[str, str] = {}  # variable -> axis
     for n in _walk(body):
         if n.type == "init_declarator" and n.child_by_field_name("value") is not None:
@@ -601,6 +628,15 @@ def _guard_launch(body: ts.Node, symbols: dict[str, str], kernel: str, why: str 
             names = set(re.findall(r"[A-Za-z_]\w*", expr))
             if names and names <= set(symbols) and re.fullmatch(r"[\w\s+*()-]+", expr):
                 bounds[index[name]] = re.sub(r"[A-Za-z_]\w*", lambda m: symbols[m.group(0)], " ".join(expr.split()))
+    return index, bounds
+
+
+def _guard_launch(body: ts.Node, symbols: dict[str, str], kernel: str, why: str | None = None) -> _Launch | None:
+    """The launch a kernel's own guard implies, for a file without its launch: the global index of each axis
+    (``T i = blockIdx.x * blockDim.x + threadIdx.x``) compared with a bound made of size parameters (``i < M``,
+    ``if (row >= rows) return;``) gives one thread per index below the bound: 256 per block on x alone, 32 x 8
+    blocks on x and y. None when no axis has such a guard (then one thread per element is guessed)."""
+    _, bounds = _guard_bounds(body, symbols)
     if "x" not in bounds:
         return None
     why = why or f"no {kernel}<<<...>>> in this file"
@@ -816,6 +852,7 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
     float_atomics: list[str] = []  # "name (file:line)" of the float buffers updated by order-dependent atomics
     byte_buffers = {p.name for p in kdef.params if p.is_pointer and (_DTYPE_OF.get(types.get(p.type, p.type)) in (Dtype.u8, Dtype.i8))}
     float_scalars = 0
+    guard_index, guard_bounds = _guard_bounds(body, symbols) if body is not None else ({}, {})
     arg_lines: list[tuple[str, str | None]] = []
     for p in kdef.params:
         ctype = types.get(p.type, p.type)
@@ -859,6 +896,10 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
             if extent is not None:
                 entry["shape"] = [extent[0]]
                 notes.insert(0, f"shape [{extent[0]}]: {extent[1]}")
+            elif (shape := _thread_extent(body, p.name, guard_index, guard_bounds)) is not None:
+                entry["shape"] = shape
+                todo.insert(0, f"shape [{', '.join(shape)}]: one element per thread below the guard "
+                               f"({guard_bounds['x']}), every use indexed by the thread's index")
             else:
                 todo.insert(0, "shape (a guess: every size symbol)")
             if role in ("in", "inout"):

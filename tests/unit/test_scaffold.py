@@ -552,3 +552,30 @@ def test_three_size_symbols_get_a_different_value_each_one_way_then_the_other():
     assert len({first["B"], first["T"], first["C"]}) == 3 and len({second["B"], second["T"], second["C"]}) == 3
     assert first["B"] < first["T"] < first["C"] and second["B"] > second["T"] > second["C"]
     assert all(v % 2 == 1 for size in (first, second) for v in size.values())
+
+
+def test_an_output_indexed_only_by_the_thread_index_takes_the_guard_bound_as_its_shape():
+    """A per-row scale written scales[row] under if (row >= M) gets [M], a pooled output y[i] under i >= B * C gets
+    [B, C] (both were every size symbol: [M, N], [B, T, C]); a buffer indexed otherwise keeps the guess."""
+    src = """#include <cstdint>
+    __global__ void quant(const float* x, int8_t* q, float* scales, int M, int N) {
+        int row = blockIdx.x * blockDim.x + threadIdx.x;
+        if (row >= M) return;
+        float amax = 0.0f;
+        for (int j = 0; j < N; j++) amax = fmaxf(amax, fabsf(x[row * N + j]));
+        for (int j = 0; j < N; j++) q[row * N + j] = (int8_t)__float2int_rn(x[row * N + j] / amax);
+        scales[row] = amax;
+    }"""
+    spec, s = scaffold(src, "quant")
+    shapes = {a.name: list(a.shape) for a in spec.args if a.is_buffer}
+    assert shapes["scales"] == ["M"] and shapes["q"] == ["M", "N"] and shapes["x"] == ["M", "N"]
+    assert any("shape [M]: one element per thread below the guard" in t for _, t in s.todos)
+    pool = """__global__ void pool(const float* x, float* y, int B, int T, int C) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i >= B * C) return;
+        float s = 0.0f;
+        for (int t = 0; t < T; ++t) s += x[((i / C) * T + t) * C + i % C];
+        y[i] = s / T;
+    }"""
+    spec, _ = scaffold(pool, "pool")
+    assert {a.name: list(a.shape) for a in spec.args if a.is_buffer}["y"] == ["B", "C"]
