@@ -26,3 +26,28 @@ template <class F> void launch(int grid, int block, F f) {
     }
 }
 """
+
+# The serial emulation's prelude: a kernel's text compiles as a C++ function once __global__ is gone, its builtins
+# plain globals that the test's loops set before each call (one thread at a time, in any order the test picks).
+SERIAL_PRELUDE = r"""#include <cstdio>
+#include <cstring>
+#include <algorithm>
+#define __global__
+struct ptxf_dim { unsigned x, y, z; };
+ptxf_dim threadIdx, blockIdx, blockDim, gridDim;
+"""
+
+
+def run_host(program: str, tmp_path, std: str = "c++17") -> str:
+    """``program`` built with g++ (``-O1``, no fp contraction: the kernels' own order) and run for at most 120 s; its
+    stdout and stderr, stripped. Fails the test (assert) when it does not build or exits non-zero."""
+    import subprocess
+
+    cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
+    cpp.write_text(program)
+    build = subprocess.run(["g++", f"-std={std}", "-O1", "-w", "-ffp-contract=off", str(cpp), "-o", str(exe)],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return (run.stdout + run.stderr).strip()

@@ -5,7 +5,6 @@ the host with g++, that the rewritten kernel writes exactly what the original wr
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from ptxfactory.search.generators.transform import TransformGenerator, plan_chai
 from ptxfactory.search.generators.transform import syntax as sx
 from ptxfactory.search.generators.transform.early_exit import else_for_early_exits
 
+from _host_cuda import SERIAL_PRELUDE, run_host
 from test_transform import make_ctx
 
 TRIAL = Path(__file__).parents[2] / "bench" / "trials" / "stencil3d7"
@@ -77,12 +77,7 @@ def test_grid_stride_and_coarsen_take_the_stencil_and_compile():
             assert not isinstance(r, CompileFailed), r.log
 
 
-EMU = r"""
-#include <cstdio>
-#include <cstring>
-#define __global__
-struct ptxf_dim { unsigned x, y, z; };
-ptxf_dim threadIdx, blockIdx, blockDim, gridDim;
+EMU = SERIAL_PRELUDE + r"""
 namespace a {
 ORIG
 }
@@ -115,10 +110,5 @@ int main() {
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the host emulation")
 def test_same_outputs_on_host_emulation(tmp_path):
     program = EMU.replace("ORIG", STENCIL.replace('extern "C" ', "")).replace("FLAT", rewrite(STENCIL).replace('extern "C" ', ""))
-    cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
-    cpp.write_text(program)
-    build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", "-ffp-contract=off", str(cpp), "-o", str(exe)],
-                           capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr[-3000:]
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
-    assert run.returncode == 0 and run.stdout.startswith("ok"), run.stdout + run.stderr
+    out = run_host(program, tmp_path)
+    assert out.startswith("ok"), out

@@ -8,7 +8,6 @@ and ``<=``, an empty range).
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import pytest
 
@@ -17,6 +16,7 @@ from ptxfactory.protocol import parse_spec
 from ptxfactory.search.generators.transform import PASSES, TransformGenerator, run_chain, unit_from_context
 from ptxfactory.search.generators.transform.fold import FoldPass
 
+from _host_cuda import SERIAL_PRELUDE, run_host
 from test_collapse import ROPE as COLLAPSE_ROPE, ROPE_ARGS
 from test_transform import example_ctx, make_ctx
 
@@ -113,13 +113,7 @@ def test_a_trip_above_the_grid_y_limit_or_a_fixed_launch_is_refused():
     assert "policy" in FOLD.why_not(unit(ROPE, spec(policy="fixed")))
 
 
-EMU = r"""
-#include <cstdio>
-#include <cstring>
-#include <cstdint>
-#define __global__
-struct ptxf_dim { unsigned x, y, z; };
-ptxf_dim threadIdx, blockIdx, blockDim, gridDim;
+EMU = SERIAL_PRELUDE + r"""
 namespace orig {
 ORIG
 }
@@ -166,21 +160,11 @@ def test_same_outputs_on_host_emulation(head, tmp_path):
     yext = out.launch.grid[1].replace("max(1, ", "", 1)[:-1]  # the y extent as C (H, or (H - 1) - (1) + 1)
     program = (EMU.replace("ORIG", src.replace('extern "C" ', "")).replace("FOLDED", out.text.replace('extern "C" ', ""))
                .replace("YEXT", f"({yext.replace('//', '/')})"))
-    cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
-    cpp.write_text(program)
-    build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", "-ffp-contract=off", str(cpp), "-o", str(exe)],
-                           capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr[-3000:]
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0 and run.stdout.startswith("ok"), run.stdout + run.stderr
+    out = run_host(program, tmp_path)
+    assert out.startswith("ok"), out
 
 
-RASTER_EMU = r"""
-#include <cstdio>
-#include <cstring>
-#define __global__
-struct ptxf_dim { unsigned x, y, z; };
-ptxf_dim threadIdx, blockIdx, blockDim, gridDim;
+RASTER_EMU = SERIAL_PRELUDE + r"""
 namespace orig {
 ORIG
 }
@@ -242,11 +226,6 @@ def test_raster_same_outputs_on_host_emulation(tmp_path):
     out = RasterPass().apply(FOLD.apply(unit(src)))
     grid = out.launch.grid[0].replace("cdiv(T, 128)", "((T + 127) / 128)").replace("max(1, ", "std::max(1, ")
     program = (RASTER_EMU.replace("ORIG", src.replace('extern "C" ', "")).replace("RASTER", out.text.replace('extern "C" ', ""))
-               .replace("GRID", grid.replace("//", "/")).replace("#include <cstring>", "#include <cstring>\n#include <algorithm>"))
-    cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
-    cpp.write_text(program)
-    build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", "-ffp-contract=off", str(cpp), "-o", str(exe)],
-                           capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr[-3000:]
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0 and run.stdout.startswith("ok"), run.stdout + run.stderr
+               .replace("GRID", grid.replace("//", "/")))
+    out = run_host(program, tmp_path)
+    assert out.startswith("ok"), out
