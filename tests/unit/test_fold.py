@@ -113,6 +113,14 @@ def test_a_trip_above_the_grid_y_limit_or_a_fixed_launch_is_refused():
     assert "policy" in FOLD.why_not(unit(ROPE, spec(policy="fixed")))
 
 
+# the emulations' main opens alike: token counts, head counts (0: the guard), head dimensions, deterministic inputs
+EMU_INPUTS = r"""
+    const int Ts[] = {1, 7, 33}, Hs[] = {0, 1, 3, 5}, Ds[] = {2, 6, 64};
+    static float x[33 * 5 * 64 + 8], cs[33 * 64 + 8], y[2][33 * 5 * 64 + 8];
+    for (int i = 0; i < (int)(sizeof x / 4); ++i) x[i] = (float)((i * 37) % 101) / 7.0f - 6.0f;
+    for (int i = 0; i < (int)(sizeof cs / 4); ++i) cs[i] = (float)((i * 53) % 97) / 50.0f - 1.0f;
+    long cases = 0;
+"""
 EMU = SERIAL_PRELUDE + r"""
 namespace orig {
 ORIG
@@ -120,13 +128,7 @@ ORIG
 namespace fold {
 FOLDED
 }
-int main() {
-    const int Ts[] = {1, 7, 33}, Hs[] = {0, 1, 3, 5}, Ds[] = {2, 6, 64};
-    static float x[33 * 5 * 64 + 8], cs[33 * 64 + 8], y[2][33 * 5 * 64 + 8];
-    for (int i = 0; i < (int)(sizeof x / 4); ++i) x[i] = (float)((i * 37) % 101) / 7.0f - 6.0f;
-    for (int i = 0; i < (int)(sizeof cs / 4); ++i) cs[i] = (float)((i * 53) % 97) / 50.0f - 1.0f;
-    long cases = 0;
-    for (int T : Ts) for (int H : Hs) for (int D : Ds) {
+int main() {""" + EMU_INPUTS + r"""    for (int T : Ts) for (int H : Hs) for (int D : Ds) {
         for (int v = 0; v < 2; ++v) {
             std::memset(y[v], 0x5a, sizeof y[v]);
             blockDim.x = 128;
@@ -171,13 +173,7 @@ ORIG
 namespace raster {
 RASTER
 }
-int main() {
-    const int Ts[] = {1, 7, 33}, Hs[] = {0, 1, 3, 5}, Ds[] = {2, 6, 64};
-    static float x[33 * 5 * 64 + 8], cs[33 * 64 + 8], y[2][33 * 5 * 64 + 8];
-    for (int i = 0; i < (int)(sizeof x / 4); ++i) x[i] = (float)((i * 37) % 101) / 7.0f - 6.0f;
-    for (int i = 0; i < (int)(sizeof cs / 4); ++i) cs[i] = (float)((i * 53) % 97) / 50.0f - 1.0f;
-    long cases = 0;
-    for (int T : Ts) for (int H : Hs) for (int D : Ds) {
+int main() {""" + EMU_INPUTS + r"""    for (int T : Ts) for (int H : Hs) for (int D : Ds) {
         std::memset(y[0], 0x5a, sizeof y[0]);
         std::memset(y[1], 0x5a, sizeof y[1]);
         blockDim.x = 128;
