@@ -316,6 +316,8 @@ def render_markdown(summary: JobSummary, now: datetime | None = None) -> str:
             out.append(f"- full source: not written (a simulated result verifies nothing: no `{best_name(summary)}`)")
         out += ["", "### Launch", "", *launch_needed(summary), ""]
     out += accuracy_lines(summary)
+    if summary.warnings:  # the spec checks less than it seems to
+        out += ["## Warnings", "", *(f"- {_md_cell(w)}" for w in summary.warnings), ""]
     out += ["## Candidates", "", markdown_table(summary), ""]
     if summary.passes_refused:  # what a user asks first when a kernel got little: which rewrites were not tried, and why
         out += ["## Restructuring passes that left the original alone", ""]

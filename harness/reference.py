@@ -506,10 +506,11 @@ def _has_fileno(stream) -> bool:
         return False
 
 
-def validate_reference(spec: KernelSpec, ref: PythonReference) -> float:
+def validate_reference(spec: KernelSpec, ref: PythonReference, warnings: list[str] | None = None) -> float:
     """Load the reference and call it once on host-generated inputs at the smallest check size, in a child
     process, before any GPU work: the job's early failure for a reference that cannot be loaded, raises,
-    returns the wrong outputs or takes over ``ref.timeout_s``. Returns the call's wall time in seconds.
+    returns the wrong outputs or takes over ``ref.timeout_s``. Returns the call's wall time in seconds; what
+    :func:`output_warnings` finds in the outputs is appended to ``warnings`` (when given).
 
     Blocking (run it in a thread). Raises :class:`ReferenceFailed`.
     """
@@ -517,10 +518,36 @@ def validate_reference(spec: KernelSpec, ref: PythonReference) -> float:
     proc = ReferenceProcess(ref, spec)
     try:
         t0 = time.perf_counter()
-        proc.outputs(size, host_inputs(spec, size))
-        return time.perf_counter() - t0
+        outputs = proc.outputs(size, host_inputs(spec, size))
+        took = time.perf_counter() - t0
     finally:
         proc.close()
+    if warnings is not None:
+        warnings.extend(output_warnings(spec, size, outputs))
+    return took
+
+
+NONFINITE_WARN = 0.5  # a float output of the reference this much NaN or inf on the spec's inputs checks little
+
+
+def output_warnings(spec: KernelSpec, size: dict[str, int], outputs: dict[str, np.ndarray]) -> list[str]:
+    """What a kernel engineer should know about the reference's outputs on the spec's own inputs at ``size``: each
+    float output that is at least :data:`NONFINITE_WARN` NaN or infinite (an optimizer's state from ``normal`` init
+    under a square root, a log of negative inputs), where a candidate is only asked to be NaN where the reference
+    is: the check then compares few elements. ``outputs``: by name, as :func:`call_reference` returns them."""
+    out = []
+    for arg in spec.args:
+        if arg.role not in ("out", "inout") or arg.dtype.value not in FLOATS or arg.name not in outputs:
+            continue
+        values = np.asarray(outputs[arg.name], dtype=np.float64).reshape(-1)
+        if values.size == 0:
+            continue
+        bad = float(np.mean(~np.isfinite(values)))
+        if bad >= NONFINITE_WARN:
+            out.append(f"the Python reference's output {arg.name!r} is {bad:.0%} NaN or inf at {size_label(size)} on "
+                       f"the spec's inputs: the check compares only its finite elements; give the inputs an init "
+                       f"that keeps it finite (kernel.{spec.name}.args, init)")
+    return out
 
 
 # -- judging a candidate against the reference -----------------------------------------------------------

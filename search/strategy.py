@@ -183,7 +183,8 @@ async def optimise(
     # the spec and the source are user input: parsed, checked and planned off the event loop, with a deadline
     spec, source, original = await off_loop(_load_original, source_path, kernel, source_text, what="reading the spec and the kernel")
     notify = on_progress or (lambda p: None)
-    reference = await check_reference(spec, source_path, notify)
+    spec_warnings: list[str] = []
+    reference = await check_reference(spec, source_path, notify, spec_warnings)
     pool = pool or shared_pool()
     if is_ptx(source):
         generators = tuple(dict.fromkeys(PTX_COUNTERPART[n] for n in generators if n in PTX_COUNTERPART))
@@ -348,17 +349,19 @@ async def optimise(
         gpu_busy_s=round(busy.seconds, 3) if backend is not None else None, duplicates=search.duplicates,
         stop_reason="cancelled" if state == "cancelled" else (search.stop_reason or "every proposal evaluated"),
         agent_spend=next((s for s in (a.spend() for a in arms.values()) if s is not None), None),
-        passes_refused=search.passes_refused,
+        passes_refused=search.passes_refused, warnings=spec_warnings,
     )
     # a cancelled job ends short of what it would have done; a finished one at 100%
     notify(Progress(len(rows), search.total_estimate(len(rows)) if state == "cancelled" else len(rows), summary.message))
     return summary
 
 
-async def check_reference(spec: KernelSpec, source_path: str | Path, notify: Callable[[Progress], None]) -> PythonReference | None:
+async def check_reference(spec: KernelSpec, source_path: str | Path, notify: Callable[[Progress], None],
+                          warnings: list[str] | None = None) -> PythonReference | None:
     """The spec's Python reference (``check.reference = "python:..."``) resolved beside the spec and called once
     at the smallest check size, in a child process (waited for on a thread, never on the event loop), before
-    any GPU work; None when the original kernel is the oracle.
+    any GPU work; None when the original kernel is the oracle. What its outputs say about the check
+    (:func:`~ptxfactory.harness.reference.output_warnings`) is appended to ``warnings`` and shown as progress.
 
     Raises:
         ReferenceFailed (a SpecError: file, line, ``kernel.NAME.check.reference``): missing, cannot be loaded,
@@ -367,8 +370,13 @@ async def check_reference(spec: KernelSpec, source_path: str | Path, notify: Cal
     reference = await off_loop(python_reference, spec, spec_path_for(source_path), what="reading the Python reference")
     if reference is not None:
         notify(Progress(0, 1, f"checking the Python reference {reference.target}"))
-        await off_loop(validate_reference, spec, reference, what=f"checking the Python reference {reference.target}",
+        found: list[str] = []
+        await off_loop(validate_reference, spec, reference, found, what=f"checking the Python reference {reference.target}",
                        timeout_s=reference.timeout_s + 60)
+        for w in found:
+            notify(Progress(0, 1, f"warning: {w}"))
+        if warnings is not None:
+            warnings.extend(found)
     return reference
 
 

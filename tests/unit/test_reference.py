@@ -149,8 +149,19 @@ def test_module_reference_is_found_on_the_spec_folders_path(rowsum_dir: Path):
 
 def test_the_example_reference_validates(rowsum_dir: Path):
     spec, path = _spec(rowsum_dir)
-    seconds = validate_reference(spec, python_reference(spec, path))
-    assert 0 < seconds < 30
+    found: list[str] = []
+    seconds = validate_reference(spec, python_reference(spec, path), found)
+    assert 0 < seconds < 30 and found == []  # finite sums: nothing to warn about
+
+
+def test_a_reference_mostly_nan_on_the_spec_inputs_is_warned_about(rowsum_dir: Path):
+    # the log of row sums far below zero: every row NaN on the spec's inputs, so the check would compare nothing
+    _write(rowsum_dir, "nanref.py", "import numpy as np\ndef rowsum(x, s, **kw):\n    return np.log(x.sum(1) - 1e9)\n")
+    spec, path = _spec(rowsum_dir, "python:nanref.py:rowsum")
+    found: list[str] = []
+    with np.errstate(invalid="ignore"):
+        validate_reference(spec, python_reference(spec, path), found)
+    assert len(found) == 1 and "output 's' is 100% NaN or inf" in found[0] and "init" in found[0]
 
 
 # -- the calling convention (in process) -----------------------------------------------------------------------

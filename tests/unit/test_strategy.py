@@ -297,3 +297,24 @@ async def test_a_child_candidate_names_its_lineage():
         assert c.description.startswith(by_key[c.parent].description + " → "), (c.description, by_key[c.parent].description)
     first_gen = [r.candidate for r in summary.rows if r.candidate.parent == original]
     assert first_gen and all(" → " not in c.description for c in first_gen)
+
+
+async def test_a_reference_mostly_nan_on_the_spec_inputs_is_a_warning_in_the_report(tmp_path):
+    """The job checks the Python reference's outputs on the spec's own inputs before any GPU work: an output that is
+    mostly NaN (a log of negative sums) lets the check compare little, and the summary and report.md say so."""
+    import shutil
+
+    from ptxfactory.daemon.report import render_markdown
+
+    folder = tmp_path / "colsum"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "examples" / "colsum", folder)
+    (folder / "ref.py").write_text("import numpy as np\n\ndef colsum(x, out, *, M, N):\n"
+                                   "    with np.errstate(invalid='ignore'):\n        return np.log(x.sum(axis=0) - 1e9)\n")
+    summary = await optimise(folder / "colsum.cu", "colsum", backend=None, generators=("transform",), max_candidates=1,
+                             use_lessons=False)
+    assert len(summary.warnings) == 1 and "output 'out' is 100% NaN or inf" in summary.warnings[0]
+    assert "## Warnings" in render_markdown(summary)
+    (folder / "ref.py").write_text((Path(__file__).resolve().parents[2] / "examples" / "colsum" / "ref.py").read_text())
+    clean = await optimise(folder / "colsum.cu", "colsum", backend=None, generators=("transform",), max_candidates=1,
+                           use_lessons=False)
+    assert clean.warnings == [] and "## Warnings" not in render_markdown(clean)
