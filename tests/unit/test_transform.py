@@ -392,6 +392,19 @@ def test_fast_math_leaves_a_value_that_becomes_an_integer():
     assert "y[i] = (float)b + __expf(v)" in out.text, out.text
 
 
+def test_fast_math_follows_a_float_variable_to_its_rounded_uses():
+    """scale = amax / 127 then __float2int_rn(x / scale) (an int8 quantisation): one ulp of the scale moves a rounding,
+    so the division that makes scale stays exact; a quotient that only feeds floats is rewritten. A chain of 40
+    temporaries, each used three times, is followed in time linear in its uses (each variable's answer remembered)."""
+    quant = FAST.replace("y[i] = expf(v)", "float scale = v / n; float w = v / 3.0f; y[i] = (float)__float2int_rn(v / scale) + w + expf(v)")
+    out = FastMathPass().apply(unit(quant, spec_for("act", FAST_ARGS, rtol=1e-3)))
+    assert "float scale = v / n;" in out.text and "float w = __fdividef(v, 3.0f);" in out.text, out.text
+    chain = "".join(f"float t{k + 1} = t{k} * t{k} + t{k} - t{k}; " for k in range(40))
+    deep = FAST.replace("y[i] = expf(v)", f"float t0 = v / n; {chain}int q = (int)t40; y[i] = (float)q + expf(v)")
+    done = FastMathPass().apply(unit(deep, spec_for("act", FAST_ARGS, rtol=1e-3)))
+    assert "float t0 = v / n;" in done.text and "__expf(v)" in done.text
+
+
 # ---------------------------------------------------------------- the generator on hand-written kernels
 
 

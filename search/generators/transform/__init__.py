@@ -305,9 +305,9 @@ def plan_chains(unit: Unit) -> list[list[Pass]]:
         return found + [None] if g in OPTIONAL_GROUPS else found or [None]
 
     options = [alternatives(g) for g in groups]
-    greedy = []
+    greedy, memo = [], {}
     for choice in itertools.product(*options):
-        chain = _greedy_chain(unit, {g: p for g, p in zip(groups, choice)})
+        chain = _greedy_chain(unit, {g: p for g, p in zip(groups, choice)}, memo)
         if len(chain) > 1:
             greedy.append(chain)
     prefixes = [greedy[0][:k] for k in range(2, len(greedy[0]))] if greedy else []
@@ -333,7 +333,16 @@ def plan_chains(unit: Unit) -> list[list[Pass]]:
     return out
 
 
-def _greedy_chain(unit: Unit, chosen: dict[str, Pass | None]) -> list[Pass]:
+def _step(memo: dict, p: Pass, u: Unit) -> Unit | None:
+    """``p.apply(u)`` when ``p.applies(u)``, else None; remembered in ``memo`` by the pass and the unit's text, launch and
+    notes (the greedy chains of one kernel share their prefixes: each is worked out once)."""
+    key = (p.name, u.text, repr(u.launch), u.helpers, repr(sorted(u.notes.items(), key=lambda kv: kv[0])))
+    if key not in memo:
+        memo[key] = p.apply(u) if p.applies(u) else None
+    return memo[key]
+
+
+def _greedy_chain(unit: Unit, chosen: dict[str, Pass | None], memo: dict | None = None) -> list[Pass]:
     """Every pass in PASSES order whose precondition holds at its turn, of each group only the ``chosen`` one.
 
     When the chosen pass of the ``grid`` group (the launch-changing restructuring: rowpar, colpar, blockrow, ...)
@@ -341,13 +350,15 @@ def _greedy_chain(unit: Unit, chosen: dict[str, Pass | None]) -> list[Pass]:
     (shuffle_reduce rewrites the shared-memory tree that blockrow replaces): the chain is built again without
     the latest such pass, until the chosen one applies or none is left to drop."""
     skip: set[str] = set()
+    memo = {} if memo is None else memo
     while True:
         chain, u = [], unit
         for p in PASSES:
             if (p.group is not None and p is not chosen[p.group]) or p.name in skip:
                 continue
-            if p.applies(u):
-                u = p.apply(u)
+            out = _step(memo, p, u)
+            if out is not None:
+                u = out
                 chain.append(p)
         grid = chosen.get("grid")
         if grid is None or grid in chain:

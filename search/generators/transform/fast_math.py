@@ -93,7 +93,7 @@ ROUNDING = frozenset({"floorf", "ceilf", "truncf", "roundf", "rintf", "lrintf", 
                       "rint", "__float2int_rn", "__float2int_rz", "__float2int_rd", "__float2int_ru", "__float2uint_rz"})
 
 
-def _rounded(node: Node, types, seen: frozenset[str] = frozenset()) -> bool:
+def _rounded(node: Node, types, memo: dict[str, bool] | None = None) -> bool:
     """Whether ``node``'s value, through arithmetic only, is converted to an integer (a cast, an integer variable's
     initialiser or assignment) or rounded (``floorf``, ...): a bin index ``(int)(x / w)``, where an approximation's
     last bits decide the integer, never a tolerance. A float variable it initialises or is assigned to carries it on:
@@ -114,27 +114,31 @@ def _rounded(node: Node, types, seen: frozenset[str] = frozenset()) -> bool:
             decl = p.parent
             if decl is not None and sx.type_text(decl.child_by_field_name("type")) in sx.INT_TYPES:
                 return True
-            return _uses_rounded(p.child_by_field_name("declarator"), types, seen)
+            return _uses_rounded(p.child_by_field_name("declarator"), types, {} if memo is None else memo)
         if p.type in ("assignment_expression", "compound_assignment_expression"):
             left = p.child_by_field_name("left")
-            return types.of(left) == "int" or _uses_rounded(left, types, seen)
+            return types.of(left) == "int" or _uses_rounded(left, types, {} if memo is None else memo)
         return False
     return False
 
 
-def _uses_rounded(target: Node | None, types, seen: frozenset[str]) -> bool:
-    """Whether a use of the variable ``target`` names (an identifier) anywhere in its function is :func:`_rounded`."""
+def _uses_rounded(target: Node | None, types, memo: dict[str, bool]) -> bool:
+    """Whether a use of the variable ``target`` names (an identifier) anywhere in its function is :func:`_rounded`.
+    ``memo``: each variable's answer, shared by one question's whole search (a variable under way counts as not
+    rounded), so the work is bounded by the variables times their uses, whatever the kernel."""
     target = sx.unparen(target)
     if target is None or target.type != "identifier":
         return False
     name = sx.text(target)
-    if name in seen:
-        return False
+    if name in memo:
+        return memo[name]
+    memo[name] = False
     fn = target
     while fn.parent is not None and fn.type != "function_definition":
         fn = fn.parent
-    return any(n.type == "identifier" and sx.text(n) == name and n.id != target.id and _rounded(n, types, seen | {name})
-               for n in sx.walk(fn))
+    memo[name] = any(n.type == "identifier" and sx.text(n) == name and n.id != target.id and _rounded(n, types, memo)
+                     for n in sx.walk(fn))
+    return memo[name]
 
 
 def _is_float_one(node: Node | None) -> bool:
