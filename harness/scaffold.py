@@ -274,6 +274,12 @@ def _unwrap(node: ts.Node | None) -> ts.Node | None:
     return node
 
 
+def _single_index(subscript: ts.Node) -> ts.Node | None:
+    """The one index of ``p[i]`` (parentheses and casts unwrapped), or None for ``p[i][j]``-style or empty indices."""
+    idx = [c for c in subscript.child_by_field_name("indices").named_children if c.type != "comment"]
+    return _unwrap(idx[0]) if len(idx) == 1 else None
+
+
 def _fixed_extent(body: ts.Node | None, name: str, byte_buffers: set[str]) -> tuple[int, str] | None:
     """``(elements, why)`` when every use of pointer ``name`` reaches a fixed number of elements whatever the sizes:
     only literal indices (``p[0]``, ``*p``, ``atomicAdd(p, v)``: element 0; ``p[3]``: four), or only indices read from a
@@ -286,8 +292,7 @@ def _fixed_extent(body: ts.Node | None, name: str, byte_buffers: set[str]) -> tu
             continue
         seen, parent = True, n.parent
         if parent.type == "subscript_expression" and parent.child_by_field_name("argument") == n:
-            idx = [c for c in parent.child_by_field_name("indices").named_children if c.type != "comment"]
-            inner = _unwrap(idx[0]) if len(idx) == 1 else None
+            inner = _single_index(parent)
             if inner is not None and inner.type == "number_literal" and re.fullmatch(r"\d+[uUlL]*", _text(inner)):
                 largest = max(largest, int(re.sub(r"[uUlL]", "", _text(inner))))
                 continue
@@ -323,8 +328,7 @@ def _thread_extent(body: ts.Node | None, name: str, index: dict[str, str], bound
         parent = n.parent
         if parent.type != "subscript_expression" or parent.child_by_field_name("argument") != n:
             return None
-        idx = [c for c in parent.child_by_field_name("indices").named_children if c.type != "comment"]
-        inner = _unwrap(idx[0]) if len(idx) == 1 else None
+        inner = _single_index(parent)
         if inner is None or inner.type != "identifier" or index.get(_text(inner)) != "x":
             return None
         seen = True

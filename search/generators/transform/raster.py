@@ -42,11 +42,9 @@ class RasterPass:
         fn, extent = unit.fn, unit.notes.get(FOLD_NOTE)
         if fn is None or unit.body is None or not extent or len(unit.launch.grid) != 2:
             return False
-        reads = {(sx.text(n.child_by_field_name("argument")), sx.text(n.child_by_field_name("field")))
-                 for n in sx.walk(fn) if n.type == "field_expression"}
-        if any(v == "gridDim" or (v == "blockIdx" and f == "z") for v, f in reads):
-            return False
-        if sum(1 for n in sx.walk(fn) if n.type == "field_expression" and sx.is_builtin(n, "blockIdx", "y")) != 1:
+        reads = [(sx.text(n.child_by_field_name("argument")), sx.text(n.child_by_field_name("field")))
+                 for n in sx.walk(fn) if n.type == "field_expression"]
+        if any(v == "gridDim" or (v == "blockIdx" and f == "z") for v, f in reads) or reads.count(("blockIdx", "y")) != 1:
             return False
         total = f"({unit.launch.grid[0]}) * ({unit.launch.grid[1]})"
         for size in list(unit.spec.check.sizes) + list(unit.spec.bench.sizes):
