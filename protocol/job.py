@@ -74,7 +74,8 @@ class JobSummary(BaseModel):
     passes_refused: list[tuple[str, str]] = Field(default_factory=list, description="(passes, reason): the restructuring "
                                                   "passes that left the original kernel alone, and why")
     warnings: list[str] = Field(default_factory=list, description="what the job found weak in the spec (a Python "
-                                "reference whose outputs are mostly NaN on the spec's inputs)")
+                                "reference whose outputs are mostly NaN on the spec's inputs; a bytes_moved the original "
+                                "kernel beats, so the impossible-time floor is not applied at that size)")
 
     def row(self, key: str | None) -> CandidateRow | None:
         return next((r for r in self.rows if r.key == key), None) if key else None

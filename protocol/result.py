@@ -30,6 +30,19 @@ class Resources(BaseModel):
 # tensor-core FLOP is never refused, and one that claims more than any unit can do is.
 FLOOR_FLOPS_FACTOR = 32
 
+# The floor is the spec's claim (bytes_moved, flops). Where the original kernel itself runs under it, the claim
+# overstates the work, and the floor would refuse every faster correct candidate: it is then not applied at that
+# size, and the job warns (a note on every result, a line in the job's warnings).
+FLOOR_NOT_APPLIED = "impossible-time floor not applied"
+
+
+def floor_not_applied(size: dict[str, int], baseline_median_us: float, floor_us: float) -> str:
+    """The note (and job warning) for a bench ``size`` where the original ran in ``baseline_median_us`` µs, under the
+    spec's ``floor_us`` µs: its bytes_moved (or flops) overstate what the kernel moves, and % of copy with them."""
+    return (f"{FLOOR_NOT_APPLIED} at {size}: the original kernel ran in {baseline_median_us:.2f} µs, under the spec's "
+            f"{floor_us:.2f} µs floor, so its bytes_moved (or flops) overstate the traffic, and % of copy with them; "
+            f"state the bytes this kernel really moves")
+
 
 # The smallest speedup ever reported as a win: below 1%, run-to-run drift between jobs exceeds the gain.
 MIN_GAIN = 1.01

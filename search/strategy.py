@@ -31,6 +31,7 @@ from ptxfactory.protocol import (
 )
 
 from ptxfactory.protocol.job import best_row, noise_hi
+from ptxfactory.protocol.result import FLOOR_NOT_APPLIED
 
 from .agents.arm import JobView
 from .agents.evidence import profiler
@@ -309,6 +310,10 @@ async def optimise(
                     notify(Progress(len(rows), search.total_estimate(len(rows) + len(inflight) + 1),
                                     f"evaluating #{len(rows)} {cand.generator}: {cand.description}"))
                 row = await record(cand, await outcome(cand, prepared), fresh=True)
+                if cand.key == original.key and isinstance(row.result, Measured):
+                    for w in (n for n in row.result.notes if n.startswith(FLOOR_NOT_APPLIED)):
+                        notify(Progress(len(rows), len(rows) + 1, f"warning: {w}"))
+                        spec_warnings.append(w)
                 if cand.key == original.key and isinstance(row.result, Measured) and plan.reference is None:
                     # a hang costs a few originals' time. Not under a Python reference: the first candidate whose outputs
                     # differ from the original's computes the reference at the bench sizes inside its own evaluation

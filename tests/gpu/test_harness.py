@@ -92,19 +92,36 @@ def test_crash_and_hang_kill_the_worker_not_the_caller():
     assert stats == {"opened": 3, "workers": 3}, stats  # each restarted worker got the job session again
 
 
-def test_a_time_under_the_floor_is_rejected():
-    """In-process Evaluator with the peak bandwidth set absurdly low: the honest original must then be refused
-    as impossible_time, which proves the floor check is wired (no real kernel beats the real floor)."""
+def test_a_time_under_the_floor_is_rejected_unless_the_original_beats_it():
+    """In-process Evaluator, the first bench size. A slowed original (its write loop run four times: the same outputs)
+    against the example: with the peak bandwidth set so the floor lies between their medians, the faster candidate is
+    refused as impossible_time, which proves the floor check is wired (no real kernel beats the real floor). With a
+    floor above both, the spec overstates what even the original moves: the floor is not applied, and the note says so."""
     from ptxfactory.harness.gpu_eval import Evaluator
+    from ptxfactory.protocol.result import FLOOR_NOT_APPLIED
 
+    old = "float inv_rms = rsqrtf(partial[0] / N + eps);\n    for (int i"
+    slow = variant(old, old.replace("for (int i", "for (int rep = 0; rep < 4; rep++) for (int i"))
+    fast = compile_candidate(original_candidate(SPEC, SOURCE), SPEC.arch)
     ev = Evaluator()
-    ev._facts = ev.facts().model_copy(update={"peak_gbps": 1.0})
-    base = compile_candidate(original_candidate(SPEC, SOURCE), SPEC.arch)
-    loaded = ev.load(base.cubin, base.lowered_name, base.candidate.launch, base.candidate.key)
+    base = ev.load(slow.cubin, slow.lowered_name, slow.candidate.launch, slow.candidate.key)
+    cand = ev.load(fast.cubin, fast.lowered_name, fast.candidate.launch, fast.candidate.key)
     plan = make_plan(SPEC, secret=7).model_copy(update={"bench_sizes": SPEC.bench.sizes[:1]})
-    result = ev.evaluate(SPEC, loaded, base.candidate.key, loaded, plan, base.candidate.key)
-    assert result.outcome == "rejected" and result.check == "impossible_time", result
-    assert "floor" in result.reason
+    real = ev.facts()
+    first = ev.evaluate(SPEC, base, slow.candidate.key, cand, plan, fast.candidate.key)
+    assert first.outcome == "measured" and not first.notes, first
+    [t] = first.timings
+    assert t.baseline_median_us > 1.5 * t.median_us, t  # the slowed original is slower, so a floor fits between
+    nbytes = SPEC.bytes_moved_at(t.size)
+    between = (t.median_us * t.baseline_median_us) ** 0.5
+    ev._facts = real.model_copy(update={"peak_gbps": nbytes / (between * 1e3)})
+    refused = ev.evaluate(SPEC, base, slow.candidate.key, cand, plan, fast.candidate.key)
+    assert refused.outcome == "rejected" and refused.check == "impossible_time", refused
+    assert "floor" in refused.reason
+    ev._facts = real.model_copy(update={"peak_gbps": nbytes / (2 * t.baseline_median_us * 1e3)})
+    overstated = ev.evaluate(SPEC, base, slow.candidate.key, cand, plan, fast.candidate.key)
+    assert overstated.outcome == "measured", overstated
+    assert any(n.startswith(FLOOR_NOT_APPLIED) for n in overstated.notes), overstated.notes
 
 
 def test_timing_flushes_l2_for_a_small_working_set_samples_launches_and_reuses_its_inputs():

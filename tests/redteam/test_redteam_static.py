@@ -45,7 +45,8 @@ def test_suite_covers_the_threat_list():
     assert required <= names, required - names
     expects = {e for c in CASES for e in c.expect}
     # impossible_time has no file: with outputs poisoned before every timed launch, no kernel here can look faster
-    # than it is; tests/gpu/test_harness.py::test_a_time_under_the_floor_is_rejected proves the floor is wired.
+    # than it is; tests/gpu/test_harness.py::test_a_time_under_the_floor_is_rejected_unless_the_original_beats_it
+    # proves the floor is wired.
     for check in ("correctness", "input_mutated", "out_of_bounds", "race", "post_timing",
                   "static_source", "static_launch", "static_resources", "measured"):
         assert check in expects, f"no red-team file expects {check!r}"

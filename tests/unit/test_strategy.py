@@ -318,3 +318,26 @@ async def test_a_reference_mostly_nan_on_the_spec_inputs_is_a_warning_in_the_rep
     clean = await optimise(folder / "colsum.cu", "colsum", backend=None, generators=("transform",), max_candidates=1,
                            use_lessons=False)
     assert clean.warnings == [] and "## Warnings" not in render_markdown(clean)
+
+
+async def test_a_floor_the_original_beats_is_a_job_warning():
+    """Where the backend reports that the original kernel itself ran under the impossible-time floor (the spec's
+    bytes_moved overstate), the job's warnings and report.md carry that note once, from the original's row."""
+    from ptxfactory.daemon.report import render_markdown
+    from ptxfactory.harness.simulated import SimulatedDevice
+    from ptxfactory.protocol.result import floor_not_applied
+
+    class Overstated(SimulatedDevice):
+        async def evaluate(self, spec, baseline, candidate, plan):
+            result = await super().evaluate(spec, baseline, candidate, plan)
+            return result.model_copy(update={"notes": [floor_not_applied(plan.bench_sizes[0], 8.0, 10.0)]})
+
+    rowsum = Path(__file__).resolve().parents[2] / "examples" / "rowsum" / "rowsum.cu"
+    summary = await optimise(rowsum, "rowsum", backend=Overstated(delay_s=0), generators=("tune",), max_candidates=3,
+                             use_lessons=False)
+    assert len(summary.rows) >= 2  # every row carries the note; the job warns once, from the original's
+    assert len(summary.warnings) == 1 and "the original kernel ran in 8.00 µs" in summary.warnings[0]
+    assert "## Warnings" in render_markdown(summary)
+    plain = await optimise(rowsum, "rowsum", backend=SimulatedDevice(delay_s=0), generators=("tune",), max_candidates=2,
+                           use_lessons=False)
+    assert plain.warnings == []
