@@ -724,7 +724,7 @@ class Evaluator:
                 tflops = flops / (med * 1e6)
                 timings.append(SizeTiming(
                     size=size, median_us=med, p20_us=float(np.percentile(ct, 20)), p80_us=float(np.percentile(ct, 80)),
-                    baseline_median_us=float(np.median(bt)), bytes_moved=nbytes, gbps=gbps,
+                    baseline_median_us=base_med, bytes_moved=nbytes, gbps=gbps,
                     pct_of_copy=100 * gbps / facts.copy_gbps, floor_us=floor_us, flops=flops, tflops=tflops,
                     pct_of_peak_flops=100 * tflops / facts.peak_tflops if facts.peak_tflops else 0.0,
                 ))

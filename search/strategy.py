@@ -314,11 +314,11 @@ async def optimise(
                     for w in (n for n in row.result.notes if n.startswith(FLOOR_NOT_APPLIED)):
                         notify(Progress(len(rows), len(rows) + 1, f"warning: {w}"))
                         spec_warnings.append(w)
-                if cand.key == original.key and isinstance(row.result, Measured) and plan.reference is None:
-                    # a hang costs a few originals' time. Not under a Python reference: the first candidate whose outputs
-                    # differ from the original's computes the reference at the bench sizes inside its own evaluation
-                    # (up to a minute on the host for GiB-sized rows), which the original never needed.
-                    plan = plan.model_copy(update={"timeout_s": candidate_timeout(row.result.wall_s, plan.timeout_s)})
+                    if plan.reference is None:
+                        # a hang costs a few originals' time. Not under a Python reference: the first candidate whose
+                        # outputs differ from the original's computes the reference at the bench sizes inside its own
+                        # evaluation (up to a minute on the host for GiB-sized rows), which the original never needed.
+                        plan = plan.model_copy(update={"timeout_s": candidate_timeout(row.result.wall_s, plan.timeout_s)})
                 if isinstance(row.result, Measured) and isinstance(prepared.compiled, Compiled):
                     measured[cand.key] = prepared.compiled  # the artifact the re-timing of the best runs again
             for name, arm in arms.items():  # an arm's answer to a result (a fix, a plan) joins its queue
