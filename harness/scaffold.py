@@ -319,7 +319,7 @@ def _thread_extent(body: ts.Node | None, name: str, index: dict[str, str], bound
     """The shape of pointer ``name`` when every use of it is ``name[i]`` with ``i`` the kernel's x index and the kernel
     guards only x (``if (i >= B * C) return;``): one element per thread below the bound, ``["B", "C"]`` for a product
     of size symbols, else ``[bound]``. None for any other use (an offset, an alias, a helper) or no such guard."""
-    if body is None or "x" not in bounds or "y" in bounds:
+    if body is None or set(bounds) != {"x"}:
         return None
     seen = False
     for n in _walk(body):
@@ -600,14 +600,20 @@ def _guard_bounds(body: ts.Node, symbols: dict[str, str]) -> tuple[dict[str, str
     """``(index, bounds)`` of a kernel's guards: ``index`` maps each global-index variable (``T i = blockIdx.x *
     blockDim.x + threadIdx.x``) to its axis, ``bounds`` each axis to the bound its index is compared with (``i < M``,
     ``if (row >= rows) return;``), a spec expression of the size symbols (locals declared from the sizes read
-    through). Axes without such a guard are absent."""
-    index: dict[str, str] = {}  # variable -> axis
+    through). A variable that is the block index of y or z (``int c = blockIdx.y;``, one block per value) has the
+    axis ``by`` or ``bz``. Axes without such a guard are absent."""
+    index: dict[str, str] = {}  # variable -> axis ("by"/"bz": a block index, one block per value)
     for n in _walk(body):
         if n.type == "init_declarator" and n.child_by_field_name("value") is not None:
-            name = _text(n.child_by_field_name("declarator"))
+            name, value = _text(n.child_by_field_name("declarator")), _text(n.child_by_field_name("value"))
+            if not re.fullmatch(r"\w+", name):
+                continue
             for axis in ("x", "y"):
-                if re.fullmatch(r"\w+", name) and _global_index(_text(n.child_by_field_name("value")), axis):
+                if _global_index(value, axis):
                     index[name] = axis
+            block = re.fullmatch(r"blockIdx\.([yz])", _CAST.sub("", value).replace(" ", "").strip("()"))
+            if block:
+                index[name] = "b" + block.group(1)
     # locals declared from the sizes (int OH = H - KH + 1; int total = N * OH * OW;): read through in a bound
     local: dict[str, str] = {}
     for n in _walk(body):
@@ -644,13 +650,18 @@ def _guard_launch(body: ts.Node, symbols: dict[str, str], kernel: str, why: str 
     if "x" not in bounds:
         return None
     why = why or f"no {kernel}<<<...>>> in this file"
+    # a guarded block index of y or z (int c = blockIdx.y; if (c >= C) return;): one block per value on that axis
+    y = f"cdiv({bounds['y']}, 8)" if "y" in bounds else bounds.get("by", "1")
+    z = [bounds["bz"]] if "bz" in bounds else []
+    grid_yz = [y, *z] if y != "1" or z else []
+    per_block = "".join(f" and one block per {a} index below {bounds['b' + a]}" for a in ("y", "z") if "b" + a in bounds)
     if "y" in bounds:
-        return _Launch(grid=[f"cdiv({bounds['x']}, 32)", f"cdiv({bounds['y']}, 8)"], block=[32, 8],
+        return _Launch(grid=[f"cdiv({bounds['x']}, 32)", *grid_yz], block=[32, 8],
                        todo=f"launch: {why}; from the kernel's guards, one thread per x index "
-                            f"below {bounds['x']} and per y index below {bounds['y']}, 32 x 8 blocks")
-    return _Launch(grid=[f"cdiv({bounds['x']}, 256)"], block=[256],
-                   todo=f"launch: {why}; from the kernel's guard, one thread per index below "
-                        f"{bounds['x']}, 256 per block")
+                            f"below {bounds['x']} and per y index below {bounds['y']}{per_block}, 32 x 8 blocks")
+    return _Launch(grid=[f"cdiv({bounds['x']}, 256)", *grid_yz], block=[256],
+                   todo=f"launch: {why}; from the kernel's guard{'s' if per_block else ''}, one thread per index below "
+                        f"{bounds['x']}{per_block}, 256 per block")
 
 
 def _find_launch(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, symbols: dict[str, str],

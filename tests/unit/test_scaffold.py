@@ -388,6 +388,17 @@ GUARDED = {
     "2d": ("""__global__ void t(const float* a, float* b, int rows, int cols) {
         int c = threadIdx.x + blockIdx.x * blockDim.x; int r = blockIdx.y * blockDim.y + threadIdx.y;
         if (c < cols && r < rows) b[c * rows + r] = a[r * cols + c]; }""", ["cdiv(cols, 32)", "cdiv(rows, 8)"], [32, 8]),
+    # a thread per batch element, a block row per channel (int c = blockIdx.y): the y axis is one block per channel
+    "block_y": ("""__global__ void chan(const float* x, float* y, int B, int C, int HW) {
+        int b = blockIdx.x * blockDim.x + threadIdx.x; int c = blockIdx.y;
+        if (b >= B || c >= C) return;
+        for (int i = 0; i < HW; i++) y[(b * C + c) * HW + i] = x[(b * C + c) * HW + i]; }""", ["cdiv(B, 256)", "C"], [256]),
+    # and on z, under a 2-D thread grid
+    "block_z": ("""__global__ void planes(const float* a, float* b, int P, int H, int W) {
+        int w = blockIdx.x * blockDim.x + threadIdx.x; int h = blockIdx.y * blockDim.y + threadIdx.y;
+        const int p = (int)blockIdx.z;
+        if (w < W && h < H && p < P) b[(p * H + h) * W + w] = 2 * a[(p * H + h) * W + w]; }""",
+                ["cdiv(W, 32)", "cdiv(H, 8)", "P"], [32, 8]),
 }
 
 
