@@ -21,7 +21,7 @@ from ptxfactory.harness.static_checks import MAX_GRID_DIMS, static_check
 from ptxfactory.protocol import Candidate, LaunchConfig, evaluate, load_spec, parse_spec
 from ptxfactory.search.base import GenContext
 from ptxfactory.search.generators import load
-from ptxfactory.search.generators.transform import MAX_CANDIDATES, PASSES, TransformGenerator, run_chain, unit_from_context
+from ptxfactory.search.generators.transform import FOLLOW_UP_GROUPS, OPTIONAL_GROUPS, MAX_CANDIDATES, PASSES, TransformGenerator, run_chain, unit_from_context
 from ptxfactory.search.generators.transform.fast_math import FastMathPass
 from ptxfactory.search.generators.transform.grid_stride import GridStridePass
 from ptxfactory.search.generators.transform.launch_bounds import LaunchBoundsPass
@@ -541,14 +541,20 @@ def test_example_expected_rewrites():
 def test_transform_of_a_transformed_or_family_parent(proposals):
     """A later best as the parent: helpers are not defined twice, the family's helpers stay, all compiles."""
     ctx, cands, _ = proposals["bias_gelu"]
-    parent = next(c for c in cands if "pass:ldg_na" in c.params and "pass:fast_math" in c.params)
+    parent = next(c for c in cands if "pass:ldg_na" in c.params and len([k for k in c.params if k.startswith("pass:")]) > 2)
     child_ctx = make_ctx(ctx.source, ctx.spec, original=parent)
     assert not any(p.applies(unit_from_context(child_ctx)) for p in PASSES if f"pass:{p.name}" in parent.params)
     children = TransformGenerator().propose(child_ctx)
-    # only the stores are left to stream, and the grid-stride loop's i % N to carry (divmod)
-    assert sorted(c.description for c in children) == ["transform divmod", "transform stream", "transform stream+divmod"]
-    for c in children:
-        assert c.kernel_text.count("ptxf_ldna_bf16(const") == 1 and c.kernel_text.count("ptxf_tanh_approx(float") == 1
+    # fast_math follows a best alone (never in a chain); only the stores are left to stream, and the grid-stride
+    # loop's i % N to carry (divmod)
+    assert sorted(c.description for c in children) == [
+        "transform divmod", "transform fast_math (fast_math: tanhf)", "transform stream", "transform stream+divmod"]
+    fast = next(c for c in children if "pass:fast_math" in c.params)
+    grandchildren = TransformGenerator().propose(make_ctx(ctx.source, ctx.spec, original=fast))
+    assert sorted(c.description for c in grandchildren) == ["transform divmod", "transform stream", "transform stream+divmod"]
+    for c in children + grandchildren:
+        tanh = 1 if (c in grandchildren or c is fast) else 0
+        assert c.kernel_text.count("ptxf_ldna_bf16(const") == 1 and c.kernel_text.count("ptxf_tanh_approx(float") == tanh
         assert c.kernel_text.count("// Launch:") == 1 and ("__stcs(y + i" in c.kernel_text) == ("stream" in c.description)
         r = compile_candidate(c, "sm_90a")
         assert not isinstance(r, CompileFailed), r.log
@@ -934,11 +940,26 @@ def test_where_a_restructuring_pass_applies_it_and_its_chains_are_proposed_first
     rowwise = [c.params for c in TransformGenerator().propose(example_ctx("l2norm_rows"))]
     assert {k for k in rowwise[0] if k.startswith("pass:")} == {"pass:rowpar_auto"}
     assert all(any(k.startswith("pass:rowpar_") for k in p) and len([k for k in p if k.startswith("pass:")]) > 1 for p in rowwise[1:4])
-    # (the cosmetic singles may not come at all: the chains with fast_math and then without it fill MAX_CANDIDATES)
+    # (the cosmetic singles may not come at all: the chains fill MAX_CANDIDATES)
     cosmetic = next((i for i, p in enumerate(rowwise) if set(k for k in p if k.startswith("pass:")) == {"pass:restrict"}), len(rowwise))
     assert cosmetic > 4
     plain = [c.params for c in TransformGenerator().propose(example_ctx("stencil5"))]
     assert set(k for k in plain[0] if k.startswith("pass:")) == {"pass:restrict"}
+
+
+def test_fast_math_is_proposed_alone_and_follows_each_best():
+    """fast_math (an approximation that may fail verification) never rides in a chain: on l2norm_rows (rtol allows
+    __fdividef) no proposal holds it beside another pass, so the first generation is not doubled by exact twins; a
+    best (rowpar_auto) proposes it as its child, alone. Without the rule, the chains came with and without it."""
+    ctx = example_ctx("l2norm_rows")
+    first = TransformGenerator().propose(ctx)
+    passes = lambda c: {k for k in c.params if k.startswith("pass:")}  # noqa: E731
+    assert first and all(passes(c) == {"pass:fast_math"} for c in first if "pass:fast_math" in c.params)
+    best = next(c for c in first if passes(c) == {"pass:rowpar_auto"})
+    children = TransformGenerator().propose(make_ctx(ctx.source, ctx.spec, original=best))
+    fast = [c for c in children if "pass:fast_math" in c.params]
+    assert [passes(c) for c in fast] == [{"pass:fast_math"}] and "__fdividef(" in fast[0].kernel_text
+    assert FastMathPass().group in FOLLOW_UP_GROUPS and FastMathPass().group not in OPTIONAL_GROUPS
 
 
 def test_a_chain_drops_a_cosmetic_pass_that_would_take_the_chosen_restructuring_pass_s_pattern():

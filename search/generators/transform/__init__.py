@@ -62,7 +62,8 @@ pass                 what it does                                               
 
 ``ldg``, ``ldg_na`` and ``stream`` are alternatives (group ``hint``), and so are ``vectorize``,
 ``grid_stride``, ``grid_reduce``, ``coarsen``, ``unflatten`` and the ``rowpar``, ``scan``, ``colpar``, ``blockrow`` and ``smem_tile`` variants (group ``grid``: all redefine what a thread of
-the grid does). Proposals, in this
+the grid does). ``fast_math`` is proposed alone, never in a chain (:data:`FOLLOW_UP_GROUPS`): each new best's
+children hold it. Proposals, in this
 order: every applicable pass alone, then greedy chains (each pass in :data:`PASSES` order applied
 when its precondition holds on the text so far), one chain per combination of group alternatives
 (the grid group's varying fastest), and the prefixes of the first chain (where a restructuring pass
@@ -147,9 +148,14 @@ PASSES: tuple[Pass, ...] = (
 # Groups that a chain may also go without when one of them applies: ``collapse`` (group "nest") flattens a loop nest
 # for rowpar, which pays a division per element; measured on RoPE (H200), the nest split at its inner loop alone was
 # faster at two of three sizes and slower at the third, so both kinds of chain are proposed and timed.
-# ``fast_math`` (group "math") likewise: its chains first, then the same chains exact (an int8 quantisation whose scale
-# moved by one ulp failed verification in every chain while fast_math was in all of them).
-OPTIONAL_GROUPS = frozenset({"nest", "divmod", "math"})
+OPTIONAL_GROUPS = frozenset({"nest", "divmod"})
+# Groups whose pass is proposed alone and never inside a chain: ``fast_math`` (group "math"). Each new best is
+# expanded (strategy.optimise), so "best -> fast_math" follows every best, the way the other singles do. In a chain,
+# an approximation that fails verification took the chain's exact restructuring down with it (an int8 quantisation
+# whose scale moved by one ulp); proposing every chain with and without it (2026-12-03) doubled the first generation,
+# and l2norm_rows (H200, 40 s budget) spent it on seven such pairs, each within 1-12% of its twin, and did not reach
+# its best child chain.
+FOLLOW_UP_GROUPS = frozenset({"math"})
 # Optional groups whose chains go without them first, and vary slowest of the optional ones: ``divmod`` (group
 # "divmod") is exact and saves a division per iteration, but measured on RoPE's collapsed nest (H200) it ran slower
 # than the division it replaces (53/58/48% of copy against 58/62/52%), so its chains follow the ones without it.
@@ -297,6 +303,8 @@ def plan_chains(unit: Unit) -> list[list[Pass]]:
     # a group's alternatives: those that apply to the unit, or to it after the passes of no group (promote's register
     # turns a y[r] += ... loop into a sum that rowpar or smem_tile then takes)
     def alternatives(g: str) -> list[Pass | None]:
+        if g in FOLLOW_UP_GROUPS:
+            return [None]
         first = next(i for i, p in enumerate(PASSES) if p.group == g)
         prepared = run_chain(unit, [p for p in PASSES[:first] if p.group is None])
         found = [p for p in PASSES if p.group == g and (p.applies(unit) or p.applies(prepared))]

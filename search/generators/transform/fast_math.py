@@ -41,8 +41,8 @@ class FastMathPass:
     reaches its floor (:data:`OP_RTOL`)."""
 
     name = "fast_math"
-    group = "math"  # optional (OPTIONAL_GROUPS): chains are built with it and without it, so an approximation that
-    exact = False   # fails verification does not take every chain's exact restructuring down with it
+    group = "math"  # proposed alone, never in a chain (FOLLOW_UP_GROUPS): after each new best, "best -> fast_math"
+    exact = False
 
     def allowed(self, unit: Unit, op: str | None = None) -> bool:
         """Whether the spec's tolerance allows rewrite ``op`` (any of them, when None)."""
