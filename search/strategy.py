@@ -27,6 +27,7 @@ from ptxfactory.harness.reference import PythonReference, python_reference, vali
 from ptxfactory.harness.source import check_signature, find_kernel, spec_location
 from ptxfactory.protocol import (
     Candidate, CandidateRow, CompileFailed, EvalResult, GpuFacts, JobSummary, KernelSpec, LaunchConfig, Measured, NotRun, Rejected,
+    TimedOut,
     load_spec, spec_path_for,
 )
 
@@ -335,17 +336,8 @@ async def optimise(
         for arm in arms.values():
             await arm.close()
 
-    best = _best(rows, original.key)
-    retimed = None
-    if best is not None and backend is not None and state == "finished":  # compute-sanitizer; a best with errors is dropped
-        from ptxfactory.harness.sanitize import vet_best
-
-        notify(Progress(len(rows), len(rows) + 1, f"checking the best (#{rows.index(best)}) under compute-sanitizer"))
-        best = await vet_best(rows, lambda rs: _best(rs, original.key), measured, spec, baseline, backend)
-    if best is not None and backend is not None and state == "finished":
-        notify(Progress(len(rows), len(rows) + 1, f"re-timing the best (#{rows.index(best)}) on fresh inputs"))
-        best, retimed = await _confirm(best, measured.get(best.candidate.key), rows, original.key, backend, spec, baseline,
-                                       pool, busy, reference)
+    best, retimed = await _vet_and_confirm(_best(rows, original.key), rows, original.key, measured, backend, spec, baseline,
+                                           pool, busy, reference, notify, spec_warnings, state == "finished")
     summary = JobSummary(
         job_id=job_id, source_path=str(source_path), kernel=kernel, state=state, gpu=facts, rows=rows,
         baseline_key=original.key, best_key=best.candidate.key if best else None,
@@ -608,27 +600,78 @@ def _best(rows: list[CandidateRow], baseline_key: str) -> CandidateRow | None:
     return best_row(rows, baseline_key)
 
 
+CONFIRM_TRIES = 3  # bests dropped for failing their re-timing before the job reports no best
+RETIME_CHECK = "retime"  # the Rejected.check of a best that failed its re-timing on fresh inputs
+
+
+async def _vet_and_confirm(best: CandidateRow | None, rows: list[CandidateRow], baseline_key: str, measured: dict,
+                           backend: EvaluationBackend | None, spec: KernelSpec, baseline: Compiled, pool, busy,
+                           reference: PythonReference | None, notify: Callable[[Progress], None], warnings: list[str],
+                           finished: bool) -> tuple[CandidateRow | None, Measured | None]:
+    """The job's best after compute-sanitizer (:func:`~ptxfactory.harness.sanitize.vet_best`) and a re-timing on a fresh
+    plan (:func:`_confirm`); ``(best, its re-timed result)``, or ``(None, ...)`` when nothing holds up.
+
+    A best that fails its re-timing (a wrong output on the new seeds or sizes, a crash, a hang: a fragile candidate
+    the first plan did not catch) becomes a ``retime`` :class:`Rejected` row in ``rows`` (in place), the job gets a
+    warning naming it, and the next best is vetted and re-timed, at most :data:`CONFIRM_TRIES` bests in all. Only
+    for a finished job with a backend; otherwise ``(best, None)``."""
+    if best is None or backend is None or not finished:
+        return best, None
+    from ptxfactory.harness.sanitize import vet_best
+
+    for _ in range(CONFIRM_TRIES):
+        notify(Progress(len(rows), len(rows) + 1, f"checking the best (#{rows.index(best)}) under compute-sanitizer"))
+        best = await vet_best(rows, lambda rs: _best(rs, baseline_key), measured, spec, baseline, backend)
+        if best is None:
+            return None, None
+        i = rows.index(best)
+        notify(Progress(len(rows), len(rows) + 1, f"re-timing the best (#{i}) on fresh inputs"))
+        confirmed, retimed, failure = await _confirm(best, measured.get(best.candidate.key), rows, baseline_key, backend,
+                                                     spec, baseline, pool, busy, reference)
+        if failure is None:
+            return confirmed, retimed
+        rows[i] = best.model_copy(update={"result": Rejected(
+            candidate_key=best.candidate.key, check=RETIME_CHECK, reason=f"failed when re-timed on fresh inputs: {failure}",
+            resources=best.result.resources, wall_s=best.result.wall_s)})
+        warning = f"the best (#{i}, {best.candidate.description}) failed when re-timed on fresh inputs: {failure}"
+        notify(Progress(len(rows), len(rows) + 1, f"warning: {warning}"))
+        warnings.append(warning)
+        best = _best(rows, baseline_key)
+        if best is None:
+            return None, None
+    return None, None
+
+
 async def _confirm(best: CandidateRow, compiled: Compiled | None, rows: list[CandidateRow], baseline_key: str, backend: EvaluationBackend,
                    spec: KernelSpec, baseline: Compiled, pool, busy,
-                   reference: PythonReference | None = None) -> tuple[CandidateRow | None, Measured | None]:
+                   reference: PythonReference | None = None) -> tuple[CandidateRow | None, Measured | None, str | None]:
     """The best candidate verified and timed once more on a fresh plan (new seeds, held-out sizes and inputs)
     before it is reported, so the quoted speedup is not the measurement that selected it (the winner's curse).
 
-    Returns (the best, its re-timed result); (None, result) when the new measurement is no longer a
-    significant win or the candidate now fails (then nothing is reported as faster). ``compiled`` is the artifact
-    evaluated in this job; None (a row known from before a restart) compiles it again, without the static
-    checks it passed then."""
+    Returns ``(the best, its re-timed result, None)``; ``(None, result, None)`` when the new measurement is no longer
+    a significant win (then nothing is reported as faster); ``(None, None, why)`` when the candidate now fails (it
+    does not compile, a check rejects it, it crashes or hangs). ``compiled`` is the artifact evaluated in this job;
+    None (a row known from before a restart) compiles it again, without the static checks it passed then."""
     if compiled is None:
         prepared = await pool.prepare(best.candidate, spec, static=False)
         if isinstance(prepared.compiled, CompileFailed):
-            return None, None
+            return None, None, "it no longer compiles"
         compiled = prepared.compiled
     with busy:
         again = await backend.evaluate(spec, baseline, compiled,
                                        await off_loop(make_plan, spec, None, reference, what="planning the sizes to verify"))
     if not isinstance(again, Measured):
-        return None, None
-    return (best if again.significant(noise_hi(rows, baseline_key)) else None), again
+        return None, None, _failure(again)
+    return (best if again.significant(noise_hi(rows, baseline_key)) else None), again, None
+
+
+def _failure(result: EvalResult) -> str:
+    """One line on why ``result`` (not a Measured) failed: the check and its reason, the crash, the hang."""
+    if isinstance(result, Rejected):
+        return f"{result.check}: {result.reason}"
+    if isinstance(result, TimedOut):
+        return f"timed out after {result.seconds:.1f} s"
+    return f"{result.outcome}: {getattr(result, 'reason', None) or getattr(result, 'log', '')[:200]}".rstrip(": ")
 
 
 def _row_message(row: CandidateRow) -> str:

@@ -341,3 +341,49 @@ async def test_a_floor_the_original_beats_is_a_job_warning():
     plain = await optimise(rowsum, "rowsum", backend=SimulatedDevice(delay_s=0), generators=("tune",), max_candidates=2,
                            use_lessons=False)
     assert plain.warnings == []
+
+
+async def test_a_best_that_fails_its_re_timing_is_dropped_for_the_next_best(monkeypatch):
+    """The best fails on the fresh plan of its re-timing (a fragile candidate the job's plan did not catch): its row
+    becomes a ``retime`` Rejected, the job warns naming it, and the next best is re-timed and reported. Before, the
+    job reported no best at all (seen on the H200: quantize_rows, 26 verified candidates at 5-26x, none reported)."""
+    from collections import Counter
+
+    from ptxfactory.daemon.report import render_markdown
+    from ptxfactory.protocol import Rejected
+    from ptxfactory.search.strategy import RETIME_CHECK
+
+    class FragileBest(SimulatedDevice):
+        def __init__(self):
+            super().__init__(delay_s=0)
+            self.runs, self.dropped = Counter(), []
+
+        async def evaluate(self, spec, baseline, candidate, plan):
+            key = candidate.candidate.key
+            self.runs[key] += 1
+            result = await super().evaluate(spec, baseline, candidate, plan)
+            if key != baseline.candidate.key and self.runs[key] == 2 and not self.dropped:  # the first re-timing
+                self.dropped.append(key)
+                return Rejected(candidate_key=key, check="correctness", reason="max |err| 3.0 at M=4096 N=14336")
+            return result
+
+    class TwoFaster:  # two candidates SimulatedDevice rates faster (they name uint4), with different machine code
+        name = "fake"
+
+        def propose(self, ctx):
+            return [ctx.original.model_copy(update={
+                "source": f"typedef uint4 vec16_t;\n{ctx.original.source}\nextern \"C\" __global__ void ptxf_{n}() {{}}\n",
+                "generator": self.name, "description": f"vectorised {n}", "parent": ctx.original.key}) for n in ("a", "b")]
+
+    import ptxfactory.search.strategy as strategy
+
+    monkeypatch.setattr(strategy, "load_generator", lambda name: TwoFaster())
+    backend = FragileBest()
+    summary = await optimise(EXAMPLE, "rmsnorm", backend=backend, generators=("fake",), use_lessons=False)
+    assert backend.dropped, "the fake never re-timed a best"
+    [bad] = [r for r in summary.rows if r.candidate.key == backend.dropped[0]]
+    assert isinstance(bad.result, Rejected) and bad.result.check == RETIME_CHECK and "max |err| 3.0" in bad.result.reason
+    assert summary.best_key is not None and summary.best_key != bad.key and summary.best_retimed is not None
+    assert backend.runs[summary.row(summary.best_key).candidate.key] == 2  # the next best, re-timed in its turn
+    assert len(summary.warnings) == 1 and "failed when re-timed on fresh inputs" in summary.warnings[0]
+    assert "## Warnings" in render_markdown(summary)
