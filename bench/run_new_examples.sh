@@ -6,7 +6,8 @@ set -uo pipefail
 source .ci/device-setup.sh || { echo "setup failed"; exit 1; }
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
-export PTXFACTORY_HOME=/tmp/ptxf-home
+# every job starts from an empty lesson store (its own PTXFACTORY_HOME, emptied before it): before 2026-12-03 the
+# jobs of one call shared one store, so every job after a call's first one ran with the earlier jobs' lessons
 if [ -z "${SKIP_TESTS:-}" ]; then
   # straight to the file (-v: one line per test as it ends), so a run cut off by the time limit still says how far it got
   timeout ${TEST_TIMEOUT:-300} python3 -m pytest -m gpu -v -p no:cacheprovider -rfEx --durations=15 ${PYTEST_ARGS:-} > "$OUT/pytest-gpu.txt" 2>&1
@@ -18,7 +19,7 @@ fi
 for entry in ${EXAMPLES:-embedding rowsum_seq dequant_int8 scale_bias l2norm_rows xent_fwd standardize_rows rope sgd_momentum swiglu stencil5 row_argmax}; do
   dir="examples/$entry"; [[ "$entry" == */* ]] && dir="$entry"; ex=$(basename "$entry")
   src=$(ls $dir/*.cu $dir/*.ptx 2>/dev/null | head -1); file=$(basename "$src"); name=${file%.*}
-  rm -rf "/tmp/ex-$ex"; cp -r "$dir" "/tmp/ex-$ex"
+  rm -rf "/tmp/ex-$ex" /tmp/ptxf-home; cp -r "$dir" "/tmp/ex-$ex"; export PTXFACTORY_HOME=/tmp/ptxf-home
   ( cd "/tmp/ex-$ex" && COLUMNS=220 timeout -k 45 ${JOB_TIMEOUT:-120} ptxfactory optimise "$file" --kernel "$name" --max-seconds ${MAX_SECONDS:-60} > "$OUT/cli-$ex.txt" 2>&1; echo "cli exit code $?" >> "$OUT/cli-$ex.txt" )
   cp "/tmp/ex-$ex/ptxfactory-out/$name/report.md" "$OUT/report-$ex.md" 2>/dev/null
   cp "/tmp/ex-$ex/ptxfactory-out/$name/report.json" "$OUT/report-$ex.json" 2>/dev/null

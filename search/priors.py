@@ -249,8 +249,9 @@ def candidate_score(cand: Candidate, priors: Priors, job: Mapping[str, list[floa
     proposes), when they have this knob; the value's main effect across generators
     (:meth:`Priors.knob_score`); when other values of the same knob were tried in this job, the best
     of their scores plus :data:`EXPLORE_BONUS`; the mean main effect of the knob's values
-    (:meth:`Priors.neutral`); else 0. With no evidence at all every candidate scores 0 and the
-    generator's own order stands.
+    (:meth:`Priors.neutral`); else the generator's average relative score in this job, else in past jobs
+    (:func:`_average`), else 0. With no evidence at all every candidate scores 0 and the generator's own
+    order stands.
     """
     if not cand.params:
         return 0.0
@@ -278,5 +279,22 @@ def candidate_score(cand: Candidate, priors: Priors, job: Mapping[str, list[floa
         if tried:
             score += max(tried) + EXPLORE_BONUS
             continue
-        score += priors.neutral(key) or 0.0
+        neutral = priors.neutral(key)
+        score += neutral if neutral is not None else _average(cand.generator, priors, evaluated, best_log)
     return score / len(cand.params)
+
+
+def _average(generator: str, priors: Priors, evaluated: list[tuple[Mapping[str, object], float | None]] | None,
+             best_log: float) -> float:
+    """What a knob nothing has ever said anything about scores: the mean relative score of the configurations
+    ``generator`` evaluated in this job (``evaluated``), else of its past configurations, else 0. Relative scores
+    are at most 0 (0: as fast as the best), so scoring such a knob 0 would rank a candidate made only of new
+    knobs (``fast_math`` alone on the naive kernel) level with the best so far, ahead of every chain the job or
+    the store knows (H200, l2norm_rows after another job's lessons: four of its nine candidates were that single
+    and its children). The average keeps an unknown knob neither best nor worst."""
+    if evaluated:
+        return sum(FAILED if v is None else max(FAILED, v - best_log) for _, v in evaluated) / len(evaluated)
+    past = priors.configs.get(generator)
+    if past:
+        return sum(c.rel * c.n for c in past) / sum(c.n for c in past)
+    return 0.0

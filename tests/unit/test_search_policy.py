@@ -318,7 +318,8 @@ async def test_priors_ignore_simulated_runs(tmp_path, fake_generators):
 def test_function_knobs_transfer_only_within_their_kernel_class():
     """Which function a family computes (norm, epilogue) is learnt per class; how fast (block, hint) carries over."""
     other_class = Priors(configs={"rowwise": (PastConfig({"block": 256}, same_class=False, rel=-0.1),)}, knob={"norm=layer": 1.0})
-    assert candidate_score(_cand({"norm": "layer"}, "rowwise"), other_class, {}) == 0.0
+    # (says nothing: it scores what any knob nobody tried does, the generator's average past score)
+    assert candidate_score(_cand({"norm": "layer"}, "rowwise"), other_class, {}) == pytest.approx(-0.1)
     assert candidate_score(_cand({"block": 256}, "rowwise"), other_class, {}) == pytest.approx(-0.1)
     same_class = Priors(configs={"rowwise": (PastConfig({"norm": "layer"}, same_class=True, rel=-0.7),)})
     assert candidate_score(_cand({"norm": "layer"}, "rowwise"), same_class, {}) == pytest.approx(-0.7)
@@ -384,3 +385,27 @@ def test_idle_workers_compile_the_next_likeliest_candidates_not_the_ones_already
     assert [c.source for c in picks] == ["fam256", "-maxrregcount=64", "fam128", "-maxrregcount=128"]
     picks = search.favourites(2, exclude={fam[2].key, tune[0].key})
     assert [c.source for c in picks] == ["fam128", "-maxrregcount=128"]
+
+
+def test_a_candidate_made_only_of_knobs_nobody_tried_scores_the_generator_s_average_not_its_best():
+    """Relative scores are at most 0 (0: the best). A candidate whose knobs neither this job nor the store has seen
+    (fast_math alone on the naive kernel) scores the generator's average: below the chain the store rates near its
+    best, above the one it rates far below. Scoring it 0 put it first (H200, l2norm_rows after quantize_rows's
+    lessons). In a job, the configurations evaluated so far give the average."""
+    chain = {"pass:rowpar_auto": 1, "pass:vector_loops": 1, "lanes": "auto", "vec": 16}
+    single = {"pass:rowpar_auto": 1, "lanes": "auto"}
+    fast = {"pass:fast_math": 1, "math": "fast", "fast_math_ops": "fdividef"}
+    past = (PastConfig(chain, False, -0.05, n=2), PastConfig(single, False, -0.45), PastConfig({"pass:grid_stride": 1}, False, -1.2))
+    priors = Priors(configs={"transform": past})
+    average = (2 * -0.05 - 0.45 - 1.2) / 4
+    scores = {name: candidate_score(_cand(p, "transform"), priors, {}) for name, p in
+              (("chain", chain), ("single", single), ("fast", fast))}
+    assert scores["fast"] == pytest.approx(average)
+    assert scores["chain"] > scores["fast"] and scores["fast"] > -1.2
+    # in a job: the evaluated configurations' mean relative score (a failure counts FAILED)
+    evaluated = [(chain, math.log(40.0)), (single, math.log(29.0)), ({"pass:restrict": 1}, None)]
+    best_log = math.log(40.0)
+    in_job = candidate_score(_cand(fast, "transform"), Priors(), {}, best_log, evaluated=evaluated)
+    assert in_job == pytest.approx((0.0 + math.log(29 / 40) + FAILED) / 3)
+    # nothing known at all: 0, and the generator's own order stands
+    assert candidate_score(_cand(fast, "transform"), Priors(), {}) == 0.0
