@@ -293,7 +293,7 @@ def _average(generator: str, priors: Priors, evaluated: list[tuple[Mapping[str, 
     the store knows (H200, l2norm_rows after another job's lessons: four of its nine candidates were that single
     and its children). The average keeps an unknown knob neither best nor worst."""
     if evaluated:
-        return sum(FAILED if v is None else max(FAILED, v - best_log) for _, v in evaluated) / len(evaluated)
+        return job_score([v for _, v in evaluated], best_log)
     past = priors.configs.get(generator)
     if past:
         return sum(c.rel * c.n for c in past) / sum(c.n for c in past)
