@@ -16,6 +16,12 @@ fi
 # (timeout's SIGTERM cancels the job after its current candidate: a partial report; 45 s later, SIGKILL)
 # (the default list, at up to JOB_TIMEOUT s each, takes more than one 10-minute call: split it with EXAMPLES=...)
 # (an entry with a slash is a folder of its own, bench/trials/conv2d: the generality trials)
+if [ -z "${SKIP_WARMUP:-}" ]; then
+  # a fresh machine's first job pays a cold start inside the original's verification (l2norm_rows, 2026-12-03: 17.6-20.7 s
+  # as a call's first job, 3.4 s as a later one): a throwaway job first, so that the budgets of the jobs below compare
+  rm -rf /tmp/ex-warmup /tmp/ptxf-home; cp -r examples/rowsum /tmp/ex-warmup
+  ( cd /tmp/ex-warmup && PTXFACTORY_HOME=/tmp/ptxf-home timeout -k 20 120 ptxfactory optimise rowsum.cu --kernel rowsum --max-candidates 3 > "$OUT/warmup.txt" 2>&1 )
+fi
 for entry in ${EXAMPLES:-embedding rowsum_seq dequant_int8 scale_bias l2norm_rows xent_fwd standardize_rows rope sgd_momentum swiglu stencil5 row_argmax}; do
   dir="examples/$entry"; [[ "$entry" == */* ]] && dir="$entry"; ex=$(basename "$entry")
   src=$(ls $dir/*.cu $dir/*.ptx 2>/dev/null | head -1); file=$(basename "$src"); name=${file%.*}
@@ -29,4 +35,4 @@ if [ -z "${SKIP_AA:-}" ]; then
   timeout 200 python3 bench/aa_check.py --runs ${AA_RUNS:-20} examples/rmsnorm/rmsnorm.cu:rmsnorm examples/softmax/softmax.cu:softmax --out "$OUT/aa.json" 2>&1 | tail -5 | tee "$OUT/aa.txt"
 fi
 # the device tool brings back at most 8 files: the examples' outputs travel as one archive
-( cd "$OUT" && ls cli-* report-* >/dev/null 2>&1 && tar czf examples.tgz cli-* report-* && rm -f cli-* report-* )
+( cd "$OUT" && ls cli-* report-* >/dev/null 2>&1 && tar czf examples.tgz cli-* report-* warmup.txt 2>/dev/null; rm -f cli-* report-* warmup.txt )
