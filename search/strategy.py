@@ -336,8 +336,8 @@ async def optimise(
         for arm in arms.values():
             await arm.close()
 
-    best, retimed = await _vet_and_confirm(_best(rows, original.key), rows, original.key, measured, backend, spec, baseline,
-                                           pool, busy, reference, notify, spec_warnings, state == "finished")
+    best, retimed = await _vet_and_confirm(rows, original.key, measured, backend, spec, baseline, pool, busy, reference,
+                                           notify, spec_warnings, state == "finished")
     summary = JobSummary(
         job_id=job_id, source_path=str(source_path), kernel=kernel, state=state, gpu=facts, rows=rows,
         baseline_key=original.key, best_key=best.candidate.key if best else None,
@@ -604,22 +604,25 @@ CONFIRM_TRIES = 3  # bests dropped for failing their re-timing before the job re
 RETIME_CHECK = "retime"  # the Rejected.check of a best that failed its re-timing on fresh inputs
 
 
-async def _vet_and_confirm(best: CandidateRow | None, rows: list[CandidateRow], baseline_key: str, measured: dict,
+async def _vet_and_confirm(rows: list[CandidateRow], baseline_key: str, measured: dict,
                            backend: EvaluationBackend | None, spec: KernelSpec, baseline: Compiled, pool, busy,
                            reference: PythonReference | None, notify: Callable[[Progress], None], warnings: list[str],
                            finished: bool) -> tuple[CandidateRow | None, Measured | None]:
-    """The job's best after compute-sanitizer (:func:`~ptxfactory.harness.sanitize.vet_best`) and a re-timing on a fresh
+    """The job's best (:func:`_best` of ``rows``) after compute-sanitizer (:func:`~ptxfactory.harness.sanitize.vet_best`) and a re-timing on a fresh
     plan (:func:`_confirm`); ``(best, its re-timed result)``, or ``(None, ...)`` when nothing holds up.
 
     A best that fails its re-timing (a wrong output on the new seeds or sizes, a crash, a hang: a fragile candidate
     the first plan did not catch) becomes a ``retime`` :class:`Rejected` row in ``rows`` (in place), the job gets a
     warning naming it, and the next best is vetted and re-timed, at most :data:`CONFIRM_TRIES` bests in all. Only
-    for a finished job with a backend; otherwise ``(best, None)``."""
-    if best is None or backend is None or not finished:
+    for a finished job with a backend; otherwise ``(the best, None)``."""
+    best = _best(rows, baseline_key)
+    if backend is None or not finished:
         return best, None
     from ptxfactory.harness.sanitize import vet_best
 
     for _ in range(CONFIRM_TRIES):
+        if best is None:
+            return None, None
         notify(Progress(len(rows), len(rows) + 1, f"checking the best (#{rows.index(best)}) under compute-sanitizer"))
         best = await vet_best(rows, lambda rs: _best(rs, baseline_key), measured, spec, baseline, backend)
         if best is None:
@@ -637,8 +640,6 @@ async def _vet_and_confirm(best: CandidateRow | None, rows: list[CandidateRow], 
         notify(Progress(len(rows), len(rows) + 1, f"warning: {warning}"))
         warnings.append(warning)
         best = _best(rows, baseline_key)
-        if best is None:
-            return None, None
     return None, None
 
 
