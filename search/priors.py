@@ -234,7 +234,8 @@ def job_estimate(params: Mapping[str, object], evaluated: list[tuple[Mapping[str
 
 def candidate_score(cand: Candidate, priors: Priors, job: Mapping[str, list[float | None]], best_log: float = 0.0,
                     vocabulary: frozenset[str] | None = None,
-                    evaluated: list[tuple[Mapping[str, object], float | None]] | None = None) -> float:
+                    evaluated: list[tuple[Mapping[str, object], float | None]] | None = None,
+                    parent_rel: float | None = None) -> float:
     """How promising ``cand`` looks: the mean over its knobs of one relative score per knob value (a
     candidate with fewer knobs, a GELU-erf beside a GELU-tanh with its approximation knob, is neither
     favoured nor penalised for it).
@@ -250,8 +251,10 @@ def candidate_score(cand: Candidate, priors: Priors, job: Mapping[str, list[floa
     (:meth:`Priors.knob_score`); when other values of the same knob were tried in this job, the best
     of their scores plus :data:`EXPLORE_BONUS`; the mean main effect of the knob's values
     (:meth:`Priors.neutral`); else the generator's average relative score in this job, else in past jobs
-    (:func:`_average`), else 0. With no evidence at all every candidate scores 0 and the generator's own
-    order stands.
+    (:func:`_average`), else 0, or ``parent_rel`` where that is higher: the relative score of the candidate
+    ``cand`` was made from (``log(its speedup) - best_log``; 0 for a child of the best), as a knob nobody knows
+    is guessed to leave its parent's time as it was. With no evidence at all every candidate scores 0 and the
+    generator's own order stands.
     """
     if not cand.params:
         return 0.0
@@ -280,7 +283,11 @@ def candidate_score(cand: Candidate, priors: Priors, job: Mapping[str, list[floa
             score += max(tried) + EXPLORE_BONUS
             continue
         neutral = priors.neutral(key)
-        score += neutral if neutral is not None else _average(cand.generator, priors, evaluated, best_log)
+        if neutral is None:
+            neutral = _average(cand.generator, priors, evaluated, best_log)
+            if parent_rel is not None:
+                neutral = max(neutral, parent_rel)
+        score += neutral
     return score / len(cand.params)
 
 
@@ -291,7 +298,9 @@ def _average(generator: str, priors: Priors, evaluated: list[tuple[Mapping[str, 
     are at most 0 (0: as fast as the best), so scoring such a knob 0 would rank a candidate made only of new
     knobs (``fast_math`` alone on the naive kernel) level with the best so far, ahead of every chain the job or
     the store knows (H200, l2norm_rows after another job's lessons: four of its nine candidates were that single
-    and its children). The average keeps an unknown knob neither best nor worst."""
+    and its children). The average keeps an unknown knob neither best nor worst; on a child of the best,
+    :func:`candidate_score` raises it to the parent's 0 (with the average alone, fast_math as a follow-up of the
+    best and shuffle_reduce after blockrow were not tried within 12 candidates: H200, 2026-12-04)."""
     if evaluated:
         return job_score([v for _, v in evaluated], best_log)
     past = priors.configs.get(generator)

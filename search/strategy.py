@@ -411,6 +411,9 @@ class _Search:
         self.priors = Priors()
         self.job_knobs: dict[str, list[float | None]] = {}  # "gen:knob=value" -> log speedups (None: failed)
         self.evaluated: dict[str, list[tuple[dict, float | None]]] = {}  # generator -> (params, log speedup or None)
+        # candidate key -> log speedup, the verified ones (not the original: what its proposals score without
+        # evidence is the generator's average, which is about them)
+        self.measured: dict[str, float] = {}
         self.vocabulary: dict[str, frozenset[str]] = {}  # generator -> every knob it proposed
         self.best_speedup = 1.0  # the best that counted as a gain (> 1% over the previous one)
         self.best_seen = 1.0  # the best verified speedup so far
@@ -478,8 +481,9 @@ class _Search:
         return queue.pop(pick)
 
     def _score(self, cand: Candidate, best_log: float) -> float:
+        parent = self.measured.get(cand.parent) if cand.parent else None
         return candidate_score(cand, self.priors, self.job_knobs, best_log, self.vocabulary.get(cand.generator),
-                               self.evaluated.get(cand.generator))
+                               self.evaluated.get(cand.generator), None if parent is None else parent - best_log)
 
     def favourites(self, n: int, exclude: set[str] | frozenset[str] = frozenset()) -> list[Candidate]:
         """What :meth:`next` would most likely pick soon, without picking, at most ``n``, none whose key is in
@@ -527,6 +531,7 @@ class _Search:
             self.evaluated.setdefault(cand.generator, []).append((dict(cand.params), math.log(result.speedup) if verified else None))
         if verified:
             self.best_seen = max(self.best_seen, result.speedup)
+            self.measured[cand.key] = math.log(result.speedup)
         if isinstance(result, Measured) and result.speedup > self.best_speedup * PLATEAU_GAIN:
             self.best_speedup, self.since_best = result.speedup, 0
             return True

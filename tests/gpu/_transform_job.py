@@ -6,8 +6,37 @@ import asyncio
 from pathlib import Path
 
 from ptxfactory.harness.gpu_backend import GpuBackend
+from ptxfactory.search.generators.transform import TransformGenerator
 from ptxfactory.search.lessons import LessonStore
 from ptxfactory.search.strategy import optimise
+
+
+class KeptTransform(TransformGenerator):
+    """The transform generator with only the proposals from the original that ``keep(candidate)`` accepts (none
+    from a later best): a test of some passes evaluates those, whatever order the search's scores would have put
+    them in (a job of every proposal would not fit the tier's time, and which come first within a budget is the
+    search's business, not the pass's)."""
+
+    def __init__(self, keep):
+        super().__init__()
+        self.keep = keep
+        self.proposed = False
+
+    def propose(self, ctx):
+        if self.proposed:
+            return []
+        self.proposed = True
+        return [c for c in super().propose(ctx) if self.keep(c)]
+
+
+def kept_transform(monkeypatch, keep) -> None:
+    """Make the jobs of this test load :class:`KeptTransform` (``keep``) as ``transform``, its proposals not capped
+    (the cap would cut the list before ``keep`` chooses from it)."""
+    import ptxfactory.search.generators.transform as transform
+    import ptxfactory.search.strategy as strategy
+
+    monkeypatch.setattr(transform, "MAX_CANDIDATES", 1000)
+    monkeypatch.setattr(strategy, "load_generator", lambda name: KeptTransform(keep))
 
 
 def transform_job(tmp_path: Path, name: str, source: str, spec: str, **options):

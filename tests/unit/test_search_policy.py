@@ -409,3 +409,27 @@ def test_a_candidate_made_only_of_knobs_nobody_tried_scores_the_generator_s_aver
     assert in_job == pytest.approx((0.0 + math.log(29 / 40) + FAILED) / 3)
     # nothing known at all: 0, and the generator's own order stands
     assert candidate_score(_cand(fast, "transform"), Priors(), {}) == 0.0
+
+
+def test_an_unknown_knob_on_a_child_of_the_best_scores_its_parent_not_the_average():
+    """A knob nothing knows is guessed to leave its parent's time as it was: on a child of the best (fast_math as a
+    follow-up) it scores the parent's 0, ahead of the chains the job rates below the best; on a child of a worse
+    candidate, the higher of that parent's score and the generator's average. With the average alone, the follow-up
+    of the best was not tried within 12 candidates (H200, bias_gelu, 2026-12-04)."""
+    chain = {"pass:rowpar_auto": 1, "pass:vector_loops": 1, "lanes": "auto", "vec": 16}
+    fast = {"pass:fast_math": 1, "math": "fast", "fast_math_ops": "fdividef"}
+    evaluated = [(chain, math.log(40.0)), ({"pass:rowpar_auto": 1, "lanes": "auto"}, math.log(10.0))]
+    best_log = math.log(40.0)
+    average = (0.0 + math.log(10 / 40)) / 2
+
+    def score(parent_rel):
+        return candidate_score(_cand(fast, "transform"), Priors(), {}, best_log, evaluated=evaluated, parent_rel=parent_rel)
+
+    assert score(None) == pytest.approx(average)
+    assert score(0.0) == pytest.approx(0.0)
+    assert score(math.log(30 / 40)) == pytest.approx(math.log(30 / 40)) and score(math.log(30 / 40)) > average
+    assert score(math.log(2 / 40)) == pytest.approx(average)
+    # a knob the job has evidence for keeps that evidence, whoever the parent is
+    other = {"pass:rowpar_auto": 1, "lanes": "auto"}
+    assert (candidate_score(_cand(other, "transform"), Priors(), {}, best_log, evaluated=evaluated, parent_rel=0.0)
+            == candidate_score(_cand(other, "transform"), Priors(), {}, best_log, evaluated=evaluated))

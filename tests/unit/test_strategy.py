@@ -387,3 +387,20 @@ async def test_a_best_that_fails_its_re_timing_is_dropped_for_the_next_best(monk
     assert backend.runs[summary.row(summary.best_key).candidate.key] == 2  # the next best, re-timed in its turn
     assert len(summary.warnings) == 1 and "failed when re-timed on fresh inputs" in summary.warnings[0]
     assert "## Warnings" in render_markdown(summary)
+
+
+async def test_fast_math_follows_a_new_best_within_a_small_budget():
+    """fast_math is proposed alone, and again as a child of each new best; its knobs are unknown to an empty store,
+    so the child scores its parent's (the best's) 0 and is tried soon after (with the generator's average it was not
+    tried within 12 candidates: H200, bias_gelu, 2026-12-04). SimulatedDevice's times are a fixed function of the
+    source, so the job is the same every run."""
+    from ptxfactory.harness.simulated import SimulatedDevice
+
+    bias_gelu = Path(__file__).resolve().parents[2] / "examples" / "bias_gelu" / "bias_gelu.cu"
+    summary = await optimise(bias_gelu, "bias_gelu", backend=SimulatedDevice(delay_s=0), generators=("transform",),
+                             max_candidates=12, use_lessons=False)
+    original = summary.rows[0].candidate.key
+    at = {r.candidate.key: i for i, r in enumerate(summary.rows)}
+    follow = [i for i, r in enumerate(summary.rows) if "pass:fast_math" in r.candidate.params and r.candidate.parent != original]
+    # (the candidate after the best was picked while the best was on the GPU: the child is the next but one)
+    assert follow and follow[0] - at[summary.rows[follow[0]].candidate.parent] <= 3, [r.candidate.description for r in summary.rows]
