@@ -13,8 +13,10 @@ template the kernel on those values and dispatch on them; this pass does the sam
 Which scalars: integer parameters (an integer C type, an integer scalar in the spec) read in a loop's header (a
 ``for``'s initializer, condition or step, a ``while``/``do``'s condition; not a grid-stride loop's), directly or through
 locals computed from such scalars and literals alone (``int taps = 2 * R + 1;``), whose value is a spec expression that evaluates to at most
-:data:`MAX_VALUE` in magnitude at every bench size (small trip counts are the ones worth unrolling); one version
-per distinct combination of their values over the bench sizes (at most :data:`MAX_VERSIONS`). Any other value runs
+:data:`MAX_VALUE` in magnitude at some bench size (small trip counts are the ones worth unrolling); one version
+per distinct combination of their small values over the bench sizes (at most :data:`MAX_VERSIONS`; at a size where
+a scalar is larger, that scalar stays a name in the version, and a size where all are larger runs the code as
+written). Any other value runs
 the code as written, so the kernel stays correct for every caller; the value replaces the name with the name's
 own type (``((long long)3)``), so the arithmetic is the original's and results are bit-identical.
 
@@ -102,10 +104,10 @@ def _plan(unit: Unit) -> tuple[dict[str, str], list[dict[str, int]], list[Node]]
     why = []
     for n in params:
         values = _bench_values(unit, n)
-        if values is not None and max(abs(v) for v in values) <= MAX_VALUE:
+        if values is not None and min(abs(v) for v in values) <= MAX_VALUE:
             small[n] = values
         elif values is not None:
-            why.append(f"{n} reaches {max(values, key=abs)} at a bench size (above {MAX_VALUE}: nothing to unroll)")
+            why.append(f"{n} is at least {min(values, key=abs)} at every bench size (above {MAX_VALUE}: nothing to unroll)")
     names = {n: t for n, t in params.items() if n in _loop_bounding(body, set(small))}
     if not names:
         direct = _loop_bounding(body, set(params))
@@ -120,8 +122,9 @@ def _plan(unit: Unit) -> tuple[dict[str, str], list[dict[str, int]], list[Node]]
         raise Refused(f"{', '.join(sorted(again))} declared again in the body")
     versions: list[dict[str, int]] = []
     for i in range(len(unit.spec.bench.sizes)):
-        combo = {n: small[n][i] for n in names}
-        if combo not in versions:
+        # a value above MAX_VALUE stays a name in its size's version (a size where every one is: the code as written)
+        combo = {n: small[n][i] for n in names if abs(small[n][i]) <= MAX_VALUE}
+        if combo and combo not in versions:
             versions.append(combo)
     if len(versions) > MAX_VERSIONS:
         raise Refused(f"{len(versions)} combinations of {', '.join(names)} at the bench sizes (at most {MAX_VERSIONS} versions)")
