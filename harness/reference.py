@@ -590,7 +590,9 @@ def _classes(x, xp=np):
     return xp.where(xp.isnan(x), 1, xp.where(xp.isinf(x) & (x > 0), 2, xp.where(xp.isinf(x), 3, 0)))
 
 
-def _max_err(x, ref, xp=np) -> float:
+def max_error(x, ref, xp=np) -> float:
+    """max ``|x - ref|`` over the elements where both are finite (0 for none); ``x``, ``ref``: float64 arrays of one
+    shape, both NumPy or both CuPy (``xp`` their module)."""
     both = xp.isfinite(x) & xp.isfinite(ref)
     return float(xp.max(xp.where(both, xp.abs(x - ref), 0.0))) if x.size else 0.0
 
@@ -632,7 +634,7 @@ def judge(cand, orig, ref, dtype: str, rtol: float, atol: float, unwritten=None)
             err = xp.where(finite, xp.abs(c - r), xp.inf)
             good = (finite & (err <= atol + rtol * xp.abs(xp.where(finite, r, 0.0)))) | ((cls_r != 0) & (cls_c == cls_r))
             bad = ~good | unwritten
-            err_c, err_o = _max_err(c, r, xp), _max_err(o, r, xp)
+            err_c, err_o = max_error(c, r, xp), max_error(o, r, xp)
             largest = float(xp.max(xp.where(cls_r == 0, xp.abs(r), 0.0))) if r.size else 0.0  # the largest finite |ref|
         bound = ACCURACY_FACTOR * err_o + ULP_SLACK * ulp(largest, dtype)
         mismatch_c = (cls_c != cls_r) | unwritten

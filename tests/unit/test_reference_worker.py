@@ -296,3 +296,32 @@ def test_a_timed_inout_output_that_differs_from_the_original_is_judged_by_the_re
     finally:
         if ev._python is not None:
             ev._python.close()
+
+
+def _alternating(delta: float) -> NumpyKernel:
+    """The sequential row sum, ``delta`` off on every second launch (its first exact): a float-atomic reduction whose
+    error moves from run to run, with a lucky first run."""
+    calls = [0]
+
+    def body(x, s):
+        _assign(s, np.cumsum(x, axis=1, dtype=np.float32)[:, -1] + np.float32(delta if calls[0] % 2 else 0.0))
+        calls[0] += 1
+
+    return NumpyKernel(body)
+
+
+def test_a_non_deterministic_rerun_is_judged_against_the_originals_least_accurate_run_of_as_many(gpu_eval, job):
+    """check.deterministic = false: each rerun of the candidate is judged as no less accurate than the original's
+    least accurate run of as many, not its first (lucky) one. The original judged against itself passes (it was
+    rejected as a race once on the H200: dot_atomic, 2026-12-04); a candidate whose reruns move further than the
+    original's ever do is still refused."""
+    spec, plan, _ = job
+    spec = spec.model_copy(update={"check": spec.check.model_copy(update={"deterministic": False})})
+    plan = plan.model_copy(update={"verify_sizes": [{"M": 3, "N": 8}], "heldout_sizes": [], "seeds": plan.seeds[:1]})
+    ev = _evaluator(gpu_eval)
+    try:
+        assert ev.verify(spec, _alternating(0.1), "alt", _alternating(0.1), plan, "alt") is None
+        worse = ev.verify(spec, _alternating(0.0), "exact", _alternating(0.1), plan.model_copy(update={"seeds": [plan.seeds[0] + 1]}), "alt2")
+        assert isinstance(worse, Rejected) and worse.check == "race", worse
+    finally:
+        ev._python.close()
