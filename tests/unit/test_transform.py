@@ -635,6 +635,34 @@ def test_vectorize_rewrites_elementwise_kernels(dtype):
     assert not VectorizePass().applies(v) and not GridStridePass().applies(v)  # not twice, and not with grid_stride
 
 
+def test_vectorize_reads_a_compound_store_and_a_buffer_named_v():
+    """``p[i] -= e;`` is ``p[i] = p[i] - (e);`` (an Adam step's update), and a buffer named ``v`` gets element registers
+    that do not hide the thread's first index ``ptxf_v0`` (its stores went to ``p + <v's element bits>``)."""
+    args = """
+  { name = "p", role = "inout", dtype = "f32", shape = ["N"] },
+  { name = "g", role = "in", dtype = "f32", shape = ["N"] },
+  { name = "v", role = "inout", dtype = "f32", shape = ["N"] },
+  { name = "n", role = "scalar", dtype = "i32", value = "N" },"""
+    spec = spec_for("step", args)
+    src = """extern "C" __global__ void step(float* p, const float* g, float* v, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float vi = 0.9f * v[i] + g[i] * g[i];
+    v[i] = vi;
+    p[i] -= 0.01f * g[i] / (sqrtf(vi) + 1e-8f);
+}
+"""
+    u = unit(src, spec)
+    assert VectorizePass().applies(u)
+    out = VectorizePass().apply(u).text
+    assert "p[i] = p[i] - (0.01f * g[i] / (sqrtf(vi) + 1e-8f));" in out  # the scalar tail, as the store reads
+    assert "*reinterpret_cast<uint4*>(p + ptxf_v0) = make_uint4(ptxf_p_0, ptxf_p_1, ptxf_p_2, ptxf_p_3);" in out
+    assert "*reinterpret_cast<uint4*>(v + ptxf_v0) = make_uint4(ptxf_v_0, ptxf_v_1, ptxf_v_2, ptxf_v_3);" in out
+    assert "unsigned ptxf_p_0" in out and " ptxf_v0," not in out
+    compiles(out, spec, "step")
+
+
 def test_vectorize_keeps_locals_index_uses_and_hints():
     spec = elementwise_spec()
     src = ELEMENTWISE.replace("b[i] = v / 3.0f;", "b[i] = v / 3.0f + (float)i;")
@@ -644,7 +672,7 @@ def test_vectorize_keeps_locals_index_uses_and_hints():
     compiles(v.text, spec, "axpy")
     s = VectorizePass().apply(StreamPass().apply(unit(ELEMENTWISE, spec)))
     assert "const uint4 ptxf_a = __ldcs(reinterpret_cast<const uint4*>(a + ptxf_v0));" in s.text
-    assert "__stcs(reinterpret_cast<uint4*>(b + ptxf_v0), make_uint4(ptxf_b0, ptxf_b1, ptxf_b2, ptxf_b3));" in s.text
+    assert "__stcs(reinterpret_cast<uint4*>(b + ptxf_v0), make_uint4(ptxf_b_0, ptxf_b_1, ptxf_b_2, ptxf_b_3));" in s.text
     compiles(s.text, spec, "axpy")
     na = VectorizePass().apply(LdgNoAllocatePass().apply(unit(ELEMENTWISE, spec)))
     assert [n for n, _ in na.helpers] == ["ptxf_ldna_f32", "ptxf_ldna_v4u32"]

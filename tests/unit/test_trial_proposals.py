@@ -33,3 +33,14 @@ def test_stencil3d7_boundary_copy_then_return_is_coarsened():
     # if (edge) { out = u; return; } interior: the return kept grid_stride and coarsen away (early_exit.py)
     found = chains("stencil3d7")
     assert any("coarsen_8" in c for c in found) and any("grid_stride" in c for c in found)
+
+
+def test_spmv_csr_row_bounds_read_through_ldg_are_uniform_for_vector_loops():
+    # '__ldg(rowptr + r)' was not known to be the same for every lane (a subscript rowptr[r] was): after ldg, no chain
+    # of the CSR row loop carried vector_loops
+    assert any("ldg+" in c and "rowpar" in c and "vector_loops" in c for c in chains("spmv_csr"))
+
+
+def test_adam_step_compound_update_is_vectorised():
+    # p[i] -= lr * ...: vectorize read only y[i] = v; stores (and its element registers for a buffer v hid ptxf_v0)
+    assert any("vectorize" in c for c in chains("adam_step"))

@@ -54,6 +54,9 @@ pass                 what it does                                               
 ``unroll``           ``#pragma unroll`` (fixed trip count) / ``unroll 4`` (thread-strided)     yes
 ``specialise``       the body versioned on the bench sizes' values of small loop-bounding       yes
                      integer scalars (``if (K == 3) {K as 3} else {as written}``): unrollable
+``hoist``            a buffer's elements an inner loop of literal trip count reads at indices   yes
+                     the enclosing loop never changes -> registers filled once before that
+                     loop (a thread's own row, compared with many others)
 ``raster``           after fold, the 2-D grid as one x with the folded iterations of a row block  yes
                      in consecutive blocks (the order the original thread ran them: shared data
                      stays in L2)
@@ -100,6 +103,7 @@ from .expand import CONSTANTS_NOTE, expand_kernel, integer_constants
 from .fast_math import FastMathPass
 from .grid_stride import FACTS_NOTE, GridStridePass
 from .hold_row import VARIANTS as HOLD_VARIANTS, HoldRowPass
+from .hoist import HoistPass
 from .launch_bounds import LaunchBoundsPass
 from .ldg import LdgNoAllocatePass, LdgPass, StreamPass
 from .restrict import RestrictPass
@@ -137,13 +141,13 @@ SCAN_VARIANTS = ("auto", "warp", "block256")
 # Chain order: aliasing facts first, then the accesses, the arithmetic, the reductions, the loop
 # structure (smem_tile before the hints, whose loads it stages; collapse right before rowpar, whose split it widens; vectorize after the hints, whose loads and stores it widens; vector_loops after rowpar, whose
 # split loops it widens, and after hold_row, whose original loops (the long rows' path) it widens; grid_stride before unroll, so the new loop can be unrolled, divmod after every pass that writes a loop's step (rowpar, grid_stride), and before atomic_agg and smem_hist, which accumulate over it), specialise after every pass that reads the body's shape
-# (its versions are copies of the body under a dispatch no other pass reads), raster once the launch is chosen, and the register budget last.
+# (its versions are copies of the body under a dispatch no other pass reads), hoist after it (its literal trip counts), raster once the launch is chosen, and the register budget last.
 PASSES: tuple[Pass, ...] = (
     RestrictPass(), PromotePass(), *(SmemTilePass(*t) for t in SMEM_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(),
     FoldPass(), CollapsePass(), *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
     *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), DivModPass(), UnrollPass(),
-    SpecialisePass(), RasterPass(), LaunchBoundsPass(),
+    SpecialisePass(), HoistPass(), RasterPass(), LaunchBoundsPass(),
 )
 # Groups that a chain may also go without when one of them applies: ``collapse`` (group "nest") flattens a loop nest
 # for rowpar, which pays a division per element; measured on RoPE (H200), the nest split at its inner loop alone was

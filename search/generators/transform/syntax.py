@@ -403,7 +403,8 @@ def declaration_counts(fn: Node) -> dict[str, int]:
 
 def literal_trips(loop: Node, constants: dict[str, int] | None = None) -> int | None:
     """The trip count of ``for (T j = a; j < b; j++)`` (``<=``, ``++j``, ``j += 1`` too) when ``a`` and ``b`` are integer
-    literals or names of ``constants`` (the file's ``#define K 7``), else None."""
+    literals (a cast of one from 0 to 127 too: ``specialise``'s ``((int)32)``) or names of ``constants`` (the file's
+    ``#define K 7``), else None."""
     init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
     cond = unparen(cond)
     if init is None or cond is None or upd is None or cond.type != "binary_expression" or operator(cond) not in ("<", "<="):
@@ -421,6 +422,9 @@ def literal_trips(loop: Node, constants: dict[str, int] | None = None) -> int | 
             return None
         if node.type == "identifier":
             return (constants or {}).get(text(node))
+        if node.type == "cast_expression":  # (any integer type holds 0..127 as it is)
+            v = literal_value(inner) if (inner := uncast(node)).type == "number_literal" else None
+            return v if isinstance(v, int) and 0 <= v <= 127 else None
         v = literal_value(node) if node.type == "number_literal" else None
         return v if isinstance(v, int) else None
 

@@ -697,8 +697,25 @@ class LoopAnalysis:
                     and self.roots[sx.text(arg)] not in self.written_roots and self.uniform(arg, extra)
                     and len(idx) == 1 and self.uniform(idx[0], extra))
         if t == "call_expression":
+            if sx.call_name(node) in LOAD_FUNCS:  # __ldg(p + E): p[E] read through a cache hint, as a subscript is
+                return self._uniform_load(node, extra)
             return sx.call_name(node) in PURE_FUNCS and all(self.uniform(x, extra) for x in sx.call_args(node))
         return False
+
+    def _uniform_load(self, call: Node, extra: set[str]) -> bool:
+        """``LOAD(p + E)`` or ``LOAD(p)`` (a load intrinsic) reads one element the same for every lane: ``p`` a pointer
+        into a buffer the kernel never writes, ``E`` uniform (the subscript case's rule, ``p[E]``)."""
+        args = sx.call_args(call)
+        if len(args) != 1:
+            return False
+        a = sx.unparen(args[0])
+        ptr, off = a, None
+        if a.type == "binary_expression" and sx.operator(a) == "+":
+            ptr, off = a.child_by_field_name("left"), a.child_by_field_name("right")
+        ptr = sx.uncast(ptr)
+        return (sx.is_ident(ptr) and self.written_roots is not None and sx.text(ptr) in self.roots
+                and self.roots[sx.text(ptr)] not in self.written_roots and self.uniform(ptr, extra)
+                and (off is None or self.uniform(off, extra)))
 
     def _is_param(self, name: str) -> bool:
         decl = sx.function_declarator(self.unit.fn)

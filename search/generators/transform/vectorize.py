@@ -30,7 +30,8 @@ policy ``"free"``; ``n`` is a scalar parameter whose spec value is N (a cast all
 buffer accessed holds at least N elements at the spec's sizes; ``rest`` is straight-line code (no
 branch or loop statements, no ``return``, barrier, warp collective, ``__shared__`` data or thread
 builtins) that does not write ``i`` or ``n``; each buffer is only read, or written by exactly one
-top-level ``y[i] = v;`` statement (reads of it before that store allowed); no other pointer use;
+top-level ``y[i] = v;`` statement (reads of it before that store allowed; ``y[i] op= v;`` is read as ``y[i] = y[i] op
+(v);``, what it means: :func:`plain_stores`); no other pointer use;
 a 32-bit index does not overflow at the spec's sizes; a buffer moved 8 bytes at a time takes no ``ldg_na`` hint.
 """
 from __future__ import annotations
@@ -180,16 +181,17 @@ class VectorizePass:
         return all(b in args and args[b].is_buffer for b in buffers)
 
     def applies(self, unit: Unit) -> bool:
-        return self._match(unit) is not None
+        return self._match(plain_stores(unit)) is not None
 
     def apply(self, unit: Unit) -> Unit:
+        unit = plain_stores(unit)
         m = self._match(unit)
         data, t, vec, name = unit.data, m["type"], m["vec"], m["name"]
         indent = sx.line_indent(data, m["start"])[0].decode()
         i1, i2 = indent + "    ", indent + "        "
         bound = _paren(m["bound"])
-        base = "ptxf_v0"
         bufs = m["bufs"]
+        base = "ptxf_v0" if "v0" not in bufs else "ptxf_vbase"  # (ptxf_<buffer> names each 16-byte load)
         uses_index = _index_used_as_value(m["rest"], name, bufs)
         helpers = []
 
@@ -215,7 +217,7 @@ class VectorizePass:
             lines.append(f"{i1}const {vt} ptxf_{b} = {load};")
         stores = {b: next(a for a in acc if a[0] == "write") for b, (p, acc) in bufs.items() if any(a[0] == "write" for a in acc)}
         if stores:
-            lines.append(f"{i1}unsigned " + ", ".join(f"ptxf_{b}{k}" for b in stores for k in range(vec)) + ";")
+            lines.append(f"{i1}unsigned " + ", ".join(f"ptxf_{b}_{k}" for b in stores for k in range(vec)) + ";")
 
         # the rest, once per element
         for k in range(vec):
@@ -226,7 +228,7 @@ class VectorizePass:
                 for sb, w in stores.items():
                     if (node.start_byte, node.end_byte) == (w[2].start_byte, w[2].end_byte):
                         value = sx.render(w[3], data, element).decode()
-                        return f"ptxf_{sb}{k} = {ELEMENTS[bufs[sb][0].base][2].format(value)}".encode()
+                        return f"ptxf_{sb}_{k} = {ELEMENTS[bufs[sb][0].base][2].format(value)}".encode()
                 return None
 
             body = [sx.render(s, data, element).decode() for s in m["rest"]]
@@ -236,8 +238,8 @@ class VectorizePass:
 
         for b, w in stores.items():
             size = ELEMENTS[bufs[b][0].base][0]
-            words = [f"ptxf_{b}{k}" for k in range(vec)] if size == 4 else [
-                f"ptxf_{b}{2 * j} | (ptxf_{b}{2 * j + 1} << 16)" for j in range(vec // 2)]
+            words = [f"ptxf_{b}_{k}" for k in range(vec)] if size == 4 else [
+                f"ptxf_{b}_{2 * j} | (ptxf_{b}_{2 * j + 1} << 16)" for j in range(vec // 2)]
             vt = WIDTHS[vec * size]
             value = f"make_{vt}(" + ", ".join(words) + ")"
             ptr = f"reinterpret_cast<{vt}*>({b} + {base})"
@@ -327,3 +329,31 @@ def _unpack(base: str, buf: str, k: int) -> str:
         return to_elem.format(f"ptxf_{buf}.{COMPONENTS[k]}")
     word = f"ptxf_{buf}.{COMPONENTS[k // 2]}"
     return to_elem.format(word + (" >> 16" if k % 2 else " & 0xffffu"))
+
+
+_COMPOUND = ("+=", "-=", "*=", "/=")
+
+
+def plain_stores(unit: Unit) -> Unit:
+    """``unit`` with each statement ``p[E] op= v;`` (``op`` one of ``+ - * /``; ``p`` a pointer parameter; ``E`` free
+    of calls, assignments and increments) written ``p[E] = p[E] op (v);``: the same operations on the same values (the
+    left side is evaluated once either way, having no side effect), in the one form of store the pass reads
+    (an Adam step's ``p[i] -= lr * ...``). ``unit`` itself when there is none."""
+    if unit.body is None:
+        return unit
+    edits = []
+    for stmt in sx.walk(unit.body):
+        if stmt.type != "expression_statement" or not stmt.named_children:
+            continue
+        a = sx.unparen(stmt.named_children[0])
+        if a.type != "assignment_expression" or sx.operator(a) not in _COMPOUND:
+            continue
+        left, right = sx.unparen(a.child_by_field_name("left")), a.child_by_field_name("right")
+        if left.type != "subscript_expression" or sx.text(left.child_by_field_name("argument")) not in unit.pointers:
+            continue
+        index = sx.subscript_index(left)
+        if index is None or any(n.type in ("call_expression", "assignment_expression", "update_expression") for n in sx.walk(index)):
+            continue
+        target = sx.text(left)
+        edits.append((a.start_byte, a.end_byte, f"{target} = {target} {sx.operator(a)[0]} ({sx.text(right)})".encode()))
+    return unit.with_text(sx.apply_edits(unit.data, edits)) if edits else unit
