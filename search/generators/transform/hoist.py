@@ -48,18 +48,9 @@ from .syntax import Node
 MAX_HOLD = 64  # registers a thread may spend on held elements before one loop
 REGISTER_FILE = 65536  # 32-bit registers of an SM (sm_70 to sm_100): a block of B threads gets at most 65536 / B each
 _FLOW = ("break_statement", "continue_statement", "return_statement", "goto_statement", "gnu_asm_expression", "asm_statement")
-_UNSAFE_CALL = re.compile(r"^(__syncthreads\w*|__syncwarp|__threadfence\w*|atomic\w+|__shfl\w*|__ballot\w*|__any\w*|"
-                          r"__all\w*|__reduce\w*|__match\w*|cooperative_groups::\w+|__nanosleep)$")
 _CONDITIONAL = ("if_statement", "conditional_expression", "switch_statement", "for_statement", "while_statement",
                 "do_statement")
 _LOOPS = ("for_statement", "while_statement", "do_statement")
-
-
-def _pragma_before(loop: Node) -> Node | None:
-    prev = loop.prev_sibling
-    if prev is not None and prev.type in ("preproc_call", "preproc_pragma") and sx.text(prev).lstrip().startswith("#pragma"):
-        return prev
-    return None
 
 
 def _norm(node: Node) -> str:
@@ -98,13 +89,13 @@ class HoistPass:
                 head.append(f"{base} {var}[{trips}];  // (transform hoist: {name}[{sx.text(index)}] read once, before the loop)")
                 head.append(f"#pragma unroll\n{pad}{header} {{ {var}[{j} - ({start})] = {load}; }}")
                 edits += [(a.start_byte, a.end_byte, f"{var}[{j} - ({start})]".encode()) for a in accesses]
-                if _pragma_before(inner) is None:
+                if sx.pragma_before(inner) is None:
                     edits.append((inner.start_byte, inner.start_byte, ("#pragma unroll\n" + sx.line_indent(unit.data, inner.start_byte)[0].decode()).encode()))
             fill = "\n".join(pad + h for h in head[1::2])
             decls = "".join(f"{h}\n{pad}" for h in head[0::2])
             guard = _first_test(outer)
             block = fill if guard is None else f"{pad}{{ {guard[0]}if ({guard[1]}) {{\n{fill}\n{pad}}} }}"
-            at = _pragma_before(outer) or outer
+            at = sx.pragma_before(outer) or outer
             edits.append((at.start_byte, at.start_byte, (decls + block.lstrip() + "\n" + pad).encode()))
         return unit.with_text(sx.apply_edits(unit.data, edits))
 
@@ -121,10 +112,10 @@ class HoistPass:
             outer = _enclosing(inner)
             if outer is None or not _safe_outer(outer) or _first_test(outer) is False:
                 continue
-            pragma = _pragma_before(inner)
+            pragma = sx.pragma_before(inner)
             if pragma is not None and sx.text(pragma).split() != ["#pragma", "unroll"]:
                 continue
-            if any(n.type in _FLOW or (n.type == "call_expression" and _UNSAFE_CALL.match(sx.call_name(n) or ""))
+            if any(n.type in _FLOW or (n.type == "call_expression" and sx.UNSAFE_CALL.match(sx.call_name(n) or ""))
                    for n in sx.walk(inner)):
                 continue
             trips, _, j, _ = _header(inner)
@@ -183,7 +174,7 @@ def _enclosing(inner: Node) -> Node | None:
 
 def _safe_outer(outer: Node) -> bool:
     """Every iteration reaches its statements: no break, continue, return, goto in it (nor a barrier: the reads move)."""
-    return not any(n.type in _FLOW or (n.type == "call_expression" and _UNSAFE_CALL.match(sx.call_name(n) or ""))
+    return not any(n.type in _FLOW or (n.type == "call_expression" and sx.UNSAFE_CALL.match(sx.call_name(n) or ""))
                    for n in sx.walk(outer))
 
 

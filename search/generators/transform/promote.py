@@ -32,17 +32,6 @@ from . import syntax as sx
 from .base import Unit
 from .syntax import Node
 
-_UNSAFE_CALL = re.compile(r"^(__syncthreads\w*|__syncwarp|__threadfence\w*|atomic\w+|__shfl\w*|__ballot\w*|__any\w*|"
-                          r"__all\w*|__reduce\w*|__match\w*|cooperative_groups::\w+|__nanosleep)$")
-
-
-def _pragma_before(loop: Node) -> Node | None:
-    """The ``#pragma`` line right above ``loop`` (``#pragma unroll``), or None."""
-    prev = loop.prev_sibling
-    if prev is not None and prev.type in ("preproc_call", "preproc_pragma") and sx.text(prev).lstrip().startswith("#pragma"):
-        return prev
-    return None
-
 
 def _norm(node: Node) -> str:
     return re.sub(r"\s+", "", sx.text(node))
@@ -104,7 +93,7 @@ class PromotePass:
             pad = indent.decode()
             loop_text = sx.apply_edits(loop.text, [(s - loop.start_byte, e - loop.start_byte, b) for s, e, b in body_edits]).decode()
             start_byte = loop.start_byte
-            pragma = _pragma_before(loop)
+            pragma = sx.pragma_before(loop)
             if pragma is not None:  # #pragma unroll stays right above its loop: the register goes above both
                 start_byte = pragma.start_byte
                 loop_text = sx.text(pragma).rstrip() + "\n" + pad + loop_text
@@ -143,7 +132,7 @@ class PromotePass:
         for n in sx.walk(loop):
             if n.type in ("return_statement", "goto_statement", "gnu_asm_expression", "asm_statement"):
                 return False
-            if n.type == "call_expression" and _UNSAFE_CALL.match(sx.call_name(n) or ""):
+            if n.type == "call_expression" and sx.UNSAFE_CALL.match(sx.call_name(n) or ""):
                 return False
         return True
 

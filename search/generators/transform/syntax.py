@@ -6,6 +6,8 @@ ranges of its nodes; nothing here matches structure with regular expressions. Te
 """
 from __future__ import annotations
 
+import re
+
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 
@@ -433,3 +435,15 @@ def literal_trips(loop: Node, constants: dict[str, int] | None = None) -> int | 
         return None
     return max(0, b - a + (operator(cond) == "<="))
 
+
+# calls a pass may not move, repeat or run fewer times: barriers, fences, atomics, warp collectives (promote, hoist)
+UNSAFE_CALL = re.compile(r"^(__syncthreads\w*|__syncwarp|__threadfence\w*|atomic\w+|__shfl\w*|__ballot\w*|__any\w*|"
+                         r"__all\w*|__reduce\w*|__match\w*|cooperative_groups::\w+|__nanosleep)$")
+
+
+def pragma_before(loop: Node) -> Node | None:
+    """The ``#pragma`` line right above ``loop`` (``#pragma unroll``), or None."""
+    prev = loop.prev_sibling
+    if prev is not None and prev.type in ("preproc_call", "preproc_pragma") and text(prev).lstrip().startswith("#pragma"):
+        return prev
+    return None
