@@ -155,8 +155,12 @@ def random_values(arg: ArgSpec, n: int, rng: cp.random.Generator, variant: int, 
 
 def integer_values(kind: str, a, b, n: int, rng: cp.random.Generator, dtype: str) -> cp.ndarray:
     """``n`` int64 values for an integer buffer of spec dtype ``dtype``: ``randint`` exactly in [a, b),
-    ``normal``/``uniform`` rounded to the nearest integer, all clipped to the dtype's range."""
+    ``offsets`` 0 and then running sums of steps drawn in [a, b), ``normal``/``uniform`` rounded to the nearest
+    integer, all clipped to the dtype's range."""
     info = np.iinfo(STORAGE[dtype])
+    if kind == "offsets":  # 0, then running sums of steps in [a, b): range starts, saturating at the dtype's largest
+        steps = rng.integers(int(a), int(b), size=max(n - 1, 0), dtype=np.int64)
+        return cp.minimum(cp.concatenate([cp.zeros(min(n, 1), dtype=np.int64), cp.cumsum(steps)]), int(info.max))
     if kind == "randint":  # exclusive upper bound; the dtype's largest value itself is never drawn
         lo, hi = max(int(a), int(info.min)), min(int(b), int(info.max))
         return rng.integers(lo, max(hi, lo + 1), size=n, dtype=np.int64)

@@ -194,7 +194,10 @@ def host_inputs(spec: KernelSpec, size: dict[str, int], seed: int = 0) -> dict[s
             out[arg.name] = to_bf16_bits(v.astype(np.float32)) if dtype == "bf16" else v.astype(STORAGE[dtype])
         else:
             info = np.iinfo(STORAGE[dtype])
-            if kind == "randint":
+            if kind == "offsets":  # (as harness.buffers.integer_values)
+                steps = rng.integers(int(a), int(b), max(n - 1, 0))
+                v = np.minimum(np.concatenate([np.zeros(min(n, 1), dtype=np.int64), np.cumsum(steps)]), int(info.max))
+            elif kind == "randint":
                 lo, hi = max(int(a), int(info.min)), min(int(b), int(info.max))
                 v = rng.integers(lo, max(hi, lo + 1), n)
             elif kind in ("normal", "uniform"):

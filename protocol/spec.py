@@ -60,9 +60,12 @@ _C_TYPES = {
     "u64": ("size_t", "unsigned long long", "uint64_t", "unsigned long", "unsigned long long int"),
 }
 
-_INIT_KINDS = ("normal", "uniform", "zeros", "ones", "randint")
-_INIT_DEFAULTS = {"normal": (0.0, 1.0), "uniform": (-1.0, 1.0), "randint": (0, 100)}
-_INIT_HELP = "use normal, normal(mean, std), uniform(lo, hi), zeros, ones or randint(lo, hi) (bounds: numbers or size expressions)"
+_INIT_KINDS = ("normal", "uniform", "zeros", "ones", "randint", "offsets")
+_INIT_DEFAULTS = {"normal": (0.0, 1.0), "uniform": (-1.0, 1.0), "randint": (0, 100), "offsets": (0, 100)}
+_INIT_HELP = ("use normal, normal(mean, std), uniform(lo, hi), zeros, ones, randint(lo, hi) or offsets(lo, hi) (bounds: "
+              "numbers or size expressions)")
+# the largest value of each integer dtype: an offsets buffer's last element must fit
+_INT_MAX = {"i8": 2**7 - 1, "u8": 2**8 - 1, "i32": 2**31 - 1, "u32": 2**32 - 1, "i64": 2**63 - 1, "u64": 2**64 - 1}
 
 
 def parse_init(init: str) -> tuple[str, tuple[str, str] | None]:
@@ -102,8 +105,10 @@ class ArgSpec(_Model):
 
     A buffer (``role`` in/out/inout) has a ``dtype``, a ``shape`` (expressions over size symbols)
     and for inputs an ``init`` distribution: ``normal``, ``normal(mean, std)``, ``uniform(lo, hi)``,
-    ``zeros``, ``ones`` or ``randint(lo, hi)`` (integers ``lo <= v < hi``, generated exactly in the
-    buffer's dtype); the bounds are numbers or expressions over the size symbols (``randint(0, V)``).
+    ``zeros``, ``ones``, ``randint(lo, hi)`` (integers ``lo <= v < hi``, generated exactly in the
+    buffer's dtype) or ``offsets(lo, hi)`` (an integer buffer of range starts, CSR row pointers: 0, then
+    each element the previous one plus a step ``randint(lo, hi)``, ``lo >= 0``); the bounds are numbers
+    or expressions over the size symbols (``randint(0, V)``).
     ``align`` (bytes, a power of two) says the caller guarantees that alignment of the buffer's
     address; candidates may rely on it. A scalar (``role = "scalar"``) has a ``dtype`` and a
     ``value``: a number or an expression over size symbols.
@@ -129,6 +134,9 @@ class ArgSpec(_Model):
                 raise ValueError(f"buffer argument {self.name!r} needs a 'shape'")
             if self.value is not None:
                 raise ValueError(f"buffer argument {self.name!r} takes no 'value'")
+        if self.init is not None and parse_init(self.init)[0] == "offsets" and (self.role == "scalar" or self.dtype.value not in _INT_MAX):
+            raise ValueError(f"init {self.init!r}: offsets are the starts of consecutive ranges (CSR row pointers), an "
+                             f"integer buffer's; {self.name!r} is {self.dtype.value}")
         if self.align is not None:
             if self.role == "scalar":
                 raise ValueError(f"scalar argument {self.name!r} takes no 'align'")
@@ -160,7 +168,7 @@ class ArgSpec(_Model):
             a, b = _INIT_DEFAULTS.get(kind, (0, 0))
         else:
             a, b = (evaluate(x, size or {}) for x in bounds)
-        if kind == "randint":
+        if kind in ("randint", "offsets"):
             return kind, int(a), int(b)
         return kind, float(a), float(b)
 
@@ -402,8 +410,14 @@ class KernelSpec(_Model):
                                      f"{self.check.max_buffer_bytes} (check.max_buffer_bytes)")
                 if a.init_exprs():
                     kind, lo, hi = a.distribution(size)
-                    if kind in ("randint", "uniform") and not lo < hi:
+                    if kind in ("randint", "uniform", "offsets") and not lo < hi:
                         raise ValueError(f"args[{i}].init: {a.init!r} is empty at {size} ({lo} >= {hi})")
+                    if kind == "offsets" and lo < 0:
+                        raise ValueError(f"args[{i}].init: {a.init!r}: offsets never decrease, so steps of at least 0 "
+                                         f"(lo = {lo} at {size})")
+                    if kind == "offsets" and (a.numel(size) - 1) * (hi - 1) > _INT_MAX[a.dtype.value]:
+                        raise ValueError(f"args[{i}].init: {a.init!r}: the last offset may reach {(a.numel(size) - 1) * (hi - 1)} "
+                                         f"at {size}, over {a.dtype.value}'s largest value")
         for size in self.check.sizes + self.bench.sizes:
             threads = 1
             for b in self.launch.block:

@@ -61,7 +61,8 @@ def make_module() -> types.ModuleType:
     """A fresh ``cupy`` stand-in module (register it as ``cupy`` and its ``cuda`` as ``cupy.cuda``)."""
     mod = types.ModuleType("cupy")
     for name in ("full", "all", "ascontiguousarray", "ones", "zeros", "empty", "rint", "clip", "floor", "asarray", "isnan",
-                 "abs", "isfinite", "max", "where", "argmax", "array_equal", "array", "empty_like", "copyto"):
+                 "abs", "isfinite", "max", "where", "argmax", "array_equal", "array", "empty_like", "copyto", "cumsum",
+                 "concatenate", "minimum"):
         setattr(mod, name, _fn(getattr(np, name)))
     for name in ("uint8", "uint16", "uint32", "uint64", "int8", "int32", "int64", "float16", "float32", "float64"):
         setattr(mod, name, getattr(np, name))

@@ -78,6 +78,8 @@ def test_nested_bounds_and_float_bounds_parse():
     ("randint(0)", "takes two bounds"),
     ("zeros(1, 2)", "takes no bounds"),
     ("poisson(3, 4)", "unknown init"),
+    ("offsets(-1, 4)", "offsets never decrease"),
+    ("offsets(0, 2 * V * V)", "over i32's largest value"),
 ])
 def test_bad_init_bounds_name_file_line_and_key(init, fragment):
     text = spec_text().replace('"randint(0, V)"', f'"{init}"')
@@ -116,6 +118,27 @@ def test_randint_follows_the_size_it_is_generated_at(numpy_buffers):
     for v in (3, 1000, 2**20):
         idx = numpy_buffers.make_inputs(spec, {"T": 5000, "V": v, "D": 1}, seed=1, variant=2)["idx"]
         assert 0 <= idx.min() and idx.max() < v
+
+
+def test_offsets_are_range_starts_on_the_gpu_side_and_on_the_host(numpy_buffers):
+    """offsets(lo, hi): 0, then each element the previous one plus a step in [lo, hi): CSR row pointers (a kernel that
+    loops from rowptr[r] to rowptr[r + 1]), the same law in the worker's generator and in the host's (the reference
+    check's)."""
+    from ptxfactory.harness.reference import host_inputs
+
+    text = spec_text().replace('shape = ["T"], init = "randint(0, V)"', 'shape = ["T + 1"], init = "offsets(0, 2 * D + 1)"')
+    spec = load(text)
+    size = {"T": 5000, "V": 10, "D": 8}
+    for ptr in (numpy_buffers.make_inputs(spec, size, seed=2, variant=3)["idx"], host_inputs(spec, size, seed=2)["idx"]):
+        steps = np.diff(ptr.astype(np.int64))
+        assert ptr.dtype == np.int32 and ptr.shape == (5001,) and ptr[0] == 0
+        assert steps.min() == 0 and steps.max() == 16 and abs(steps.mean() - 8) < 0.5  # every row length 0..16, mean D
+
+
+def test_offsets_need_an_integer_buffer():
+    text = spec_text().replace('dtype = "i32", shape = ["T"], init = "randint(0, V)"', 'dtype = "f32", shape = ["T"], init = "offsets(0, 4)"')
+    err = error(text)
+    assert err.key == "kernel.gather.args[1]" and "an integer buffer's" in err.message, str(err)
 
 
 def test_f64_inputs_are_drawn_in_f64(numpy_buffers):
