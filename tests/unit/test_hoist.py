@@ -100,6 +100,7 @@ def test_after_specialise_and_ldg_the_k_means_trial_holds_its_point():
                                          "float diff = dist[i * 0 + j * 0] - c[k * 16 + j];")),
     ("unrolled by 4 already", NEAREST.replace("        for (int j = 0; j < 16; j++) {", "        #pragma unroll 4\n        for (int j = 0; j < 16; j++) {")),
     ("the loop's test calls", NEAREST.replace("k < K;", "k < min(K, N);")),
+    ("the loop a branch of an if", NEAREST.replace("    for (int k = 0; k < K; k++) {", "    if (K > 0) for (int k = 0; k < K; k++) {")),
 ])
 def test_refused(case, source):
     assert not HoistPass().applies(unit(source, SPEC)), case

@@ -112,6 +112,9 @@ class HoistPass:
             outer = _enclosing(inner)
             if outer is None or not _safe_outer(outer) or _first_test(outer) is False:
                 continue
+            at = sx.pragma_before(outer) or outer
+            if at.parent is None or at.parent.type != "compound_statement":
+                continue  # (if (c) for ...: the registers' declaration and fill need a statement list around the loop)
             pragma = sx.pragma_before(inner)
             if pragma is not None and sx.text(pragma).split() != ["#pragma", "unroll"]:
                 continue
