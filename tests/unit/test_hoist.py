@@ -122,10 +122,11 @@ def test_a_while_loop_is_guarded_by_its_condition_and_a_do_loop_is_not():
 
 
 def test_a_large_block_holds_less():
-    """Half the registers a thread of the block may have: 48 elements under a block of 128 (255 registers), none under
-    a block of 1024 (64 registers: 32 at most)."""
+    """A quarter of the registers a thread of the block may have: 48 elements under a block of 128 (255 registers), none
+    under a block of 1024 (64 registers: 16 at most), 16 there."""
     source = NEAREST.replace("j < 16", "j < 48").replace("i * 16", "i * 48").replace("k * 16", "k * 48")
     assert HoistPass().applies(unit(source, SPEC))
     big = SPEC.model_copy(update={"launch": SPEC.launch.model_copy(update={"block": [1024], "grid": ["cdiv(N, 1024)"]})})
     assert not HoistPass().applies(unit(source, big))
-    assert HoistPass().applies(unit(NEAREST, big))
+    assert HoistPass().applies(unit(NEAREST, big))  # 16
+    assert not HoistPass().applies(unit(NEAREST.replace("j < 16", "j < 17"), big))
