@@ -13,6 +13,8 @@ import numpy as np
 from ptxfactory.protocol.expr import evaluate
 from ptxfactory.protocol.spec import ArgSpec, KernelSpec
 
+from .reference import offsets_values
+
 GUARD_BYTES = 64 * 1024  # the least canary band before and after every buffer
 BAND_SCALE_MAX = 16 << 20  # each band also grows by the buffer's own size, up to this: a write a whole buffer too far lands in it
 CANARY = 0xA5
@@ -158,9 +160,8 @@ def integer_values(kind: str, a, b, n: int, rng: cp.random.Generator, dtype: str
     ``offsets`` 0 and then running sums of steps drawn in [a, b), ``normal``/``uniform`` rounded to the nearest
     integer, all clipped to the dtype's range."""
     info = np.iinfo(STORAGE[dtype])
-    if kind == "offsets":  # 0, then running sums of steps in [a, b): range starts, saturating at the dtype's largest
-        steps = rng.integers(int(a), int(b), size=max(n - 1, 0), dtype=np.int64)
-        return cp.minimum(cp.concatenate([cp.zeros(min(n, 1), dtype=np.int64), cp.cumsum(steps)]), int(info.max))
+    if kind == "offsets":
+        return offsets_values(rng, a, b, n, info.max, cp)
     if kind == "randint":  # exclusive upper bound; the dtype's largest value itself is never drawn
         lo, hi = max(int(a), int(info.min)), min(int(b), int(info.max))
         return rng.integers(lo, max(hi, lo + 1), size=n, dtype=np.int64)

@@ -290,23 +290,24 @@ class Evaluator:
         return outs, None
 
     def _least_accurate(self, spec: KernelSpec, base: LoadedKernel, size: dict[str, int], seed: int, variant: int, inputs,
-                        plan: EvalPlan, worst: dict[str, cp.ndarray]) -> dict[str, cp.ndarray]:
-        """The original run once more on ``inputs``; for each output, whichever of that run and ``worst`` (the original's
-        least accurate run so far, by name) is further from the Python reference (max |error|). Raises RuntimeError
-        when the original itself breaks a band or changes an input."""
+                        plan: EvalPlan, worst: dict[str, tuple[cp.ndarray, float | None]]) -> None:
+        """Run the original once more on ``inputs`` and keep, in ``worst`` (output name -> (the original's least accurate
+        run so far, its max |error| against the Python reference, None until measured)), whichever run is further from
+        the reference. Raises RuntimeError when the original itself breaks a band or changes an input."""
         outs, problem = self.run_once(spec, base, size, inputs)
         if problem:
             raise RuntimeError(f"the original kernel itself failed a check at {size}: {problem}")
         truths = self.python_reference(spec, plan.reference, size, seed, variant, inputs)
-        out = dict(worst)
+        dtypes = {a.name: a.dtype.value for a in spec.args}
+
+        def error(x, name):
+            values = R.values(cp.asarray(x), dtypes[name]).reshape(-1).astype(cp.float64)
+            return R.max_error(values, cp.asarray(truths[name]).reshape(-1).astype(cp.float64), cp)
+
         for name, run in outs.items():
-            dtype = next(a.dtype.value for a in spec.args if a.name == name)
-            truth = cp.asarray(truths[name]).reshape(-1)
-            errs = [R.max_error(R.values(cp.asarray(x), dtype).reshape(-1).astype(cp.float64), truth.astype(cp.float64), cp)
-                    for x in (worst[name], run)]
-            if errs[1] > errs[0]:
-                out[name] = run
-        return out
+            kept, err = worst[name]
+            err = error(kept, name) if err is None else err
+            worst[name] = max((kept, err), (run, error(run, name)), key=lambda pair: pair[1])
 
     def reference(self, spec: KernelSpec, base: LoadedKernel, base_key: str, size: dict[str, int], seed: int, variant: int,
                   inputs) -> dict[str, cp.ndarray]:
@@ -422,11 +423,11 @@ class Evaluator:
                 # or as no less accurate than the original's least accurate run of as many (its error moves too: one
                 # lucky run of the original, near a dot product of ~0, rejected the original itself as a race)
                 judged_rerun = not spec.check.deterministic and plan.reference is not None
-                worst = dict(want)
+                worst = {name: (out, None) for name, out in want.items()}
                 for rerun in range(RACE_RERUNS_FIRST if i == 0 else 1):
                     again, problem = self.run_once(spec, cand, size, inputs)
                     if judged_rerun and not problem:
-                        worst = self._least_accurate(spec, base, size, seed, variant, inputs, plan, worst)
+                        self._least_accurate(spec, base, size, seed, variant, inputs, plan, worst)
                     for arg in spec.args:
                         if arg.role not in ("out", "inout"):
                             continue
@@ -440,7 +441,7 @@ class Evaluator:
                         else:  # each rerun judged against the Python reference by the same rule as the first run
                             dtype = arg.dtype.value
                             truth = self.python_reference(spec, plan.reference, size, seed, variant, inputs)[name]
-                            moved = not _judge(again[name], worst[name], truth, dtype, plan).ok
+                            moved = not _judge(again[name], worst[name][0], truth, dtype, plan).ok
                         if moved:
                             how = ("different bits" if spec.check.deterministic
                                    else "a result outside the tolerance (check.deterministic = false)" if plan.reference is None

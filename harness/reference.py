@@ -175,6 +175,13 @@ def _shape(arg, size: dict[str, int]) -> tuple[int, ...]:
     return tuple(int(evaluate(d, size)) for d in arg.shape or [])
 
 
+def offsets_values(rng, lo: int, hi: int, n: int, largest: int, xp=np):
+    """``n`` int64 range starts (an ``offsets(lo, hi)`` input: CSR row pointers): 0, then running sums of steps drawn in
+    ``[lo, hi)`` by ``rng`` (a NumPy or CuPy Generator; ``xp`` its module), saturating at ``largest`` (the dtype's)."""
+    steps = rng.integers(int(lo), int(hi), size=max(n - 1, 0), dtype=np.int64)
+    return xp.minimum(xp.concatenate([xp.zeros(min(n, 1), dtype=np.int64), xp.cumsum(steps)]), int(largest))
+
+
 def host_inputs(spec: KernelSpec, size: dict[str, int], seed: int = 0) -> dict[str, np.ndarray]:
     """Inputs for every ``in``/``inout`` buffer at ``size``, generated with NumPy on the host (flat arrays in
     storage dtype, from each argument's ``init`` distribution; not the GPU's values): what the job-start
@@ -194,9 +201,8 @@ def host_inputs(spec: KernelSpec, size: dict[str, int], seed: int = 0) -> dict[s
             out[arg.name] = to_bf16_bits(v.astype(np.float32)) if dtype == "bf16" else v.astype(STORAGE[dtype])
         else:
             info = np.iinfo(STORAGE[dtype])
-            if kind == "offsets":  # (as harness.buffers.integer_values)
-                steps = rng.integers(int(a), int(b), max(n - 1, 0))
-                v = np.minimum(np.concatenate([np.zeros(min(n, 1), dtype=np.int64), np.cumsum(steps)]), int(info.max))
+            if kind == "offsets":
+                v = offsets_values(rng, a, b, n, info.max)
             elif kind == "randint":
                 lo, hi = max(int(a), int(info.min)), min(int(b), int(info.max))
                 v = rng.integers(lo, max(hi, lo + 1), n)

@@ -261,6 +261,7 @@ def candidate_score(cand: Candidate, priors: Priors, job: Mapping[str, list[floa
     past = priors.config_score(cand, vocabulary) if priors.configs else None
     here = job_estimate(cand.params, evaluated, best_log, past.rel if past else None) if evaluated else None
     score = 0.0
+    unknown = None  # what a knob nothing knows scores: found once for the candidate, at its first such knob
     for key, value in cand.params.items():
         if here is not None and key in here[1]:
             score += here[0]
@@ -284,9 +285,10 @@ def candidate_score(cand: Candidate, priors: Priors, job: Mapping[str, list[floa
             continue
         neutral = priors.neutral(key)
         if neutral is None:
-            neutral = _average(cand.generator, priors, evaluated, best_log)
-            if parent_rel is not None:
-                neutral = max(neutral, parent_rel)
+            if unknown is None:
+                unknown = _average(cand.generator, priors, evaluated, best_log)
+                unknown = unknown if parent_rel is None else max(unknown, parent_rel)
+            neutral = unknown
         score += neutral
     return score / len(cand.params)
 

@@ -413,7 +413,7 @@ class _Search:
         self.evaluated: dict[str, list[tuple[dict, float | None]]] = {}  # generator -> (params, log speedup or None)
         # candidate key -> log speedup, the verified ones (not the original: what its proposals score without
         # evidence is the generator's average, which is about them)
-        self.measured: dict[str, float] = {}
+        self.log_speedups: dict[str, float] = {}
         self.vocabulary: dict[str, frozenset[str]] = {}  # generator -> every knob it proposed
         self.best_speedup = 1.0  # the best that counted as a gain (> 1% over the previous one)
         self.best_seen = 1.0  # the best verified speedup so far
@@ -481,7 +481,7 @@ class _Search:
         return queue.pop(pick)
 
     def _score(self, cand: Candidate, best_log: float) -> float:
-        parent = self.measured.get(cand.parent) if cand.parent else None
+        parent = self.log_speedups.get(cand.parent) if cand.parent else None
         return candidate_score(cand, self.priors, self.job_knobs, best_log, self.vocabulary.get(cand.generator),
                                self.evaluated.get(cand.generator), None if parent is None else parent - best_log)
 
@@ -524,14 +524,14 @@ class _Search:
         reward = _reward(result, self.best_seen)
         if arm is not None:
             arm.rewards.append(reward)
-        verified = isinstance(result, Measured) and result.speedup > 0
+        log = math.log(result.speedup) if isinstance(result, Measured) and result.speedup > 0 else None  # None: failed
         for key, value in cand.params.items():
-            self.job_knobs.setdefault(f"{cand.generator}:{key}={value}", []).append(math.log(result.speedup) if verified else None)
+            self.job_knobs.setdefault(f"{cand.generator}:{key}={value}", []).append(log)
         if cand.params:
-            self.evaluated.setdefault(cand.generator, []).append((dict(cand.params), math.log(result.speedup) if verified else None))
-        if verified:
+            self.evaluated.setdefault(cand.generator, []).append((dict(cand.params), log))
+        if log is not None:
             self.best_seen = max(self.best_seen, result.speedup)
-            self.measured[cand.key] = math.log(result.speedup)
+            self.log_speedups[cand.key] = log
         if isinstance(result, Measured) and result.speedup > self.best_speedup * PLATEAU_GAIN:
             self.best_speedup, self.since_best = result.speedup, 0
             return True

@@ -51,15 +51,12 @@ _FLOW = ("break_statement", "continue_statement", "return_statement", "goto_stat
 _CONDITIONAL = ("if_statement", "conditional_expression", "switch_statement", "for_statement", "while_statement",
                 "do_statement")
 _LOOPS = ("for_statement", "while_statement", "do_statement")
-
-
-def _norm(node: Node) -> str:
-    return re.sub(r"\s+", "", sx.text(node))
+_EFFECTS = ("call_expression", "assignment_expression", "update_expression")
 
 
 def _pure(node: Node | None) -> bool:
     """No call, assignment or increment in ``node``."""
-    return node is None or not any(n.type in ("call_expression", "assignment_expression", "update_expression") for n in sx.walk(node))
+    return node is None or not sx.contains_type(node, _EFFECTS)
 
 
 class HoistPass:
@@ -78,38 +75,36 @@ class HoistPass:
         for outer, holds in self._plans(unit):
             indent, _ = sx.line_indent(unit.data, outer.start_byte)
             pad = indent.decode()
-            head = []
-            for inner, name, base, index, accesses in holds:
+            decls, fills = [], []
+            for inner, (trips, start, j, header), name, base, index, accesses in holds:
                 while re.search(rf"\bptxf_hold{fresh}\b", unit.text):
                     fresh += 1
                 var = f"ptxf_hold{fresh}"
                 fresh += 1
-                trips, start, j, header = _header(inner)
-                load = sx.text(accesses[0])
-                head.append(f"{base} {var}[{trips}];  // (transform hoist: {name}[{sx.text(index)}] read once, before the loop)")
-                head.append(f"#pragma unroll\n{pad}{header} {{ {var}[{j} - ({start})] = {load}; }}")
+                decls.append(f"{base} {var}[{trips}];  // (transform hoist: {name}[{sx.text(index)}] read once, before the loop)\n{pad}")
+                fills.append(f"{pad}#pragma unroll\n{pad}{header} {{ {var}[{j} - ({start})] = {sx.text(accesses[0])}; }}")
                 edits += [(a.start_byte, a.end_byte, f"{var}[{j} - ({start})]".encode()) for a in accesses]
                 if sx.pragma_before(inner) is None:
                     edits.append((inner.start_byte, inner.start_byte, ("#pragma unroll\n" + sx.line_indent(unit.data, inner.start_byte)[0].decode()).encode()))
-            fill = "\n".join(pad + h for h in head[1::2])
-            decls = "".join(f"{h}\n{pad}" for h in head[0::2])
+            fill, decls = "\n".join(fills), "".join(decls)
             guard = _first_test(outer)
             block = fill if guard is None else f"{pad}{{ {guard[0]}if ({guard[1]}) {{\n{fill}\n{pad}}} }}"
             at = sx.pragma_before(outer) or outer
             edits.append((at.start_byte, at.start_byte, (decls + block.lstrip() + "\n" + pad).encode()))
         return unit.with_text(sx.apply_edits(unit.data, edits))
 
-    def _plans(self, unit: Unit) -> list[tuple[Node, list[tuple[Node, str, str, Node, list[Node]]]]]:
-        """``(enclosing loop, [(inner loop, buffer, element type, index E, its accesses)])`` for each loop with
-        something to hold, in text order."""
+    def _plans(self, unit: Unit) -> list[tuple[Node, list[tuple[Node, tuple, str, str, Node, list[Node]]]]]:
+        """``(enclosing loop, [(inner loop, its :func:`_header`, buffer, element type, index E, its accesses)])`` for
+        each loop with something to hold, in text order."""
         params = unit.pointers
         roles = {a.name: a.role for a in unit.spec.args if a.is_buffer}
         budget = _budget(unit)
         held: dict[int, tuple[Node, list]] = {}
         for inner in sx.walk(unit.body):
-            if inner.type != "for_statement" or _header(inner) is None:
+            header = _header(inner) if inner.type == "for_statement" else None
+            if header is None:
                 continue
-            outer = _enclosing(inner)
+            outer = _enclosing(inner)  # (its check covers the inner loop too: no break, barrier... in either)
             if outer is None or not _safe_outer(outer) or _first_test(outer) is False:
                 continue
             at = sx.pragma_before(outer) or outer
@@ -118,10 +113,7 @@ class HoistPass:
             pragma = sx.pragma_before(inner)
             if pragma is not None and sx.text(pragma).split() != ["#pragma", "unroll"]:
                 continue
-            if any(n.type in _FLOW or (n.type == "call_expression" and sx.UNSAFE_CALL.match(sx.call_name(n) or ""))
-                   for n in sx.walk(inner)):
-                continue
-            trips, _, j, _ = _header(inner)
+            trips, _, j, _ = header
             changing = sx.written_names(outer) | sx.declared_names(outer)
             for name, p in params.items():
                 if roles.get(name) != "in" or p.writes or p.other:
@@ -130,10 +122,10 @@ class HoistPass:
                 if site is None:
                     continue
                 entry = held.setdefault(outer.start_byte, (outer, []))
-                if sum(_header(i)[0] for i, *_ in entry[1]) + trips > budget:
+                if sum(h[0] for _, h, *_ in entry[1]) + trips > budget:
                     continue
                 base = re.sub(r"\b(const|volatile)\b\s*", "", p.base).strip()
-                entry[1].append((inner, name, base, *site))
+                entry[1].append((inner, header, name, base, *site))
         return [v for v in held.values() if v[1]]
 
 
@@ -210,13 +202,11 @@ def _site(inner: Node, p, j: str, changing: set[str]) -> tuple[Node, list[Node]]
         e = _index(a, p.name)
         if e is None:
             return None
-        k = _norm(e)
+        k = sx.compact(e)
         if key is None:
             index, key = e, k
             names = sx.identifiers(e)
-            if j not in names or names & changing or any(
-                    n.type in ("call_expression", "assignment_expression", "update_expression", "subscript_expression")
-                    for n in sx.walk(e)):
+            if j not in names or names & changing or sx.contains_type(e, _EFFECTS + ("subscript_expression",)):
                 return None
         elif k != key:
             return None

@@ -33,10 +33,6 @@ from .base import Unit
 from .syntax import Node
 
 
-def _norm(node: Node) -> str:
-    return re.sub(r"\s+", "", sx.text(node))
-
-
 class PromotePass:
     """A loop-invariant element a loop updates -> a register for the loop, stored once after it."""
 
@@ -119,7 +115,7 @@ class PromotePass:
             return None
         left, right = sx.unparen(a.child_by_field_name("left")), a.child_by_field_name("right")
         if left.type != "subscript_expression" or not sx.is_ident(left.child_by_field_name("argument"), name) \
-                or _norm(sx.subscript_index(left)) != re.sub(r"\s+", "", index):
+                or sx.compact(sx.subscript_index(left)) != re.sub(r"\s+", "", index):
             return None
         if name in sx.identifiers(right) or any(n.type in ("call_expression", "assignment_expression", "update_expression")
                                                 for n in sx.walk(right)):
@@ -150,7 +146,7 @@ class PromotePass:
             idx = sx.subscript_index(sub)
             if idx is None:
                 return None
-            key = _norm(idx)
+            key = sx.compact(idx)
             if index is None:
                 index = key
                 if sx.identifiers(idx) & written:

@@ -447,3 +447,8 @@ def pragma_before(loop: Node) -> Node | None:
     if prev is not None and prev.type in ("preproc_call", "preproc_pragma") and text(prev).lstrip().startswith("#pragma"):
         return prev
     return None
+
+
+def compact(node: Node) -> str:
+    """``node``'s text without whitespace: two spellings of one expression compare equal (``x[i * 16 + j]``)."""
+    return re.sub(r"\s+", "", text(node))

@@ -691,31 +691,25 @@ class LoopAnalysis:
         if t == "conditional_expression":
             return all(self.uniform(node.child_by_field_name(f), extra) for f in ("condition", "consequence", "alternative"))
         if t == "subscript_expression":
-            arg = sx.uncast(node.child_by_field_name("argument"))
             idx = [c for c in node.child_by_field_name("indices").named_children if c.type != "comment"]
-            return (sx.is_ident(arg) and self.written_roots is not None and sx.text(arg) in self.roots
-                    and self.roots[sx.text(arg)] not in self.written_roots and self.uniform(arg, extra)
-                    and len(idx) == 1 and self.uniform(idx[0], extra))
+            return len(idx) == 1 and self._uniform_element(node.child_by_field_name("argument"), idx[0], extra)
         if t == "call_expression":
-            if sx.call_name(node) in LOAD_FUNCS:  # __ldg(p + E): p[E] read through a cache hint, as a subscript is
-                return self._uniform_load(node, extra)
+            if sx.call_name(node) in LOAD_FUNCS:  # __ldg(p + E) or __ldg(p): p[E] read through a cache hint
+                args = sx.call_args(node)
+                a = sx.unparen(args[0]) if len(args) == 1 else None
+                if a is not None and a.type == "binary_expression" and sx.operator(a) == "+":
+                    return self._uniform_element(a.child_by_field_name("left"), a.child_by_field_name("right"), extra)
+                return a is not None and self._uniform_element(a, None, extra)
             return sx.call_name(node) in PURE_FUNCS and all(self.uniform(x, extra) for x in sx.call_args(node))
         return False
 
-    def _uniform_load(self, call: Node, extra: set[str]) -> bool:
-        """``LOAD(p + E)`` or ``LOAD(p)`` (a load intrinsic) reads one element the same for every lane: ``p`` a pointer
-        into a buffer the kernel never writes, ``E`` uniform (the subscript case's rule, ``p[E]``)."""
-        args = sx.call_args(call)
-        if len(args) != 1:
-            return False
-        a = sx.unparen(args[0])
-        ptr, off = a, None
-        if a.type == "binary_expression" and sx.operator(a) == "+":
-            ptr, off = a.child_by_field_name("left"), a.child_by_field_name("right")
+    def _uniform_element(self, ptr: Node | None, index: Node | None, extra: set[str]) -> bool:
+        """``ptr[index]`` (``*ptr`` for None) is the same for every lane: ``ptr`` a pointer into a buffer the kernel never
+        writes, both uniform."""
         ptr = sx.uncast(ptr)
         return (sx.is_ident(ptr) and self.written_roots is not None and sx.text(ptr) in self.roots
                 and self.roots[sx.text(ptr)] not in self.written_roots and self.uniform(ptr, extra)
-                and (off is None or self.uniform(off, extra)))
+                and (index is None or self.uniform(index, extra)))
 
     def _is_param(self, name: str) -> bool:
         decl = sx.function_declarator(self.unit.fn)

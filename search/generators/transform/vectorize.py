@@ -352,7 +352,7 @@ def plain_stores(unit: Unit) -> Unit:
         if left.type != "subscript_expression" or sx.text(left.child_by_field_name("argument")) not in unit.pointers:
             continue
         index = sx.subscript_index(left)
-        if index is None or any(n.type in ("call_expression", "assignment_expression", "update_expression") for n in sx.walk(index)):
+        if index is None or sx.contains_type(index, ("call_expression", "assignment_expression", "update_expression")):
             continue
         target = sx.text(left)
         edits.append((a.start_byte, a.end_byte, f"{target} = {target} {sx.operator(a)[0]} ({sx.text(right)})".encode()))
