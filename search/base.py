@@ -129,14 +129,15 @@ def family_candidates(ctx: GenContext, fits: bool, configs: Iterable[Config],
 
 
 def family_candidate(ctx: GenContext, generator: str, kernel_text: str, grid: str, block: int, description: str,
-                     params: dict) -> Candidate:
+                     params: dict, shared_mem: str | int = 0) -> Candidate:
     """A family's candidate: ``kernel_text`` in place of the parent's kernel, a 1-D launch of ``grid``
-    (an expression) by ``block`` threads without dynamic shared memory, the parent's compile options."""
+    (an expression) by ``block`` threads with ``shared_mem`` bytes of dynamic shared memory (an expression;
+    default none), the parent's compile options."""
     return Candidate(
         kernel_name=ctx.original.kernel_name,
         source=replace_kernel(ctx.source, ctx.kernel, kernel_text),
         kernel_text=kernel_text,
-        launch=LaunchConfig(grid=[grid], block=[block], shared_mem=0),
+        launch=LaunchConfig(grid=[grid], block=[block], shared_mem=shared_mem),
         options=list(ctx.original.options),
         generator=generator,
         description=description,

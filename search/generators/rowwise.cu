@@ -19,6 +19,9 @@
 // A row too long for one block's register cache may be split over the CL blocks of a thread block
 // cluster (sm_90+, ${CLUSTER_NOTE}): block k of the cluster holds vectors (i * CL + k) * TPR + t, the
 // blocks' partial sums meet in distributed shared memory, and the row is still read once.
+// Staged (sm_80+, ${STAGE_NOTE}): the cache is dynamic shared memory sized at launch from the row length
+// (vector i of thread T at stage[i * BLOCK + T]), filled by cp.async: every load in flight at once without a
+// register each, so the registers, and with them the blocks per SM, no longer grow with the longest row.
 ${CONVERT}${CLUSTER_HELPERS}
 // Sums acc[0 .. NV) over the TPR threads of each row (TPR < 32: an aligned group of lanes of one warp); every thread
 // of the row gets the same sums.
@@ -53,7 +56,8 @@ template <int TPR, int RPB, int MV, bool LAYER, int CL = 1>
 static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x, const ${TW}* __restrict__ w,
                                                     const ${TB}* __restrict__ b, ${TY}* __restrict__ y, long long R, ${IDX} C,
                                                     float eps, float* __restrict__ red, bool ptxf_vec,
-                                                    const ${TX}* res, ${TH}* h, ${TS0}* __restrict__ s0, ${TS1}* __restrict__ s1, float* cl)
+                                                    const ${TX}* res, ${TH}* h, ${TS0}* __restrict__ s0, ${TS1}* __restrict__ s1, float* cl,
+                                                    ptxf_xv* stage)
 {
     static_assert((TPR % 32 == 0 || 32 % TPR == 0) && TPR <= ${BLOCK} && ${BLOCK} % TPR == 0 && MV >= 1, "bad rowwise configuration");
     static_assert(CL == 1 || (TPR == ${BLOCK} && RPB == 1), "a row split over a cluster takes whole blocks");
@@ -65,6 +69,9 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
     const ${IDX} nvec = C / ${VEC};
     const ${IDX} v0 = (${IDX})rank * TPR + t;                        // first vector (element) of this thread
     constexpr int STRIDE = CL * TPR;                                 // between one thread's vectors
+    constexpr bool STAGE = ${STAGE};                                 // the cache in shared memory (else registers)
+    // cached vectors a thread: MV, or staged, what the launch's shared memory holds (the launch computes the same)
+    const int nc = STAGE ? (int)(nvec < (${IDX})MV * STRIDE ? (nvec + STRIDE - 1) / STRIDE : (${IDX})MV) : MV;
 #pragma unroll 1
     for (int step = 0; step < STEPS; ++step) {
         const int r = step * GROUPS + threadIdx.x / TPR;           // row within the block
@@ -76,17 +83,28 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
         ${TH}* hr = h ? h + base : nullptr;                         // where x + res goes (none: nullptr)
         ${TY}* __restrict__ yr = y + base;
         float acc[2] = {0.f, 0.f};                                  // rms: sum(x^2); layer: sum(x), then sum((x - mean)^2)
-        ptxf_xv xs[MV];
+        ptxf_xv xs[STAGE ? 1 : MV];
+        ptxf_xv* const xsm = stage + threadIdx.x;                   // staged: this thread's vector i at xsm[i * BLOCK]
+        auto cached = [&](int i) -> ptxf_xv { if constexpr (STAGE) return xsm[i * ${BLOCK}]; else return xs[i]; };
         if (ptxf_vec) {
+            if constexpr (STAGE) {                                  // every vector in flight, then one wait
+                for (int i = 0; i < nc; ++i) {
+                    const ${IDX} v = v0 + i * STRIDE;
+                    if (active && v < nvec) ptxf_stage_xv(xsm + i * ${BLOCK}, xr, rr, v);
+                }
+                ptxf_stage_wait();                                  // a thread reads back only what it staged
+            } else {
 #pragma unroll
-            for (int i = 0; i < MV; ++i) {                          // all loads first: MV in flight
-                const ${IDX} v = v0 + i * STRIDE;
-                xs[i] = (active && v < nvec) ? ptxf_load_xv(xr, rr, v) : ptxf_xv{};
+                for (int i = 0; i < MV; ++i) {                      // all loads first: MV in flight
+                    const ${IDX} v = v0 + i * STRIDE;
+                    xs[i] = (active && v < nvec) ? ptxf_load_xv(xr, rr, v) : ptxf_xv{};
+                }
             }
 #pragma unroll
-            for (int i = 0; i < MV; ++i) {
+            for (int i = 0; i < (STAGE ? nc : MV); ++i) {
+                if (STAGE && !(active && v0 + i * STRIDE < nvec)) break;
                 float f[${VEC}];
-                ptxf_unpack_xv(xs[i], f);
+                ptxf_unpack_xv(cached(i), f);
 #pragma unroll
                 for (int k = 0; k < ${VEC}; ++k) acc[0] += LAYER ? f[k] : f[k] * f[k];
             }
@@ -110,11 +128,11 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
             acc[0] = 0.f;
             if (ptxf_vec) {
 #pragma unroll
-                for (int i = 0; i < MV; ++i) {
+                for (int i = 0; i < (STAGE ? nc : MV); ++i) {
                     const ${IDX} v = v0 + i * STRIDE;
                     if (active && v < nvec) {
                         float f[${VEC}];
-                        ptxf_unpack_xv(xs[i], f);
+                        ptxf_unpack_xv(cached(i), f);
 #pragma unroll
                         for (int k = 0; k < ${VEC}; ++k) { const float d = f[k] - mean; acc[0] += d * d; }
                     }
@@ -136,11 +154,11 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
         if (active && t == 0 && rank == 0) ptxf_store_stats(s0, s1, row, mean, acc[0] / (float)C, scale, eps);  // one thread per row
         if (ptxf_vec) {
 #pragma unroll
-            for (int i = 0; i < MV; ++i) {
+            for (int i = 0; i < (STAGE ? nc : MV); ++i) {
                 const ${IDX} v = v0 + i * STRIDE;
                 if (active && v < nvec) {
                     float f[${VEC}];
-                    ptxf_unpack_xv(xs[i], f);
+                    ptxf_unpack_xv(cached(i), f);
                     ptxf_store_h(hr, v, f);
                     ptxf_norm_store(yr, v, f, w, b, mean, scale);
                 }
@@ -165,7 +183,7 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
 
 ${LINKAGE}__global__ void ${CLUSTER_DIMS}__launch_bounds__(${BLOCK}, ${MINB}) ${KERNEL}(${PARAMS})
 {
-    __shared__ float ptxf_red[2 * (${BLOCK} / 32) * 2];${CLUSTER_DECL}
+    __shared__ float ptxf_red[2 * (${BLOCK} / 32) * 2];${CLUSTER_DECL}${STAGE_DECL}
     const bool ptxf_vec = (${C} % ${VEC} == 0) && ptxf_aligned(${X}, 16) && ptxf_aligned(${Y}, ${Y_ALIGN})${W_ALIGNED}${B_ALIGNED}${EXTRA_ALIGNED};
 ${DISPATCH}
 }

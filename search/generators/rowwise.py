@@ -105,7 +105,9 @@ class RowwiseConfig:
     (``rows_per_block`` at every row length, longer rows taken in several steps: grid
     ``cdiv(R, rows_per_block)``); ``norm`` "rms" or "layer"; ``cluster`` > 1 (sm_90+): the kernel is
     compiled for thread block clusters of that many blocks, and a row longer than one block's register
-    cache (``block * vecs`` vectors) is split over the blocks of a cluster (:func:`grid_expr_cluster`).
+    cache (``block * vecs`` vectors) is split over the blocks of a cluster (:func:`grid_expr_cluster`);
+    ``stage`` (sm_80+): the cache is dynamic shared memory filled by ``cp.async``, sized at launch from the row
+    length (:func:`stage_bytes_expr`), so its size costs no registers.
     """
 
     block: int
@@ -115,11 +117,13 @@ class RowwiseConfig:
     grid: str = "adaptive"
     norm: str = "rms"
     cluster: int = 1
+    stage: bool = False
 
     @property
     def min_blocks(self) -> int:
-        """Blocks per SM promised to ptxas (``__launch_bounds__`` 2nd argument): caps registers at 64 (128 for a 16-vector cache)."""
-        return max(1, 65536 // (self.block * (128 if self.vecs > 8 else 64)))
+        """Blocks per SM promised to ptxas (``__launch_bounds__`` 2nd argument): caps registers at 64 (128 for a
+        16-vector register cache; a staged cache holds no registers)."""
+        return max(1, 65536 // (self.block * (128 if self.vecs > 8 and not self.stage else 64)))
 
     def tiers(self, vec: int) -> list[tuple[int, int, int]]:
         """``(threads_per_row, rows_per_block, max_C)`` per tier, smallest rows first (the last tier has no limit).
@@ -144,17 +148,35 @@ class RowwiseConfig:
         }
         if self.cluster > 1:
             out["cluster"] = self.cluster
+        if self.stage:
+            out["stage"] = "smem"
         return out
+
+
+def piecewise_expr(pieces: list[tuple[int, int | None]], c_sym: str) -> str:
+    """``value_i`` for the first piece whose cap holds ``c_sym`` (``c_sym <= cap_i``; the last piece's cap is
+    ignored), as an expression of ``min``/``max`` (protocol.expr has no conditional): the kernel's dispatch."""
+    expr = str(pieces[-1][0])
+    for (value, cap), (nxt, _) in zip(pieces, pieces[1:]):
+        if value != nxt:  # + (value - nxt) when c_sym <= cap
+            expr += f" {'+' if value > nxt else '-'} {abs(value - nxt)} * min(1, max(0, {cap + 1} - {c_sym}))"
+    return expr
 
 
 def rows_per_block_expr(tiers: list[tuple[int, int, int]], c_sym: str) -> str:
     """Rows per block as an expression of the row length ``c_sym`` (integer, >= 1), matching the kernel's dispatch."""
-    values = [rpb for _, rpb, _ in tiers]
-    expr = str(values[-1])
-    for (_, rpb, cap), (_, nxt, _) in zip(tiers, tiers[1:]):
-        if rpb != nxt:  # + (rpb - nxt) when c_sym <= cap
-            expr += f" + {rpb - nxt} * min(1, max(0, {cap + 1} - {c_sym}))"
-    return expr
+    return piecewise_expr([(rpb, cap) for _, rpb, cap in tiers], c_sym)
+
+
+def stage_bytes_expr(cfg: "RowwiseConfig", tiers: list[tuple[int, int, int]], vec: int, entry_bytes: int, c_sym: str) -> str:
+    """Dynamic shared memory (bytes) of a staged configuration at row length ``c_sym``: ``block`` threads times the
+    vectors each caches, ``min(vecs, cdiv(cdiv(C, vec), stride))``, ``entry_bytes`` each; the stride between a
+    thread's vectors is the tier's threads per row (times the cluster's blocks past the last tier's cap), as the
+    kernel computes its count ``nc``."""
+    pieces = [(tpr, cap) for tpr, _, cap in tiers]
+    if cfg.cluster > 1:
+        pieces.append((cfg.block * cfg.cluster, None))
+    return f"{cfg.block * entry_bytes} * min({cfg.vecs}, cdiv(cdiv({c_sym}, {vec}), {piecewise_expr(pieces, c_sym)}))"
 
 
 def grid_expr(tiers: list[tuple[int, int, int]], r_sym: str, c_sym: str) -> str:
@@ -170,10 +192,19 @@ def grid_expr_cluster(tiers: list[tuple[int, int, int]], cluster: int, r_sym: st
     return f"{cluster} * cdiv({r_sym}, {rows_per_block_expr(scaled, c_sym)})"
 
 
+def _sm(arch: str) -> int:
+    m = re.match(r"sm_(\d+)", arch)
+    return int(m.group(1)) if m else 0
+
+
 def cluster_capable(arch: str) -> bool:
     """Whether ``arch`` (``sm_90a``, ``sm_100``...) has thread block clusters and distributed shared memory (sm_90+)."""
-    m = re.match(r"sm_(\d+)", arch)
-    return bool(m) and int(m.group(1)) >= 90
+    return _sm(arch) >= 90
+
+
+def stage_capable(arch: str) -> bool:
+    """Whether ``arch`` has ``cp.async`` (sm_80+), which a staged configuration fills its cache with."""
+    return _sm(arch) >= 80
 
 
 def match_spec(spec: KernelSpec) -> RowwiseMatch | None:
@@ -379,10 +410,10 @@ def _configs(m: RowwiseMatch, spec: KernelSpec, norms: tuple[str, ...] = ("rms",
     bias is no standard operation) or a LayerNorm statistic; RMS only with an RMS statistic; else the RMS
     space plus its first two points as LayerNorm (the verifier tells which one fits). A form proposed
     without evidence (one of several plausible statistics) gets the first point of each norm only.
-    With a residual the register cache holds x and res: half the vectors."""
+    With a residual the register cache holds x and res: half the vectors (a staged cache is sized for its entries)."""
     configs = tuning_space(m, spec)
     if m.res:
-        configs = list(dict.fromkeys(replace(c, vecs=max(1, c.vecs // 2)) for c in configs))
+        configs = list(dict.fromkeys(c if c.stage else replace(c, vecs=max(1, c.vecs // 2)) for c in configs))
     if m.b:
         norms = tuple(n for n in norms if n == "layer")
     if not evidence:
@@ -400,7 +431,9 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
     """RMS configurations, best first (``_ORDER``), with register caches sized from the longest benchmark row.
 
     ``fit(block)`` is the smallest power-of-two cache (at most 16 vectors) that holds the longest
-    bench row with ``block`` threads per row; each entry asks for half, one or two times that.
+    bench row with ``block`` threads per row; each entry asks for half, one or two times that. From sm_80 each
+    entry with the read-only hint has a staged twin just after it (:func:`stage_vecs`); from sm_90 the cluster
+    configurations, registers and staged, follow the first pair.
     """
     c_max = max(int(s[m.c_sym]) for s in spec.bench.sizes)
     nvec = -(-c_max // m.vec)
@@ -412,9 +445,30 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
         return int(min(16, max(1, v * mult)))
 
     out = [RowwiseConfig(b, r, fit(b, k), hint, grid) for b, r, k, hint, grid in _ORDER]
+    entry = 32 if m.res else 16
+    if stage_capable(spec.arch):
+        out = [x for c in out for x in (c, *(
+            [replace(c, stage=True, vecs=stage_vecs(c.block, nvec, entry))] if c.hint == "ldg" else []))]
     if cluster_capable(spec.arch):
-        out[1:1] = cluster_configs(nvec)
+        at = 2 if stage_capable(spec.arch) else 1
+        out[at:at] = cluster_configs(nvec) + cluster_configs(nvec, entry)
     return list(dict.fromkeys(out))  # drop duplicates (small rows), keep the order
+
+
+# A staged cache takes at most STAGE_BYTES of shared memory a block: a third of an sm_90 SM's 228 KiB, so three such
+# blocks (and their loads in flight) fit one SM. At shorter rows the launch asks for less (stage_bytes_expr).
+STAGE_BYTES = 64 * 1024
+
+
+def stage_vecs(block: int, nvec: int, entry: int, cluster: int = 1) -> int:
+    """Vectors a thread of a staged configuration may cache: the smallest power of two with which ``cluster`` blocks
+    of ``block`` threads hold a row of ``nvec`` vectors, at most what :data:`STAGE_BYTES` holds at ``entry`` bytes
+    a vector (16; 32 with a residual)."""
+    cap = max(1, STAGE_BYTES // (block * entry))
+    v = 1
+    while 2 * v <= cap and cluster * block * v < nvec:
+        v *= 2
+    return v
 
 
 # Rows split over a cluster: a block's share of the row is cached in at most CLUSTER_CACHE 16-byte vectors per
@@ -424,16 +478,22 @@ CLUSTER_SIZES = (2, 4, 8)
 CLUSTER_BLOCKS = (512, 256, 1024)
 
 
-def cluster_configs(nvec: int) -> list[RowwiseConfig]:
+def cluster_configs(nvec: int, stage_entry: int = 0) -> list[RowwiseConfig]:
     """Configurations that split rows of ``nvec`` 16-byte vectors over a thread block cluster: one per block size
     whose block cannot cache the row in :data:`CLUSTER_CACHE` vectors per thread, with the smallest cluster that
     can (else the largest), and the smallest register cache (a power of two, at most 2 * CLUSTER_CACHE) that
-    holds the row over the cluster. [] when every block size holds the row alone."""
+    holds the row over the cluster. With ``stage_entry`` (bytes a cached vector: 16, 32 with a residual) the
+    staged ones instead: the cache per thread is what :data:`STAGE_BYTES` holds (:func:`stage_vecs`). [] when
+    every block size holds the row alone."""
     out = []
     for block in CLUSTER_BLOCKS:
-        if block * CLUSTER_CACHE >= nvec:
+        cap = stage_vecs(block, 1 << 62, stage_entry) if stage_entry else CLUSTER_CACHE
+        if block * cap >= nvec:
             continue
-        cl = next((c for c in CLUSTER_SIZES if c * block * CLUSTER_CACHE >= nvec), CLUSTER_SIZES[-1])
+        cl = next((c for c in CLUSTER_SIZES if c * block * cap >= nvec), CLUSTER_SIZES[-1])
+        if stage_entry:
+            out.append(RowwiseConfig(block, block // 32, stage_vecs(block, nvec, stage_entry, cl), cluster=cl, stage=True))
+            continue
         v = 1
         while v < 2 * CLUSTER_CACHE and cl * block * v < nvec:
             v *= 2
@@ -476,10 +536,16 @@ class RowwiseNormFamily:
         desc = (
             f"rowwise {cfg.norm} block={cfg.block} rpb={cfg.rows_per_block}{'' if cfg.grid == 'fixed' else '..' + str(tiers[-1][1])} "
             f"vec16x{cfg.vecs} tpr={tiers[0][0]}..{tiers[-1][0]}" + (f" cluster={cfg.cluster}" if cfg.cluster > 1 else "")
+            + (" stage=smem" if cfg.stage else "")
             + (" stream" if cfg.hint == "stream" else "") + extra
         )
         grid = _grid(cfg, tiers, m)
-        return family_candidate(ctx, self.name, text, grid, cfg.block, desc, params)
+        return family_candidate(ctx, self.name, text, grid, cfg.block, desc, params, shared_mem=_shared_mem(cfg, tiers, m))
+
+
+def _shared_mem(cfg: RowwiseConfig, tiers: list[tuple[int, int, int]], m: RowwiseMatch) -> str | int:
+    """The launch's dynamic shared memory (bytes, an expression of the spec's C symbol): a staged cache, else 0."""
+    return stage_bytes_expr(cfg, tiers, m.vec, 32 if m.res else 16, m.c_sym) if cfg.stage else 0
 
 
 def _grid(cfg: RowwiseConfig, tiers: list[tuple[int, int, int]], m: RowwiseMatch) -> str:
@@ -554,7 +620,8 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
     s_args = [m.stats[i][0] if i < len(m.stats) else f"static_cast<{ts[i]}*>(nullptr)" for i in range(2)]
     cl = cfg.cluster
     args = (f"{m.x}, {w_arg}, {b_arg}, {m.y}, (long long){m.r_arg}, ({idx}){m.c_arg}, (float){m.eps_arg}, ptxf_red, ptxf_vec, "
-            f"{res_arg}, {h_arg}, {s_args[0]}, {s_args[1]}, {'ptxf_cl' if cl > 1 else 'nullptr'}")
+            f"{res_arg}, {h_arg}, {s_args[0]}, {s_args[1]}, {'ptxf_cl' if cl > 1 else 'nullptr'}, "
+            f"{'reinterpret_cast<ptxf_xv*>(ptxf_stage)' if cfg.stage else 'nullptr'}")
     tiers = cfg.tiers(vec)
     calls = [(f"ptxf_rowwise<{tpr}, {rpb}, {cfg.vecs}, {layer}>({args});", cap) for tpr, rpb, cap in tiers]
     if cl > 1:  # rows past one block's cache: a cluster each
@@ -583,11 +650,16 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
         # what __cluster_dims__(cl, 1, 1) expands to, spelled so that tree-sitter-cuda reads the definition
         CLUSTER_DIMS=f"__attribute__((cluster_dims({cl}, 1, 1))) " if cl > 1 else "",
         CLUSTER_DECL="\n    __shared__ float ptxf_cl[2];  // this block's sums, read by the cluster's other blocks" if cl > 1 else "",
+        STAGE="true" if cfg.stage else "false",
+        STAGE_NOTE="here" if cfg.stage else "not in this instance",
+        STAGE_DECL="\n    extern __shared__ __align__(16) unsigned char ptxf_stage[];  // the staged cache (launch-sized)" if cfg.stage else "",
     )
     # The helpers are C++ templates: give them C++ linkage even when the kernel sits in an extern "C" block.
     head, sep, kernel = body.rpartition(f"{linkage}__global__ void __launch_bounds__")
-    launch = f"// Launch: grid ({_grid(cfg, tiers, m)},), block ({cfg.block},), no dynamic shared memory" + \
-        (f"; clusters of {cl} blocks (compiled in).\n" if cl > 1 else ".\n")
+    smem = _shared_mem(cfg, tiers, m)
+    launch = (f"// Launch: grid ({_grid(cfg, tiers, m)},), block ({cfg.block},), "
+              + (f"dynamic shared memory {smem} bytes" if smem else "no dynamic shared memory")
+              + (f"; clusters of {cl} blocks (compiled in).\n" if cl > 1 else ".\n"))
     return f'extern "C++" {{\n{head.rstrip()}\n}}  // extern "C++"\n\n{launch}{sep}{kernel}'
 
 
@@ -671,6 +743,8 @@ def _convert(m: RowwiseMatch, cfg: RowwiseConfig, tx: str, tw: str, tb: str, idx
         x1 = "ptxf_x2f(xr[j])"
     load = loader(load_x, load_r)
     reload = loader("__ldg", "" if m.res_inout else "__ldg")
+    stage = "ptxf_cp16(&dst->x, reinterpret_cast<const uint4*>(xr) + v);" + (
+        " ptxf_cp16(&dst->r, reinterpret_cast<const uint4*>(rr) + v);" if m.res else "")
     if m.h:
         store_h = _vector_store("hr", m.h_dtype, vec, "f", False)
         store_h1 = f"hr[j] = {_F2T[m.h_dtype].format('f')};"
@@ -699,6 +773,22 @@ static __device__ __forceinline__ {ty} ptxf_f2y(float f) {{ return {f2y}; }}
 // the vector at index v of the row (x, and the residual where there is one): the first read, then re-reads of longer rows
 static __device__ __forceinline__ ptxf_xv ptxf_load_xv(const {tx}* __restrict__ xr, const {tx}* rr, {idx} v) {{ {load} }}
 static __device__ __forceinline__ ptxf_xv ptxf_reload_xv(const {tx}* __restrict__ xr, const {tx}* rr, {idx} v) {{ {reload} }}
+// a staged cache (sm_80+): 16 bytes global -> shared without a register (cp.async, through L2 only), the wait for them all
+static __device__ __forceinline__ void ptxf_cp16(void* dst, const void* src)
+{{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(static_cast<unsigned>(__cvta_generic_to_shared(dst))), "l"(src) : "memory");
+#else
+    *static_cast<uint4*>(dst) = *static_cast<const uint4*>(src);
+#endif
+}}
+static __device__ __forceinline__ void ptxf_stage_wait()
+{{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}}
+static __device__ __forceinline__ void ptxf_stage_xv(ptxf_xv* dst, const {tx}* __restrict__ xr, const {tx}* rr, {idx} v) {{ {stage} }}
 static __device__ __forceinline__ void ptxf_unpack_xv(const ptxf_xv& u, float (&f)[{vec}])
 {{
 {unpack_body}

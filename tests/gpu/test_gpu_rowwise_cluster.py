@@ -1,5 +1,6 @@
 """GPU tier: the rowwise family's cluster tier (a long row split over the blocks of a thread block cluster, the sums
-combined through distributed shared memory) verified and timed for real.
+combined through distributed shared memory) and its staged caches (dynamic shared memory filled by cp.async, with
+and without a cluster) verified and timed for real.
 
 For examples/rmsnorm (the original kernel is the oracle) and examples/standardize_rows (its Python reference, with
 mean and rstd written per row), with check sizes that take the cluster tier on the vector path (rows of 70000 and
@@ -31,7 +32,7 @@ LONG_CHECK = [{"M": 3, "N": 262144}, {"M": 2, "N": 100003}, {"M": 5, "N": 70000}
 BENCH = [{"M": 256, "N": 262144}, {"M": 8192, "N": 65536}]
 
 
-def _job(name: str, norm: str):
+def _job(name: str, norm: str, pick=lambda c: "cluster" in c.params):
     spec_path = EXAMPLES / name / f"{name}.cu.toml"
     spec = load_spec(spec_path).kernels[name]
     spec = spec.model_copy(update={
@@ -41,7 +42,7 @@ def _job(name: str, norm: str):
     source = (EXAMPLES / name / f"{name}.cu").read_text()
     original = original_candidate(spec, source)
     ctx = GenContext(spec=spec, source=source, kernel=find_kernel(source, name), original=original)
-    cands = [c for c in RowwiseNormFamily().propose(ctx) if "cluster" in c.params and c.params["norm"] == norm]
+    cands = [c for c in RowwiseNormFamily().propose(ctx) if pick(c) and c.params["norm"] == norm]
     compiled = [compile_candidate(c, spec.arch, spec.check.fast_math) for c in [original, *cands]]
     assert all(isinstance(c, Compiled) for c in compiled), [getattr(c, "log", "")[:500] for c in compiled]
     plan = make_plan(spec, secret=5, reference=python_reference(spec, spec_path))
@@ -61,6 +62,20 @@ def _job(name: str, norm: str):
 def test_cluster_candidates_verify_at_long_rows(name, norm):
     """Every cluster candidate computing the example's norm (the LayerNorm probes on RMSNorm are meant to fail)."""
     cands, results = _job(name, norm)
+    assert len(cands) >= 2, [c.description for c in cands]
+    lines = []
+    for c, r in zip(cands, results):
+        pct = [f"{t.pct_of_copy:.0f}%" for t in r.timings] if isinstance(r, Measured) else []
+        lines.append(f"{c.description}: {r.outcome} {getattr(r, 'speedup', '')} {pct} {getattr(r, 'reason', '')}")
+    print("\n".join(lines))
+    assert all(isinstance(r, Measured) for r in results), "\n".join(lines)
+
+
+@pytest.mark.parametrize("name, norm", [("rmsnorm", "rms"), ("standardize_rows", "layer")])
+def test_staged_candidates_verify_at_every_row_length(name, norm):
+    """Every staged candidate without a cluster (the cache in dynamic shared memory, cp.async), at the spec's sizes and
+    the long rows above (past the cache: the rest re-read), on the vector and scalar paths."""
+    cands, results = _job(name, norm, pick=lambda c: c.params.get("stage") == "smem" and "cluster" not in c.params)
     assert len(cands) >= 2, [c.description for c in cands]
     lines = []
     for c, r in zip(cands, results):

@@ -119,15 +119,21 @@ def test_every_vector_of_a_row_is_read_by_exactly_one_thread_of_the_cluster():
     (cached), then v0 + MV * STRIDE, ... (re-read), with v0 = rank * TPR + t and STRIDE = CL * TPR."""
     text = (ROOT / "search" / "generators" / "rowwise.cu").read_text()
     assert "const ${IDX} v0 = (${IDX})rank * TPR + t;" in text and "constexpr int STRIDE = CL * TPR;" in text
-    assert text.count("v0 + i * STRIDE") == 3 and text.count("v = v0 + MV * STRIDE; active && v < nvec; v += STRIDE") == 3
-    for cl, tpr, mv, nvec in [(2, 64, 4, 512), (8, 32, 2, 1000), (4, 32, 4, 37), (8, 64, 8, 64 * 8 * 8 + 5)]:
-        seen = []
-        for rank in range(cl):
-            for t in range(tpr):
-                v0 = rank * tpr + t
-                seen += [v0 + i * cl * tpr for i in range(mv) if v0 + i * cl * tpr < nvec]
-                v = v0 + mv * cl * tpr
-                while v < nvec:
-                    seen.append(v)
-                    v += cl * tpr
-        assert sorted(seen) == list(range(nvec)), (cl, tpr, mv, nvec)
+    # cached: the staged fill, the staged sum's stop, the sum, LayerNorm's second pass, the store
+    assert text.count("v0 + i * STRIDE") == 5 and text.count("v = v0 + MV * STRIDE; active && v < nvec; v += STRIDE") == 3
+    # a staged thread caches nc = min(MV, cdiv(nvec, STRIDE)) vectors (what the launch's shared memory holds)
+    assert "const int nc = STAGE ? (int)(nvec < (${IDX})MV * STRIDE ? (nvec + STRIDE - 1) / STRIDE : (${IDX})MV) : MV;" in text
+    for cl, tpr, mv, nvec in [(2, 64, 4, 512), (8, 32, 2, 1000), (4, 32, 4, 37), (8, 64, 8, 64 * 8 * 8 + 5), (1, 32, 16, 40)]:
+        for stage in (False, True):
+            stride = cl * tpr
+            nc = (min(mv, -(-nvec // stride)) if stage else mv)
+            seen = []
+            for rank in range(cl):
+                for t in range(tpr):
+                    v0 = rank * tpr + t
+                    seen += [v0 + i * stride for i in range(nc) if v0 + i * stride < nvec]
+                    v = v0 + mv * stride
+                    while v < nvec:
+                        seen.append(v)
+                        v += stride
+            assert sorted(seen) == list(range(nvec)), (cl, tpr, mv, nvec, stage)

@@ -576,8 +576,11 @@ def test_kernel_text_on_host_emulation(name, tmp_path):
     right = [k for k in RowwiseNormFamily().propose(ctx) if _right_form(c, k)]
     assert right
     rng = np.random.default_rng(7)
-    for cand in {k.key: k for k in (right[0], right[-1])}.values():
-        text = SHIM + cand.source.replace("#include <cuda_bf16.h>\n", "") + _main(c, spec)
+    staged = [k for k in right if k.params.get("stage")][:1]  # the cache in shared memory, filled by plain copies here
+    for cand in {k.key: k for k in (right[0], right[-1], *staged)}.values():
+        text = SHIM + cand.source.replace("#include <cuda_bf16.h>\n", "").replace(  # a staged cache: one block's, static
+            "extern __shared__ __align__(16) unsigned char ptxf_stage[];", "alignas(16) static unsigned char ptxf_stage[1 << 17];"
+        ) + _main(c, spec)
         src = tmp_path / f"emu_{hashlib.sha1(text.encode()).hexdigest()[:8]}.cpp"
         src.write_text(text)
         exe = tmp_path / "emu"
