@@ -313,6 +313,8 @@ async def main() -> None:
         "factory": {"job_id": summary.job_id, "description": best.candidate.description,
                     "speedup_over_naive": getattr(best.result, "speedup", None), "stop_reason": summary.stop_reason,
                     "launch": best.candidate.launch.model_dump(), "source": compiled.candidate.kernel_text},
+        "job_rows": [{"description": r.candidate.description, "outcome": r.result.outcome,
+                      "pct_of_copy": [round(t.pct_of_copy, 1) for t in getattr(r.result, "timings", [])]} for r in summary.rows],
         "times": {k: {s: asdict(t) for s, t in per.items()} for k, per in times.items()},
         "max_abs_diff_vs_torch": errors,
         "table": table(times, facts.copy_gbps),

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One GPU-machine call for issue 13: QuACK installed from a stash left by earlier calls of the same lease, the
+# rowwise GPU tests, bench/rmsnorm_matrix.py (factory vs torch vs QuACK), then bench/rowwise_sweep.py on the matrix.
+# Results under $OUT. From the repo root on the device, .whl carried; QuACK's large archive
+# (../shared/device/quack-wheels.sh: .whl2/cu13.tar.xz) is over the call's size limit beside the tree, so it travels
+# split in parts, each copied to /root/stash by a call of its own just before this one: cat /root/stash/cu13.part.*
+# Knobs: MAX_SECONDS (the job, 150), REPS (20), SKIP_TESTS, SKIP_SWEEP, SWEEP_SELECT (regex), SWEEP_LIMIT (24),
+# SWEEP_TIMEOUT (s, 150).
+set -uo pipefail
+source .ci/device-setup.sh || { echo "setup failed"; exit 1; }
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
+if ls /root/stash/cu13.part.* >/dev/null 2>&1; then
+  cat /root/stash/cu13.part.* | tar -C /tmp/site -xJf - && export PYTHONPATH=/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages
+  python3 -c "import importlib; q = importlib.import_module('quack.rmsnorm'); print('quack', q.rmsnorm_fwd, q.rmsnorm_fwd_tuned)" 2>&1 | tail -2
+else
+  echo "no QuACK stash: its columns will say not installed"
+fi
+if [ -z "${SKIP_TESTS:-}" ]; then
+  timeout 200 python3 -m pytest -m gpu -v -s -p no:cacheprovider -rfEx tests/gpu/test_gpu_rowwise_cluster.py > "$OUT/pytest-gpu.txt" 2>&1
+  grep -E "passed|failed|Error|rowwise" "$OUT/pytest-gpu.txt" | tail -60
+fi
+timeout 330 python3 bench/rmsnorm_matrix.py --max-seconds ${MAX_SECONDS:-150} --reps ${REPS:-20} --out "$OUT/rmsnorm-matrix" 2>&1 | tail -30
+if [ -z "${SKIP_SWEEP:-}" ]; then
+  timeout ${SWEEP_TIMEOUT:-150} python3 bench/rowwise_sweep.py --matrix --select "${SWEEP_SELECT:-.}" --limit ${SWEEP_LIMIT:-24} \
+    --out "$OUT/sweep" > "$OUT/sweep.log" 2>&1; tail -40 "$OUT/sweep.log"
+fi
