@@ -5,7 +5,7 @@
 # (../shared/device/quack-wheels.sh: .whl2/cu13.tar.xz) is over the call's size limit beside the tree, so it travels
 # split in parts, each copied to /root/stash by a call of its own just before this one: cat /root/stash/cu13.part.*
 # Knobs: MAX_SECONDS (the job, 150), REPS (20), SKIP_TESTS, SKIP_SWEEP, SWEEP_SELECT (regex), SWEEP_LIMIT (24),
-# SWEEP_TIMEOUT (s, 150).
+# SWEEP_TIMEOUT (s, 150), MATRIX_TIMEOUT (s, 450).
 set -uo pipefail
 source .ci/device-setup.sh || { echo "setup failed"; exit 1; }
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -17,10 +17,10 @@ else
   echo "no QuACK stash: its columns will say not installed"
 fi
 if [ -z "${SKIP_TESTS:-}" ]; then
-  timeout 200 python3 -m pytest -m gpu -v -s -p no:cacheprovider -rfEx tests/gpu/test_gpu_rowwise_cluster.py > "$OUT/pytest-gpu.txt" 2>&1
+  timeout ${TEST_TIMEOUT:-200} python3 -m pytest -m gpu -v -s -p no:cacheprovider -rfEx tests/gpu/test_gpu_rowwise_cluster.py > "$OUT/pytest-gpu.txt" 2>&1
   grep -E "passed|failed|Error|rowwise" "$OUT/pytest-gpu.txt" | tail -60
 fi
-timeout 330 python3 bench/rmsnorm_matrix.py --max-seconds ${MAX_SECONDS:-150} --reps ${REPS:-20} --out "$OUT/rmsnorm-matrix" 2>&1 | tail -30
+timeout ${MATRIX_TIMEOUT:-450} python3 bench/rmsnorm_matrix.py --max-seconds ${MAX_SECONDS:-150} --reps ${REPS:-20} --out "$OUT/rmsnorm-matrix" 2>&1 | tail -30
 if [ -z "${SKIP_SWEEP:-}" ]; then
   timeout ${SWEEP_TIMEOUT:-150} python3 bench/rowwise_sweep.py --matrix --select "${SWEEP_SELECT:-.}" --limit ${SWEEP_LIMIT:-24} \
     --out "$OUT/sweep" > "$OUT/sweep.log" 2>&1; tail -40 "$OUT/sweep.log"

@@ -16,9 +16,10 @@
 // of each thread's share of the row stay in registers between the reduction and the write; the
 // rest of a longer row is read again from global memory (L1/L2). Rows whose length is not a
 // multiple of the vector width, or misaligned pointers, take a scalar path for the whole launch.
-// A row too long for one block's register cache may be split over the CL blocks of a thread block
-// cluster (sm_90+, ${CLUSTER_NOTE}): block k of the cluster holds vectors (i * CL + k) * TPR + t, the
-// blocks' partial sums meet in distributed shared memory, and the row is still read once.
+// A row too long for one block's register cache may be split over S of the CL blocks of a thread block
+// cluster (sm_90+, ${CLUSTER_NOTE}; S, a power of two up to CL, the fewest blocks whose caches hold the row, chosen
+// at launch from its length: a cluster holds CL / S rows): block k of a row's S holds vectors (i * S + k) * TPR + t,
+// the blocks' partial sums meet in distributed shared memory, and the row is still read once.
 // Staged (sm_80+, ${STAGE_NOTE}): the cache is dynamic shared memory sized at launch from the row length
 // (vector i of thread T at stage[i * BLOCK + T]), filled by cp.async: every load in flight at once without a
 // register each, so the registers, and with them the blocks per SM, no longer grow with the longest row.
@@ -57,7 +58,7 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
                                                     const ${TB}* __restrict__ b, ${TY}* __restrict__ y, long long R, ${IDX} C,
                                                     float eps, float* __restrict__ red, bool ptxf_vec,
                                                     const ${TX}* res, ${TH}* h, ${TS0}* __restrict__ s0, ${TS1}* __restrict__ s1, float* cl,
-                                                    ptxf_xv* stage)
+                                                    ptxf_xv* stage, int split)
 {
     static_assert((TPR % 32 == 0 || 32 % TPR == 0) && TPR <= ${BLOCK} && ${BLOCK} % TPR == 0 && MV >= 1, "bad rowwise configuration");
     static_assert(CL == 1 || (TPR == ${BLOCK} && RPB == 1), "a row split over a cluster takes whole blocks");
@@ -65,17 +66,19 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
     constexpr int STEPS = RPB > GROUPS ? RPB / GROUPS : 1;          // uniform trip count: barriers stay aligned
     static_assert(RPB <= GROUPS || RPB % GROUPS == 0, "rows per block must be a multiple of rows per step");
     const int t = threadIdx.x % TPR;
-    const int rank = CL > 1 ? (int)(blockIdx.x % CL) : 0;           // this block's rank in the row's cluster
+    const int S = CL > 1 ? split : 1;                                // blocks per row (S divides CL)
+    const int rank = CL > 1 ? (int)(blockIdx.x % S) : 0;            // this block's rank among its row's blocks
+    const int first = CL > 1 ? (int)(blockIdx.x % CL) - rank : 0;   // their first block's rank in the cluster
     const ${IDX} nvec = C / ${VEC};
     const ${IDX} v0 = (${IDX})rank * TPR + t;                        // first vector (element) of this thread
-    constexpr int STRIDE = CL * TPR;                                 // between one thread's vectors
+    const int STRIDE = S * TPR;                                      // between one thread's vectors
     constexpr bool STAGE = ${STAGE};                                 // the cache in shared memory (else registers)
     // cached vectors a thread: MV, or staged, what the launch's shared memory holds (the launch computes the same)
     const int nc = STAGE ? (int)(nvec < (${IDX})MV * STRIDE ? (nvec + STRIDE - 1) / STRIDE : (${IDX})MV) : MV;
 #pragma unroll 1
     for (int step = 0; step < STEPS; ++step) {
         const int r = step * GROUPS + threadIdx.x / TPR;           // row within the block
-        const long long row = CL > 1 ? (long long)(blockIdx.x / CL) : (long long)blockIdx.x * RPB + r;
+        const long long row = CL > 1 ? (long long)(blockIdx.x / S) : (long long)blockIdx.x * RPB + r;
         const bool active = r < RPB && row < R;                     // inactive threads still reach every barrier
         const long long base = active ? row * (long long)C : 0;
         const ${TX}* __restrict__ xr = x + base;
@@ -122,7 +125,7 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
         }
         // reductions alternate between two buffers (rms: one per step, layer: two per step): no trailing barrier
         ptxf_row_reduce<TPR, 1>(acc, red + (LAYER ? 0 : (step & 1)) * (${BLOCK} / 32) * 2);
-        if constexpr (CL > 1) ptxf_cluster_sum<CL>(acc, cl);
+        if constexpr (CL > 1) ptxf_cluster_sum(acc, cl, first, S);
         const float mean = LAYER ? acc[0] / (float)C : 0.f;
         if constexpr (LAYER) {                                      // second pass: squared deviations from the mean
             acc[0] = 0.f;
@@ -147,7 +150,7 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
                 for (${IDX} j = v0; active && j < C; j += STRIDE) { const float d = ptxf_x1(xr, rr, j) - mean; acc[0] += d * d; }
             }
             ptxf_row_reduce<TPR, 1>(acc, red + (${BLOCK} / 32) * 2);
-            if constexpr (CL > 1) ptxf_cluster_sum<CL>(acc, cl + 1);
+            if constexpr (CL > 1) ptxf_cluster_sum(acc, cl + 1, first, S);
         }
         if constexpr (CL > 1) ptxf_cluster_arrive();               // done reading the other blocks' sums
         const float scale = rsqrtf(acc[0] / (float)C + eps);        // rms: mean(x^2); layer: the variance

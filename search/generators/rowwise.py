@@ -171,11 +171,9 @@ def rows_per_block_expr(tiers: list[tuple[int, int, int]], c_sym: str) -> str:
 def stage_bytes_expr(cfg: "RowwiseConfig", tiers: list[tuple[int, int, int]], vec: int, entry_bytes: int, c_sym: str) -> str:
     """Dynamic shared memory (bytes) of a staged configuration at row length ``c_sym``: ``block`` threads times the
     vectors each caches, ``min(vecs, cdiv(cdiv(C, vec), stride))``, ``entry_bytes`` each; the stride between a
-    thread's vectors is the tier's threads per row (times the cluster's blocks past the last tier's cap), as the
+    thread's vectors is the tier's threads per row (past the last tier's cap, the block size times the row's blocks S), as the
     kernel computes its count ``nc``."""
-    pieces = [(tpr, cap) for tpr, _, cap in tiers]
-    if cfg.cluster > 1:
-        pieces.append((cfg.block * cfg.cluster, None))
+    pieces = [(tpr, cap) for tpr, _, cap in tiers] + [(cfg.block * s, cap) for s, cap in split_tiers(cfg, vec)]
     return f"{cfg.block * entry_bytes} * min({cfg.vecs}, cdiv(cdiv({c_sym}, {vec}), {piecewise_expr(pieces, c_sym)}))"
 
 
@@ -185,11 +183,32 @@ def grid_expr(tiers: list[tuple[int, int, int]], r_sym: str, c_sym: str) -> str:
     return r_sym if rpb == "1" else f"cdiv({r_sym}, {rpb})"
 
 
-def grid_expr_cluster(tiers: list[tuple[int, int, int]], cluster: int, r_sym: str, c_sym: str) -> str:
+def split_tiers(cfg: "RowwiseConfig", vec: int) -> list[tuple[int, int | None]]:
+    """``(blocks per row S, max_C)`` for rows past the last single-block tier of a cluster configuration: S = 2, 4, ...
+    up to ``cfg.cluster``, each taking the rows that S blocks' caches hold (``S * block * vecs * vec`` elements); the
+    last (the whole cluster) any longer row, the rest of it re-read. [] without a cluster."""
+    out, s = [], 2
+    while s <= cfg.cluster:
+        out.append((s, s * cfg.block * cfg.vecs * vec if s < cfg.cluster else None))
+        s *= 2
+    return out
+
+
+def split_expr_c(splits: list[tuple[int, int | None]], c_arg: str) -> str:
+    """The kernel's choice of S (a C expression of the row length ``c_arg``), as :func:`split_tiers` orders them."""
+    expr = str(splits[-1][0])
+    for s, cap in reversed(splits[:-1]):
+        expr = f"({c_arg} <= {cap} ? {s} : {expr})"
+    return expr
+
+
+def grid_expr_cluster(tiers: list[tuple[int, int, int]], splits: list[tuple[int, int | None]], cluster: int,
+                      r_sym: str, c_sym: str) -> str:
     """The grid of a kernel compiled for clusters of ``cluster`` blocks: rows up to the last tier's cap take the
-    tiers' blocks, rounded up to whole clusters (the extra blocks find no row); longer rows take a cluster each."""
-    scaled = [(tpr, rpb * cluster, cap) for tpr, rpb, cap in tiers] + [(tiers[-1][0], 1, 0)]
-    return f"{cluster} * cdiv({r_sym}, {rows_per_block_expr(scaled, c_sym)})"
+    tiers' blocks, rounded up to whole clusters (the extra blocks find no row); longer rows S blocks each
+    (:func:`split_tiers`), ``cluster / S`` rows a cluster."""
+    pieces = [(rpb * cluster, cap) for _, rpb, cap in tiers] + [(cluster // s, cap) for s, cap in splits]
+    return f"{cluster} * cdiv({r_sym}, {piecewise_expr(pieces, c_sym)})"
 
 
 def _sm(arch: str) -> int:
@@ -551,7 +570,7 @@ def _shared_mem(cfg: RowwiseConfig, tiers: list[tuple[int, int, int]], m: Rowwis
 def _grid(cfg: RowwiseConfig, tiers: list[tuple[int, int, int]], m: RowwiseMatch) -> str:
     """The launch grid of ``cfg`` (an expression of the spec's R and C symbols)."""
     if cfg.cluster > 1:
-        return grid_expr_cluster(tiers, cfg.cluster, m.r_sym, m.c_sym)
+        return grid_expr_cluster(tiers, split_tiers(cfg, m.vec), cfg.cluster, m.r_sym, m.c_sym)
     return grid_expr(tiers, m.r_sym, m.c_sym)
 
 
@@ -568,23 +587,22 @@ static __device__ __forceinline__ float ptxf_cluster_ld(const float* p, unsigned
     asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
     return v;
 }
-// The CL blocks' sums of acc[0] (each block's already combined): published in slot, summed in rank order by every
-// thread of every block (identical results); the slot is read by the others until the caller's last arrive/wait.
-template <int CL>
-static __device__ __forceinline__ void ptxf_cluster_sum(float (&acc)[2], float* slot)
+// The sums of acc[0] of a row's S blocks (ranks first .. first + S - 1 of the cluster, each block's already
+// combined): published in slot, summed in rank order by every thread of each (identical results); every block of
+// the cluster takes the barrier; the slot is read by the others until the caller's last arrive/wait.
+static __device__ __forceinline__ void ptxf_cluster_sum(float (&acc)[2], float* slot, int first, int S)
 {
     if (threadIdx.x == 0) *slot = acc[0];
     ptxf_cluster_arrive();
     ptxf_cluster_wait();
     float s = 0.f;
-#pragma unroll
-    for (int k = 0; k < CL; ++k) s += ptxf_cluster_ld(slot, k);
+    for (int k = 0; k < S; ++k) s += ptxf_cluster_ld(slot, first + k);
     acc[0] = s;
 }
 """
 # Without a cluster the template still names them (in discarded ``if constexpr`` branches): empty stand-ins.
 _NO_CLUSTER = """
-template <int CL> static __device__ __forceinline__ void ptxf_cluster_sum(float (&)[2], float*) {}
+static __device__ __forceinline__ void ptxf_cluster_sum(float (&)[2], float*, int, int) {}
 static __device__ __forceinline__ void ptxf_cluster_arrive() {}
 static __device__ __forceinline__ void ptxf_cluster_wait() {}
 """
@@ -623,9 +641,10 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
             f"{res_arg}, {h_arg}, {s_args[0]}, {s_args[1]}, {'ptxf_cl' if cl > 1 else 'nullptr'}, "
             f"{'reinterpret_cast<ptxf_xv*>(ptxf_stage)' if cfg.stage else 'nullptr'}")
     tiers = cfg.tiers(vec)
-    calls = [(f"ptxf_rowwise<{tpr}, {rpb}, {cfg.vecs}, {layer}>({args});", cap) for tpr, rpb, cap in tiers]
-    if cl > 1:  # rows past one block's cache: a cluster each
-        calls.append((f"ptxf_rowwise<{cfg.block}, 1, {cfg.vecs}, {layer}, {cl}>({args});", None))
+    calls = [(f"ptxf_rowwise<{tpr}, {rpb}, {cfg.vecs}, {layer}>({args}, 1);", cap) for tpr, rpb, cap in tiers]
+    if cl > 1:  # rows past one block's cache: S blocks of a cluster each
+        split = split_expr_c(split_tiers(cfg, vec), m.c_arg)
+        calls.append((f"ptxf_rowwise<{cfg.block}, 1, {cfg.vecs}, {layer}, {cl}>({args}, {split});", None))
     lines = []
     for i, (call, cap) in enumerate(calls):
         last = i == len(calls) - 1

@@ -60,7 +60,7 @@ def test_clusters_follow_the_bench_rows_and_the_target():
 
 
 @pytest.mark.parametrize("example", ["rmsnorm", "standardize_rows"])
-def test_the_grid_is_whole_clusters_and_a_cluster_per_long_row(example):
+def test_the_grid_is_whole_clusters_and_the_fewest_blocks_per_long_row(example):
     ctx = _ctx(example, [{"M": 64, "N": 262144}, {"M": 4096, "N": 2048}])
     cands = _cluster_cands(ctx)
     assert cands, "a 262144-long row gets cluster candidates"
@@ -73,13 +73,16 @@ def test_the_grid_is_whole_clusters_and_a_cluster_per_long_row(example):
             for n in (8, 1000, 4096, one_block, one_block + 8, 262144, 100003):
                 grid = evaluate(c.launch.grid[0], {"M": m, "N": n})
                 assert grid % cl == 0, (c.description, m, n, grid)
-                if n > one_block:
-                    assert grid == cl * m, (c.description, m, n, grid)  # a cluster per row
+                if n > one_block:  # S blocks a row: the fewest (a power of two, at most cl) whose caches hold it
+                    split = next((k for k in (2, 4, 8, 16) if k < cl and k * one_block >= n), cl)
+                    assert grid == cl * -(-m // (cl // split)), (c.description, m, n, grid)
                 else:
                     assert grid >= cl and grid <= cl * m, (c.description, m, n, grid)  # rows per block >= 1
         # the dispatch: single-block tiers up to one block's cache, then the cluster's tier
         assert re.search(rf"if \(N <= {one_block}\) ptxf_rowwise<{block}, 1, {vecs}, (true|false)>", c.kernel_text)
         assert re.search(rf"else ptxf_rowwise<{block}, 1, {vecs}, (true|false), {cl}>", c.kernel_text)
+        if cl > 2:  # the split chosen in the kernel as in the grid
+            assert f"(N <= {2 * one_block} ? 2 : " in c.kernel_text, c.description
 
 
 @pytest.mark.parametrize("example", ["rmsnorm", "standardize_rows"])
@@ -118,7 +121,7 @@ def test_every_vector_of_a_row_is_read_by_exactly_one_thread_of_the_cluster():
     """The template's index mapping (rowwise.cu): thread t of block `rank` takes vectors v0 + i * STRIDE for i < MV
     (cached), then v0 + MV * STRIDE, ... (re-read), with v0 = rank * TPR + t and STRIDE = CL * TPR."""
     text = (ROOT / "search" / "generators" / "rowwise.cu").read_text()
-    assert "const ${IDX} v0 = (${IDX})rank * TPR + t;" in text and "constexpr int STRIDE = CL * TPR;" in text
+    assert "const ${IDX} v0 = (${IDX})rank * TPR + t;" in text and "const int STRIDE = S * TPR;" in text
     # cached: the staged fill, the staged sum's stop, the sum, LayerNorm's second pass, the store
     assert text.count("v0 + i * STRIDE") == 5 and text.count("v = v0 + MV * STRIDE; active && v < nvec; v += STRIDE") == 3
     # a staged thread caches nc = min(MV, cdiv(nvec, STRIDE)) vectors (what the launch's shared memory holds)
