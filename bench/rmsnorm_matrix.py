@@ -297,6 +297,25 @@ async def main() -> None:
     impls = implementations(compiled, spec)
     times: dict[str, dict[str, Timing]] = {k: {} for k in impls}
     errors: dict[str, dict[str, float]] = {k: {} for k in impls}
+    best = next(r for r in summary.rows if r.candidate.key == summary.best_key)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+
+    def document(shapes) -> dict:
+        return {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": f"python3 bench/rmsnorm_matrix.py --max-seconds {a.max_seconds:g} --reps {a.reps} --out {a.out}",
+            "gpu": facts.model_dump(), "copy_gbps": facts.copy_gbps, "versions": versions(),
+            "factory": {"job_id": summary.job_id, "description": best.candidate.description,
+                        "speedup_over_naive": getattr(best.result, "speedup", None), "stop_reason": summary.stop_reason,
+                        "launch": best.candidate.launch.model_dump(), "source": compiled.candidate.kernel_text},
+            "job_rows": [{"description": r.candidate.description, "outcome": r.result.outcome,
+                          "pct_of_copy": [round(t.pct_of_copy, 1) for t in getattr(r.result, "timings", [])]} for r in summary.rows],
+            "times": {k: {s: asdict(t) for s, t in per.items()} for k, per in times.items()},
+            "max_abs_diff_vs_torch": errors,
+            "table": table(times, facts.copy_gbps, shapes),
+        }
+
+    done = []
     for m, n in MATRIX:
         t, e = time_shape(impls, m, n, facts.l2_bytes, a.reps)
         for k, v in t.items():
@@ -305,21 +324,10 @@ async def main() -> None:
             errors[k][f"{m}x{n}"] = v
         print(f"{m}x{n}: " + ", ".join(f"{k} {v.median_us:.1f} µs" if v.error is None else f"{k} failed" for k, v in t.items()),
               flush=True)
-    best = next(r for r in summary.rows if r.candidate.key == summary.best_key)
-    doc = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": f"python3 bench/rmsnorm_matrix.py --max-seconds {a.max_seconds:g} --reps {a.reps} --out {a.out}",
-        "gpu": facts.model_dump(), "copy_gbps": facts.copy_gbps, "versions": versions(),
-        "factory": {"job_id": summary.job_id, "description": best.candidate.description,
-                    "speedup_over_naive": getattr(best.result, "speedup", None), "stop_reason": summary.stop_reason,
-                    "launch": best.candidate.launch.model_dump(), "source": compiled.candidate.kernel_text},
-        "job_rows": [{"description": r.candidate.description, "outcome": r.result.outcome,
-                      "pct_of_copy": [round(t.pct_of_copy, 1) for t in getattr(r.result, "timings", [])]} for r in summary.rows],
-        "times": {k: {s: asdict(t) for s, t in per.items()} for k, per in times.items()},
-        "max_abs_diff_vs_torch": errors,
-        "table": table(times, facts.copy_gbps),
-    }
-    a.out.parent.mkdir(parents=True, exist_ok=True)
+        done.append((m, n))
+        if len(done) < len(MATRIX):  # what is measured so far, kept should the run be cut off (QuACK compiles per shape)
+            a.out.with_suffix(".json").write_text(json.dumps({**document(done), "partial": True}, indent=2))
+    doc = document(MATRIX)
     a.out.with_suffix(".json").write_text(json.dumps(doc, indent=2))
     a.out.with_suffix(".md").write_text(render_markdown(doc))
     try:

@@ -1,0 +1,32 @@
+"""CPU tests of bench/rowwise_sweep.py: the spec it times (the example's, or QuACK's matrix as bench sizes) and its
+report on recorded results (the GPU part runs on the GPU machine only)."""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import rowwise_sweep  # noqa: E402
+
+from ptxfactory.protocol.spec import parse_spec  # noqa: E402
+
+
+def test_the_spec_is_the_examples_or_its_matrix_version():
+    text = (rowwise_sweep.EXAMPLES / "rmsnorm" / "rmsnorm.cu.toml").read_text()
+    assert rowwise_sweep._spec_text("rmsnorm", matrix=False) == text
+    spec = parse_spec(rowwise_sweep._spec_text("rmsnorm", matrix=True), "rmsnorm.cu.toml").kernels["rmsnorm"]
+    assert [(s["M"], s["N"]) for s in spec.bench.sizes] == list(rowwise_sweep.rmsnorm_matrix.MATRIX)
+
+
+def test_the_report_gives_each_candidate_per_size_and_the_best_per_size():
+    doc = {"example": "rmsnorm", "generator": "rowwise", "date": "2026-12-04", "command": "python3 bench/rowwise_sweep.py",
+           "sizes": [{"M": 32768, "N": 256}, {"M": 8192, "N": 262144}],
+           "rows": [{"description": "a", "outcome": "measured", "registers": 40, "pct": [40.0, 80.0]},
+                    {"description": "b stage=smem", "outcome": "measured", "registers": 32, "pct": [60.0, 70.0]},
+                    {"description": "c", "outcome": "rejected", "reason": "correctness: y differs"}]}
+    md = rowwise_sweep.render(doc)
+    assert "| a | 40 | measured | 40 | 80 |" in md and "| b stage=smem | 32 | measured | 60 | 70 |" in md
+    assert re.search(r"\| 32768x256 \| 60 \| b stage=smem \|", md) and re.search(r"\| 8192x262144 \| 80 \| a \|", md)
+    assert "- c: rejected: correctness: y differs" in md
