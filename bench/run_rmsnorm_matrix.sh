@@ -5,7 +5,7 @@
 # (../shared/device/quack-wheels.sh: .whl2/cu13.tar.xz) is over the call's size limit beside the tree, so it travels
 # split in parts, each copied to /root/stash by a call of its own just before this one: cat /root/stash/cu13.part.*
 # Knobs: MAX_SECONDS (the job, 150), REPS (20), SKIP_TESTS, SKIP_SWEEP, SWEEP_SELECT (regex), SWEEP_LIMIT (24),
-# SWEEP_TIMEOUT (s, 150), MATRIX_TIMEOUT (s, 450).
+# SWEEP_TIMEOUT (s, 150), MATRIX_TIMEOUT (s, 450), PROFILE (ncu, bench/rowwise_profile.py), PROFILE_SELECT, PROFILE_TIMEOUT.
 set -uo pipefail
 source .ci/device-setup.sh || { echo "setup failed"; exit 1; }
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -24,4 +24,8 @@ timeout ${MATRIX_TIMEOUT:-450} python3 bench/rmsnorm_matrix.py --max-seconds ${M
 if [ -z "${SKIP_SWEEP:-}" ]; then
   timeout ${SWEEP_TIMEOUT:-150} python3 bench/rowwise_sweep.py --matrix --select "${SWEEP_SELECT:-.}" --limit ${SWEEP_LIMIT:-24} \
     --out "$OUT/sweep" > "$OUT/sweep.log" 2>&1; tail -40 "$OUT/sweep.log"
+fi
+if [ -n "${PROFILE:-}" ]; then  # Nsight Compute on the cluster designs at a short, a single-block and a split row
+  timeout ${PROFILE_TIMEOUT:-240} python3 bench/rowwise_profile.py --matrix --select "${PROFILE_SELECT:-cluster=8}" --limit 4 \
+    --size M=32768,N=256 --size M=32768,N=32768 --size M=32768,N=65536 --out "$OUT/profile.md" 2>&1 | tail -20
 fi

@@ -3,6 +3,8 @@ report on recorded results (the GPU part runs on the GPU machine only)."""
 from __future__ import annotations
 
 import re
+
+import pytest
 import sys
 from pathlib import Path
 
@@ -30,3 +32,19 @@ def test_the_report_gives_each_candidate_per_size_and_the_best_per_size():
     assert "| a | 40 | measured | 40 | 80 |" in md and "| b stage=smem | 32 | measured | 60 | 70 |" in md
     assert re.search(r"\| 32768x256 \| 60 \| b stage=smem \|", md) and re.search(r"\| 8192x262144 \| 80 \| a \|", md)
     assert "- c: rejected: correctness: y differs" in md
+
+
+def test_the_profile_script_reads_sizes_and_says_why_there_are_no_counters(tmp_path, monkeypatch):
+    import rowwise_profile
+
+    assert rowwise_profile.parse_size("M=32768,N=65536") == {"M": 32768, "N": 65536}
+    for bad in ("M=32768,N", "M:1", "=3", "M=x"):
+        with pytest.raises(ValueError):
+            rowwise_profile.parse_size(bad)
+    monkeypatch.setenv("PTXFACTORY_NCU", "off")
+    out = tmp_path / "p.md"
+    assert rowwise_profile.main(["--matrix", "--select", "cluster=8 stage", "--size", "M=3,N=65536", "--limit", "1",
+                                 "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "cluster=8 stage=smem at 3x65536" in text and "counters unavailable" in text
+    assert re.search(r"dynamic shared memory [1-9]\d* B", text)  # the staged cache's bytes at that row length

@@ -180,7 +180,7 @@ class TransformGenerator:
         unit = unit_from_context(ctx)
         if unit.fn is None:
             return []
-        chains = plan_chains(unit)
+        chains = covering_order(plan_chains(unit), MAX_CANDIDATES)
         out, keys = [], {ctx.original.key}
         for chain in chains:
             if len(out) >= MAX_CANDIDATES:
@@ -343,6 +343,34 @@ def plan_chains(unit: Unit) -> list[list[Pass]]:
             seen.add(key)
             out.append(chain)
     return out
+
+
+def covering_order(chains: list[list[Pass]], limit: int) -> list[list[Pass]]:
+    """``chains`` (the planned order) with every kind of pass that some chain holds in one of the first ``limit``:
+    the first chain holding each kind (a pass's class: rowpar's lane variants are one kind) keeps its place among
+    the first ``limit``, and the other chains fill the rest of them in the planned order; the remaining chains
+    follow, in order. Without it a pass whose chains all come late (``specialise`` behind a GEMM's 35 tile and hint
+    chains, ``fast_math`` behind 50 lane chains) was never proposed. Where the kinds outnumber ``limit``, the order
+    is kept as planned."""
+    seen: set[type] = set()
+    covering = []
+    for i, chain in enumerate(chains):
+        kinds = {type(p) for p in chain}
+        if not kinds <= seen:
+            seen |= kinds
+            covering.append(i)
+    if len(covering) > limit:
+        return chains
+    must, room, head, tail = set(covering), limit - len(covering), [], []
+    for i, chain in enumerate(chains):
+        if i in must:
+            head.append(chain)
+        elif room > 0:
+            head.append(chain)
+            room -= 1
+        else:
+            tail.append(chain)
+    return head + tail
 
 
 def _step(memo: dict, p: Pass, u: Unit) -> Unit | None:
