@@ -118,6 +118,7 @@ class RowwiseConfig:
     norm: str = "rms"
     cluster: int = 1
     stage: bool = False
+    push: bool = False
 
     @property
     def min_blocks(self) -> int:
@@ -150,6 +151,8 @@ class RowwiseConfig:
             out["cluster"] = self.cluster
         if self.stage:
             out["stage"] = "smem"
+        if self.push:
+            out["cluster_sum"] = "push"
         return out
 
 
@@ -502,8 +505,9 @@ def cluster_configs(nvec: int, stage_entry: int = 0) -> list[RowwiseConfig]:
     whose block cannot cache the row in :data:`CLUSTER_CACHE` vectors per thread, with the smallest cluster that
     can (else the largest), and the smallest register cache (a power of two, at most 2 * CLUSTER_CACHE) that
     holds the row over the cluster. With ``stage_entry`` (bytes a cached vector: 16, 32 with a residual) the
-    staged ones instead: the cache per thread is what :data:`STAGE_BYTES` holds (:func:`stage_vecs`). [] when
-    every block size holds the row alone."""
+    staged ones instead: the cache per thread is what :data:`STAGE_BYTES` holds (:func:`stage_vecs`). Each with its
+    twin whose blocks push their sums to the row's other blocks (``push``) instead of pulling theirs. [] when every
+    block size holds the row alone."""
     out = []
     for block in CLUSTER_BLOCKS:
         cap = stage_vecs(block, 1 << 62, stage_entry) if stage_entry else CLUSTER_CACHE
@@ -511,12 +515,13 @@ def cluster_configs(nvec: int, stage_entry: int = 0) -> list[RowwiseConfig]:
             continue
         cl = next((c for c in CLUSTER_SIZES if c * block * cap >= nvec), CLUSTER_SIZES[-1])
         if stage_entry:
-            out.append(RowwiseConfig(block, block // 32, stage_vecs(block, nvec, stage_entry, cl), cluster=cl, stage=True))
-            continue
-        v = 1
-        while v < 2 * CLUSTER_CACHE and cl * block * v < nvec:
-            v *= 2
-        out.append(RowwiseConfig(block, block // 32, v, cluster=cl))
+            cfg = RowwiseConfig(block, block // 32, stage_vecs(block, nvec, stage_entry, cl), cluster=cl, stage=True)
+        else:
+            v = 1
+            while v < 2 * CLUSTER_CACHE and cl * block * v < nvec:
+                v *= 2
+            cfg = RowwiseConfig(block, block // 32, v, cluster=cl)
+        out += [cfg, replace(cfg, push=True)]
     return out
 
 
@@ -555,7 +560,7 @@ class RowwiseNormFamily:
         desc = (
             f"rowwise {cfg.norm} block={cfg.block} rpb={cfg.rows_per_block}{'' if cfg.grid == 'fixed' else '..' + str(tiers[-1][1])} "
             f"vec16x{cfg.vecs} tpr={tiers[0][0]}..{tiers[-1][0]}" + (f" cluster={cfg.cluster}" if cfg.cluster > 1 else "")
-            + (" stage=smem" if cfg.stage else "")
+            + (" stage=smem" if cfg.stage else "") + (" push" if cfg.push else "")
             + (" stream" if cfg.hint == "stream" else "") + extra
         )
         grid = _grid(cfg, tiers, m)
@@ -579,6 +584,7 @@ def _grid(cfg: RowwiseConfig, tiers: list[tuple[int, int, int]], m: RowwiseMatch
 _CLUSTER_HELPERS = r"""
 static __device__ __forceinline__ void ptxf_cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
 static __device__ __forceinline__ void ptxf_cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+static __device__ __forceinline__ void ptxf_cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
 static __device__ __forceinline__ float ptxf_cluster_ld(const float* p, unsigned rank)
 {
     unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(p)), remote;
@@ -587,10 +593,11 @@ static __device__ __forceinline__ float ptxf_cluster_ld(const float* p, unsigned
     asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
     return v;
 }
-// The sums of acc[0] of a row's S blocks (ranks first .. first + S - 1 of the cluster, each block's already
-// combined): published in slot, summed in rank order by every thread of each (identical results); every block of
-// the cluster takes the barrier; the slot is read by the others until the caller's last arrive/wait.
-static __device__ __forceinline__ void ptxf_cluster_sum(float (&acc)[2], float* slot, int first, int S)
+"""
+# The sums of acc[0] of a row's S blocks (ranks first .. first + S - 1 of the cluster, each block's already combined),
+# summed in rank order by every thread of each (identical results); every block of the cluster takes the barrier.
+_CLUSTER_PULL = r"""// pulled: published in slot, read by the others until the caller's last arrive/wait
+static __device__ __forceinline__ void ptxf_cluster_sum(float (&acc)[2], float* slot, int first, int S, int)
 {
     if (threadIdx.x == 0) *slot = acc[0];
     ptxf_cluster_arrive();
@@ -600,9 +607,29 @@ static __device__ __forceinline__ void ptxf_cluster_sum(float (&acc)[2], float* 
     acc[0] = s;
 }
 """
+_CLUSTER_PUSH = r"""static __device__ __forceinline__ void ptxf_cluster_st(float* p, unsigned rank, float v)
+{
+    unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(p)), remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+    asm volatile("st.shared::cluster.f32 [%0], %1;" :: "r"(remote), "f"(v) : "memory");
+}
+// pushed: thread k < S stores this block's sum into slots[rank] of the row's block first + k (itself included, every
+// block of the cluster started: the caller's wait); the barrier releases the stores and acquires the peers'; then
+// the S slots are read locally, and nothing of this block is read or written by another after it
+static __device__ __forceinline__ void ptxf_cluster_sum(float (&acc)[2], float* slots, int first, int S, int rank)
+{
+    if (threadIdx.x < S) ptxf_cluster_st(slots + rank, first + threadIdx.x, acc[0]);
+    ptxf_cluster_arrive();
+    ptxf_cluster_wait();
+    float s = 0.f;
+    for (int k = 0; k < S; ++k) s += slots[k];
+    acc[0] = s;
+}
+"""
 # Without a cluster the template still names them (in discarded ``if constexpr`` branches): empty stand-ins.
 _NO_CLUSTER = """
-static __device__ __forceinline__ void ptxf_cluster_sum(float (&)[2], float*, int, int) {}
+static __device__ __forceinline__ void ptxf_cluster_sum(float (&)[2], float*, int, int, int) {}
+static __device__ __forceinline__ void ptxf_cluster_arrive_relaxed() {}
 static __device__ __forceinline__ void ptxf_cluster_arrive() {}
 static __device__ __forceinline__ void ptxf_cluster_wait() {}
 """
@@ -665,10 +692,12 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
         LINKAGE=linkage, KERNEL=ctx.kernel.name, PARAMS=render_params(ctx.kernel),
         MINB=_min_blocks(m, cfg), C=m.c_arg, X=m.x, Y=m.y, W_ALIGNED=w_aligned, DISPATCH="\n".join(lines),
         CLUSTER_NOTE=f"here {cl} blocks" if cl > 1 else "not in this instance",
-        CLUSTER_HELPERS=_CLUSTER_HELPERS if cl > 1 else _NO_CLUSTER,
+        CLUSTER_HELPERS=(_CLUSTER_HELPERS + (_CLUSTER_PUSH if cfg.push else _CLUSTER_PULL)) if cl > 1 else _NO_CLUSTER,
+        PUSH="true" if cfg.push else "false", PUSH_NOTE="here" if cfg.push else "not in this instance",
         # what __cluster_dims__(cl, 1, 1) expands to, spelled so that tree-sitter-cuda reads the definition
         CLUSTER_DIMS=f"__attribute__((cluster_dims({cl}, 1, 1))) " if cl > 1 else "",
-        CLUSTER_DECL="\n    __shared__ float ptxf_cl[2];  // this block's sums, read by the cluster's other blocks" if cl > 1 else "",
+        CLUSTER_DECL=(f"\n    __shared__ float ptxf_cl[{2 * cl}];  // the row's blocks' sums, stored by them" if cfg.push else
+                      "\n    __shared__ float ptxf_cl[2];  // this block's sums, read by the cluster's other blocks") if cl > 1 else "",
         STAGE="true" if cfg.stage else "false",
         STAGE_NOTE="here" if cfg.stage else "not in this instance",
         STAGE_DECL="\n    extern __shared__ __align__(16) unsigned char ptxf_stage[];  // the staged cache (launch-sized)" if cfg.stage else "",

@@ -94,7 +94,11 @@ def test_cluster_candidates_compile_with_the_cluster_in_the_ptx_and_pass_the_sta
         assert r.resources.registers * c.launch.block[0] <= 65536
         ptx = kernel_ptx(compile_ptx(c, ctx.spec.arch), ctx.spec.name)
         assert cluster_dims(ptx) == (c.params["cluster"], 1, 1)
-        assert "barrier.cluster.arrive" in ptx and "barrier.cluster.wait" in ptx and "ld.shared::cluster.f32" in ptx
+        assert "barrier.cluster.arrive" in ptx and "barrier.cluster.wait" in ptx
+        if c.params.get("cluster_sum") == "push":  # each block stores its sum into its peers' shared memory, reads its own
+            assert "st.shared::cluster.f32" in ptx and "ld.shared::cluster" not in ptx and "barrier.cluster.arrive.relaxed" in ptx
+        else:  # each block reads its peers' sums
+            assert "ld.shared::cluster.f32" in ptx and "st.shared::cluster" not in ptx
         assert static_check(c, ctx.spec, r.resources, r.cubin) is None, c.description
 
 
