@@ -24,7 +24,9 @@
 // block's sum into that peer's slot, and the sums are then read locally: S remote stores a block, not BLOCK x S loads).
 // Staged (sm_80+, ${STAGE_NOTE}): the cache is dynamic shared memory sized at launch from the row length
 // (vector i of thread T at stage[i * BLOCK + T]), filled by cp.async: every load in flight at once without a
-// register each, so the registers, and with them the blocks per SM, no longer grow with the longest row.
+// register each, so the registers, and with them the blocks per SM, no longer grow with the longest row. Where a
+// thread caches at most ${STAGE_REGS} vectors (short rows) they stay in registers: the trip through shared memory
+// would only add latency there (and the launch asks for no shared memory).
 ${CONVERT}${CLUSTER_HELPERS}
 // Sums acc[0 .. NV) over the TPR threads of each row (TPR < 32: an aligned group of lanes of one warp); every thread
 // of the row gets the same sums.
@@ -55,6 +57,27 @@ static __device__ __forceinline__ void ptxf_row_reduce(float (&acc)[2], float* _
     }
 }
 
+// fn(u, v) for each cached vector u of a thread (v: its vector index in the row): the NR in registers (xs), or the
+// nc staged in shared memory (xsm, BLOCK apart); guarded: only those inside the row (false: the zeros standing for
+// vectors past it too, which a sum may take)
+template <int NR, class F>
+static __device__ __forceinline__ void ptxf_each_cached(bool regs, const ptxf_xv (&xs)[NR], const ptxf_xv* xsm, int nc, ${IDX} v0,
+                                                        int stride, ${IDX} nvec, bool active, bool guarded, F&& fn)
+{
+    if (regs) {
+#pragma unroll
+        for (int i = 0; i < NR; ++i) {
+            const ${IDX} v = v0 + i * stride;
+            if (!guarded || (active && v < nvec)) fn(xs[i], v);
+        }
+    } else {
+        for (int i = 0; i < nc; ++i) {
+            const ${IDX} v = v0 + i * stride;
+            if (active && v < nvec) fn(xsm[i * ${BLOCK}], v);
+        }
+    }
+}
+
 template <int TPR, int RPB, int MV, bool LAYER, int CL = 1>
 static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x, const ${TW}* __restrict__ w,
                                                     const ${TB}* __restrict__ b, ${TY}* __restrict__ y, long long R, ${IDX} C,
@@ -75,10 +98,12 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
     const ${IDX} v0 = (${IDX})rank * TPR + t;                        // first vector (element) of this thread
     const int STRIDE = S * TPR;                                      // between one thread's vectors
     constexpr bool STAGE = ${STAGE};                                 // the cache in shared memory (else registers)
+    constexpr int NR = STAGE ? ${STAGE_REGS} : MV;                   // vectors a thread may hold in registers
     constexpr bool PUSH = CL > 1 && ${PUSH};                         // the cluster's sums pushed (else pulled)
     if constexpr (PUSH) ptxf_cluster_arrive_relaxed();               // started: the peers may store into this block
     // cached vectors a thread: MV, or staged, what the launch's shared memory holds (the launch computes the same)
     const int nc = STAGE ? (int)(nvec < (${IDX})MV * STRIDE ? (nvec + STRIDE - 1) / STRIDE : (${IDX})MV) : MV;
+    const bool regs = !STAGE || nc <= NR;                            // (uniform) the cache in registers at this length
 #pragma unroll 1
     for (int step = 0; step < STEPS; ++step) {
         const int r = step * GROUPS + threadIdx.x / TPR;           // row within the block
@@ -90,32 +115,30 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
         ${TH}* hr = h ? h + base : nullptr;                         // where x + res goes (none: nullptr)
         ${TY}* __restrict__ yr = y + base;
         float acc[2] = {0.f, 0.f};                                  // rms: sum(x^2); layer: sum(x), then sum((x - mean)^2)
-        ptxf_xv xs[STAGE ? 1 : MV];
+        ptxf_xv xs[NR];
         ptxf_xv* const xsm = stage + threadIdx.x;                   // staged: this thread's vector i at xsm[i * BLOCK]
-        auto cached = [&](int i) -> ptxf_xv { if constexpr (STAGE) return xsm[i * ${BLOCK}]; else return xs[i]; };
+        const ${IDX} rest = v0 + (regs ? NR : MV) * STRIDE;         // the first vector past the cache (re-read)
         if (ptxf_vec) {
-            if constexpr (STAGE) {                                  // every vector in flight, then one wait
+            if (regs) {
+#pragma unroll
+                for (int i = 0; i < NR; ++i) {                      // all loads first: NR in flight
+                    const ${IDX} v = v0 + i * STRIDE;
+                    xs[i] = (active && v < nvec) ? ptxf_load_xv(xr, rr, v) : ptxf_xv{};
+                }
+            } else {                                                // every vector in flight, then one wait
                 for (int i = 0; i < nc; ++i) {
                     const ${IDX} v = v0 + i * STRIDE;
                     if (active && v < nvec) ptxf_stage_xv(xsm + i * ${BLOCK}, xr, rr, v);
                 }
                 ptxf_stage_wait();                                  // a thread reads back only what it staged
-            } else {
-#pragma unroll
-                for (int i = 0; i < MV; ++i) {                      // all loads first: MV in flight
-                    const ${IDX} v = v0 + i * STRIDE;
-                    xs[i] = (active && v < nvec) ? ptxf_load_xv(xr, rr, v) : ptxf_xv{};
-                }
             }
-#pragma unroll
-            for (int i = 0; i < (STAGE ? nc : MV); ++i) {
-                if (STAGE && !(active && v0 + i * STRIDE < nvec)) break;
+            ptxf_each_cached(regs, xs, xsm, nc, v0, STRIDE, nvec, active, false, [&](const ptxf_xv& u, ${IDX}) {
                 float f[${VEC}];
-                ptxf_unpack_xv(cached(i), f);
+                ptxf_unpack_xv(u, f);
 #pragma unroll
                 for (int k = 0; k < ${VEC}; ++k) acc[0] += LAYER ? f[k] : f[k] * f[k];
-            }
-            for (${IDX} v = v0 + MV * STRIDE; active && v < nvec; v += STRIDE) {  // row longer than the register cache
+            });
+            for (${IDX} v = rest; active && v < nvec; v += STRIDE) {  // row longer than the cache
                 float f[${VEC}];
                 ptxf_unpack_xv(ptxf_reload_xv(xr, rr, v), f);
 #pragma unroll
@@ -135,17 +158,13 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
         if constexpr (LAYER) {                                      // second pass: squared deviations from the mean
             acc[0] = 0.f;
             if (ptxf_vec) {
+                ptxf_each_cached(regs, xs, xsm, nc, v0, STRIDE, nvec, active, true, [&](const ptxf_xv& u, ${IDX}) {
+                    float f[${VEC}];
+                    ptxf_unpack_xv(u, f);
 #pragma unroll
-                for (int i = 0; i < (STAGE ? nc : MV); ++i) {
-                    const ${IDX} v = v0 + i * STRIDE;
-                    if (active && v < nvec) {
-                        float f[${VEC}];
-                        ptxf_unpack_xv(cached(i), f);
-#pragma unroll
-                        for (int k = 0; k < ${VEC}; ++k) { const float d = f[k] - mean; acc[0] += d * d; }
-                    }
-                }
-                for (${IDX} v = v0 + MV * STRIDE; active && v < nvec; v += STRIDE) {
+                    for (int k = 0; k < ${VEC}; ++k) { const float d = f[k] - mean; acc[0] += d * d; }
+                });
+                for (${IDX} v = rest; active && v < nvec; v += STRIDE) {
                     float f[${VEC}];
                     ptxf_unpack_xv(ptxf_reload_xv(xr, rr, v), f);
 #pragma unroll
@@ -161,17 +180,13 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
         const float scale = rsqrtf(acc[0] / (float)C + eps);        // rms: mean(x^2); layer: the variance
         if (active && t == 0 && rank == 0) ptxf_store_stats(s0, s1, row, mean, acc[0] / (float)C, scale, eps);  // one thread per row
         if (ptxf_vec) {
-#pragma unroll
-            for (int i = 0; i < (STAGE ? nc : MV); ++i) {
-                const ${IDX} v = v0 + i * STRIDE;
-                if (active && v < nvec) {
-                    float f[${VEC}];
-                    ptxf_unpack_xv(cached(i), f);
-                    ptxf_store_h(hr, v, f);
-                    ptxf_norm_store(yr, v, f, w, b, mean, scale);
-                }
-            }
-            for (${IDX} v = v0 + MV * STRIDE; active && v < nvec; v += STRIDE) {
+            ptxf_each_cached(regs, xs, xsm, nc, v0, STRIDE, nvec, active, true, [&](const ptxf_xv& u, ${IDX} v) {
+                float f[${VEC}];
+                ptxf_unpack_xv(u, f);
+                ptxf_store_h(hr, v, f);
+                ptxf_norm_store(yr, v, f, w, b, mean, scale);
+            });
+            for (${IDX} v = rest; active && v < nvec; v += STRIDE) {
                 float f[${VEC}];
                 ptxf_unpack_xv(ptxf_reload_xv(xr, rr, v), f);
                 ptxf_store_h(hr, v, f);

@@ -173,11 +173,12 @@ def rows_per_block_expr(tiers: list[tuple[int, int, int]], c_sym: str) -> str:
 
 def stage_bytes_expr(cfg: "RowwiseConfig", tiers: list[tuple[int, int, int]], vec: int, entry_bytes: int, c_sym: str) -> str:
     """Dynamic shared memory (bytes) of a staged configuration at row length ``c_sym``: ``block`` threads times the
-    vectors each caches, ``min(vecs, cdiv(cdiv(C, vec), stride))``, ``entry_bytes`` each; the stride between a
+    vectors each caches, ``min(vecs, cdiv(C // vec, stride))``, ``entry_bytes`` each; the stride between a
     thread's vectors is the tier's threads per row (past the last tier's cap, the block size times the row's blocks S), as the
-    kernel computes its count ``nc``."""
+    kernel computes its count ``nc``; none where ``nc <= STAGE_REGS``, which stay in registers."""
     pieces = [(tpr, cap) for tpr, _, cap in tiers] + [(cfg.block * s, cap) for s, cap in split_tiers(cfg, vec)]
-    return f"{cfg.block * entry_bytes} * min({cfg.vecs}, cdiv(cdiv({c_sym}, {vec}), {piecewise_expr(pieces, c_sym)}))"
+    nc = f"min({cfg.vecs}, cdiv({c_sym} // {vec}, {piecewise_expr(pieces, c_sym)}))"  # (C % vec != 0: the scalar path)
+    return f"{cfg.block * entry_bytes} * {nc} * min(1, max(0, {nc} - {STAGE_REGS}))"
 
 
 def grid_expr(tiers: list[tuple[int, int, int]], r_sym: str, c_sym: str) -> str:
@@ -477,6 +478,9 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
     return list(dict.fromkeys(out))  # drop duplicates (small rows), keep the order
 
 
+# A staged thread that caches at most STAGE_REGS vectors (a short row) keeps them in registers: with one or two in
+# flight the trip through shared memory is latency only, and two vectors cost a handful of registers.
+STAGE_REGS = 2
 # A staged cache takes at most STAGE_BYTES of shared memory a block: a third of an sm_90 SM's 228 KiB, so three such
 # blocks (and their loads in flight) fit one SM. At shorter rows the launch asks for less (stage_bytes_expr).
 STAGE_BYTES = 64 * 1024
@@ -641,8 +645,9 @@ def _align(dt: str, vec: int) -> int:
 
 
 def _min_blocks(m: RowwiseMatch, cfg: RowwiseConfig) -> int:
-    """``cfg.min_blocks``; with a residual the cache holds two vectors per entry: 128 registers from 4 entries on."""
-    if m.res and cfg.vecs >= 4:
+    """``cfg.min_blocks``; with a residual the cache holds two vectors per entry: 128 registers from 4 entries on
+    (staged: its STAGE_REGS entries in registers already take them past 64)."""
+    if m.res and (cfg.vecs >= 4 or cfg.stage):
         return max(1, 65536 // (cfg.block * 128))
     return cfg.min_blocks
 
@@ -698,7 +703,7 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
         CLUSTER_DIMS=f"__attribute__((cluster_dims({cl}, 1, 1))) " if cl > 1 else "",
         CLUSTER_DECL=(f"\n    __shared__ float ptxf_cl[{2 * cl}];  // the row's blocks' sums, stored by them" if cfg.push else
                       "\n    __shared__ float ptxf_cl[2];  // this block's sums, read by the cluster's other blocks") if cl > 1 else "",
-        STAGE="true" if cfg.stage else "false",
+        STAGE="true" if cfg.stage else "false", STAGE_REGS=STAGE_REGS,
         STAGE_NOTE="here" if cfg.stage else "not in this instance",
         STAGE_DECL="\n    extern __shared__ __align__(16) unsigned char ptxf_stage[];  // the staged cache (launch-sized)" if cfg.stage else "",
     )

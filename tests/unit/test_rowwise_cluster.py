@@ -19,7 +19,7 @@ from ptxfactory.harness.source import find_kernel
 from ptxfactory.harness.compile import CompileFailed, compile_candidate, compile_ptx
 from ptxfactory.harness.static_checks import check_launch, cluster_dims, kernel_ptx, static_check
 from ptxfactory.protocol import LaunchConfig, evaluate
-from ptxfactory.search.generators.rowwise import (CLUSTER_CACHE, RowwiseNormFamily, cluster_capable, cluster_configs,
+from ptxfactory.search.generators.rowwise import (CLUSTER_CACHE, STAGE_REGS, RowwiseNormFamily, cluster_capable, cluster_configs,
                                                   match_spec, tuning_space)
 from _generator_support import example_ctx
 
@@ -91,6 +91,7 @@ def test_cluster_candidates_compile_with_the_cluster_in_the_ptx_and_pass_the_sta
     for c in _cluster_cands(ctx):
         r = compile_candidate(c, ctx.spec.arch, ctx.spec.check.fast_math)
         assert not isinstance(r, CompileFailed), f"{c.description}: {r.log}"
+        assert r.compiler == "nvrtc", c.description  # NVRTC takes the template (nvcc's fallback would hide an error)
         assert r.resources.registers * c.launch.block[0] <= 65536
         ptx = kernel_ptx(compile_ptx(c, ctx.spec.arch), ctx.spec.name)
         assert cluster_dims(ptx) == (c.params["cluster"], 1, 1)
@@ -122,24 +123,34 @@ def test_the_static_check_refuses_partial_clusters_and_oversized_ones():
 
 
 def test_every_vector_of_a_row_is_read_by_exactly_one_thread_of_the_cluster():
-    """The template's index mapping (rowwise.cu): thread t of block `rank` takes vectors v0 + i * STRIDE for i < MV
-    (cached), then v0 + MV * STRIDE, ... (re-read), with v0 = rank * TPR + t and STRIDE = CL * TPR."""
+    """The template's index mapping (rowwise.cu): thread t of block `rank` takes vectors v0 + i * STRIDE for the i it
+    caches (i < MV in registers; staged: i < NR = STAGE_REGS in registers where nc <= NR, else i < nc in shared
+    memory), then from v0 + (regs ? NR : MV) * STRIDE on (re-read), with v0 = rank * TPR + t and STRIDE = S * TPR
+    (S: the row's blocks of the cluster)."""
     text = (ROOT / "search" / "generators" / "rowwise.cu").read_text()
     assert "const ${IDX} v0 = (${IDX})rank * TPR + t;" in text and "const int STRIDE = S * TPR;" in text
-    # cached: the staged fill, the staged sum's stop, the sum, LayerNorm's second pass, the store
-    assert text.count("v0 + i * STRIDE") == 5 and text.count("v = v0 + MV * STRIDE; active && v < nvec; v += STRIDE") == 3
+    # loaded: into registers, into shared memory; read back (ptxf_each_cached): from registers, from shared memory
+    assert text.count("v0 + i * STRIDE") == 2 and text.count("v0 + i * stride") == 2
+    assert text.count("for (int i = 0; i < NR; ++i)") == 2 and text.count("for (int i = 0; i < nc; ++i)") == 2
+    assert "const ${IDX} rest = v0 + (regs ? NR : MV) * STRIDE;" in text
+    assert text.count("v = rest; active && v < nvec; v += STRIDE") == 3
     # a staged thread caches nc = min(MV, cdiv(nvec, STRIDE)) vectors (what the launch's shared memory holds)
     assert "const int nc = STAGE ? (int)(nvec < (${IDX})MV * STRIDE ? (nvec + STRIDE - 1) / STRIDE : (${IDX})MV) : MV;" in text
-    for cl, tpr, mv, nvec in [(2, 64, 4, 512), (8, 32, 2, 1000), (4, 32, 4, 37), (8, 64, 8, 64 * 8 * 8 + 5), (1, 32, 16, 40)]:
+    assert "const bool regs = !STAGE || nc <= NR;" in text and "constexpr int NR = STAGE ? ${STAGE_REGS} : MV;" in text
+    for cl, tpr, mv, nvec in [(2, 64, 4, 512), (8, 32, 2, 1000), (4, 32, 4, 37), (8, 64, 8, 64 * 8 * 8 + 5), (1, 32, 16, 40),
+                              (1, 32, 16, 64), (2, 32, 8, 65)]:
         for stage in (False, True):
             stride = cl * tpr
             nc = (min(mv, -(-nvec // stride)) if stage else mv)
+            nr = STAGE_REGS if stage else mv
+            regs = not stage or nc <= nr
+            cached = nr if regs else nc
             seen = []
             for rank in range(cl):
                 for t in range(tpr):
                     v0 = rank * tpr + t
-                    seen += [v0 + i * stride for i in range(nc) if v0 + i * stride < nvec]
-                    v = v0 + mv * stride
+                    seen += [v0 + i * stride for i in range(cached) if v0 + i * stride < nvec]
+                    v = v0 + (nr if regs else mv) * stride
                     while v < nvec:
                         seen.append(v)
                         v += stride

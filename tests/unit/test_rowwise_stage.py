@@ -4,7 +4,8 @@
 Checked here: which targets get staged configurations (sm_80 without clusters, sm_90 with them), the size of the
 cache per thread (:func:`stage_vecs`: the longest bench row, at most STAGE_BYTES a block), the launch's dynamic
 shared memory at every row length against what the kernel's dispatch makes each thread cache, the PTX (the copies
-and their wait, few registers whatever the cache's size) and the static checks. Host emulation of the kernel text
+and their wait, few registers whatever the cache's size; NVRTC, not nvcc's fallback) and the static checks; a short
+row's vectors (at most STAGE_REGS a thread) held in registers, the launch then asking for no shared memory. Host emulation of the kernel text
 (the copies done by plain loads there) is in test_rowwise_variants.py; the GPU runs in
 tests/gpu/test_gpu_rowwise_cluster.py.
 """
@@ -15,7 +16,7 @@ import pytest
 from ptxfactory.harness.compile import compile_candidate, compile_ptx
 from ptxfactory.harness.static_checks import static_check
 from ptxfactory.protocol import evaluate
-from ptxfactory.search.generators.rowwise import (STAGE_BYTES, RowwiseConfig, RowwiseNormFamily, match_spec,
+from ptxfactory.search.generators.rowwise import (STAGE_BYTES, STAGE_REGS, RowwiseConfig, RowwiseNormFamily, match_spec,
                                                   stage_vecs)
 from _generator_support import example_ctx
 
@@ -60,8 +61,8 @@ def _dispatch_nc(cfg: RowwiseConfig, vec: int, c: int) -> tuple[int, int]:
     tiers = cfg.tiers(vec)
     nvec = c // vec
     tpr, cl = next(((t, 1) for t, _, cap in tiers if c <= cap), (tiers[-1][0], 1))
-    if cfg.cluster > 1 and c > tiers[-1][2]:
-        tpr, cl = cfg.block, cfg.cluster
+    if cfg.cluster > 1 and c > tiers[-1][2]:  # the fewest blocks of the cluster whose caches hold the row
+        tpr, cl = cfg.block, next((s for s in (2, 4, 8, 16) if s < cfg.cluster and s * cfg.block * cfg.vecs * vec >= c), cfg.cluster)
     stride = tpr * cl
     return stride, (-(-nvec // stride) if nvec < cfg.vecs * stride else cfg.vecs)
 
@@ -81,8 +82,10 @@ def test_the_launch_holds_what_every_thread_caches_at_every_row_length(example):
                 continue
             smem = int(evaluate(cand.launch.shared_mem, {"M": 3, "N": c}))
             stride, nc = _dispatch_nc(cfg, m.vec, c)
-            need = cfg.block * 16 * nc if c >= m.vec else 0
+            need = cfg.block * 16 * nc if c >= m.vec and nc > STAGE_REGS else 0
             assert smem >= need, (cand.description, c, smem, need)
+            if nc <= STAGE_REGS:  # a short row's vectors stay in registers: no shared memory asked for
+                assert smem == 0, (cand.description, c, smem)
             assert smem <= cfg.block * 16 * cfg.vecs <= STAGE_BYTES, (cand.description, c, smem)
 
 
@@ -101,6 +104,7 @@ def test_staged_kernels_compile_with_the_copies_and_few_registers():
         assert "cp.async.cg.shared.global" in ptx and "cp.async.wait_all" in ptx, cand.description
         assert ".extern .shared .align 16 .b8 ptxf_stage[]" in ptx, cand.description
         r = compile_candidate(cand, ctx.spec.arch, ctx.spec.check.fast_math)
+        assert r.compiler == "nvrtc", (cand.description, r.log[:500])  # not nvcc's fallback: NVRTC takes the template
         assert r.resources.spill_stores == 0 and r.resources.registers <= 64, (cand.description, r.resources)
         assert static_check(cand, ctx.spec, r.resources, r.cubin) is None, cand.description
     # the register twin of the largest cache holds it in registers: more of them than its staged twin
