@@ -71,7 +71,8 @@ static __device__ __forceinline__ void ptxf_each_cached(bool regs, const ptxf_xv
             if (!guarded || (active && v < nvec)) fn(xs[i], v);
         }
     } else {
-        for (int i = 0; i < nc; ++i) {
+#pragma unroll 4
+        for (int i = 0; i < nc; ++i) {                          // (4 at a time: their loads of w in flight together)
             const ${IDX} v = v0 + i * stride;
             if (active && v < nvec) fn(xsm[i * ${BLOCK}], v);
         }

@@ -18,7 +18,11 @@ vector width and the pointers are 16-byte aligned (a scalar path otherwise); ``M
 thread cached in registers between the reduction and the write (longer rows re-read the rest);
 fp32 accumulation; warp shuffles plus shared memory across the warps of one row; LayerNorm's
 variance as a second pass over the register-cached row (squared deviations from the mean, no
-``E[x^2] - mean^2`` cancellation). A candidate fixes
+``E[x^2] - mean^2`` cancellation). From sm_80 the cache may be staged instead (dynamic shared memory filled by
+``cp.async``, sized at launch from the row length: registers no longer follow the longest row; a thread with at
+most ``STAGE_REGS`` vectors keeps them in registers). From sm_90 a row longer than one block's cache is split over
+S blocks of a thread block cluster, S the fewest that hold it, their sums pulled from or pushed into each other's
+shared memory. A candidate fixes
 the block size, rows per block (for short rows) and register cache; the threads per row are chosen
 at run time from ``C`` among the powers of two between ``block / rows_per_block`` (at least 32)
 and ``block``: the fewest threads whose register cache holds the row. With ``grid = "adaptive"``
@@ -454,7 +458,8 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
     """RMS configurations, best first (``_ORDER``), with register caches sized from the longest benchmark row.
 
     ``fit(block)`` is the smallest power-of-two cache (at most 16 vectors) that holds the longest
-    bench row with ``block`` threads per row; each entry asks for half, one or two times that. From sm_80 each
+    bench row with ``block`` threads per row; each entry asks for half, one or two times that, at most
+    :data:`REGISTER_CACHE` vectors a block. From sm_80 each
     entry with the read-only hint has a staged twin just after it (:func:`stage_vecs`); from sm_90 the cluster
     configurations, registers and staged, follow the first pair.
     """
@@ -465,7 +470,7 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
         v = 1
         while v < 16 and block * v < nvec:
             v *= 2
-        return int(min(16, max(1, v * mult)))
+        return int(min(16, REGISTER_CACHE // block, max(1, v * mult)))
 
     out = [RowwiseConfig(b, r, fit(b, k), hint, grid) for b, r, k, hint, grid in _ORDER]
     entry = 32 if m.res else 16
@@ -478,6 +483,9 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
     return list(dict.fromkeys(out))  # drop duplicates (small rows), keep the order
 
 
+# A register cache holds at most REGISTER_CACHE 16-byte vectors a block (4 registers each: half of an SM's 65536), so a
+# block of 1024 threads caches at most 8 a thread: 16 left it 64 registers for everything and it spilled.
+REGISTER_CACHE = 8192
 # A staged thread that caches at most STAGE_REGS vectors (a short row) keeps them in registers: with one or two in
 # flight the trip through shared memory is latency only, and two vectors cost a handful of registers.
 STAGE_REGS = 2

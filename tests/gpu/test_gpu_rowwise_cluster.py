@@ -58,10 +58,8 @@ def _job(name: str, norm: str, pick=lambda c: "cluster" in c.params):
     return cands, asyncio.run(go())
 
 
-@pytest.mark.parametrize("name, norm", [("rmsnorm", "rms"), ("standardize_rows", "layer")])
-def test_cluster_candidates_verify_at_long_rows(name, norm):
-    """Every cluster candidate computing the example's norm (the LayerNorm probes on RMSNorm are meant to fail)."""
-    cands, results = _job(name, norm)
+def _all_measured(cands, results) -> None:
+    """At least two candidates, every one verified and timed; each one's outcome and % of copy per size printed."""
     assert len(cands) >= 2, [c.description for c in cands]
     lines = []
     for c, r in zip(cands, results):
@@ -69,6 +67,13 @@ def test_cluster_candidates_verify_at_long_rows(name, norm):
         lines.append(f"{c.description}: {r.outcome} {getattr(r, 'speedup', '')} {pct} {getattr(r, 'reason', '')}")
     print("\n".join(lines))
     assert all(isinstance(r, Measured) for r in results), "\n".join(lines)
+
+
+@pytest.mark.parametrize("name, norm", [("rmsnorm", "rms"), ("standardize_rows", "layer")])
+def test_cluster_candidates_verify_at_long_rows(name, norm):
+    """Every cluster candidate computing the example's norm (the LayerNorm probes on RMSNorm are meant to fail)."""
+    cands, results = _job(name, norm)
+    _all_measured(cands, results)
 
 
 @pytest.mark.parametrize("name, norm", [("rmsnorm", "rms"), ("standardize_rows", "layer")])
@@ -76,10 +81,4 @@ def test_staged_candidates_verify_at_every_row_length(name, norm):
     """Every staged candidate without a cluster (the cache in dynamic shared memory, cp.async), at the spec's sizes and
     the long rows above (past the cache: the rest re-read), on the vector and scalar paths."""
     cands, results = _job(name, norm, pick=lambda c: c.params.get("stage") == "smem" and "cluster" not in c.params)
-    assert len(cands) >= 2, [c.description for c in cands]
-    lines = []
-    for c, r in zip(cands, results):
-        pct = [f"{t.pct_of_copy:.0f}%" for t in r.timings] if isinstance(r, Measured) else []
-        lines.append(f"{c.description}: {r.outcome} {getattr(r, 'speedup', '')} {pct} {getattr(r, 'reason', '')}")
-    print("\n".join(lines))
-    assert all(isinstance(r, Measured) for r in results), "\n".join(lines)
+    _all_measured(cands, results)

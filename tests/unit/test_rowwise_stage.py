@@ -114,3 +114,16 @@ def test_staged_kernels_compile_with_the_copies_and_few_registers():
                 and c.params["vecs"] >= 8)
     regs = compile_candidate(twin, ctx.spec.arch, ctx.spec.check.fast_math).resources.registers
     assert regs > compile_candidate(big, ctx.spec.arch, ctx.spec.check.fast_math).resources.registers, twin.description
+
+
+def test_no_register_cache_takes_more_than_half_the_register_file():
+    from ptxfactory.search.generators.rowwise import REGISTER_CACHE
+
+    cands = RowwiseNormFamily().propose(_ctx(MATRIX_BENCH))
+    regs = [c for c in cands if not c.params.get("stage")]
+    assert all(c.params["block"] * c.params["vecs"] <= REGISTER_CACHE for c in regs)
+    big = [c for c in regs if c.params["block"] == 1024]
+    assert big and max(c.params["vecs"] for c in big) == REGISTER_CACHE // 1024
+    for cand in big:  # (1024 threads x 16 vectors spilled 836 bytes)
+        r = compile_candidate(cand, "sm_90a", False)
+        assert r.resources.spill_stores == 0, (cand.description, r.resources)
