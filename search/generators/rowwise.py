@@ -540,8 +540,9 @@ def cluster_configs(nvec: int, stage_entry: int = 0) -> list[RowwiseConfig]:
 class RowwiseNormFamily:
     """Expert row-wise normalisation skeleton.
 
-    Without a bias: 22 RMSNorm instances plus 2 LayerNorm ones (on an RMSNorm kernel the latter must
-    fail verification). With a bias (``b[C]``): the same 22 configurations as LayerNorm.
+    Without a bias: about 22 RMSNorm instances with register caches, from sm_80 each with the read-only hint
+    also staged, from sm_90 the cluster ones where a bench row needs them, plus 2 LayerNorm ones (on an RMSNorm
+    kernel the latter must fail verification). With a bias (``b[C]``): the same configurations as LayerNorm.
     """
 
     name = "rowwise"
