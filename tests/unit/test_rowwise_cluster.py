@@ -155,3 +155,19 @@ def test_every_vector_of_a_row_is_read_by_exactly_one_thread_of_the_cluster():
                         seen.append(v)
                         v += stride
             assert sorted(seen) == list(range(nvec)), (cl, tpr, mv, nvec, stage)
+
+
+@pytest.mark.parametrize("example, sums", [("rmsnorm", 1), ("standardize_rows", 2)])
+def test_pushed_sums_follow_a_started_cluster_and_precede_their_barrier(example, sums):
+    """In a push kernel's PTX: a relaxed arrive at the start and its wait before the first remote store (every block of
+    the cluster has started, its shared memory may be written), then per sum the stores and a release/acquire barrier
+    (the peers' stores seen before the local reads), and no remote access after the last barrier (a block may leave)."""
+    ctx = _ctx(example, [{"M": 64, "N": 262144}, {"M": 4096, "N": 2048}])
+    pushed = [c for c in _cluster_cands(ctx) if c.params.get("cluster_sum") == "push"]
+    assert pushed and len(pushed) == len([c for c in _cluster_cands(ctx) if c.params.get("cluster_sum") != "push"])
+    for c in pushed:
+        ptx = kernel_ptx(compile_ptx(c, ctx.spec.arch), ctx.spec.name)
+        ops = re.findall(r"barrier\.cluster\.[\w.]+|st\.shared::cluster|ld\.shared::cluster", ptx)
+        one = ["barrier.cluster.arrive.release.aligned", "barrier.cluster.wait.acquire.aligned"]
+        assert ops == ["barrier.cluster.arrive.relaxed.aligned", "barrier.cluster.wait.acquire.aligned"] + (
+            ["st.shared::cluster"] + one) * sums, (c.description, ops)
