@@ -12,11 +12,12 @@ Usage: ``python3 bench/rowwise_profile.py --matrix --select 'cluster=8' --size M
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from rowwise_sweep import EXAMPLES, proposals  # noqa: E402
 
 
 def parse_size(text: str) -> dict[str, int]:
@@ -36,18 +37,12 @@ def profile(example: str, generator: str, select: str, sizes: list[dict[str, int
     ``propose_at``: the bench sizes the generator sizes its proposals for (default ``sizes``)."""
     from ptxfactory.harness.compile import CompileFailed, compile_candidate
     from ptxfactory.harness.ncu import find_ncu, profile_launch
-    from ptxfactory.harness.source import find_kernel
     from ptxfactory.protocol import evaluate, load_spec
-    from ptxfactory.search.base import GenContext
-    from ptxfactory.search.generators import load
-    from ptxfactory.search.strategy import original_candidate
 
     spec_path = EXAMPLES / example / f"{example}.cu.toml"
     spec = load_spec(spec_path).kernels[example]
     spec = spec.model_copy(update={"bench": spec.bench.model_copy(update={"sizes": propose_at or sizes})})
-    source = (EXAMPLES / example / f"{example}.cu").read_text()
-    ctx = GenContext(spec=spec, source=source, kernel=find_kernel(source, example), original=original_candidate(spec, source))
-    cands = [c for c in load(generator).propose(ctx) if re.search(select, c.description)][:limit]
+    _, cands = proposals(spec, (EXAMPLES / example / f"{example}.cu").read_text(), generator, select, limit)
     exe, rows = find_ncu(), []
     for cand in cands:
         compiled = compile_candidate(cand, spec.arch, spec.check.fast_math)
@@ -87,7 +82,6 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     propose_at = None
     if a.matrix:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
         from rmsnorm_matrix import MATRIX
         propose_at = [{"M": m, "N": n} for m, n in MATRIX]
     rows = profile(a.example, a.generator, a.select, a.size, a.limit, propose_at)

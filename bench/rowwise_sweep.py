@@ -37,6 +37,19 @@ def _spec_text(example: str, matrix: bool) -> str:
     return rmsnorm_matrix.matrix_spec(text, kernel=example) if matrix else text
 
 
+def proposals(spec, source: str, generator: str, select: str, limit: int):
+    """``(original, candidates)``: the original candidate of ``source``'s kernel ``spec.name`` and the proposals of
+    ``generator`` for it whose description matches the regex ``select``, at most ``limit``, in proposal order."""
+    from ptxfactory.harness.source import find_kernel
+    from ptxfactory.search.base import GenContext
+    from ptxfactory.search.generators import load
+    from ptxfactory.search.strategy import original_candidate
+
+    original = original_candidate(spec, source)
+    ctx = GenContext(spec=spec, source=source, kernel=find_kernel(source, spec.name), original=original)
+    return original, [c for c in load(generator).propose(ctx) if re.search(select, c.description)][:limit]
+
+
 async def sweep(example: str, generator: str, select: str, matrix: bool, limit: int, work: Path) -> dict:
     """Proposals of ``generator`` for ``examples/<example>`` whose description matches the regex ``select`` (at most
     ``limit``), each evaluated by a GPU worker. Returns ``{"sizes": [...], "rows": [{description, outcome, pct, ...}]}``.
@@ -45,11 +58,7 @@ async def sweep(example: str, generator: str, select: str, matrix: bool, limit: 
     from ptxfactory.harness.gpu_backend import GpuBackend
     from ptxfactory.harness.plan import make_plan
     from ptxfactory.harness.reference import python_reference
-    from ptxfactory.harness.source import find_kernel
     from ptxfactory.protocol import Measured, load_spec
-    from ptxfactory.search.base import GenContext
-    from ptxfactory.search.generators import load as load_generator
-    from ptxfactory.search.strategy import original_candidate
 
     for f in (EXAMPLES / example).iterdir():
         if f.is_file():
@@ -57,10 +66,7 @@ async def sweep(example: str, generator: str, select: str, matrix: bool, limit: 
     spec_path = work / f"{example}.cu.toml"
     spec_path.write_text(_spec_text(example, matrix))
     spec = load_spec(spec_path).kernels[example]
-    source = (work / f"{example}.cu").read_text()
-    original = original_candidate(spec, source)
-    ctx = GenContext(spec=spec, source=source, kernel=find_kernel(source, example), original=original)
-    cands = [c for c in load_generator(generator).propose(ctx) if re.search(select, c.description)][:limit]
+    original, cands = proposals(spec, (work / f"{example}.cu").read_text(), generator, select, limit)
     base = compile_candidate(original, spec.arch, spec.check.fast_math)
     if isinstance(base, CompileFailed):
         raise RuntimeError(f"the original does not compile: {base.log[:400]}")

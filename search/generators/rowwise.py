@@ -494,11 +494,16 @@ STAGE_REGS = 2
 STAGE_BYTES = 64 * 1024
 
 
+def stage_cap(block: int, entry: int) -> int:
+    """The most vectors a thread of a staged block of ``block`` threads may cache: what :data:`STAGE_BYTES` holds at
+    ``entry`` bytes a vector (16; 32 with a residual)."""
+    return max(1, STAGE_BYTES // (block * entry))
+
+
 def stage_vecs(block: int, nvec: int, entry: int, cluster: int = 1) -> int:
     """Vectors a thread of a staged configuration may cache: the smallest power of two with which ``cluster`` blocks
-    of ``block`` threads hold a row of ``nvec`` vectors, at most what :data:`STAGE_BYTES` holds at ``entry`` bytes
-    a vector (16; 32 with a residual)."""
-    cap = max(1, STAGE_BYTES // (block * entry))
+    of ``block`` threads hold a row of ``nvec`` vectors, at most :func:`stage_cap`."""
+    cap = stage_cap(block, entry)
     v = 1
     while 2 * v <= cap and cluster * block * v < nvec:
         v *= 2
@@ -522,7 +527,7 @@ def cluster_configs(nvec: int, stage_entry: int = 0) -> list[RowwiseConfig]:
     block size holds the row alone."""
     out = []
     for block in CLUSTER_BLOCKS:
-        cap = stage_vecs(block, 1 << 62, stage_entry) if stage_entry else CLUSTER_CACHE
+        cap = stage_cap(block, stage_entry) if stage_entry else CLUSTER_CACHE
         if block * cap >= nvec:
             continue
         cl = next((c for c in CLUSTER_SIZES if c * block * cap >= nvec), CLUSTER_SIZES[-1])
