@@ -40,8 +40,16 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "rmsnorm"
 MATRIX = ((32768, 256), (32768, 512), (32768, 1024), (32768, 2048), (32768, 4096), (32768, 8192), (32768, 16384),
           (32768, 32768), (32768, 65536), (16384, 131072), (8192, 262144))
 EPS = 1e-6  # the example's eps (its spec's value); the baselines get the same
-FACTORY = "factory"
+FACTORY = "factory"  # the job's best: one kernel for every shape
+PER_SHAPE = "factory_per_shape"  # at each shape the job's fastest verified candidate there (QuACK compiles one kernel per N)
+FACTORIES = (FACTORY, PER_SHAPE)
 BASELINES = ("torch", "quack", "quack_tuned")
+
+
+def ratio_key(factory: str, baseline: str) -> str:
+    """The table's column of ``factory``'s speedup over ``baseline``: ``vs_<baseline>`` for the one kernel,
+    ``per_shape_vs_<baseline>`` for the per-shape pick."""
+    return f"vs_{baseline}" if factory == FACTORY else f"per_shape_vs_{baseline}"
 SLEEP_CYCLES = 40_000_000  # ~20 ms at 2 GHz ahead of each pass: more than the host needs to queue --reps launches
 
 
@@ -100,7 +108,8 @@ def geomean(xs: list[float]) -> float:
 def table(times: dict[str, dict[str, Timing]], copy_gbps: float, matrix=MATRIX) -> list[dict]:
     """Rows of the report, one per shape plus a last ``geomean`` row: per implementation GB/s and % of copy, the
     factory's speedup over each baseline (the baseline's median time over the factory's: > 1, the factory is faster)
-    and over the faster of QuACK's two entry points at that shape (``vs_best_quack``, the issue's target). A failed
+    and over the faster of QuACK's two entry points at that shape (``vs_best_quack``, the issue's target); the same
+    for the per-shape pick (``per_shape_vs_...``) where ``times`` has it. A failed
     side leaves its cells None; the geomean row covers the shapes where a cell has a value (``<key>_n`` of them)."""
     rows = []
     for m, n in matrix:
@@ -111,10 +120,11 @@ def table(times: dict[str, dict[str, Timing]], copy_gbps: float, matrix=MATRIX) 
             gbps = bytes_moved(m, n) / (ok[impl].median_us * 1e3) if impl in ok else None
             row[f"{impl}_gbps"] = gbps
             row[f"{impl}_pct_copy"] = None if gbps is None else 100 * gbps / copy_gbps
-        for b in BASELINES:
-            row[f"vs_{b}"] = ok[b].median_us / ok[FACTORY].median_us if b in ok and FACTORY in ok else None
-        quack = [row[f"vs_{b}"] for b in ("quack", "quack_tuned") if row[f"vs_{b}"] is not None]
-        row["vs_best_quack"] = min(quack) if quack else None
+        for fac in (f for f in FACTORIES if f in times):
+            for b in BASELINES:
+                row[ratio_key(fac, b)] = ok[b].median_us / ok[fac].median_us if b in ok and fac in ok else None
+            quack = [row[ratio_key(fac, b)] for b in ("quack", "quack_tuned") if row[ratio_key(fac, b)] is not None]
+            row[ratio_key(fac, "best_quack")] = min(quack) if quack else None
         rows.append(row)
     mean: dict = {"shape": "geomean", "bytes": None}
     for k in (rows[0] if rows else {}):
@@ -127,20 +137,24 @@ def table(times: dict[str, dict[str, Timing]], copy_gbps: float, matrix=MATRIX) 
 
 def render_markdown(doc: dict) -> str:
     """The report's Markdown: header (date, GPU, clocks, versions, command) and the table of :func:`table`."""
-    impls = [FACTORY, *BASELINES]
+    impls = [i for i in (*FACTORIES, *BASELINES) if i in doc.get("times", {}) or i != PER_SHAPE]
+    facs = [i for i in FACTORIES if i in impls]
     f = lambda v, spec=".2f": "—" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)  # noqa: E731
     gpu = doc.get("gpu", {})
     lines = [f"# RMSNorm forward (bf16) on QuACK's matrix, {doc.get('date', '')}", "",
              f"- GPU: {gpu.get('name', '?')}, driver {gpu.get('driver', '?')}, clocks at the start {gpu.get('clocks_mhz', {})}, "
              f"measured copy {f(doc.get('copy_gbps'), '.0f')} GB/s",
              f"- versions: {', '.join(f'{k} {v}' for k, v in doc.get('versions', {}).items())}",
-             f"- factory best: {doc.get('factory', {}).get('description', '—')} (job {doc.get('factory', {}).get('job_id', '—')})",
+             f"- factory (one kernel, the job's best): {doc.get('factory', {}).get('description', '—')} (job {doc.get('factory', {}).get('job_id', '—')})",
+             *([f"- factory_per_shape: at each shape the job's fastest verified candidate there: "
+                + "; ".join(f"{k}: {v}" for k, v in doc[PER_SHAPE].items())] if PER_SHAPE in facs and doc.get(PER_SHAPE) else []),
              f"- command: `{doc.get('command', '')}`", "",
-             "| shape | " + " | ".join(f"{i} GB/s (% copy)" for i in impls) + " | factory vs torch | vs quack | vs quack_tuned | vs best quack |",
-             "|---|" + "---:|" * (len(impls) + 4)]
+             "| shape | " + " | ".join(f"{i} GB/s (% copy)" for i in impls) + " | "
+             + " | ".join(f"{'' if fac == FACTORY else 'per shape '}vs {b}" for fac in facs for b in (*BASELINES, "best quack")) + " |",
+             "|---|" + "---:|" * (len(impls) + 4 * len(facs))]
     for r in doc["table"]:
         cells = [f"{f(r.get(f'{i}_gbps'), '.0f')} ({f(r.get(f'{i}_pct_copy'), '.0f')}%)" for i in impls]
-        ratios = [f(r.get(f"vs_{b}"), ".3f") for b in (*BASELINES, "best_quack")]
+        ratios = [f(r.get(ratio_key(fac, b)), ".3f") for fac in facs for b in (*BASELINES, "best_quack")]
         lines.append(f"| {r['shape']} | " + " | ".join(cells + ratios) + " |")
     errors = [(impl, shape, t["error"]) for impl, per in doc["times"].items() for shape, t in per.items() if t.get("error")]
     if errors:
@@ -155,7 +169,7 @@ def plot(doc: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
     rows = [r for r in doc["table"] if r["shape"] != "geomean"]
     fig, ax = plt.subplots(figsize=(11, 5))
-    for impl in (FACTORY, *BASELINES):
+    for impl in (i for i in (*FACTORIES, *BASELINES) if f"{i}_gbps" in rows[0]):
         ax.plot(range(len(rows)), [r.get(f"{impl}_gbps") or float("nan") for r in rows], marker="o", label=impl)
     ax.axhline(doc["copy_gbps"], color="gray", linestyle="--", label="device-to-device copy")
     ax.set_xticks(range(len(rows)), [r["shape"] for r in rows], rotation=45, ha="right")
@@ -164,6 +178,19 @@ def plot(doc: dict, path: Path) -> None:
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def per_shape_best(rows, matrix=MATRIX) -> dict[str, object]:
+    """Shape key (``"MxN"``) -> the job row (``JobSummary.rows``) whose candidate had the least median time at that
+    bench size among the verified ones (outcome ``measured``: verified at every check size, so at every row length of
+    the matrix); shapes no verified row was timed at are left out."""
+    out = {}
+    for m, n in matrix:
+        timed = [(t.median_us, i, r) for i, r in enumerate(rows) if getattr(r.result, "outcome", None) == "measured"
+                 for t in getattr(r.result, "timings", []) if t.size.get("M") == m and t.size.get("N") == n]
+        if timed:
+            out[f"{m}x{n}"] = min(timed, key=lambda x: x[:2])[2]
+    return out
 
 
 # -- the GPU part -------------------------------------------------------------------------------------------------
@@ -192,29 +219,48 @@ async def factory_best(max_seconds: float, work: Path):
     best = next((r for r in summary.rows if r.candidate.key == summary.best_key), None)
     if best is None:
         raise RuntimeError(f"the job found no verified best: {summary.message}")
-    compiled = compile_candidate(best.candidate, spec.arch, spec.check.fast_math)
-    if isinstance(compiled, CompileFailed):
-        raise RuntimeError(f"the best candidate does not compile here: {compiled.log[:400]}")
-    return summary, compiled, spec
+
+    def build(candidate):
+        compiled = compile_candidate(candidate, spec.arch, spec.check.fast_math)
+        if isinstance(compiled, CompileFailed):
+            raise RuntimeError(f"{candidate.description} does not compile here: {compiled.log[:400]}")
+        return compiled
+
+    compiled = build(best.candidate)
+    built = {best.candidate.key: compiled}
+    per_shape = {}
+    for shape, row in per_shape_best(summary.rows).items():
+        if row.candidate.key not in built:
+            built[row.candidate.key] = build(row.candidate)
+        per_shape[int(shape.split("x")[1])] = built[row.candidate.key]
+    return summary, compiled, spec, per_shape
 
 
-def implementations(compiled, spec) -> dict:
+def implementations(compiled, spec, per_shape: dict | None = None) -> dict:
     """Name -> ``f(x, w, y)`` launching one RMSNorm forward (torch bf16 tensors, y preallocated) for each
-    implementation importable here; a missing one maps to its import error (a string)."""
+    implementation importable here; a missing one maps to its import error (a string). ``per_shape`` (row length N
+    -> compiled candidate) adds :data:`PER_SHAPE`, which launches the candidate of x's row length."""
     import cupy as cp
     import torch.nn.functional as F
 
     from ptxfactory.harness.buffers import scalar_value
     from ptxfactory.harness.gpu_eval import LoadedKernel
 
-    kernel = LoadedKernel(compiled.cubin, compiled.lowered_name, compiled.candidate.launch)
+    def launcher(c):
+        kernel = LoadedKernel(c.cubin, c.lowered_name, c.candidate.launch)
 
-    def factory(x, w, y):
-        size = {"M": x.shape[0], "N": x.shape[1]}
-        bufs = {"x": cp.asarray(x), "w": cp.asarray(w), "y": cp.asarray(y)}
-        kernel(tuple(bufs[a.name] if a.is_buffer else scalar_value(a, size) for a in spec.args), size)
+        def run(x, w, y):
+            size = {"M": x.shape[0], "N": x.shape[1]}
+            bufs = {"x": cp.asarray(x), "w": cp.asarray(w), "y": cp.asarray(y)}
+            kernel(tuple(bufs[a.name] if a.is_buffer else scalar_value(a, size) for a in spec.args), size)
+        return run
 
-    out = {FACTORY: factory, "torch": lambda x, w, y: F.rms_norm(x, (x.shape[1],), w, EPS)}
+    out = {FACTORY: launcher(compiled)}
+    if per_shape:
+        by_key = {c.candidate.key: launcher(c) for c in per_shape.values()}
+        by_n = {n: by_key[c.candidate.key] for n, c in per_shape.items()}
+        out[PER_SHAPE] = lambda x, w, y: by_n[x.shape[1]](x, w, y)
+    out["torch"] = lambda x, w, y: F.rms_norm(x, (x.shape[1],), w, EPS)
     try:
         import importlib
         q = importlib.import_module("quack.rmsnorm")
@@ -290,11 +336,11 @@ async def main() -> None:
     ap.add_argument("--out", type=Path, required=True, help="path stem of the .json, .md and .png")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        summary, compiled, spec = await factory_best(a.max_seconds, Path(tmp))
+        summary, compiled, spec, per_shape = await factory_best(a.max_seconds, Path(tmp))
     facts = summary.gpu
     if facts is None:
         raise RuntimeError("the job ran without a GPU's facts (no GPU?): nothing to compare")
-    impls = implementations(compiled, spec)
+    impls = implementations(compiled, spec, per_shape)
     times: dict[str, dict[str, Timing]] = {k: {} for k in impls}
     errors: dict[str, dict[str, float]] = {k: {} for k in impls}
     best = next(r for r in summary.rows if r.candidate.key == summary.best_key)
@@ -308,6 +354,7 @@ async def main() -> None:
             "factory": {"job_id": summary.job_id, "description": best.candidate.description,
                         "speedup_over_naive": getattr(best.result, "speedup", None), "stop_reason": summary.stop_reason,
                         "launch": best.candidate.launch.model_dump(), "source": compiled.candidate.kernel_text},
+            PER_SHAPE: {f"{m}x{n}": per_shape[n].candidate.description for m, n in MATRIX if n in per_shape},
             "job_rows": [{"description": r.candidate.description, "outcome": r.result.outcome,
                           "pct_of_copy": [round(t.pct_of_copy, 1) for t in getattr(r.result, "timings", [])]} for r in summary.rows],
             "times": {k: {s: asdict(t) for s, t in per.items()} for k, per in times.items()},

@@ -35,6 +35,7 @@ from . import compare as C
 from . import reference as R
 from .device_cache import DeviceCache
 from .elf import is_elf
+from .launch_gate import LaunchGate
 from .plan import EvalPlan
 from .stats import speedup_interval
 
@@ -85,9 +86,17 @@ class LoadedKernel:
             max_threads_per_block=driver.funcGetAttribute(_ATTR_MAX_THREADS, ptr),
         )
         self._dyn_smem_set = 0
+        self._dims: dict[tuple, tuple] = {}  # size -> (grid, block, smem): evaluated once per size, not per launch
 
     def dims(self, size: dict[str, int]) -> tuple[tuple[int, ...], tuple[int, ...], int]:
-        """Grid, block and dynamic shared memory (bytes) at ``size``. Raises :class:`LaunchRejected`."""
+        """Grid, block and dynamic shared memory (bytes) at ``size``, evaluated once per size (a piecewise launch
+        expression costs the host 0.1 ms and more; a timed launch should not wait for it). Raises :class:`LaunchRejected`."""
+        key = _size_key(size)
+        if key not in self._dims:
+            self._dims[key] = self._evaluate_dims(size)
+        return self._dims[key]
+
+    def _evaluate_dims(self, size: dict[str, int]) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         try:
             grid = tuple(int(evaluate(g, size)) for g in self.launch.grid)
             block = tuple(int(evaluate(b, size)) for b in self.launch.block)
@@ -205,12 +214,29 @@ class Evaluator:
         # bench sizes whose Python reference timed out (an O(N^2) reference at N = 65536): (_reference_id, size key) -> why. A timed output there that differs from the original's beyond rtol/atol is refused
         # with that reason (it cannot be judged), not the job; the reference is not asked again at that size
         self.unjudged: dict[tuple, str] = {}
+        self._gate: LaunchGate | None = None  # see :meth:`gate`
+        self._gate_error: str | None = None
 
     def close(self) -> None:
-        """Stop the Python reference's child process, if any (the worker's end)."""
+        """Stop the Python reference's child process, if any, and free the launch gate (the worker's end)."""
         if self._python is not None:
             self._python.close()
             self._python = None
+        if self._gate is not None:
+            cp.cuda.Device().synchronize()
+            self._gate.close()
+            self._gate = None
+
+    def gate(self) -> LaunchGate | None:
+        """The worker's :class:`~.launch_gate.LaunchGate`, made on first use; None where it cannot be made (no mapped
+        host memory, the gate does not compile: the reason is kept in ``last_timing["gate_error"]``, and launches are
+        timed without it, as before)."""
+        if self._gate is None and self._gate_error is None:
+            try:
+                self._gate = LaunchGate()
+            except Exception as exc:  # noqa: BLE001  (any failure: time without the gate, say why)
+                self._gate_error = f"{type(exc).__name__}: {exc}"[:300]
+        return self._gate
 
     # -- facts ---------------------------------------------------------------------------------
     def facts(self) -> GpuFacts:
@@ -549,7 +575,9 @@ class Evaluator:
         reset to its pristine values before each timed launch (outside its events), as in verification. The launches rotate through ``n_sets`` buffer sets (more than 3x
         the L2 size of bytes, at most 8 sets); when 8 sets stay under that, a scratch buffer of
         :attr:`FLUSH_FACTOR` x L2 is written before every timed launch of either side (outside the events), so no
-        launch finds its inputs in L2. Afterwards: every band intact, every ``in`` buffer equal to its pristine copy,
+        launch finds its inputs in L2. Each timed launch waits behind a :class:`~.launch_gate.LaunchGate` until the
+        host has queued it with its events, so the events hold GPU time only (``last_timing["gated"]``; without a gate,
+        as before, ``gate_error`` says why). Afterwards: every band intact, every ``in`` buffer equal to its pristine copy,
         and the outputs of the last round and of up to :attr:`SAMPLED_ROUNDS` rounds drawn per job
         (:func:`sample_rounds`; copied aside right after their launch, outside the events) equal to the original's of
         the same round (:func:`_compare`; with a Python reference, an output that differs is judged against it, an
@@ -587,11 +615,16 @@ class Evaluator:
         # of repetitions (~0.25 s per kernel at most); a candidate far slower than the original is timed with
         # SLOW_REPS rounds and no warm-up (its speedup is known to be tiny; the full rounds would cost seconds)
         probe = [cp.cuda.Event() for _ in range(3)]
+        gate = self.gate()  # (the launches behind it run back to back: see below)
+        if gate is not None:
+            gate.hold()
         probe[0].record()
         kernels["base"](sets[0]["base"][0], size)
         probe[1].record()
         kernels["cand"](sets[0]["cand"][0], size)
         probe[2].record()
+        if gate is not None:
+            gate.release()
         probe[2].synchronize()
         base_ms, cand_ms = cp.cuda.get_elapsed_time(probe[0], probe[1]), cp.cuda.get_elapsed_time(probe[1], probe[2])
         slow = few_rounds and cand_ms >= self.SLOW_MS and cand_ms >= self.SLOW_RATIO * base_ms
@@ -609,6 +642,10 @@ class Evaluator:
         self.last_timing = {"size": size, "n_sets": n_sets, "reps": reps, "sampled": sampled, "flushes": 0, "judgements": 0,
                             "slow": slow}
         events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(2 * reps)]
+        # each timed launch queued behind a gate: its events time the GPU, never the host preparing the launch
+        if gate is not None:
+            gate.reset()
+        self.last_timing.update(gated=gate is not None, gate_error=self._gate_error)
         times = {"base": [], "cand": []}
         order = []
         for r in range(reps):
@@ -627,14 +664,20 @@ class Evaluator:
                     scratch.fill(1 + r % 251)
                     self.last_timing["flushes"] += 1
                 start, end = events[2 * r + j]
+                if gate is not None:
+                    gate.hold()
                 start.record()
                 kernels[who](sets[r % n_sets][who][0], size)
                 end.record()
+                if gate is not None:
+                    gate.release()
                 if r in side:  # a sampled round: its outputs, read right after the launch, outside the events
                     for arg in outputs:
                         cp.copyto(side[r][who][arg.name], bufs[arg.name])
                 order.append((who, start, end))
         cp.cuda.Device().synchronize()
+        if gate is not None:  # a gate that opened by itself: that launch's time may hold host time (a stalled host)
+            self.last_timing["gate_timeouts"] = gate.timeouts()
         for who, start, end in order:
             times[who].append(cp.cuda.get_elapsed_time(start, end) * 1e3)
         if slow and float(np.median(times["cand"])) < self.SLOW_RATIO * float(np.median(times["base"])):

@@ -146,6 +146,37 @@ def test_timing_flushes_l2_for_a_small_working_set_samples_launches_and_reuses_i
     assert ev.time_size(SPEC, loaded, loaded, big, plan)[2] is None and ev.last_timing["flushes"] == 0
 
 
+def test_timed_launches_exclude_the_hosts_time_preparing_them():
+    """A candidate whose launch costs the host 3 ms (a sleep in its launcher, as a long launch expression or a garbage
+    collection would) is still timed at its GPU time: each timed launch waits behind the launch gate until it and its
+    events are queued. Without the gate the same launches measure the sleep (checked too, so the test can fail)."""
+    import time
+
+    from ptxfactory.harness.gpu_eval import Evaluator, LoadedKernel
+
+    class SlowHost(LoadedKernel):
+        def __call__(self, args, size):
+            time.sleep(0.003)
+            super().__call__(args, size)
+
+    ev = Evaluator()
+    base = compile_candidate(original_candidate(SPEC, SOURCE), SPEC.arch)
+    fast = ev.load(base.cubin, base.lowered_name, base.candidate.launch, base.candidate.key)
+    slow = SlowHost(base.cubin, base.lowered_name, base.candidate.launch)
+    plan = make_plan(SPEC, secret=7)
+    size = {"M": 64, "N": 1024}  # a kernel of a few µs
+    cand_t, base_t, problem = ev.time_size(SPEC, fast, slow, size, plan)
+    med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+    print(f"\n[gate] {ev.last_timing}: cand {med(cand_t):.1f} us, base {med(base_t):.1f} us")
+    assert problem is None and ev.last_timing["gated"] and ev.last_timing["gate_timeouts"] == 0
+    assert med(cand_t) < 1000, cand_t  # the 3 ms host sleep is not in it
+    ev._gate.close()
+    ev._gate, ev._gate_error = None, "turned off by the test"
+    cand_t, _, problem = ev.time_size(SPEC, fast, slow, size, plan)
+    assert problem is None and not ev.last_timing["gated"]
+    assert med(cand_t) > 2000, cand_t  # ungated, the sleep lands between the events
+
+
 REDTEAM = Path(__file__).parents[1] / "redteam"
 
 

@@ -76,3 +76,28 @@ def test_plot_writes_a_png(tmp_path):
     doc = {"copy_gbps": 4000.0, "gpu": {"name": "test GPU"}, "table": rm.table(times, 4000.0, matrix=((1000, 1000),))}
     rm.plot(doc, tmp_path / "p.png")
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_per_shape_best_takes_the_fastest_verified_row_at_each_shape_and_the_table_rates_it():
+    from types import SimpleNamespace as NS
+
+    def row(name, outcome, times):  # times: {(M, N): median µs}
+        timings = [NS(size={"M": m, "N": n}, median_us=us) for (m, n), us in times.items()]
+        return NS(candidate=NS(description=name), result=NS(outcome=outcome, timings=timings))
+
+    matrix = ((10, 100), (10, 200), (10, 400))
+    rows = [row("a", "measured", {(10, 100): 5.0, (10, 200): 9.0}),
+            row("b", "measured", {(10, 100): 6.0, (10, 200): 8.0}),
+            row("wrong", "rejected", {(10, 100): 1.0, (10, 200): 1.0, (10, 400): 1.0})]
+    picks = rm.per_shape_best(rows, matrix)
+    assert {k: r.candidate.description for k, r in picks.items()} == {"10x100": "a", "10x200": "b"}  # no verified row at 400
+    us = lambda v: rm.Timing(median_us=v, p10_us=v, p90_us=v)  # noqa: E731
+    times = {"factory": {"10x100": us(10.0)}, "factory_per_shape": {"10x100": us(8.0)}, "torch": {"10x100": us(16.0)},
+             "quack": {"10x100": us(9.0)}, "quack_tuned": {"10x100": rm.Timing(error="x")}}
+    first, mean = rm.table(times, 4000.0, matrix=((10, 100),))
+    assert first["vs_best_quack"] == pytest.approx(0.9) and first["per_shape_vs_best_quack"] == pytest.approx(9 / 8)
+    assert first["per_shape_vs_torch"] == pytest.approx(2.0) and mean["per_shape_vs_best_quack"] == pytest.approx(9 / 8)
+    doc = {"copy_gbps": 4000.0, "gpu": {"name": "g"}, "times": {k: {s: vars(t) for s, t in v.items()} for k, v in times.items()},
+           "table": [first, mean], "factory_per_shape": {"10x100": "a"}}
+    md = rm.render_markdown(doc)
+    assert "factory_per_shape GB/s" in md and "per shape vs best quack" in md and "10x100: a" in md
