@@ -42,5 +42,9 @@ def test_transpose_family_on_transpose(tmp_path):
     # the GPU it read 69.9% on 2026-12-03; here only that it was measured
     square = next(t for t in best.result.timings if t.size == {"M": 8192, "N": 8192})
     assert square.pct_of_copy > 0, square
-    padded = max((r for r in rows if r.candidate.params["pad"] == 1), key=lambda r: r.result.speedup)
-    assert padded.result.speedup >= max(r.result.speedup for r in rows if r.candidate.params["pad"] == 0) * 0.95
+    # padding the shared tile (no bank conflicts) is not slower than the best unpadded tile at the square size: compared
+    # on the candidates' own times there, not on speedups, whose baseline is timed anew for each candidate (with eight
+    # workers sharing the GPU on 2026-12-04 the padded best's baseline read 4.4 ms: 9.8x for 150 µs, failing 0.95 x 11.7x)
+    at_square = lambda r: next(t.median_us for t in r.result.timings if t.size == {"M": 8192, "N": 8192})  # noqa: E731
+    padded = min(at_square(r) for r in rows if r.candidate.params["pad"] == 1)
+    assert padded <= min(at_square(r) for r in rows if r.candidate.params["pad"] == 0) * 1.05

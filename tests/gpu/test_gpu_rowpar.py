@@ -14,7 +14,7 @@ import pytest
 
 from ptxfactory.protocol import Measured
 
-from _transform_job import describe_rows, transform_job
+from _transform_job import describe_rows, kept_transform, transform_job
 
 pytestmark = pytest.mark.gpu
 
@@ -123,11 +123,28 @@ def _report(summary) -> str:
     return describe_rows(summary)
 
 
+def _each_lanes(monkeypatch) -> None:
+    """The jobs of this test evaluate the transform proposals from the original with a rowpar pass, the first of each
+    lane count (auto, auto_e128, 4 to 32, 128 to 1024): each regime of the pass verified, whatever order the search's
+    scores would put them in within the job's budget (continuations of a good candidate crowded them out)."""
+    seen = set()
+
+    def keep(c) -> bool:
+        lanes = c.params.get("lanes")
+        if not any(k.startswith("pass:rowpar_") for k in c.params) or lanes in seen:
+            return False
+        seen.add(lanes)
+        return True
+
+    kept_transform(monkeypatch, keep)
+
+
 @pytest.mark.parametrize("name,source,spec", [("xent", XENT, XENT_SPEC), ("row_argmax", ARGMAX, ARGMAX_SPEC),
                                               ("sumsq_rows", ROWLOOP, ROWLOOP_SPEC)])
-def test_rowpar_candidates_verify(tmp_path, name, source, spec):
+def test_rowpar_candidates_verify(tmp_path, monkeypatch, name, source, spec):
     """Integer-valued inputs for argmax make ties common: the first index must win them, as in the serial loop.
     sumsq_rows strides over rows with a capped grid (40000 rows checked: several rows a group)."""
+    _each_lanes(monkeypatch)
     summary = _job(tmp_path, name, source, spec)
     rows = [r for r in summary.rows if any(k.startswith("pass:rowpar_") for k in r.candidate.params)]
     assert len(rows) >= 4, _report(summary)
@@ -254,8 +271,9 @@ XENT_ONLINE_SPEC = XENT_SPEC.replace("kernel.xent", "kernel.xent_online")
 
 @pytest.mark.parametrize("name,source,spec", [("row_stats", WELFORD, WELFORD_SPEC),
                                               ("xent_online", XENT_ONLINE, XENT_ONLINE_SPEC)])
-def test_rowpar_tuple_candidates_verify(tmp_path, name, source, spec):
+def test_rowpar_tuple_candidates_verify(tmp_path, monkeypatch, name, source, spec):
     """Every rowpar candidate of a Welford and of an online softmax passes the verifier (sub-warp, block and auto)."""
+    _each_lanes(monkeypatch)
     summary = _job(tmp_path, name, source, spec)
     rows = [r for r in summary.rows if any(k.startswith("pass:rowpar_") for k in r.candidate.params)]
     assert len(rows) >= 3, _report(summary)

@@ -149,7 +149,7 @@ def test_timing_flushes_l2_for_a_small_working_set_samples_launches_and_reuses_i
 def test_timed_launches_exclude_the_hosts_time_preparing_them():
     """A candidate whose launch costs the host 3 ms (a sleep in its launcher, as a long launch expression or a garbage
     collection would) is still timed at its GPU time: each timed launch waits behind the launch gate until it and its
-    events are queued. Without the gate the same launches measure the sleep (checked too, so the test can fail)."""
+    events are queued. Without the gate some of the same launches measure the sleep (checked too: the test can fail)."""
     import time
 
     from ptxfactory.harness.gpu_eval import Evaluator, LoadedKernel
@@ -169,12 +169,14 @@ def test_timed_launches_exclude_the_hosts_time_preparing_them():
     med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     print(f"\n[gate] {ev.last_timing}: cand {med(cand_t):.1f} us, base {med(base_t):.1f} us")
     assert problem is None and ev.last_timing["gated"] and ev.last_timing["gate_timeouts"] == 0
-    assert med(cand_t) < 1000, cand_t  # the 3 ms host sleep is not in it
+    assert max(cand_t) < 1000, cand_t  # the 3 ms host sleep is in none of them
     ev._gate.close()
     ev._gate, ev._gate_error = None, "turned off by the test"
     cand_t, _, problem = ev.time_size(SPEC, fast, slow, size, plan)
     assert problem is None and not ev.last_timing["gated"]
-    assert med(cand_t) > 2000, cand_t  # ungated, the sleep lands between the events
+    # ungated, the sleep lands between the events whenever the driver has sent the start event to the GPU before the
+    # launch (on the H200 on 2026-12-04: 2 to 4 of 40 launches at ~3050 µs, the rest at ~7 µs)
+    assert max(cand_t) > 2000, cand_t
 
 
 REDTEAM = Path(__file__).parents[1] / "redteam"

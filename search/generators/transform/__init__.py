@@ -347,7 +347,8 @@ def plan_chains(unit: Unit) -> list[list[Pass]]:
 
 def covering_order(chains: list[list[Pass]], limit: int) -> list[list[Pass]]:
     """``chains`` (the planned order) with every kind of pass that some chain holds in one of the first ``limit``:
-    the first chain holding each kind (a pass's class: rowpar's lane variants are one kind) keeps its place among
+    the first chain holding each kind (a pass's ``kind`` where it has one, else its class: rowpar's lanes chosen at
+    launch, a group within a warp and a block are three kinds; its lane counts within one are one) keeps its place among
     the first ``limit``, and the other chains fill the rest of them in the planned order; the remaining chains
     follow, in order. Without it a pass whose chains all come late (``specialise`` behind a GEMM's 35 tile and hint
     chains, ``fast_math`` behind 50 lane chains) was never proposed. Where the kinds outnumber ``limit``, the order
@@ -355,7 +356,7 @@ def covering_order(chains: list[list[Pass]], limit: int) -> list[list[Pass]]:
     seen: set[type] = set()
     covering = []
     for i, chain in enumerate(chains):
-        kinds = {type(p) for p in chain}
+        kinds = {getattr(p, "kind", type(p)) for p in chain}
         if not kinds <= seen:
             seen |= kinds
             covering.append(i)

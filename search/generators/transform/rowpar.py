@@ -365,6 +365,8 @@ class RowParallelPass(PlannedPass):
         self.block = not self.auto and lanes > 32
         self.name = f"rowpar_{lanes}" if self.auto else f"rowpar_block{lanes}" if self.block else f"rowpar_lanes{lanes}"
         self.step = "blockDim.x" if self.auto else str(lanes)
+        # what covering_order proposes early, one chain each: lanes chosen at launch, a group within a warp, a block
+        self.kind = (RowParallelPass, "auto" if self.auto else "block" if self.block else "group")
 
     # -- precondition -------------------------------------------------------------------------------------
 
