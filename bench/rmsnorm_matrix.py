@@ -21,7 +21,8 @@ Writes ``<out>.json`` (raw timings, versions, GPU facts with clocks, date), ``<o
 shape per implementation, the copy bandwidth drawn). QuACK comes from ``../shared/device/quack-wheels.sh``; without it
 the QuACK columns say "not installed".
 
-Usage: ``python3 bench/rmsnorm_matrix.py --max-seconds 240 --out bench/results/rmsnorm-matrix-<date>``
+Usage: ``python3 bench/rmsnorm_matrix.py --max-seconds 240 --out bench/results/rmsnorm-matrix-<date>``; in two calls
+(the job, then the timing): ``--job-only /root/job/summary.json``, then ``--from-job /root/job/summary.json``.
 """
 from __future__ import annotations
 
@@ -195,27 +196,40 @@ def per_shape_best(rows, matrix=MATRIX) -> dict[str, object]:
 
 # -- the GPU part -------------------------------------------------------------------------------------------------
 
-async def factory_best(max_seconds: float, work: Path):
-    """Runs the main job on a copy of examples/rmsnorm with :func:`matrix_spec` (empty lesson store in ``work``);
-    returns ``(summary, compiled best, spec)``. Raises RuntimeError when the job found no verified best."""
-    from ptxfactory.harness.compile import CompileFailed, compile_candidate
-    from ptxfactory.harness.gpu_backend import GpuBackend
+def matrix_example(work: Path):
+    """A copy of examples/rmsnorm in ``work`` with :func:`matrix_spec`; returns its kernel spec."""
     from ptxfactory.protocol import load_spec
-    from ptxfactory.search.lessons import LessonStore
-    from ptxfactory.search.strategy import optimise
 
     for f in EXAMPLE.iterdir():
         if f.is_file():
             shutil.copy(f, work / f.name)
     spec_path = work / "rmsnorm.cu.toml"
     spec_path.write_text(matrix_spec(spec_path.read_text()))
-    spec = load_spec(spec_path).kernels["rmsnorm"]
+    return load_spec(spec_path).kernels["rmsnorm"]
+
+
+async def run_job(max_seconds: float, work: Path):
+    """The main job on :func:`matrix_example` in ``work`` (empty lesson store there): its JobSummary."""
+    from ptxfactory.harness.gpu_backend import GpuBackend
+    from ptxfactory.search.lessons import LessonStore
+    from ptxfactory.search.strategy import optimise
+
+    matrix_example(work)
     backend, store = GpuBackend(), await LessonStore.open(work / "lessons.sqlite")
     try:
-        summary = await optimise(work / "rmsnorm.cu", "rmsnorm", backend=backend, store=store, max_seconds=max_seconds)
+        return await optimise(work / "rmsnorm.cu", "rmsnorm", backend=backend, store=store, max_seconds=max_seconds)
     finally:
         await backend.close()
         await store.close()
+
+
+def factory_best(summary, work: Path):
+    """``(compiled best, spec, per-shape compiled)`` of a matrix job's ``summary`` (:func:`run_job`, or one saved by
+    ``--job-only`` and read back): the best and, per row length N, the candidate of :func:`per_shape_best`, compiled
+    here. Raises RuntimeError when the job found no verified best or a candidate does not compile."""
+    from ptxfactory.harness.compile import CompileFailed, compile_candidate
+
+    spec = matrix_example(work)
     best = next((r for r in summary.rows if r.candidate.key == summary.best_key), None)
     if best is None:
         raise RuntimeError(f"the job found no verified best: {summary.message}")
@@ -233,7 +247,7 @@ async def factory_best(max_seconds: float, work: Path):
         if row.candidate.key not in built:
             built[row.candidate.key] = build(row.candidate)
         per_shape[int(shape.split("x")[1])] = built[row.candidate.key]
-    return summary, compiled, spec, per_shape
+    return compiled, spec, per_shape
 
 
 def implementations(compiled, spec, per_shape: dict | None = None) -> dict:
@@ -334,9 +348,24 @@ async def main() -> None:
     ap.add_argument("--max-seconds", type=float, default=240.0, help="the main job's wall-time budget")
     ap.add_argument("--reps", type=int, default=30, help="launches per implementation per order")
     ap.add_argument("--out", type=Path, required=True, help="path stem of the .json, .md and .png")
+    ap.add_argument("--job-only", type=Path, metavar="SUMMARY", help="run the job only and save its summary (JSON) there")
+    ap.add_argument("--from-job", type=Path, metavar="SUMMARY", help="no job: the summary a --job-only run saved")
     a = ap.parse_args()
+    from ptxfactory.protocol import JobSummary
+
     with tempfile.TemporaryDirectory() as tmp:
-        summary, compiled, spec, per_shape = await factory_best(a.max_seconds, Path(tmp))
+        # the job and the timing may take a GPU-machine call each: QuACK's compiles and autotuning per shape take ~7
+        # minutes of a 10-minute call, which left the job 90 s (6 candidates of 11 bench sizes each)
+        if a.from_job:
+            summary = JobSummary.model_validate_json(a.from_job.read_text())
+        else:
+            summary = await run_job(a.max_seconds, Path(tmp))
+        if a.job_only:
+            a.job_only.parent.mkdir(parents=True, exist_ok=True)
+            a.job_only.write_text(summary.model_dump_json())
+            print(f"job {summary.job_id}: {len(summary.rows)} rows, stopped: {summary.stop_reason}; saved to {a.job_only}")
+            return
+        compiled, spec, per_shape = factory_best(summary, Path(tmp))
     facts = summary.gpu
     if facts is None:
         raise RuntimeError("the job ran without a GPU's facts (no GPU?): nothing to compare")
@@ -349,7 +378,8 @@ async def main() -> None:
     def document(shapes) -> dict:
         return {
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": f"python3 bench/rmsnorm_matrix.py --max-seconds {a.max_seconds:g} --reps {a.reps} --out {a.out}",
+            "command": f"python3 bench/rmsnorm_matrix.py --max-seconds {a.max_seconds:g} --reps {a.reps} --out {a.out}"
+                       + (f" --from-job {a.from_job}" if a.from_job else ""),
             "gpu": facts.model_dump(), "copy_gbps": facts.copy_gbps, "versions": versions(),
             "factory": {"job_id": summary.job_id, "description": best.candidate.description,
                         "speedup_over_naive": getattr(best.result, "speedup", None), "stop_reason": summary.stop_reason,

@@ -614,9 +614,11 @@ static __device__ __forceinline__ float ptxf_cluster_ld(const float* p, unsigned
 """
 # The sums of acc[0] of a row's S blocks (ranks first .. first + S - 1 of the cluster, each block's already combined),
 # summed in rank order by every thread of each (identical results); every block of the cluster takes the barrier.
-_CLUSTER_PULL = r"""// pulled: published in slot, read by the others until the caller's last arrive/wait
-static __device__ __forceinline__ void ptxf_cluster_sum(float (&acc)[2], float* slot, int first, int S, int)
+_CLUSTER_PULL = r"""// pulled: published in slot which, read by the others until the caller's last arrive/wait
+static __device__ __forceinline__ void ptxf_cluster_start(float*) {}
+static __device__ __forceinline__ void ptxf_cluster_sum(float (&acc)[2], float* cl, int which, int first, int S, int)
 {
+    float* slot = cl + which;
     if (threadIdx.x == 0) *slot = acc[0];
     ptxf_cluster_arrive();
     ptxf_cluster_wait();
@@ -625,20 +627,49 @@ static __device__ __forceinline__ void ptxf_cluster_sum(float (&acc)[2], float* 
     acc[0] = s;
 }
 """
-_CLUSTER_PUSH = r"""static __device__ __forceinline__ void ptxf_cluster_st(float* p, unsigned rank, float v)
+# Pushed through mbarriers (the st.async route): each block's shared memory holds, per sum (``which``), CL slots and
+# one mbarrier (after the 2 x CL slots, 8-byte aligned), used once (phase 0). Thread 0 arms its block's barrier for S
+# slots' bytes; thread k < S stores this block's sum into slot ``rank`` of the row's block first + k with st.async,
+# which counts the bytes on that block's barrier; every thread waits on its own block's barrier and reads the S
+# slots. Only the row's S blocks wait on each other (no barrier over the whole cluster), and every store into a
+# block's shared memory completes before that block passes its wait: no barrier is needed before a block leaves.
+_CLUSTER_PUSH = r"""static __device__ __forceinline__ unsigned long long* ptxf_cluster_bar(float* cl, int which)
 {
-    unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(p)), remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
-    asm volatile("st.shared::cluster.f32 [%0], %1;" :: "r"(remote), "f"(v) : "memory");
+    return reinterpret_cast<unsigned long long*>(cl + 2 * ${CL}) + which;
 }
-// pushed: thread k < S stores this block's sum into slots[rank] of the row's block first + k (itself included, every
-// block of the cluster started: the caller's wait); the barrier releases the stores and acquires the peers'; then
-// the S slots are read locally, and nothing of this block is read or written by another after it
-static __device__ __forceinline__ void ptxf_cluster_sum(float (&acc)[2], float* slots, int first, int S, int rank)
+// thread 0 initialises both barriers (one arrival each: its own), published to the cluster by the fence; the relaxed
+// arrive starts the cluster barrier whose wait comes before the first remote store (the peers' barriers initialised)
+static __device__ __forceinline__ void ptxf_cluster_start(float* cl)
 {
-    if (threadIdx.x < S) ptxf_cluster_st(slots + rank, first + threadIdx.x, acc[0]);
-    ptxf_cluster_arrive();
-    ptxf_cluster_wait();
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(ptxf_cluster_bar(cl, k)));
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar) : "memory");
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    ptxf_cluster_arrive_relaxed();
+}
+static __device__ __forceinline__ void ptxf_cluster_sum(float (&acc)[2], float* cl, int which, int first, int S, int rank)
+{
+    float* slots = cl + which * ${CL};
+    const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(ptxf_cluster_bar(cl, which)));
+    if (threadIdx.x == 0)  // this block expects S slots of 4 bytes (stores that come first count down early: fine)
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(S * 4) : "memory");
+    if (threadIdx.x < S) {
+        const unsigned slot = static_cast<unsigned>(__cvta_generic_to_shared(slots + rank)), peer = first + threadIdx.x;
+        unsigned rslot, rbar;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rslot) : "r"(slot), "r"(peer));
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rbar) : "r"(bar), "r"(peer));
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];"
+                     :: "r"(rslot), "r"(__float_as_uint(acc[0])), "r"(rbar) : "memory");
+    }
+    unsigned done = 0;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(bar) : "memory");
+    } while (!done);
     float s = 0.f;
     for (int k = 0; k < S; ++k) s += slots[k];
     acc[0] = s;
@@ -646,8 +677,8 @@ static __device__ __forceinline__ void ptxf_cluster_sum(float (&acc)[2], float* 
 """
 # Without a cluster the template still names them (in discarded ``if constexpr`` branches): empty stand-ins.
 _NO_CLUSTER = """
-static __device__ __forceinline__ void ptxf_cluster_sum(float (&)[2], float*, int, int, int) {}
-static __device__ __forceinline__ void ptxf_cluster_arrive_relaxed() {}
+static __device__ __forceinline__ void ptxf_cluster_sum(float (&)[2], float*, int, int, int, int) {}
+static __device__ __forceinline__ void ptxf_cluster_start(float*) {}
 static __device__ __forceinline__ void ptxf_cluster_arrive() {}
 static __device__ __forceinline__ void ptxf_cluster_wait() {}
 """
@@ -711,11 +742,13 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
         LINKAGE=linkage, KERNEL=ctx.kernel.name, PARAMS=render_params(ctx.kernel),
         MINB=_min_blocks(m, cfg), C=m.c_arg, X=m.x, Y=m.y, W_ALIGNED=w_aligned, DISPATCH="\n".join(lines),
         CLUSTER_NOTE=f"here {cl} blocks" if cl > 1 else "not in this instance",
-        CLUSTER_HELPERS=(_CLUSTER_HELPERS + (_CLUSTER_PUSH if cfg.push else _CLUSTER_PULL)) if cl > 1 else _NO_CLUSTER,
+        CLUSTER_HELPERS=(_CLUSTER_HELPERS + (_CLUSTER_PUSH.replace("${CL}", str(cl)) if cfg.push else _CLUSTER_PULL))
+        if cl > 1 else _NO_CLUSTER,
         PUSH="true" if cfg.push else "false", PUSH_NOTE="here" if cfg.push else "not in this instance",
         # what __cluster_dims__(cl, 1, 1) expands to, spelled so that tree-sitter-cuda reads the definition
         CLUSTER_DIMS=f"__attribute__((cluster_dims({cl}, 1, 1))) " if cl > 1 else "",
-        CLUSTER_DECL=(f"\n    __shared__ float ptxf_cl[{2 * cl}];  // the row's blocks' sums, stored by them" if cfg.push else
+        CLUSTER_DECL=(f"\n    __shared__ __align__(8) float ptxf_cl[{2 * cl + 4}];  // the row's blocks' sums, stored by them, "
+                      "and their two mbarriers" if cfg.push else
                       "\n    __shared__ float ptxf_cl[2];  // this block's sums, read by the cluster's other blocks") if cl > 1 else "",
         STAGE="true" if cfg.stage else "false", STAGE_REGS=STAGE_REGS,
         STAGE_NOTE="here" if cfg.stage else "not in this instance",

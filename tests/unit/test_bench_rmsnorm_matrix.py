@@ -101,3 +101,24 @@ def test_per_shape_best_takes_the_fastest_verified_row_at_each_shape_and_the_tab
            "table": [first, mean], "factory_per_shape": {"10x100": "a"}}
     md = rm.render_markdown(doc)
     assert "factory_per_shape GB/s" in md and "per shape vs best quack" in md and "10x100: a" in md
+
+
+def test_a_saved_job_summary_is_read_back_and_its_best_and_per_shape_picks_compile(tmp_path):
+    """--job-only saves the JobSummary (JSON), --from-job reads it back: the rows keep their candidates' sources and
+    timings, and factory_best compiles the best and the per-shape picks here (NVRTC) for the matrix's spec."""
+    from ptxfactory.protocol import CandidateRow, JobSummary, Measured, Resources, SizeTiming
+    from ptxfactory.search.strategy import original_candidate
+
+    spec = rm.matrix_example(tmp_path)
+    orig = original_candidate(spec, (tmp_path / "rmsnorm.cu").read_text())
+    timings = [SizeTiming(size={"M": m, "N": n}, median_us=10.0, p20_us=9.0, p80_us=11.0, baseline_median_us=10.0,
+                          bytes_moved=rm.bytes_moved(m, n), gbps=1.0, pct_of_copy=1.0, floor_us=1.0) for m, n in rm.MATRIX]
+    row = CandidateRow(candidate=orig, result=Measured(candidate_key=orig.key, resources=Resources(registers=32, shared_bytes=0),
+                                                        timings=timings, speedup=1.0))
+    saved = tmp_path / "summary.json"
+    saved.write_text(JobSummary(job_id="j", source_path="rmsnorm.cu", kernel="rmsnorm", state="finished", rows=[row],
+                                baseline_key=orig.key, best_key=orig.key).model_dump_json())
+    summary = JobSummary.model_validate_json(saved.read_text())
+    compiled, spec2, per_shape = rm.factory_best(summary, tmp_path / "work" if (tmp_path / "work").mkdir() is None else None)
+    assert compiled.candidate.key == orig.key and spec2.name == "rmsnorm"
+    assert sorted(per_shape) == sorted(n for _, n in rm.MATRIX) and all(c is compiled for c in per_shape.values())
