@@ -32,9 +32,12 @@ import rmsnorm_matrix  # noqa: E402  (matrix_spec, MATRIX)
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-def _spec_text(example: str, matrix: bool) -> str:
+def _spec_text(example: str, matrix: bool, rows: tuple[int, ...] = ()) -> str:
+    """The example's spec text; with ``matrix`` its bench sizes QuACK's matrix, only the shapes of row lengths ``rows``
+    where given (the proposals are the same while the longest row is among them: they are sized from it)."""
     text = (EXAMPLES / example / f"{example}.cu.toml").read_text()
-    return rmsnorm_matrix.matrix_spec(text, kernel=example) if matrix else text
+    shapes = tuple(s for s in rmsnorm_matrix.MATRIX if not rows or s[1] in rows)
+    return rmsnorm_matrix.matrix_spec(text, kernel=example, matrix=shapes) if matrix else text
 
 
 def proposals(spec, source: str, generator: str, select: str, limit: int):
@@ -50,7 +53,8 @@ def proposals(spec, source: str, generator: str, select: str, limit: int):
     return original, [c for c in load(generator).propose(ctx) if re.search(select, c.description)][:limit]
 
 
-async def sweep(example: str, generator: str, select: str, matrix: bool, limit: int, work: Path) -> dict:
+async def sweep(example: str, generator: str, select: str, matrix: bool, limit: int, work: Path,
+                rows: tuple[int, ...] = ()) -> dict:
     """Proposals of ``generator`` for ``examples/<example>`` whose description matches the regex ``select`` (at most
     ``limit``), each evaluated by a GPU worker. Returns ``{"sizes": [...], "rows": [{description, outcome, pct, ...}]}``.
     Raises RuntimeError when the original does not compile."""
@@ -64,7 +68,7 @@ async def sweep(example: str, generator: str, select: str, matrix: bool, limit: 
         if f.is_file():
             shutil.copy(f, work / f.name)
     spec_path = work / f"{example}.cu.toml"
-    spec_path.write_text(_spec_text(example, matrix))
+    spec_path.write_text(_spec_text(example, matrix, rows))
     spec = load_spec(spec_path).kernels[example]
     original, cands = proposals(spec, (work / f"{example}.cu").read_text(), generator, select, limit)
     base = compile_candidate(original, spec.arch, spec.check.fast_math)
@@ -120,10 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--select", default=".", help="regex over the candidates' descriptions")
     ap.add_argument("--limit", type=int, default=64)
     ap.add_argument("--matrix", action="store_true", help="bench sizes: QuACK's RMSNorm matrix")
+    ap.add_argument("--rows", default="", help="with --matrix: only its shapes of these row lengths (N1,N2,...)")
     ap.add_argument("--out", required=True, type=Path)
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        doc = asyncio.run(sweep(a.example, a.generator, a.select, a.matrix, a.limit, Path(tmp)))
+        doc = asyncio.run(sweep(a.example, a.generator, a.select, a.matrix, a.limit, Path(tmp),
+                                tuple(int(n) for n in a.rows.split(",") if n.strip())))
     doc.update(example=a.example, generator=a.generator, date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                command="python3 bench/rowwise_sweep.py " + " ".join(sys.argv[1:] if argv is None else argv))
     a.out.parent.mkdir(parents=True, exist_ok=True)
