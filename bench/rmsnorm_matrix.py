@@ -181,17 +181,13 @@ def plot(doc: dict, path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def per_shape_best(rows, matrix=MATRIX) -> dict[str, object]:
+def per_shape_best(summary) -> dict[str, object]:
     """Shape key (``"MxN"``) -> the job row (``JobSummary.rows``) whose candidate had the least median time at that
-    bench size among the verified ones (outcome ``measured``: verified at every check size, so at every row length of
-    the matrix); shapes no verified row was timed at are left out."""
-    out = {}
-    for m, n in matrix:
-        timed = [(t.median_us, i, r) for i, r in enumerate(rows) if getattr(r.result, "outcome", None) == "measured"
-                 for t in getattr(r.result, "timings", []) if t.size.get("M") == m and t.size.get("N") == n]
-        if timed:
-            out[f"{m}x{n}"] = min(timed, key=lambda x: x[:2])[2]
-    return out
+    bench size among the verified ones (verified at every check size, so at every row length of the matrix): the
+    report's :func:`~ptxfactory.daemon.report.fastest_at_each_size`. Shapes no verified row was timed at are left out."""
+    from ptxfactory.daemon.report import fastest_at_each_size
+
+    return {f"{size['M']}x{size['N']}": row for size, row, _ in fastest_at_each_size(summary)}
 
 
 # -- the GPU part -------------------------------------------------------------------------------------------------
@@ -243,7 +239,7 @@ def factory_best(summary, work: Path):
     compiled = build(best.candidate)
     built = {best.candidate.key: compiled}
     per_shape = {}
-    for shape, row in per_shape_best(summary.rows).items():
+    for shape, row in per_shape_best(summary).items():
         if row.candidate.key not in built:
             built[row.candidate.key] = build(row.candidate)
         per_shape[int(shape.split("x")[1])] = built[row.candidate.key]

@@ -56,6 +56,39 @@ def bench_sizes(summary: JobSummary) -> list[dict[str, int]]:
     return [t.size for t in measured[0].result.timings] if measured else []
 
 
+def fastest_at_each_size(summary: JobSummary) -> list[tuple[dict[str, int], CandidateRow, SizeTiming]]:
+    """Per bench size (in :func:`bench_sizes` order), the verified row with the least median time there and that
+    timing (the first such row on a tie); simulated rows are left out (they verify nothing). One kernel serves every
+    size, so the job's best is a compromise where these differ: a caller that launches by size could take each."""
+    out = []
+    for size in bench_sizes(summary):
+        timed = [(t, row) for row in summary.rows if isinstance(row.result, Measured) and not row.result.simulated
+                 for t in row.result.timings if t.size == size]
+        if timed:
+            t, row = min(timed, key=lambda tr: tr[0].median_us)
+            out.append((size, row, t))
+    return out
+
+
+def per_size_lines(summary: JobSummary) -> list[str]:
+    """The report's "Fastest at each bench size" section: where a candidate other than the best is the fastest at
+    some size, each size's fastest, its time and % of copy, and the best's time there; [] otherwise."""
+    best = summary.row(summary.best_key)
+    fastest = fastest_at_each_size(summary)
+    if best is None or len(fastest) < 2 or all(row.key == best.key for _, row, _ in fastest):
+        return []
+    best_at = {size_label(t.size): t for t in best.result.timings}
+    out = ["## Fastest at each bench size", "",
+           "One kernel serves every size; where another candidate is faster at a size, launching it there gains the ratio.", "",
+           "| size | fastest | its time | % of copy | the best's time | ratio |", "|---|---|---:|---:|---:|---:|"]
+    for size, row, t in fastest:
+        b = best_at.get(size_label(size))
+        ratio = f"{b.median_us / t.median_us:.3f}" if b else "—"
+        out.append(f"| {size_label(size)} | #{number_of(summary, row.key)} {_md_cell(row.candidate.description)} | {us(t.median_us)} "
+                   f"| {t.pct_of_copy:.0f}% | {us(b.median_us) if b else '—'} | {ratio} |")
+    return out + [""]
+
+
 def verdict(row: CandidateRow, summary: JobSummary) -> tuple[Status, str]:
     """(status, text) of the "verified" column: ``yes``, ``simulated``, ``compiled, not run`` or ``no: <why>``."""
     r = row.result
@@ -316,6 +349,7 @@ def render_markdown(summary: JobSummary, now: datetime | None = None) -> str:
             out.append(f"- full source: not written (a simulated result verifies nothing: no `{best_name(summary)}`)")
         out += ["", "### Launch", "", *launch_needed(summary), ""]
     out += accuracy_lines(summary)
+    out += per_size_lines(summary)
     if summary.warnings:  # the spec checks less than it seems to
         out += ["## Warnings", "", *(f"- {_md_cell(w)}" for w in summary.warnings), ""]
     out += ["## Candidates", "", markdown_table(summary), ""]

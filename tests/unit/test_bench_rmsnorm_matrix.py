@@ -79,18 +79,23 @@ def test_plot_writes_a_png(tmp_path):
 
 
 def test_per_shape_best_takes_the_fastest_verified_row_at_each_shape_and_the_table_rates_it():
-    from types import SimpleNamespace as NS
+    from ptxfactory.protocol import CandidateRow, Candidate, JobSummary, LaunchConfig, Measured, Rejected, SizeTiming
 
-    def row(name, outcome, times):  # times: {(M, N): median µs}
-        timings = [NS(size={"M": m, "N": n}, median_us=us) for (m, n), us in times.items()]
-        return NS(candidate=NS(description=name), result=NS(outcome=outcome, timings=timings))
+    def row(name, times, ok=True):  # times: {(M, N): median µs}
+        c = Candidate(kernel_name="k", source=f"// {name}", kernel_text="", generator="rowwise", description=name,
+                      launch=LaunchConfig(grid=["M"], block=[256]))
+        if not ok:
+            return CandidateRow(candidate=c, result=Rejected(candidate_key=c.key, check="correctness", reason="wrong"))
+        timings = [SizeTiming(size={"M": m, "N": n}, median_us=us, p20_us=us, p80_us=us, baseline_median_us=10.0,
+                              bytes_moved=1, gbps=1.0, pct_of_copy=1.0, floor_us=0.1) for (m, n), us in times.items()]
+        return CandidateRow(candidate=c, result=Measured(candidate_key=c.key, timings=timings, speedup=1.0))
 
-    matrix = ((10, 100), (10, 200), (10, 400))
-    rows = [row("a", "measured", {(10, 100): 5.0, (10, 200): 9.0}),
-            row("b", "measured", {(10, 100): 6.0, (10, 200): 8.0}),
-            row("wrong", "rejected", {(10, 100): 1.0, (10, 200): 1.0, (10, 400): 1.0})]
-    picks = rm.per_shape_best(rows, matrix)
-    assert {k: r.candidate.description for k, r in picks.items()} == {"10x100": "a", "10x200": "b"}  # no verified row at 400
+    rows = [row("original", {(10, 100): 9.0, (10, 200): 10.0, (10, 400): 10.0}), row("a", {(10, 100): 5.0, (10, 200): 9.0, (10, 400): 11.0}),
+            row("b", {(10, 100): 6.0, (10, 200): 8.0, (10, 400): 12.0}), row("wrong", {}, ok=False)]
+    summary = JobSummary(job_id="j", source_path="k.cu", kernel="k", state="finished", rows=rows, baseline_key=rows[0].key,
+                         best_key=rows[1].key)
+    picks = rm.per_shape_best(summary)
+    assert {k: r.candidate.description for k, r in picks.items()} == {"10x100": "a", "10x200": "b", "10x400": "original"}
     us = lambda v: rm.Timing(median_us=v, p10_us=v, p90_us=v)  # noqa: E731
     times = {"factory": {"10x100": us(10.0)}, "factory_per_shape": {"10x100": us(8.0)}, "torch": {"10x100": us(16.0)},
              "quack": {"10x100": us(9.0)}, "quack_tuned": {"10x100": rm.Timing(error="x")}}

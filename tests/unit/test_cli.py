@@ -321,6 +321,23 @@ def test_markdown_report_has_gpu_best_launch_table_and_rejections():
     assert "k.cu(2): error: oops" in md
 
 
+def test_the_report_names_the_fastest_candidate_at_each_size_where_it_is_not_the_best():
+    s = _summary()
+    assert "## Fastest at each bench size" not in report.render_markdown(s)  # the best is fastest everywhere
+    other = _cand("rows per warp", block=64)
+    timings = [t.model_copy(update={"median_us": 2.0 if t.size["M"] == 1024 else 8.0}) for t in _measured(other, 1.0).timings]
+    rows = s.rows + [CandidateRow(candidate=other, result=_measured(other, 1.0).model_copy(update={"timings": timings}))]
+    s2 = s.model_copy(update={"rows": rows})
+    fastest = report.fastest_at_each_size(s2)
+    assert [(size["M"], row.candidate.description) for size, row, _ in fastest] == [(1024, "rows per warp"), (4096, "vec <x>|8")]
+    md = report.render_markdown(s2)
+    assert "## Fastest at each bench size" in md
+    assert "| M=1024 N=1024 | #4 rows per warp | 2.00 | 21% | 4.00 | 2.000 |" in md  # the best takes 4 µs there
+    sim = other.model_copy(update={"description": "simulated"})
+    s3 = s.model_copy(update={"rows": s.rows + [CandidateRow(candidate=sim, result=_measured(sim, 9.0, simulated=True))]})
+    assert all(row.candidate.description != "simulated" for _, row, _ in report.fastest_at_each_size(s3))
+
+
 def test_markdown_report_names_best_cu_only_when_it_is_written(tmp_path):
     s = _summary()
     assert report.writes_best(s) and "- full source: `best.cu` (the whole translation unit)" in report.render_markdown(s)
