@@ -19,10 +19,9 @@
 // A row too long for one block's register cache may be split over S of the CL blocks of a thread block
 // cluster (sm_90+, ${CLUSTER_NOTE}; S, a power of two up to CL, the fewest blocks whose caches hold the row, chosen
 // at launch from its length: a cluster holds CL / S rows): block k of a row's S holds vectors (i * S + k) * TPR + t,
-// the blocks' partial sums meet in distributed shared memory, and the row is still read once. Pulled (each thread
-// reads its row's S sums from the blocks that hold them, between two barriers over the cluster) or pushed
-// (${PUSH_NOTE}: one thread a peer stores this block's sum into that peer's slot with st.async, counted on the peer's
-// mbarrier, and each block waits on its own: S remote stores a block, not BLOCK x S loads, and only the row's blocks wait).
+// the blocks' partial sums meet in distributed shared memory, and the row is still read once: one thread a peer stores
+// this block's sum into that peer's slot with st.async, counted on the peer's mbarrier, and each block waits on its
+// own (S remote stores a block; only the row's blocks wait on each other).
 // Staged (sm_80+, ${STAGE_NOTE}): the cache is dynamic shared memory sized at launch from the row length
 // (vector i of thread T at stage[i * BLOCK + T]), filled by cp.async: every load in flight at once without a
 // register each, so the registers, and with them the blocks per SM, no longer grow with the longest row. Where a
@@ -101,8 +100,7 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
     const int STRIDE = S * TPR;                                      // between one thread's vectors
     constexpr bool STAGE = ${STAGE};                                 // the cache in shared memory (else registers)
     constexpr int NR = STAGE ? ${STAGE_REGS} : MV;                   // vectors a thread may hold in registers
-    constexpr bool PUSH = CL > 1 && ${PUSH};                         // the cluster's sums pushed (else pulled)
-    if constexpr (PUSH) ptxf_cluster_start(cl);                      // barriers set; started: the peers may store here
+    if constexpr (CL > 1) ptxf_cluster_start(cl);                    // barriers set; started: the peers may store here
     // cached vectors a thread: MV, or staged, what the launch's shared memory holds (the launch computes the same)
     const int nc = STAGE ? (int)(nvec < (${IDX})MV * STRIDE ? (nvec + STRIDE - 1) / STRIDE : (${IDX})MV) : MV;
     const bool regs = !STAGE || nc <= NR;                            // (uniform) the cache in registers at this length
@@ -154,7 +152,7 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
         }
         // reductions alternate between two buffers (rms: one per step, layer: two per step): no trailing barrier
         ptxf_row_reduce<TPR, 1>(acc, red + (LAYER ? 0 : (step & 1)) * (${BLOCK} / 32) * 2);
-        if constexpr (PUSH) ptxf_cluster_wait();                   // every block of the cluster has started
+        if constexpr (CL > 1) ptxf_cluster_wait();                 // every block of the cluster has started
         if constexpr (CL > 1) ptxf_cluster_sum(acc, cl, 0, first, S, rank);
         const float mean = LAYER ? acc[0] / (float)C : 0.f;
         if constexpr (LAYER) {                                      // second pass: squared deviations from the mean
@@ -178,7 +176,6 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
             ptxf_row_reduce<TPR, 1>(acc, red + (${BLOCK} / 32) * 2);
             if constexpr (CL > 1) ptxf_cluster_sum(acc, cl, 1, first, S, rank);
         }
-        if constexpr (CL > 1 && !PUSH) ptxf_cluster_arrive();      // done reading the other blocks' sums
         const float scale = rsqrtf(acc[0] / (float)C + eps);        // rms: mean(x^2); layer: the variance
         if (active && t == 0 && rank == 0) ptxf_store_stats(s0, s1, row, mean, acc[0] / (float)C, scale, eps);  // one thread per row
         if (ptxf_vec) {
@@ -202,7 +199,6 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
                 yr[j] = ptxf_f2y(${W_SCALAR});
             }
         }
-        if constexpr (CL > 1 && !PUSH) ptxf_cluster_wait();        // no block leaves while another reads its sums
     }
 }
 
