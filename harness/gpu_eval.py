@@ -229,8 +229,10 @@ class Evaluator:
 
     def gate(self) -> LaunchGate | None:
         """The worker's :class:`~.launch_gate.LaunchGate`, made on first use; None where it cannot be made (no mapped
-        host memory, the gate does not compile: the reason is kept in ``last_timing["gate_error"]``, and launches are
-        timed without it, as before)."""
+        host memory, the gate does not compile, or ``PTXFACTORY_LAUNCH_GATE=off`` in the worker's environment, for an
+        A/B of the gate itself: the reason is kept in ``last_timing["gate_error"]``, and launches are timed without it)."""
+        if self._gate is None and self._gate_error is None and os.environ.get("PTXFACTORY_LAUNCH_GATE", "").lower() == "off":
+            self._gate_error = "turned off by PTXFACTORY_LAUNCH_GATE=off"
         if self._gate is None and self._gate_error is None:
             try:
                 self._gate = LaunchGate()

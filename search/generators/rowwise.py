@@ -609,7 +609,8 @@ def _grid(cfg: RowwiseConfig, tiers: list[tuple[int, int, int]], m: RowwiseMatch
 # block's shared memory completes before that block passes its wait, so no barrier is needed before a block leaves.
 # On the H200 (2026-12-04, bench/results/h200-2026-12-04-c, % of copy at N = 65536 / 131072 / 262144) it took the
 # 512-thread register configuration from 80 / 80 / 77 to 92 / 91 / 89, against sums pulled by every thread from the
-# peers between two barriers over the whole cluster; each of the 8 cluster configurations gained 3 to 12 points.
+# peers between two barriers over the whole cluster; pushed was ahead in 23 of the 24 long-row measurements of the 8
+# cluster configurations (by up to 12 points; one was 1 point behind).
 _CLUSTER_SUM = r"""
 static __device__ __forceinline__ void ptxf_cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
 static __device__ __forceinline__ unsigned long long* ptxf_cluster_bar(float* cl, int which)

@@ -66,6 +66,16 @@ def test_grid_stride_caps_the_grid_by_the_gpus_sm_count():
     assert v.launch.grid == ["min(cdiv(N, 128), 1008)"]  # 84 SMs x 1536 / 128
 
 
+def test_grid_stride_is_refused_where_the_grid_fits_one_wave_at_every_bench_size():
+    """axpy at N = 1048576: 8192 blocks of 128. One wave of 132 SMs is 2112 blocks: proposed. With 600 SMs (a wave of
+    9600 blocks) or a bench size of 2000 elements (16 blocks) the loop would run once per thread: refused."""
+    assert GridStridePass().applies(unit_on(facts(132)))
+    assert not GridStridePass().applies(unit_on(facts(600)))
+    small = dataclasses.replace(unit_on(facts(132)), spec=SPEC.model_copy(update={"bench": SPEC.bench.model_copy(update={"sizes": [{"N": 2000}]})}))
+    assert not GridStridePass().applies(small)
+    assert GridStridePass().applies(unit_on(None))  # no facts: no cap, nothing to judge by
+
+
 def test_grid_stride_without_facts_keeps_the_grid_and_compiles():
     u = unit_on(None)
     assert GridStridePass().applies(u)

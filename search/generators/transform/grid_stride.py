@@ -18,7 +18,9 @@ thread with the same code, so results are exact.
 The opening is :mod:`.opening`'s tolerant reading (aliases of ``threadIdx.x``, extra uniform parts of the guard, which
 join the loop's condition: ``if (i >= n || N <= 0) return;`` -> ``i < n && !((N <= 0))``).
 
-Preconditions: a 1-D launch with ``policy = "free"``; ``rest`` has no ``return``, barrier, warp
+Preconditions: a 1-D launch with ``policy = "free"``; with the GPU's facts, a grid larger than the cap at some bench
+size (where it fits one wave at every one, the loop would run once per thread: refused; the pass is not a restructuring
+one, which say ``why_not`` and lead the plan, so the report does not list it); ``rest`` has no ``return``, barrier, warp
 collective, ``__shared__`` data or use of ``threadIdx``/``blockIdx``/``blockDim``/``gridDim``; ``i``
 and the names in ``n`` are not written in ``rest``; a 32-bit index does not overflow at the spec's
 sizes (the original grid's threads plus one stride, capped or not, stay below 2^31).
@@ -95,8 +97,21 @@ class GridStridePass:
                 return False
         return True
 
+    def _one_wave(self, unit: Unit) -> int | None:
+        """The most blocks the grid has at a bench size, when that is within the cap (one wave of the GPU) at every
+        one: there the loop would run once per thread, the original plus a loop's cost. None otherwise, or without
+        the GPU's facts (no cap: the candidate keeps the grid and is proposed, as the job cannot tell)."""
+        cap = self.cap(unit)
+        if cap is None or not unit.spec.bench.sizes:
+            return None
+        try:
+            most = max(int(evaluate(unit.launch.grid[0], size)) for size in unit.spec.bench.sizes)
+        except ExprError:
+            return None
+        return most if most <= cap else None
+
     def applies(self, unit: Unit) -> bool:
-        return self._match(unit) is not None
+        return self._match(unit) is not None and self._one_wave(unit) is None
 
     def cap(self, unit: Unit) -> int | None:
         """The grid cap: the blocks of one full-occupancy wave of the unit's GPU (:func:`wave_blocks`); None without its facts."""
