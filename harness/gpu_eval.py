@@ -15,6 +15,7 @@ reference's judgement (:func:`.reference.judge`, NumPy) copies them to the host.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -121,6 +122,20 @@ class LoadedKernel:
     def __call__(self, args: tuple, size: dict[str, int]) -> None:
         grid, block, smem = self.dims(size)
         self.function(grid, block, args, shared_mem=smem)
+
+
+@contextlib.contextmanager
+def _held(gate: LaunchGate | None):
+    """The launches queued inside wait on the GPU behind ``gate`` (None: no gate) until the block ends, however it ends
+    (an exception inside would otherwise leave the GPU waiting out the gate's timeout)."""
+    if gate is None:
+        yield
+        return
+    gate.hold()
+    try:
+        yield
+    finally:
+        gate.release()
 
 
 def _args(spec: KernelSpec, size: dict[str, int], buffers: dict[str, cp.ndarray]) -> tuple:
@@ -618,15 +633,13 @@ class Evaluator:
         # SLOW_REPS rounds and no warm-up (its speedup is known to be tiny; the full rounds would cost seconds)
         probe = [cp.cuda.Event() for _ in range(3)]
         gate = self.gate()  # (the launches behind it run back to back: see below)
-        if gate is not None:
-            gate.hold()
-        probe[0].record()
-        kernels["base"](sets[0]["base"][0], size)
-        probe[1].record()
-        kernels["cand"](sets[0]["cand"][0], size)
-        probe[2].record()
-        if gate is not None:
-            gate.release()
+        opened = gate.timeouts() if gate is not None else 0  # gates that opened by themselves so far (cumulative)
+        with _held(gate):
+            probe[0].record()
+            kernels["base"](sets[0]["base"][0], size)
+            probe[1].record()
+            kernels["cand"](sets[0]["cand"][0], size)
+            probe[2].record()
         probe[2].synchronize()
         base_ms, cand_ms = cp.cuda.get_elapsed_time(probe[0], probe[1]), cp.cuda.get_elapsed_time(probe[1], probe[2])
         slow = few_rounds and cand_ms >= self.SLOW_MS and cand_ms >= self.SLOW_RATIO * base_ms
@@ -645,8 +658,6 @@ class Evaluator:
                             "slow": slow}
         events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(2 * reps)]
         # each timed launch queued behind a gate: its events time the GPU, never the host preparing the launch
-        if gate is not None:
-            gate.reset()
         self.last_timing.update(gated=gate is not None, gate_error=self._gate_error)
         times = {"base": [], "cand": []}
         order = []
@@ -666,20 +677,17 @@ class Evaluator:
                     scratch.fill(1 + r % 251)
                     self.last_timing["flushes"] += 1
                 start, end = events[2 * r + j]
-                if gate is not None:
-                    gate.hold()
-                start.record()
-                kernels[who](sets[r % n_sets][who][0], size)
-                end.record()
-                if gate is not None:
-                    gate.release()
+                with _held(gate):
+                    start.record()
+                    kernels[who](sets[r % n_sets][who][0], size)
+                    end.record()
                 if r in side:  # a sampled round: its outputs, read right after the launch, outside the events
                     for arg in outputs:
                         cp.copyto(side[r][who][arg.name], bufs[arg.name])
                 order.append((who, start, end))
         cp.cuda.Device().synchronize()
         if gate is not None:  # a gate that opened by itself: that launch's time may hold host time (a stalled host)
-            self.last_timing["gate_timeouts"] = gate.timeouts()
+            self.last_timing["gate_timeouts"] = gate.timeouts() - opened
         for who, start, end in order:
             times[who].append(cp.cuda.get_elapsed_time(start, end) * 1e3)
         if slow and float(np.median(times["cand"])) < self.SLOW_RATIO * float(np.median(times["base"])):
@@ -767,7 +775,7 @@ class Evaluator:
                 return rejected.model_copy(update={"resources": cand.resources, "wall_s": verify_s, "verify_s": verify_s,
                                                    "reference_s": self.reference_s - ref0})
             facts = self.facts()
-            timings, samples, slow, floor_notes = [], [], [], []
+            timings, samples, slow, floor_notes, gate_notes = [], [], [], [], []
             for size in plan.bench_sizes:
                 try:
                     cand.dims(size)
@@ -777,6 +785,9 @@ class Evaluator:
                 samples.append((ct, bt))
                 if self.last_timing.get("slow"):
                     slow.append(size)
+                if self.last_timing.get("gate_timeouts"):
+                    gate_notes.append(f"{self.last_timing['gate_timeouts']} timed launches at {size} waited "
+                                      f"{LaunchGate.TIMEOUT_NS / 1e9:g} s for the host: their times may hold host time")
                 if problem:
                     return Rejected(candidate_key=key, check="post_timing", reason=problem, resources=cand.resources,
                                     wall_s=time.perf_counter() - t0)
@@ -808,7 +819,7 @@ class Evaluator:
         lo, hi = speedup_interval(samples)
         return Measured(candidate_key=key, resources=cand.resources, timings=timings, speedup=speedup, speedup_lo=lo, speedup_hi=hi,
                         verified_sizes=plan.verify_sizes + plan.heldout_sizes, wall_s=time.perf_counter() - t0, verify_s=verify_s, reference_s=self.reference_s - ref0,
-                        ref_errors=R.summarise(errors), notes=self.notes(base_key) + floor_notes + (
+                        ref_errors=R.summarise(errors), notes=self.notes(base_key) + floor_notes + gate_notes + (
                             [f"timed in {self.SLOW_REPS} rounds without warm-up at {slow}: its probe launch took "
                              f"{self.SLOW_RATIO:g}x the original's or more"] if slow else []))
 

@@ -38,8 +38,7 @@ class LaunchGate:
 
     ``hold()`` queues the gate on the current stream with the next ticket; ``release()`` writes that ticket to the
     mapped counter. Between the two the host may take as long as it needs (up to :attr:`TIMEOUT_NS`) without the GPU
-    idling inside the events. :meth:`timeouts` says how many gates opened by themselves since the last
-    :meth:`reset`. Raises ``cupy.cuda.runtime.CUDARuntimeError`` / ``cupy.cuda.compiler.CompileException`` at
+    idling inside the events. :meth:`timeouts` says how many gates opened by themselves so far. Raises ``cupy.cuda.runtime.CUDARuntimeError`` / ``cupy.cuda.compiler.CompileException`` at
     construction when the mapped memory or the kernel cannot be had (the caller then times without a gate)."""
 
     TIMEOUT_NS = 500_000_000  # 0.5 s: far above any launch's host cost, short enough not to look like a hang
@@ -64,11 +63,8 @@ class LaunchGate:
         self._ticket[0] = self._next
 
     def timeouts(self) -> int:
-        """Gates that opened by themselves since :meth:`reset` (synchronises the device)."""
+        """Gates that opened by themselves since the gate was made (synchronises the device)."""
         return int(self._timeouts.get()[0])
-
-    def reset(self) -> None:
-        self._timeouts.fill(0)
 
     def close(self) -> None:
         """Free the mapped memory (the device must be idle: no gate queued)."""

@@ -627,6 +627,7 @@ static __device__ __forceinline__ void ptxf_cluster_start(float* cl)
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
+    __syncwarp();  // (the warp converged again before an .aligned barrier)
     asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 }
 static __device__ __forceinline__ void ptxf_cluster_sum(float (&acc)[2], float* cl, int which, int first, int S, int rank)

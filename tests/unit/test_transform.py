@@ -270,6 +270,23 @@ def test_stream_loads_and_stores():
     assert "__stcs" not in StreamPass().apply(unit(read_back, spec)).text  # b is read: not a streamed output
 
 
+def test_read_once_hints_only_for_the_largest_buffers():
+    """RMSNorm (x[M, N], w[N], y[M, N]): ldg_na and stream take x (and stream the store to y), never w, which every row
+    reads again; ldg (which keeps the L1 path) takes both. A bias-add whose inputs are all of one size: all of them."""
+    from ptxfactory.search.generators.transform.ldg import streamed
+
+    ctx = example_ctx("rmsnorm")
+    u = unit_from_context(ctx)
+    assert streamed(u, "x") and not streamed(u, "w") and streamed(u, "y")
+    w_reads = lambda text: re.findall(r"[\w]+\(w \+|w\[", text)  # noqa: E731
+    for hint in (StreamPass(), LdgNoAllocatePass()):
+        text = hint.apply(u).text
+        assert ("__ldcs(x +" in text or "ptxf_ldna_bf16(x +" in text) and w_reads(text) == ["w["] * len(w_reads(text)), hint.name
+    assert "__ldg(w +" in LdgPass().apply(u).text
+    spec = elementwise_spec()
+    assert "__ldcs(a + i)" in StreamPass().apply(unit(ELEMENTWISE, spec)).text  # a, c and b: one size
+
+
 # ---------------------------------------------------------------- shuffle_reduce
 
 REDUCE = """
@@ -545,13 +562,15 @@ def test_transform_of_a_transformed_or_family_parent(proposals):
     child_ctx = make_ctx(ctx.source, ctx.spec, original=parent)
     assert not any(p.applies(unit_from_context(child_ctx)) for p in PASSES if f"pass:{p.name}" in parent.params)
     children = TransformGenerator().propose(child_ctx)
-    # fast_math follows a best alone (never in a chain); only the stores are left to stream, and the grid-stride
-    # loop's i % N to carry (divmod)
+    # fast_math follows a best alone (never in a chain); only the stores are left to stream, the bias (re-read by
+    # every row: no read-once hint took it) to read through __ldg, and the grid-stride loop's i % N to carry (divmod)
     assert sorted(c.description for c in children) == [
-        "transform divmod", "transform fast_math (fast_math: tanhf)", "transform stream", "transform stream+divmod"]
+        "transform divmod", "transform fast_math (fast_math: tanhf)", "transform ldg", "transform ldg+divmod",
+        "transform stream", "transform stream+divmod"]
     fast = next(c for c in children if "pass:fast_math" in c.params)
     grandchildren = TransformGenerator().propose(make_ctx(ctx.source, ctx.spec, original=fast))
-    assert sorted(c.description for c in grandchildren) == ["transform divmod", "transform stream", "transform stream+divmod"]
+    assert sorted(c.description for c in grandchildren) == ["transform divmod", "transform ldg", "transform ldg+divmod",
+                                                             "transform stream", "transform stream+divmod"]
     for c in children + grandchildren:
         tanh = 1 if (c in grandchildren or c is fast) else 0
         assert c.kernel_text.count("ptxf_ldna_bf16(const") == 1 and c.kernel_text.count("ptxf_tanh_approx(float") == tanh

@@ -8,7 +8,8 @@
   ``q[i] = v;`` to write-only outputs through ``__stcs(q + (i), (T)(v))`` (``st.global.cs``).
 
 A pointer is read-only when every use of it in the kernel is a read of ``p[i]`` / ``*p`` (see
-``base.PointerParam``) and its spec role is ``in``; an output is streamed when its role is ``out``,
+``base.PointerParam``) and its spec role is ``in``; ``ldg_na`` and ``stream`` take only the inputs of the kernel's largest
+size class (:func:`streamed`: a weight vector beside a matrix is re-read by every row, and keeps the plain path); an output is streamed when its role is ``out``,
 it is never read, and every write is a plain ``q[i] = v;`` statement. Exact: the same values are
 loaded and stored, only the cache policy differs (the verifier's buffers never overlap).
 """
@@ -57,16 +58,36 @@ def na_helper(base: str) -> tuple[str, str]:
     return name, body
 
 
+def streamed(unit: Unit, name: str) -> bool:
+    """Whether the spec's buffer ``name`` is of the kernel's largest size class at every bench size (at least half the
+    elements of its largest buffer): data the kernel streams through. A smaller input (a weight vector beside a
+    matrix, a per-channel table beside activations) is read again by many threads, and a read-once hint (no L1
+    allocation, evict-first) would send every re-read back to L2 or memory. True where the spec cannot say."""
+    arg = next((a for a in unit.spec.args if a.name == name and a.is_buffer), None)
+    if arg is None:
+        return True
+    for size in unit.spec.bench.sizes:
+        try:
+            n, most = arg.numel(size), max(a.numel(size) for a in unit.spec.args if a.is_buffer)
+        except ValueError:  # (protocol.expr.ExprError: a shape the sizes do not define)
+            return True
+        if 2 * n < most:
+            return False
+    return True
+
+
 class _HintPass:
     name = ""
     group = "hint"
     exact = True
     load = ""  # function called on the pointer
     streams_stores = False
+    read_once = False  # a hint for data read once: only the buffers of the largest size class (:func:`streamed`)
 
     def _loads(self, unit: Unit) -> list[PointerParam]:
         return [p for p in unit.pointers.values()
-                if p.read_only and p.reads and unit.arg_role(p.name) == "in" and self._supported(p.base)]
+                if p.read_only and p.reads and unit.arg_role(p.name) == "in" and self._supported(p.base)
+                and (not self.read_once or streamed(unit, p.name))]
 
     def _stores(self, unit: Unit) -> list[PointerParam]:
         if not self.streams_stores:
@@ -149,6 +170,7 @@ class LdgNoAllocatePass(_HintPass):
     """Reads of read-only pointer parameters through inline PTX ``ld.global.nc.L1::no_allocate``."""
 
     name = "ldg_na"
+    read_once = True
 
     def _supported(self, base: str) -> bool:
         return base in _NA
@@ -163,3 +185,4 @@ class StreamPass(_HintPass):
     name = "stream"
     load = "__ldcs"
     streams_stores = True
+    read_once = True
