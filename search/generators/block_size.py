@@ -103,11 +103,13 @@ class BlockChoices:
     skipped: str | None = None
 
 
-def block_choices(parent: Candidate, spec: KernelSpec, sizes=BLOCK_SIZES) -> BlockChoices:
+def block_choices(parent: Candidate, spec: KernelSpec, sizes=BLOCK_SIZES, sm_count: int | None = None) -> BlockChoices:
     """For each block size in ``sizes`` other than the parent's: a launch, or the reason it is refused.
 
     Proposed only for ``launch.policy = "free"``, a parent without a ``block`` knob (a family's
-    kernel is written for its block) and a block of one integer literal."""
+    kernel is written for its block) and a block of one integer literal. With the GPU's ``sm_count``, a block larger
+    than the parent's is refused where its grid has fewer blocks than the GPU has SMs at every bench size (a kernel of
+    few threads: the larger block would leave SMs idle)."""
     block = parent.launch.block
     b0 = _int(block[0]) if len(block) == 1 else None
     if spec.launch.policy != "free":
@@ -127,11 +129,33 @@ def block_choices(parent: Candidate, spec: KernelSpec, sizes=BLOCK_SIZES) -> Blo
             out.refused[b1] = facts.limit or f"at most {facts.max_threads} threads"
         else:
             grid = rescale_grid(parent, spec, facts, b0, b1)
+            idle = _idle_sms(grid, spec, sm_count) if b1 > b0 and not isinstance(grid, str) else None
             if isinstance(grid, str):
                 out.refused[b1] = grid
+            elif idle is not None:
+                out.refused[b1] = idle
             else:
                 out.launches[b1] = LaunchConfig(grid=grid, block=[b1], shared_mem=parent.launch.shared_mem)
     return out
+
+
+def _idle_sms(grid: list, spec: KernelSpec, sm_count: int | None) -> str | None:
+    """Why ``grid`` leaves SMs idle: fewer blocks than ``sm_count`` at every bench size; None where it fills them at
+    some size, or where that cannot be told (no SM count, no bench size, a grid the sizes do not define)."""
+    if not sm_count or not spec.bench.sizes:
+        return None
+    most = 0
+    for size in spec.bench.sizes:
+        try:
+            blocks = 1
+            for g in grid:
+                blocks *= int(evaluate(g, size))
+        except ExprError:
+            return None
+        most = max(most, blocks)
+    if most >= sm_count:
+        return None
+    return f"at most {most} blocks at the bench sizes, fewer than the GPU's {sm_count} SMs: a larger block leaves SMs idle"
 
 
 def block_shapes(parent: Candidate, spec: KernelSpec, shapes=BLOCK_SHAPES) -> BlockChoices:

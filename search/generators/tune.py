@@ -64,7 +64,8 @@ class TuneGenerator:
             if opt in base:
                 continue
             variants.append((base + [opt], parent.launch, f"tune {opt}", {"option": opt}))
-        for blocks in (block_choices(parent, ctx.spec), block_shapes(parent, ctx.spec)):  # 1-D sizes, 2-D shapes
+        sms = getattr(ctx.facts, "sm_count", None)  # (the GPU's, when the job has one: larger blocks that idle SMs refused)
+        for blocks in (block_choices(parent, ctx.spec, sm_count=sms), block_shapes(parent, ctx.spec)):  # 1-D sizes, 2-D shapes
             for b, launch in blocks.launches.items():
                 variants.append((list(parent.options), launch, f"tune block={b}", {"block": b}))
             for b, why in blocks.refused.items():

@@ -223,6 +223,20 @@ def test_grid_divided_by_the_block_is_recomputed(grid, b1, new):
     compiles(parent(SCALE, sp).model_copy(update={"launch": ch.launches[b1]}))
 
 
+def test_a_larger_block_that_leaves_sms_idle_is_refused_with_the_gpus_sm_count():
+    """scale at N = 100000 in blocks of 256: 391 blocks. On a GPU of 132 SMs, blocks of 512 make 196 and blocks of 1024
+    make 98: only 1024 leaves SMs idle at every bench size, and is refused. Smaller blocks are always proposed; without
+    an SM count nothing is refused for this."""
+    sp = spec("scale", ELEM_ARGS, '["cdiv(N, 256)"]')
+    ch = block_choices(parent(SCALE, sp), sp, sm_count=132)
+    assert 512 in ch.launches and 128 in ch.launches and 1024 not in ch.launches
+    assert ch.refused[1024] == ("at most 98 blocks at the bench sizes, fewer than the GPU's 132 SMs: a larger block "
+                                "leaves SMs idle")
+    assert 1024 in block_choices(parent(SCALE, sp), sp).launches
+    few = block_choices(parent(SCALE, sp), sp, sm_count=1000)  # 391 blocks already fewer: every larger block refused
+    assert set(few.refused) >= {512, 1024} and 128 in few.launches
+
+
 def test_grid_of_several_elements_per_thread_keeps_them():
     """A vectorised kernel's grid cdiv(N, 256 * 4) (4 elements per thread): cdiv(N, 512 * 4) at 512 threads."""
     sp = spec("scale", ELEM_ARGS, '["cdiv(N, 1024)"]')
