@@ -45,7 +45,7 @@ def compiled(cands, ctx):
 def _config(c: Candidate) -> RowwiseConfig:
     p = c.params
     return RowwiseConfig(p["block"], p["rows_per_block"], p["vecs"], p["hint"], p["grid"], p["norm"],
-                         p.get("cluster", 1), p.get("stage") == "smem", p.get("cluster_sum") == "push")
+                         p.get("cluster", 1), p.get("stage") == "smem")
 
 
 def test_matches_weight_then_bias(ctx):
