@@ -44,3 +44,28 @@ def test_spmv_csr_row_bounds_read_through_ldg_are_uniform_for_vector_loops():
 def test_adam_step_compound_update_is_vectorised():
     # p[i] -= lr * ...: vectorize read only y[i] = v; stores (and its element registers for a buffer v hid ptxf_v0)
     assert any("vectorize" in c for c in chains("adam_step"))
+
+
+def test_decay_scan_gets_no_wasted_proposals_on_an_h200():
+    """decay_scan (B x D = 8192 and 65536 threads, one per (b, d), decay[d] re-read by every b) with an H200's facts:
+    no grid_stride (its grid fits one wave: the loop would run once), no read-once hint on decay, no block larger than
+    the original's (fewer blocks than SMs). The helper who wrote it found all three proposed (2026-12-04)."""
+    from ptxfactory.harness.source import find_kernel
+    from ptxfactory.protocol import Candidate, GpuFacts, LaunchConfig
+    from ptxfactory.search.base import GenContext
+    from ptxfactory.search.generators import load
+
+    cu = (TRIALS / "decay_scan" / "decay_scan.cu").read_text()
+    spec = parse_spec((TRIALS / "decay_scan" / "decay_scan.cu.toml").read_text()).kernels["decay_scan"]
+    k = find_kernel(cu, "decay_scan")
+    original = Candidate(kernel_name="decay_scan", source=cu, kernel_text=k.text,
+                         launch=LaunchConfig(grid=spec.launch.grid, block=spec.launch.block))
+    h200 = GpuFacts(name="H200", arch="sm_90a", sm_count=132, l2_bytes=50 << 20, copy_gbps=4200.0, peak_gbps=4800.0)
+    ctx = GenContext(spec=spec, source=cu, kernel=k, original=original, facts=h200)
+    found = load("transform").propose(ctx) + load("tune").propose(ctx)
+    assert found and not any("grid_stride" in c.description for c in found)
+    assert not any("__ldcs(decay" in c.kernel_text or "ptxf_ldna_f32(decay" in c.kernel_text for c in found)
+    assert any("__ldcs(x" in c.kernel_text for c in found)  # x, streamed once, still takes the hint
+    assert {c.params.get("block") for c in found if "block" in c.params} == {128}
+    without = GenContext(spec=spec, source=cu, kernel=k, original=original)  # no GPU: nothing to judge the grid by
+    assert any("grid_stride" in c.description for c in load("transform").propose(without))
