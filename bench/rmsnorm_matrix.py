@@ -46,12 +46,13 @@ PER_SHAPE = "factory_per_shape"  # at each shape the job's fastest verified cand
 FACTORIES = (FACTORY, PER_SHAPE)
 BASELINES = ("torch", "quack", "quack_tuned")
 
+SLEEP_CYCLES = 40_000_000  # ~20 ms at 2 GHz ahead of each pass: more than the host needs to queue --reps launches
+
 
 def ratio_key(factory: str, baseline: str) -> str:
     """The table's column of ``factory``'s speedup over ``baseline``: ``vs_<baseline>`` for the one kernel,
     ``per_shape_vs_<baseline>`` for the per-shape pick."""
     return f"vs_{baseline}" if factory == FACTORY else f"per_shape_vs_{baseline}"
-SLEEP_CYCLES = 40_000_000  # ~20 ms at 2 GHz ahead of each pass: more than the host needs to queue --reps launches
 
 
 def bytes_moved(m: int, n: int) -> int:

@@ -231,6 +231,7 @@ class Evaluator:
         self.unjudged: dict[tuple, str] = {}
         self._gate: LaunchGate | None = None  # see :meth:`gate`
         self._gate_error: str | None = None
+        self._gate_opened = 0  # gates that had opened by themselves at the last time_size's end
 
     def close(self) -> None:
         """Stop the Python reference's child process, if any, and free the launch gate (the worker's end)."""
@@ -633,7 +634,6 @@ class Evaluator:
         # SLOW_REPS rounds and no warm-up (its speedup is known to be tiny; the full rounds would cost seconds)
         probe = [cp.cuda.Event() for _ in range(3)]
         gate = self.gate()  # (the launches behind it run back to back: see below)
-        opened = gate.timeouts() if gate is not None else 0  # gates that opened by themselves so far (cumulative)
         with _held(gate):
             probe[0].record()
             kernels["base"](sets[0]["base"][0], size)
@@ -687,7 +687,9 @@ class Evaluator:
                 order.append((who, start, end))
         cp.cuda.Device().synchronize()
         if gate is not None:  # a gate that opened by itself: that launch's time may hold host time (a stalled host)
-            self.last_timing["gate_timeouts"] = gate.timeouts() - opened
+            opened = gate.timeouts()  # (cumulative: one read a size, after the synchronize above)
+            self.last_timing["gate_timeouts"] = opened - self._gate_opened
+            self._gate_opened = opened
         for who, start, end in order:
             times[who].append(cp.cuda.get_elapsed_time(start, end) * 1e3)
         if slow and float(np.median(times["cand"])) < self.SLOW_RATIO * float(np.median(times["base"])):
