@@ -45,6 +45,7 @@ from ptxfactory.protocol import Candidate, KernelSpec, LaunchConfig
 from ptxfactory.protocol.expr import ExprError, evaluate
 
 from .transform import syntax as sx
+from .transform.grid_stride import most_blocks
 from .transform.syntax import Node
 
 BLOCK_SIZES = (128, 256, 512, 1024)  # what "tune" proposes: powers of two, whole warps, the hardware's range
@@ -142,18 +143,8 @@ def block_choices(parent: Candidate, spec: KernelSpec, sizes=BLOCK_SIZES, sm_cou
 def _idle_sms(grid: list, spec: KernelSpec, sm_count: int | None) -> str | None:
     """Why ``grid`` leaves SMs idle: fewer blocks than ``sm_count`` at every bench size; None where it fills them at
     some size, or where that cannot be told (no SM count, no bench size, a grid the sizes do not define)."""
-    if not sm_count or not spec.bench.sizes:
-        return None
-    most = 0
-    for size in spec.bench.sizes:
-        try:
-            blocks = 1
-            for g in grid:
-                blocks *= int(evaluate(g, size))
-        except ExprError:
-            return None
-        most = max(most, blocks)
-    if most >= sm_count:
+    most = most_blocks(grid, spec.bench.sizes) if sm_count else None
+    if most is None or most >= sm_count:
         return None
     return f"at most {most} blocks at the bench sizes, fewer than the GPU's {sm_count} SMs: a larger block leaves SMs idle"
 

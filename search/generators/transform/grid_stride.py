@@ -27,6 +27,8 @@ sizes (the original grid's threads plus one stride, capped or not, stay below 2^
 """
 from __future__ import annotations
 
+import math
+
 from ptxfactory.protocol import LaunchConfig
 from ptxfactory.protocol.expr import ExprError, evaluate
 
@@ -56,6 +58,19 @@ def wave_blocks(facts, block_threads: int | None) -> int | None:
         return None
     per_sm = max(1, threads_per_sm(facts.arch) // (block_threads or UNKNOWN_BLOCK))
     return facts.sm_count * per_sm
+
+
+def most_blocks(grid: list, sizes: list[dict[str, int]]) -> int | None:
+    """The most blocks a launch of ``grid`` (spec expressions, one per dimension) has at any of ``sizes``; None without
+    sizes or where an expression cannot be evaluated at one."""
+    most = None
+    for size in sizes:
+        try:
+            blocks = math.prod(int(evaluate(g, size)) for g in grid)
+        except ExprError:
+            return None
+        most = blocks if most is None else max(most, blocks)
+    return most
 
 
 class GridStridePass:
@@ -102,13 +117,8 @@ class GridStridePass:
         one: there the loop would run once per thread, the original plus a loop's cost. None otherwise, or without
         the GPU's facts (no cap: the candidate keeps the grid and is proposed, as the job cannot tell)."""
         cap = self.cap(unit)
-        if cap is None or not unit.spec.bench.sizes:
-            return None
-        try:
-            most = max(int(evaluate(unit.launch.grid[0], size)) for size in unit.spec.bench.sizes)
-        except ExprError:
-            return None
-        return most if most <= cap else None
+        most = most_blocks(unit.launch.grid[:1], unit.spec.bench.sizes) if cap is not None else None
+        return most if most is not None and most <= cap else None
 
     def applies(self, unit: Unit) -> bool:
         return self._match(unit) is not None and self._one_wave(unit) is None
