@@ -69,3 +69,16 @@ def test_decay_scan_gets_no_wasted_proposals_on_an_h200():
     assert {c.params.get("block") for c in found if "block" in c.params} == {128}
     without = GenContext(spec=spec, source=cu, kernel=k, original=original)  # no GPU: nothing to judge the grid by
     assert any("grid_stride" in c.description for c in load("transform").propose(without))
+
+
+def test_gru_cell_h_read_once_at_the_threads_index_takes_the_read_once_hints():
+    """gru_cell: h [B, H] is a third of the gates' size but as large as the output hy, one element a thread: streamed,
+    so stream reads it through __ldcs (it was kept off as 're-read' while the rule only compared with the largest
+    buffer). The gates, read through row pointers, are not hinted (no pass follows a local pointer)."""
+    from ptxfactory.search.generators.transform.ldg import StreamPass, streamed
+
+    cu = (TRIALS / "gru_cell" / "gru_cell.cu").read_text()
+    spec = parse_spec((TRIALS / "gru_cell" / "gru_cell.cu.toml").read_text()).kernels["gru_cell"]
+    u = unit_from_context(make_ctx(cu, spec))
+    assert streamed(u, "h") and streamed(u, "hy") and streamed(u, "xg")
+    assert "__ldcs(h + idx)" in StreamPass().apply(u).text

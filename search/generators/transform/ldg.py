@@ -59,8 +59,9 @@ def na_helper(base: str) -> tuple[str, str]:
 
 
 def streamed(unit: Unit, name: str) -> bool:
-    """Whether the spec's buffer ``name`` is of the kernel's largest size class at every bench size (at least half the
-    elements of its largest buffer): data the kernel streams through. A smaller input (a weight vector beside a
+    """Whether the spec's buffer ``name`` is data the kernel streams through at every bench size: of its largest size
+    class (at least half the elements of its largest buffer), or at least as large as its largest output (one element
+    an output element: a GRU cell's h beside gates three times its size). A smaller input (a weight vector beside a
     matrix, a per-channel table beside activations) is read again by many threads, and a read-once hint (no L1
     allocation, evict-first) would send every re-read back to L2 or memory. True where the spec cannot say."""
     arg = next((a for a in unit.spec.args if a.name == name and a.is_buffer), None)
@@ -68,10 +69,12 @@ def streamed(unit: Unit, name: str) -> bool:
         return True
     for size in unit.spec.bench.sizes:
         try:
-            n, most = arg.numel(size), max(a.numel(size) for a in unit.spec.args if a.is_buffer)
+            n = arg.numel(size)
+            most = max(a.numel(size) for a in unit.spec.args if a.is_buffer)
+            out = max((a.numel(size) for a in unit.spec.args if a.is_buffer and a.role in ("out", "inout")), default=0)
         except ValueError:  # (protocol.expr.ExprError: a shape the sizes do not define)
             return True
-        if 2 * n < most:
+        if 2 * n < most and n < out:
             return False
     return True
 
