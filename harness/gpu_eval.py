@@ -38,10 +38,13 @@ from .device_cache import DeviceCache
 from .elf import is_elf
 from .launch_gate import LaunchGate
 from .plan import EvalPlan
+from .static_checks import PORTABLE_CLUSTER_BLOCKS
 from .stats import speedup_interval
 
 _ATTR_MAX_THREADS, _ATTR_SHARED, _ATTR_LOCAL, _ATTR_REGS = 0, 1, 3, 4
 _ATTR_MAX_DYN_SHARED = 8
+_ATTR_CLUSTER_DIMS = (11, 12, 13)  # CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_{WIDTH,HEIGHT,DEPTH}: compiled-in cluster
+_ATTR_NON_PORTABLE_CLUSTER = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
 # sticky CUDA errors, in the driver API's spelling (CUDA_ERROR_...) and the runtime API's (cudaError...: what CuPy's
 # synchronize raises)
 STICKY_ERRORS = ("ILLEGAL_ADDRESS", "MISALIGNED", "ILLEGAL_INSTRUCTION", "LAUNCH_FAILED", "ASSERT", "HARDWARE_STACK",
@@ -86,8 +89,17 @@ class LoadedKernel:
             local_bytes=driver.funcGetAttribute(_ATTR_LOCAL, ptr),
             max_threads_per_block=driver.funcGetAttribute(_ATTR_MAX_THREADS, ptr),
         )
+        self._allow_large_cluster(ptr)
         self._dyn_smem_set = 0
         self._dims: dict[tuple, tuple] = {}  # size -> (grid, block, smem): evaluated once per size, not per launch
+
+    @staticmethod
+    def _allow_large_cluster(ptr: int) -> None:
+        """A kernel compiled for a cluster past the portable 8 blocks (static_checks.MAX_CLUSTER_BLOCKS: 16 on sm_90)
+        launches only once opted in; the driver then refuses the launch itself where the GPU cannot hold one."""
+        blocks = math.prod(max(1, driver.funcGetAttribute(a, ptr)) for a in _ATTR_CLUSTER_DIMS)
+        if blocks > PORTABLE_CLUSTER_BLOCKS:
+            driver.funcSetAttribute(ptr, _ATTR_NON_PORTABLE_CLUSTER, 1)
 
     def dims(self, size: dict[str, int]) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         """Grid, block and dynamic shared memory (bytes) at ``size``, evaluated once per size (a piecewise launch

@@ -42,6 +42,7 @@ from ptxfactory.protocol import Candidate, KernelSpec
 from ..base import (_COMMENTS, GenContext, family_candidate, family_candidates, kernel_linkage, render_params, scalars_unused, shape_dims,
                     size_args, stored_values)
 from .cuda_text import load_template, floats_to_word, word_to_floats
+from ptxfactory.harness.static_checks import MAX_CLUSTER_BLOCKS
 
 _TEMPLATE = Path(__file__).with_name("rowwise.cu")
 _FLOATS = ("bf16", "f16", "f32")
@@ -511,20 +512,25 @@ def stage_vecs(block: int, nvec: int, entry: int, cluster: int = 1) -> int:
     return v
 
 
-# Rows split over a cluster: a block's share of the row is cached in at most CLUSTER_CACHE 16-byte vectors per
-# thread (16 registers: two blocks of 1024 threads still fit an SM's register file), over the portable cluster sizes.
+# Rows split over a cluster: a block's share of the row is cached in CLUSTER_CACHE 16-byte vectors per thread (16
+# registers: two blocks of 1024 threads still fit an SM's register file) over the smallest cluster that holds the row,
+# and in twice that (more of the row in flight a thread, the fewest blocks a row) where a block of at most
+# CLUSTER_WIDE_BLOCK threads can. Clusters up to harness.static_checks.MAX_CLUSTER_BLOCKS: 16 on sm_90, past the
+# portable 8 (the worker opts such a kernel in when it loads it).
 CLUSTER_CACHE = 4
-CLUSTER_SIZES = (2, 4, 8)
+CLUSTER_SIZES = (2, 4, 8, MAX_CLUSTER_BLOCKS)
 CLUSTER_BLOCKS = (512, 256, 1024)
+CLUSTER_WIDE_BLOCK = 512
 
 
 def cluster_configs(nvec: int, stage_entry: int = 0) -> list[RowwiseConfig]:
-    """Configurations that split rows of ``nvec`` 16-byte vectors over a thread block cluster: one per block size
-    whose block cannot cache the row in :data:`CLUSTER_CACHE` vectors per thread, with the smallest cluster that
-    can (else the largest), and the smallest register cache (a power of two, at most 2 * CLUSTER_CACHE) that
-    holds the row over the cluster. With ``stage_entry`` (bytes a cached vector: 16, 32 with a residual) the
-    staged ones instead: the cache per thread is what :data:`STAGE_BYTES` holds (:func:`stage_vecs`). [] when every
-    block size holds the row alone."""
+    """Configurations that split rows of ``nvec`` 16-byte vectors over a thread block cluster, for each block size
+    whose block cannot cache the row in :data:`CLUSTER_CACHE` vectors per thread: the smallest cluster that holds
+    the row at that cache (else the largest), with the smallest register cache (a power of two, at most
+    2 * CLUSTER_CACHE) that holds it over the cluster; before it, for blocks of at most :data:`CLUSTER_WIDE_BLOCK`
+    threads, the smallest cluster that holds it at 2 * CLUSTER_CACHE, where that is another configuration. With
+    ``stage_entry`` (bytes a cached vector: 16, 32 with a residual) the staged ones instead: the cache per thread
+    is what :data:`STAGE_BYTES` holds (:func:`stage_vecs`). [] when every block size holds the row alone."""
     out = []
     for block in CLUSTER_BLOCKS:
         cap = stage_cap(block, stage_entry) if stage_entry else CLUSTER_CACHE
@@ -532,14 +538,22 @@ def cluster_configs(nvec: int, stage_entry: int = 0) -> list[RowwiseConfig]:
             continue
         cl = next((c for c in CLUSTER_SIZES if c * block * cap >= nvec), CLUSTER_SIZES[-1])
         if stage_entry:
-            cfg = RowwiseConfig(block, block // 32, stage_vecs(block, nvec, stage_entry, cl), cluster=cl, stage=True)
-        else:
-            v = 1
-            while v < 2 * CLUSTER_CACHE and cl * block * v < nvec:
-                v *= 2
-            cfg = RowwiseConfig(block, block // 32, v, cluster=cl)
-        out.append(cfg)
-    return out
+            out.append(RowwiseConfig(block, block // 32, stage_vecs(block, nvec, stage_entry, cl), cluster=cl, stage=True))
+            continue
+        wide = next((c for c in CLUSTER_SIZES if c * block * 2 * CLUSTER_CACHE >= nvec), CLUSTER_SIZES[-1])
+        if block <= CLUSTER_WIDE_BLOCK and wide != cl:
+            out.append(RowwiseConfig(block, block // 32, _cluster_vecs(nvec, block, wide), cluster=wide))
+        out.append(RowwiseConfig(block, block // 32, _cluster_vecs(nvec, block, cl), cluster=cl))
+    return list(dict.fromkeys(out))
+
+
+def _cluster_vecs(nvec: int, block: int, cluster: int) -> int:
+    """The smallest power of two (at most 2 * CLUSTER_CACHE) of vectors a thread with which ``cluster`` blocks of
+    ``block`` threads hold a row of ``nvec`` vectors."""
+    v = 1
+    while v < 2 * CLUSTER_CACHE and cluster * block * v < nvec:
+        v *= 2
+    return v
 
 
 class RowwiseNormFamily:

@@ -17,7 +17,7 @@ import pytest
 
 from ptxfactory.harness.source import find_kernel
 from ptxfactory.harness.compile import CompileFailed, compile_candidate, compile_ptx
-from ptxfactory.harness.static_checks import check_launch, cluster_dims, kernel_ptx, static_check
+from ptxfactory.harness.static_checks import MAX_CLUSTER_BLOCKS, check_launch, cluster_dims, kernel_ptx, static_check
 from ptxfactory.protocol import LaunchConfig, evaluate
 from ptxfactory.search.generators.rowwise import (CLUSTER_CACHE, STAGE_REGS, RowwiseNormFamily, cluster_capable, cluster_configs,
                                                   match_spec, tuning_space)
@@ -39,12 +39,16 @@ def _cluster_cands(ctx):
 def test_a_cluster_only_where_a_row_outgrows_one_blocks_cache():
     # a row of 4096 bf16 (512 vectors) fits a block of 256 caching 4 vectors a thread: no cluster at all
     assert cluster_configs(512) == []
-    # 8192 vectors (a 65536-long bf16 row): 512 threads x 4 vectors need 4 blocks; 256 need 8; 1024 need 2
-    got = {(c.block, c.cluster, c.vecs) for c in cluster_configs(8192)}
-    assert got == {(512, 4, 4), (256, 8, 4), (1024, 2, 4)}
-    # past 8 blocks the cache per thread grows (to twice CLUSTER_CACHE), then the rest is re-read
-    got = {(c.block, c.cluster, c.vecs) for c in cluster_configs(65536)}
-    assert got == {(512, 8, 2 * CLUSTER_CACHE), (256, 8, 2 * CLUSTER_CACHE), (1024, 8, 2 * CLUSTER_CACHE)}
+    # 8192 vectors (a 65536-long bf16 row): 512 threads x 4 vectors need 4 blocks; 256 need 8; 1024 need 2; blocks of
+    # 512 and 256 also at twice the cache (2 and 4 blocks), first
+    got = [(c.block, c.cluster, c.vecs) for c in cluster_configs(8192)]
+    assert got == [(512, 2, 8), (512, 4, 4), (256, 4, 8), (256, 8, 4), (1024, 2, 4)]
+    # 32768 vectors (262144 bf16): clusters of 16, past the portable 8 (MAX_CLUSTER_BLOCKS on sm_90)
+    got = [(c.block, c.cluster, c.vecs) for c in cluster_configs(32768)]
+    assert got == [(512, 8, 8), (512, 16, 4), (256, 16, 8), (1024, 8, 4)] and MAX_CLUSTER_BLOCKS == 16
+    # past 16 blocks the cache per thread grows (to twice CLUSTER_CACHE), then the rest is re-read
+    got = {(c.block, c.cluster, c.vecs) for c in cluster_configs(131072)}
+    assert got == {(512, 16, 2 * CLUSTER_CACHE), (256, 16, 2 * CLUSTER_CACHE), (1024, 16, 2 * CLUSTER_CACHE)}
     assert all(c.block * c.cluster * c.vecs >= 8192 for c in cluster_configs(8192))
 
 
@@ -110,9 +114,9 @@ def test_the_static_check_refuses_partial_clusters_and_oversized_ones():
     odd = c.model_copy(update={"launch": LaunchConfig(grid=[f"{cl} * M + 1"], block=c.launch.block, shared_mem=0)})
     found = check_launch(odd, ctx.spec, None, (cl, 1, 1))
     assert found is not None and "not whole clusters" in found.reason
-    # the same grid is fine for a kernel without a cluster, and a 16-block cluster is past the portable size
+    # the same grid is fine for a kernel without a cluster, and a 32-block cluster is past sm_90's (non-portable) 16
     assert check_launch(odd, ctx.spec, None, None) is None
-    assert "portable" in check_launch(c, ctx.spec, None, (16, 1, 1)).reason
+    assert "non-portable" in check_launch(c, ctx.spec, None, (32, 1, 1)).reason
     # read from the PTX: static_check finds the cluster itself
     r = compile_candidate(odd, ctx.spec.arch, ctx.spec.check.fast_math)
     found = static_check(odd, ctx.spec, r.resources, r.cubin)
