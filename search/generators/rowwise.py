@@ -458,11 +458,14 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
     ``fit(block)`` is the smallest power-of-two cache (at most 16 vectors) that holds the longest
     bench row with ``block`` threads per row; each entry asks for half, one or two times that, at most
     :data:`REGISTER_CACHE` vectors a block. From sm_80 each
-    entry with the read-only hint has a staged twin just after it (:func:`stage_vecs`); from sm_90 the cluster
-    configurations, registers and staged, follow the first pair.
+    entry with the read-only hint has a staged twin just after it (:func:`stage_vecs`). Where the first configuration
+    gives a thread fewer than :data:`SHORT_CACHE` vectors of the shortest bench row, :func:`short_configs` for that
+    row follow the first pair. From sm_90 the cluster configurations, registers and staged, follow the first pair
+    too, or lead where the first configuration would re-read part of the longest bench row.
     """
     c_max = max(int(s[m.c_sym]) for s in spec.bench.sizes)
     nvec = -(-c_max // m.vec)
+    nvec_min = -(-min(int(s[m.c_sym]) for s in spec.bench.sizes) // m.vec)
 
     def fit(block: int, mult: float) -> int:
         v = 1
@@ -475,6 +478,11 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
     if stage_capable(spec.arch):
         out = [x for c in out for x in (c, *(
             [replace(c, stage=True, vecs=stage_vecs(c.block, nvec, entry))] if c.hint == "ldg" else []))]
+    # the configurations sized from the longest row hold little of the shortest in flight a thread: ones sized from the
+    # shortest follow the first register and staged pair
+    if thread_vectors(out[0], nvec_min, m.vec) < SHORT_CACHE:
+        at = 2 if stage_capable(spec.arch) else 1
+        out[at:at] = short_configs(nvec_min)
     if cluster_capable(spec.arch):
         # the cluster configurations lead where the first one would re-read part of the longest bench row (a second
         # pass over memory there): a kernel that must hold the row is judged first by one that does; else they follow
@@ -483,6 +491,38 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
         at = 0 if rereads else 2 if stage_capable(spec.arch) else 1
         out[at:at] = cluster_configs(nvec) + cluster_configs(nvec, entry)
     return list(dict.fromkeys(out))  # drop duplicates (small rows), keep the order
+
+
+# Short rows: a thread caches SHORT_CACHE 16-byte vectors of the shortest bench row (or of the next longer tiers' rows),
+# so that each has that many loads in flight at once with few registers (more threads an SM): the fewest threads per
+# row, down to MIN_TPR, whose caches hold it; for each block size of SHORT_BLOCKS, also at half that cache (twice the
+# threads a row).
+SHORT_CACHE = 4
+SHORT_BLOCKS = (256, 512, 128)
+
+
+def thread_vectors(cfg: RowwiseConfig, nvec: int, vec: int) -> int:
+    """The vectors each thread of ``cfg`` takes of a row of ``nvec`` 16-byte vectors (``vec`` elements each): the row
+    over the threads per row of the first tier that holds it (the last tier past every cap; a split row counts as
+    one block's: what a cluster shares out is not in this count)."""
+    tiers = cfg.tiers(vec)
+    tpr = next((t for t, _, cap in tiers if nvec * vec <= cap), tiers[-1][0])
+    return -(-nvec // tpr)
+
+
+def short_configs(nvec: int) -> list[RowwiseConfig]:
+    """Register configurations for rows of ``nvec`` 16-byte vectors that are short for a block: per block size of
+    :data:`SHORT_BLOCKS` and cache of ``SHORT_CACHE`` and half that, the rows per block that give the row's first
+    tier the fewest threads (a power of two, at least :data:`MIN_TPR`, at most a warp) whose caches hold it (grid
+    adaptive: longer rows take more threads each, fewer rows a block)."""
+    out = []
+    for block in SHORT_BLOCKS:
+        for cache in (SHORT_CACHE, SHORT_CACHE // 2):
+            tpr = MIN_TPR
+            while tpr < 32 and tpr * cache < nvec:
+                tpr *= 2
+            out.append(RowwiseConfig(block, block // tpr, cache))
+    return out
 
 
 # A register cache holds at most REGISTER_CACHE 16-byte vectors a block (4 registers each: half of an SM's 65536), so a

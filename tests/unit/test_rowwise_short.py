@@ -1,0 +1,55 @@
+"""CPU tests of the rowwise family's short-row configurations (:func:`short_configs`): where the configurations sized
+from the longest bench row give a thread of the shortest one fewer than SHORT_CACHE vectors, configurations sized from
+the shortest follow the first pair, each thread then holding SHORT_CACHE (or half) of its vectors in flight with a
+small register cache; their kernels compile without spills and verify on the host emulation like any other."""
+from __future__ import annotations
+
+from ptxfactory.harness.compile import compile_candidate
+from ptxfactory.search.generators.rowwise import (MIN_TPR, SHORT_CACHE, RowwiseNormFamily, match_spec, short_configs,
+                                                  thread_vectors, tuning_space)
+from _generator_support import example_ctx
+
+
+def _ctx(bench: list[dict], arch: str = "sm_90a"):
+    ctx = example_ctx("rmsnorm")
+    spec = ctx.spec.model_copy(update={"arch": arch, "bench": ctx.spec.bench.model_copy(update={"sizes": bench})})
+    return example_ctx("rmsnorm", spec=spec)
+
+
+def test_short_rows_get_configurations_sized_for_them():
+    # bf16: a row of 256 is 32 vectors; of 512, 64
+    for n, tpr in ((256, 8), (512, 16)):
+        for c in short_configs(n // 8):
+            assert c.cluster == 1 and not c.stage and c.vecs in (SHORT_CACHE, SHORT_CACHE // 2)
+            assert c.tiers(8)[0][0] == max(MIN_TPR, min(32, n // 8 // c.vecs)), c
+            assert thread_vectors(c, n // 8, 8) == min(c.vecs, n // 8 // 32 if c.vecs * 32 < n // 8 else c.vecs)
+        assert any(thread_vectors(c, n // 8, 8) == SHORT_CACHE and c.tiers(8)[0][0] == tpr for c in short_configs(n // 8))
+    # a row shorter than MIN_TPR threads' caches: still MIN_TPR threads
+    assert {c.tiers(8)[0][0] for c in short_configs(2)} == {MIN_TPR}
+
+
+def test_they_follow_the_first_pair_only_where_the_shortest_bench_row_needs_them():
+    wide = _ctx([{"M": 32768, "N": 256}, {"M": 8192, "N": 262144}])
+    space = tuning_space(match_spec(wide.spec), wide.spec)
+    first = next(i for i, c in enumerate(space) if c.cluster == 1)
+    assert thread_vectors(space[first], 32, 8) < SHORT_CACHE
+    shorts = short_configs(32)
+    assert space[first + 2:first + 2 + len(shorts)] == shorts  # after the first register and staged pair
+    # rows of 1024 and more: the first configuration gives each thread SHORT_CACHE vectors already
+    mid = _ctx([{"M": 32768, "N": 1024}, {"M": 8192, "N": 16384}])
+    space = tuning_space(match_spec(mid.spec), mid.spec)
+    first = next(i for i, c in enumerate(space) if c.cluster == 1)
+    shorts = short_configs(128)
+    assert thread_vectors(space[first], 128, 8) >= SHORT_CACHE and space[first + 2:first + 2 + len(shorts)] != shorts
+
+
+def test_short_candidates_compile_without_spills():
+    ctx = _ctx([{"M": 32768, "N": 256}, {"M": 8192, "N": 262144}])
+    shorts = {(c.block, c.rows_per_block, c.vecs) for c in short_configs(32)}
+    cands = [c for c in RowwiseNormFamily().propose(ctx)
+             if (c.params["block"], c.params["rows_per_block"], c.params["vecs"]) in shorts and "cluster" not in c.params
+             and c.params["norm"] == "rms"]
+    assert len(cands) == len(shorts)
+    for c in cands[:2]:
+        r = compile_candidate(c, ctx.spec.arch, ctx.spec.check.fast_math)
+        assert r.resources is not None and r.resources.spill_stores == 0 and r.resources.local_bytes == 0 and r.resources.registers <= 64, c.description
