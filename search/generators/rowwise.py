@@ -460,8 +460,9 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
     :data:`REGISTER_CACHE` vectors a block. From sm_80 each
     entry with the read-only hint has a staged twin just after it (:func:`stage_vecs`). Where the first configuration
     gives a thread fewer than :data:`SHORT_CACHE` vectors of the shortest bench row, :func:`short_configs` for that
-    row follow the first pair. From sm_90 the cluster configurations, registers and staged, follow the first pair
-    too, or lead where the first configuration would re-read part of the longest bench row.
+    row follow the first pair. From sm_90 the cluster configurations (:func:`cluster_configs` for the longest bench
+    row, the wide ones for each shorter row that needs a cluster; registers, most vectors a thread first, then
+    staged) follow the first pair too, or lead where the first configuration would re-read part of the longest row.
     """
     c_max = max(int(s[m.c_sym]) for s in spec.bench.sizes)
     nvec = -(-c_max // m.vec)
@@ -489,7 +490,12 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
         # the first register and staged pair
         rereads = out[0].block * out[0].vecs < nvec
         at = 0 if rereads else 2 if stage_capable(spec.arch) else 1
-        out[at:at] = cluster_configs(nvec) + cluster_configs(nvec, entry)
+        # the longest row's, with for each shorter bench row that needs a cluster the wide ones sized for it (a
+        # smaller cluster where it needs one: fewer blocks wait on each other, a cluster is scheduled sooner); the
+        # register ones with the most of a row in flight a thread first, then the staged ones
+        longer = sorted({-(-int(s[m.c_sym]) // m.vec) for s in spec.bench.sizes} - {nvec}, reverse=True)
+        registers = cluster_configs(nvec) + [c for n in longer for c in cluster_configs(n, wide_only=True)]
+        out[at:at] = sorted(registers, key=lambda c: -c.vecs) + cluster_configs(nvec, entry)
     return list(dict.fromkeys(out))  # drop duplicates (small rows), keep the order
 
 
@@ -563,16 +569,23 @@ CLUSTER_BLOCKS = (512, 256, 1024)
 CLUSTER_WIDE_BLOCK = 512
 
 
-def cluster_configs(nvec: int, stage_entry: int = 0) -> list[RowwiseConfig]:
+def cluster_configs(nvec: int, stage_entry: int = 0, wide_only: bool = False) -> list[RowwiseConfig]:
     """Configurations that split rows of ``nvec`` 16-byte vectors over a thread block cluster, for each block size
     whose block cannot cache the row in :data:`CLUSTER_CACHE` vectors per thread: the smallest cluster that holds
     the row at that cache (else the largest), with the smallest register cache (a power of two, at most
     2 * CLUSTER_CACHE) that holds it over the cluster; before it, for blocks of at most :data:`CLUSTER_WIDE_BLOCK`
     threads, the smallest cluster that holds it at 2 * CLUSTER_CACHE, where that is another configuration. With
     ``stage_entry`` (bytes a cached vector: 16, 32 with a residual) the staged ones instead: the cache per thread
-    is what :data:`STAGE_BYTES` holds (:func:`stage_vecs`). [] when every block size holds the row alone."""
+    is what :data:`STAGE_BYTES` holds (:func:`stage_vecs`). [] when every block size holds the row alone.
+    ``wide_only``: only the configurations at 2 * CLUSTER_CACHE, for blocks of at most CLUSTER_WIDE_BLOCK threads that
+    cannot hold the row alone at that cache."""
     out = []
     for block in CLUSTER_BLOCKS:
+        if wide_only:
+            if block <= CLUSTER_WIDE_BLOCK and block * 2 * CLUSTER_CACHE < nvec:
+                wide = next((c for c in CLUSTER_SIZES if c * block * 2 * CLUSTER_CACHE >= nvec), CLUSTER_SIZES[-1])
+                out.append(RowwiseConfig(block, block // 32, _cluster_vecs(nvec, block, wide), cluster=wide))
+            continue
         cap = stage_cap(block, stage_entry) if stage_entry else CLUSTER_CACHE
         if block * cap >= nvec:
             continue

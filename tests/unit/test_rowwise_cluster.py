@@ -184,3 +184,18 @@ def test_pushed_sums_follow_a_started_cluster_and_precede_their_barrier(example)
         cl = c.params["cluster"]
         assert f"__shared__ __align__(8) float ptxf_cl[{2 * cl + 4}];" in c.kernel_text, c.description
         assert f"reinterpret_cast<unsigned long long*>(cl + 2 * {cl}) + which" in c.kernel_text, c.description
+
+def test_each_long_bench_row_gets_wide_clusters_sized_for_it():
+    """Bench rows of 65536 and 262144 bf16: the longest row's configurations, and for the shorter one the wide ones
+    (8 vectors a thread, blocks of 512 and 256) over the fewest blocks that hold it; the register ones with 8 vectors a
+    thread before those with 4, the staged ones after."""
+    ctx = _ctx("rmsnorm", [{"M": 32768, "N": 65536}, {"M": 8192, "N": 262144}])
+    space = [c for c in tuning_space(match_spec(ctx.spec), ctx.spec) if c.cluster > 1]
+    got = [(c.block, c.vecs, c.cluster, c.stage) for c in space]
+    assert (512, 8, 2, False) in got and (256, 8, 4, False) in got  # 65536: 2 x 512 x 8 x 8, 4 x 256 x 8 x 8
+    assert (512, 8, 8, False) in got and (256, 8, 16, False) in got  # 262144
+    regs = [c.vecs for c in space if not c.stage]
+    assert regs == sorted(regs, reverse=True) and all(c.stage for c in space[len(regs):])
+    # a bench of one long row: only its own
+    one = _ctx("rmsnorm", [{"M": 8192, "N": 262144}])
+    assert {c.cluster for c in tuning_space(match_spec(one.spec), one.spec) if not c.stage and c.cluster > 1} == {8, 16}
