@@ -1,7 +1,7 @@
 //! Template of the ptxfactory "rowwise" family (search/generators/rowwise.py). Dollar-brace
 //! placeholders are filled in by string.Template; lines starting with //! are dropped. The knobs are
 //! the template parameters of ptxf_rowwise (TPR threads per row, RPB rows per block, MV cached
-//! 16-byte vectors per thread, LAYER, CL blocks per row) and the block size ${BLOCK}.
+//! 16-byte vectors per thread, LAYER, CL blocks per row), the block size ${BLOCK}, ${STAGE} and ${WPRE}.
 // ptxfactory "rowwise" family: row-wise normalisation of x[R, C] into y[R, C] (RMSNorm, LayerNorm).
 //   rms:   y = x * rsqrt(mean(x^2) + eps) [* w]                      (fp32 math, one rounding)
 //   layer: y = (x - mean(x)) * rsqrt(mean((x - mean(x))^2) + eps) [* w] [+ b]
@@ -27,6 +27,8 @@
 // register each, so the registers, and with them the blocks per SM, no longer grow with the longest row. Where a
 // thread caches at most ${STAGE_REGS} vectors (short rows) they stay in registers: the trip through shared memory
 // would only add latency there (and the launch asks for no shared memory).
+// Preloaded w (${WPRE_NOTE}): a register cache's vectors of w (and b) are read into registers before the first step's
+// loads of x, once for every row the thread takes: their latency no longer follows the reduction.
 ${CONVERT}${CLUSTER_HELPERS}
 // Sums acc[0 .. NV) over the TPR threads of each row (TPR < 32: an aligned group of lanes of one warp); every thread
 // of the row gets the same sums.
@@ -57,24 +59,25 @@ static __device__ __forceinline__ void ptxf_row_reduce(float (&acc)[2], float* _
     }
 }
 
-// fn(u, v) for each cached vector u of a thread (v: its vector index in the row): the NR in registers (xs), or the
-// nc staged in shared memory (xsm, BLOCK apart); guarded: only those inside the row (false: the zeros standing for
-// vectors past it too, which a sum may take)
-template <int NR, class F>
+// fn(u, v, i) for each cached vector u of a thread (v: its vector index in the row, i: its index in the thread's
+// cache): the NR in registers (xs, i a constant once unrolled), or with STAGED the nc staged in shared memory (xsm,
+// BLOCK apart); guarded: only those inside the row (false: the zeros standing for vectors past it too, which a sum may
+// take). Without STAGED the shared-memory branch is not compiled at all.
+template <bool STAGED, int NR, class F>
 static __device__ __forceinline__ void ptxf_each_cached(bool regs, const ptxf_xv (&xs)[NR], const ptxf_xv* xsm, int nc, ${IDX} v0,
                                                         int stride, ${IDX} nvec, bool active, bool guarded, F&& fn)
 {
-    if (regs) {
+    if (!STAGED || regs) {
 #pragma unroll
         for (int i = 0; i < NR; ++i) {
             const ${IDX} v = v0 + i * stride;
-            if (!guarded || (active && v < nvec)) fn(xs[i], v);
+            if (!guarded || (active && v < nvec)) fn(xs[i], v, i);
         }
-    } else {
+    } else if constexpr (STAGED) {
 #pragma unroll 4
         for (int i = 0; i < nc; ++i) {                          // (4 at a time: their loads of w in flight together)
             const ${IDX} v = v0 + i * stride;
-            if (active && v < nvec) fn(xsm[i * ${BLOCK}], v);
+            if (active && v < nvec) fn(xsm[i * ${BLOCK}], v, i);
         }
     }
 }
@@ -100,10 +103,20 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
     const int STRIDE = S * TPR;                                      // between one thread's vectors
     constexpr bool STAGE = ${STAGE};                                 // the cache in shared memory (else registers)
     constexpr int NR = STAGE ? ${STAGE_REGS} : MV;                   // vectors a thread may hold in registers
+    constexpr bool WPRE = ${WPRE};                                   // w (and b) of the cached vectors read once, first
+    static_assert(!WPRE || !STAGE, "w is preloaded for a register cache only");
     if constexpr (CL > 1) ptxf_cluster_start(cl);                    // barriers set; started: the peers may store here
     // cached vectors a thread: MV, or staged, what the launch's shared memory holds (the launch computes the same)
     const int nc = STAGE ? (int)(nvec < (${IDX})MV * STRIDE ? (nvec + STRIDE - 1) / STRIDE : (${IDX})MV) : MV;
     const bool regs = !STAGE || nc <= NR;                            // (uniform) the cache in registers at this length
+    ptxf_wb wbs[WPRE ? NR : 1];                                      // the same vectors of w (b) at every step
+    if constexpr (WPRE) {
+#pragma unroll
+        for (int i = 0; i < NR; ++i) {                               // in flight with the first step's loads of x
+            const ${IDX} v = v0 + i * STRIDE;
+            if (ptxf_vec && v < nvec) wbs[i] = ptxf_load_wb(w, b, v);
+        }
+    }
 #pragma unroll 1
     for (int step = 0; step < STEPS; ++step) {
         const int r = step * GROUPS + threadIdx.x / TPR;           // row within the block
@@ -132,7 +145,7 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
                 }
                 ptxf_stage_wait();                                  // a thread reads back only what it staged
             }
-            ptxf_each_cached(regs, xs, xsm, nc, v0, STRIDE, nvec, active, false, [&](const ptxf_xv& u, ${IDX}) {
+            ptxf_each_cached<STAGE>(regs, xs, xsm, nc, v0, STRIDE, nvec, active, false, [&](const ptxf_xv& u, ${IDX}, int) {
                 float f[${VEC}];
                 ptxf_unpack_xv(u, f);
 #pragma unroll
@@ -158,7 +171,7 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
         if constexpr (LAYER) {                                      // second pass: squared deviations from the mean
             acc[0] = 0.f;
             if (ptxf_vec) {
-                ptxf_each_cached(regs, xs, xsm, nc, v0, STRIDE, nvec, active, true, [&](const ptxf_xv& u, ${IDX}) {
+                ptxf_each_cached<STAGE>(regs, xs, xsm, nc, v0, STRIDE, nvec, active, true, [&](const ptxf_xv& u, ${IDX}, int) {
                     float f[${VEC}];
                     ptxf_unpack_xv(u, f);
 #pragma unroll
@@ -179,11 +192,12 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
         const float scale = rsqrtf(acc[0] / (float)C + eps);        // rms: mean(x^2); layer: the variance
         if (active && t == 0 && rank == 0) ptxf_store_stats(s0, s1, row, mean, acc[0] / (float)C, scale, eps);  // one thread per row
         if (ptxf_vec) {
-            ptxf_each_cached(regs, xs, xsm, nc, v0, STRIDE, nvec, active, true, [&](const ptxf_xv& u, ${IDX} v) {
+            ptxf_each_cached<STAGE>(regs, xs, xsm, nc, v0, STRIDE, nvec, active, true, [&](const ptxf_xv& u, ${IDX} v, int i) {
                 float f[${VEC}];
                 ptxf_unpack_xv(u, f);
                 ptxf_store_h(hr, v, f);
-                ptxf_norm_store(yr, v, f, w, b, mean, scale);
+                if constexpr (WPRE) ptxf_norm_store_wb(yr, v, f, wbs[i], mean, scale);
+                else ptxf_norm_store(yr, v, f, w, b, mean, scale);
             });
             for (${IDX} v = rest; active && v < nvec; v += STRIDE) {
                 float f[${VEC}];

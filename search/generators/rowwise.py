@@ -112,7 +112,8 @@ class RowwiseConfig:
     compiled for thread block clusters of that many blocks, and a row longer than one block's register
     cache (``block * vecs`` vectors) is split over the blocks of a cluster (:func:`grid_expr_cluster`);
     ``stage`` (sm_80+): the cache is dynamic shared memory filled by ``cp.async``, sized at launch from the row
-    length (:func:`stage_bytes_expr`), so its size costs no registers.
+    length (:func:`stage_bytes_expr`), so its size costs no registers; ``wpre`` (register caches only): the
+    weight's (and bias's) vectors of a thread's cache are read into registers once, before the first row's loads of x.
     """
 
     block: int
@@ -123,6 +124,7 @@ class RowwiseConfig:
     norm: str = "rms"
     cluster: int = 1
     stage: bool = False
+    wpre: bool = False
 
     @property
     def min_blocks(self) -> int:
@@ -155,6 +157,8 @@ class RowwiseConfig:
             out["cluster"] = self.cluster
         if self.stage:
             out["stage"] = "smem"
+        if self.wpre:
+            out["wpre"] = True
         return out
 
 
@@ -483,7 +487,7 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
     # shortest follow the first register and staged pair
     if thread_vectors(out[0], nvec_min, m.vec) < SHORT_CACHE:
         at = 2 if stage_capable(spec.arch) else 1
-        out[at:at] = short_configs(nvec_min)
+        out[at:at] = short_configs(nvec_min, wpre=bool(m.w or m.b))
     if cluster_capable(spec.arch):
         # the cluster configurations lead where the first one would re-read part of the longest bench row (a second
         # pass over memory there): a kernel that must hold the row is judged first by one that does; else they follow
@@ -502,7 +506,7 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
 # Short rows: a thread caches SHORT_CACHE 16-byte vectors of the shortest bench row (or of the next longer tiers' rows),
 # so that each has that many loads in flight at once with few registers (more threads an SM): the fewest threads per
 # row, down to MIN_TPR, whose caches hold it; for each block size of SHORT_BLOCKS, also at half that cache (twice the
-# threads a row).
+# threads a row), those last also with w preloaded (its few vectors a thread read once into registers, before x).
 SHORT_CACHE = 4
 SHORT_BLOCKS = (256, 512, 128)
 
@@ -516,11 +520,12 @@ def thread_vectors(cfg: RowwiseConfig, nvec: int, vec: int) -> int:
     return -(-nvec // tpr)
 
 
-def short_configs(nvec: int) -> list[RowwiseConfig]:
+def short_configs(nvec: int, wpre: bool = False) -> list[RowwiseConfig]:
     """Register configurations for rows of ``nvec`` 16-byte vectors that are short for a block: per block size of
     :data:`SHORT_BLOCKS` and cache of ``SHORT_CACHE`` and half that, the rows per block that give the row's first
     tier the fewest threads (a power of two, at least :data:`MIN_TPR`, at most a warp) whose caches hold it (grid
-    adaptive: longer rows take more threads each, fewer rows a block)."""
+    adaptive: longer rows take more threads each, fewer rows a block). ``wpre`` (a kernel with a weight or bias):
+    then the half-cache ones again with it preloaded (:class:`RowwiseConfig`)."""
     out = []
     for block in SHORT_BLOCKS:
         for cache in (SHORT_CACHE, SHORT_CACHE // 2):
@@ -528,7 +533,7 @@ def short_configs(nvec: int) -> list[RowwiseConfig]:
             while tpr < 32 and tpr * cache < nvec:
                 tpr *= 2
             out.append(RowwiseConfig(block, block // tpr, cache))
-    return out
+    return out + [replace(c, wpre=True) for c in out if wpre and c.vecs < SHORT_CACHE]
 
 
 # A register cache holds at most REGISTER_CACHE 16-byte vectors a block (4 registers each: half of an SM's 65536), so a
@@ -645,7 +650,7 @@ class RowwiseNormFamily:
         desc = (
             f"rowwise {cfg.norm} block={cfg.block} rpb={cfg.rows_per_block}{'' if cfg.grid == 'fixed' else '..' + str(tiers[-1][1])} "
             f"vec16x{cfg.vecs} tpr={tiers[0][0]}..{tiers[-1][0]}" + (f" cluster={cfg.cluster}" if cfg.cluster > 1 else "")
-            + (" stage=smem" if cfg.stage else "")
+            + (" stage=smem" if cfg.stage else "") + (" wpre" if cfg.wpre else "")
             + (" stream" if cfg.hint == "stream" else "") + extra
         )
         grid = _grid(cfg, tiers, m)
@@ -794,6 +799,7 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
                       "them, and their two mbarriers") if cl > 1 else "",
         STAGE="true" if cfg.stage else "false", STAGE_REGS=STAGE_REGS,
         STAGE_NOTE="here" if cfg.stage else "not in this instance",
+        WPRE="true" if cfg.wpre else "false", WPRE_NOTE="here" if cfg.wpre else "not in this instance",
         STAGE_DECL="\n    extern __shared__ __align__(16) unsigned char ptxf_stage[];  // the staged cache (launch-sized)" if cfg.stage else "",
     )
     # The helpers are C++ templates: give them C++ linkage even when the kernel sits in an extern "C" block.
@@ -805,25 +811,26 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
     return f'extern "C++" {{\n{head.rstrip()}\n}}  // extern "C++"\n\n{launch}{sep}{kernel}'
 
 
-def _vector_load(ptr: str, dt: str, vec: int, out: str, tag: str) -> str:
-    """C statements loading the ``vec`` elements of a ``[C]`` vector ``ptr`` (dtype ``dt``) at vector index ``v``
-    into ``float {out}[vec]``: 8, 16 or 32 bytes through the read-only path."""
+def _vector_words(ptr: str, dt: str, vec: int, dst: str) -> str:
+    """C statements loading the ``vec`` elements of a ``[C]`` vector ``ptr`` (dtype ``dt``) at vector index ``v`` as
+    32-bit words into ``unsigned {dst}[vec * itemsize / 4]``: 8, 16 or 32 bytes through the read-only path."""
     nbytes = vec * _ITEMSIZE[dt]
     if nbytes == 8:
-        load = (f"    const uint2 {tag}q = __ldg(reinterpret_cast<const uint2*>({ptr}) + v);\n"
-                f"    const unsigned {tag}d[2] = {{{tag}q.x, {tag}q.y}};")
-    elif nbytes == 16:
-        load = (f"    const uint4 {tag}q = __ldg(reinterpret_cast<const uint4*>({ptr}) + v);\n"
-                f"    const unsigned {tag}d[4] = {{{tag}q.x, {tag}q.y, {tag}q.z, {tag}q.w}};")
-    else:
-        load = (f"    const uint4 {tag}q0 = __ldg(reinterpret_cast<const uint4*>({ptr}) + 2 * v), "
-                f"{tag}q1 = __ldg(reinterpret_cast<const uint4*>({ptr}) + 2 * v + 1);\n"
-                f"    const unsigned {tag}d[8] = {{{tag}q0.x, {tag}q0.y, {tag}q0.z, {tag}q0.w, {tag}q1.x, {tag}q1.y, {tag}q1.z, {tag}q1.w}};")
+        return (f"    {{ const uint2 q = __ldg(reinterpret_cast<const uint2*>({ptr}) + v); "
+                f"{dst}[0] = q.x; {dst}[1] = q.y; }}")
+    loads = [("v", 0)] if nbytes == 16 else [("2 * v", 0), ("2 * v + 1", 4)]
+    return "\n".join(
+        f"    {{ const uint4 q = __ldg(reinterpret_cast<const uint4*>({ptr}) + {at}); "
+        f"{dst}[{o}] = q.x; {dst}[{o + 1}] = q.y; {dst}[{o + 2}] = q.z; {dst}[{o + 3}] = q.w; }}" for at, o in loads)
+
+
+def _unpack_words(src: str, dt: str, vec: int, out: str) -> str:
+    """C statements unpacking the words ``src[...]`` (:func:`_vector_words`) into ``float {out}[vec]``."""
     epw = 4 // _ITEMSIZE[dt]
-    unpack = "\n".join(
-        f"    {out}[{j * epw + k}] = {e};" for j in range(nbytes // 4) for k, e in enumerate(word_to_floats(dt, f"{tag}d[{j}]"))
-    )
-    return f"    float {out}[{vec}];\n{load}\n{unpack}"
+    body = "\n".join(
+        f"    {out}[{j * epw + k}] = {e};" for j in range(vec * _ITEMSIZE[dt] // 4)
+        for k, e in enumerate(word_to_floats(dt, f"{src}[{j}]")))
+    return f"    float {out}[{vec}];\n{body}"
 
 
 def _vector_store(ptr: str, dt: str, vec: int, vals: str, stream: bool) -> str:
@@ -896,14 +903,19 @@ def _convert(m: RowwiseMatch, cfg: RowwiseConfig, tx: str, tw: str, tb: str, idx
         f"s{i}[row] = {_F2T[dt].format(STATS[stat][0])};" for i, (_, dt, stat) in enumerate(m.stats))
     w_bytes = vec * _ITEMSIZE[wdt]  # w: VEC elements of w's dtype at vector index v: 8, 16 or 32 bytes
     expr = "(f[k] - mean) * scale"
-    loads = []
+    fields, loads, unpacks = [], [], []
+    for present, ptr, dt, out in ((m.w, "w", wdt, "g"), (m.b, "b", bdt, "h")):  # ptr: ptxf_load_wb's parameter
+        if present:
+            fields.append(f"unsigned {out}[{vec * _ITEMSIZE[dt] // 4}];")
+            loads.append(_vector_words(ptr, dt, vec, f"u.{out}"))
+            unpacks.append(_unpack_words(f"wb.{out}", dt, vec, out))
     if m.w:
-        loads.append(_vector_load("w", wdt, vec, "g", "w"))
         expr = f"({expr}) * g[k]"
     if m.b:
-        loads.append(_vector_load("b", bdt, vec, "h", "b"))
         expr = f"{expr} + h[k]"
-    norm_body = "\n".join(loads + [f"    float o[{vec}];\n#pragma unroll\n    for (int k = 0; k < {vec}; ++k) o[k] = {expr};"])
+    wb_struct = f"struct ptxf_wb {{ {' '.join(fields)} }};  // the words of w (and b) for one vector"
+    load_wb = "\n".join(["    ptxf_wb u;"] + loads + ["    return u;"])
+    norm_body = "\n".join(unpacks + [f"    float o[{vec}];\n#pragma unroll\n    for (int k = 0; k < {vec}; ++k) o[k] = {expr};"])
     store_y = _vector_store("yr", m.out_dtype, vec, "o", cfg.hint == "stream")
     w2f = "" if not m.w else f"static __device__ __forceinline__ float ptxf_w2f({tw} v) {{ return {x2f[wdt]}; }}\n"
     b2f = "" if not m.b else f"static __device__ __forceinline__ float ptxf_b2f({tb} v) {{ return {x2f[bdt]}; }}\n"
@@ -943,11 +955,23 @@ static __device__ __forceinline__ void ptxf_store_h1({th}* hr, {idx} j, float f)
 // the row's statistics ({", ".join(f"{n}: {s}" for n, _, s in m.stats) or "none"}); m2: the variance (layer) or mean(x^2) (rms)
 static __device__ __forceinline__ void ptxf_store_stats({ts[0]}* __restrict__ s0, {ts[1]}* __restrict__ s1, long long row,
                                                         float mean, float m2, float scale, float eps) {{ {stat_stores} }}
-// y for one vector: ((x - mean) * scale) [* w] [+ b] in fp32, rounded once to {m.out_dtype}; w read as {w_bytes} bytes at vector index v.
-static __device__ __forceinline__ void ptxf_norm_store({ty}* __restrict__ yr, {idx} v, const float (&f)[{vec}],
-                                                       const {tw}* __restrict__ w, const {tb}* __restrict__ b, float mean, float scale)
+{wb_struct}
+// w (and b) at vector index v: {w_bytes} bytes of w
+static __device__ __forceinline__ ptxf_wb ptxf_load_wb(const {tw}* __restrict__ w, const {tb}* __restrict__ b, {idx} v)
+{{
+{load_wb}
+}}
+// y for one vector: ((x - mean) * scale) [* w] [+ b] in fp32, rounded once to {m.out_dtype}, w (b) as loaded
+static __device__ __forceinline__ void ptxf_norm_store_wb({ty}* __restrict__ yr, {idx} v, const float (&f)[{vec}], const ptxf_wb& wb,
+                                                          float mean, float scale)
 {{
 {norm_body}
     {store_y}
+}}
+// the same, w (and b) read here
+static __device__ __forceinline__ void ptxf_norm_store({ty}* __restrict__ yr, {idx} v, const float (&f)[{vec}],
+                                                       const {tw}* __restrict__ w, const {tb}* __restrict__ b, float mean, float scale)
+{{
+    ptxf_norm_store_wb(yr, v, f, ptxf_load_wb(w, b, v), mean, scale);
 }}
 """

@@ -4,6 +4,8 @@ the shortest follow the first pair, each thread then holding SHORT_CACHE (or hal
 small register cache; their kernels compile without spills and verify on the host emulation like any other."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ptxfactory.harness.compile import compile_candidate
 from ptxfactory.search.generators.rowwise import (MIN_TPR, SHORT_CACHE, RowwiseNormFamily, match_spec, short_configs,
                                                   thread_vectors, tuning_space)
@@ -34,7 +36,8 @@ def test_they_follow_the_first_pair_only_where_the_shortest_bench_row_needs_them
     first = next(i for i, c in enumerate(space) if c.cluster == 1)
     assert thread_vectors(space[first], 32, 8) < SHORT_CACHE
     shorts = short_configs(32)
-    assert space[first + 2:first + 2 + len(shorts)] == shorts  # after the first register and staged pair
+    assert space[first + 2:first + 2 + len(shorts)] == short_configs(32, wpre=True)[:len(shorts)]  # after the first pair
+    assert [c for c in short_configs(32, wpre=True) if c.wpre] == [replace(c, wpre=True) for c in shorts if c.vecs < SHORT_CACHE]
     # rows of 1024 and more: the first configuration gives each thread SHORT_CACHE vectors already
     mid = _ctx([{"M": 32768, "N": 1024}, {"M": 8192, "N": 16384}])
     space = tuning_space(match_spec(mid.spec), mid.spec)
@@ -44,12 +47,19 @@ def test_they_follow_the_first_pair_only_where_the_shortest_bench_row_needs_them
 
 
 def test_short_candidates_compile_without_spills():
+    """The short configurations and the preloaded-w twins, as candidates: each compiles (NVRTC, sm_90a) within 64
+    registers, no local memory; only the twin's kernel preloads w."""
     ctx = _ctx([{"M": 32768, "N": 256}, {"M": 8192, "N": 262144}])
-    shorts = {(c.block, c.rows_per_block, c.vecs) for c in short_configs(32)}
-    cands = [c for c in RowwiseNormFamily().propose(ctx)
-             if (c.params["block"], c.params["rows_per_block"], c.params["vecs"]) in shorts and "cluster" not in c.params
-             and c.params["norm"] == "rms"]
-    assert len(cands) == len(shorts)
-    for c in cands[:2]:
+    cands = {}
+    for c in RowwiseNormFamily().propose(ctx):
+        p = c.params
+        if "cluster" not in p and "stage" not in p and p["norm"] == "rms":
+            cands[(p["block"], p["rows_per_block"], p["vecs"], bool(p.get("wpre")))] = c
+    shorts = short_configs(32, wpre=True)
+    assert all((s.block, s.rows_per_block, s.vecs, s.wpre) in cands for s in shorts)
+    for cfg in (shorts[0], next(s for s in shorts if s.wpre)):
+        c = cands[(cfg.block, cfg.rows_per_block, cfg.vecs, cfg.wpre)]
         r = compile_candidate(c, ctx.spec.arch, ctx.spec.check.fast_math)
-        assert r.resources is not None and r.resources.spill_stores == 0 and r.resources.local_bytes == 0 and r.resources.registers <= 64, c.description
+        assert r.resources is not None and r.resources.spill_stores == 0 and r.resources.local_bytes == 0, c.description
+        assert r.resources.registers <= 64, c.description
+        assert ("constexpr bool WPRE = true;" in c.kernel_text) == cfg.wpre == ("wpre" in c.description)

@@ -567,7 +567,8 @@ EMU_SIZES = [(5, 8), (3, 37), (2, 1), (3, 4100), (2, 4104), (9, 256)]
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20) for the host emulation")
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_kernel_text_on_host_emulation(name, tmp_path):
-    """The right form's first and last configurations, run on the host: y, h and every per-row statistic match
+    """The right form's first and last configurations, a staged one and one with w preloaded, run on the host: y, h
+    and every per-row statistic match
     the NumPy reference at sizes that take the vector path, the scalar path and re-reads past the register cache,
     with the inputs 16-byte aligned and not; nothing loaded out of bounds or misaligned."""
     c = CASES[name]
@@ -577,7 +578,12 @@ def test_kernel_text_on_host_emulation(name, tmp_path):
     assert right
     rng = np.random.default_rng(7)
     staged = [k for k in right if k.params.get("stage")][:1]  # the cache in shared memory, filled by plain copies here
-    for cand in {k.key: k for k in (right[0], right[-1], *staged)}.values():
+    # w (b) preloaded: proposed where the shortest bench row is short for the first configuration
+    short = ctx_of(c.source, make_spec(c.kernel, c.args, bench=((64, 256), (16, 4096))))
+    wpre = [k for k in RowwiseNormFamily().propose(short) if _right_form(c, k) and k.params.get("wpre")][:1]
+    assert bool(wpre) == any(a.role == "in" and len(a.shape) == 1 and a.shape[0].strip() == "C" for a in spec.args
+                             if a.is_buffer), name
+    for cand in {k.key: k for k in (right[0], right[-1], *staged, *wpre)}.values():
         text = SHIM + cand.source.replace("#include <cuda_bf16.h>\n", "").replace(  # a staged cache: one block's, static
             "extern __shared__ __align__(16) unsigned char ptxf_stage[];", "alignas(16) static unsigned char ptxf_stage[1 << 17];"
         ) + _main(c, spec)
