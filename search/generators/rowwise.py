@@ -462,11 +462,13 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
     ``fit(block)`` is the smallest power-of-two cache (at most 16 vectors) that holds the longest
     bench row with ``block`` threads per row; each entry asks for half, one or two times that, at most
     :data:`REGISTER_CACHE` vectors a block. From sm_80 each
-    entry with the read-only hint has a staged twin just after it (:func:`stage_vecs`). Where the first configuration
-    gives a thread fewer than :data:`SHORT_CACHE` vectors of the shortest bench row, :func:`short_configs` for that
-    row follow the first pair. From sm_90 the cluster configurations (:func:`cluster_configs` for the longest bench
-    row, the wide ones for each shorter row that needs a cluster; registers, most vectors a thread first, then
-    staged) follow the first pair too, or lead where the first configuration would re-read part of the longest row.
+    entry with the read-only hint has a staged twin just after it (:func:`stage_vecs`). In a covering order, each kind
+    of bench row's likeliest configurations before any kind's alternatives: from sm_90 the wide cluster
+    configurations (:func:`cluster_configs` at 2 * CLUSTER_CACHE vectors a thread, for the longest bench row and each
+    shorter one that needs a cluster) and the first register and staged pair, the cluster ones first where the first
+    configuration would re-read part of the longest row; then, where the first configuration gives a thread fewer than
+    :data:`SHORT_CACHE` vectors of the shortest bench row, :func:`short_configs` for that row; then the other cluster
+    configurations (fewer vectors a thread, staged); then the rest of ``_ORDER``.
     """
     c_max = max(int(s[m.c_sym]) for s in spec.bench.sizes)
     nvec = -(-c_max // m.vec)
@@ -483,23 +485,24 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
     if stage_capable(spec.arch):
         out = [x for c in out for x in (c, *(
             [replace(c, stage=True, vecs=stage_vecs(c.block, nvec, entry))] if c.hint == "ldg" else []))]
+    # covering order: each kind of bench row gets its likeliest configurations before any gets its alternatives
+    pair, rest = out[:2 if stage_capable(spec.arch) else 1], out[2 if stage_capable(spec.arch) else 1:]
     # the configurations sized from the longest row hold little of the shortest in flight a thread: ones sized from the
-    # shortest follow the first register and staged pair
-    if thread_vectors(out[0], nvec_min, m.vec) < SHORT_CACHE:
-        at = 2 if stage_capable(spec.arch) else 1
-        out[at:at] = short_configs(nvec_min, wpre=bool(m.w or m.b))
+    # shortest follow
+    shorts = short_configs(nvec_min, wpre=bool(m.w or m.b)) if thread_vectors(out[0], nvec_min, m.vec) < SHORT_CACHE else []
+    wide, others = [], []
     if cluster_capable(spec.arch):
-        # the cluster configurations lead where the first one would re-read part of the longest bench row (a second
-        # pass over memory there): a kernel that must hold the row is judged first by one that does; else they follow
-        # the first register and staged pair
-        rereads = out[0].block * out[0].vecs < nvec
-        at = 0 if rereads else 2 if stage_capable(spec.arch) else 1
         # the longest row's, with for each shorter bench row that needs a cluster the wide ones sized for it (a
-        # smaller cluster where it needs one: fewer blocks wait on each other, a cluster is scheduled sooner); the
-        # register ones with the most of a row in flight a thread first, then the staged ones
+        # smaller cluster where it needs one: fewer blocks wait on each other, a cluster is scheduled sooner); those
+        # caching 2 * CLUSTER_CACHE vectors a thread first, the others (and the staged ones) after the short rows'
         longer = sorted({-(-int(s[m.c_sym]) // m.vec) for s in spec.bench.sizes} - {nvec}, reverse=True)
         registers = cluster_configs(nvec) + [c for n in longer for c in cluster_configs(n, wide_only=True)]
-        out[at:at] = sorted(registers, key=lambda c: -c.vecs) + cluster_configs(nvec, entry)
+        wide = [c for c in registers if c.vecs >= 2 * CLUSTER_CACHE]
+        others = [c for c in registers if c.vecs < 2 * CLUSTER_CACHE] + cluster_configs(nvec, entry)
+    # the wide cluster configurations lead where the first one would re-read part of the longest bench row (a second
+    # pass over memory there): a kernel that must hold the row is judged first by one that does
+    rereads = out[0].block * out[0].vecs < nvec
+    out = (wide + pair if rereads else pair + wide) + shorts + others + rest
     return list(dict.fromkeys(out))  # drop duplicates (small rows), keep the order
 
 
