@@ -163,11 +163,12 @@ async def optimise(
     propose from it too: the archive's best is the next parent. The bandit picks the arm, and within
     the arm the proposal nearest to the configurations that scored best in this job, else in past
     jobs (:func:`.priors.candidate_score`; lessons read from ``store`` unless ``use_lessons`` is
-    false). The next candidates compile
+    false); a candidate that is the fastest yet at some bench size counts there as the best so far plus its
+    lead at that size, so the configurations near it are tried too. The next candidates compile
     and are statically checked in ``pool`` (CPU processes) while the current one is on the GPU.
     The job stops when the proposals run out, after ``max_candidates`` candidates (the original
-    included), after ``max_seconds`` of wall time, or when ``patience`` candidates in a row have not
-    improved the best by 1% (None: no plateau stop).
+    included), after ``max_seconds`` of wall time, or when ``patience`` candidates in a row have neither
+    improved the best by 1% nor been the fastest yet at some bench size by 1% (None: no plateau stop).
 
     With ``backend=None`` (no GPU) every candidate is compiled and its resources reported, none is
     run, and the summary's state is ``"compile_only"``. Every evaluated candidate is recorded in
@@ -416,6 +417,9 @@ class _Search:
         self.log_speedups: dict[str, float] = {}
         self.vocabulary: dict[str, frozenset[str]] = {}  # generator -> every knob it proposed
         self.best_speedup = 1.0  # the best that counted as a gain (> 1% over the previous one)
+        # bench size -> the best speedup over the original measured there: a candidate fastest at one size is progress
+        # (a bench of short and long rows is rarely won everywhere by one configuration; the report shows each size's)
+        self.frontier: dict[tuple, float] = {}
         self.best_seen = 1.0  # the best verified speedup so far
         self.since_best = 0
         self.duplicates = 0
@@ -525,18 +529,37 @@ class _Search:
         if arm is not None:
             arm.rewards.append(reward)
         log = math.log(result.speedup) if isinstance(result, Measured) and result.speedup > 0 else None  # None: failed
+        ahead = self.frontier_gain(result) if isinstance(result, Measured) else 0.0
+        # what the knobs learn: the candidate's log speedup, or where it is the fastest yet at some bench size by more
+        # than the noise, as promising as the best so far plus that lead (its neighbours may win that size outright)
+        promise = log if log is None or ahead <= math.log(PLATEAU_GAIN) else max(log, math.log(self.best_seen) + ahead)
         for key, value in cand.params.items():
-            self.job_knobs.setdefault(f"{cand.generator}:{key}={value}", []).append(log)
+            self.job_knobs.setdefault(f"{cand.generator}:{key}={value}", []).append(promise)
         if cand.params:
-            self.evaluated.setdefault(cand.generator, []).append((dict(cand.params), log))
+            self.evaluated.setdefault(cand.generator, []).append((dict(cand.params), promise))
         if log is not None:
             self.best_seen = max(self.best_seen, result.speedup)
             self.log_speedups[cand.key] = log
         if isinstance(result, Measured) and result.speedup > self.best_speedup * PLATEAU_GAIN:
             self.best_speedup, self.since_best = result.speedup, 0
             return True
-        self.since_best += 1
+        self.since_best = 0 if ahead > math.log(PLATEAU_GAIN) else self.since_best + 1  # the fastest at a size: progress
         return False
+
+    def frontier_gain(self, result: Measured) -> float:
+        """The log of the largest factor by which ``result`` beats the best speedup another candidate measured at one
+        of its bench sizes (0.0 when it beats none; a size's first measurement only starts its frontier), and the
+        frontier updated. Per-size speedups, not times: each is against the original timed beside it (A/B)."""
+        gain = 0.0
+        for t in result.timings:
+            if t.median_us <= 0:
+                continue
+            key = tuple(sorted(t.size.items()))
+            before = self.frontier.get(key)
+            if before is not None:
+                gain = max(gain, math.log(t.speedup / before))
+            self.frontier[key] = t.speedup if before is None else max(before, t.speedup)
+        return gain
 
     def stopped(self, started: int, elapsed_s: float, max_seconds: float | None, patience: int | None) -> bool:
         """True once a stopping rule holds (``started``: candidates begun so far); records the reason."""

@@ -404,3 +404,34 @@ async def test_fast_math_follows_a_new_best_within_a_small_budget():
     follow = [i for i, r in enumerate(summary.rows) if "pass:fast_math" in r.candidate.params and r.candidate.parent != original]
     # (the candidate after the best was picked while the best was on the GPU: the child is the next but one)
     assert follow and follow[0] - at[summary.rows[follow[0]].candidate.parent] <= 3, [r.candidate.description for r in summary.rows]
+
+
+def test_the_fastest_at_one_bench_size_is_progress_and_promising():
+    """Two bench sizes, a short and a long row: after a candidate best overall, one slower overall but the fastest at
+    the short size by 20% resets the plateau count and lends its knobs the best's score plus that lead; one faster
+    nowhere counts towards the plateau and lends its own speedup only."""
+    import math
+
+    from ptxfactory.protocol import Candidate, CandidateRow, LaunchConfig, SizeTiming
+    from ptxfactory.search.strategy import _Search
+
+    sizes = [{"M": 32768, "N": 256}, {"M": 8192, "N": 262144}]
+
+    def row(name: str, params: dict, speedups: list[float]) -> CandidateRow:
+        cand = Candidate(kernel_name="k", source=name, kernel_text=name, launch=LaunchConfig(grid=[1], block=[1]),
+                         generator="rowwise", params=params)
+        timings = [SizeTiming(size=s, median_us=100.0 / x, p20_us=1, p80_us=1, baseline_median_us=100.0, bytes_moved=1, gbps=1,
+                              pct_of_copy=1, floor_us=1) for s, x in zip(sizes, speedups)]
+        g = math.exp(sum(math.log(x) for x in speedups) / len(speedups))
+        return CandidateRow(candidate=cand, result=Measured(candidate_key=cand.key, timings=timings, speedup=g, verified_sizes=[]))
+
+    original = Candidate(kernel_name="k", source="o", kernel_text="o", launch=LaunchConfig(grid=[1], block=[1]))
+    search = _Search(spec=None, original=original, gens={"rowwise": None}, chooser=None, max_candidates=10)
+    assert search.observe(row("cluster", {"vecs": 8}, [2.0, 4.0])) is True  # the first: a new best
+    assert search.since_best == 0 and search.frontier == {tuple(sorted(s.items())): x for s, x in zip(sizes, [2.0, 4.0])}
+    assert search.observe(row("short", {"vecs": 2}, [2.4, 2.0])) is False  # slower overall (2.19x), fastest at N = 256
+    assert search.since_best == 0
+    assert search.job_knobs["rowwise:vecs=2"] == [pytest.approx(math.log(8 ** 0.5) + math.log(1.2))]
+    assert search.observe(row("nowhere", {"vecs": 4}, [2.3, 3.4])) is False
+    assert search.since_best == 1 and search.job_knobs["rowwise:vecs=4"] == [pytest.approx(math.log((2.3 * 3.4) ** 0.5))]
+    assert search.best_seen == pytest.approx(8 ** 0.5) and search.frontier[(("M", 32768), ("N", 256))] == 2.4
