@@ -375,8 +375,9 @@ async def main() -> None:
     def document(shapes) -> dict:
         return {
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": f"python3 bench/rmsnorm_matrix.py --max-seconds {a.max_seconds:g} --reps {a.reps} --out {a.out}"
-                       + (f" --from-job {a.from_job}" if a.from_job else ""),
+            # (--from-job: the job's own budget was the --job-only call's, not this command's --max-seconds)
+            "command": f"python3 bench/rmsnorm_matrix.py --reps {a.reps} --out {a.out} --from-job {a.from_job}" if a.from_job
+                       else f"python3 bench/rmsnorm_matrix.py --max-seconds {a.max_seconds:g} --reps {a.reps} --out {a.out}",
             "gpu": facts.model_dump(), "copy_gbps": facts.copy_gbps, "versions": versions(),
             "factory": {"job_id": summary.job_id, "description": best.candidate.description,
                         "speedup_over_naive": getattr(best.result, "speedup", None), "stop_reason": summary.stop_reason,
