@@ -96,6 +96,7 @@ class RowwiseMatch:
 
 
 MIN_TPR = 8  # the fewest threads per row: a quarter warp
+THREADS_PER_SM = 2048  # resident threads an SM holds (sm_80, sm_90): 32 registers each
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,8 @@ class RowwiseConfig:
     cache (``block * vecs`` vectors) is split over the blocks of a cluster (:func:`grid_expr_cluster`);
     ``stage`` (sm_80+): the cache is dynamic shared memory filled by ``cp.async``, sized at launch from the row
     length (:func:`stage_bytes_expr`), so its size costs no registers; ``wpre`` (register caches only): the
-    weight's (and bias's) vectors of a thread's cache are read into registers once, before the first row's loads of x.
+    weight's (and bias's) vectors of a thread's cache are read into registers once, before the first row's loads of x;
+    ``full``: the launch bounds ask for a full SM of threads (:data:`THREADS_PER_SM`), 32 registers a thread.
     """
 
     block: int
@@ -125,11 +127,14 @@ class RowwiseConfig:
     cluster: int = 1
     stage: bool = False
     wpre: bool = False
+    full: bool = False
 
     @property
     def min_blocks(self) -> int:
         """Blocks per SM promised to ptxas (``__launch_bounds__`` 2nd argument): caps registers at 64 (128 for a
-        16-vector register cache; a staged cache holds no registers)."""
+        16-vector register cache; a staged cache holds no registers; ``full``: 32, every thread of an SM resident)."""
+        if self.full:
+            return max(1, THREADS_PER_SM // self.block)
         return max(1, 65536 // (self.block * (128 if self.vecs > 8 and not self.stage else 64)))
 
     def tiers(self, vec: int) -> list[tuple[int, int, int]]:
@@ -159,6 +164,8 @@ class RowwiseConfig:
             out["stage"] = "smem"
         if self.wpre:
             out["wpre"] = True
+        if self.full:
+            out["occupancy"] = "full"
         return out
 
 
@@ -439,16 +446,17 @@ def _configs(m: RowwiseMatch, spec: KernelSpec, norms: tuple[str, ...] = ("rms",
     bias is no standard operation) or a LayerNorm statistic; RMS only with an RMS statistic; else the RMS
     space plus its first two points as LayerNorm (the verifier tells which one fits). A form proposed
     without evidence (one of several plausible statistics) gets the first point of each norm only.
-    With a residual the register cache holds x and res: half the vectors (a staged cache is sized for its entries)."""
+    With a residual the register cache holds x and res: half the vectors (a staged cache is sized for its entries).
+    Full occupancy (32 registers) only for RMSNorm without a residual: LayerNorm's two passes, or x + res, spilled there."""
     configs = tuning_space(m, spec)
     if m.res:
-        configs = list(dict.fromkeys(c if c.stage else replace(c, vecs=max(1, c.vecs // 2)) for c in configs))
+        configs = list(dict.fromkeys(c if c.stage else replace(c, vecs=max(1, c.vecs // 2)) for c in configs if not c.full))
     if m.b:
         norms = tuple(n for n in norms if n == "layer")
     if not evidence:
         configs = configs[:1]
     if norms == ("layer",):
-        return [replace(c, norm="layer") for c in configs]
+        return [replace(c, norm="layer") for c in configs if not c.full]
     if norms == ("rms",):
         return configs
     if norms:
@@ -509,7 +517,9 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
 # Short rows: a thread caches SHORT_CACHE 16-byte vectors of the shortest bench row (or of the next longer tiers' rows),
 # so that each has that many loads in flight at once with few registers (more threads an SM): the fewest threads per
 # row, down to MIN_TPR, whose caches hold it; for each block size of SHORT_BLOCKS, also at half that cache (twice the
-# threads a row), those last also with w preloaded (its few vectors a thread read once into registers, before x).
+# threads a row), those last also at full occupancy (32 registers: more of the rows in flight an SM; 2 vectors a thread
+# compiled without spills on CUDA 13.0, 4 did not) and with w preloaded (its few vectors a thread read once into
+# registers, before x).
 SHORT_CACHE = 4
 SHORT_BLOCKS = (256, 512, 128)
 
@@ -527,8 +537,8 @@ def short_configs(nvec: int, wpre: bool = False) -> list[RowwiseConfig]:
     """Register configurations for rows of ``nvec`` 16-byte vectors that are short for a block: per block size of
     :data:`SHORT_BLOCKS` and cache of ``SHORT_CACHE`` and half that, the rows per block that give the row's first
     tier the fewest threads (a power of two, at least :data:`MIN_TPR`, at most a warp) whose caches hold it (grid
-    adaptive: longer rows take more threads each, fewer rows a block). ``wpre`` (a kernel with a weight or bias):
-    then the half-cache ones again with it preloaded (:class:`RowwiseConfig`)."""
+    adaptive: longer rows take more threads each, fewer rows a block). Then the half-cache ones again at full occupancy
+    and, with ``wpre`` (a kernel with a weight or bias), with it preloaded (:class:`RowwiseConfig`)."""
     out = []
     for block in SHORT_BLOCKS:
         for cache in (SHORT_CACHE, SHORT_CACHE // 2):
@@ -536,7 +546,8 @@ def short_configs(nvec: int, wpre: bool = False) -> list[RowwiseConfig]:
             while tpr < 32 and tpr * cache < nvec:
                 tpr *= 2
             out.append(RowwiseConfig(block, block // tpr, cache))
-    return out + [replace(c, wpre=True) for c in out if wpre and c.vecs < SHORT_CACHE]
+    half = [c for c in out if c.vecs < SHORT_CACHE]
+    return out + [replace(c, full=True) for c in half] + [replace(c, wpre=True) for c in half if wpre]
 
 
 # A register cache holds at most REGISTER_CACHE 16-byte vectors a block (4 registers each: half of an SM's 65536), so a
@@ -653,7 +664,7 @@ class RowwiseNormFamily:
         desc = (
             f"rowwise {cfg.norm} block={cfg.block} rpb={cfg.rows_per_block}{'' if cfg.grid == 'fixed' else '..' + str(tiers[-1][1])} "
             f"vec16x{cfg.vecs} tpr={tiers[0][0]}..{tiers[-1][0]}" + (f" cluster={cfg.cluster}" if cfg.cluster > 1 else "")
-            + (" stage=smem" if cfg.stage else "") + (" wpre" if cfg.wpre else "")
+            + (" stage=smem" if cfg.stage else "") + (" wpre" if cfg.wpre else "") + (" occ=full" if cfg.full else "")
             + (" stream" if cfg.hint == "stream" else "") + extra
         )
         grid = _grid(cfg, tiers, m)
@@ -745,7 +756,7 @@ def _align(dt: str, vec: int) -> int:
 def _min_blocks(m: RowwiseMatch, cfg: RowwiseConfig) -> int:
     """``cfg.min_blocks``; with a residual the cache holds two vectors per entry: 128 registers from 4 entries on
     (staged: its STAGE_REGS entries in registers already take them past 64)."""
-    if m.res and (cfg.vecs >= 4 or cfg.stage):
+    if m.res and (cfg.vecs >= 4 or cfg.stage) and not cfg.full:
         return max(1, 65536 // (cfg.block * 128))
     return cfg.min_blocks
 

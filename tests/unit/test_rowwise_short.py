@@ -37,7 +37,9 @@ def test_they_follow_the_first_pair_only_where_the_shortest_bench_row_needs_them
     assert thread_vectors(space[first], 32, 8) < SHORT_CACHE
     shorts = short_configs(32)
     assert space[first + 2:first + 2 + len(shorts)] == short_configs(32, wpre=True)[:len(shorts)]  # after the first pair
-    assert [c for c in short_configs(32, wpre=True) if c.wpre] == [replace(c, wpre=True) for c in shorts if c.vecs < SHORT_CACHE]
+    half = [c for c in shorts if c.vecs < SHORT_CACHE and not c.full]
+    assert [c for c in shorts if c.full] == [replace(c, full=True) for c in half] and half
+    assert [c for c in short_configs(32, wpre=True) if c.wpre] == [replace(c, wpre=True) for c in half]
     # rows of 1024 and more: the first configuration gives each thread SHORT_CACHE vectors already
     mid = _ctx([{"M": 32768, "N": 1024}, {"M": 8192, "N": 16384}])
     space = tuning_space(match_spec(mid.spec), mid.spec)
@@ -47,19 +49,20 @@ def test_they_follow_the_first_pair_only_where_the_shortest_bench_row_needs_them
 
 
 def test_short_candidates_compile_without_spills():
-    """The short configurations and the preloaded-w twins, as candidates: each compiles (NVRTC, sm_90a) within 64
-    registers, no local memory; only the twin's kernel preloads w."""
+    """The short configurations, their full-occupancy and preloaded-w twins, as candidates: each compiles (NVRTC,
+    sm_90a) without local memory within 64 registers (32 at full occupancy); only the wpre twin preloads w."""
     ctx = _ctx([{"M": 32768, "N": 256}, {"M": 8192, "N": 262144}])
     cands = {}
     for c in RowwiseNormFamily().propose(ctx):
         p = c.params
         if "cluster" not in p and "stage" not in p and p["norm"] == "rms":
-            cands[(p["block"], p["rows_per_block"], p["vecs"], bool(p.get("wpre")))] = c
+            cands[(p["block"], p["rows_per_block"], p["vecs"], bool(p.get("wpre")), p.get("occupancy") == "full")] = c
     shorts = short_configs(32, wpre=True)
-    assert all((s.block, s.rows_per_block, s.vecs, s.wpre) in cands for s in shorts)
-    for cfg in (shorts[0], next(s for s in shorts if s.wpre)):
-        c = cands[(cfg.block, cfg.rows_per_block, cfg.vecs, cfg.wpre)]
+    assert all((s.block, s.rows_per_block, s.vecs, s.wpre, s.full) in cands for s in shorts)
+    for cfg in (shorts[0], next(s for s in shorts if s.wpre), next(s for s in shorts if s.full)):
+        c = cands[(cfg.block, cfg.rows_per_block, cfg.vecs, cfg.wpre, cfg.full)]
         r = compile_candidate(c, ctx.spec.arch, ctx.spec.check.fast_math)
         assert r.resources is not None and r.resources.spill_stores == 0 and r.resources.local_bytes == 0, c.description
-        assert r.resources.registers <= 64, c.description
+        assert r.resources.registers <= (32 if cfg.full else 64), c.description
         assert ("constexpr bool WPRE = true;" in c.kernel_text) == cfg.wpre == ("wpre" in c.description)
+        assert (f"__launch_bounds__({cfg.block}, {2048 // cfg.block})" in c.kernel_text) == cfg.full == ("occ=full" in c.description)
