@@ -168,7 +168,7 @@ async def optimise(
     and are statically checked in ``pool`` (CPU processes) while the current one is on the GPU.
     The job stops when the proposals run out, after ``max_candidates`` candidates (the original
     included), after ``max_seconds`` of wall time, or when ``patience`` candidates in a row have neither
-    improved the best by 1% nor been the fastest yet at some bench size by 1% (None: no plateau stop).
+    improved the best by 1% nor been the fastest yet at some bench size by 3% (None: no plateau stop).
 
     With ``backend=None`` (no GPU) every candidate is compiled and its resources reported, none is
     run, and the summary's state is ``"compile_only"``. Every evaluated candidate is recorded in
@@ -392,6 +392,9 @@ class _Busy:
 
 
 PLATEAU_GAIN = 1.01  # a new best must beat the old one by 1%: smaller gains are within run-to-run noise
+# the fastest yet at one bench size must beat that size's best by 3%, at the slow end of its own spread (p80): with many
+# sizes, the largest of their 1% noises is often over 1%
+FRONTIER_GAIN = 1.03
 EARLY_ROWS = 8  # rows before the search compiles more than one candidate ahead
 
 
@@ -532,7 +535,7 @@ class _Search:
         ahead = self.frontier_gain(result) if isinstance(result, Measured) else 0.0
         # what the knobs learn: the candidate's log speedup, or where it is the fastest yet at some bench size by more
         # than the noise, as promising as the best so far plus that lead (its neighbours may win that size outright)
-        promise = log if log is None or ahead <= math.log(PLATEAU_GAIN) else max(log, math.log(self.best_seen) + ahead)
+        promise = log if log is None or ahead <= math.log(FRONTIER_GAIN) else max(log, math.log(self.best_seen) + ahead)
         for key, value in cand.params.items():
             self.job_knobs.setdefault(f"{cand.generator}:{key}={value}", []).append(promise)
         if cand.params:
@@ -543,21 +546,22 @@ class _Search:
         if isinstance(result, Measured) and result.speedup > self.best_speedup * PLATEAU_GAIN:
             self.best_speedup, self.since_best = result.speedup, 0
             return True
-        self.since_best = 0 if ahead > math.log(PLATEAU_GAIN) else self.since_best + 1  # the fastest at a size: progress
+        self.since_best = 0 if ahead > math.log(FRONTIER_GAIN) else self.since_best + 1  # the fastest at a size: progress
         return False
 
     def frontier_gain(self, result: Measured) -> float:
         """The log of the largest factor by which ``result`` beats the best speedup another candidate measured at one
-        of its bench sizes (0.0 when it beats none; a size's first measurement only starts its frontier), and the
-        frontier updated. Per-size speedups, not times: each is against the original timed beside it (A/B)."""
+        of its bench sizes (0.0 when it beats none; a size's first measurement only starts its frontier), taking its
+        own at the slow end of its spread (the original's median over its p80 time), and the frontier (medians)
+        updated. Per-size speedups, not times: each is against the original timed beside it (A/B)."""
         gain = 0.0
         for t in result.timings:
             if t.median_us <= 0:
                 continue
             key = tuple(sorted(t.size.items()))
             before = self.frontier.get(key)
-            if before is not None:
-                gain = max(gain, math.log(t.speedup / before))
+            if before is not None and t.p80_us > 0:
+                gain = max(gain, math.log(t.baseline_median_us / max(t.p80_us, t.median_us) / before))
             self.frontier[key] = t.speedup if before is None else max(before, t.speedup)
         return gain
 
