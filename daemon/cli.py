@@ -336,7 +336,7 @@ def optimise_command(
     backend: Annotated[BackendChoice, typer.Option(help=BACKEND_HELP)] = BackendChoice.auto,
     max_candidates: Annotated[int, typer.Option(min=1, help="evaluate at most this many candidates")] = 64,
     max_seconds: Annotated[float | None, typer.Option(min=1, help="stop starting new candidates after this many seconds", show_default=False)] = None,
-    patience: Annotated[int, typer.Option(min=0, help="stop after this many candidates in a row without a 1% gain (0: never)")] = 24,
+    patience: Annotated[int, typer.Option(min=0, help="stop after this many candidates in a row without a 1% gain (nor a 3% lead at one bench size) (0: never)")] = 24,
     policy: Annotated[PolicyChoice, typer.Option(help="how the search picks the next generator")] = PolicyChoice.ucb,
     lessons: Annotated[bool, typer.Option("--lessons/--no-lessons", help="order the search by lessons from past jobs")] = True,
     out: Annotated[Path | None, typer.Option(help="report folder (default: FILE's folder/ptxfactory-out/KERNEL)", show_default=False)] = None,

@@ -4,7 +4,8 @@ Source checks on the candidate's translation unit (comments stripped): mutable `
 globals (state that survives between launches), ``printf``, traps and exits, host-side stream,
 graph, callback and memory calls, L2 access-policy tricks and clock reads (timing-dependent
 behaviour); launch limits of the target at every check and bench size (a kernel compiled for thread
-block clusters: at most the portable cluster size, and a grid of whole clusters); resources that make
+block clusters: at most sm_90's 16 blocks, past the portable 8 only with the opt-in the worker sets at load, and a
+grid of whole clusters); resources that make
 the launch impossible (registers x threads over the 64 K register file of an SM).
 """
 from __future__ import annotations

@@ -551,7 +551,8 @@ class _Search:
 
     def frontier_gain(self, result: Measured) -> float:
         """The log of the largest factor by which ``result`` beats the best speedup another candidate measured at one
-        of its bench sizes (0.0 when it beats none; a size's first measurement only starts its frontier), taking its
+        of its bench sizes, and the original's there (0.0 when it beats none; a size's first measurement only starts
+        its frontier), taking its
         own at the slow end of its spread (the original's median over its p80 time), and the frontier (medians)
         updated. Per-size speedups, not times: each is against the original timed beside it (A/B)."""
         gain = 0.0
@@ -560,8 +561,8 @@ class _Search:
                 continue
             key = tuple(sorted(t.size.items()))
             before = self.frontier.get(key)
-            if before is not None and t.p80_us > 0:
-                gain = max(gain, math.log(t.baseline_median_us / max(t.p80_us, t.median_us) / before))
+            if before is not None and t.p80_us > 0:  # (never ahead where the original is faster: speedup 1)
+                gain = max(gain, math.log(t.baseline_median_us / max(t.p80_us, t.median_us) / max(before, 1.0)))
             self.frontier[key] = t.speedup if before is None else max(before, t.speedup)
         return gain
 
@@ -573,7 +574,7 @@ class _Search:
         elif max_seconds is not None and elapsed_s >= max_seconds:
             reason = f"wall-time budget of {max_seconds:g} s"
         elif patience is not None and self.since_best >= patience:
-            reason = f"plateau: {patience} candidates without a 1% gain"
+            reason = f"plateau: {patience} candidates without a 1% gain"  # (nor a 3% lead at a bench size)
         if reason is not None:
             self.stop_reason = reason
         return reason is not None

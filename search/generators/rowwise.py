@@ -447,10 +447,12 @@ def _configs(m: RowwiseMatch, spec: KernelSpec, norms: tuple[str, ...] = ("rms",
     space plus its first two points as LayerNorm (the verifier tells which one fits). A form proposed
     without evidence (one of several plausible statistics) gets the first point of each norm only.
     With a residual the register cache holds x and res: half the vectors (a staged cache is sized for its entries).
-    Full occupancy (32 registers) only for RMSNorm without a residual: LayerNorm's two passes, or x + res, spilled there."""
+    Full occupancy (32 registers) only where :func:`full_fits`."""
     configs = tuning_space(m, spec)
+    if not full_fits(m):
+        configs = [c for c in configs if not c.full]
     if m.res:
-        configs = list(dict.fromkeys(c if c.stage else replace(c, vecs=max(1, c.vecs // 2)) for c in configs if not c.full))
+        configs = list(dict.fromkeys(c if c.stage else replace(c, vecs=max(1, c.vecs // 2)) for c in configs))
     if m.b:
         norms = tuple(n for n in norms if n == "layer")
     if not evidence:
@@ -462,6 +464,15 @@ def _configs(m: RowwiseMatch, spec: KernelSpec, norms: tuple[str, ...] = ("rms",
     if norms:
         return configs + [replace(c, norm="layer") for c in configs[:2 if evidence else 1]]
     return []
+
+
+def full_fits(m: RowwiseMatch) -> bool:
+    """Whether a form's half-cache short configurations may ask for full occupancy (32 registers a thread): RMSNorm of
+    a 2-byte x into a 2-byte y, a 2-byte weight (or none), a 32-bit row length, no residual, no per-row statistics.
+    With NVRTC 13.0 those compiled without spills; LayerNorm, a residual, an f32 x or y, statistics outputs or a 64-bit
+    row length spilled."""
+    return (_ITEMSIZE[m.dtype] == 2 and _ITEMSIZE[m.out_dtype] == 2 and _ITEMSIZE[m.w_dtype or m.dtype] == 2
+            and m.c_dtype == "i32" and not m.res and not m.stats and not m.b)
 
 
 def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
@@ -517,9 +528,9 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
 # Short rows: a thread caches SHORT_CACHE 16-byte vectors of the shortest bench row (or of the next longer tiers' rows),
 # so that each has that many loads in flight at once with few registers (more threads an SM): the fewest threads per
 # row, down to MIN_TPR, whose caches hold it; for each block size of SHORT_BLOCKS, also at half that cache (twice the
-# threads a row), those last also at full occupancy (32 registers: more of the rows in flight an SM; 2 vectors a thread
-# compiled without spills on CUDA 13.0, 4 did not) and with w preloaded (its few vectors a thread read once into
-# registers, before x).
+# threads a row), those last also at full occupancy (32 registers: more of the rows in flight an SM; for the forms of
+# full_fits, where 2 vectors a thread compiled without spills on CUDA 13.0 and 4 did not) and with w preloaded (its few
+# vectors a thread read once into registers, before x).
 SHORT_CACHE = 4
 SHORT_BLOCKS = (256, 512, 128)
 
@@ -821,8 +832,13 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
     smem = _shared_mem(cfg, tiers, m)
     launch = (f"// Launch: grid ({_grid(cfg, tiers, m)},), block ({cfg.block},), "
               + (f"dynamic shared memory {smem} bytes" if smem else "no dynamic shared memory")
-              + (f"; clusters of {cl} blocks (compiled in).\n" if cl > 1 else ".\n"))
+              + (f"; clusters of {cl} blocks (compiled in{_NON_PORTABLE if cl > 8 else ''}).\n" if cl > 1 else ".\n"))
     return f'extern "C++" {{\n{head.rstrip()}\n}}  // extern "C++"\n\n{launch}{sep}{kernel}'
+
+
+# A cluster past the portable 8 blocks launches only once the host opts the kernel in (the worker does when it loads it).
+_NON_PORTABLE = ("; past the portable 8: before launching, cudaFuncSetAttribute(kernel, "
+                 "cudaFuncAttributeNonPortableClusterSizeAllowed, 1)")
 
 
 def _vector_words(ptr: str, dt: str, vec: int, dst: str) -> str:

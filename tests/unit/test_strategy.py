@@ -409,7 +409,8 @@ async def test_fast_math_follows_a_new_best_within_a_small_budget():
 def test_the_fastest_at_one_bench_size_is_progress_and_promising():
     """Two bench sizes, a short and a long row: after a candidate best overall, one slower overall but the fastest at
     the short size by 20% resets the plateau count and lends its knobs the best's score plus that lead (at the slow
-    end of its spread); one faster nowhere, or by 2% only, counts towards the plateau and lends its own speedup only."""
+    end of its spread); one faster nowhere, by 2% only, or ahead of the other candidates at a size where the original
+    is faster still, counts towards the plateau and lends its own speedup only."""
     import math
 
     from ptxfactory.protocol import Candidate, CandidateRow, LaunchConfig, SizeTiming
@@ -438,3 +439,9 @@ def test_the_fastest_at_one_bench_size_is_progress_and_promising():
     assert search.observe(row("noise", {"vecs": 1}, [2.45, 2.0])) is False
     assert search.since_best == 2 and search.job_knobs["rowwise:vecs=1"] == [pytest.approx(math.log((2.45 * 2.0) ** 0.5))]
     assert search.best_seen == pytest.approx(8 ** 0.5) and search.frontier[(("M", 32768), ("N", 256))] == pytest.approx(2.45)
+    # ahead of every earlier candidate at N = 256 but slower than the original there: no progress
+    slow = _Search(spec=None, original=original, gens={"rowwise": None}, chooser=None, max_candidates=10)
+    assert slow.observe(row("first", {"vecs": 8}, [0.5, 3.0])) is True
+    for k, x in enumerate((0.6, 0.8, 0.97)):
+        assert slow.observe(row(f"slower than the original {k}", {"vecs": 2}, [x, 1.0])) is False
+        assert slow.since_best == k + 1
