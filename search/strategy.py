@@ -533,9 +533,10 @@ class _Search:
             arm.rewards.append(reward)
         log = math.log(result.speedup) if isinstance(result, Measured) and result.speedup > 0 else None  # None: failed
         ahead = self.frontier_gain(result) if isinstance(result, Measured) else 0.0
-        # what the knobs learn: the candidate's log speedup, or where it is the fastest yet at some bench size by more
-        # than the noise, as promising as the best so far plus that lead (its neighbours may win that size outright)
-        promise = log if log is None or ahead <= math.log(FRONTIER_GAIN) else max(log, math.log(self.best_seen) + ahead)
+        leads = ahead > math.log(FRONTIER_GAIN)  # the fastest yet at some bench size, by more than the noise
+        # what the knobs learn: the candidate's log speedup, or where it leads at a size, as promising as the best so
+        # far plus that lead (its neighbours may win that size outright)
+        promise = max(log, math.log(self.best_seen) + ahead) if leads and log is not None else log
         for key, value in cand.params.items():
             self.job_knobs.setdefault(f"{cand.generator}:{key}={value}", []).append(promise)
         if cand.params:
@@ -546,15 +547,14 @@ class _Search:
         if isinstance(result, Measured) and result.speedup > self.best_speedup * PLATEAU_GAIN:
             self.best_speedup, self.since_best = result.speedup, 0
             return True
-        self.since_best = 0 if ahead > math.log(FRONTIER_GAIN) else self.since_best + 1  # the fastest at a size: progress
+        self.since_best = 0 if leads else self.since_best + 1  # the fastest at a size: progress
         return False
 
     def frontier_gain(self, result: Measured) -> float:
         """The log of the largest factor by which ``result`` beats the best speedup another candidate measured at one
         of its bench sizes, and the original's there (0.0 when it beats none; a size's first measurement only starts
-        its frontier), taking its
-        own at the slow end of its spread (the original's median over its p80 time), and the frontier (medians)
-        updated. Per-size speedups, not times: each is against the original timed beside it (A/B)."""
+        its frontier), taking its own at the slow end of its spread (the original's median over its p80 time); the
+        frontier (medians) updated. Per-size speedups, not times: each is against the original timed beside it (A/B)."""
         gain = 0.0
         for t in result.timings:
             if t.median_us <= 0:

@@ -42,7 +42,7 @@ from ptxfactory.protocol import Candidate, KernelSpec
 from ..base import (_COMMENTS, GenContext, family_candidate, family_candidates, kernel_linkage, render_params, scalars_unused, shape_dims,
                     size_args, stored_values)
 from .cuda_text import load_template, floats_to_word, word_to_floats
-from ptxfactory.harness.static_checks import MAX_CLUSTER_BLOCKS
+from ptxfactory.harness.static_checks import MAX_CLUSTER_BLOCKS, PORTABLE_CLUSTER_BLOCKS
 
 _TEMPLATE = Path(__file__).with_name("rowwise.cu")
 _FLOATS = ("bf16", "f16", "f32")
@@ -458,7 +458,7 @@ def _configs(m: RowwiseMatch, spec: KernelSpec, norms: tuple[str, ...] = ("rms",
     if not evidence:
         configs = configs[:1]
     if norms == ("layer",):
-        return [replace(c, norm="layer") for c in configs if not c.full]
+        return [replace(c, norm="layer") for c in configs]
     if norms == ("rms",):
         return configs
     if norms:
@@ -505,7 +505,8 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
         out = [x for c in out for x in (c, *(
             [replace(c, stage=True, vecs=stage_vecs(c.block, nvec, entry))] if c.hint == "ldg" else []))]
     # covering order: each kind of bench row gets its likeliest configurations before any gets its alternatives
-    pair, rest = out[:2 if stage_capable(spec.arch) else 1], out[2 if stage_capable(spec.arch) else 1:]
+    k = 2 if stage_capable(spec.arch) else 1  # the first register configuration and its staged twin
+    pair, rest = out[:k], out[k:]
     # the configurations sized from the longest row hold little of the shortest in flight a thread: ones sized from the
     # shortest follow
     shorts = short_configs(nvec_min, wpre=bool(m.w or m.b)) if thread_vectors(out[0], nvec_min, m.vec) < SHORT_CACHE else []
@@ -611,23 +612,28 @@ def cluster_configs(nvec: int, stage_entry: int = 0, wide_only: bool = False) ->
     cannot hold the row alone at that cache."""
     out = []
     for block in CLUSTER_BLOCKS:
+        wide = _fewest_blocks(nvec, block, 2 * CLUSTER_CACHE)
         if wide_only:
             if block <= CLUSTER_WIDE_BLOCK and block * 2 * CLUSTER_CACHE < nvec:
-                wide = next((c for c in CLUSTER_SIZES if c * block * 2 * CLUSTER_CACHE >= nvec), CLUSTER_SIZES[-1])
                 out.append(RowwiseConfig(block, block // 32, _cluster_vecs(nvec, block, wide), cluster=wide))
             continue
         cap = stage_cap(block, stage_entry) if stage_entry else CLUSTER_CACHE
         if block * cap >= nvec:
             continue
-        cl = next((c for c in CLUSTER_SIZES if c * block * cap >= nvec), CLUSTER_SIZES[-1])
+        cl = _fewest_blocks(nvec, block, cap)
         if stage_entry:
             out.append(RowwiseConfig(block, block // 32, stage_vecs(block, nvec, stage_entry, cl), cluster=cl, stage=True))
             continue
-        wide = next((c for c in CLUSTER_SIZES if c * block * 2 * CLUSTER_CACHE >= nvec), CLUSTER_SIZES[-1])
         if block <= CLUSTER_WIDE_BLOCK and wide != cl:
             out.append(RowwiseConfig(block, block // 32, _cluster_vecs(nvec, block, wide), cluster=wide))
         out.append(RowwiseConfig(block, block // 32, _cluster_vecs(nvec, block, cl), cluster=cl))
     return list(dict.fromkeys(out))
+
+
+def _fewest_blocks(nvec: int, block: int, cache: int) -> int:
+    """The smallest cluster size of :data:`CLUSTER_SIZES` whose blocks of ``block`` threads, ``cache`` vectors each,
+    hold a row of ``nvec`` vectors; the largest where none does."""
+    return next((c for c in CLUSTER_SIZES if c * block * cache >= nvec), CLUSTER_SIZES[-1])
 
 
 def _cluster_vecs(nvec: int, block: int, cluster: int) -> int:
@@ -767,7 +773,7 @@ def _align(dt: str, vec: int) -> int:
 def _min_blocks(m: RowwiseMatch, cfg: RowwiseConfig) -> int:
     """``cfg.min_blocks``; with a residual the cache holds two vectors per entry: 128 registers from 4 entries on
     (staged: its STAGE_REGS entries in registers already take them past 64)."""
-    if m.res and (cfg.vecs >= 4 or cfg.stage) and not cfg.full:
+    if m.res and (cfg.vecs >= 4 or cfg.stage):
         return max(1, 65536 // (cfg.block * 128))
     return cfg.min_blocks
 
@@ -832,7 +838,8 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
     smem = _shared_mem(cfg, tiers, m)
     launch = (f"// Launch: grid ({_grid(cfg, tiers, m)},), block ({cfg.block},), "
               + (f"dynamic shared memory {smem} bytes" if smem else "no dynamic shared memory")
-              + (f"; clusters of {cl} blocks (compiled in{_NON_PORTABLE if cl > 8 else ''}).\n" if cl > 1 else ".\n"))
+              + (f"; clusters of {cl} blocks (compiled in{_NON_PORTABLE if cl > PORTABLE_CLUSTER_BLOCKS else ''}).\n"
+                 if cl > 1 else ".\n"))
     return f'extern "C++" {{\n{head.rstrip()}\n}}  // extern "C++"\n\n{launch}{sep}{kernel}'
 
 
