@@ -7,7 +7,9 @@ dynamic shared memory. What the timings cannot say: why one design stays under t
 evidence issue 13 asks for). Where the host refuses the counters, each line says so (nothing is assumed).
 
 Usage: ``python3 bench/rowwise_profile.py --matrix --select 'cluster=8' --size M=32768,N=32768
---size M=32768,N=65536 --out $OUT/profile.md`` (``--matrix``: the proposals the matrix job sees)
+--size M=32768,N=65536 --out $OUT/profile.md`` (``--matrix``: the proposals the matrix job sees, sized from this GPU's
+facts as a job on it proposes them). ``--quack``: QuACK's ``rmsnorm_fwd`` at each size too, one launch under the same
+counters (its kernel picked out by name: ``QUACK_KERNEL``), the baseline issue 13 measures against.
 """
 from __future__ import annotations
 
@@ -42,7 +44,13 @@ def profile(example: str, generator: str, select: str, sizes: list[dict[str, int
     spec_path = EXAMPLES / example / f"{example}.cu.toml"
     spec = load_spec(spec_path).kernels[example]
     spec = spec.model_copy(update={"bench": spec.bench.model_copy(update={"sizes": propose_at or sizes})})
-    _, cands = proposals(spec, (EXAMPLES / example / f"{example}.cu").read_text(), generator, select, limit)
+    facts = None
+    try:
+        from ptxfactory.harness.facts import read_facts
+        facts = read_facts()  # (the GPU's: proposals sized from its SM count, as in a job on it)
+    except Exception as exc:  # noqa: BLE001  (no GPU here: the proposals of a compile-only job)
+        print(f"no GPU facts ({type(exc).__name__}: {exc}): proposing as a compile-only job", flush=True)
+    _, cands = proposals(spec, (EXAMPLES / example / f"{example}.cu").read_text(), generator, select, limit, facts)
     exe, rows = find_ncu(), []
     for cand in cands:
         compiled = compile_candidate(cand, spec.arch, spec.check.fast_math)
@@ -56,6 +64,44 @@ def profile(example: str, generator: str, select: str, sizes: list[dict[str, int
                          "smem": int(evaluate(cand.launch.shared_mem, size)), "lines": counters.lines(),
                          "stalls": counters.stalls() if counters.ok else []})
             print(f"{cand.description} at {size}: " + "; ".join(rows[-1]["lines"]), flush=True)
+    return rows
+
+
+# QuACK's RMSNorm forward kernel (CuTe DSL names it after the class): its launch among the program's, by name
+QUACK_KERNEL = "regex:(?i)rmsnorm"
+QUACK_PROGRAM = """
+import sys, torch
+from quack.rmsnorm import rmsnorm_fwd
+M, N = int(sys.argv[1]), int(sys.argv[2])
+g = torch.Generator().manual_seed(0)  # inputs made on the host: no kernel of torch's before QuACK's
+x = torch.randn(M, N, generator=g).to(torch.bfloat16).cuda()
+w = torch.randn(N, generator=g).to(torch.bfloat16).cuda()
+rmsnorm_fwd(x, w, eps=1e-6)
+torch.cuda.synchronize()
+"""
+
+
+def profile_quack(sizes: list[dict[str, int]], timeout_s: float = 240.0) -> list[dict]:
+    """One row per size (``{"M": .., "N": ..}``): QuACK's ``rmsnorm_fwd`` (bf16, weight bf16) launched once under the
+    counters of :mod:`ptxfactory.harness.ncu`; the reason instead where ncu, QuACK or the counters are missing."""
+    import tempfile
+
+    from ptxfactory.harness.ncu import METRICS, STALLS, _run, find_ncu, not_found_reason
+
+    exe, rows = find_ncu(), []
+    for size in sizes:
+        if exe is None:
+            lines = [f"counters unavailable: {not_found_reason()}"]
+        else:
+            with tempfile.TemporaryDirectory(prefix="ptxf-ncu-quack-") as tmp:
+                prog = Path(tmp) / "quack_once.py"
+                prog.write_text(QUACK_PROGRAM)
+                args = [exe, "--csv", "--page", "raw", "--print-units", "base", "--clock-control", "none",
+                        "--target-processes", "all", "--kernel-name", QUACK_KERNEL, "--launch-count", "1",
+                        "--metrics", ",".join([*METRICS, STALLS]), sys.executable, str(prog), str(size["M"]), str(size["N"])]
+                lines = _run(args, "", timeout_s, None, tmp).lines()
+        rows.append({"description": "QuACK rmsnorm_fwd", "size": size, "lines": lines})
+        print(f"QuACK rmsnorm_fwd at {size}: " + "; ".join(lines), flush=True)
     return rows
 
 
@@ -78,13 +124,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", action="append", type=parse_size, required=True)
     ap.add_argument("--limit", type=int, default=8)
     ap.add_argument("--matrix", action="store_true", help="proposals sized for QuACK's RMSNorm matrix (as the matrix job's)")
+    ap.add_argument("--quack", action="store_true", help="QuACK's rmsnorm_fwd at each size too (installed: quack-kernels)")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
     propose_at = None
     if a.matrix:
         from rmsnorm_matrix import MATRIX
         propose_at = [{"M": m, "N": n} for m, n in MATRIX]
-    rows = profile(a.example, a.generator, a.select, a.size, a.limit, propose_at)
+    rows = (profile_quack(a.size) if a.quack else []) + profile(a.example, a.generator, a.select, a.size, a.limit, propose_at)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(render(rows))
     return 0

@@ -40,16 +40,17 @@ def _spec_text(example: str, matrix: bool, rows: tuple[int, ...] = ()) -> str:
     return rmsnorm_matrix.matrix_spec(text, kernel=example, matrix=shapes) if matrix else text
 
 
-def proposals(spec, source: str, generator: str, select: str, limit: int):
+def proposals(spec, source: str, generator: str, select: str, limit: int, facts=None):
     """``(original, candidates)``: the original candidate of ``source``'s kernel ``spec.name`` and the proposals of
-    ``generator`` for it whose description matches the regex ``select``, at most ``limit``, in proposal order."""
+    ``generator`` for it whose description matches the regex ``select``, at most ``limit``, in proposal order;
+    ``facts`` (protocol GpuFacts): the GPU's, as a job on it proposes (the configurations sized from its SM count)."""
     from ptxfactory.harness.source import find_kernel
     from ptxfactory.search.base import GenContext
     from ptxfactory.search.generators import load
     from ptxfactory.search.strategy import original_candidate
 
     original = original_candidate(spec, source)
-    ctx = GenContext(spec=spec, source=source, kernel=find_kernel(source, spec.name), original=original)
+    ctx = GenContext(spec=spec, source=source, kernel=find_kernel(source, spec.name), original=original, facts=facts)
     return original, [c for c in load(generator).propose(ctx) if re.search(select, c.description)][:limit]
 
 
@@ -70,14 +71,15 @@ async def sweep(example: str, generator: str, select: str, matrix: bool, limit: 
     spec_path = work / f"{example}.cu.toml"
     spec_path.write_text(_spec_text(example, matrix, rows))
     spec = load_spec(spec_path).kernels[example]
-    original, cands = proposals(spec, (work / f"{example}.cu").read_text(), generator, select, limit)
-    base = compile_candidate(original, spec.arch, spec.check.fast_math)
-    if isinstance(base, CompileFailed):
-        raise RuntimeError(f"the original does not compile: {base.log[:400]}")
-    plan = make_plan(spec, secret=11, reference=python_reference(spec, spec_path)).model_copy(update={"timeout_s": 300.0})
     backend = GpuBackend()
     rows = []
     try:
+        original, cands = proposals(spec, (work / f"{example}.cu").read_text(), generator, select, limit,
+                                    facts=await backend.facts())
+        base = compile_candidate(original, spec.arch, spec.check.fast_math)
+        if isinstance(base, CompileFailed):
+            raise RuntimeError(f"the original does not compile: {base.log[:400]}")
+        plan = make_plan(spec, secret=11, reference=python_reference(spec, spec_path)).model_copy(update={"timeout_s": 300.0})
         for c in cands:
             compiled = compile_candidate(c, spec.arch, spec.check.fast_math)
             row = {"description": c.description, "params": c.params, "launch": c.launch.model_dump()}

@@ -5,7 +5,8 @@
 # (../shared/device/quack-wheels.sh: .whl2/cu13.tar.xz) is over the call's size limit beside the tree, so it travels
 # split in parts, each copied to /root/stash by a call of its own just before this one: cat /root/stash/cu13.part.*
 # Knobs: MAX_SECONDS (the job, 150), REPS (20), SKIP_TESTS, SKIP_SWEEP, SWEEP_SELECT (regex), SWEEP_LIMIT (24),
-# SWEEP_TIMEOUT (s, 150), MATRIX_TIMEOUT (s, 450), PROFILE (ncu, bench/rowwise_profile.py), PROFILE_SELECT, PROFILE_TIMEOUT;
+# SWEEP_TIMEOUT (s, 150), MATRIX_TIMEOUT (s, 450), PROFILE (ncu, bench/rowwise_profile.py), PROFILE_SELECT, PROFILE_TIMEOUT,
+# PROFILE_SIZES (row lengths, each at the matrix's M), PROFILE_LIMIT (4), PROFILE_QUACK=1 (QuACK's launch too);
 # JOB_ONLY=1 (a call of the job alone, MAX_SECONDS up to ~500) then FROM_JOB=1 (the timing, QuACK's ~7 minutes) in the
 # same lease: the job no longer shares a call with QuACK's compiles.
 set -uo pipefail
@@ -35,7 +36,12 @@ if [ -z "${SKIP_SWEEP:-}" ]; then
   timeout ${SWEEP_TIMEOUT:-150} python3 bench/rowwise_sweep.py --matrix --select "${SWEEP_SELECT:-.}" --limit ${SWEEP_LIMIT:-24} \
     --out "$OUT/sweep" > "$OUT/sweep.log" 2>&1; tail -40 "$OUT/sweep.log"
 fi
-if [ -n "${PROFILE:-}" ]; then  # Nsight Compute on the cluster designs at a short, a single-block and a split row
-  timeout ${PROFILE_TIMEOUT:-240} python3 bench/rowwise_profile.py --matrix --select "${PROFILE_SELECT:-cluster=8}" --limit 4 \
-    --size M=32768,N=256 --size M=32768,N=32768 --size M=32768,N=65536 --out "$OUT/profile.md" 2>&1 | tail -20
+if [ -n "${PROFILE:-}" ]; then  # Nsight Compute on chosen designs (default: the cluster ones) at the matrix's shapes
+  sizes=()
+  for n in ${PROFILE_SIZES:-256 32768 65536}; do
+    m=$(python3 -c "import sys; sys.path.insert(0, 'bench'); from rmsnorm_matrix import MATRIX; print(dict((n, m) for m, n in MATRIX)[$n])")
+    sizes+=(--size "M=$m,N=$n")
+  done
+  timeout ${PROFILE_TIMEOUT:-240} python3 bench/rowwise_profile.py --matrix --select "${PROFILE_SELECT:-cluster=8}" \
+    --limit ${PROFILE_LIMIT:-4} ${PROFILE_QUACK:+--quack} "${sizes[@]}" --out "$OUT/profile.md" 2>&1 | tail -30
 fi

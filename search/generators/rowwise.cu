@@ -29,6 +29,10 @@
 // would only add latency there (and the launch asks for no shared memory).
 // Preloaded w (${WPRE_NOTE}): a register cache's vectors of w (and b) are read into registers before the first step's
 // loads of x, once for every row the thread takes: their latency no longer follows the reduction.
+// Pipelined (${PIPE_NOTE}): a persistent grid (the launch sizes it from the SM count: each block takes groups of
+// BLOCK / TPR rows blockIdx.x, blockIdx.x + gridDim.x, ...) whose threads issue the next group's loads into a second
+// register cache before this group's reduction and stores: a row's loads are always in flight, even while the rows
+// before it are reduced and written, and no block pays its start and end more than once.
 ${CONVERT}${CLUSTER_HELPERS}
 // Sums acc[0 .. NV) over the TPR threads of each row (TPR < 32: an aligned group of lanes of one warp); every thread
 // of the row gets the same sums.
@@ -82,6 +86,24 @@ static __device__ __forceinline__ void ptxf_each_cached(bool regs, const ptxf_xv
     }
 }
 
+template <bool LONG> struct ptxf_step_type { using type = int; };   // a block's trip count: pipelined, 64-bit
+template <> struct ptxf_step_type<true> { using type = long long; };
+
+// The NR register-cached vectors of this thread (first v0, STRIDE apart) of the row starting at element base of x (and
+// of the residual); zeros past the row, all zeros where base < 0 (no row): all loads first, NR in flight.
+template <int NR>
+static __device__ __forceinline__ void ptxf_load_row(ptxf_xv (&xs)[NR], const ${TX}* __restrict__ x, const ${TX}* res, long long base,
+                                                     ${IDX} v0, int stride, ${IDX} nvec)
+{
+    const ${TX}* __restrict__ xr = x + (base < 0 ? 0 : base);
+    const ${TX}* rr = res ? res + (base < 0 ? 0 : base) : nullptr;
+#pragma unroll
+    for (int i = 0; i < NR; ++i) {
+        const ${IDX} v = v0 + i * stride;
+        xs[i] = (base >= 0 && v < nvec) ? ptxf_load_xv(xr, rr, v) : ptxf_xv{};
+    }
+}
+
 template <int TPR, int RPB, int MV, bool LAYER, int CL = 1>
 static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x, const ${TW}* __restrict__ w,
                                                     const ${TB}* __restrict__ b, ${TY}* __restrict__ y, long long R, ${IDX} C,
@@ -105,6 +127,8 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
     constexpr int NR = STAGE ? ${STAGE_REGS} : MV;                   // vectors a thread may hold in registers
     constexpr bool WPRE = ${WPRE};                                   // w (and b) of the cached vectors read once, first
     static_assert(!WPRE || !STAGE, "w is preloaded for a register cache only");
+    constexpr bool PIPE = ${PIPE} && CL == 1;                       // persistent, the next group's loads in flight
+    static_assert(!PIPE || !STAGE, "a pipelined cache is in registers");
     if constexpr (CL > 1) ptxf_cluster_start(cl);                    // barriers set; started: the peers may store here
     // cached vectors a thread: MV, or staged, what the launch's shared memory holds (the launch computes the same)
     const int nc = STAGE ? (int)(nvec < (${IDX})MV * STRIDE ? (nvec + STRIDE - 1) / STRIDE : (${IDX})MV) : MV;
@@ -117,27 +141,37 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
             if (ptxf_vec && v < nvec) wbs[i] = ptxf_load_wb(w, b, v);
         }
     }
+    // pipelined: groups of GROUPS rows blockIdx.x, + gridDim.x, ... (a trip count uniform in the block); else STEPS
+    const long long ngroups = (R + GROUPS - 1) / GROUPS;
+    using step_t = typename ptxf_step_type<PIPE>::type;             // (a 32-bit count where it is at most STEPS)
+    const step_t nsteps = !PIPE ? (step_t)STEPS : (long long)blockIdx.x < ngroups ? (ngroups - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+    const long long hop = (long long)gridDim.x * GROUPS;             // pipelined: rows between a thread's two groups
+    ptxf_xv xs[NR];                                                  // the cache (pipelined: loaded a group ahead)
+    if constexpr (PIPE) {
+        const long long row0 = (long long)blockIdx.x * GROUPS + threadIdx.x / TPR;
+        if (ptxf_vec) ptxf_load_row(xs, x, res, row0 < R ? row0 * (long long)C : -1, v0, STRIDE, nvec);
+    }
 #pragma unroll 1
-    for (int step = 0; step < STEPS; ++step) {
-        const int r = step * GROUPS + threadIdx.x / TPR;           // row within the block
-        const long long row = CL > 1 ? (long long)(blockIdx.x / S) : (long long)blockIdx.x * RPB + r;
-        const bool active = r < RPB && row < R;                     // inactive threads still reach every barrier
+    for (step_t step = 0; step < nsteps; ++step) {
+        const int r = PIPE ? threadIdx.x / TPR : (int)step * GROUPS + threadIdx.x / TPR;  // row within the block('s group)
+        const long long row = CL > 1 ? (long long)(blockIdx.x / S)
+                            : PIPE ? (long long)blockIdx.x * GROUPS + step * hop + r : (long long)blockIdx.x * RPB + r;
+        const bool active = (PIPE || r < RPB) && row < R;           // inactive threads still reach every barrier
         const long long base = active ? row * (long long)C : 0;
         const ${TX}* __restrict__ xr = x + base;
         const ${TX}* rr = res ? res + base : nullptr;               // the residual's row (none: nullptr)
         ${TH}* hr = h ? h + base : nullptr;                         // where x + res goes (none: nullptr)
         ${TY}* __restrict__ yr = y + base;
         float acc[2] = {0.f, 0.f};                                  // rms: sum(x^2); layer: sum(x), then sum((x - mean)^2)
-        ptxf_xv xs[NR];
+        ptxf_xv xn[PIPE ? NR : 1];                                  // pipelined: the next group's vectors
         ptxf_xv* const xsm = stage + threadIdx.x;                   // staged: this thread's vector i at xsm[i * BLOCK]
         const ${IDX} rest = v0 + (regs ? NR : MV) * STRIDE;         // the first vector past the cache (re-read)
         if (ptxf_vec) {
-            if (regs) {
-#pragma unroll
-                for (int i = 0; i < NR; ++i) {                      // all loads first: NR in flight
-                    const ${IDX} v = v0 + i * STRIDE;
-                    xs[i] = (active && v < nvec) ? ptxf_load_xv(xr, rr, v) : ptxf_xv{};
-                }
+            if constexpr (PIPE) {                                   // the next group's loads, before this one's sums
+                const long long rown = row + hop;
+                ptxf_load_row(xn, x, res, step + 1 < nsteps && rown < R ? rown * (long long)C : -1, v0, STRIDE, nvec);
+            } else if (regs) {
+                ptxf_load_row(xs, x, res, active ? base : -1, v0, STRIDE, nvec);
             } else {                                                // every vector in flight, then one wait
                 for (int i = 0; i < nc; ++i) {
                     const ${IDX} v = v0 + i * STRIDE;
@@ -212,6 +246,10 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
                 const float o = (xj - mean) * scale;
                 yr[j] = ptxf_f2y(${W_SCALAR});
             }
+        }
+        if constexpr (PIPE) {
+#pragma unroll
+            for (int i = 0; i < NR; ++i) xs[i] = xn[i];             // the next group's vectors become the cache
         }
     }
 }

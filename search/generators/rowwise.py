@@ -115,7 +115,10 @@ class RowwiseConfig:
     ``stage`` (sm_80+): the cache is dynamic shared memory filled by ``cp.async``, sized at launch from the row
     length (:func:`stage_bytes_expr`), so its size costs no registers; ``wpre`` (register caches only): the
     weight's (and bias's) vectors of a thread's cache are read into registers once, before the first row's loads of x;
-    ``full``: the launch bounds ask for a full SM of threads (:data:`THREADS_PER_SM`), 32 registers a thread.
+    ``full``: the launch bounds ask for a full SM of threads (:data:`THREADS_PER_SM`), 32 registers a thread;
+    ``persist`` > 0 (register caches, no cluster): pipelined, a persistent grid of at most that many blocks (the GPU's
+    SM count times the blocks an SM holds at the launch bounds, :func:`pipe_configs`), each block taking a group of
+    ``block / tpr`` rows at a time and its threads loading the next group's row before this one's reduction.
     """
 
     block: int
@@ -128,13 +131,17 @@ class RowwiseConfig:
     stage: bool = False
     wpre: bool = False
     full: bool = False
+    persist: int = 0
 
     @property
     def min_blocks(self) -> int:
         """Blocks per SM promised to ptxas (``__launch_bounds__`` 2nd argument): caps registers at 64 (128 for a
-        16-vector register cache; a staged cache holds no registers; ``full``: 32, every thread of an SM resident)."""
+        16-vector register cache; a staged cache holds no registers; ``full``: 32, every thread of an SM resident;
+        pipelined: :data:`PIPE_REGISTERS`)."""
         if self.full:
             return max(1, THREADS_PER_SM // self.block)
+        if self.persist:
+            return max(1, 65536 // (self.block * PIPE_REGISTERS[min(self.vecs, len(PIPE_REGISTERS)) - 1]))
         return max(1, 65536 // (self.block * (128 if self.vecs > 8 and not self.stage else 64)))
 
     def tiers(self, vec: int) -> list[tuple[int, int, int]]:
@@ -166,6 +173,8 @@ class RowwiseConfig:
             out["wpre"] = True
         if self.full:
             out["occupancy"] = "full"
+        if self.persist:
+            out["persist"] = self.persist
         return out
 
 
@@ -441,16 +450,16 @@ _ORDER = (
 
 
 def _configs(m: RowwiseMatch, spec: KernelSpec, norms: tuple[str, ...] = ("rms", "layer"),
-             evidence: bool = True) -> list[RowwiseConfig]:
+             evidence: bool = True, sm_count: int | None = None) -> list[RowwiseConfig]:
     """The whole space for the ``norms`` a form may compute: LayerNorm only with a bias (an RMSNorm with a
     bias is no standard operation) or a LayerNorm statistic; RMS only with an RMS statistic; else the RMS
     space plus its first two points as LayerNorm (the verifier tells which one fits). A form proposed
     without evidence (one of several plausible statistics) gets the first point of each norm only.
     With a residual the register cache holds x and res: half the vectors (a staged cache is sized for its entries).
-    Full occupancy (32 registers) only where :func:`full_fits`."""
-    configs = tuning_space(m, spec)
+    Full occupancy (32 registers) and pipelined configurations (``sm_count``: the GPU's) only where :func:`full_fits`."""
+    configs = tuning_space(m, spec, sm_count)
     if not full_fits(m):
-        configs = [c for c in configs if not c.full]
+        configs = [c for c in configs if not c.full and not c.persist]
     if m.res:
         configs = list(dict.fromkeys(c if c.stage else replace(c, vecs=max(1, c.vecs // 2)) for c in configs))
     if m.b:
@@ -467,7 +476,8 @@ def _configs(m: RowwiseMatch, spec: KernelSpec, norms: tuple[str, ...] = ("rms",
 
 
 def full_fits(m: RowwiseMatch) -> bool:
-    """Whether a form's half-cache short configurations may ask for full occupancy (32 registers a thread): RMSNorm of
+    """Whether a form's half-cache short configurations may ask for full occupancy (32 registers a thread), and its
+    short rows be pipelined (:data:`PIPE_REGISTERS`): RMSNorm of
     a 2-byte x into a 2-byte y, a 2-byte weight (or none), a 32-bit row length, no residual, no per-row statistics.
     With NVRTC 13.0 those compiled without spills; LayerNorm, a residual, an f32 x or y, statistics outputs or a 64-bit
     row length spilled."""
@@ -475,7 +485,7 @@ def full_fits(m: RowwiseMatch) -> bool:
             and m.c_dtype == "i32" and not m.res and not m.stats and not m.b)
 
 
-def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
+def tuning_space(m: RowwiseMatch, spec: KernelSpec, sm_count: int | None = None) -> list[RowwiseConfig]:
     """RMS configurations, best first (``_ORDER``), with register caches sized from the longest benchmark row.
 
     ``fit(block)`` is the smallest power-of-two cache (at most 16 vectors) that holds the longest
@@ -486,8 +496,9 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
     configurations (:func:`cluster_configs` at 2 * CLUSTER_CACHE vectors a thread, for the longest bench row and each
     shorter one that needs a cluster) and the first register and staged pair, the cluster ones first where the first
     configuration would re-read part of the longest row; then, where the first configuration gives a thread fewer than
-    :data:`SHORT_CACHE` vectors of the shortest bench row, :func:`short_configs` for that row; then the other cluster
-    configurations (fewer vectors a thread, staged); then the rest of ``_ORDER``.
+    :data:`SHORT_CACHE` vectors of the shortest bench row, with the GPU's ``sm_count`` (a job on a GPU)
+    :func:`pipe_configs` for that row, then :func:`short_configs`; then the other cluster configurations (fewer vectors
+    a thread, staged); then the rest of ``_ORDER``.
     """
     c_max = max(int(s[m.c_sym]) for s in spec.bench.sizes)
     nvec = -(-c_max // m.vec)
@@ -509,7 +520,9 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec) -> list[RowwiseConfig]:
     pair, rest = out[:k], out[k:]
     # the configurations sized from the longest row hold little of the shortest in flight a thread: ones sized from the
     # shortest follow
-    shorts = short_configs(nvec_min, wpre=bool(m.w or m.b)) if thread_vectors(out[0], nvec_min, m.vec) < SHORT_CACHE else []
+    shorts = []
+    if thread_vectors(out[0], nvec_min, m.vec) < SHORT_CACHE:
+        shorts = (pipe_configs(nvec_min, sm_count) if sm_count else []) + short_configs(nvec_min, wpre=bool(m.w or m.b))
     wide, others = [], []
     if cluster_capable(spec.arch):
         # the longest row's, with for each shorter bench row that needs a cluster the wide ones sized for it (a
@@ -560,6 +573,28 @@ def short_configs(nvec: int, wpre: bool = False) -> list[RowwiseConfig]:
             out.append(RowwiseConfig(block, block // tpr, cache))
     half = [c for c in out if c.vecs < SHORT_CACHE]
     return out + [replace(c, full=True) for c in half] + [replace(c, wpre=True) for c in half if wpre]
+
+
+# Pipelined short rows (persist > 0): the configurations of short_configs at one and two vectors a thread, as a persistent
+# grid of the GPU's SM count times the blocks an SM holds at PIPE_REGISTERS[vecs - 1] registers a thread (with NVRTC 13.0
+# for sm_90, the forms of full_fits compiled without spills there: two register caches, a row's and the next one's, and
+# 64-bit row arithmetic; none at 32), each thread loading its next row before it reduces and writes this one.
+PIPE_REGISTERS = (40, 48)
+
+
+def pipe_configs(nvec: int, sm_count: int) -> list[RowwiseConfig]:
+    """Pipelined configurations for rows of ``nvec`` 16-byte vectors on a GPU of ``sm_count`` SMs: per block size of
+    :data:`SHORT_BLOCKS`, one and two vectors a thread over the fewest threads a row (at least :data:`MIN_TPR`, at
+    most a warp; grid adaptive), ``persist`` the blocks of one full wave (:attr:`RowwiseConfig.min_blocks` per SM)."""
+    out = []
+    for block in SHORT_BLOCKS:
+        for cache in (1, 2):
+            tpr = MIN_TPR
+            while tpr < 32 and tpr * cache < nvec:
+                tpr *= 2
+            cfg = RowwiseConfig(block, block // tpr, cache, persist=1)
+            out.append(replace(cfg, persist=sm_count * cfg.min_blocks))
+    return out
 
 
 # A register cache holds at most REGISTER_CACHE 16-byte vectors a block (4 registers each: half of an SM's 65536), so a
@@ -660,7 +695,8 @@ class RowwiseNormFamily:
         if m is not None and not scalars_unused(ctx.spec, ctx.kernel.text, {m.r_arg, m.c_arg, m.eps_arg}):
             m = None  # a scalar the skeleton would drop is part of the kernel's math
         forms = variants(m, ctx.kernel.text) if m else []
-        pairs = [(f, cfg) for f, norms, evidence in forms for cfg in _configs(f, ctx.spec, norms, evidence)]
+        sms = getattr(ctx.facts, "sm_count", None)  # (the GPU's, when the job has one: the pipelined configurations)
+        pairs = [(f, cfg) for f, norms, evidence in forms for cfg in _configs(f, ctx.spec, norms, evidence, sms)]
         return family_candidates(ctx, bool(pairs), pairs, lambda fc: self.instantiate(ctx, *fc))
 
     def instantiate(self, ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> Candidate:
@@ -682,6 +718,7 @@ class RowwiseNormFamily:
             f"rowwise {cfg.norm} block={cfg.block} rpb={cfg.rows_per_block}{'' if cfg.grid == 'fixed' else '..' + str(tiers[-1][1])} "
             f"vec16x{cfg.vecs} tpr={tiers[0][0]}..{tiers[-1][0]}" + (f" cluster={cfg.cluster}" if cfg.cluster > 1 else "")
             + (" stage=smem" if cfg.stage else "") + (" wpre" if cfg.wpre else "") + (" occ=full" if cfg.full else "")
+            + (f" pipe={cfg.persist}" if cfg.persist else "")
             + (" stream" if cfg.hint == "stream" else "") + extra
         )
         grid = _grid(cfg, tiers, m)
@@ -694,9 +731,12 @@ def _shared_mem(cfg: RowwiseConfig, tiers: list[tuple[int, int, int]], m: Rowwis
 
 
 def _grid(cfg: RowwiseConfig, tiers: list[tuple[int, int, int]], m: RowwiseMatch) -> str:
-    """The launch grid of ``cfg`` (an expression of the spec's R and C symbols)."""
+    """The launch grid of ``cfg`` (an expression of the spec's R and C symbols); pipelined, at most ``cfg.persist``
+    blocks (a block then takes every gridDim-th group of rows)."""
     if cfg.cluster > 1:
         return grid_expr_cluster(tiers, split_tiers(cfg, m.vec), cfg.cluster, m.r_sym, m.c_sym)
+    if cfg.persist:
+        return f"min({cfg.persist}, {grid_expr(tiers, m.r_sym, m.c_sym)})"
     return grid_expr(tiers, m.r_sym, m.c_sym)
 
 
@@ -831,6 +871,7 @@ def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
         STAGE="true" if cfg.stage else "false", STAGE_REGS=STAGE_REGS,
         STAGE_NOTE="here" if cfg.stage else "not in this instance",
         WPRE="true" if cfg.wpre else "false", WPRE_NOTE="here" if cfg.wpre else "not in this instance",
+        PIPE="true" if cfg.persist else "false", PIPE_NOTE=f"here, at most {cfg.persist} blocks" if cfg.persist else "not in this instance",
         STAGE_DECL="\n    extern __shared__ __align__(16) unsigned char ptxf_stage[];  // the staged cache (launch-sized)" if cfg.stage else "",
     )
     # The helpers are C++ templates: give them C++ linkage even when the kernel sits in an extern "C" block.

@@ -32,30 +32,33 @@ LONG_CHECK = [{"M": 3, "N": 262144}, {"M": 2, "N": 100003}, {"M": 5, "N": 70000}
 BENCH = [{"M": 256, "N": 262144}, {"M": 8192, "N": 65536}]
 
 
-def _job(name: str, norm: str, pick=lambda c: "cluster" in c.params):
+def _job(name: str, norm: str, pick=lambda c: "cluster" in c.params, bench=BENCH, facts: bool = False):
+    """The family's candidates for ``name`` that ``pick`` takes and compute ``norm``, and their evaluations (verified,
+    timed) on this GPU; ``facts``: proposed with the GPU's facts, as a job on it would (the pipelined configurations)."""
     spec_path = EXAMPLES / name / f"{name}.cu.toml"
     spec = load_spec(spec_path).kernels[name]
     spec = spec.model_copy(update={
         "check": spec.check.model_copy(update={"sizes": list(spec.check.sizes) + LONG_CHECK}),
-        "bench": spec.bench.model_copy(update={"sizes": BENCH}),
+        "bench": spec.bench.model_copy(update={"sizes": bench}),
     })
     source = (EXAMPLES / name / f"{name}.cu").read_text()
     original = original_candidate(spec, source)
-    ctx = GenContext(spec=spec, source=source, kernel=find_kernel(source, name), original=original)
-    cands = [c for c in RowwiseNormFamily().propose(ctx) if pick(c) and c.params["norm"] == norm]
-    compiled = [compile_candidate(c, spec.arch, spec.check.fast_math) for c in [original, *cands]]
-    assert all(isinstance(c, Compiled) for c in compiled), [getattr(c, "log", "")[:500] for c in compiled]
     plan = make_plan(spec, secret=5, reference=python_reference(spec, spec_path))
     plan = plan.model_copy(update={"timing_reps": 10, "timeout_s": 300.0})
 
     async def go():
         backend = GpuBackend()
         try:
-            return [await backend.evaluate(spec, compiled[0], c, plan) for c in compiled[1:]]
+            gpu = await backend.facts() if facts else None
+            ctx = GenContext(spec=spec, source=source, kernel=find_kernel(source, name), original=original, facts=gpu)
+            cands = [c for c in RowwiseNormFamily().propose(ctx) if pick(c) and c.params["norm"] == norm]
+            compiled = [compile_candidate(c, spec.arch, spec.check.fast_math) for c in [original, *cands]]
+            assert all(isinstance(c, Compiled) for c in compiled), [getattr(c, "log", "")[:500] for c in compiled]
+            return cands, [await backend.evaluate(spec, compiled[0], c, plan) for c in compiled[1:]]
         finally:
             await backend.close()
 
-    return cands, asyncio.run(go())
+    return asyncio.run(go())
 
 
 def _all_measured(cands, results) -> None:
@@ -81,4 +84,13 @@ def test_staged_candidates_verify_at_every_row_length(name, norm):
     """Every staged candidate without a cluster (the cache in dynamic shared memory, cp.async), at the spec's sizes and
     the long rows above (past the cache: the rest re-read), on the vector and scalar paths."""
     cands, results = _job(name, norm, pick=lambda c: c.params.get("stage") == "smem" and "cluster" not in c.params)
+    _all_measured(cands, results)
+
+
+def test_pipelined_candidates_verify_at_every_row_length():
+    """Every pipelined candidate (persistent grid sized from this GPU's SM count, the next group's row loaded before
+    this one's reduction), proposed for short bench rows: at the spec's sizes and the long rows above (past its small
+    cache: the rest re-read, and one block's groups of a row each), on the vector and scalar paths."""
+    cands, results = _job("rmsnorm", "rms", pick=lambda c: "persist" in c.params,
+                          bench=[{"M": 32768, "N": 256}, {"M": 32768, "N": 1024}], facts=True)
     _all_measured(cands, results)

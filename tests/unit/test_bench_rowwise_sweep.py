@@ -48,3 +48,9 @@ def test_the_profile_script_reads_sizes_and_says_why_there_are_no_counters(tmp_p
     text = out.read_text()
     assert "cluster=8 stage=smem at 3x65536" in text and "counters unavailable" in text
     assert re.search(r"dynamic shared memory [1-9]\d* B", text)  # the staged cache's bytes at that row length
+    # QuACK's launch too: without ncu its rows say why there are no counters (and the family's rows still follow)
+    assert rowwise_profile.main(["--matrix", "--quack", "--select", "cluster=8 stage", "--size", "M=3,N=256", "--limit", "1",
+                                 "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "## QuACK rmsnorm_fwd at 3x256" in text and text.count("counters unavailable") == 2
+    assert "cluster=8 stage=smem at 3x256" in text

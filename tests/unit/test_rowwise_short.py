@@ -5,9 +5,13 @@ small register cache; their kernels compile without spills and verify on the hos
 from __future__ import annotations
 
 from dataclasses import replace
+from dataclasses import replace as dc_replace
 
 from ptxfactory.harness.compile import compile_candidate
-from ptxfactory.search.generators.rowwise import (MIN_TPR, SHORT_CACHE, RowwiseNormFamily, match_spec, short_configs,
+from ptxfactory.protocol import evaluate
+from ptxfactory.protocol.result import GpuFacts
+from ptxfactory.search.generators.rowwise import (MIN_TPR, PIPE_REGISTERS, SHORT_BLOCKS, SHORT_CACHE, RowwiseNormFamily,
+                                                  _configs, full_fits, match_spec, pipe_configs, short_configs,
                                                   thread_vectors, tuning_space)
 from _generator_support import example_ctx
 
@@ -66,3 +70,57 @@ def test_short_candidates_compile_without_spills():
         assert r.resources.registers <= (32 if cfg.full else 64), c.description
         assert ("constexpr bool WPRE = true;" in c.kernel_text) == cfg.wpre == ("wpre" in c.description)
         assert (f"__launch_bounds__({cfg.block}, {2048 // cfg.block})" in c.kernel_text) == cfg.full == ("occ=full" in c.description)
+
+
+def _with_facts(ctx, sm_count: int = 132):
+    facts = GpuFacts(name="H200-like", arch="sm_90a", sm_count=sm_count, l2_bytes=60 << 20, copy_gbps=4000.0,
+                     peak_gbps=4800.0)
+    return dc_replace(ctx, facts=facts)
+
+
+def test_pipelined_short_rows_only_on_a_gpu_and_sized_from_its_sms():
+    """Pipelined configurations come with the GPU's facts only (a compile-only job cannot size a persistent grid), ahead
+    of the other short ones; each launches at most one full wave (the SM count times the blocks its launch bounds
+    promise an SM) and fewer where the rows need fewer blocks."""
+    ctx = _ctx([{"M": 32768, "N": 256}, {"M": 8192, "N": 262144}])
+    assert not any("persist" in c.params for c in RowwiseNormFamily().propose(ctx))
+    m = match_spec(ctx.spec)
+    space = tuning_space(m, ctx.spec, sm_count=132)
+    pipes = pipe_configs(32, 132)
+    first = next(i for i, c in enumerate(space) if c.cluster == 1)
+    assert space[first + 2:first + 2 + len(pipes)] == pipes and len(pipes) == 2 * len(SHORT_BLOCKS)
+    for c in pipes:
+        assert c.persist == 132 * c.min_blocks and c.min_blocks == 65536 // (c.block * PIPE_REGISTERS[c.vecs - 1])
+        assert c.tiers(8)[0][0] == max(MIN_TPR, min(32, 32 // c.vecs))
+    cands = [c for c in RowwiseNormFamily().propose(_with_facts(ctx)) if "persist" in c.params]
+    assert len(cands) == len(pipes)
+    for cand in cands:
+        p = cand.params
+        grid = evaluate(cand.launch.grid[0], {"M": 32768, "N": 256})
+        rows_a_block = p["block"] // max(MIN_TPR, min(32, 32 // p["vecs"]))
+        assert grid == min(p["persist"], -(-32768 // rows_a_block))
+        assert evaluate(cand.launch.grid[0], {"M": 5, "N": 256}) == -(-5 // rows_a_block)  # a few rows: fewer blocks
+        assert "constexpr bool PIPE = true" in cand.kernel_text and f"pipe={p['persist']}" in cand.description
+
+
+def test_pipelined_candidates_compile_without_spills_within_their_budget():
+    """Each pipelined candidate compiles (NVRTC, sm_90a) within PIPE_REGISTERS registers a thread (its two register
+    caches and 64-bit row arithmetic), with no local memory."""
+    ctx = _with_facts(_ctx([{"M": 32768, "N": 256}, {"M": 8192, "N": 262144}]))
+    cands = [c for c in RowwiseNormFamily().propose(ctx) if "persist" in c.params]
+    assert cands
+    for cand in cands:
+        r = compile_candidate(cand, ctx.spec.arch, ctx.spec.check.fast_math)
+        assert r.resources is not None and r.resources.spill_stores == 0 and r.resources.local_bytes == 0, cand.description
+        budget = 65536 // (cand.params["block"] * (65536 // (cand.params["block"] * PIPE_REGISTERS[cand.params["vecs"] - 1])))
+        assert r.resources.registers <= budget, cand.description
+
+
+def test_no_pipelined_configurations_for_forms_that_would_spill():
+    """A residual (two register caches of x and res) or per-row statistics: not pipelined (full_fits)."""
+    ctx = _with_facts(_ctx([{"M": 32768, "N": 256}]))
+    m = match_spec(ctx.spec)
+    assert full_fits(m)
+    assert not full_fits(dc_replace(m, res="r")) and not full_fits(dc_replace(m, stats=(("s", "f32", "rstd"),)))
+    space = _configs(dc_replace(m, res="r"), ctx.spec, sm_count=132)
+    assert space and not any(c.persist for c in space)

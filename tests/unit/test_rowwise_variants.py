@@ -16,7 +16,7 @@ import hashlib
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +25,9 @@ import pytest
 from ptxfactory.harness.compile import CompileFailed, compile_candidate
 from ptxfactory.harness.source import check_signature, find_kernel
 from ptxfactory.protocol import evaluate, parse_spec
-from ptxfactory.search.generators.rowwise import RowwiseNormFamily, match_spec, residual_added, variants
+from ptxfactory.protocol.result import GpuFacts
+from ptxfactory.search.generators.rowwise import (RowwiseConfig, RowwiseNormFamily, full_fits, match_spec,
+                                                  residual_added, variants)
 from _generator_support import example_ctx
 from _host_cuda import HOST_BLOCKS
 
@@ -186,6 +188,26 @@ cols scalar i64 C
 alpha scalar f32 1.0
 g in f32 C
 rows scalar i32 R
+""", "rms"),
+    # RMSNorm, bf16 in, weight and out, one warp per row (the forms of full_fits: full occupancy, pipelined short rows)
+    "rms_bf16": Case("rms_bf16", r"""
+__global__ void rms_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int R, int C, float eps)
+{
+    int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (r >= R) return;
+    float ss = 0.f;
+    for (int i = lane; i < C; i += 32) { float v = __bfloat162float(x[r * C + i]); ss += v * v; }
+    for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    float k = rsqrtf(ss / C + eps);
+    for (int i = lane; i < C; i += 32) y[r * C + i] = __float2bfloat16(__bfloat162float(x[r * C + i]) * k * __bfloat162float(w[i]));
+}
+""", """
+x in bf16 R,C
+w in bf16 C
+y out bf16 R,C
+R scalar i32 R
+C scalar i32 C
+eps scalar f32 1e-6
 """, "rms"),
     # fused residual add + RMSNorm, bf16, one block per row: h = x + residual to residual_out, y = rmsnorm(h) * w
     "add_rms": Case("add_rms", r"""
@@ -463,6 +485,7 @@ inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
 struct __nv_bfloat16 { unsigned short u; };
 struct ptxf_dim { unsigned x; };
 thread_local ptxf_dim threadIdx, blockIdx;
+inline ptxf_dim gridDim;
 inline std::vector<std::pair<const char*, const char*>> g_ranges;
 template <class T> inline T* checked(T* p) {
     const char* b = (const char*)p;
@@ -518,7 +541,7 @@ def _main(c: Case, spec) -> str:
     saves = [f"    save(dir + \"/{a.name}.bin\", {a.name}, {_count([d.strip() for d in a.shape])});" for a in spec.args if a.is_buffer]
     return ("int main(int argc, char** argv) {\n    int grid = atoi(argv[1]), block = atoi(argv[2]); std::string dir = argv[3];\n"
             "    long R = atol(argv[4]), C = atol(argv[5]), off = atol(argv[6]);\n" + "\n".join(lines)
-            + f"\n    launch(grid, block, [&] {{ {c.kernel}({', '.join(call)}); }});\n" + "\n".join(saves) + "\n    printf(\"ok\\n\");\n    return 0;\n}\n")
+            + f"\n    gridDim.x = grid;\n    launch(grid, block, [&] {{ {c.kernel}({', '.join(call)}); }});\n" + "\n".join(saves) + "\n    printf(\"ok\\n\");\n    return 0;\n}\n")
 
 
 def _bf16_bits(a: np.ndarray) -> np.ndarray:
@@ -567,8 +590,9 @@ EMU_SIZES = [(5, 8), (3, 37), (2, 1), (3, 4100), (2, 4104), (9, 256)]
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20) for the host emulation")
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_kernel_text_on_host_emulation(name, tmp_path):
-    """The right form's first and last configurations, a staged one and one with w preloaded, run on the host: y, h
-    and every per-row statistic match
+    """The right form's first and last configurations, a staged one, one with w preloaded and a pipelined one (a
+    persistent grid of 2 SMs' blocks: each block takes several groups of rows, the last ones partial), run on the
+    host: y, h and every per-row statistic match
     the NumPy reference at sizes that take the vector path, the scalar path and re-reads past the register cache,
     with the inputs 16-byte aligned and not; nothing loaded out of bounds or misaligned."""
     c = CASES[name]
@@ -583,7 +607,15 @@ def test_kernel_text_on_host_emulation(name, tmp_path):
     wpre = [k for k in RowwiseNormFamily().propose(short) if _right_form(c, k) and k.params.get("wpre")][:1]
     assert bool(wpre) == any(a.role == "in" and len(a.shape) == 1 and a.shape[0].strip() == "C" for a in spec.args
                              if a.is_buffer), name
-    for cand in {k.key: k for k in (right[0], right[-1], *staged, *wpre)}.values():
+    # pipelined: a job on a GPU (facts) of 2 SMs, for the forms of full_fits; also run on grids of 1 and 2 blocks, each
+    # block then taking several groups of rows
+    two_sms = replace(short, facts=GpuFacts(name="two SMs", arch="sm_90a", sm_count=2, l2_bytes=1 << 20, copy_gbps=1.0,
+                                            peak_gbps=1.0))
+    pipe = [k for k in RowwiseNormFamily().propose(two_sms) if _right_form(c, k) and k.params.get("persist")]
+    assert bool(pipe) == full_fits(match_spec(spec)), name
+    assert all(k.params["persist"] == 2 * RowwiseConfig(k.params["block"], 1, k.params["vecs"], persist=1).min_blocks
+               for k in pipe)
+    for cand in {k.key: k for k in (right[0], right[-1], *staged, *wpre, *pipe[:2])}.values():
         text = SHIM + cand.source.replace("#include <cuda_bf16.h>\n", "").replace(  # a staged cache: one block's, static
             "extern __shared__ __align__(16) unsigned char ptxf_stage[];", "alignas(16) static unsigned char ptxf_stage[1 << 17];"
         ) + _main(c, spec)
@@ -608,19 +640,29 @@ def test_kernel_text_on_host_emulation(name, tmp_path):
                         (R, C) if len(a.shape) == 2 else (n,))
                     bits.tofile(tmp_path / f"{a.name}.bin")
                 grid = evaluate(cand.launch.grid[0], {"R": R, "C": C})
-                run = subprocess.run([str(exe), str(grid), str(cand.launch.block[0]), str(tmp_path), str(R), str(C), str(off)],
-                                     capture_output=True, text=True, timeout=300)
-                assert run.returncode == 0 and run.stdout.strip() == "ok", f"{cand.description} at {R}x{C}: {run.stdout[-300:]}"
-                want = _reference(c, spec, vals, R, C)
-                for a in spec.args:
-                    if a.name not in want:
-                        continue
-                    raw = np.fromfile(tmp_path / f"{a.name}.bin", np.uint16 if a.dtype.value == "bf16" else np.float32)
-                    got = (_from_bf16(raw) if a.dtype.value == "bf16" else raw).astype(np.float64).reshape(want[a.name].shape)
-                    tol = 1e-2 if a.dtype.value == "bf16" else 2e-4
-                    assert np.allclose(got, want[a.name], rtol=tol, atol=tol), (
-                        f"{cand.description} at {R}x{C} offset {off}: {a.name} differs, max error "
-                        f"{np.nanmax(np.abs(got - want[a.name]))}")
+                for g in sorted({grid, min(grid, 1), min(grid, 2)} if cand.params.get("persist") else {grid}):
+                    for a in spec.args:  # the outputs back to NaN between grids
+                        if a.is_buffer and a.role == "out":
+                            (_bf16_bits(np.full(vals[a.name].size, np.nan, np.float32)) if a.dtype.value == "bf16" else
+                             np.full(vals[a.name].size, np.nan, np.float32)).tofile(tmp_path / f"{a.name}.bin")
+                    _emulate(c, spec, cand, exe, tmp_path, vals, g, R, C, off)
+
+
+def _emulate(c: Case, spec, cand, exe, tmp_path, vals: dict, grid: int, R: int, C: int, off: int) -> None:
+    """One launch of the emulation ``exe`` on the inputs in ``tmp_path``: every output matches the reference."""
+    run = subprocess.run([str(exe), str(grid), str(cand.launch.block[0]), str(tmp_path), str(R), str(C), str(off)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", f"{cand.description} at {R}x{C}: {run.stdout[-300:]}"
+    want = _reference(c, spec, vals, R, C)
+    for a in spec.args:
+        if a.name not in want:
+            continue
+        raw = np.fromfile(tmp_path / f"{a.name}.bin", np.uint16 if a.dtype.value == "bf16" else np.float32)
+        got = (_from_bf16(raw) if a.dtype.value == "bf16" else raw).astype(np.float64).reshape(want[a.name].shape)
+        tol = 1e-2 if a.dtype.value == "bf16" else 2e-4
+        assert np.allclose(got, want[a.name], rtol=tol, atol=tol), (
+            f"{cand.description} at {R}x{C} offset {off} grid {grid}: {a.name} differs, max error "
+            f"{np.nanmax(np.abs(got - want[a.name]))}")
 
 
 # ---------------------------------------------------------------- the softmax family: the same ideas
