@@ -496,8 +496,8 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec, sm_count: int | None = None)
     configurations (:func:`cluster_configs` at 2 * CLUSTER_CACHE vectors a thread, for the longest bench row and each
     shorter one that needs a cluster) and the first register and staged pair, the cluster ones first where the first
     configuration would re-read part of the longest row; then, where the first configuration gives a thread fewer than
-    :data:`SHORT_CACHE` vectors of the shortest bench row, with the GPU's ``sm_count`` (a job on a GPU)
-    :func:`pipe_configs` for that row, then :func:`short_configs`; then the other cluster configurations (fewer vectors
+    :data:`SHORT_CACHE` vectors of the shortest bench row, :func:`short_configs` for that row, then with the GPU's
+    ``sm_count`` (a job on a GPU) :func:`pipe_configs`; then the other cluster configurations (fewer vectors
     a thread, staged); then the rest of ``_ORDER``.
     """
     c_max = max(int(s[m.c_sym]) for s in spec.bench.sizes)
@@ -522,7 +522,7 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec, sm_count: int | None = None)
     # shortest follow
     shorts = []
     if thread_vectors(out[0], nvec_min, m.vec) < SHORT_CACHE:
-        shorts = (pipe_configs(nvec_min, sm_count) if sm_count else []) + short_configs(nvec_min, wpre=bool(m.w or m.b))
+        shorts = short_configs(nvec_min, wpre=bool(m.w or m.b)) + (pipe_configs(nvec_min, sm_count) if sm_count else [])
     wide, others = [], []
     if cluster_capable(spec.arch):
         # the longest row's, with for each shorter bench row that needs a cluster the wide ones sized for it (a
@@ -575,25 +575,27 @@ def short_configs(nvec: int, wpre: bool = False) -> list[RowwiseConfig]:
     return out + [replace(c, full=True) for c in half] + [replace(c, wpre=True) for c in half if wpre]
 
 
-# Pipelined short rows (persist > 0): the configurations of short_configs at one and two vectors a thread, as a persistent
-# grid of the GPU's SM count times the blocks an SM holds at PIPE_REGISTERS[vecs - 1] registers a thread (with NVRTC 13.0
-# for sm_90, the forms of full_fits compiled without spills there: two register caches, a row's and the next one's, and
-# 64-bit row arithmetic; none at 32), each thread loading its next row before it reduces and writes this one.
+# Pipelined short rows (persist > 0): the half-cache configurations of short_configs (PIPE_CACHE vectors a thread) as a
+# persistent grid of the GPU's SM count times the blocks an SM holds at PIPE_REGISTERS[vecs - 1] registers a thread (with
+# NVRTC 13.0 for sm_90, the forms of full_fits compiled without spills there: two register caches, a row's and the next
+# one's, and 64-bit row arithmetic; none at 32), each thread loading its next row before it reduces and writes this one.
+# Not at one vector a thread: on the H200 (bench/results/h200-2026-12-04-e, call 1) those were issue-bound (Nsight
+# Compute at 32768 x 256: SM throughput 56%, "not selected" the top stall) and 1-4 points of copy behind two vectors.
 PIPE_REGISTERS = (40, 48)
+PIPE_CACHE = 2
 
 
 def pipe_configs(nvec: int, sm_count: int) -> list[RowwiseConfig]:
     """Pipelined configurations for rows of ``nvec`` 16-byte vectors on a GPU of ``sm_count`` SMs: per block size of
-    :data:`SHORT_BLOCKS`, one and two vectors a thread over the fewest threads a row (at least :data:`MIN_TPR`, at
-    most a warp; grid adaptive), ``persist`` the blocks of one full wave (:attr:`RowwiseConfig.min_blocks` per SM)."""
+    :data:`SHORT_BLOCKS`, :data:`PIPE_CACHE` vectors a thread over the fewest threads a row (at least :data:`MIN_TPR`,
+    at most a warp; grid adaptive), ``persist`` the blocks of one full wave (:attr:`RowwiseConfig.min_blocks` per SM)."""
     out = []
     for block in SHORT_BLOCKS:
-        for cache in (1, 2):
-            tpr = MIN_TPR
-            while tpr < 32 and tpr * cache < nvec:
-                tpr *= 2
-            cfg = RowwiseConfig(block, block // tpr, cache, persist=1)
-            out.append(replace(cfg, persist=sm_count * cfg.min_blocks))
+        tpr = MIN_TPR
+        while tpr < 32 and tpr * PIPE_CACHE < nvec:
+            tpr *= 2
+        cfg = RowwiseConfig(block, block // tpr, PIPE_CACHE, persist=1)
+        out.append(replace(cfg, persist=sm_count * cfg.min_blocks))
     return out
 
 
@@ -641,8 +643,9 @@ def cluster_configs(nvec: int, stage_entry: int = 0, wide_only: bool = False) ->
     the row at that cache (else the largest), with the smallest register cache (a power of two, at most
     2 * CLUSTER_CACHE) that holds it over the cluster; before it, for blocks of at most :data:`CLUSTER_WIDE_BLOCK`
     threads, the smallest cluster that holds it at 2 * CLUSTER_CACHE, where that is another configuration. With
-    ``stage_entry`` (bytes a cached vector: 16, 32 with a residual) the staged ones instead: the cache per thread
-    is what :data:`STAGE_BYTES` holds (:func:`stage_vecs`). [] when every block size holds the row alone.
+    ``stage_entry`` (bytes a cached vector: 16, 32 with a residual) the staged ones instead, over the largest cluster
+    (each block's cache the smallest: more blocks an SM) and over the smallest whose blocks' :data:`STAGE_BYTES` hold
+    the row (:func:`stage_vecs`). [] when every block size holds the row alone.
     ``wide_only``: only the configurations at 2 * CLUSTER_CACHE, for blocks of at most CLUSTER_WIDE_BLOCK threads that
     cannot hold the row alone at that cache."""
     out = []
@@ -657,7 +660,10 @@ def cluster_configs(nvec: int, stage_entry: int = 0, wide_only: bool = False) ->
             continue
         cl = _fewest_blocks(nvec, block, cap)
         if stage_entry:
-            out.append(RowwiseConfig(block, block // 32, stage_vecs(block, nvec, stage_entry, cl), cluster=cl, stage=True))
+            # over the largest cluster first (the least shared memory a block: more of them an SM, more rows in flight),
+            # then over the fewest blocks
+            for c in dict.fromkeys((CLUSTER_SIZES[-1], cl)):
+                out.append(RowwiseConfig(block, block // 32, stage_vecs(block, nvec, stage_entry, c), cluster=c, stage=True))
             continue
         if block <= CLUSTER_WIDE_BLOCK and wide != cl:
             out.append(RowwiseConfig(block, block // 32, _cluster_vecs(nvec, block, wide), cluster=wide))

@@ -10,7 +10,7 @@ from dataclasses import replace as dc_replace
 from ptxfactory.harness.compile import compile_candidate
 from ptxfactory.protocol import evaluate
 from ptxfactory.protocol.result import GpuFacts
-from ptxfactory.search.generators.rowwise import (MIN_TPR, PIPE_REGISTERS, SHORT_BLOCKS, SHORT_CACHE, RowwiseNormFamily,
+from ptxfactory.search.generators.rowwise import (MIN_TPR, PIPE_CACHE, PIPE_REGISTERS, SHORT_BLOCKS, SHORT_CACHE, RowwiseNormFamily,
                                                   _configs, full_fits, match_spec, pipe_configs, short_configs,
                                                   thread_vectors, tuning_space)
 from _generator_support import example_ctx
@@ -88,10 +88,11 @@ def test_pipelined_short_rows_only_on_a_gpu_and_sized_from_its_sms():
     space = tuning_space(m, ctx.spec, sm_count=132)
     pipes = pipe_configs(32, 132)
     first = next(i for i, c in enumerate(space) if c.cluster == 1)
-    assert space[first + 2:first + 2 + len(pipes)] == pipes and len(pipes) == 2 * len(SHORT_BLOCKS)
+    at = first + 2 + len(short_configs(32, wpre=True))  # after the first pair and the other short ones
+    assert space[at:at + len(pipes)] == pipes and len(pipes) == len(SHORT_BLOCKS)
     for c in pipes:
         assert c.persist == 132 * c.min_blocks and c.min_blocks == 65536 // (c.block * PIPE_REGISTERS[c.vecs - 1])
-        assert c.tiers(8)[0][0] == max(MIN_TPR, min(32, 32 // c.vecs))
+        assert c.vecs == PIPE_CACHE and c.tiers(8)[0][0] == max(MIN_TPR, min(32, 32 // c.vecs))
     cands = [c for c in RowwiseNormFamily().propose(_with_facts(ctx)) if "persist" in c.params]
     assert len(cands) == len(pipes)
     for cand in cands:
