@@ -643,9 +643,8 @@ def cluster_configs(nvec: int, stage_entry: int = 0, wide_only: bool = False) ->
     the row at that cache (else the largest), with the smallest register cache (a power of two, at most
     2 * CLUSTER_CACHE) that holds it over the cluster; before it, for blocks of at most :data:`CLUSTER_WIDE_BLOCK`
     threads, the smallest cluster that holds it at 2 * CLUSTER_CACHE, where that is another configuration. With
-    ``stage_entry`` (bytes a cached vector: 16, 32 with a residual) the staged ones instead, over the largest cluster
-    (each block's cache the smallest: more blocks an SM) and over the smallest whose blocks' :data:`STAGE_BYTES` hold
-    the row (:func:`stage_vecs`). [] when every block size holds the row alone.
+    ``stage_entry`` (bytes a cached vector: 16, 32 with a residual) the staged ones instead: the cache per thread
+    is what :data:`STAGE_BYTES` holds (:func:`stage_vecs`). [] when every block size holds the row alone.
     ``wide_only``: only the configurations at 2 * CLUSTER_CACHE, for blocks of at most CLUSTER_WIDE_BLOCK threads that
     cannot hold the row alone at that cache."""
     out = []
@@ -660,10 +659,9 @@ def cluster_configs(nvec: int, stage_entry: int = 0, wide_only: bool = False) ->
             continue
         cl = _fewest_blocks(nvec, block, cap)
         if stage_entry:
-            # over the largest cluster first (the least shared memory a block: more of them an SM, more rows in flight),
-            # then over the fewest blocks
-            for c in dict.fromkeys((CLUSTER_SIZES[-1], cl)):
-                out.append(RowwiseConfig(block, block // 32, stage_vecs(block, nvec, stage_entry, c), cluster=c, stage=True))
+            # (not also over the largest cluster, each block's cache the least, as QuACK at 262144: on the H200 those
+            # reached 41-74% of copy there against 89-90% for 8 register-cached blocks, bench/results/h200-2026-12-04-e)
+            out.append(RowwiseConfig(block, block // 32, stage_vecs(block, nvec, stage_entry, cl), cluster=cl, stage=True))
             continue
         if block <= CLUSTER_WIDE_BLOCK and wide != cl:
             out.append(RowwiseConfig(block, block // 32, _cluster_vecs(nvec, block, wide), cluster=wide))
