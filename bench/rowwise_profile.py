@@ -86,7 +86,7 @@ def profile_quack(sizes: list[dict[str, int]], timeout_s: float = 240.0) -> list
     counters of :mod:`ptxfactory.harness.ncu`; the reason instead where ncu, QuACK or the counters are missing."""
     import tempfile
 
-    from ptxfactory.harness.ncu import METRICS, STALLS, _run, find_ncu, not_found_reason
+    from ptxfactory.harness.ncu import find_ncu, not_found_reason, program_command, run_ncu
 
     exe, rows = find_ncu(), []
     for size in sizes:
@@ -96,10 +96,9 @@ def profile_quack(sizes: list[dict[str, int]], timeout_s: float = 240.0) -> list
             with tempfile.TemporaryDirectory(prefix="ptxf-ncu-quack-") as tmp:
                 prog = Path(tmp) / "quack_once.py"
                 prog.write_text(QUACK_PROGRAM)
-                args = [exe, "--csv", "--page", "raw", "--print-units", "base", "--clock-control", "none",
-                        "--target-processes", "all", "--kernel-name", QUACK_KERNEL, "--launch-count", "1",
-                        "--metrics", ",".join([*METRICS, STALLS]), sys.executable, str(prog), str(size["M"]), str(size["N"])]
-                lines = _run(args, "", timeout_s, None, tmp).lines()
+                args = program_command(exe, QUACK_KERNEL, [sys.executable, str(prog), str(size["M"]), str(size["N"])],
+                                       mangled=False)
+                lines = run_ncu(args, "", timeout_s, None, tmp).lines()
         rows.append({"description": "QuACK rmsnorm_fwd", "size": size, "lines": lines})
         print(f"QuACK rmsnorm_fwd at {size}: " + "; ".join(lines), flush=True)
     return rows

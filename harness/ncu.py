@@ -126,11 +126,17 @@ def not_found_reason(env: dict[str, str] | None = None) -> str:
 def ncu_command(exe: str, job_file: str, lowered_name: str, python: str = sys.executable, stalls: bool = True) -> list[str]:
     """The argument list of one profile of the launch described by ``job_file`` (kernel ``lowered_name`` only);
     ``stalls``: the warp stall reasons too (:data:`STALLS`)."""
+    return program_command(exe, lowered_name, [python, "-m", "ptxfactory.harness.sanitize_run", job_file], stalls)
+
+
+def program_command(exe: str, kernel: str, program: list[str], stalls: bool = True, mangled: bool = True) -> list[str]:
+    """The argument list of one profile, under the counters of :data:`METRICS` (``stalls``: and the warp stall reasons,
+    :data:`STALLS`), of the first launch of ``kernel`` (a name, or ncu's ``regex:...``; matched against mangled names
+    with ``mangled``, else ncu's default, the function's name) by ``program`` (an argument list, no shell)."""
+    names = ["--kernel-name-base", "mangled", "--print-kernel-base", "mangled"] if mangled else []
     return [exe, "--csv", "--page", "raw", "--print-units", "base", "--clock-control", "none",
-            "--target-processes", "all", "--kernel-name-base", "mangled", "--print-kernel-base", "mangled",
-            "--kernel-name", lowered_name,
-            "--launch-count", "1", "--metrics", ",".join([*METRICS, *([STALLS] if stalls else [])]),
-            python, "-m", "ptxfactory.harness.sanitize_run", job_file]
+            "--target-processes", "all", *names, "--kernel-name", kernel,
+            "--launch-count", "1", "--metrics", ",".join([*METRICS, *([STALLS] if stalls else [])]), *program]
 
 
 def _number(text: str) -> float | None:
@@ -197,15 +203,17 @@ def profile_launch(exe: str | None, spec: KernelSpec, cubin: bytes, lowered_name
         return Counters(problem=not_found_reason(env), lasting=True)
     with tempfile.TemporaryDirectory(prefix="ptxf-ncu-") as tmp:
         job = write_job(Path(tmp), spec, cubin, lowered_name, launch, size)
-        counters = _run(ncu_command(exe, str(job), lowered_name), lowered_name, timeout_s, env, tmp)
+        counters = run_ncu(ncu_command(exe, str(job), lowered_name), lowered_name, timeout_s, env, tmp)
         if not counters.ok and not counters.lasting and "metric" in (counters.problem or "").lower():
             # this ncu does not know a metric asked for (the stall reasons' pattern): once more without them
-            counters = _run(ncu_command(exe, str(job), lowered_name, stalls=False), lowered_name, timeout_s, env, tmp)
+            counters = run_ncu(ncu_command(exe, str(job), lowered_name, stalls=False), lowered_name, timeout_s, env, tmp)
     return counters
 
 
-def _run(args: list[str], lowered_name: str, timeout_s: float, env: dict[str, str] | None, cwd: str) -> Counters:
-    """One ncu run in a session of its own (at the time limit ncu and the program it runs are killed together)."""
+def run_ncu(args: list[str], lowered_name: str, timeout_s: float, env: dict[str, str] | None, cwd: str) -> Counters:
+    """One ncu run (``args``: :func:`ncu_command`, :func:`program_command`) in a session of its own (at the time limit
+    ncu and the program it runs are killed together); the counters of ``lowered_name``'s launch (any launch where
+    ncu names none so), or why there are none. Blocking: never on an event loop."""
     try:
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                                 env=env, cwd=cwd, start_new_session=True)

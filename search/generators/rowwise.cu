@@ -1,7 +1,7 @@
 //! Template of the ptxfactory "rowwise" family (search/generators/rowwise.py). Dollar-brace
 //! placeholders are filled in by string.Template; lines starting with //! are dropped. The knobs are
 //! the template parameters of ptxf_rowwise (TPR threads per row, RPB rows per block, MV cached
-//! 16-byte vectors per thread, LAYER, CL blocks per row), the block size ${BLOCK}, ${STAGE} and ${WPRE}.
+//! 16-byte vectors per thread, LAYER, CL blocks per row), the block size ${BLOCK}, ${STAGE}, ${WPRE} and ${PIPE}.
 // ptxfactory "rowwise" family: row-wise normalisation of x[R, C] into y[R, C] (RMSNorm, LayerNorm).
 //   rms:   y = x * rsqrt(mean(x^2) + eps) [* w]                      (fp32 math, one rounding)
 //   layer: y = (x - mean(x)) * rsqrt(mean((x - mean(x))^2) + eps) [* w] [+ b]

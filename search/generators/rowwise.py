@@ -42,7 +42,8 @@ from ptxfactory.protocol import Candidate, KernelSpec
 from ..base import (_COMMENTS, GenContext, family_candidate, family_candidates, kernel_linkage, render_params, scalars_unused, shape_dims,
                     size_args, stored_values)
 from .cuda_text import load_template, floats_to_word, word_to_floats
-from ptxfactory.harness.static_checks import MAX_CLUSTER_BLOCKS, PORTABLE_CLUSTER_BLOCKS
+from ptxfactory.harness.static_checks import MAX_CLUSTER_BLOCKS, PORTABLE_CLUSTER_BLOCKS, REGISTERS_PER_SM
+from .transform.grid_stride import MAX_THREADS_PER_SM as THREADS_PER_SM  # resident threads an SM holds (sm_80, sm_90)
 
 _TEMPLATE = Path(__file__).with_name("rowwise.cu")
 _FLOATS = ("bf16", "f16", "f32")
@@ -96,7 +97,6 @@ class RowwiseMatch:
 
 
 MIN_TPR = 8  # the fewest threads per row: a quarter warp
-THREADS_PER_SM = 2048  # resident threads an SM holds (sm_80, sm_90): 32 registers each
 
 
 @dataclass(frozen=True)
@@ -141,8 +141,8 @@ class RowwiseConfig:
         if self.full:
             return max(1, THREADS_PER_SM // self.block)
         if self.persist:
-            return max(1, 65536 // (self.block * PIPE_REGISTERS[min(self.vecs, len(PIPE_REGISTERS)) - 1]))
-        return max(1, 65536 // (self.block * (128 if self.vecs > 8 and not self.stage else 64)))
+            return max(1, REGISTERS_PER_SM // (self.block * PIPE_REGISTERS[min(self.vecs, len(PIPE_REGISTERS)) - 1]))
+        return max(1, REGISTERS_PER_SM // (self.block * (128 if self.vecs > 8 and not self.stage else 64)))
 
     def tiers(self, vec: int) -> list[tuple[int, int, int]]:
         """``(threads_per_row, rows_per_block, max_C)`` per tier, smallest rows first (the last tier has no limit).
@@ -558,19 +558,23 @@ def thread_vectors(cfg: RowwiseConfig, nvec: int, vec: int) -> int:
     return -(-nvec // tpr)
 
 
+def _short_tpr(nvec: int, cache: int) -> int:
+    """The fewest threads a row (a power of two from :data:`MIN_TPR` up to a warp) whose ``cache`` vectors each hold a
+    row of ``nvec`` 16-byte vectors; a warp where none does."""
+    tpr = MIN_TPR
+    while tpr < 32 and tpr * cache < nvec:
+        tpr *= 2
+    return tpr
+
+
 def short_configs(nvec: int, wpre: bool = False) -> list[RowwiseConfig]:
     """Register configurations for rows of ``nvec`` 16-byte vectors that are short for a block: per block size of
     :data:`SHORT_BLOCKS` and cache of ``SHORT_CACHE`` and half that, the rows per block that give the row's first
     tier the fewest threads (a power of two, at least :data:`MIN_TPR`, at most a warp) whose caches hold it (grid
     adaptive: longer rows take more threads each, fewer rows a block). Then the half-cache ones again at full occupancy
     and, with ``wpre`` (a kernel with a weight or bias), with it preloaded (:class:`RowwiseConfig`)."""
-    out = []
-    for block in SHORT_BLOCKS:
-        for cache in (SHORT_CACHE, SHORT_CACHE // 2):
-            tpr = MIN_TPR
-            while tpr < 32 and tpr * cache < nvec:
-                tpr *= 2
-            out.append(RowwiseConfig(block, block // tpr, cache))
+    out = [RowwiseConfig(block, block // _short_tpr(nvec, cache), cache)
+           for block in SHORT_BLOCKS for cache in (SHORT_CACHE, SHORT_CACHE // 2)]
     half = [c for c in out if c.vecs < SHORT_CACHE]
     return out + [replace(c, full=True) for c in half] + [replace(c, wpre=True) for c in half if wpre]
 
@@ -591,10 +595,7 @@ def pipe_configs(nvec: int, sm_count: int) -> list[RowwiseConfig]:
     at most a warp; grid adaptive), ``persist`` the blocks of one full wave (:attr:`RowwiseConfig.min_blocks` per SM)."""
     out = []
     for block in SHORT_BLOCKS:
-        tpr = MIN_TPR
-        while tpr < 32 and tpr * PIPE_CACHE < nvec:
-            tpr *= 2
-        cfg = RowwiseConfig(block, block // tpr, PIPE_CACHE, persist=1)
+        cfg = RowwiseConfig(block, block // _short_tpr(nvec, PIPE_CACHE), PIPE_CACHE, persist=1)  # (its min_blocks)
         out.append(replace(cfg, persist=sm_count * cfg.min_blocks))
     return out
 
@@ -818,7 +819,7 @@ def _min_blocks(m: RowwiseMatch, cfg: RowwiseConfig) -> int:
     """``cfg.min_blocks``; with a residual the cache holds two vectors per entry: 128 registers from 4 entries on
     (staged: its STAGE_REGS entries in registers already take them past 64)."""
     if m.res and (cfg.vecs >= 4 or cfg.stage):
-        return max(1, 65536 // (cfg.block * 128))
+        return max(1, REGISTERS_PER_SM // (cfg.block * 128))
     return cfg.min_blocks
 
 

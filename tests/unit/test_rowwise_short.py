@@ -5,7 +5,6 @@ small register cache; their kernels compile without spills and verify on the hos
 from __future__ import annotations
 
 from dataclasses import replace
-from dataclasses import replace as dc_replace
 
 from ptxfactory.harness.compile import compile_candidate
 from ptxfactory.protocol import evaluate
@@ -75,7 +74,7 @@ def test_short_candidates_compile_without_spills():
 def _with_facts(ctx, sm_count: int = 132):
     facts = GpuFacts(name="H200-like", arch="sm_90a", sm_count=sm_count, l2_bytes=60 << 20, copy_gbps=4000.0,
                      peak_gbps=4800.0)
-    return dc_replace(ctx, facts=facts)
+    return replace(ctx, facts=facts)
 
 
 def test_pipelined_short_rows_only_on_a_gpu_and_sized_from_its_sms():
@@ -122,6 +121,6 @@ def test_no_pipelined_configurations_for_forms_that_would_spill():
     ctx = _with_facts(_ctx([{"M": 32768, "N": 256}]))
     m = match_spec(ctx.spec)
     assert full_fits(m)
-    assert not full_fits(dc_replace(m, res="r")) and not full_fits(dc_replace(m, stats=(("s", "f32", "rstd"),)))
-    space = _configs(dc_replace(m, res="r"), ctx.spec, sm_count=132)
+    assert not full_fits(replace(m, res="r")) and not full_fits(replace(m, stats=(("s", "f32", "rstd"),)))
+    space = _configs(replace(m, res="r"), ctx.spec, sm_count=132)
     assert space and not any(c.persist for c in space)
