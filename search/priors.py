@@ -189,10 +189,14 @@ def mismatches(a: Mapping[str, object], b: Mapping[str, object]) -> int:
     """How many knob values differ between two configurations of one generator: the knobs both have, compared, plus
     the passes only one has (``pass:NAME`` flags: a chain with ``smem_tile_4x4`` and one with ``rowpar_lanes32``
     differ there, however alike their other passes), two variants of one pass (``rowpar_lanes32`` and
-    ``rowpar_block256``) counting once. A knob only one has otherwise (``lanes``, ``block``) is not counted: it
-    belongs to a pass the other does not run."""
+    ``rowpar_block256``) counting once. Between chains of passes a knob only one has otherwise (``lanes``, ``block``)
+    is not counted: it belongs to a pass the other does not run. Between configurations of no passes (a family's, a
+    tuning's) it is: a knob left out there has its default value (a row-wise configuration without ``occupancy`` runs
+    at its launch bounds' occupancy), so ``occupancy=full`` and ``wpre`` are two knobs away, not the same point."""
     shared = sum(a[k] != b[k] for k in a if k in b)
     only = [{pass_kind(k) for k in x.keys() - y.keys() if k.startswith(PASS_FLAG)} for x, y in ((a, b), (b, a))]
+    if not any(k.startswith(PASS_FLAG) for k in (*a, *b)):
+        return shared + len(a.keys() ^ b.keys())
     return shared + len(only[0] | only[1])
 
 

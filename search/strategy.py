@@ -40,7 +40,7 @@ from .base import GenContext
 from .generators import load as load_generator
 from .lessons import LessonStore
 from .policy import ArmState, make_policy
-from .priors import Priors, candidate_score, generator_kind
+from .priors import Priors, candidate_score, generator_kind, mismatches
 
 # Every family first (each applies only to kernels whose spec fits its skeleton), then the passes, then tuning.
 # "agent" (language models, search/agents/) is inert unless a provider is configured.
@@ -395,6 +395,12 @@ PLATEAU_GAIN = 1.01  # a new best must beat the old one by 1%: smaller gains are
 # the fastest yet at one bench size must beat that size's best by 3%, at the slow end of its own spread (p80): with many
 # sizes, the largest of their 1% noises is often over 1%
 FRONTIER_GAIN = 1.03
+# a candidate that leads at some bench size (or is the new best) has its generator's next NEIGHBOUR_TRIES picks taken from
+# its proposals at most NEIGHBOUR_MISMATCHES knob values away, best-scoring first: a local step around each size's
+# leader (one knob and the one it drags along, a block size and the rows a block holds), which the kernel regression
+# alone ranks behind the best's neighbours when the leader is slow at the other sizes
+NEIGHBOUR_MISMATCHES = 2
+NEIGHBOUR_TRIES = 3
 EARLY_ROWS = 8  # rows before the search compiles more than one candidate ahead
 
 
@@ -423,6 +429,8 @@ class _Search:
         # bench size -> the best speedup over the original measured there: a candidate fastest at one size is progress
         # (a bench of short and long rows is rarely won everywhere by one configuration; the report shows each size's)
         self.frontier: dict[tuple, float] = {}
+        # generator -> (a leader's knobs, neighbour picks left): the latest candidate of that generator fastest at a size
+        self.leaders: dict[str, tuple[dict, int]] = {}
         self.best_seen = 1.0  # the best verified speedup so far
         self.since_best = 0
         self.duplicates = 0
@@ -481,11 +489,25 @@ class _Search:
                 arm.prior = self.priors.arm(arm.name)
         name = self.chooser.choose(live)
         self.arms[name].pending += 1
+        order = self._order(name, math.log(self.best_seen))
+        lead = self.leaders.get(name)
+        if lead is not None:  # this pick is one of the leader's neighbours (the first in the order) or the step is over
+            if order[0][1] and lead[1] > 1:
+                self.leaders[name] = (lead[0], lead[1] - 1)
+            else:
+                del self.leaders[name]
+        return self.queues[name].pop(order[0][0])
+
+    def _order(self, name: str, best_log: float) -> list[tuple[int, bool]]:
+        """``name``'s queue in the order :meth:`next` takes it, as ``(index, near)`` pairs: the proposals near its
+        leader (:data:`NEIGHBOUR_MISMATCHES`; ``near`` True) first while its step lasts, each part best-scoring first,
+        ties in the generator's order."""
         queue = self.queues[name]
-        best_log = math.log(self.best_seen)
+        lead = self.leaders.get(name)
+        near = [bool(lead and c.params and mismatches(c.params, lead[0]) <= NEIGHBOUR_MISMATCHES) for c in queue]
         scores = [self._score(c, best_log) for c in queue]
-        pick = max(range(len(queue)), key=lambda i: (scores[i], -i))
-        return queue.pop(pick)
+        order = sorted(range(len(queue)), key=lambda i: (not near[i], -scores[i], i))
+        return [(i, near[i]) for i in order]
 
     def _score(self, cand: Candidate, best_log: float) -> float:
         parent = self.log_speedups.get(cand.parent) if cand.parent else None
@@ -501,9 +523,7 @@ class _Search:
         ranked = []
         for arm in arms:
             queue = self.queues[arm.name]
-            scores = [self._score(c, best_log) for c in queue]
-            order = sorted(range(len(queue)), key=lambda i: (-scores[i], i))
-            ranked.append([queue[i] for i in order if queue[i].key not in exclude])
+            ranked.append([queue[i] for i, _ in self._order(arm.name, best_log) if queue[i].key not in exclude])
         out: list[Candidate] = []
         for depth in range(max((len(r) for r in ranked), default=0)):
             for proposals in ranked:
@@ -541,6 +561,8 @@ class _Search:
             self.job_knobs.setdefault(f"{cand.generator}:{key}={value}", []).append(promise)
         if cand.params:
             self.evaluated.setdefault(cand.generator, []).append((dict(cand.params), promise))
+            if leads or (isinstance(result, Measured) and result.speedup > self.best_speedup * PLATEAU_GAIN):
+                self.leaders[cand.generator] = (dict(cand.params), NEIGHBOUR_TRIES)
         if log is not None:
             self.best_seen = max(self.best_seen, result.speedup)
             self.log_speedups[cand.key] = log

@@ -211,7 +211,11 @@ def test_a_chain_with_another_restructuring_pass_is_not_its_neighbour():
     assert mismatches({"pass:rowpar_auto_e128": 1}, {"pass:rowpar_lanes32": 1}) == 1
     assert mismatches({"pass:smem_tile_8x4_k16": 1}, {"pass:smem_tile_4x4": 1}) == 1
     assert mismatches({"pass:smem_tile_8x4_k16": 1}, {"pass:rowpar_auto": 1}) == 2
-    assert mismatches({"block": 128, "option": "x"}, {"block": 256}) == 1  # other knobs: only where both have them
+    assert mismatches({"pass:rowpar_lanes32": 1, "lanes": 32, "option": "x"}, {"pass:rowpar_lanes32": 1, "lanes": 16}) == 1
+    # no passes (a family's configurations): a knob left out has its default, so it differs from one set
+    assert mismatches({"block": 128, "option": "x"}, {"block": 256}) == 2
+    assert mismatches({"block": 512, "occupancy": "full"}, {"block": 512, "wpre": True}) == 2
+    assert mismatches({"block": 512, "occupancy": "full"}, {"block": 512}) == 1
 
 
 class CubeFamily:

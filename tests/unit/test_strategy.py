@@ -445,3 +445,62 @@ def test_the_fastest_at_one_bench_size_is_progress_and_promising():
     for k, x in enumerate((0.6, 0.8, 0.97)):
         assert slow.observe(row(f"slower than the original {k}", {"vecs": 2}, [x, 1.0])) is False
         assert slow.since_best == k + 1
+
+
+def test_a_leader_at_one_size_has_its_neighbours_tried_next():
+    """A row-wise configuration slow overall but the fastest at the short bench size: the family's next picks are its
+    proposals at most two knob values away (a block size and the rows a block holds, an occupancy and a preload), best
+    estimate first, for NEIGHBOUR_TRIES picks; then the kernel regression's order again. Without the step the first
+    pick is the far configuration next to the best overall (H200, 2026-12-04: the job tried only the leader's own
+    block size, its knob evidence favouring the best's, and missed a smaller block 3 points faster at N = 1024)."""
+    import math
+
+    from ptxfactory.protocol import Candidate, CandidateRow, LaunchConfig, SizeTiming
+    from ptxfactory.search.strategy import NEIGHBOUR_TRIES, _Search
+
+    sizes = [{"M": 32768, "N": 256}, {"M": 8192, "N": 262144}]
+
+    def cand(params: dict) -> Candidate:
+        name = repr(sorted(params.items()))
+        return Candidate(kernel_name="k", source=name, kernel_text=name, launch=LaunchConfig(grid=[1], block=[1]),
+                         generator="rowwise", params=params)
+
+    def row(c: Candidate, speedups: list[float]) -> CandidateRow:
+        timings = [SizeTiming(size=s, median_us=100.0 / x, p20_us=99.0 / x, p80_us=101.0 / x, baseline_median_us=100.0,
+                              bytes_moved=1, gbps=1, pct_of_copy=1, floor_us=1) for s, x in zip(sizes, speedups)]
+        g = math.exp(sum(math.log(x) for x in speedups) / len(speedups))
+        return CandidateRow(candidate=c, result=Measured(candidate_key=c.key, timings=timings, speedup=g, verified_sizes=[]))
+
+    class First:
+        def choose(self, live):
+            return live[0].name
+
+    original = Candidate(kernel_name="k", source="o", kernel_text="o", launch=LaunchConfig(grid=[1], block=[1]))
+    best = {"block": 512, "rows": 16, "vecs": 8, "cluster": 8}
+    short = {"block": 512, "rows": 32, "vecs": 2, "occupancy": "full"}
+    near = [{"block": 128, "rows": 8, "vecs": 2, "occupancy": "full"}, {"block": 256, "rows": 16, "vecs": 2, "occupancy": "full"},
+            {"block": 512, "rows": 32, "vecs": 2, "wpre": True}, {"block": 512, "rows": 32, "vecs": 2, "persist": 264}]
+    far = [{"block": 512, "rows": 16, "vecs": 8, "cluster": 4}, {"block": 512, "rows": 16, "vecs": 4, "cluster": 16}]
+
+    # evaluated before the leader: one near the best about as fast, two with the leader's neighbours' block sizes slow
+    others = [({"block": 512, "rows": 16, "vecs": 8, "cluster": 2}, [1.9, 3.9]), ({"block": 128, "rows": 4, "vecs": 8}, [1.3, 1.2]),
+              ({"block": 256, "rows": 8, "vecs": 8}, [1.3, 1.2])]
+
+    def search(leader: bool) -> _Search:
+        s = _Search(spec=None, original=original, gens={"rowwise": None}, chooser=First(), max_candidates=20)
+        s.observe(row(cand(best), [2.0, 4.0]))
+        for params, speedups in others:
+            s.observe(row(cand(params), speedups))
+        s.observe(row(cand(short), [2.5 if leader else 1.9, 1.5]))
+        s.extend("rowwise", [cand(p) for p in far + near])
+        return s
+
+    led = search(leader=True)
+    assert led._score(led.queues["rowwise"][0], math.log(led.best_seen)) > max(  # the regression alone: far[0] first
+        led._score(c, math.log(led.best_seen)) for c in led.queues["rowwise"][len(far):])
+    picks = [led.next().params for _ in range(NEIGHBOUR_TRIES)]
+    assert all(p in near for p in picks) and len({repr(p) for p in picks}) == NEIGHBOUR_TRIES
+    assert "rowwise" not in led.leaders  # the step is over: the rest in the estimate's order
+    assert led.next().params in far + near
+    plain = search(leader=False)  # no lead at any size: the step is the best's (a new best leads), its neighbour first
+    assert plain.next().params == far[0] and plain.leaders["rowwise"] == (best, NEIGHBOUR_TRIES - 1)
