@@ -27,8 +27,9 @@
 // register each, so the registers, and with them the blocks per SM, no longer grow with the longest row. Where a
 // thread caches at most ${STAGE_REGS} vectors (short rows) they stay in registers: the trip through shared memory
 // would only add latency there (and the launch asks for no shared memory).
-// Preloaded w (${WPRE_NOTE}): a register cache's vectors of w (and b) are read into registers before the first step's
-// loads of x, once for every row the thread takes: their latency no longer follows the reduction.
+// Preloaded w (${WPRE_NOTE}): the cached vectors' w (and b) are read into registers before the first step's loads of x
+// (a staged cache's: all MV of them, the registers its x does not take), once for every row the thread takes: their
+// latency no longer follows the reduction (and a split row's wait on its cluster).
 // Pipelined (${PIPE_NOTE}): a persistent grid (the launch sizes it from the SM count: each block takes groups of
 // BLOCK / TPR rows blockIdx.x, blockIdx.x + gridDim.x, ...) whose threads issue the next group's loads into a second
 // register cache before this group's reduction and stores: a row's loads are always in flight, even while the rows
@@ -67,7 +68,8 @@ static __device__ __forceinline__ void ptxf_row_reduce(float (&acc)[2], float* _
 // cache): the NR in registers (xs, i a constant once unrolled), or with STAGED the nc staged in shared memory (xsm,
 // BLOCK apart); guarded: only those inside the row (false: the zeros standing for vectors past it too, which a sum may
 // take). Without STAGED the shared-memory branch is not compiled at all.
-template <bool STAGED, int NR, class F>
+// NS > 0 (a staged cache whose w is preloaded into registers, NS its size): the staged loop unrolled whole, i a constant.
+template <bool STAGED, int NR, int NS = 0, class F>
 static __device__ __forceinline__ void ptxf_each_cached(bool regs, const ptxf_xv (&xs)[NR], const ptxf_xv* xsm, int nc, ${IDX} v0,
                                                         int stride, ${IDX} nvec, bool active, bool guarded, F&& fn)
 {
@@ -76,6 +78,12 @@ static __device__ __forceinline__ void ptxf_each_cached(bool regs, const ptxf_xv
         for (int i = 0; i < NR; ++i) {
             const ${IDX} v = v0 + i * stride;
             if (!guarded || (active && v < nvec)) fn(xs[i], v, i);
+        }
+    } else if constexpr (STAGED && NS > 0) {
+#pragma unroll
+        for (int i = 0; i < NS; ++i) {
+            const ${IDX} v = v0 + i * stride;
+            if (i < nc && active && v < nvec) fn(xsm[i * ${BLOCK}], v, i);
         }
     } else if constexpr (STAGED) {
 #pragma unroll 4
@@ -126,17 +134,18 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
     constexpr bool STAGE = ${STAGE};                                 // the cache in shared memory (else registers)
     constexpr int NR = STAGE ? ${STAGE_REGS} : MV;                   // vectors a thread may hold in registers
     constexpr bool WPRE = ${WPRE};                                   // w (and b) of the cached vectors read once, first
-    static_assert(!WPRE || !STAGE, "w is preloaded for a register cache only");
+    constexpr int NW = !WPRE ? 1 : STAGE ? MV : NR;                   // (staged: w of every cached vector in registers)
+    constexpr int NS = WPRE && STAGE ? MV : 0;                       // (so the staged loops index wbs with constants)
     constexpr bool PIPE = ${PIPE} && CL == 1;                       // persistent, the next group's loads in flight
     static_assert(!PIPE || !STAGE, "a pipelined cache is in registers");
     if constexpr (CL > 1) ptxf_cluster_start(cl);                    // barriers set; started: the peers may store here
     // cached vectors a thread: MV, or staged, what the launch's shared memory holds (the launch computes the same)
     const int nc = STAGE ? (int)(nvec < (${IDX})MV * STRIDE ? (nvec + STRIDE - 1) / STRIDE : (${IDX})MV) : MV;
     const bool regs = !STAGE || nc <= NR;                            // (uniform) the cache in registers at this length
-    ptxf_wb wbs[WPRE ? NR : 1];                                      // the same vectors of w (b) at every step
+    ptxf_wb wbs[NW];                                                 // the same vectors of w (b) at every step
     if constexpr (WPRE) {
 #pragma unroll
-        for (int i = 0; i < NR; ++i) {                               // in flight with the first step's loads of x
+        for (int i = 0; i < NW; ++i) {                               // in flight with the first step's loads of x
             const ${IDX} v = v0 + i * STRIDE;
             if (ptxf_vec && v < nvec) wbs[i] = ptxf_load_wb(w, b, v);
         }
@@ -179,7 +188,7 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
                 }
                 ptxf_stage_wait();                                  // a thread reads back only what it staged
             }
-            ptxf_each_cached<STAGE>(regs, xs, xsm, nc, v0, STRIDE, nvec, active, false, [&](const ptxf_xv& u, ${IDX}, int) {
+            ptxf_each_cached<STAGE, NR, NS>(regs, xs, xsm, nc, v0, STRIDE, nvec, active, false, [&](const ptxf_xv& u, ${IDX}, int) {
                 float f[${VEC}];
                 ptxf_unpack_xv(u, f);
 #pragma unroll
@@ -205,7 +214,7 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
         if constexpr (LAYER) {                                      // second pass: squared deviations from the mean
             acc[0] = 0.f;
             if (ptxf_vec) {
-                ptxf_each_cached<STAGE>(regs, xs, xsm, nc, v0, STRIDE, nvec, active, true, [&](const ptxf_xv& u, ${IDX}, int) {
+                ptxf_each_cached<STAGE, NR, NS>(regs, xs, xsm, nc, v0, STRIDE, nvec, active, true, [&](const ptxf_xv& u, ${IDX}, int) {
                     float f[${VEC}];
                     ptxf_unpack_xv(u, f);
 #pragma unroll
@@ -226,7 +235,7 @@ static __device__ __forceinline__ void ptxf_rowwise(const ${TX}* __restrict__ x,
         const float scale = rsqrtf(acc[0] / (float)C + eps);        // rms: mean(x^2); layer: the variance
         if (active && t == 0 && rank == 0) ptxf_store_stats(s0, s1, row, mean, acc[0] / (float)C, scale, eps);  // one thread per row
         if (ptxf_vec) {
-            ptxf_each_cached<STAGE>(regs, xs, xsm, nc, v0, STRIDE, nvec, active, true, [&](const ptxf_xv& u, ${IDX} v, int i) {
+            ptxf_each_cached<STAGE, NR, NS>(regs, xs, xsm, nc, v0, STRIDE, nvec, active, true, [&](const ptxf_xv& u, ${IDX} v, int i) {
                 float f[${VEC}];
                 ptxf_unpack_xv(u, f);
                 ptxf_store_h(hr, v, f);

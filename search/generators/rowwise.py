@@ -113,8 +113,8 @@ class RowwiseConfig:
     compiled for thread block clusters of that many blocks, and a row longer than one block's register
     cache (``block * vecs`` vectors) is split over the blocks of a cluster (:func:`grid_expr_cluster`);
     ``stage`` (sm_80+): the cache is dynamic shared memory filled by ``cp.async``, sized at launch from the row
-    length (:func:`stage_bytes_expr`), so its size costs no registers; ``wpre`` (register caches only): the
-    weight's (and bias's) vectors of a thread's cache are read into registers once, before the first row's loads of x;
+    length (:func:`stage_bytes_expr`), so its size costs no registers; ``wpre``: the weight's (and bias's) vectors of a
+    thread's cache (staged: every one it may cache) are read into registers once, before the first row's loads of x;
     ``full``: the launch bounds ask for a full SM of threads (:data:`THREADS_PER_SM`), 32 registers a thread;
     ``persist`` > 0 (register caches, no cluster): pipelined, a persistent grid of at most that many blocks (the GPU's
     SM count times the blocks an SM holds at the launch bounds, :func:`pipe_configs`), each block taking a group of
@@ -531,7 +531,7 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec, sm_count: int | None = None)
         longer = sorted({-(-int(s[m.c_sym]) // m.vec) for s in spec.bench.sizes} - {nvec}, reverse=True)
         registers = cluster_configs(nvec) + [c for n in longer for c in cluster_configs(n, wide_only=True)]
         wide = [c for c in registers if c.vecs >= 2 * CLUSTER_CACHE]
-        others = [c for c in registers if c.vecs < 2 * CLUSTER_CACHE] + cluster_configs(nvec, entry)
+        others = [c for c in registers if c.vecs < 2 * CLUSTER_CACHE] + cluster_configs(nvec, entry, wpre=bool(m.w or m.b))
     # the wide cluster configurations lead where the first one would re-read part of the longest bench row (a second
     # pass over memory there): a kernel that must hold the row is judged first by one that does
     rereads = out[0].block * out[0].vecs < nvec
@@ -606,6 +606,9 @@ REGISTER_CACHE = 8192
 # A staged thread that caches at most STAGE_REGS vectors (a short row) keeps them in registers: with one or two in
 # flight the trip through shared memory is latency only, and two vectors cost a handful of registers.
 STAGE_REGS = 2
+# Registers a staged kernel takes besides a preloaded w (NVRTC 13.0, sm_90, RMSNorm bf16: 48 with its register tiers for
+# short rows); a staged configuration with wpre asks its launch bounds for that plus w's (and b's) words (_min_blocks).
+STAGE_BASE_REGISTERS = 48
 # A staged cache takes at most STAGE_BYTES of shared memory a block: a third of an sm_90 SM's 228 KiB, so three such
 # blocks (and their loads in flight) fit one SM. At shorter rows the launch asks for less (stage_bytes_expr).
 STAGE_BYTES = 64 * 1024
@@ -638,7 +641,7 @@ CLUSTER_BLOCKS = (512, 256, 1024)
 CLUSTER_WIDE_BLOCK = 512
 
 
-def cluster_configs(nvec: int, stage_entry: int = 0, wide_only: bool = False) -> list[RowwiseConfig]:
+def cluster_configs(nvec: int, stage_entry: int = 0, wide_only: bool = False, wpre: bool = False) -> list[RowwiseConfig]:
     """Configurations that split rows of ``nvec`` 16-byte vectors over a thread block cluster, for each block size
     whose block cannot cache the row in :data:`CLUSTER_CACHE` vectors per thread: the smallest cluster that holds
     the row at that cache (else the largest), with the smallest register cache (a power of two, at most
@@ -647,7 +650,10 @@ def cluster_configs(nvec: int, stage_entry: int = 0, wide_only: bool = False) ->
     ``stage_entry`` (bytes a cached vector: 16, 32 with a residual) the staged ones instead: the cache per thread
     is what :data:`STAGE_BYTES` holds (:func:`stage_vecs`). [] when every block size holds the row alone.
     ``wide_only``: only the configurations at 2 * CLUSTER_CACHE, for blocks of at most CLUSTER_WIDE_BLOCK threads that
-    cannot hold the row alone at that cache."""
+    cannot hold the row alone at that cache. ``wpre`` (staged, a kernel with a weight or bias): after each staged one
+    its twin with w preloaded into registers, and that over twice the blocks (half the cache a thread, fewer registers
+    for w) where the cluster may grow: QuACK's design (a block's part of the row in shared memory, its w in registers
+    from the start)."""
     out = []
     for block in CLUSTER_BLOCKS:
         wide = _fewest_blocks(nvec, block, 2 * CLUSTER_CACHE)
@@ -662,7 +668,12 @@ def cluster_configs(nvec: int, stage_entry: int = 0, wide_only: bool = False) ->
         if stage_entry:
             # (not also over the largest cluster, each block's cache the least, as QuACK at 262144: on the H200 those
             # reached 41-74% of copy there against 89-90% for 8 register-cached blocks, bench/results/h200-2026-12-04-e)
-            out.append(RowwiseConfig(block, block // 32, stage_vecs(block, nvec, stage_entry, cl), cluster=cl, stage=True))
+            staged = RowwiseConfig(block, block // 32, stage_vecs(block, nvec, stage_entry, cl), cluster=cl, stage=True)
+            out.append(staged)
+            if wpre:
+                out.append(replace(staged, wpre=True))
+                if 2 * cl <= CLUSTER_SIZES[-1] and staged.vecs > 1:
+                    out.append(replace(staged, wpre=True, cluster=2 * cl, vecs=stage_vecs(block, nvec, stage_entry, 2 * cl)))
             continue
         if block <= CLUSTER_WIDE_BLOCK and wide != cl:
             out.append(RowwiseConfig(block, block // 32, _cluster_vecs(nvec, block, wide), cluster=wide))
@@ -817,9 +828,13 @@ def _align(dt: str, vec: int) -> int:
 
 def _min_blocks(m: RowwiseMatch, cfg: RowwiseConfig) -> int:
     """``cfg.min_blocks``; with a residual the cache holds two vectors per entry: 128 registers from 4 entries on
-    (staged: its STAGE_REGS entries in registers already take them past 64)."""
+    (staged: its STAGE_REGS entries in registers already take them past 64); a staged cache with w (and b) preloaded:
+    :data:`STAGE_BASE_REGISTERS` plus the words of w (and b) of each cached vector."""
     if m.res and (cfg.vecs >= 4 or cfg.stage):
         return max(1, REGISTERS_PER_SM // (cfg.block * 128))
+    if cfg.stage and cfg.wpre:
+        words = sum(m.vec * _ITEMSIZE[dt] // 4 for p, dt in ((m.w, m.w_dtype or m.dtype), (m.b, m.b_dtype or m.w_dtype or m.dtype)) if p)
+        return max(1, REGISTERS_PER_SM // (cfg.block * (STAGE_BASE_REGISTERS + words * cfg.vecs)))
     return cfg.min_blocks
 
 

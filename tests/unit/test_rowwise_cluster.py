@@ -136,12 +136,14 @@ def test_every_vector_of_a_row_is_read_by_exactly_one_thread_of_the_cluster():
     (S: the row's blocks of the cluster)."""
     text = (ROOT / "search" / "generators" / "rowwise.cu").read_text()
     assert "const ${IDX} v0 = (${IDX})rank * TPR + t;" in text and "const int STRIDE = S * TPR;" in text
-    # loaded: into shared memory, w (b) preloaded for the registers' vectors, into registers (ptxf_load_row: the row,
-    # pipelined also the first and the next group's, each from v0 with STRIDE); read back (ptxf_each_cached): from
-    # registers, from shared memory
-    assert text.count("v0 + i * STRIDE") == 2 and text.count("v0 + i * stride") == 3
+    # loaded: into shared memory, w (b) preloaded for the cached vectors (NW: the registers' NR, staged all MV), into
+    # registers (ptxf_load_row: the row, pipelined also the first and the next group's, each from v0 with STRIDE); read
+    # back (ptxf_each_cached): from registers, from shared memory (unrolled whole where w is preloaded: i < nc of NS)
+    assert text.count("v0 + i * STRIDE") == 2 and text.count("v0 + i * stride") == 4
     assert text.count("v0, STRIDE, nvec);") == 3
-    assert text.count("for (int i = 0; i < NR; ++i)") == 4 and text.count("for (int i = 0; i < nc; ++i)") == 2
+    assert text.count("for (int i = 0; i < NR; ++i)") == 3 and text.count("for (int i = 0; i < nc; ++i)") == 2
+    assert text.count("for (int i = 0; i < NW; ++i)") == 1 and "constexpr int NW = !WPRE ? 1 : STAGE ? MV : NR;" in text
+    assert "for (int i = 0; i < NS; ++i)" in text and "if (i < nc && active && v < nvec) fn(xsm[i * ${BLOCK}], v, i);" in text
     assert "if (ptxf_vec && v < nvec) wbs[i] = ptxf_load_wb(w, b, v);" in text
     assert "const ${IDX} rest = v0 + (regs ? NR : MV) * STRIDE;" in text
     assert text.count("v = rest; active && v < nvec; v += STRIDE") == 3

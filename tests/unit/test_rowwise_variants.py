@@ -590,7 +590,8 @@ EMU_SIZES = [(5, 8), (3, 37), (2, 1), (3, 4100), (2, 4104), (9, 256)]
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20) for the host emulation")
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_kernel_text_on_host_emulation(name, tmp_path):
-    """The right form's first and last configurations, a staged one, one with w preloaded and a pipelined one (a
+    """The right form's first and last configurations, a staged one, one with w preloaded (in a register cache, and in
+    a staged one whose every cached vector's w is in registers) and a pipelined one (a
     persistent grid of 2 SMs' blocks: each block takes several groups of rows, the last ones partial), run on the
     host: y, h and every per-row statistic match
     the NumPy reference at sizes that take the vector path, the scalar path and re-reads past the register cache,
@@ -615,7 +616,12 @@ def test_kernel_text_on_host_emulation(name, tmp_path):
     assert bool(pipe) == full_fits(match_spec(spec)), name
     assert all(k.params["persist"] == 2 * RowwiseConfig(k.params["block"], 1, k.params["vecs"], persist=1).min_blocks
                for k in pipe)
-    for cand in {k.key: k for k in (right[0], right[-1], *staged, *wpre, *pipe[:2])}.values():
+    # a staged cache with w (b) preloaded (every cached vector's w in registers: the staged cluster ones' template; here
+    # without a cluster, which the host cannot emulate), where the kernel has a weight or bias
+    forms = [f for f, _, _ in variants(match_spec(spec), ctx.kernel.text) if [s for _, _, s in f.stats] == list(c.stats)]
+    staged_wpre = [RowwiseNormFamily().instantiate(ctx, forms[0], RowwiseConfig(256, 8, 4, norm=c.norm, stage=True, wpre=True))
+                   for _ in forms[:1] if wpre]
+    for cand in {k.key: k for k in (right[0], right[-1], *staged, *wpre, *pipe[:2], *staged_wpre)}.values():
         text = SHIM + cand.source.replace("#include <cuda_bf16.h>\n", "").replace(  # a staged cache: one block's, static
             "extern __shared__ __align__(16) unsigned char ptxf_stage[];", "alignas(16) static unsigned char ptxf_stage[1 << 17];"
         ) + _main(c, spec)
