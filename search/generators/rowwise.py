@@ -531,7 +531,7 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec, sm_count: int | None = None)
         longer = sorted({-(-int(s[m.c_sym]) // m.vec) for s in spec.bench.sizes} - {nvec}, reverse=True)
         registers = cluster_configs(nvec) + [c for n in longer for c in cluster_configs(n, wide_only=True)]
         wide = [c for c in registers if c.vecs >= 2 * CLUSTER_CACHE]
-        others = [c for c in registers if c.vecs < 2 * CLUSTER_CACHE] + cluster_configs(nvec, entry, wpre=bool(m.w or m.b))
+        others = [c for c in registers if c.vecs < 2 * CLUSTER_CACHE] + cluster_configs(nvec, entry, wpre_words=wb_words(m))
     # the wide cluster configurations lead where the first one would re-read part of the longest bench row (a second
     # pass over memory there): a kernel that must hold the row is judged first by one that does
     rereads = out[0].block * out[0].vecs < nvec
@@ -609,6 +609,13 @@ STAGE_REGS = 2
 # Registers a staged kernel takes besides a preloaded w (NVRTC 13.0, sm_90, RMSNorm bf16: 48 with its register tiers for
 # short rows); a staged configuration with wpre asks its launch bounds for that plus w's (and b's) words (_min_blocks).
 STAGE_BASE_REGISTERS = 48
+# A staged cluster configuration takes w preloaded only where the blocks an SM then holds (its registers, w's among them,
+# and its shared memory) still have STAGED_WPRE_IN_FLIGHT bytes of x in flight. On the H200 (bench/results/
+# h200-2026-12-04-f, RMSNorm bf16, rows of 32768 to 262144) preloading took those with 96-128 KiB an SM from 75-78% of
+# copy to 87-90% (256 threads: 16 vectors over 8 blocks, 8 over 16), while those left 32-64 KiB (512 threads, one block
+# of 8 vectors or two of 4; 1024 threads) reached 44-74%, below their plain twins where they had one.
+STAGED_WPRE_IN_FLIGHT = 96 * 1024
+SM_SHARED_BYTES = 228 * 1024  # an sm_80/sm_90 SM's shared memory
 # A staged cache takes at most STAGE_BYTES of shared memory a block: a third of an sm_90 SM's 228 KiB, so three such
 # blocks (and their loads in flight) fit one SM. At shorter rows the launch asks for less (stage_bytes_expr).
 STAGE_BYTES = 64 * 1024
@@ -641,7 +648,7 @@ CLUSTER_BLOCKS = (512, 256, 1024)
 CLUSTER_WIDE_BLOCK = 512
 
 
-def cluster_configs(nvec: int, stage_entry: int = 0, wide_only: bool = False, wpre: bool = False) -> list[RowwiseConfig]:
+def cluster_configs(nvec: int, stage_entry: int = 0, wide_only: bool = False, wpre_words: int = 0) -> list[RowwiseConfig]:
     """Configurations that split rows of ``nvec`` 16-byte vectors over a thread block cluster, for each block size
     whose block cannot cache the row in :data:`CLUSTER_CACHE` vectors per thread: the smallest cluster that holds
     the row at that cache (else the largest), with the smallest register cache (a power of two, at most
@@ -650,10 +657,11 @@ def cluster_configs(nvec: int, stage_entry: int = 0, wide_only: bool = False, wp
     ``stage_entry`` (bytes a cached vector: 16, 32 with a residual) the staged ones instead: the cache per thread
     is what :data:`STAGE_BYTES` holds (:func:`stage_vecs`). [] when every block size holds the row alone.
     ``wide_only``: only the configurations at 2 * CLUSTER_CACHE, for blocks of at most CLUSTER_WIDE_BLOCK threads that
-    cannot hold the row alone at that cache. ``wpre`` (staged, a kernel with a weight or bias): after each staged one
-    its twin with w preloaded into registers, and that over twice the blocks (half the cache a thread, fewer registers
-    for w) where the cluster may grow: QuACK's design (a block's part of the row in shared memory, its w in registers
-    from the start)."""
+    cannot hold the row alone at that cache. ``wpre_words`` (staged, a kernel with a weight or bias: the 32-bit words
+    of w and b a vector): each staged one with w preloaded into registers in its place, and also over twice the blocks
+    (half the cache a thread, fewer registers for w) where the cluster may grow: QuACK's design (a block's part of the
+    row in shared memory, its w in registers from the start), each only where an SM still holds
+    :data:`STAGED_WPRE_IN_FLIGHT` bytes of x in flight (:func:`staged_wpre_in_flight`)."""
     out = []
     for block in CLUSTER_BLOCKS:
         wide = _fewest_blocks(nvec, block, 2 * CLUSTER_CACHE)
@@ -669,11 +677,12 @@ def cluster_configs(nvec: int, stage_entry: int = 0, wide_only: bool = False, wp
             # (not also over the largest cluster, each block's cache the least, as QuACK at 262144: on the H200 those
             # reached 41-74% of copy there against 89-90% for 8 register-cached blocks, bench/results/h200-2026-12-04-e)
             staged = RowwiseConfig(block, block // 32, stage_vecs(block, nvec, stage_entry, cl), cluster=cl, stage=True)
-            out.append(staged)
-            if wpre:
-                out.append(replace(staged, wpre=True))
-                if 2 * cl <= CLUSTER_SIZES[-1] and staged.vecs > 1:
-                    out.append(replace(staged, wpre=True, cluster=2 * cl, vecs=stage_vecs(block, nvec, stage_entry, 2 * cl)))
+            wide_w = (replace(staged, wpre=True, cluster=2 * cl, vecs=stage_vecs(block, nvec, stage_entry, 2 * cl))
+                      if 2 * cl <= CLUSTER_SIZES[-1] and staged.vecs > 1 else None)
+            fits = [c for c in (replace(staged, wpre=True), wide_w) if wpre_words and c is not None
+                    and staged_wpre_in_flight(c, wpre_words, stage_entry) >= STAGED_WPRE_IN_FLIGHT]
+            out += fits if fits and fits[0].cluster == cl else [staged] + fits
+            continue
             continue
         if block <= CLUSTER_WIDE_BLOCK and wide != cl:
             out.append(RowwiseConfig(block, block // 32, _cluster_vecs(nvec, block, wide), cluster=wide))
@@ -833,9 +842,28 @@ def _min_blocks(m: RowwiseMatch, cfg: RowwiseConfig) -> int:
     if m.res and (cfg.vecs >= 4 or cfg.stage):
         return max(1, REGISTERS_PER_SM // (cfg.block * 128))
     if cfg.stage and cfg.wpre:
-        words = sum(m.vec * _ITEMSIZE[dt] // 4 for p, dt in ((m.w, m.w_dtype or m.dtype), (m.b, m.b_dtype or m.w_dtype or m.dtype)) if p)
-        return max(1, REGISTERS_PER_SM // (cfg.block * (STAGE_BASE_REGISTERS + words * cfg.vecs)))
+        return staged_wpre_blocks(cfg, wb_words(m))
     return cfg.min_blocks
+
+
+def wb_words(m: RowwiseMatch) -> int:
+    """The 32-bit words of w and b (those the kernel has) of one vector of ``m.vec`` elements: what a preloaded vector
+    holds in registers (0: neither)."""
+    return sum(m.vec * _ITEMSIZE[dt] // 4 for p, dt in ((m.w, m.w_dtype or m.dtype), (m.b, m.b_dtype or m.w_dtype or m.dtype)) if p)
+
+
+def staged_wpre_blocks(cfg: RowwiseConfig, words: int) -> int:
+    """Blocks of a staged configuration with w preloaded that an SM's registers hold: :data:`STAGE_BASE_REGISTERS` a
+    thread plus ``words`` for each vector it may cache (its launch bounds' second argument)."""
+    return max(1, REGISTERS_PER_SM // (cfg.block * (STAGE_BASE_REGISTERS + words * cfg.vecs)))
+
+
+def staged_wpre_in_flight(cfg: RowwiseConfig, words: int, entry: int) -> int:
+    """Bytes of x (``entry`` bytes a cached vector) an SM holds in flight with a staged configuration whose w is
+    preloaded at a row that fills its cache: the blocks its registers (:func:`staged_wpre_blocks`) and shared memory
+    (:data:`SM_SHARED_BYTES`) allow, times a block's cache."""
+    cache = cfg.block * cfg.vecs * entry
+    return min(staged_wpre_blocks(cfg, words), max(1, SM_SHARED_BYTES // cache)) * cache
 
 
 def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:

@@ -127,3 +127,39 @@ def test_no_register_cache_takes_more_than_half_the_register_file():
     for cand in big:  # (1024 threads x 16 vectors spilled 836 bytes)
         r = compile_candidate(cand, "sm_90a", False)
         assert r.resources.spill_stores == 0, (cand.description, r.resources)
+
+
+def test_staged_cluster_configurations_preload_w_where_enough_of_x_stays_in_flight():
+    """A kernel with a weight: each staged cluster configuration whose SM still holds STAGED_WPRE_IN_FLIGHT bytes of x
+    with w in registers takes it preloaded in place of its plain twin, and also over twice the blocks; the others keep
+    the plain one. Without a weight, none preloads. Bytes in flight: the blocks the registers (48 + 4 a cached vector of
+    bf16 w) and the shared memory allow, times a block's cache."""
+    from ptxfactory.search.generators.rowwise import (STAGED_WPRE_IN_FLIGHT, cluster_configs, staged_wpre_blocks,
+                                                      staged_wpre_in_flight)
+
+    nvec = 262144 // 8
+    plain = cluster_configs(nvec, 16)
+    assert plain and all(c.stage and not c.wpre for c in plain)
+    with_w = cluster_configs(nvec, 16, wpre_words=4)
+    for c in with_w:
+        if c.wpre:
+            assert staged_wpre_in_flight(c, 4, 16) >= STAGED_WPRE_IN_FLIGHT
+    for c in plain:
+        twin = RowwiseConfig(c.block, c.rows_per_block, c.vecs, cluster=c.cluster, stage=True, wpre=True)
+        kept = staged_wpre_in_flight(twin, 4, 16) >= STAGED_WPRE_IN_FLIGHT
+        assert (twin in with_w) == kept and (c in with_w) == (not kept), c
+    # the H200 sweep's configurations (bench/results/h200-2026-12-04-f): 256 threads x 16 vectors (108 registers: 2
+    # blocks, 128 KiB) and x 8 over 16 blocks (80: 3 blocks, 96 KiB) preload; 512 x 8 (80: 1 block, 64 KiB) does not
+    assert staged_wpre_blocks(RowwiseConfig(256, 8, 16, cluster=8, stage=True, wpre=True), 4) == 2
+    assert RowwiseConfig(256, 8, 16, cluster=8, stage=True, wpre=True) in with_w
+    assert RowwiseConfig(256, 8, 8, cluster=16, stage=True, wpre=True) in with_w
+    assert RowwiseConfig(512, 16, 8, cluster=8, stage=True) in with_w
+    assert RowwiseConfig(512, 16, 8, cluster=8, stage=True, wpre=True) not in with_w
+    # the family: RMSNorm with a weight on sm_90 proposes them; their launch bounds are what the rule assumed
+    cands = _staged(_ctx(MATRIX_BENCH))
+    pre = [c for c in cands if c.params.get("wpre")]
+    assert pre and all("cluster" in c.params for c in pre)
+    for c in pre:
+        cfg = RowwiseConfig(c.params["block"], c.params["rows_per_block"], c.params["vecs"], cluster=c.params["cluster"],
+                            stage=True, wpre=True)
+        assert f"__launch_bounds__({cfg.block}, {staged_wpre_blocks(cfg, 4)})" in c.source
