@@ -299,6 +299,8 @@ def _final_lines(summary: JobSummary, out_dir: Path) -> list[Text]:
     lines = [Text(report.result_line(summary), style=style)]
     if summary.agent_spend is not None:
         lines.append(Text(summary.agent_spend.describe()))
+    if summary.families_refused:
+        lines.append(Text(f"no expert family fits this kernel ({', '.join(n for n, _ in summary.families_refused)}): why, in report.md"))
     if summary.passes_refused:
         n = len({_pass_kind(name) for passes, _ in summary.passes_refused for name in passes.split(", ")})
         lines.append(Text(f"{n} restructuring passes left the original alone: why, in report.md"))

@@ -353,6 +353,9 @@ def render_markdown(summary: JobSummary, now: datetime | None = None) -> str:
     if summary.warnings:  # the spec checks less than it seems to
         out += ["## Warnings", "", *(f"- {_md_cell(w)}" for w in summary.warnings), ""]
     out += ["## Candidates", "", markdown_table(summary), ""]
+    if summary.families_refused:  # no expert skeleton took the kernel: which exist, and what each needs that it lacks
+        out += ["## Expert families that do not fit", ""]
+        out += [f"- {_md_cell(name)}: {_md_cell(reason)}" for name, reason in summary.families_refused] + [""]
     if summary.passes_refused:  # what a user asks first when a kernel got little: which rewrites were not tried, and why
         out += ["## Restructuring passes that left the original alone", ""]
         out += [f"- {_md_cell(passes)}: {_md_cell(reason)}" for passes, reason in summary.passes_refused] + [""]

@@ -73,6 +73,8 @@ class JobSummary(BaseModel):
     agent_spend: AgentSpend | None = Field(None, description="what the job's language-model agents spent (None: agents off)")
     passes_refused: list[tuple[str, str]] = Field(default_factory=list, description="(passes, reason): the restructuring "
                                                   "passes that left the original kernel alone, and why")
+    families_refused: list[tuple[str, str]] = Field(default_factory=list, description="(family, reason): when no expert "
+                                                    "family's skeleton fits the kernel, why each one does not")
     warnings: list[str] = Field(default_factory=list, description="what the job found weak in the spec (a Python "
                                 "reference whose outputs are mostly NaN on the spec's inputs; a bytes_moved the original "
                                 "kernel beats, so the impossible-time floor is not applied at that size)")

@@ -52,6 +52,45 @@ class Generator(Protocol):
 Config = TypeVar("Config")
 
 
+class NoFit(Exception):
+    """Raised inside a family's ``match_spec`` (wrapped by :func:`fit_check`) with why its skeleton does not fit a spec,
+    in the spec's terms (an argument's name, role, dtype or shape): what the report says when no family fits."""
+
+
+def fit_check(match: Callable[[KernelSpec], object]) -> Callable[[KernelSpec], object]:
+    """Decorator of a family's ``match_spec(spec)``: a :class:`NoFit` raised inside it returns None, as every caller
+    expects, and ``match_spec.why(spec)`` is its reason (None where the spec matches)."""
+
+    def matched(spec: KernelSpec):
+        try:
+            return match(spec)
+        except NoFit:
+            return None
+
+    def why(spec: KernelSpec) -> str | None:
+        try:
+            match(spec)
+        except NoFit as exc:
+            return str(exc)
+        return None
+
+    matched.why = why  # type: ignore[attr-defined]
+    matched.__doc__, matched.__name__, matched.__wrapped__ = match.__doc__, match.__name__, match  # type: ignore[attr-defined]
+    return matched
+
+
+def kernel_refusal(ctx: GenContext) -> str | None:
+    """Why no family takes ``ctx``'s kernel whatever its spec (what :func:`family_candidates` refuses): a template, or a
+    signature that differs from the spec's arguments; None otherwise."""
+    if ctx.kernel.text.lstrip().startswith("template"):
+        return "the kernel is a template (a family writes a plain kernel in its place)"
+    try:
+        check_signature(ctx.spec, ctx.kernel)
+    except SignatureMismatch as exc:
+        return f"its signature differs from the spec: {exc}"
+    return None
+
+
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 # an exponential as naive kernels call it: expf, __expf, exp, exp2f, exp10f, hexp / h2exp (half), std::exp
 EXP_CALL = r"\b(?:__|h2?)?exp(?:2|10)?f?\s*\("
@@ -113,11 +152,7 @@ def family_candidates(ctx: GenContext, fits: bool, configs: Iterable[Config],
     """What every family's ``propose`` does once it has matched the spec: nothing when it does not
     ``fit``, the kernel is a template or its signature differs from the spec; else one candidate per
     configuration, in order, without repeating a key."""
-    if not fits or ctx.kernel.text.lstrip().startswith("template"):
-        return []
-    try:
-        check_signature(ctx.spec, ctx.kernel)
-    except SignatureMismatch:
+    if not fits or kernel_refusal(ctx) is not None:
         return []
     out, keys = [], set()
     for cfg in configs:

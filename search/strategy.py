@@ -347,7 +347,7 @@ async def optimise(
         gpu_busy_s=round(busy.seconds, 3) if backend is not None else None, duplicates=search.duplicates,
         stop_reason="cancelled" if state == "cancelled" else (search.stop_reason or "every proposal evaluated"),
         agent_spend=next((s for s in (a.spend() for a in arms.values()) if s is not None), None),
-        passes_refused=search.passes_refused, warnings=spec_warnings,
+        passes_refused=search.passes_refused, families_refused=search.families_refused, warnings=spec_warnings,
     )
     # a cancelled job ends short of what it would have done; a finished one at 100%
     notify(Progress(len(rows), search.total_estimate(len(rows)) if state == "cancelled" else len(rows), summary.message))
@@ -435,6 +435,7 @@ class _Search:
         self.since_best = 0
         self.duplicates = 0
         self.passes_refused: list[tuple[str, str]] = []  # (passes, reason), for the original kernel
+        self.families_refused: list[tuple[str, str]] = []  # (family, reason), when no family fits the original
         self.stop_reason: str | None = None
 
     async def expand(self, parent: Candidate, names: list[str]) -> None:
@@ -466,6 +467,12 @@ class _Search:
         if parent.key == self.original.key:  # why each restructuring pass leaves the user's kernel alone (the report says)
             self.passes_refused = [r for n in names for r in getattr(self.gens[n], "refusals", lambda _: [])(ctx)]
         proposals = {name: self.gens[name].propose(ctx) for name in names}
+        families = [n for n in names if generator_kind(n) == "family"]
+        if parent.key == self.original.key and families and not any(proposals[n] for n in families):
+            # no skeleton fits: why each does not (the report says; the rowreduce store evidence is a refusal already)
+            named = {n for n, _ in self.passes_refused}
+            self.families_refused = [(n, getattr(self.gens[n], "why_not", lambda _: None)(ctx) or "its skeleton does not fit")
+                                     for n in families if n not in named]
         if parent.key != self.original.key:  # a child names its lineage: "transform rowpar_auto → transform vector_loops"
             proposals = {name: [c.model_copy(update={"description": f"{parent.description} → {c.description}"}) for c in cs]
                          for name, cs in proposals.items()}

@@ -31,7 +31,8 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import GenContext, family_candidate, family_candidates, shape_dims, size_args, source_mentions
+from ..base import (GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_refusal, shape_dims, size_args,
+                    source_mentions)
 from .cuda_text import load_template, floats_to_word, word_to_floats
 
 _TEMPLATE = Path(__file__).with_name("elementwise.cu")
@@ -158,30 +159,33 @@ def grid_expr(m: ElementwiseMatch, cfg: ElementwiseConfig) -> str:
     return f"cdiv({m.r_sym}, {cfg.rows_per_block}) * cdiv({m.c_sym}, {chunk_elems(m, cfg)})"
 
 
+@fit_check
 def match_spec(spec: KernelSpec) -> ElementwiseMatch | None:
     """The elementwise mapping of ``spec``, or None when the spec does not have the pattern (or its launch is fixed)."""
     if spec.launch.policy != "free":
-        return None
+        raise NoFit(f"the launch policy is {spec.launch.policy!r}: the skeleton chooses its own launch")
     syms = set(spec.symbols)
     bufs = [a for a in spec.args if a.is_buffer]
     scalars = [a for a in spec.args if not a.is_buffer]
     outs = [a for a in bufs if a.role != "in"]
     ins = [a for a in bufs if a.role == "in"]
     if len(outs) != 1 or outs[0].role != "out" or not _is_2d(outs[0].shape, syms):
-        return None
+        raise NoFit(f"written buffers: {len(outs)}; it writes one out buffer y[R, C] (R and C two symbols)"
+                    if len(outs) != 1 else f"the written buffer {outs[0].name} is not an out y[R, C]")
     y = outs[0]
     r_sym, c_sym = (d.strip() for d in y.shape)
     xs = [a for a in ins if list(shape_dims(a.shape)) == [r_sym, c_sym]]
     if len(xs) != 1 or xs[0].dtype != y.dtype or y.dtype.value not in _FLOATS:
-        return None
+        raise NoFit(f"inputs of {y.name}'s shape: {len(xs)}; it takes one x of its float dtype" if len(xs) != 1
+                    else f"x ({xs[0].name}, {xs[0].dtype.value}) and y ({y.dtype.value}) are not one float dtype")
     x = xs[0]
     bs = [a for a in ins if a is not x]
     if len(bs) > 1 or any(list(shape_dims(a.shape)) != [c_sym] or a.dtype.value not in _FLOATS for a in bs):
-        return None
+        raise NoFit(f"inputs besides x and one float bias [{c_sym}]: " + ", ".join(a.name for a in bs))
     b = bs[0] if bs else None
     sizes = size_args(scalars, r_sym, c_sym)
     if len(scalars) != 2 or sizes is None:
-        return None
+        raise NoFit(f"scalars other than two integers equal to {r_sym} and {c_sym}")
     r_arg, c_arg = sizes
     return ElementwiseMatch(
         x=x.name, b=b.name if b else None, y=y.name, r_arg=r_arg.name, c_arg=c_arg.name,
@@ -219,9 +223,21 @@ class ElementwiseFamily:
 
     name = "elementwise"
 
-    def propose(self, ctx: GenContext) -> list[Candidate]:
+    def _configs(self, ctx: GenContext) -> tuple[ElementwiseMatch | None, list[ElementwiseConfig]]:
         m = match_spec(ctx.spec)
-        configs = [c for c in tuning_space(ctx.spec) if plausible(c.epilogue, ctx.source, ctx.kernel.text)] if m else ()
+        return m, [c for c in tuning_space(ctx.spec) if plausible(c.epilogue, ctx.source, ctx.kernel.text)] if m else []
+
+    def why_not(self, ctx: GenContext) -> str | None:
+        """Why the family proposes nothing for ``ctx``'s kernel (None where it proposes)."""
+        m, configs = self._configs(ctx)
+        if m is None:
+            return match_spec.why(ctx.spec)
+        if not configs:
+            return "the source computes none of its epilogues (" + ", ".join(EPILOGUES) + ")"
+        return kernel_refusal(ctx)
+
+    def propose(self, ctx: GenContext) -> list[Candidate]:
+        m, configs = self._configs(ctx)
         return family_candidates(ctx, m is not None, configs, lambda cfg: self.instantiate(ctx, m, cfg))
 
     def instantiate(self, ctx: GenContext, m: ElementwiseMatch, cfg: ElementwiseConfig) -> Candidate:

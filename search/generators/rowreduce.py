@@ -38,7 +38,7 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import GenContext, family_candidate, family_candidates, size_args
+from ..base import GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_refusal, size_args
 from .cuda_text import load_template, word_to_floats
 from .transform import syntax as sx
 from .transform.syntax import Node
@@ -128,33 +128,35 @@ def grid_expr(tiers: list[tuple[int, int, int | None]], r_sym: str, k_sym: str) 
     return r_sym if rpb == "1" else f"cdiv({r_sym}, {rpb})"
 
 
+@fit_check
 def match_spec(spec: KernelSpec) -> RowReduceMatch | None:
     """The row-reduction mapping of ``spec``, or None when the spec does not have the pattern (or its launch is fixed)."""
     if spec.launch.policy != "free":
-        return None
+        raise NoFit(f"the launch policy is {spec.launch.policy!r}: the skeleton chooses its own launch")
     syms = set(spec.symbols)
     bufs = [a for a in spec.args if a.is_buffer]
     scalars = [a for a in spec.args if not a.is_buffer]
     if any(a.role == "inout" for a in bufs):
-        return None
+        raise NoFit("an inout buffer: " + ", ".join(a.name for a in bufs if a.role == "inout"))
     ins = [a for a in bufs if a.role == "in"]
     outs = [a for a in bufs if a.role == "out"]
     mats = [a for a in ins if _dims(a.shape, syms) is not None and len(a.shape) == 2]
     if len(mats) != 1 or len(outs) != 1 or len(ins) > 2:
-        return None
+        raise NoFit(f"inputs: {len(ins)} ({len(mats)} two-dimensional), outputs: {len(outs)}; it takes a[R, K], "
+                    "optionally v[K], and one output y[R]")
     a, y = mats[0], outs[0]
     r_sym, k_sym = _dims(a.shape, syms)
     if r_sym == k_sym or a.dtype.value not in _FLOATS:
-        return None
+        raise NoFit(f"{a.name} is square in its symbols" if r_sym == k_sym else f"{a.name} is {a.dtype.value}, not a float")
     if _dims(y.shape, syms) != (r_sym,) or y.dtype.value not in {"f32", a.dtype.value}:
-        return None
+        raise NoFit(f"the output {y.name} is not [{r_sym}] of f32 or {a.name}'s dtype")
     vs = [b for b in ins if b is not a]
     if vs and (_dims(vs[0].shape, syms) != (k_sym,) or vs[0].dtype.value not in _FLOATS):
-        return None
+        raise NoFit(f"the second input {vs[0].name} is not a float [{k_sym}] vector")
     v = vs[0] if vs else None
     sizes = size_args(scalars, r_sym, k_sym)
     if len(scalars) != 2 or sizes is None:
-        return None
+        raise NoFit(f"scalars other than two integers equal to {r_sym} and {k_sym}")
     r_arg, k_arg = sizes
     return RowReduceMatch(
         a=a.name, v=v.name if v else None, y=y.name, r_arg=r_arg.name, k_arg=k_arg.name, r_sym=r_sym, k_sym=k_sym,
@@ -368,6 +370,14 @@ class RowReduceFamily:
         m, ev = self._evidence(ctx)
         fits = m is not None and ev.kind is not None
         return family_candidates(ctx, fits, tuning_space() if fits else (), lambda cfg: self.instantiate(ctx, m, cfg, ev.kind))
+
+    def why_not(self, ctx: GenContext) -> str | None:
+        """Why the family proposes nothing for ``ctx``'s kernel (None where it proposes)."""
+        m = match_spec(ctx.spec)
+        if m is None:
+            return match_spec.why(ctx.spec)
+        refused = self.refusals(ctx)
+        return refused[0][1] if refused else kernel_refusal(ctx)
 
     def refusals(self, ctx: GenContext) -> list[tuple[str, str]]:
         """``[("rowreduce", why)]`` when the spec has the row-reduction pattern but the kernel's store shows another

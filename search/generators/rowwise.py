@@ -39,8 +39,8 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import (_COMMENTS, GenContext, family_candidate, family_candidates, kernel_linkage, render_params, scalars_unused, shape_dims,
-                    size_args, stored_values)
+from ..base import (_COMMENTS, GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_linkage, kernel_refusal,
+                    render_params, scalars_unused, shape_dims, size_args, stored_values)
 from .cuda_text import load_template, floats_to_word, word_to_floats
 from ptxfactory.harness.static_checks import MAX_CLUSTER_BLOCKS, PORTABLE_CLUSTER_BLOCKS, REGISTERS_PER_SM
 from .transform.grid_stride import MAX_THREADS_PER_SM as THREADS_PER_SM  # resident threads an SM holds (sm_80, sm_90)
@@ -252,6 +252,7 @@ def stage_capable(arch: str) -> bool:
     return _sm(arch) >= 80
 
 
+@fit_check
 def match_spec(spec: KernelSpec) -> RowwiseMatch | None:
     """The row-wise mapping of ``spec``, or None when the spec does not have the pattern (or its launch is fixed).
 
@@ -263,29 +264,34 @@ def match_spec(spec: KernelSpec) -> RowwiseMatch | None:
     through. Anything else (a third ``[C]`` vector, an input of another shape, an output along the columns)
     refuses the spec."""
     if spec.launch.policy != "free":
-        return None
+        raise NoFit(f"the launch policy is {spec.launch.policy!r}: the skeleton chooses its own launch")
     syms = set(spec.symbols)
     bufs = [a for a in spec.args if a.is_buffer]
     scalars = [a for a in spec.args if not a.is_buffer]
     if any(a.dtype.value not in _FLOATS for a in bufs):
-        return None
+        raise NoFit("a buffer that is not bf16, f16 or f32: " + ", ".join(f"{a.name} ({a.dtype.value})" for a in bufs
+                                                                          if a.dtype.value not in _FLOATS))
     ins2 = [a for a in bufs if a.role in ("in", "inout") and _is_2d(a.shape, syms)]
     if not ins2 or len(ins2) > 2 or ins2[0].role != "in":
-        return None
+        raise NoFit(f"two-dimensional inputs: {len(ins2)}; it takes x[R, C] (and a residual of its shape)"
+                    if len(ins2) != 1 else f"its two-dimensional buffer {ins2[0].name} is {ins2[0].role}, not an input")
     x = ins2[0]
     r_sym, c_sym = (d.strip() for d in x.shape)
     res = ins2[1] if len(ins2) > 1 else None
     if res is not None and (res.dtype != x.dtype or list(shape_dims(res.shape)) != [r_sym, c_sym]):
-        return None
+        raise NoFit(f"a second input {res.name} of another dtype or shape than x ({x.name})")
     outs2 = [a for a in bufs if a.role == "out" and list(shape_dims(a.shape)) == [r_sym, c_sym]]
     stats = [a for a in bufs if a.role == "out" and list(shape_dims(a.shape)) == [r_sym]]
     vecs = [a for a in bufs if a.role == "in" and list(shape_dims(a.shape)) == [c_sym]]  # weight, then bias
     if len(outs2) + len(stats) + len(vecs) + len(ins2) != len(bufs):
-        return None  # an input or output of another shape or role
+        other = [a.name for a in bufs if a not in outs2 + stats + vecs + ins2]
+        raise NoFit(f"buffers of another shape or role than x[{r_sym}, {c_sym}], y, [{c_sym}] weights and [{r_sym}] "
+                    f"statistics: {', '.join(other)}")
     if not outs2 or len(outs2) > 2 or len(stats) > 2 or len(vecs) > 2:
-        return None
+        raise NoFit(f"outputs of x's shape: {len(outs2)} (it takes one or two), per-row outputs: {len(stats)} (at most "
+                    f"two), [{c_sym}] inputs: {len(vecs)} (at most two)")
     if len(outs2) == 2 and (res is None or res.role == "inout"):
-        return None  # a second [R, C] output is x + res only
+        raise NoFit("a second output of x's shape, which it writes only as x + residual (an input residual)")
     y = outs2[0]
     h_out = outs2[1] if len(outs2) > 1 else None
     w = vecs[0] if vecs else None
@@ -293,7 +299,8 @@ def match_spec(spec: KernelSpec) -> RowwiseMatch | None:
     sizes = size_args(scalars, r_sym, c_sym)
     eps = _eps_arg(scalars)
     if sizes is None or eps is None:
-        return None
+        raise NoFit(f"no integer scalars equal to {r_sym} and {c_sym}" if sizes is None
+                    else "no eps: a float scalar (the only one, one named eps..., or the only one in (0, 0.1))")
     r_arg, c_arg = sizes
     inout = res is not None and res.role == "inout"
     return RowwiseMatch(
@@ -715,11 +722,26 @@ class RowwiseNormFamily:
 
     name = "rowwise"
 
-    def propose(self, ctx: GenContext) -> list[Candidate]:
+    def _forms(self, ctx: GenContext) -> tuple[list, str | None]:
+        """The forms of the kernel the skeleton may compute (:func:`variants`), or [] and why none."""
         m = match_spec(ctx.spec)
-        if m is not None and not scalars_unused(ctx.spec, ctx.kernel.text, {m.r_arg, m.c_arg, m.eps_arg}):
-            m = None  # a scalar the skeleton would drop is part of the kernel's math
-        forms = variants(m, ctx.kernel.text) if m else []
+        if m is None:
+            return [], match_spec.why(ctx.spec)
+        if not scalars_unused(ctx.spec, ctx.kernel.text, {m.r_arg, m.c_arg, m.eps_arg}):
+            return [], "a scalar besides the row count, the row length and eps is part of the kernel's math"
+        forms = variants(m, ctx.kernel.text)
+        if forms:
+            return forms, None
+        if not divides_by(ctx.kernel.text, m.c_arg):
+            return [], f"the kernel never divides by the row length {m.c_arg}: it takes no mean (an L2 normalisation?)"
+        return [], f"a second input of x's shape ({m.res}) that the source does not add to x"
+
+    def why_not(self, ctx: GenContext) -> str | None:
+        """Why the family proposes nothing for ``ctx``'s kernel (None where it proposes)."""
+        return self._forms(ctx)[1] or kernel_refusal(ctx)
+
+    def propose(self, ctx: GenContext) -> list[Candidate]:
+        forms, _ = self._forms(ctx)
         sms = getattr(ctx.facts, "sm_count", None)  # (the GPU's, when the job has one: the pipelined configurations)
         pairs = [(f, cfg) for f, norms, evidence in forms for cfg in _configs(f, ctx.spec, norms, evidence, sms)]
         return family_candidates(ctx, bool(pairs), pairs, lambda fc: self.instantiate(ctx, *fc))

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import (EXP_CALL, GenContext, family_candidate, family_candidates, kernel_linkage, render_params, scalars_unused, shape_dims,
-                    size_args, source_mentions, stored_values, walks_columns)
+from ..base import (EXP_CALL, GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_linkage, kernel_refusal,
+                    render_params, scalars_unused, shape_dims, size_args, source_mentions, stored_values, walks_columns)
 from .cuda_text import load_template, floats_to_word, word_to_floats
 from .rowwise import _CTYPE, _FLOATS, _ITEMSIZE, _is_2d, grid_expr
 
@@ -133,6 +133,7 @@ class SoftmaxConfig:
                 "math": "fast" if self.exp == "exp2" else "precise"}  # the knob shared by every generator
 
 
+@fit_check
 def match_spec(spec: KernelSpec) -> SoftmaxMatch | None:
     """The row-softmax mapping of ``spec``, or None when the spec does not have the pattern (or its launch is fixed).
 
@@ -141,25 +142,26 @@ def match_spec(spec: KernelSpec) -> SoftmaxMatch | None:
     (i32/i64/u32) whose values are the symbols ``R`` and ``C``, in any order, and any others, passed through unused.
     """
     if spec.launch.policy != "free":
-        return None
+        raise NoFit(f"the launch policy is {spec.launch.policy!r}: the skeleton chooses its own launch")
     syms = set(spec.symbols)
     bufs = [a for a in spec.args if a.is_buffer]
     scalars = [a for a in spec.args if not a.is_buffer]
     xs = [a for a in bufs if a.role == "in" and _is_2d(a.shape, syms)]
     if len(xs) != 1:
-        return None
+        raise NoFit(f"two-dimensional inputs: {len(xs)}; it takes one, x[R, C]")
     x = xs[0]
     r_sym, c_sym = (d.strip() for d in x.shape)
     ys = [a for a in bufs if a.role == "out" and list(shape_dims(a.shape)) == [r_sym, c_sym]]
     stats = [a for a in bufs if a.role == "out" and list(shape_dims(a.shape)) == [r_sym] and a.dtype.value in _FLOATS]
     if len(ys) != 1 or len(stats) > 2 or 2 + len(stats) != len(bufs):
-        return None
+        raise NoFit(f"buffers besides x[{r_sym}, {c_sym}], one output of its shape and up to two float [{r_sym}] outputs: "
+                    + ", ".join(a.name for a in bufs if a is not x and a not in ys[:1] + stats[:2]))
     y = ys[0]
     if x.dtype.value not in _FLOATS or y.dtype != x.dtype:
-        return None
+        raise NoFit(f"x ({x.dtype.value}) and y ({y.dtype.value}) are not one float dtype")
     sizes = size_args(scalars, r_sym, c_sym)
     if sizes is None:
-        return None
+        raise NoFit(f"no integer scalars equal to {r_sym} and {c_sym}")
     r_arg, c_arg = sizes
     return SoftmaxMatch(
         x=x.name, y=y.name, r_arg=r_arg.name, c_arg=c_arg.name, r_sym=r_sym, c_sym=c_sym,
@@ -222,12 +224,25 @@ class SoftmaxFamily:
 
     name = "softmax"
 
+    def _match(self, ctx: GenContext) -> tuple[SoftmaxMatch | None, str | None]:
+        """The spec's match where the skeleton computes the kernel's function, else None and why."""
+        if not source_mentions(ctx.source, EXP_CALL):
+            return None, "the source calls no exponential: not a softmax"
+        m = match_spec(ctx.spec)
+        if m is None:
+            return None, match_spec.why(ctx.spec)
+        if not scalars_unused(ctx.spec, ctx.kernel.text, {m.r_arg, m.c_arg}):
+            return None, "a scalar besides the row count and length (a temperature, a scale) is part of the kernel's math"
+        if walks_columns(ctx.kernel.text, m.x):
+            return None, f"its loops read {m.x} down columns: a softmax over dimension 0 (the skeleton normalises rows)"
+        return m, None
+
+    def why_not(self, ctx: GenContext) -> str | None:
+        """Why the family proposes nothing for ``ctx``'s kernel (None where it proposes)."""
+        return self._match(ctx)[1] or kernel_refusal(ctx)
+
     def propose(self, ctx: GenContext) -> list[Candidate]:
-        m = match_spec(ctx.spec) if source_mentions(ctx.source, EXP_CALL) else None  # no exponential: not a softmax
-        if m is not None and not scalars_unused(ctx.spec, ctx.kernel.text, {m.r_arg, m.c_arg}):
-            m = None  # a scalar the skeleton would drop is part of the kernel's math (a temperature, a scale)
-        if m is not None and walks_columns(ctx.kernel.text, m.x):
-            m = None  # a softmax down the columns (over dimension 0): the skeleton normalises rows
+        m, _ = self._match(ctx)
         pairs = [(f, cfg) for f, evidence in (variants(m, ctx.kernel.text) if m else [])
                  for cfg in (tuning_space(f) if evidence else tuning_space(f)[:1])]
         return family_candidates(ctx, bool(pairs), pairs, lambda fc: self.instantiate(ctx, *fc))

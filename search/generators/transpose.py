@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import GenContext, family_candidate, family_candidates, shape_dims, size_args
+from ..base import GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_refusal, shape_dims, size_args
 
 _DTYPES = ("bf16", "f16", "f32")
 _ITEMSIZE = {"bf16": 2, "f16": 2, "f32": 4}
@@ -91,29 +91,30 @@ def grid_expr(m: TransposeMatch, cfg: TransposeConfig) -> str:
     return f"cdiv({m.r_sym}, {cfg.tile}) * cdiv({m.c_sym}, {cfg.tile})"
 
 
+@fit_check
 def match_spec(spec: KernelSpec) -> TransposeMatch | None:
     """The transpose mapping of ``spec``, or None when the spec does not have the pattern (or its launch is fixed)."""
     if spec.launch.policy != "free":
-        return None
+        raise NoFit(f"the launch policy is {spec.launch.policy!r}: the skeleton chooses its own launch")
     syms = set(spec.symbols)
     bufs = [a for a in spec.args if a.is_buffer]
     scalars = [a for a in spec.args if not a.is_buffer]
     if len(bufs) != 2 or len(scalars) != 2:
-        return None
+        raise NoFit(f"buffers: {len(bufs)}, scalars: {len(scalars)}; it takes x, y and their two sizes")
     ins = [a for a in bufs if a.role == "in"]
     outs = [a for a in bufs if a.role == "out"]
     if len(ins) != 1 or len(outs) != 1:
-        return None
+        raise NoFit("not one input and one output buffer")
     x, y = ins[0], outs[0]
     xd, yd = shape_dims(x.shape), shape_dims(y.shape)
     if len(xd) != 2 or not all(isinstance(d, str) and d in syms for d in xd) or xd[0] == xd[1]:
-        return None
+        raise NoFit(f"the input {x.name} is not [R, C] in two distinct size symbols")
     r_sym, c_sym = xd
     if yd != (c_sym, r_sym) or x.dtype != y.dtype or x.dtype.value not in _DTYPES:
-        return None
+        raise NoFit(f"the output {y.name} is not [{c_sym}, {r_sym}] of {x.name}'s dtype (bf16, f16 or f32)")
     sizes = size_args(scalars, r_sym, c_sym)
     if sizes is None:
-        return None
+        raise NoFit(f"no integer scalars equal to {r_sym} and {c_sym}")
     r_arg, c_arg = sizes
     return TransposeMatch(x=x.name, y=y.name, r_arg=r_arg.name, c_arg=c_arg.name, r_sym=r_sym, c_sym=c_sym, dtype=x.dtype.value)
 
@@ -130,6 +131,10 @@ class TransposeFamily:
     """Expert shared-memory tiled transpose: 12-14 instances over tile, block rows, padding and vector width."""
 
     name = "transpose"
+
+    def why_not(self, ctx: GenContext) -> str | None:
+        """Why the family proposes nothing for ``ctx``'s kernel (None where it proposes)."""
+        return match_spec.why(ctx.spec) or kernel_refusal(ctx)
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
         m = match_spec(ctx.spec)

@@ -490,3 +490,22 @@ def test_the_report_says_which_instantiation_to_launch():
     lines = launch_needed(summary)
     assert "drop-in" not in " ".join(lines)
     assert "- Launch the instantiation `scale<4, 2>` instead of `scale<1, 2>`: change the template arguments at the launch site." in lines
+
+
+@pytest.mark.parametrize("family, example", [("rowwise", "rmsnorm"), ("softmax", "softmax"), ("rowreduce", "rowsum"),
+                                             ("elementwise", "bias_gelu"), ("transpose", "transpose")])
+def test_each_family_says_why_its_skeleton_does_not_fit(family, example):
+    """``why_not``: None on the example it was written for (it proposes there), a reason on every other example it
+    proposes nothing for, never on one it proposes for; the fixed-launch spec is refused with the policy named."""
+    from ptxfactory.search.generators import load
+
+    gen = load(family)
+    ctx = example_ctx(example)
+    assert gen.propose(ctx) and gen.why_not(ctx) is None
+    for other in ("rmsnorm", "softmax", "rowsum", "bias_gelu", "transpose", "colsum", "swiglu", "histogram"):
+        octx = example_ctx(other)
+        proposes, why = bool(gen.propose(octx)), gen.why_not(octx)
+        assert proposes == (why is None), (family, other, why)
+        assert why is None or (isinstance(why, str) and len(why) > 10)
+    fixed = ctx.spec.model_copy(update={"launch": ctx.spec.launch.model_copy(update={"policy": "fixed"})})
+    assert "launch policy" in gen.why_not(example_ctx(example, spec=fixed))

@@ -504,3 +504,26 @@ def test_a_leader_at_one_size_has_its_neighbours_tried_next():
     assert led.next().params in far + near
     plain = search(leader=False)  # no lead at any size: the step is the best's (a new best leads), its neighbour first
     assert plain.next().params == far[0] and plain.leaders["rowwise"] == (best, NEIGHBOUR_TRIES - 1)
+
+
+async def test_the_report_says_why_no_expert_family_fits():
+    """A column sum (one thread per column): no family's skeleton fits, and the report names each family with what
+    the spec or the source lacks for it, in the spec's terms; an RMSNorm, which rowwise takes, lists none (the other
+    families' misfits are noise there)."""
+    from ptxfactory.daemon.cli import _final_lines
+    from ptxfactory.daemon.report import render_markdown
+
+    families = ("rowwise", "softmax", "rowreduce", "elementwise", "transpose")
+    colsum = Path(__file__).resolve().parents[2] / "examples" / "colsum" / "colsum.cu"
+    summary = await optimise(colsum, "colsum", backend=None, generators=families, use_lessons=False)
+    why = dict(summary.families_refused)
+    assert set(why) == set(families) and summary.kernel_class.startswith("generic")
+    assert "no exponential" in why["softmax"]  # the source check comes first
+    assert "not [" in why["transpose"] or "buffers" in why["transpose"], why["transpose"]
+    assert all(reason and reason != "its skeleton does not fit" for reason in why.values()), why
+    md = render_markdown(summary)
+    assert "## Expert families that do not fit" in md and f"- softmax: {why['softmax']}" in md
+    assert any("no expert family fits" in str(line) for line in _final_lines(summary, colsum.parent))
+    rmsnorm = Path(__file__).resolve().parents[2] / "examples" / "rmsnorm" / "rmsnorm.cu"
+    fits = await optimise(rmsnorm, "rmsnorm", backend=None, generators=families, use_lessons=False, max_candidates=2)
+    assert fits.families_refused == [] and "## Expert families" not in render_markdown(fits)
