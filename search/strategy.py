@@ -471,8 +471,7 @@ class _Search:
         if parent.key == self.original.key and families and not any(proposals[n] for n in families):
             # no skeleton fits: why each does not (the report says; the rowreduce store evidence is a refusal already)
             named = {n for n, _ in self.passes_refused}
-            self.families_refused = [(n, getattr(self.gens[n], "why_not", lambda _: None)(ctx) or "its skeleton does not fit")
-                                     for n in families if n not in named]
+            self.families_refused = [(n, _why_not(self.gens[n], ctx)) for n in families if n not in named]
         if parent.key != self.original.key:  # a child names its lineage: "transform rowpar_auto → transform vector_loops"
             proposals = {name: [c.model_copy(update={"description": f"{parent.description} → {c.description}"}) for c in cs]
                          for name, cs in proposals.items()}
@@ -612,6 +611,16 @@ class _Search:
         """Candidates this job will evaluate at most, as known now (for progress bars)."""
         left = sum(len(q) for q in self.queues.values())
         return max(begun, min(self.max_candidates, begun + left))
+
+
+def _why_not(family, ctx: GenContext) -> str:
+    """``family.why_not(ctx)``, the reason its skeleton does not fit the kernel; a generic one where it gives none or
+    fails (a report line is not worth failing a job over)."""
+    try:
+        why = getattr(family, "why_not", lambda _: None)(ctx)
+    except Exception:  # noqa: BLE001
+        why = None
+    return why or "its skeleton does not fit"
 
 
 def _reward(result: EvalResult, best_before: float) -> float:
