@@ -22,21 +22,16 @@ import argparse
 import json
 import re
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import rmsnorm_matrix  # noqa: E402  (MATRIX)
+import rowwise_sweep  # noqa: E402  (the example's spec, as the matrix job's; a generator's proposals)
 
-from ptxfactory.harness.source import find_kernel  # noqa: E402
-from ptxfactory.protocol import Candidate, CandidateRow, LaunchConfig, Measured, Rejected, load_spec  # noqa: E402
+from ptxfactory.protocol import Candidate, CandidateRow, Measured, Rejected  # noqa: E402
 from ptxfactory.protocol.job import JobSummary  # noqa: E402
+from ptxfactory.protocol.spec import parse_spec  # noqa: E402
 from ptxfactory.search import strategy  # noqa: E402
-from ptxfactory.search.base import GenContext  # noqa: E402
-from ptxfactory.search.generators import load as load_generator  # noqa: E402
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 class _Only:
@@ -52,17 +47,9 @@ class _Only:
 def proposals(summary: JobSummary, example: str, generator: str, matrix: bool) -> list[Candidate]:
     """Today's proposals of ``generator`` for ``example``'s kernel, its bench sizes QuACK's matrix with ``matrix``, with
     the recorded job's GPU facts (what a job on that GPU proposes)."""
-    path = EXAMPLES / example / f"{example}.cu"
-    spec = load_spec(str(path) + ".toml").kernels[example]
-    if matrix:
-        sizes = [{"M": m, "N": n} for m, n in rmsnorm_matrix.MATRIX]
-        spec = spec.model_copy(update={"bench": spec.bench.model_copy(update={"sizes": sizes})})
-    source = path.read_text()
-    kernel = find_kernel(source, example)
-    original = Candidate(kernel_name=example, source=source, kernel_text=kernel.text,
-                         launch=LaunchConfig(grid=spec.launch.grid, block=spec.launch.block))
-    ctx = GenContext(spec=spec, source=source, kernel=kernel, original=original, facts=summary.gpu)
-    return load_generator(generator).propose(ctx)
+    spec = parse_spec(rowwise_sweep._spec_text(example, matrix), f"{example}.cu.toml").kernels[example]
+    source = (rowwise_sweep.EXAMPLES / example / f"{example}.cu").read_text()
+    return rowwise_sweep.proposals(spec, source, generator, ".", 1 << 30, facts=summary.gpu)[1]
 
 
 def replay(summary: JobSummary, queue: list[Candidate], generator: str, picks: int, every: int,

@@ -3,7 +3,7 @@
 For the kernel as written in FILE (or candidate N of the newest job on it, numbered as in the report), compiled for
 its spec's arch in the compile pool (:mod:`ptxfactory.harness.compile_pool`):
 
-- resources: ptxas's registers, shared and local memory, spills; the theoretical occupancy (:mod:`.occupancy`)
+- resources: ptxas's registers, shared and local memory, spills; the theoretical occupancy (:mod:`ptxfactory.harness.occupancy`)
   at the launch's block size;
 - the SASS summary: instruction mix of the whole kernel and of each innermost loop (:func:`ptxfactory.harness.sass.summarise`),
   or why there is none (no nvdisasm or cuobjdump);
@@ -79,7 +79,7 @@ def occupancy_text(arch: str, candidate: Candidate, size: dict[str, int], resour
     """The theoretical occupancy of ``candidate``'s launch at ``size`` from its resources, or why it is unknown."""
     from ptxfactory.protocol.expr import ExprError, evaluate
 
-    from .occupancy import occupancy
+    from ptxfactory.harness.occupancy import occupancy
 
     if resources is None:
         return "unknown (no ptxas report)"

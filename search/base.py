@@ -59,17 +59,23 @@ class NoFit(Exception):
 
 def fit_check(match: Callable[[KernelSpec], object]) -> Callable[[KernelSpec], object]:
     """Decorator of a family's ``match_spec(spec)``: a :class:`NoFit` raised inside it returns None, as every caller
-    expects, and ``match_spec.why(spec)`` is its reason (None where the spec matches)."""
+    expects, and ``match_spec.why(spec)`` is its reason (None where the spec matches). A spec whose launch policy is not
+    ``"free"`` fits no family (each writes its own launch) and never reaches ``match``."""
+
+    def checked(spec: KernelSpec):
+        if spec.launch.policy != "free":
+            raise NoFit(f"the launch policy is {spec.launch.policy!r}: the skeleton chooses its own launch")
+        return match(spec)
 
     def matched(spec: KernelSpec):
         try:
-            return match(spec)
+            return checked(spec)
         except NoFit:
             return None
 
     def why(spec: KernelSpec) -> str | None:
         try:
-            match(spec)
+            checked(spec)
         except NoFit as exc:
             return str(exc)
         return None

@@ -36,7 +36,7 @@ from ptxfactory.protocol.result import FLOOR_NOT_APPLIED
 
 from .agents.arm import JobView
 from .agents.evidence import profiler
-from .base import GenContext
+from .base import GenContext, kernel_refusal
 from .generators import load as load_generator
 from .lessons import LessonStore
 from .policy import ArmState, make_policy
@@ -560,6 +560,7 @@ class _Search:
         log = math.log(result.speedup) if isinstance(result, Measured) and result.speedup > 0 else None  # None: failed
         ahead = self.frontier_gain(result) if isinstance(result, Measured) else 0.0
         leads = ahead > math.log(FRONTIER_GAIN)  # the fastest yet at some bench size, by more than the noise
+        new_best = isinstance(result, Measured) and result.speedup > self.best_speedup * PLATEAU_GAIN
         # what the knobs learn: the candidate's log speedup, or where it leads at a size, as promising as the best so
         # far plus that lead (its neighbours may win that size outright)
         promise = max(log, math.log(self.best_seen) + ahead) if leads and log is not None else log
@@ -567,12 +568,12 @@ class _Search:
             self.job_knobs.setdefault(f"{cand.generator}:{key}={value}", []).append(promise)
         if cand.params:
             self.evaluated.setdefault(cand.generator, []).append((dict(cand.params), promise))
-            if leads or (isinstance(result, Measured) and result.speedup > self.best_speedup * PLATEAU_GAIN):
+            if leads or new_best:
                 self.leaders[cand.generator] = (dict(cand.params), NEIGHBOUR_TRIES)
         if log is not None:
             self.best_seen = max(self.best_seen, result.speedup)
             self.log_speedups[cand.key] = log
-        if isinstance(result, Measured) and result.speedup > self.best_speedup * PLATEAU_GAIN:
+        if new_best:
             self.best_speedup, self.since_best = result.speedup, 0
             return True
         self.since_best = 0 if leads else self.since_best + 1  # the fastest at a size: progress
@@ -614,10 +615,11 @@ class _Search:
 
 
 def _why_not(family, ctx: GenContext) -> str:
-    """``family.why_not(ctx)``, the reason its skeleton does not fit the kernel; a generic one where it gives none or
-    fails (a report line is not worth failing a job over)."""
+    """Why ``family`` proposes nothing for the kernel: its ``why_not(ctx)`` (the spec or the source), else what no family
+    takes (:func:`kernel_refusal`), else a generic reason (also where ``why_not`` fails: a report line is not worth
+    failing a job over)."""
     try:
-        why = getattr(family, "why_not", lambda _: None)(ctx)
+        why = getattr(family, "why_not", lambda _: None)(ctx) or kernel_refusal(ctx)
     except Exception:  # noqa: BLE001
         why = None
     return why or "its skeleton does not fit"

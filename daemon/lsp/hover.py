@@ -18,7 +18,7 @@ from ptxfactory.search.strategy import kernel_fingerprint
 
 from ..analysis import KernelAnalysis
 from ..jobs import JobRecord, path_key
-from ..occupancy import occupancy
+from ptxfactory.harness.occupancy import occupancy
 from .code_lens import described_kernels_off_loop
 from .session import PtxServer
 from .text import cuda_path, position_at

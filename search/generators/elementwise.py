@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import (GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_refusal, shape_dims, size_args,
+from ..base import (GenContext, NoFit, family_candidate, family_candidates, fit_check, shape_dims, size_args,
                     source_mentions)
 from .cuda_text import load_template, floats_to_word, word_to_floats
 
@@ -162,8 +162,6 @@ def grid_expr(m: ElementwiseMatch, cfg: ElementwiseConfig) -> str:
 @fit_check
 def match_spec(spec: KernelSpec) -> ElementwiseMatch | None:
     """The elementwise mapping of ``spec``, or None when the spec does not have the pattern (or its launch is fixed)."""
-    if spec.launch.policy != "free":
-        raise NoFit(f"the launch policy is {spec.launch.policy!r}: the skeleton chooses its own launch")
     syms = set(spec.symbols)
     bufs = [a for a in spec.args if a.is_buffer]
     scalars = [a for a in spec.args if not a.is_buffer]
@@ -228,13 +226,14 @@ class ElementwiseFamily:
         return m, [c for c in tuning_space(ctx.spec) if plausible(c.epilogue, ctx.source, ctx.kernel.text)] if m else []
 
     def why_not(self, ctx: GenContext) -> str | None:
-        """Why the family proposes nothing for ``ctx``'s kernel (None where it proposes)."""
+        """Why the skeleton does not fit ``ctx``'s spec or source (None where it does; what no family takes, a template
+        or a signature unlike the spec, is :func:`~ptxfactory.search.base.kernel_refusal`'s)."""
         m, configs = self._configs(ctx)
         if m is None:
             return match_spec.why(ctx.spec)
         if not configs:
             return "the source computes none of its epilogues (" + ", ".join(EPILOGUES) + ")"
-        return kernel_refusal(ctx)
+        return None
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
         m, configs = self._configs(ctx)

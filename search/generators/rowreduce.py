@@ -38,7 +38,7 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_refusal, size_args
+from ..base import GenContext, NoFit, family_candidate, family_candidates, fit_check, size_args
 from .cuda_text import load_template, word_to_floats
 from .transform import syntax as sx
 from .transform.syntax import Node
@@ -131,8 +131,6 @@ def grid_expr(tiers: list[tuple[int, int, int | None]], r_sym: str, k_sym: str) 
 @fit_check
 def match_spec(spec: KernelSpec) -> RowReduceMatch | None:
     """The row-reduction mapping of ``spec``, or None when the spec does not have the pattern (or its launch is fixed)."""
-    if spec.launch.policy != "free":
-        raise NoFit(f"the launch policy is {spec.launch.policy!r}: the skeleton chooses its own launch")
     syms = set(spec.symbols)
     bufs = [a for a in spec.args if a.is_buffer]
     scalars = [a for a in spec.args if not a.is_buffer]
@@ -372,12 +370,13 @@ class RowReduceFamily:
         return family_candidates(ctx, fits, tuning_space() if fits else (), lambda cfg: self.instantiate(ctx, m, cfg, ev.kind))
 
     def why_not(self, ctx: GenContext) -> str | None:
-        """Why the family proposes nothing for ``ctx``'s kernel (None where it proposes)."""
+        """Why the skeleton does not fit ``ctx``'s spec or source (None where it does; what no family takes, a template
+        or a signature unlike the spec, is :func:`~ptxfactory.search.base.kernel_refusal`'s)."""
         m = match_spec(ctx.spec)
         if m is None:
             return match_spec.why(ctx.spec)
         refused = self.refusals(ctx)
-        return refused[0][1] if refused else kernel_refusal(ctx)
+        return refused[0][1] if refused else None
 
     def refusals(self, ctx: GenContext) -> list[tuple[str, str]]:
         """``[("rowreduce", why)]`` when the spec has the row-reduction pattern but the kernel's store shows another

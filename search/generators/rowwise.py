@@ -39,9 +39,10 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import (_COMMENTS, GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_linkage, kernel_refusal,
+from ..base import (_COMMENTS, GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_linkage,
                     render_params, scalars_unused, shape_dims, size_args, stored_values)
 from .cuda_text import load_template, floats_to_word, word_to_floats
+from ptxfactory.harness.occupancy import occupancy
 from ptxfactory.harness.static_checks import MAX_CLUSTER_BLOCKS, PORTABLE_CLUSTER_BLOCKS, REGISTERS_PER_SM
 from .transform.grid_stride import MAX_THREADS_PER_SM as THREADS_PER_SM  # resident threads an SM holds (sm_80, sm_90)
 
@@ -263,8 +264,6 @@ def match_spec(spec: KernelSpec) -> RowwiseMatch | None:
     float: the only one, else the one named eps..., else the only one in (0, 0.1)); other scalars are passed
     through. Anything else (a third ``[C]`` vector, an input of another shape, an output along the columns)
     refuses the spec."""
-    if spec.launch.policy != "free":
-        raise NoFit(f"the launch policy is {spec.launch.policy!r}: the skeleton chooses its own launch")
     syms = set(spec.symbols)
     bufs = [a for a in spec.args if a.is_buffer]
     scalars = [a for a in spec.args if not a.is_buffer]
@@ -538,7 +537,7 @@ def tuning_space(m: RowwiseMatch, spec: KernelSpec, sm_count: int | None = None)
         longer = sorted({-(-int(s[m.c_sym]) // m.vec) for s in spec.bench.sizes} - {nvec}, reverse=True)
         registers = cluster_configs(nvec) + [c for n in longer for c in cluster_configs(n, wide_only=True)]
         wide = [c for c in registers if c.vecs >= 2 * CLUSTER_CACHE]
-        others = [c for c in registers if c.vecs < 2 * CLUSTER_CACHE] + cluster_configs(nvec, entry, wpre_words=wb_words(m))
+        others = [c for c in registers if c.vecs < 2 * CLUSTER_CACHE] + cluster_configs(nvec, entry, wpre_words=wb_words(m), arch=spec.arch)
     # the wide cluster configurations lead where the first one would re-read part of the longest bench row (a second
     # pass over memory there): a kernel that must hold the row is judged first by one that does
     rereads = out[0].block * out[0].vecs < nvec
@@ -622,7 +621,6 @@ STAGE_BASE_REGISTERS = 48
 # copy to 87-90% (256 threads: 16 vectors over 8 blocks, 8 over 16), while those left 32-64 KiB (512 threads, one block
 # of 8 vectors or two of 4; 1024 threads) reached 44-74%, below their plain twins where they had one.
 STAGED_WPRE_IN_FLIGHT = 96 * 1024
-SM_SHARED_BYTES = 228 * 1024  # an sm_80/sm_90 SM's shared memory
 # A staged cache takes at most STAGE_BYTES of shared memory a block: a third of an sm_90 SM's 228 KiB, so three such
 # blocks (and their loads in flight) fit one SM. At shorter rows the launch asks for less (stage_bytes_expr).
 STAGE_BYTES = 64 * 1024
@@ -655,7 +653,8 @@ CLUSTER_BLOCKS = (512, 256, 1024)
 CLUSTER_WIDE_BLOCK = 512
 
 
-def cluster_configs(nvec: int, stage_entry: int = 0, wide_only: bool = False, wpre_words: int = 0) -> list[RowwiseConfig]:
+def cluster_configs(nvec: int, stage_entry: int = 0, wide_only: bool = False, wpre_words: int = 0,
+                    arch: str = "sm_90") -> list[RowwiseConfig]:
     """Configurations that split rows of ``nvec`` 16-byte vectors over a thread block cluster, for each block size
     whose block cannot cache the row in :data:`CLUSTER_CACHE` vectors per thread: the smallest cluster that holds
     the row at that cache (else the largest), with the smallest register cache (a power of two, at most
@@ -668,7 +667,7 @@ def cluster_configs(nvec: int, stage_entry: int = 0, wide_only: bool = False, wp
     of w and b a vector): each staged one with w preloaded into registers in its place, and also over twice the blocks
     (half the cache a thread, fewer registers for w) where the cluster may grow: QuACK's design (a block's part of the
     row in shared memory, its w in registers from the start), each only where an SM still holds
-    :data:`STAGED_WPRE_IN_FLIGHT` bytes of x in flight (:func:`staged_wpre_in_flight`)."""
+    :data:`STAGED_WPRE_IN_FLIGHT` bytes of x in flight (:func:`staged_wpre_in_flight`, on an SM of ``arch``)."""
     out = []
     for block in CLUSTER_BLOCKS:
         wide = _fewest_blocks(nvec, block, 2 * CLUSTER_CACHE)
@@ -681,15 +680,15 @@ def cluster_configs(nvec: int, stage_entry: int = 0, wide_only: bool = False, wp
             continue
         cl = _fewest_blocks(nvec, block, cap)
         if stage_entry:
-            # (not also over the largest cluster, each block's cache the least, as QuACK at 262144: on the H200 those
-            # reached 41-74% of copy there against 89-90% for 8 register-cached blocks, bench/results/h200-2026-12-04-e)
+            # over twice the blocks (each block's cache the least, as QuACK at 262144) with w preloaded only: without it
+            # those reached 41-74% of copy there on the H200 (bench/results/h200-2026-12-04-e)
             staged = RowwiseConfig(block, block // 32, stage_vecs(block, nvec, stage_entry, cl), cluster=cl, stage=True)
-            wide_w = (replace(staged, wpre=True, cluster=2 * cl, vecs=stage_vecs(block, nvec, stage_entry, 2 * cl))
-                      if 2 * cl <= CLUSTER_SIZES[-1] and staged.vecs > 1 else None)
-            fits = [c for c in (replace(staged, wpre=True), wide_w) if wpre_words and c is not None
-                    and staged_wpre_in_flight(c, wpre_words, stage_entry) >= STAGED_WPRE_IN_FLIGHT]
-            out += fits if fits and fits[0].cluster == cl else [staged] + fits
-            continue
+            twin = replace(staged, wpre=True)
+            wider = (replace(twin, cluster=2 * cl, vecs=stage_vecs(block, nvec, stage_entry, 2 * cl))
+                     if 2 * cl <= CLUSTER_SIZES[-1] and staged.vecs > 1 else None)
+            preloaded = [c for c in (twin, wider) if c is not None and wpre_words
+                         and staged_wpre_in_flight(c, wpre_words, stage_entry, arch) >= STAGED_WPRE_IN_FLIGHT]
+            out += ([] if twin in preloaded else [staged]) + preloaded
             continue
         if block <= CLUSTER_WIDE_BLOCK and wide != cl:
             out.append(RowwiseConfig(block, block // 32, _cluster_vecs(nvec, block, wide), cluster=wide))
@@ -737,8 +736,9 @@ class RowwiseNormFamily:
         return [], f"a second input of x's shape ({m.res}) that the source does not add to x"
 
     def why_not(self, ctx: GenContext) -> str | None:
-        """Why the family proposes nothing for ``ctx``'s kernel (None where it proposes)."""
-        return self._forms(ctx)[1] or kernel_refusal(ctx)
+        """Why the skeleton does not fit ``ctx``'s spec or source (None where it does; what no family takes, a template
+        or a signature unlike the spec, is :func:`~ptxfactory.search.base.kernel_refusal`'s)."""
+        return self._forms(ctx)[1]
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
         forms, _ = self._forms(ctx)
@@ -868,10 +868,17 @@ def _min_blocks(m: RowwiseMatch, cfg: RowwiseConfig) -> int:
     return cfg.min_blocks
 
 
+def _wb_parts(m: RowwiseMatch) -> list[tuple[str, str, str]]:
+    """``(ptr, dtype, field)`` of w and b, those the kernel has: ``ptr`` the name ``ptxf_load_wb`` reads them by,
+    ``field`` their words' in ``ptxf_wb`` (a missing dtype is w's, a missing w's x's)."""
+    wdt = m.w_dtype or m.dtype
+    return [(ptr, dt, field) for present, ptr, dt, field in ((m.w, "w", wdt, "g"), (m.b, "b", m.b_dtype or wdt, "h")) if present]
+
+
 def wb_words(m: RowwiseMatch) -> int:
     """The 32-bit words of w and b (those the kernel has) of one vector of ``m.vec`` elements: what a preloaded vector
     holds in registers (0: neither)."""
-    return sum(m.vec * _ITEMSIZE[dt] // 4 for p, dt in ((m.w, m.w_dtype or m.dtype), (m.b, m.b_dtype or m.w_dtype or m.dtype)) if p)
+    return sum(m.vec * _ITEMSIZE[dt] // 4 for _, dt, _ in _wb_parts(m))
 
 
 def staged_wpre_blocks(cfg: RowwiseConfig, words: int) -> int:
@@ -880,12 +887,13 @@ def staged_wpre_blocks(cfg: RowwiseConfig, words: int) -> int:
     return max(1, REGISTERS_PER_SM // (cfg.block * (STAGE_BASE_REGISTERS + words * cfg.vecs)))
 
 
-def staged_wpre_in_flight(cfg: RowwiseConfig, words: int, entry: int) -> int:
-    """Bytes of x (``entry`` bytes a cached vector) an SM holds in flight with a staged configuration whose w is
-    preloaded at a row that fills its cache: the blocks its registers (:func:`staged_wpre_blocks`) and shared memory
-    (:data:`SM_SHARED_BYTES`) allow, times a block's cache."""
+def staged_wpre_in_flight(cfg: RowwiseConfig, words: int, entry: int, arch: str = "sm_90") -> int:
+    """Bytes of x (``entry`` bytes a cached vector) an SM of ``arch`` holds in flight with a staged configuration whose w
+    is preloaded, at a row that fills its cache: the blocks an SM holds at its launch bounds' registers
+    (:data:`STAGE_BASE_REGISTERS` plus ``words`` a cached vector) and that cache in shared memory
+    (:func:`ptxfactory.harness.occupancy.occupancy`), times a block's cache."""
     cache = cfg.block * cfg.vecs * entry
-    return min(staged_wpre_blocks(cfg, words), max(1, SM_SHARED_BYTES // cache)) * cache
+    return occupancy(arch, cfg.block, STAGE_BASE_REGISTERS + words * cfg.vecs, cache).blocks_per_sm * cache
 
 
 def render_kernel(ctx: GenContext, m: RowwiseMatch, cfg: RowwiseConfig) -> str:
@@ -1052,11 +1060,10 @@ def _convert(m: RowwiseMatch, cfg: RowwiseConfig, tx: str, tw: str, tb: str, idx
     w_bytes = vec * _ITEMSIZE[wdt]  # w: VEC elements of w's dtype at vector index v: 8, 16 or 32 bytes
     expr = "(f[k] - mean) * scale"
     fields, loads, unpacks = [], [], []
-    for present, ptr, dt, out in ((m.w, "w", wdt, "g"), (m.b, "b", bdt, "h")):  # ptr: ptxf_load_wb's parameter
-        if present:
-            fields.append(f"unsigned {out}[{vec * _ITEMSIZE[dt] // 4}];")
-            loads.append(_vector_words(ptr, dt, vec, f"u.{out}"))
-            unpacks.append(_unpack_words(f"wb.{out}", dt, vec, out))
+    for ptr, dt, out in _wb_parts(m):
+        fields.append(f"unsigned {out}[{vec * _ITEMSIZE[dt] // 4}];")
+        loads.append(_vector_words(ptr, dt, vec, f"u.{out}"))
+        unpacks.append(_unpack_words(f"wb.{out}", dt, vec, out))
     if m.w:
         expr = f"({expr}) * g[k]"
     if m.b:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import (EXP_CALL, GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_linkage, kernel_refusal,
+from ..base import (EXP_CALL, GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_linkage,
                     render_params, scalars_unused, shape_dims, size_args, source_mentions, stored_values, walks_columns)
 from .cuda_text import load_template, floats_to_word, word_to_floats
 from .rowwise import _CTYPE, _FLOATS, _ITEMSIZE, _is_2d, grid_expr
@@ -141,8 +141,6 @@ def match_spec(spec: KernelSpec) -> SoftmaxMatch | None:
     ``[R]`` (float: the row's max, sum of exponentials or log-sum-exp, see :func:`variants`); scalars: two integers
     (i32/i64/u32) whose values are the symbols ``R`` and ``C``, in any order, and any others, passed through unused.
     """
-    if spec.launch.policy != "free":
-        raise NoFit(f"the launch policy is {spec.launch.policy!r}: the skeleton chooses its own launch")
     syms = set(spec.symbols)
     bufs = [a for a in spec.args if a.is_buffer]
     scalars = [a for a in spec.args if not a.is_buffer]
@@ -238,8 +236,9 @@ class SoftmaxFamily:
         return m, None
 
     def why_not(self, ctx: GenContext) -> str | None:
-        """Why the family proposes nothing for ``ctx``'s kernel (None where it proposes)."""
-        return self._match(ctx)[1] or kernel_refusal(ctx)
+        """Why the skeleton does not fit ``ctx``'s spec or source (None where it does; what no family takes, a template
+        or a signature unlike the spec, is :func:`~ptxfactory.search.base.kernel_refusal`'s)."""
+        return self._match(ctx)[1]
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
         m, _ = self._match(ctx)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_refusal, shape_dims, size_args
+from ..base import GenContext, NoFit, family_candidate, family_candidates, fit_check, shape_dims, size_args
 
 _DTYPES = ("bf16", "f16", "f32")
 _ITEMSIZE = {"bf16": 2, "f16": 2, "f32": 4}
@@ -94,8 +94,6 @@ def grid_expr(m: TransposeMatch, cfg: TransposeConfig) -> str:
 @fit_check
 def match_spec(spec: KernelSpec) -> TransposeMatch | None:
     """The transpose mapping of ``spec``, or None when the spec does not have the pattern (or its launch is fixed)."""
-    if spec.launch.policy != "free":
-        raise NoFit(f"the launch policy is {spec.launch.policy!r}: the skeleton chooses its own launch")
     syms = set(spec.symbols)
     bufs = [a for a in spec.args if a.is_buffer]
     scalars = [a for a in spec.args if not a.is_buffer]
@@ -133,8 +131,9 @@ class TransposeFamily:
     name = "transpose"
 
     def why_not(self, ctx: GenContext) -> str | None:
-        """Why the family proposes nothing for ``ctx``'s kernel (None where it proposes)."""
-        return match_spec.why(ctx.spec) or kernel_refusal(ctx)
+        """Why the skeleton does not fit ``ctx``'s spec or source (None where it does; what no family takes, a template
+        or a signature unlike the spec, is :func:`~ptxfactory.search.base.kernel_refusal`'s)."""
+        return match_spec.why(ctx.spec)
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
         m = match_spec(ctx.spec)

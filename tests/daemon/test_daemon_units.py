@@ -8,7 +8,7 @@ import pytest
 
 from ptxfactory.daemon.jobs import JobRecord, path_key
 from ptxfactory.daemon.jobstore import JobStore
-from ptxfactory.daemon.occupancy import occupancy
+from ptxfactory.harness.occupancy import occupancy
 from ptxfactory.protocol import Candidate, CandidateRow, JobSummary, LaunchConfig, Measured, SizeTiming
 from ptxfactory.protocol.lsp import COMMANDS, SCHEMA_PATH, schema_document, schema_text
 
