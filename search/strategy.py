@@ -467,11 +467,12 @@ class _Search:
         if parent.key == self.original.key:  # why each restructuring pass leaves the user's kernel alone (the report says)
             self.passes_refused = [r for n in names for r in getattr(self.gens[n], "refusals", lambda _: [])(ctx)]
         proposals = {name: self.gens[name].propose(ctx) for name in names}
-        families = [n for n in names if generator_kind(n) == "family"]
+        families = [n for n in names if hasattr(self.gens[n], "why_not")]  # the expert skeletons (not agent: an arm)
         if parent.key == self.original.key and families and not any(proposals[n] for n in families):
-            # no skeleton fits: why each does not (the report says; the rowreduce store evidence is a refusal already)
-            named = {n for n, _ in self.passes_refused}
-            self.families_refused = [(n, _why_not(self.gens[n], ctx)) for n in families if n not in named]
+            # no skeleton fits: why each does not, in the report's families section (rowreduce's store evidence, one of
+            # the passes' refusals where another family fits, moves there)
+            self.families_refused = [(n, _why_not(self.gens[n], ctx)) for n in families]
+            self.passes_refused = [(p, why) for p, why in self.passes_refused if p not in families]
         if parent.key != self.original.key:  # a child names its lineage: "transform rowpar_auto → transform vector_loops"
             proposals = {name: [c.model_copy(update={"description": f"{parent.description} → {c.description}"}) for c in cs]
                          for name, cs in proposals.items()}
@@ -619,7 +620,7 @@ def _why_not(family, ctx: GenContext) -> str:
     takes (:func:`kernel_refusal`), else a generic reason (also where ``why_not`` fails: a report line is not worth
     failing a job over)."""
     try:
-        why = getattr(family, "why_not", lambda _: None)(ctx) or kernel_refusal(ctx)
+        why = family.why_not(ctx) or kernel_refusal(ctx)
     except Exception:  # noqa: BLE001
         why = None
     return why or "its skeleton does not fit"

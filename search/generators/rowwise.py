@@ -284,11 +284,14 @@ def match_spec(spec: KernelSpec) -> RowwiseMatch | None:
     vecs = [a for a in bufs if a.role == "in" and list(shape_dims(a.shape)) == [c_sym]]  # weight, then bias
     if len(outs2) + len(stats) + len(vecs) + len(ins2) != len(bufs):
         other = [a.name for a in bufs if a not in outs2 + stats + vecs + ins2]
-        raise NoFit(f"buffers of another shape or role than x[{r_sym}, {c_sym}], y, [{c_sym}] weights and [{r_sym}] "
-                    f"statistics: {', '.join(other)}")
-    if not outs2 or len(outs2) > 2 or len(stats) > 2 or len(vecs) > 2:
-        raise NoFit(f"outputs of x's shape: {len(outs2)} (it takes one or two), per-row outputs: {len(stats)} (at most "
-                    f"two), [{c_sym}] inputs: {len(vecs)} (at most two)")
+        raise NoFit(f"buffers of another shape or role than the input {x.name}[{r_sym}, {c_sym}], outputs of its shape, "
+                    f"[{c_sym}] weights and [{r_sym}] statistics: {', '.join(other)}")
+    if not outs2 or len(outs2) > 2:
+        raise NoFit(f"outputs of {x.name}'s shape [{r_sym}, {c_sym}]: {len(outs2)}; it writes one (y), or two (y and "
+                    f"{x.name} + a residual)")
+    if len(stats) > 2 or len(vecs) > 2:
+        raise NoFit(f"per-row [{r_sym}] outputs: {len(stats)}, [{c_sym}] inputs: {len(vecs)}; it takes at most two of "
+                    "each (statistics; a weight and a bias)")
     if len(outs2) == 2 and (res is None or res.role == "inout"):
         raise NoFit("a second output of x's shape, which it writes only as x + residual (an input residual)")
     y = outs2[0]

@@ -527,3 +527,21 @@ async def test_the_report_says_why_no_expert_family_fits():
     rmsnorm = Path(__file__).resolve().parents[2] / "examples" / "rmsnorm" / "rmsnorm.cu"
     fits = await optimise(rmsnorm, "rmsnorm", backend=None, generators=families, use_lessons=False, max_candidates=2)
     assert fits.families_refused == [] and "## Expert families" not in render_markdown(fits)
+
+
+async def test_the_families_section_lists_the_expert_skeletons_only_and_each_once():
+    """A row entropy (bench/trials/row_entropy: one thread per row, a per-row output that is not the row's sum), a
+    kernel no family takes: the agent generator (an arm, not a skeleton) is not listed with the families; rowreduce,
+    whose signature fits but whose store does not, is listed there with that reason and no longer among the passes
+    (with another family fitting, it stays there). The rowwise reason names the kernel's own input."""
+    from ptxfactory.daemon.report import render_markdown
+
+    entropy = Path(__file__).resolve().parents[2] / "bench" / "trials" / "row_entropy" / "row_entropy.cu"
+    gens = ("rowwise", "softmax", "rowreduce", "elementwise", "transpose", "transform", "agent")
+    summary = await optimise(entropy, "row_entropy", backend=None, generators=gens, use_lessons=False, max_candidates=3)
+    why = dict(summary.families_refused)
+    assert set(why) == {"rowwise", "softmax", "rowreduce", "elementwise", "transpose"}
+    assert "stores something other than the row's sum" in why["rowreduce"]
+    assert "rowreduce" not in dict(summary.passes_refused) and summary.passes_refused  # the passes' own stay
+    assert why["rowwise"].startswith("outputs of p's shape [M, N]: 0")
+    assert render_markdown(summary).count("stores something other than the row's sum") == 1
