@@ -4,7 +4,7 @@ This package imports nothing else of ptxfactory's, so editors, workers and the d
 """
 from .candidate import Candidate, LaunchConfig
 from .job import CandidateRow, JobSummary
-from .expr import ExprError, evaluate, symbols_in
+from .expr import ExprError, evaluate, symbols_in, to_c
 from .result import (
     CompileFailed,
     Crashed,

@@ -109,6 +109,47 @@ def evaluate(expr: str | int | float, symbols: Mapping[str, int | float]) -> int
     return _eval(_parse(expr), symbols, expr)
 
 
+def to_c(expr: str | int, names: Mapping[str, str]) -> str:
+    """``expr`` as a C++ expression of type ``long long``, each size symbol replaced by ``names[symbol]`` (a scalar
+    argument's name, cast to ``long long``): what a family's kernel computes from its arguments where the spec writes
+    ``N * C`` or ``cdiv(W, 2)``. ``//`` and ``%`` become C's ``/`` and ``%``, which agree with Python's on
+    non-negative operands (sizes); ``min``/``max`` become CUDA's ``long long`` overloads and ``cdiv`` a ceiling division.
+
+    Raises:
+        ExprError: as :func:`evaluate`, for a symbol missing from ``names``, and for ``**`` or a float literal (no
+            C integer equivalent).
+    """
+    return _to_c(_parse(expr), names, expr)
+
+
+_C_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/", ast.Mod: "%"}
+
+
+def _to_c(node: ast.AST, names: Mapping[str, str], src) -> str:
+    match node:
+        case ast.Constant(value=v) if isinstance(v, int) and not isinstance(v, bool):
+            return f"{v}LL"
+        case ast.Name(id=name):
+            if name not in names:
+                raise ExprError(f"symbol {name!r} in {src!r} has no argument that passes it (known: {', '.join(sorted(names)) or 'none'})")
+            return f"(long long)({names[name]})"
+        case ast.UnaryOp(op=ast.USub(), operand=x):
+            return f"(-{_to_c(x, names, src)})"
+        case ast.UnaryOp(op=ast.UAdd(), operand=x):
+            return _to_c(x, names, src)
+        case ast.BinOp(left=a, op=op, right=b) if type(op) in _C_OPS:
+            return f"({_to_c(a, names, src)} {_C_OPS[type(op)]} {_to_c(b, names, src)})"
+        case ast.Call(func=ast.Name(id="cdiv"), args=[a, b], keywords=[]):
+            x, y = _to_c(a, names, src), _to_c(b, names, src)
+            return f"(({x} + {y} - 1LL) / {y})"
+        case ast.Call(func=ast.Name(id=fname), args=args, keywords=[]) if fname in ("min", "max") and args:
+            out = _to_c(args[0], names, src)
+            for a in args[1:]:  # CUDA's long long overloads of min and max: each operand written once
+                out = f"{fname}({out}, {_to_c(a, names, src)})"
+            return out
+    raise ExprError(f"{ast.unparse(node)!r} in {src!r} has no C integer form (integers, size symbols, + - * // %, min, max, cdiv)")
+
+
 def holds(constraint: str, symbols: Mapping[str, int | float]) -> bool:
     """Whether a constraint such as ``"N % 8 == 0"`` or ``"D <= 8192 and M >= 1"`` holds at ``symbols``.
 

@@ -1,25 +1,38 @@
-"""The "transpose" family: an expert skeleton for ``y[C, R] = x[R, C]`` through shared-memory tiles.
+"""The "transpose" family: an expert skeleton for a permutation of an array's axes through shared-memory tiles.
 
-It applies to kernels whose spec reads ``x[R, C]`` and writes ``y[C, R]`` of the same dtype (bf16,
-f16 or f32), with exactly two integer scalars equal to ``R`` and ``C`` and ``launch.policy = "free"``.
-Each candidate is the CUDA text of :data:`_TEMPLATE`, instantiated with the user's kernel name and
-parameter names, types and order, so its ``kernel_text`` drops into their file in place of the
-original kernel. Elements are moved as raw bits (``unsigned`` / ``unsigned short``): the output is
-bit-identical to any correct transpose (NaN payloads included).
+It applies to kernels whose spec reads one buffer x and writes one buffer y of the same dtype (any: elements move
+as raw bits), y's shape a permutation of x's other than the identity (``y[C, R] = x[R, C]``, ``y[N, H, W, C] =
+x[N, C, H, W]``, ``y[B, T, H, D] = x[B, H, T, D]``...), every dimension an integer or an expression of size symbols
+each passed by an integer scalar argument, no float scalar, and ``launch.policy = "free"``. Where the kernel's
+source stores into y by subscripts, each stored value must read x alone (``y[...] = x[...]``, through a local or a
+cast): a kernel that also computes is not a copy. Where equal sizes make the permutation ambiguous (``[N, N]``),
+each reading other than the identity is proposed (at most :data:`MAX_READINGS`); the verifier keeps the right one.
 
-Kernel design: one block per ``tile x tile`` tile of x (a 1-D grid, tile column fastest; no grid.y,
-so no 65535 limit on R); ``block = 32 x rows`` threads. Phase 1 reads the tile row by row (each
-thread ``vec`` bytes per access, a warp covers ``32 x vec`` contiguous bytes of a row, all of a
-thread's loads issued before its shared-memory stores) into ``tile[t][t + pad]``; after one barrier,
-phase 2 reads the tile column-wise from shared memory and writes y rows with the same vector width.
-The padding (one element) shifts each tile row by one bank, so the column reads of phase 2 hit
-distinct banks. Vector accesses need row lengths divisible by the vector width and aligned
-pointers; each side checks its own condition at run time (``C`` and x for reads, ``R`` and y for
-writes) and falls back to one element per access, so odd sides, one row or one column all work.
+The permutation is first reduced (:func:`reduce_permutation`): x's axes that stay adjacent and in order in y are
+merged into one (NCHW to NHWC is ``[N, C, HW]`` to ``[N, HW, C]``). Where x's last merged axis stays last in y,
+rows of x are copied whole and reads and writes are coalesced already: no fit. Otherwise the kernel is a batched
+2-D transpose: the tile's columns run along x's last axis ``a`` (contiguous in x), its rows along y's last axis
+``b`` (contiguous in y); every other axis is a batch index, with its own stride in x and in y.
+
+Each candidate is the CUDA text of :data:`_TEMPLATE`, instantiated with the user's kernel name and parameter names,
+types and order, so its ``kernel_text`` drops into their file in place of the original kernel. Elements are moved
+as raw bits (``unsigned char`` / ``unsigned short`` / ``unsigned`` / ``unsigned long long``): the output is
+bit-identical to any correct permutation (NaN payloads included).
+
+Kernel design: one block per ``tile x tile`` tile of one batch's ``[b, a]`` plane (a 1-D grid, tile column fastest,
+then tile row, then the batch: no grid.y, so no 65535 limit); ``block = 32 x rows`` threads. Phase 1 reads the tile
+row by row (each thread ``vec`` bytes per access, a warp covers ``32 x vec`` contiguous bytes of a row, all of a
+thread's loads issued before its shared-memory stores) into ``tile[t][t + pad]``; after one barrier, phase 2 reads
+the tile column-wise from shared memory and writes y rows with the same vector width. The padding (one element)
+shifts each tile row by one bank, so the column reads of phase 2 hit distinct banks. Vector accesses need aligned
+pointers and ``|a|`` (reads) or ``|b|`` (writes) divisible by the vector width (every other stride of that side is a
+multiple of it); each side checks its own condition at run time and falls back to one element per access, so odd
+sides, one row or one column all work.
 
 Knobs (``params``): ``tile`` (32 or 64), ``rows`` (block rows: block = 32 x rows threads),
 ``pad`` (0 or 1 element per shared-memory row), ``vec`` (bytes per global access: 4 or 16, rounded
-up to one element), and ``block`` (= 32 x rows, the shared knob name for threads per block).
+up to one element), ``block`` (= 32 x rows, the shared knob name for threads per block), and, where the
+permutation is ambiguous, ``perm`` (x's axis of each of y's, comma-separated).
 """
 from __future__ import annotations
 
@@ -28,28 +41,38 @@ import re
 import string
 from dataclasses import dataclass
 
-from ptxfactory.protocol import Candidate, KernelSpec
+from ptxfactory.protocol import Candidate, ExprError, KernelSpec, symbols_in, to_c
 
-from ..base import GenContext, NoFit, family_candidate, family_candidates, fit_check, shape_dims, size_args
+from ..base import (GenContext, NoFit, SIZE_DTYPES, family_candidate, family_candidates, fit_check, kernel_linkage,
+                    render_params, shape_dims, stored_values)
 
-_DTYPES = ("bf16", "f16", "f32")
-_ITEMSIZE = {"bf16": 2, "f16": 2, "f32": 4}
-_RAW = {2: "unsigned short", 4: "unsigned"}
+_RAW = {1: "unsigned char", 2: "unsigned short", 4: "unsigned", 8: "unsigned long long"}
 _VT = {4: "unsigned", 8: "uint2", 16: "uint4"}
-_PARTS = {4: ["u"], 8: ["u.x", "u.y"], 16: ["u.x", "u.y", "u.z", "u.w"]}
+MAX_AXES = 6  # axes of x whose permutations are enumerated (6! = 720 at most)
+MAX_READINGS = 2  # permutations proposed where equal sizes leave several (an [N, N] transpose has one)
 
 
 @dataclass(frozen=True)
 class TransposeMatch:
-    """How a spec maps onto ``y[C, R] = x[R, C]``: argument names, size symbols, the dtype."""
+    """How a spec maps onto a batched transpose ``y[..., a, ..., b] = x[..., b, ..., a]`` after merging axes.
+
+    Sizes and strides are spec expressions (size symbols); ``names`` maps each symbol to the scalar argument that
+    passes it. ``rows`` = |b| (y's contiguous axis), ``cols`` = |a| (x's contiguous axis), ``x_row_stride`` = b's
+    stride in x, ``y_row_stride`` = a's stride in y (elements); ``batch`` = (size, x stride, y stride) of every
+    other merged axis, in y's order; ``perm[j]`` = x's axis that is y's axis ``j``; ``itemsize`` in bytes."""
 
     x: str
     y: str
-    r_arg: str
-    c_arg: str
-    r_sym: str
-    c_sym: str
     dtype: str
+    itemsize: int
+    rows: str
+    cols: str
+    x_row_stride: str
+    y_row_stride: str
+    batch: tuple[tuple[str, str, str], ...]
+    perm: tuple[int, ...]
+    names: tuple[tuple[str, str], ...]
+    ambiguous: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,113 +89,212 @@ class TransposeConfig:
     def threads(self) -> int:
         return 32 * self.rows
 
-    def elems(self, dtype: str) -> int:
-        """Elements per vector access (at least 1)."""
-        return max(1, self.vec // _ITEMSIZE[dtype])
+    def elems(self, itemsize: int) -> int:
+        """Elements per vector access (at least 1) for elements of ``itemsize`` bytes."""
+        return max(1, self.vec // itemsize)
 
-    def valid(self, dtype: str) -> bool:
+    def valid(self, itemsize: int) -> bool:
         """Every thread has at least one vector per phase: ``threads x elems <= tile^2``."""
-        return self.threads * self.elems(dtype) <= self.tile * self.tile and self.tile % 32 == 0
+        return self.threads * self.elems(itemsize) <= self.tile * self.tile and self.tile % 32 == 0
 
     @property
     def min_blocks(self) -> int:
         """Blocks per SM promised to ptxas (``__launch_bounds__`` 2nd argument): caps registers at 64."""
         return max(1, 1024 // self.threads)
 
-    def smem_bytes(self, dtype: str) -> int:
-        return self.tile * (self.tile + self.pad) * _ITEMSIZE[dtype]
+    def smem_bytes(self, itemsize: int) -> int:
+        return self.tile * (self.tile + self.pad) * itemsize
 
     def params(self) -> dict:
         return {"tile": self.tile, "rows": self.rows, "block": self.threads, "pad": self.pad, "vec": self.vec}
 
 
+def _product(dims) -> str:
+    """The spec expression of a product of dimensions (``"1"`` for none, a single one as it is)."""
+    if len(dims) == 1:
+        return str(dims[0])
+    return " * ".join(f"({d})" if isinstance(d, str) and not d.isidentifier() else str(d) for d in dims) or "1"
+
+
+def permutations(xd: tuple, yd: tuple) -> list[tuple[int, ...]]:
+    """Every ``perm`` other than the identity with ``yd[j] == xd[perm[j]]`` for each of y's axes ``j`` (dimensions
+    compared as the spec writes them, spaces stripped). Raises :class:`NoFit` above :data:`MAX_AXES` axes."""
+    if len(xd) != len(yd) or sorted(map(str, xd)) != sorted(map(str, yd)):
+        return []
+    if len(xd) > MAX_AXES:
+        raise NoFit(f"{len(xd)} axes: the skeleton enumerates permutations of at most {MAX_AXES}")
+    ident = tuple(range(len(xd)))
+    return [p for p in itertools.permutations(ident) if p != ident and all(str(yd[j]) == str(xd[i]) for j, i in enumerate(p))]
+
+
+def reduce_permutation(perm: tuple[int, ...]) -> tuple[list[list[int]], list[int]]:
+    """x's axes merged where they stay adjacent and in order in y: ``(groups, order)``, the groups in x's order (each
+    a run of x's axes) and ``order[j]`` the group that is y's ``j``-th. ``(0, 2, 3, 1)`` (NCHW to NHWC) gives
+    ``([[0], [1], [2, 3]], [0, 2, 1])``."""
+    runs: list[list[int]] = []
+    for j, i in enumerate(perm):
+        if runs and perm[j - 1] + 1 == i:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    groups = sorted(runs)
+    return groups, [groups.index(r) for r in runs]
+
+
+def _reading(xd: tuple, perm: tuple[int, ...]) -> tuple[str, str, str, str, tuple] | None:
+    """(rows, cols, x row stride, y row stride, batch) of a permutation, as spec expressions; None where x's last
+    merged axis stays last in y (no transpose to do)."""
+    groups, order = reduce_permutation(perm)
+    if order[-1] == len(groups) - 1:
+        return None
+    size = [_product([xd[i] for i in g]) for g in groups]
+    x_stride = [_product(size[g + 1:]) for g in range(len(groups))]
+    y_stride = [""] * len(groups)
+    for pos, g in enumerate(order):
+        y_stride[g] = _product([size[h] for h in order[pos + 1:]])
+    a, b = len(groups) - 1, order[-1]
+    batch = tuple((size[g], x_stride[g], y_stride[g]) for g in order if g not in (a, b))
+    return size[b], size[a], x_stride[b], y_stride[a], batch
+
+
 def grid_expr(m: TransposeMatch, cfg: TransposeConfig) -> str:
-    """One block per tile: ``cdiv(R, tile) * cdiv(C, tile)`` (the kernel splits blockIdx.x the same way)."""
-    return f"cdiv({m.r_sym}, {cfg.tile}) * cdiv({m.c_sym}, {cfg.tile})"
+    """One block per tile of each batch: ``cdiv(rows, tile) * cdiv(cols, tile)`` times the batch sizes (the kernel
+    splits blockIdx.x the same way)."""
+    wrap = lambda e: e if e.isidentifier() else f"({e})"  # noqa: E731
+    grid = f"cdiv({m.rows}, {cfg.tile}) * cdiv({m.cols}, {cfg.tile})"
+    return " * ".join([grid] + [wrap(size) for size, _, _ in m.batch])
 
 
 @fit_check
-def match_spec(spec: KernelSpec) -> TransposeMatch | None:
-    """The transpose mapping of ``spec``, or None when the spec does not have the pattern (or its launch is fixed)."""
-    syms = set(spec.symbols)
+def match_spec(spec: KernelSpec) -> list[TransposeMatch] | None:
+    """The readings of ``spec`` as a permutation of axes (one, or :data:`MAX_READINGS` where equal sizes leave
+    several), or None when the spec does not have the pattern (or its launch is fixed)."""
     bufs = [a for a in spec.args if a.is_buffer]
     scalars = [a for a in spec.args if not a.is_buffer]
-    if len(bufs) != 2 or len(scalars) != 2:
-        raise NoFit(f"buffers: {len(bufs)}, scalars: {len(scalars)}; it takes x, y and their two sizes")
     ins = [a for a in bufs if a.role == "in"]
     outs = [a for a in bufs if a.role == "out"]
-    if len(ins) != 1 or len(outs) != 1:
-        raise NoFit("not one input and one output buffer")
+    if len(bufs) != 2 or len(ins) != 1 or len(outs) != 1:
+        roles = ", ".join(f"{a.name} ({a.role})" for a in bufs)
+        raise NoFit(f"its buffers are {roles}: the skeleton takes one input and one output")
     x, y = ins[0], outs[0]
+    if x.dtype != y.dtype:
+        raise NoFit(f"the output {y.name} is {y.dtype.value}, the input {x.name} {x.dtype.value}: a permutation keeps the dtype")
+    floats = [a.name for a in scalars if a.dtype.value not in SIZE_DTYPES + ("i64", "u64")]
+    if floats:
+        raise NoFit(f"it takes the non-integer scalar {floats[0]}: a permutation of axes takes sizes only")
     xd, yd = shape_dims(x.shape), shape_dims(y.shape)
-    if len(xd) != 2 or not all(isinstance(d, str) and d in syms for d in xd) or xd[0] == xd[1]:
-        raise NoFit(f"the input {x.name} is not [R, C] in two distinct size symbols")
-    r_sym, c_sym = xd
-    if yd != (c_sym, r_sym) or x.dtype != y.dtype or x.dtype.value not in _DTYPES:
-        raise NoFit(f"the output {y.name} is not [{c_sym}, {r_sym}] of {x.name}'s dtype (bf16, f16 or f32)")
-    sizes = size_args(scalars, r_sym, c_sym)
-    if sizes is None:
-        raise NoFit(f"no integer scalars equal to {r_sym} and {c_sym}")
-    r_arg, c_arg = sizes
-    return TransposeMatch(x=x.name, y=y.name, r_arg=r_arg.name, c_arg=c_arg.name, r_sym=r_sym, c_sym=c_sym, dtype=x.dtype.value)
+    perms = permutations(xd, yd)
+    if not perms:
+        raise NoFit(f"the output {y.name} {list(yd)} is not a permutation of the input {x.name}'s axes {list(xd)} other than the identity")
+    names: dict[str, str] = {}
+    for d in xd:
+        for sym in symbols_in(d) if isinstance(d, str) else ():
+            found = [a for a in scalars if isinstance(a.value, str) and a.value.strip() == sym]
+            if len(found) != 1:
+                raise NoFit(f"the size {sym} of {x.name} is passed by {len(found)} scalar arguments (the kernel needs one)")
+            names[sym] = found[0].name
+    readings = [(p, r) for p in perms if (r := _reading(xd, p)) is not None]
+    if not readings:
+        raise NoFit(f"{x.name}'s last axis stays last in {y.name}: rows are copied whole, reads and writes coalesce already")
+    if len(readings) > MAX_READINGS:
+        raise NoFit(f"{len(readings)} permutations of {x.name}'s axes give {y.name}'s shape (equal sizes): at most {MAX_READINGS} are tried")
+    out = []
+    for perm, (rows, cols, xs, ys, batch) in readings:
+        try:
+            for e in (rows, cols, xs, ys, *(v for t in batch for v in t)):
+                to_c(e, names)
+        except ExprError as exc:
+            raise NoFit(f"a size of {x.name} has no C form: {exc}") from None
+        out.append(TransposeMatch(x=x.name, y=y.name, dtype=x.dtype.value, itemsize=x.dtype.itemsize, rows=rows,
+                                  cols=cols, x_row_stride=xs, y_row_stride=ys, batch=batch, perm=perm,
+                                  names=tuple(sorted(names.items())), ambiguous=len(readings) > 1))
+    return out
 
 
-def tuning_space(dtype: str) -> list[TransposeConfig]:
+_SUBSCRIPT = r"\s*\[[^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*\]"
+
+
+def copy_refusal(kernel_text: str, m: TransposeMatch) -> str | None:
+    """Why the kernel's stores into y are not copies of x (a value computed from x, a constant), or None where each
+    stored value that the source shows (``y[...] = v;``, :func:`~ptxfactory.search.base.stored_values`) reads x by
+    one subscript and nothing else, directly, through a cast or through a local variable defined so."""
+    copy = re.compile(rf"^(?:\(\s*[\w\s]+\*?\s*\)\s*)*(?:__ldg\s*\(\s*&\s*)?{re.escape(m.x)}{_SUBSCRIPT}\s*\)?$")
+    for value in stored_values(kernel_text, m.y):
+        parts = [p.strip() for p in value.split(" ; ")]
+        if copy.match(parts[0]) or (parts[0].isidentifier() and len(parts) == 2 and copy.match(parts[1])):
+            continue
+        return f"it stores {parts[0]!r} into {m.y}: not a plain copy of {m.x}"
+    return None
+
+
+def tuning_space(itemsize: int) -> list[TransposeConfig]:
     """``tile x rows x pad x vec`` over (32, 64) x (8, 16) x (1, 0) x (4, 16), in product order (the padded
     tile first: the textbook default), without the configurations that leave threads idle
-    (:meth:`TransposeConfig.valid`): 14 for f32, 12 for 2-byte dtypes."""
+    (:meth:`TransposeConfig.valid`): 14 for 4-byte elements, 12 for 2-byte ones."""
     space = itertools.product((32, 64), (8, 16), (1, 0), (4, 16))
-    return [c for c in (TransposeConfig(*p) for p in space) if c.valid(dtype)]
+    return [c for c in (TransposeConfig(*p) for p in space) if c.valid(itemsize)]
 
 
 class TransposeFamily:
-    """Expert shared-memory tiled transpose: 12-14 instances over tile, block rows, padding and vector width."""
+    """Expert shared-memory tiled (batched) transpose: 12-14 instances over tile, block rows, padding and vector
+    width, for each reading of the permutation."""
 
     name = "transpose"
+
+    def _matches(self, ctx: GenContext) -> tuple[list[TransposeMatch], str | None]:
+        ms = match_spec(ctx.spec)
+        if not ms:
+            return [], match_spec.why(ctx.spec)
+        why = copy_refusal(ctx.kernel.text, ms[0])
+        return ([], why) if why else (ms, None)
 
     def why_not(self, ctx: GenContext) -> str | None:
         """Why the skeleton does not fit ``ctx``'s spec or source (None where it does; what no family takes, a template
         or a signature unlike the spec, is :func:`~ptxfactory.search.base.kernel_refusal`'s)."""
-        return match_spec.why(ctx.spec)
+        return self._matches(ctx)[1]
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
-        m = match_spec(ctx.spec)
-        return family_candidates(ctx, m is not None, tuning_space(m.dtype) if m else (), lambda cfg: self.instantiate(ctx, m, cfg))
+        ms, _ = self._matches(ctx)
+        configs = [(m, cfg) for m in ms for cfg in tuning_space(m.itemsize)]
+        return family_candidates(ctx, bool(ms), configs, lambda mc: self.instantiate(ctx, *mc))
 
     def instantiate(self, ctx: GenContext, m: TransposeMatch, cfg: TransposeConfig) -> Candidate:
-        """The candidate for one configuration (the spec must match: ``m = match_spec(ctx.spec)``)."""
+        """The candidate for one configuration (the spec must match: ``m`` one of ``match_spec(ctx.spec)``)."""
         text = render_kernel(ctx, m, cfg)
+        batch = f" batch={'x'.join(size for size, _, _ in m.batch)}" if m.batch else ""
+        perm = f" perm={','.join(map(str, m.perm))}" if m.ambiguous else ""
         desc = (
-            f"transpose tile={cfg.tile} block=32x{cfg.rows} pad={cfg.pad} vec={cfg.vec}B "
+            f"transpose tile={cfg.tile} block=32x{cfg.rows} pad={cfg.pad} vec={cfg.vec}B{batch}{perm} "
             f"({cfg.tile * cfg.tile // cfg.threads} elements/thread)"
         )
-        return family_candidate(ctx, self.name, text, grid_expr(m, cfg), cfg.threads, desc, cfg.params())
+        params = cfg.params() | ({"perm": ",".join(map(str, m.perm))} if m.ambiguous else {})
+        return family_candidate(ctx, self.name, text, grid_expr(m, cfg), cfg.threads, desc, params)
 
 
 _TEMPLATE = string.Template("""\
-// ptxfactory "transpose" family: y[C, R] = x[R, C], ${DTYPE} moved as raw ${ES}-byte words.
-// One block per ${T} x ${T} tile of x (blockIdx.x = tile row * tiles per row + tile column), ${THREADS}
-// threads. Phase 1: each thread reads VR elements (one ${VB}-byte vector when C % ${V} == 0 and x is
-// aligned, else one element) per tile row it owns, all loads before the shared-memory stores. Phase 2,
-// after one barrier: each thread gathers VW elements down a tile column (VW consecutive y elements)
-// and writes them with one store (vectorised when R % ${V} == 0 and y is aligned). Shared rows are
-// padded by ${PAD} element(s) against bank conflicts on the column reads.
+// ptxfactory "transpose" family: ${WHAT}, ${DTYPE} moved as raw ${ES}-byte words.
+// One block per ${T} x ${T} tile of a batch's [b, a] plane (blockIdx.x = (batch * tile rows + tile row) * tiles per
+// row + tile column), ${THREADS} threads. Phase 1: each thread reads VR elements (one ${VB}-byte vector when
+// |a| % ${V} == 0 and x is aligned, else one element) per tile row it owns, all loads before the shared-memory stores.
+// Phase 2, after one barrier: each thread gathers VW elements down a tile column (VW consecutive y elements) and
+// writes them with one store (vectorised when |b| % ${V} == 0 and y is aligned). Shared rows are padded by ${PAD}
+// element(s) against bank conflicts on the column reads.
 ${HELPERS}
 template <int VR, int VW>
 static __device__ __forceinline__ void ptxf_transpose_tile(const ${E}* __restrict__ x, ${E}* __restrict__ y,
-                                                           long long R, long long C, long long r0, long long c0,
-                                                           ${E} (*tile)[${T} + ${PAD}])
+                                                           long long R, long long C, long long xs, long long ys,
+                                                           long long r0, long long c0, ${E} (*tile)[${T} + ${PAD}])
 {
     constexpr int NVR = ${T} / VR, RPR = ${THREADS} / NVR, PR = ${T} / RPR;  // phase 1: vectors per row, rows per pass, passes
     constexpr int NVW = ${T} / VW, RPW = ${THREADS} / NVW, PW = ${T} / RPW;  // phase 2: the same over y rows
     static_assert(${THREADS} % NVR == 0 && ${T} % RPR == 0 && ${THREADS} % NVW == 0 && ${T} % RPW == 0, "bad tiling");
     const int t = threadIdx.x;
     const int cr = (t % NVR) * VR, rr = t / NVR;  // phase 1: first tile column, first tile row
-    const long long rows_left = R - (r0 + rr);     // rows of x from this thread's first (may be <= 0)
+    const long long rows_left = R - (r0 + rr);     // rows of the plane from this thread's first (may be <= 0)
     const int nr = rows_left < ${T} ? (int)rows_left : ${T};
     const bool col_ok = c0 + cr < C;              // c0 + cr < C and C % VR == 0: the whole vector is in the row
-    const ${E}* __restrict__ xp = x + ((r0 + rr) * C + c0 + cr);
-    const long long xstep = (long long)RPR * C;
+    const ${E}* __restrict__ xp = x + ((r0 + rr) * xs + c0 + cr);
+    const long long xstep = (long long)RPR * xs;
     ${E} buf[PR][VR];
 #pragma unroll
     for (int p = 0; p < PR; ++p)
@@ -189,8 +311,8 @@ static __device__ __forceinline__ void ptxf_transpose_tile(const ${E}* __restric
     const long long ycols_left = C - (c0 + cw);    // y rows from this thread's first
     const int nc = ycols_left < ${T} ? (int)ycols_left : ${T};
     const bool row_ok = r0 + rw < R;              // r0 + rw < R and R % VW == 0: the whole vector is in the y row
-    ${E}* __restrict__ yp = y + ((c0 + cw) * R + r0 + rw);
-    const long long ystep = (long long)RPW * R;
+    ${E}* __restrict__ yp = y + ((c0 + cw) * ys + r0 + rw);
+    const long long ystep = (long long)RPW * ys;
 #pragma unroll
     for (int p = 0; p < PW; ++p) {
         if (row_ok && p * RPW < nc) {
@@ -208,12 +330,20 @@ static __device__ __forceinline__ void ptxf_transpose_tile(const ${E}* __restric
 ${LINKAGE}__global__ void __launch_bounds__(${THREADS}, ${MINB}) ${KERNEL}(${PARAMS})
 {
     __shared__ ${E} ptxf_tile[${T}][${T} + ${PAD}];
-    const long long ptxf_R = (long long)${R}, ptxf_C = (long long)${C};
-    const long long ptxf_ntc_ = (ptxf_C + ${T} - 1) / ${T};
+    const long long ptxf_R = ${R}, ptxf_C = ${C};  // |b| (y's contiguous axis), |a| (x's)
+    const long long ptxf_xs = ${XS}, ptxf_ys = ${YS};  // b's stride in x, a's in y
+    const long long ptxf_ntc_ = (ptxf_C + ${T} - 1) / ${T}, ptxf_ntr_ = (ptxf_R + ${T} - 1) / ${T};
     const unsigned ptxf_ntc = ptxf_ntc_ > 0 ? (unsigned)ptxf_ntc_ : 1u;  // tiles per tile row
-    const long long ptxf_r0 = (long long)(blockIdx.x / ptxf_ntc) * ${T}, ptxf_c0 = (long long)(blockIdx.x % ptxf_ntc) * ${T};
-    const ${E}* ptxf_x = reinterpret_cast<const ${E}*>(${X});
-    ${E}* ptxf_y = reinterpret_cast<${E}*>(${Y});
+    const unsigned ptxf_ntr = ptxf_ntr_ > 0 ? (unsigned)ptxf_ntr_ : 1u;  // tile rows per plane
+    unsigned ptxf_b = blockIdx.x;
+    const long long ptxf_c0 = (long long)(ptxf_b % ptxf_ntc) * ${T};
+    ptxf_b /= ptxf_ntc;
+    const long long ptxf_r0 = (long long)(ptxf_b % ptxf_ntr) * ${T};
+    ptxf_b /= ptxf_ntr;
+    long long ptxf_xo = 0, ptxf_yo = 0;  // the batch's offsets in x and y (elements)
+${BATCH}
+    const ${E}* ptxf_x = reinterpret_cast<const ${E}*>(${X}) + ptxf_xo;
+    ${E}* ptxf_y = reinterpret_cast<${E}*>(${Y}) + ptxf_yo;
 ${DISPATCH}
 }
 """)
@@ -221,41 +351,46 @@ ${DISPATCH}
 
 def _helpers(m: TransposeMatch, cfg: TransposeConfig) -> str:
     """Raw-word loads and stores of 1 and ``V`` elements (overloaded on the array length)."""
-    es = _ITEMSIZE[m.dtype]
-    e = _RAW[es]
-    v = cfg.elems(m.dtype)
+    e = _RAW[m.itemsize]
+    v = cfg.elems(m.itemsize)
     out = [
         f"static __device__ __forceinline__ void ptxf_load(const {e}* __restrict__ p, {e} (&e)[1]) {{ e[0] = __ldg(p); }}",
         f"static __device__ __forceinline__ void ptxf_store({e}* __restrict__ p, const {e} (&e)[1]) {{ *p = e[0]; }}",
     ]
     if v > 1:
-        vb = v * es
-        vt, parts = _VT[vb], _PARTS[vb]
-        per = 4 // es  # elements per 32-bit word
-        if per == 1:
-            unpack = [f"e[{i}] = {w};" for i, w in enumerate(parts)]
-            words = [f"e[{i}]" for i in range(len(parts))]
-        else:
-            unpack = []
-            for i, w in enumerate(parts):
-                unpack += [f"e[{2 * i}] = (unsigned short)({w} & 0xffffu);", f"e[{2 * i + 1}] = (unsigned short)({w} >> 16);"]
-            words = [f"((unsigned)e[{2 * i}] | ((unsigned)e[{2 * i + 1}] << 16))" for i in range(len(parts))]
-        pack = words[0] if len(words) == 1 else f"make_{vt}({', '.join(words)})"
+        vt = _VT[v * m.itemsize]
         out += [
+            f"union ptxf_vec {{ {vt} u; {e} e[{v}]; }};  // {v} elements as one {v * m.itemsize}-byte word",
             f"static __device__ __forceinline__ void ptxf_load(const {e}* __restrict__ p, {e} (&e)[{v}])\n{{\n"
-            f"    const {vt} u = __ldg(reinterpret_cast<const {vt}*>(p));\n    " + "\n    ".join(unpack) + "\n}",
+            f"    ptxf_vec w;\n    w.u = __ldg(reinterpret_cast<const {vt}*>(p));\n"
+            f"#pragma unroll\n    for (int i = 0; i < {v}; ++i) e[i] = w.e[i];\n}}",
             f"static __device__ __forceinline__ void ptxf_store({e}* __restrict__ p, const {e} (&e)[{v}])\n{{\n"
-            f"    *reinterpret_cast<{vt}*>(p) = {pack};\n}}",
+            f"    ptxf_vec w;\n#pragma unroll\n    for (int i = 0; i < {v}; ++i) w.e[i] = e[i];\n"
+            f"    *reinterpret_cast<{vt}*>(p) = w.u;\n}}",
         ]
     return "\n".join(out)
 
 
+def _batch(m: TransposeMatch) -> str:
+    """The batch index (what is left of blockIdx.x) taken apart over the batch axes, innermost (y's last) first."""
+    names = dict(m.names)
+    lines = []
+    for i, (size, xs, ys) in reversed(list(enumerate(m.batch))):
+        last = i == 0
+        idx = "ptxf_b" if last else f"(ptxf_b % (unsigned){to_c(size, names)})"
+        lines.append(f"    ptxf_xo += (long long){idx} * {to_c(xs, names)};")
+        lines.append(f"    ptxf_yo += (long long){idx} * {to_c(ys, names)};")
+        if not last:
+            lines.append(f"    ptxf_b /= (unsigned){to_c(size, names)};")
+    return "\n".join(lines)
+
+
 def _dispatch(m: TransposeMatch, cfg: TransposeConfig) -> str:
-    v = cfg.elems(m.dtype)
-    args = "ptxf_x, ptxf_y, ptxf_R, ptxf_C, ptxf_r0, ptxf_c0, ptxf_tile"
+    v = cfg.elems(m.itemsize)
+    args = "ptxf_x, ptxf_y, ptxf_R, ptxf_C, ptxf_xs, ptxf_ys, ptxf_r0, ptxf_c0, ptxf_tile"
     if v == 1:
         return f"    ptxf_transpose_tile<1, 1>({args});"
-    vb = v * _ITEMSIZE[m.dtype]
+    vb = v * m.itemsize
     return (
         f"    const bool ptxf_rv = ptxf_C % {v} == 0 && reinterpret_cast<unsigned long long>({m.x}) % {vb} == 0;  // vector reads\n"
         f"    const bool ptxf_wv = ptxf_R % {v} == 0 && reinterpret_cast<unsigned long long>({m.y}) % {vb} == 0;  // vector writes\n"
@@ -266,23 +401,27 @@ def _dispatch(m: TransposeMatch, cfg: TransposeConfig) -> str:
     )
 
 
+def _what(m: TransposeMatch) -> str:
+    """The operation in a line: ``y[C, R] = x[R, C]`` or the batched form with its permutation."""
+    if not m.batch and m.x_row_stride == m.cols and m.y_row_stride == m.rows:
+        return f"{m.y}[{m.cols}, {m.rows}] = {m.x}[{m.rows}, {m.cols}]"
+    return f"{m.y} = {m.x} with its axes permuted ({', '.join(map(str, m.perm))}): a batched transpose"
+
+
 def render_kernel(ctx: GenContext, m: TransposeMatch, cfg: TransposeConfig) -> str:
     """The kernel text (helpers + ``__global__`` definition) for one configuration, in the user's signature.
 
     Raises ``ValueError`` for a configuration that leaves threads idle (see :meth:`TransposeConfig.valid`).
     """
-    if not cfg.valid(m.dtype) or cfg.vec not in _VT or cfg.pad < 0:
+    if not cfg.valid(m.itemsize) or cfg.vec not in _VT or cfg.pad < 0:
         raise ValueError(f"bad transpose configuration {cfg} for {m.dtype}")
-    params = []
-    for p in ctx.kernel.params:
-        const = "const " if p.is_const else ""
-        params.append(f"{const}{p.type}* __restrict__ {p.name}" if p.is_pointer else f"{const}{p.type} {p.name}")
-    linkage = 'extern "C" ' if re.match(r'extern\s+"C"\s*(?!\{)', ctx.kernel.text.lstrip()) else ""
-    v = cfg.elems(m.dtype)
+    names = dict(m.names)
+    v = cfg.elems(m.itemsize)
     body = _TEMPLATE.substitute(
-        DTYPE=m.dtype, ES=_ITEMSIZE[m.dtype], E=_RAW[_ITEMSIZE[m.dtype]], T=cfg.tile, PAD=cfg.pad,
-        THREADS=cfg.threads, V=v, VB=v * _ITEMSIZE[m.dtype], HELPERS=_helpers(m, cfg), MINB=cfg.min_blocks,
-        GRID=grid_expr(m, cfg), SMEM=cfg.smem_bytes(m.dtype), LINKAGE=linkage, KERNEL=ctx.kernel.name,
-        PARAMS=", ".join(params), R=m.r_arg, C=m.c_arg, X=m.x, Y=m.y, DISPATCH=_dispatch(m, cfg),
+        WHAT=_what(m), DTYPE=m.dtype, ES=m.itemsize, E=_RAW[m.itemsize], T=cfg.tile, PAD=cfg.pad,
+        THREADS=cfg.threads, V=v, VB=v * m.itemsize, HELPERS=_helpers(m, cfg), MINB=cfg.min_blocks,
+        GRID=grid_expr(m, cfg), SMEM=cfg.smem_bytes(m.itemsize), LINKAGE=kernel_linkage(ctx.kernel), KERNEL=ctx.kernel.name,
+        PARAMS=render_params(ctx.kernel), R=to_c(m.rows, names), C=to_c(m.cols, names), XS=to_c(m.x_row_stride, names),
+        YS=to_c(m.y_row_stride, names), BATCH=_batch(m), X=m.x, Y=m.y, DISPATCH=_dispatch(m, cfg),
     )
     return 'extern "C++" {\n' + body

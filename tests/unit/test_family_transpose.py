@@ -71,7 +71,7 @@ def test_proposes_the_tuning_space(cands, ctx):
         assert c.generator == "transpose" and c.parent == ctx.original.key and c.kernel_name == "transpose"
         assert c.description.startswith("transpose ")
         assert c.params["block"] == 32 * c.params["rows"]
-        assert _config(c).valid("f32")
+        assert _config(c).valid(4)
     order = [(c.params["tile"], c.params["rows"], -c.params["pad"], c.params["vec"]) for c in cands]
     assert order == sorted(order), "product order, the padded tile first"
     assert cands[0].params["pad"] == 1
@@ -84,7 +84,7 @@ def test_every_instance_compiles_without_spills_and_passes_static_checks(cands, 
         res = r.resources
         assert res.spill_stores == 0 and res.spill_loads == 0 and res.local_bytes == 0, f"{c.description}: {res.summary()}"
         assert 0 < res.registers <= 64 and res.registers * c.launch.block[0] <= 65536, f"{c.description}: {res.summary()}"
-        assert res.shared_bytes == _config(c).smem_bytes("f32") <= 48 * 1024, f"{c.description}: {res.summary()}"
+        assert res.shared_bytes == _config(c).smem_bytes(4) <= 48 * 1024, f"{c.description}: {res.summary()}"
         assert static_check(c, ctx.spec, res, r.cubin) is None, c.description
 
 
@@ -125,7 +125,7 @@ def test_launch_matches_launch_bounds_and_covers_every_size(cands, ctx):
 def test_vector_and_scalar_dispatch(cands):
     for c in cands:
         text, cfg = c.kernel_text, _config(c)
-        v = cfg.elems("f32")
+        v = cfg.elems(4)
         assert f"__shared__ unsigned ptxf_tile[{cfg.tile}][{cfg.tile} + {cfg.pad}];" in text
         assert "__syncthreads();" in text and "ptxf_transpose_tile<1, 1>" in text
         if v == 1:
@@ -139,22 +139,22 @@ def test_vector_and_scalar_dispatch(cands):
 def test_bf16_instances_compile():
     ctx = bf16_ctx()
     cands = TransposeFamily().propose(ctx)
-    assert len(cands) == len(tuning_space("bf16")) >= 12
-    assert all(_config(c).valid("bf16") for c in cands)
+    assert len(cands) == len(tuning_space(2)) >= 12
+    assert all(_config(c).valid(2) for c in cands)
     assert any(c.params["vec"] == 16 for c in cands)  # 8 bf16 per access at tile 64
     for c in cands:
         assert "unsigned short" in c.kernel_text
         r = compile_candidate(c, "sm_90a")
         assert not isinstance(r, CompileFailed), f"{c.description}: {r.log}"
         assert r.resources.spill_stores == 0 and r.resources.local_bytes == 0
-        assert r.resources.shared_bytes == _config(c).smem_bytes("bf16")
+        assert r.resources.shared_bytes == _config(c).smem_bytes(2)
         assert static_check(c, ctx.spec, r.resources, r.cubin) is None
 
 
 def test_invalid_configurations_are_refused():
-    assert not TransposeConfig(32, 16, 1, 16).valid("f32")  # 512 threads x 4 floats > 32 x 32
-    assert not TransposeConfig(32, 8, 1, 16).valid("bf16")  # 256 threads x 8 bf16 > 32 x 32
-    assert TransposeConfig(64, 16, 1, 16).valid("bf16")
+    assert not TransposeConfig(32, 16, 1, 16).valid(4)  # 512 threads x 4 floats > 32 x 32
+    assert not TransposeConfig(32, 8, 1, 16).valid(2)  # 256 threads x 8 bf16 > 32 x 32
+    assert TransposeConfig(64, 16, 1, 16).valid(2)
 
 
 @pytest.mark.parametrize(
@@ -162,8 +162,6 @@ def test_invalid_configurations_are_refused():
     [
         {"y": {"shape": ["M", "N"]}},                   # a copy, not a transpose
         {"y": {"dtype": "bf16"}},                       # dtype changes
-        {"x": {"dtype": "i32"}, "y": {"dtype": "i32"}},  # not one of the float dtypes
-        {"x": {"shape": ["M", "M"]}, "y": {"shape": ["M", "M"]}},  # one symbol for both sides
         {"N": {"value": "M"}},                          # no scalar for the row length
         {"M": {"dtype": "f64"}},                        # a float "size"
     ],
@@ -172,6 +170,21 @@ def test_refuses_other_specs(ctx, change):
     spec = with_args(ctx.spec, **change)
     assert match_spec(spec) is None
     assert TransposeFamily().propose(make_ctx(spec=spec)) == []
+
+
+@pytest.mark.parametrize(
+    "change, float_source",
+    [
+        ({"x": {"dtype": "i32"}, "y": {"dtype": "i32"}}, False),  # raw bits: any element type
+        ({"x": {"shape": ["M", "M"]}, "y": {"shape": ["M", "M"]}}, True),  # square: the one reading but the copy
+    ],
+)
+def test_takes_other_element_types_and_square_shapes(ctx, change, float_source):
+    spec = with_args(ctx.spec, **change)
+    (m,) = match_spec(spec)
+    assert m.perm == (1, 0) and not m.batch
+    if float_source:  # the example's float signature fits the spec (an int x is another kernel's)
+        assert len(TransposeFamily().propose(make_ctx(spec=spec))) == len(tuning_space(4))
 
 
 def test_refuses_fixed_launch_and_other_examples(ctx):
@@ -216,7 +229,7 @@ CXX_SPEC = THIRD_ARG.replace('  { name = "alpha", role = "scalar", dtype = "f32"
 def test_cxx_linkage_i64_sizes_other_names():
     spec = parse_spec(CXX_SPEC).kernels["flip"]
     cands = TransposeFamily().propose(make_ctx(spec=spec, source=CXX))
-    assert len(cands) == len(tuning_space("f32"))
+    assert len(cands) == len(tuning_space(4))
     c = cands[-1]
     k = find_kernel(c.source, "flip")
     check_signature(spec, k)
