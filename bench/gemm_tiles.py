@@ -1,7 +1,8 @@
 """Benchmark (GPU machine): ``smem_tile`` tile shapes on GEMM-class kernels, against the original and cuBLAS.
 
 For each target ``FILE.cu:KERNEL`` (a naive GEMM, batched GEMM or direct convolution that ``smem_tile`` takes), the
-chain ``restrict + smem_tile_RMxRN(TK) + launch_bounds`` is built for each shape of ``--tiles`` (``RM,RN,TK``), also
+chain ``restrict + smem_tile_RMxRN(TK) + launch_bounds`` is built for each shape of ``--tiles`` (``RM,RN,TK``; a token
+``mma:RM,RN`` takes ``mma_tile`` instead, the tensor cores, ``tf32:RM,RN`` its single-TF32 variant), also
 with ``__launch_bounds__(256, 2)`` (``--min-blocks 2``: ptxas then keeps registers at or under 128 a thread so that
 two blocks share an SM; skipped where two blocks fit already), each verified and timed against the original through one :class:`GpuBackend` job session,
 as a job does. Prints, per candidate, registers, speedup with its 95% interval and TFLOP/s per bench size (2 * MNK
@@ -28,16 +29,30 @@ from ptxfactory.search.base import GenContext
 from ptxfactory.search.generators.transform import TransformGenerator, run_chain, unit_from_context
 from ptxfactory.search.generators.transform.launch_bounds import LaunchBoundsPass
 from ptxfactory.search.generators.transform.restrict import RestrictPass
+from ptxfactory.search.generators.transform.mma_tile import MmaTilePass
 from ptxfactory.search.generators.transform.smem_tile import SmemTilePass
 from ptxfactory.search.strategy import original_candidate
 
-TILES = "4,4,16 4,4,8 4,4,32 8,8,8 8,8,4 8,8,16 8,4,8 4,8,8 8,4,16 4,8,16 2,4,16 4,2,16"
+TILES = "4,4,16 4,4,8 4,4,32 8,8,8 8,8,4 8,8,16 8,4,8 4,8,8 8,4,16 4,8,16 2,4,16 4,2,16 mma:4,8 mma:8,4 mma:4,4 tf32:4,4"
+
+
+def tile_pass(token: str):
+    """The tiling pass a ``--tiles`` token names: ``RM,RN,TK`` (smem_tile), ``mma:RM,RN`` or ``tf32:RM,RN`` (mma_tile)."""
+    kind, _, dims = token.rpartition(":")
+    values = [int(v) for v in dims.split(",")]
+    if kind == "mma":
+        return MmaTilePass(*values)
+    if kind == "tf32":
+        return MmaTilePass(*values, single_tf32=True)
+    return SmemTilePass(*values)
 
 
 def _torch_tflops(spec, sizes) -> list[float | None]:
-    """cuBLAS FP32 (TF32 off) TFLOP/s per size for an A[.., M, K] @ B[.., K, N] signature, else Nones."""
+    """cuBLAS TFLOP/s per size for an A[.., M, K] @ B[.., K, N] signature in A's dtype (FP32 with TF32 off, bf16,
+    f16), else Nones."""
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
+    dtype = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}.get(spec.args[0].dtype.value, torch.float32)
     names = [a.name for a in spec.args]
     out = []
     for s in sizes:
@@ -45,8 +60,8 @@ def _torch_tflops(spec, sizes) -> list[float | None]:
             out.append(None)
             continue
         batch = [s["Bt"]] if "Bt" in s else []
-        a = torch.randn(*batch, s["M"], s["K"], device="cuda")
-        b = torch.randn(*batch, s["K"], s["N"], device="cuda")
+        a = torch.randn(*batch, s["M"], s["K"], device="cuda", dtype=dtype)
+        b = torch.randn(*batch, s["K"], s["N"], device="cuda", dtype=dtype)
         for _ in range(5):
             a @ b
         times = []
@@ -62,7 +77,7 @@ def _torch_tflops(spec, sizes) -> list[float | None]:
     return out
 
 
-async def run_target(backend: GpuBackend, cu: Path, kernel: str, tiles: list[tuple[int, int, int]], min_blocks: list[int],
+async def run_target(backend: GpuBackend, cu: Path, kernel: str, tiles: list[str], min_blocks: list[int],
                      with_torch: bool) -> dict:
     spec = load_spec(spec_path_for(cu)).kernels[kernel]
     source = cu.read_text()
@@ -76,12 +91,12 @@ async def run_target(backend: GpuBackend, cu: Path, kernel: str, tiles: list[tup
     flops = [float(evaluate(spec.flops, s)) if spec.flops else None for s in sizes]
     rows = []
     unit = unit_from_context(ctx)
-    for rm, rn, tk in tiles:
-        chain = [RestrictPass(), SmemTilePass(rm, rn, tk), LaunchBoundsPass()]
+    for token in tiles:
+        chain = [RestrictPass(), tile_pass(token), LaunchBoundsPass()]
         tiled = chain[1]
         why = tiled.why_not(unit)
         if why:
-            rows.append({"tile": [rm, rn, tk], "refused": why})
+            rows.append({"tile": tiled.name, "refused": why})
             continue
         out = run_chain(unit, chain)
         regs = None
@@ -94,7 +109,7 @@ async def run_target(backend: GpuBackend, cu: Path, kernel: str, tiles: list[tup
                 u = u.with_text(u.data.replace(f"__launch_bounds__({threads})".encode(), f"__launch_bounds__({threads}, {mb})".encode()))
             cand = gen.candidate(ctx, u, chain)
             comp = compile_candidate(cand, spec.arch, spec.check.fast_math)
-            row = {"tile": [rm, rn, tk], "min_blocks": mb}
+            row = {"tile": tiled.name, "min_blocks": mb}
             if not isinstance(comp, Compiled):
                 row["compile_failed"] = comp.log[-500:]
                 rows.append(row)
@@ -121,12 +136,12 @@ async def run_target(backend: GpuBackend, cu: Path, kernel: str, tiles: list[tup
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("targets", nargs="+", help="FILE.cu:KERNEL")
-    ap.add_argument("--tiles", default=TILES, help="space-separated RM,RN,TK")
+    ap.add_argument("--tiles", default=TILES, help="space-separated RM,RN,TK (smem_tile), mma:RM,RN or tf32:RM,RN (mma_tile)")
     ap.add_argument("--min-blocks", default="1,2", help="__launch_bounds__ minimum blocks per SM to try (1: none)")
     ap.add_argument("--torch", action="store_true", help="also time cuBLAS (torch, TF32 off) at the GEMM sizes")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
-    tiles = [tuple(int(v) for v in t.split(",")) for t in a.tiles.split()]
+    tiles = a.tiles.split()
     min_blocks = [int(v) for v in a.min_blocks.split(",")]
     backend = GpuBackend()
     try:

@@ -306,3 +306,30 @@ def test_property_every_heldout_size_satisfies_every_constraint():
                     assert holds(c, size), (trial, c, size)
                 assert P._elements(spec, size) <= spec.check.max_heldout_elements
     assert drawn > 150 * 3 * 2  # the constraints rarely leave a target without a size
+
+
+def test_to_c_writes_size_expressions_as_long_long_c():
+    """``to_c``: what a family's kernel computes from its scalar arguments; compiled by g++ and compared with
+    ``evaluate`` over sizes (``//`` and ``%`` agree on non-negative operands), refusing what C has no integer form of."""
+    import tempfile
+    from pathlib import Path
+
+    from ptxfactory.protocol import ExprError, evaluate, to_c
+
+    exprs = ["N", "N * C * H * W", "(H - K) // S + 1", "cdiv(W, 2) + 7 % 3", "min(A, B, 3) * max(A, 2)", "-A + +B", "2 * H"]
+    names = {s: s.lower() for s in "NCHWKSAB"}
+    sizes = [dict(N=3, C=5, H=17, W=9, K=3, S=2, A=4, B=11), dict(N=1, C=1, H=3, W=1, K=3, S=1, A=7, B=2)]
+    lines = []
+    for size in sizes:
+        decl = " ".join(f"long long {v} = {size[k]};" for k, v in names.items())
+        lines.append("{ " + decl + " " + " ".join(f'printf("%lld\\n", (long long){to_c(e, names)});' for e in exprs) + " }")
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "e.cpp"
+        src.write_text("#include <cstdio>\n#include <algorithm>\nusing std::min; using std::max;\nint main() {\n"
+                       + "\n".join(lines) + "\n}\n")
+        subprocess.run(["g++", "-w", str(src), "-o", str(Path(d) / "e")], check=True)
+        got = subprocess.run([str(Path(d) / "e")], capture_output=True, text=True, check=True).stdout.split()
+    assert [int(g) for g in got] == [evaluate(e, size) for size in sizes for e in exprs]
+    for bad, why in (("N ** 2", "no C integer form"), ("Q", "no argument that passes it"), ("1.5 * N", "no C integer form")):
+        with pytest.raises(ExprError, match=why):
+            to_c(bad, names)

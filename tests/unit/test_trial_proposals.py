@@ -82,3 +82,12 @@ def test_gru_cell_h_read_once_at_the_threads_index_takes_the_read_once_hints():
     u = unit_from_context(make_ctx(cu, spec))
     assert streamed(u, "h") and streamed(u, "hy") and streamed(u, "xg")
     assert "__ldcs(h + idx)" in StreamPass().apply(u).text
+
+
+def test_gemm_class_trials_get_tensor_core_chains():
+    # the naive bf16 GEMM (bench/trials/gemm_bf16) on mma.sync m16n8k16; the fp32 batched GEMM and the direct
+    # convolution (an implicit GEMM) through the 3xTF32 split, since their tolerances are not exact
+    for name in ("gemm_bf16", "bmm", "conv2d"):
+        assert any("mma_tile_" in c for c in chains(name)), name
+    # cdist's (a - b)^2 is no product of two loads: smem_tile only
+    assert not any("mma_tile_" in c for c in chains("cdist")) and any("smem_tile_" in c for c in chains("cdist"))

@@ -214,13 +214,15 @@ def test_smem_tile_reads_the_flattened_batched_gemm_and_the_proposals_compile():
     cands = TransformGenerator().propose(ctx)
     names = [c.description for c in cands]
     assert "transform smem_tile_1x1" in names and "transform unflatten" in names, names
+    tiled = next(c for c in cands if "smem_tile_4x4+" in c.description)
+    mma = next(c for c in cands if "mma_tile_64x64+" in c.description)  # the tensor cores' reading of it (3xTF32)
     for c in cands:
-        if c.description in ("transform smem_tile_4x4", "transform unflatten"):
+        if c in (tiled, mma) or c.description == "transform unflatten":
             r = compile_candidate(c, "sm_90a")
             assert not isinstance(r, CompileFailed), r.log
             assert r.resources.spill_stores == 0
-    tiled = next(c for c in cands if c.description == "transform smem_tile_4x4")
     assert tiled.launch.grid == ["cdiv((T), 64)", "cdiv((T), 64)", "(B)"] and tiled.launch.block == [16, 16]
+    assert mma.launch.grid == tiled.launch.grid and mma.launch.block == [16, 16]
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")

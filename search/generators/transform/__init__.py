@@ -37,6 +37,9 @@ pass                 what it does                                               
                      (8/16/32 elements per lane, or auto from the spec's sizes), else original
 ``smem_tile_*``      one thread per output of an inner-product loop -> 16x16 threads, RxR      yes
                      outputs each (1, 2, 4, 8), operand tiles staged in shared memory
+``mma_tile_*``       the same loop, a float sum of (row load) x (column load), on the tensor     no (sums)
+                     cores: 8 warps of mma.sync (bf16/f16 m16n8k16; float as 3xTF32, or one
+                     TF32 product where rtol >= 5e-4), 64x128 / 128x64 / 64x64 outputs a block
 ``vectorize``        one thread per 16 bytes (of the widest element): 16/8-byte accesses, tail  yes
 ``vector_loops``     lane-strided row loops (rowpar's, block per row): VEC elements per lane     no (sums)
                      and step, 16-byte loads/stores, scalar head/tail, uniform alignment check
@@ -64,7 +67,7 @@ pass                 what it does                                               
 ===================  ========================================================================  =====
 
 ``ldg``, ``ldg_na`` and ``stream`` are alternatives (group ``hint``), and so are ``vectorize``,
-``grid_stride``, ``grid_reduce``, ``coarsen``, ``unflatten`` and the ``rowpar``, ``scan``, ``colpar``, ``blockrow`` and ``smem_tile`` variants (group ``grid``: all redefine what a thread of
+``grid_stride``, ``grid_reduce``, ``coarsen``, ``unflatten`` and the ``rowpar``, ``scan``, ``colpar``, ``blockrow``, ``smem_tile`` and ``mma_tile`` variants (group ``grid``: all redefine what a thread of
 the grid does). ``fast_math`` is proposed alone, never in a chain (:data:`FOLLOW_UP_GROUPS`): each new best's
 children hold it. Proposals, in this
 order: every applicable pass alone, then greedy chains (each pass in :data:`PASSES` order applied
@@ -117,6 +120,7 @@ from .sink import sink_declarations
 from .early_exit import else_for_early_exits
 from .smem_hist import SmemHistPass
 from .smem_tile import CONFIGS as SMEM_TILES, SmemTilePass
+from .mma_tile import CONFIGS as MMA_TILES, TF32_CONFIGS as MMA_TF32_TILES, MmaTilePass
 from .specialise import SpecialisePass
 from .unflatten import UnflattenPass
 from .unroll import STRIDED_UNROLL, UnrollPass
@@ -143,7 +147,8 @@ SCAN_VARIANTS = ("auto", "warp", "block256")
 # split loops it widens, and after hold_row, whose original loops (the long rows' path) it widens; grid_stride before unroll, so the new loop can be unrolled, divmod after every pass that writes a loop's step (rowpar, grid_stride), and before atomic_agg and smem_hist, which accumulate over it), specialise after every pass that reads the body's shape
 # (its versions are copies of the body under a dispatch no other pass reads), hoist after it (its literal trip counts), raster once the launch is chosen, and the register budget last.
 PASSES: tuple[Pass, ...] = (
-    RestrictPass(), PromotePass(), *(SmemTilePass(*t) for t in SMEM_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(),
+    RestrictPass(), PromotePass(), *(SmemTilePass(*t) for t in SMEM_TILES), *(MmaTilePass(*t) for t in MMA_TILES),
+    *(MmaTilePass(*t, single_tf32=True) for t in MMA_TF32_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(),
     FoldPass(), CollapsePass(), *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
     *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), DivModPass(), UnrollPass(),

@@ -1,0 +1,285 @@
+"""``mma_tile``: a thread-per-output inner-product loop on the tensor cores (``mma.sync``), operands staged in shared memory.
+
+What it reads is :mod:`.smem_tile`'s (a naive GEMM, a batched GEMM, a convolution as an implicit GEMM, also written
+one thread per flat output; the same proofs, refusals and operand fetches), narrowed to what a matrix multiply-add
+computes: a ``float`` sum whose term is the product of exactly two loads, one of the row's operand and one of the
+column's (``acc += A[row * K + k] * B[k * N + col];``; each factor may go through a conversion to float,
+``__bfloat162float``, ``__half2float`` or a cast, or through a local declared in the loop from one), both of
+``__nv_bfloat16``, both of ``__half``, or both of ``float``. Then, for a 16 x 16 block of threads (eight warps)
+computing a ``TM x TN`` tile of outputs:
+
+- each step of ``TK = 32`` values of k, every thread fetches its share of both operands' tiles from global memory
+  into registers one step ahead (smem_tile's fetch: zeros outside the guard, past the loop's end and where a padded
+  convolution's condition masks the element) and stores them into shared memory k-contiguous, ``[TM][TK + pad]``
+  and ``[TN][TK + pad]`` (the padding puts the fragment reads of one instruction in 32 distinct banks);
+- each warp computes a ``TM / WM x TN / WN`` part of the tile as ``16 x 8`` accumulator fragments: for 16-bit
+  operands ``mma.sync.m16n8k16`` (bf16 or f16 in, fp32 accumulate: every product exact, as in the original);
+  for ``float`` operands ``mma.sync.m16n8k8.tf32`` three times per product, ``a_hi b_hi + a_hi b_lo + a_lo b_hi``
+  with ``hi = tf32(v)`` and ``lo = tf32(v - hi)`` (the "3xTF32" split: about fp32's accuracy), or, in the
+  ``_tf32`` variant and only where the spec's ``rtol`` is at least :data:`TF32_RTOL`, once on the rounded inputs;
+- after the loop, each output the thread holds runs the original's epilogue under its guard, the accumulator
+  declared as its initial value plus the fragment's sum.
+
+Not exact (the k order of the sum changes, and the tensor cores round their accumulation their own way): refused
+where the spec asks for exact results (``rtol = atol = 0``). Variants (:data:`CONFIGS`): 64 x 128, 128 x 64 and 64 x 64
+outputs a block; the lessons order them.
+"""
+from __future__ import annotations
+
+from ptxfactory.protocol import LaunchConfig
+
+from . import syntax as sx
+from .base import Unit
+from .rowpar import Refused
+from .smem_tile import THREADS, SmemTilePass, _dedent, _digits, _Operand, _Plan, _predicate, _sum_term
+from .syntax import Node
+
+WARPS = THREADS * THREADS // 32  # eight warps a block
+TK = 32  # values of k a step
+# outputs a block: 16 R x 16 C (128 x 128 spilled 64-136 B at 255 registers with NVRTC 13.0 for sm_90a: left out)
+CONFIGS = ((4, 8), (8, 4), (4, 4))
+TF32_CONFIGS = ((4, 8), (4, 4))  # the single-TF32 variant's tiles
+TF32_RTOL = 5e-4  # a single TF32 product is off by up to 2^-10 of it: proposed only above this relative tolerance
+HALF_TYPES = {"__nv_bfloat16": "bf16", "nv_bfloat16": "bf16", "__half": "f16", "half": "f16"}
+CONVERSIONS = frozenset({"__bfloat162float", "__half2float", "float", "static_cast<float>"})
+PAD = {"float": 4, "half": 8}  # elements after each shared row: a fragment read's 32 words in 32 banks
+
+
+class MmaTilePass(SmemTilePass):
+    """A thread per output -> eight warps per block on ``mma.sync``, a ``16 rm x 16 rn`` tile of outputs per block
+    (see the module docstring); ``single_tf32``: float operands rounded to TF32 once (the ``_tf32`` variant)."""
+
+    group = "grid"
+    exact = False
+
+    def __init__(self, rm: int, rn: int, single_tf32: bool = False):
+        super().__init__(rm, rn, TK)
+        self.single_tf32 = single_tf32
+        self.name = f"mma_tile_{self.tm}x{self.tn}" + ("_tf32" if single_tf32 else "")
+        self.wm = 4 if self.tm > self.tn else 2  # warps along the rows
+        self.wn = WARPS // self.wm
+        self.mt, self.nt = self.tm // self.wm // 16, self.tn // self.wn // 8  # fragments per warp, each side
+        if self.mt < 1 or self.nt < 1:
+            raise ValueError(f"mma_tile: {self.tm} x {self.tn} outputs do not cover {self.wm} x {self.wn} warps")
+
+    # -- precondition -------------------------------------------------------------------------------------
+
+    def _plan(self, unit: Unit) -> _Plan:
+        spec = unit.spec
+        if spec.check.rtol == 0 and spec.check.atol == 0:
+            raise Refused("the spec asks for exact results: the tensor cores sum in another order")
+        p = super()._plan(unit)
+        if p.acc_type != "float":
+            raise Refused(f"the accumulator is {p.acc_type}, not float (the tensor cores accumulate in fp32)")
+        if sorted(o.side for o in p.operands) != ["x", "y"]:
+            raise Refused(f"{len(p.operands)} distinct loads in the loop (two wanted: one of the row's operand, one of the column's)")
+        kinds = {self._kind(o) for o in p.operands}
+        if len(kinds) != 1 or None in kinds:
+            raise Refused("the operands are " + " and ".join(sorted({o.ctype for o in p.operands}))
+                          + " (both float, both bf16 or both f16 wanted)")
+        if self.single_tf32:
+            if kinds != {"float"}:
+                raise Refused("16-bit operands: the single-TF32 variant is for float ones")
+            if spec.check.rtol < TF32_RTOL:
+                raise Refused(f"rtol {spec.check.rtol:g} is below {TF32_RTOL:g}: a single TF32 product is off by up to 2^-10")
+        self._check_product(p)
+        return p
+
+    @staticmethod
+    def _kind(o: _Operand) -> str | None:
+        return "float" if o.ctype == "float" else HALF_TYPES.get(o.ctype)
+
+    def _check_product(self, p: _Plan) -> None:
+        """The loop adds exactly ``conv(row load) * conv(column load)`` to the accumulator, nothing else."""
+        body = p.loop.child_by_field_name("body")
+        term = _sum_term(body, p.acc, _predicate(body))
+        factors = sx.operands(term, "*", casts=True)
+        loads = {n.id: o.side for o in p.operands for n in o.nodes}
+        locals_ = _local_values(body)
+        sides = []
+        for f in factors:
+            node = _unconvert(f)
+            if sx.is_ident(node) and sx.text(node) in locals_:
+                node = _unconvert(locals_[sx.text(node)])
+            if node is None or node.id not in loads:
+                raise Refused(f"the term {sx.text(term)!r} is not a product of a row load and a column load")
+            sides.append(loads[node.id])
+        if sorted(sides) != ["x", "y"]:
+            raise Refused(f"the term {sx.text(term)!r} is not a product of one row load and one column load")
+
+    def _check_shared(self, operands: list[_Operand]) -> None:
+        total = sum((self.tm if o.side == "y" else self.tn) * (self.tk + self._row_pad(o)) * (4 if o.ctype == "float" else 2)
+                    for o in operands)
+        if total > 48 * 1024:
+            raise Refused(f"{total} bytes of shared tiles (over 48 KiB)")
+
+    def _row_pad(self, o: _Operand) -> int:
+        return PAD["float" if o.ctype == "float" else "half"]
+
+    # -- rewrite ------------------------------------------------------------------------------------------
+
+    def apply(self, unit: Unit) -> Unit:
+        unit, p = self._read(unit)
+        data = unit.data
+        ind = "    "
+        half = self._kind(p.operands[0]) != "float"
+        ks = 16 if half else 8
+        a = next(n for n, o in enumerate(p.operands) if o.side == "y")
+        b = next(n for n, o in enumerate(p.operands) if o.side == "x")
+        how = ("m16n8k16." + self._kind(p.operands[a])) if half else ("m16n8k8.tf32" + ("" if self.single_tf32 else " x3 (hi/lo split)"))
+        out = [f"{{   // mma_tile (transform): {self.tm} x {self.tn} outputs per {THREADS} x {THREADS} block, {self.wm} x {self.wn} "
+               f"warps of {self.mt} x {self.nt} fragments, mma.sync.{how}, k in steps of {self.tk}"]
+        for s in p.uniform_stmts:
+            out.append(ind + sx.text(s))
+        if half:
+            ptype = {"bf16": "bf16.bf16", "f16": "f16.f16"}[self._kind(p.operands[a])]
+            op = f"mma.sync.aligned.m16n8k16.row.col.f32.{ptype}.f32"
+        else:
+            op = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+        out.append(f"{ind}auto ptxf_mma = [](float* d, const unsigned* a, const unsigned* b) {{ asm(\"{op} {{%0, %1, %2, %3}}, "
+                   "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\" : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]) : "
+                   "\"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); };")
+        if not half:
+            out.append(f"{ind}auto ptxf_tf32 = [](float v) {{ unsigned r; asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(r) : \"f\"(v)); return r; }};")
+        for n, o in enumerate(p.operands):
+            extent = self.tm if o.side == "y" else self.tn
+            out.append(f"{ind}__shared__ __align__(16) {o.ctype} ptxf_s{n}[{extent}][{self.tk + self._row_pad(o)}];  "
+                       f"// {'rows' if o.side == 'y' else 'columns'} of the tile, k contiguous")
+            out.append(f"{ind}{o.ctype} ptxf_p{n}[{self._share(o)[1]}];  // this thread's share of the next tile")
+        out += [f"{ind}const int ptxf_tid = threadIdx.y * {THREADS} + threadIdx.x;",
+                f"{ind}const long long ptxf_y0 = (long long)blockIdx.y * {self.tm}, ptxf_x0 = (long long)blockIdx.x * {self.tn};",
+                f"{ind}const int ptxf_lane = ptxf_tid % 32, ptxf_g = ptxf_lane / 4, ptxf_t = ptxf_lane % 4;",
+                f"{ind}const int ptxf_wm = (ptxf_tid / 32) / {self.wn} * {self.tm // self.wm}, "
+                f"ptxf_wn = (ptxf_tid / 32) % {self.wn} * {self.tn // self.wn};  // the warp's part of the tile",
+                f"{ind}float ptxf_c[{self.mt}][{self.nt}][4];",
+                "#pragma unroll", f"{ind}for (int ptxf_i = 0; ptxf_i < {self.mt}; ++ptxf_i)",
+                "#pragma unroll", f"{ind}    for (int ptxf_j = 0; ptxf_j < {self.nt}; ++ptxf_j)",
+                "#pragma unroll", f"{ind}        for (int ptxf_e = 0; ptxf_e < 4; ++ptxf_e) ptxf_c[ptxf_i][ptxf_j][ptxf_e] = 0.0f;"]
+        for i, (v, t, _, trip) in enumerate(p.levels):
+            out += [f"{ind}const {p.k_type} ptxf_n{i} = max(({p.k_type})0, ({p.k_type})({trip}));  // {v}'s iterations",
+                    f"{ind}const {p.k_type} ptxf_q{i} = max(({p.k_type})1, ptxf_n{i});"]
+        out += [f"{ind}const {p.k_type} ptxf_kend = {p.k_end};"]
+        if len(p.levels) > 1:
+            out += [f"{ind}const {p.k_type} ptxf_t{i} = {d};  // a step's {v} digit"
+                    for i, ((v, _, _, _), d) in enumerate(zip(p.levels, _digits(p, str(self.tk))))]
+        for n, o in enumerate(p.operands):
+            out += self._setup(p, n, o, ind)
+        for n, o in enumerate(p.operands):
+            out += self._fetch(p, n, o, f"({p.k_from})", ind)
+        kb = "ptxf_kb"
+        out += [f"{ind}for ({p.k_type} {kb} = {p.k_from}; {kb} < ptxf_kend; {kb} += {self.tk}) {{"]
+        for n, o in enumerate(p.operands):
+            out += self._store(n, o, ind + "    ")
+        out += [f"{ind}    __syncthreads();", f"{ind}    if (ptxf_kend - {kb} > {self.tk}) {{  // the next step's loads, in flight "
+                "during this step's arithmetic"]
+        for n, o in enumerate(p.operands):
+            out += self._fetch(p, n, o, f"{kb} + {self.tk}", ind + "        ")
+        out.append(f"{ind}    }}")
+        out += [f"{ind}    " + line if not line.startswith("#") else line for line in self._fragments(a, b, half, ks)]
+        out += [f"{ind}    __syncthreads();", f"{ind}}}"]
+        out += self._outputs(p, data, ind)
+        out.append("}")
+        text = sx.apply_edits(data, [(unit.body.start_byte, unit.body.end_byte, "\n".join(out).encode())])
+        return unit.with_text(text, launch=LaunchConfig(grid=p.launch.grid, block=p.launch.block, shared_mem=p.launch.shared_mem))
+
+    def _store(self, n: int, o: _Operand, ind: str) -> list[str]:
+        """Operand ``n``'s registers (``ptxf_p{n}``) into its shared tile, k contiguous."""
+        total, each = self._share(o)
+        return ["#pragma unroll", f"{ind}for (int ptxf_u = 0; ptxf_u < {each}; ++ptxf_u) {{",
+                f"{ind}    const int ptxf_e = ptxf_tid + ptxf_u * {THREADS * THREADS};",
+                f"{ind}    {self._element(o)}",
+                f"{ind}    if (ptxf_e < {total}) ptxf_s{n}[ptxf_m][ptxf_kk] = ptxf_p{n}[ptxf_u];", f"{ind}}}"]
+
+    def _fragments(self, a: int, b: int, half: bool, ks: int) -> list[str]:
+        """One step's k on the tensor cores: for each ``ks`` slice, the warp's A and B fragments from shared memory, then
+        one ``mma`` per (A, B) fragment pair (three for the 3xTF32 split)."""
+        sa, sb = f"ptxf_s{a}", f"ptxf_s{b}"
+        rows = [f"ptxf_wm + ptxf_i * 16 + ptxf_g", f"ptxf_wm + ptxf_i * 16 + ptxf_g + 8"]
+        col = "ptxf_wn + ptxf_j * 8 + ptxf_g"
+        out = ["#pragma unroll", f"for (int ptxf_ks = 0; ptxf_ks < {self.tk}; ptxf_ks += {ks}) {{"]
+        if half:  # a register holds two consecutive k of one row (column): one 32-bit shared read
+            w = lambda s, r, c: f"*reinterpret_cast<const unsigned*>(&{s}[{r}][{c}])"  # noqa: E731
+            k0, k1 = "ptxf_ks + 2 * ptxf_t", "ptxf_ks + 2 * ptxf_t + 8"
+            out += [f"    unsigned ptxf_a[{self.mt}][4], ptxf_b[{self.nt}][2];", "#pragma unroll",
+                    f"    for (int ptxf_i = 0; ptxf_i < {self.mt}; ++ptxf_i) {{",
+                    f"        ptxf_a[ptxf_i][0] = {w(sa, rows[0], k0)};", f"        ptxf_a[ptxf_i][1] = {w(sa, rows[1], k0)};",
+                    f"        ptxf_a[ptxf_i][2] = {w(sa, rows[0], k1)};", f"        ptxf_a[ptxf_i][3] = {w(sa, rows[1], k1)};", "    }",
+                    "#pragma unroll", f"    for (int ptxf_j = 0; ptxf_j < {self.nt}; ++ptxf_j) {{",
+                    f"        ptxf_b[ptxf_j][0] = {w(sb, col, k0)};", f"        ptxf_b[ptxf_j][1] = {w(sb, col, k1)};", "    }",
+                    "#pragma unroll", f"    for (int ptxf_i = 0; ptxf_i < {self.mt}; ++ptxf_i)", "#pragma unroll",
+                    f"        for (int ptxf_j = 0; ptxf_j < {self.nt}; ++ptxf_j) ptxf_mma(ptxf_c[ptxf_i][ptxf_j], ptxf_a[ptxf_i], ptxf_b[ptxf_j]);",
+                    "}"]
+            return out
+        k0, k1 = "ptxf_ks + ptxf_t", "ptxf_ks + ptxf_t + 4"
+        a_at = [(rows[0], k0), (rows[1], k0), (rows[0], k1), (rows[1], k1)]
+        b_at = [(col, k0), (col, k1)]
+        if self.single_tf32:
+            out += [f"    unsigned ptxf_a[{self.mt}][4], ptxf_b[{self.nt}][2];", "#pragma unroll",
+                    f"    for (int ptxf_i = 0; ptxf_i < {self.mt}; ++ptxf_i) {{",
+                    *(f"        ptxf_a[ptxf_i][{q}] = ptxf_tf32({sa}[{r}][{c}]);" for q, (r, c) in enumerate(a_at)), "    }",
+                    "#pragma unroll", f"    for (int ptxf_j = 0; ptxf_j < {self.nt}; ++ptxf_j) {{",
+                    *(f"        ptxf_b[ptxf_j][{q}] = ptxf_tf32({sb}[{r}][{c}]);" for q, (r, c) in enumerate(b_at)), "    }",
+                    "#pragma unroll", f"    for (int ptxf_i = 0; ptxf_i < {self.mt}; ++ptxf_i)", "#pragma unroll",
+                    f"        for (int ptxf_j = 0; ptxf_j < {self.nt}; ++ptxf_j) ptxf_mma(ptxf_c[ptxf_i][ptxf_j], ptxf_a[ptxf_i], ptxf_b[ptxf_j]);",
+                    "}"]
+            return out
+        split = lambda arr, q, s, r, c: [  # noqa: E731  hi = tf32(v), lo = tf32(v - hi)
+            f"        {{ const float ptxf_v = {s}[{r}][{c}]; {arr}h[{q}] = ptxf_tf32(ptxf_v); "
+            f"{arr}l[{q}] = ptxf_tf32(ptxf_v - __uint_as_float({arr}h[{q}])); }}"]
+        out += [f"    unsigned ptxf_bh[{self.nt}][2], ptxf_bl[{self.nt}][2];",  # B's fragments, then one row of A's at a time
+                "#pragma unroll", f"    for (int ptxf_j = 0; ptxf_j < {self.nt}; ++ptxf_j) {{",
+                *(line for q, (r, c) in enumerate(b_at) for line in split("ptxf_b", f"ptxf_j][{q}", sb, r, c)), "    }",
+                "#pragma unroll", f"    for (int ptxf_i = 0; ptxf_i < {self.mt}; ++ptxf_i) {{",
+                "        unsigned ptxf_ah[4], ptxf_al[4];",
+                *(line for q, (r, c) in enumerate(a_at) for line in split("ptxf_a", f"{q}", sa, r, c)),
+                "#pragma unroll", f"        for (int ptxf_j = 0; ptxf_j < {self.nt}; ++ptxf_j) {{  // the small products first",
+                "            ptxf_mma(ptxf_c[ptxf_i][ptxf_j], ptxf_al, ptxf_bh[ptxf_j]);",
+                "            ptxf_mma(ptxf_c[ptxf_i][ptxf_j], ptxf_ah, ptxf_bl[ptxf_j]);",
+                "            ptxf_mma(ptxf_c[ptxf_i][ptxf_j], ptxf_ah, ptxf_bh[ptxf_j]);",
+                "        }", "    }", "}"]
+        return out
+
+    def _outputs(self, p: _Plan, data: bytes, ind: str) -> list[str]:
+        """Each output the thread's fragments hold (``c0, c1``: row g, columns 2t and 2t + 1 of the fragment; ``c2, c3``:
+        row g + 8): its row and column declared, then under the guard the original's declarations, the accumulator's
+        now its initial value plus the fragment's sum, and the epilogue."""
+        init = p.acc_decl.child_by_field_name("value")
+        mine = "ptxf_c[ptxf_i][ptxf_j][ptxf_e]"
+        lines = [f"    if ({self._guard_text(p)}) {{"]
+        for s in p.pre:
+            text = sx.render(s, data, lambda n: f"({sx.text(init)}) + {mine}".encode() if n.id == init.id else None)
+            lines.append("        " + text.decode())
+        for s in p.post:
+            lines += ["        " + line for line in _dedent(sx.text(s), data, s)]
+        lines.append("    }")
+        return ["#pragma unroll", f"{ind}for (int ptxf_i = 0; ptxf_i < {self.mt}; ++ptxf_i) {{", "#pragma unroll",
+                f"{ind}    for (int ptxf_j = 0; ptxf_j < {self.nt}; ++ptxf_j) {{", "#pragma unroll",
+                f"{ind}        for (int ptxf_e = 0; ptxf_e < 4; ++ptxf_e) {{",
+                f"{ind}            const {p.y.ctype} {p.y.name} = ({p.y.ctype})(ptxf_y0 + ptxf_wm + ptxf_i * 16 + ptxf_g + (ptxf_e / 2) * 8);",
+                f"{ind}            const {p.x.ctype} {p.x.name} = ({p.x.ctype})(ptxf_x0 + ptxf_wn + ptxf_j * 8 + 2 * ptxf_t + ptxf_e % 2);",
+                *(ind * 3 + line for line in lines), f"{ind}        }}", f"{ind}    }}", f"{ind}}}"]
+
+
+def _unconvert(node: Node | None) -> Node | None:
+    """``node`` without parentheses, casts and conversion calls to float (``__bfloat162float(v)`` -> ``v``)."""
+    node = sx.uncast(node)
+    while node is not None and node.type == "call_expression" and sx.text(node.child_by_field_name("function")) in CONVERSIONS \
+            and len(sx.call_args(node)) == 1:
+        node = sx.uncast(sx.call_args(node)[0])
+    return node
+
+
+def _local_values(body: Node) -> dict[str, Node]:
+    """The loop body's locals declared once with a value (``float a = A[...];``): name -> value."""
+    out: dict[str, Node] = {}
+    seen: set[str] = set()
+    for n in sx.walk(body):
+        if n.type == "init_declarator" and sx.is_ident(n.child_by_field_name("declarator")):
+            name = sx.text(n.child_by_field_name("declarator"))
+            if name in seen:
+                out.pop(name, None)
+            else:
+                out[name] = n.child_by_field_name("value")
+            seen.add(name)
+    written = sx.written_names(body)
+    return {k: v for k, v in out.items() if k not in written}
