@@ -118,7 +118,25 @@ sizes = [{ M = 4096, N = 8191 }, { M = 65536, N = 255 }]
 """
 
 
+# a reverse cumulative sum (KernelBench's "reverse cumsum"), written as a descending loop: ascending.py makes it the
+# same iterations over an ascending counter, which the scan pass reads
+REVERSE = """
+extern "C" __global__ void rcumsum(const float* x, float* y, int M, int N)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= M) return;
+    float acc = 0.0f;
+    for (int j = N - 1; j >= 0; --j) {
+        acc += x[(size_t)r * N + j];
+        y[(size_t)r * N + j] = acc;
+    }
+}
+"""
+REVERSE_SPEC = RUNNING_MAX_SPEC.replace("running_max", "rcumsum").replace("rtol = 0\natol = 0", "rtol = 1e-4\natol = 1e-3")
+
+
 @pytest.mark.parametrize("name,source,spec", [("cumsum_total", CUMSUM_TOTAL, CUMSUM_TOTAL_SPEC),
+                                              ("rcumsum", REVERSE, REVERSE_SPEC),
                                               ("excl_cumsum", EXCLUSIVE_INT, EXCLUSIVE_INT_SPEC),
                                               ("running_max", RUNNING_MAX, RUNNING_MAX_SPEC)])
 def test_scan_candidates_verify(tmp_path: Path, name, source, spec):

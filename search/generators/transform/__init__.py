@@ -119,6 +119,7 @@ from .shuffle_reduce import ShuffleReducePass
 from .sink import sink_declarations
 from .early_exit import else_for_early_exits
 from .smem_hist import SmemHistPass
+from .ascending import ascending_loops
 from .smem_tile import CONFIGS as SMEM_TILES, SmemTilePass
 from .mma_tile import CONFIGS as MMA_TILES, TF32_CONFIGS as MMA_TF32_TILES, MmaTilePass
 from .specialise import SpecialisePass
@@ -289,7 +290,11 @@ def unit_from_context(ctx: GenContext) -> Unit:
     # an early exit (if (edge) { ...; return; } rest) written as if (edge) {...} else {rest} (early_exit.py), so that
     # the passes that run an element's code several times in one thread take it
     flat = else_for_early_exits(unit.data, unit.body)
-    return unit if flat == unit.data else unit.with_text(flat)
+    unit = unit if flat == unit.data else unit.with_text(flat)
+    # a descending counted loop (for (int j = N - 1; j >= 0; --j)) written as the same iterations over an ascending
+    # counter (ascending.py), so that the loop passes (scan: a reverse cumulative sum) read it
+    up = ascending_loops(unit.data, unit.body)
+    return unit if up == unit.data else unit.with_text(up)
 
 
 def plan_chains(unit: Unit) -> list[list[Pass]]:
