@@ -31,7 +31,7 @@ from ptxfactory.protocol import LaunchConfig
 from . import syntax as sx
 from .base import Unit
 from .rowpar import Refused
-from .smem_tile import THREADS, SmemTilePass, _dedent, _digits, _Operand, _Plan, _predicate, _sum_term
+from .smem_tile import THREADS, SmemTilePass, _dedent, _Operand, _Plan, _predicate, _sum_term
 from .syntax import Node
 
 WARPS = THREADS * THREADS // 32  # eight warps a block
@@ -155,26 +155,7 @@ class MmaTilePass(SmemTilePass):
                 "#pragma unroll", f"{ind}for (int ptxf_i = 0; ptxf_i < {self.mt}; ++ptxf_i)",
                 "#pragma unroll", f"{ind}    for (int ptxf_j = 0; ptxf_j < {self.nt}; ++ptxf_j)",
                 "#pragma unroll", f"{ind}        for (int ptxf_e = 0; ptxf_e < 4; ++ptxf_e) ptxf_c[ptxf_i][ptxf_j][ptxf_e] = 0.0f;"]
-        for i, (v, t, _, trip) in enumerate(p.levels):
-            out += [f"{ind}const {p.k_type} ptxf_n{i} = max(({p.k_type})0, ({p.k_type})({trip}));  // {v}'s iterations",
-                    f"{ind}const {p.k_type} ptxf_q{i} = max(({p.k_type})1, ptxf_n{i});"]
-        out += [f"{ind}const {p.k_type} ptxf_kend = {p.k_end};"]
-        if len(p.levels) > 1:
-            out += [f"{ind}const {p.k_type} ptxf_t{i} = {d};  // a step's {v} digit"
-                    for i, ((v, _, _, _), d) in enumerate(zip(p.levels, _digits(p, str(self.tk))))]
-        for n, o in enumerate(p.operands):
-            out += self._setup(p, n, o, ind)
-        for n, o in enumerate(p.operands):
-            out += self._fetch(p, n, o, f"({p.k_from})", ind)
-        kb = "ptxf_kb"
-        out += [f"{ind}for ({p.k_type} {kb} = {p.k_from}; {kb} < ptxf_kend; {kb} += {self.tk}) {{"]
-        for n, o in enumerate(p.operands):
-            out += self._store(n, o, ind + "    ")
-        out += [f"{ind}    __syncthreads();", f"{ind}    if (ptxf_kend - {kb} > {self.tk}) {{  // the next step's loads, in flight "
-                "during this step's arithmetic"]
-        for n, o in enumerate(p.operands):
-            out += self._fetch(p, n, o, f"{kb} + {self.tk}", ind + "        ")
-        out.append(f"{ind}    }}")
+        out += self._pipeline(p, ind)
         out += [f"{ind}    " + line if not line.startswith("#") else line for line in self._fragments(a, b, half, ks)]
         out += [f"{ind}    __syncthreads();", f"{ind}}}"]
         out += self._outputs(p, data, ind)

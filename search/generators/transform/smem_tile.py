@@ -320,26 +320,7 @@ class SmemTilePass(PlannedPass):
         init = self._init_body(p, data, acc_init)
         out += self._per_output(p, ind, init, indices=len(init) > 1)
         kb = "ptxf_kb"
-        for i, (v, t, a, trip) in enumerate(p.levels):  # each loop's trip count (none below zero), a divisor at least 1
-            out += [f"{ind}const {p.k_type} ptxf_n{i} = max(({p.k_type})0, ({p.k_type})({trip}));  // {v}'s iterations",
-                    f"{ind}const {p.k_type} ptxf_q{i} = max(({p.k_type})1, ptxf_n{i});"]
-        out += [f"{ind}const {p.k_type} ptxf_kend = {p.k_end};"]
-        if len(p.levels) > 1:  # a step's k, as digits of the nest: the fetches advance their elements' digits by it
-            out += [f"{ind}const {p.k_type} ptxf_t{i} = {d};  // a step's {v} digit"
-                    for i, ((v, _, _, _), d) in enumerate(zip(p.levels, _digits(p, str(self.tk))))]
-        for n, o in enumerate(p.operands):
-            out += self._setup(p, n, o, ind)
-        for n, o in enumerate(p.operands):
-            out += self._fetch(p, n, o, f"({p.k_from})", ind)
-        out += [f"{ind}for ({p.k_type} {kb} = {p.k_from}; {kb} < ptxf_kend; {kb} += {self.tk}) {{",
-                f"{ind}    const int ptxf_kn = ptxf_kend - {kb} < {self.tk} ? (int)(ptxf_kend - {kb}) : {self.tk};"]
-        for n, o in enumerate(p.operands):
-            out += self._store(n, o, ind + "    ")
-        out += [f"{ind}    __syncthreads();", f"{ind}    if (ptxf_kend - {kb} > {self.tk}) {{  // the next step's loads, in flight "
-                "during this step's arithmetic"]
-        for n, o in enumerate(p.operands):
-            out += self._fetch(p, n, o, f"{kb} + {self.tk}", ind + "        ")
-        out.append(f"{ind}    }}")
+        out += self._pipeline(p, ind, [f"{ind}    const int ptxf_kn = ptxf_kend - {kb} < {self.tk} ? (int)(ptxf_kend - {kb}) : {self.tk};"])
         body = self._body(p, data)
         out += [f"{ind}    if (ptxf_kn == {self.tk}) {{", "#pragma unroll",
                 f"{ind}        for (int ptxf_kk = 0; ptxf_kk < {self.tk}; ++ptxf_kk) {{"]
@@ -352,6 +333,33 @@ class SmemTilePass(PlannedPass):
         out.append("}")
         text = sx.apply_edits(data, [(unit.body.start_byte, unit.body.end_byte, "\n".join(out).encode())])
         return unit.with_text(text, launch=p.launch)
+
+    def _pipeline(self, p: _Plan, ind: str, head: list[str] = ()) -> list[str]:
+        """The k loop up to a step's arithmetic (shared with :mod:`.mma_tile`): each nest level's trip count, the loop's
+        end, a step's digits, the per-element setup and the first step's fetch; then the loop over steps of ``tk``
+        (``ptxf_kb``) with ``head`` first, the fetched registers stored into the tiles (:meth:`_store`), a barrier and
+        the next step's fetch, in flight during the arithmetic the caller appends (then a barrier and the brace)."""
+        kb = "ptxf_kb"
+        out = []
+        for i, (v, t, a, trip) in enumerate(p.levels):  # each loop's trip count (none below zero), a divisor at least 1
+            out += [f"{ind}const {p.k_type} ptxf_n{i} = max(({p.k_type})0, ({p.k_type})({trip}));  // {v}'s iterations",
+                    f"{ind}const {p.k_type} ptxf_q{i} = max(({p.k_type})1, ptxf_n{i});"]
+        out += [f"{ind}const {p.k_type} ptxf_kend = {p.k_end};"]
+        if len(p.levels) > 1:  # a step's k, as digits of the nest: the fetches advance their elements' digits by it
+            out += [f"{ind}const {p.k_type} ptxf_t{i} = {d};  // a step's {v} digit"
+                    for i, ((v, _, _, _), d) in enumerate(zip(p.levels, _digits(p, str(self.tk))))]
+        for n, o in enumerate(p.operands):
+            out += self._setup(p, n, o, ind)
+        for n, o in enumerate(p.operands):
+            out += self._fetch(p, n, o, f"({p.k_from})", ind)
+        out += [f"{ind}for ({p.k_type} {kb} = {p.k_from}; {kb} < ptxf_kend; {kb} += {self.tk}) {{", *head]
+        for n, o in enumerate(p.operands):
+            out += self._store(n, o, ind + "    ")
+        out += [f"{ind}    __syncthreads();", f"{ind}    if (ptxf_kend - {kb} > {self.tk}) {{  // the next step's loads, in flight "
+                "during this step's arithmetic"]
+        for n, o in enumerate(p.operands):
+            out += self._fetch(p, n, o, f"{kb} + {self.tk}", ind + "        ")
+        return out + [f"{ind}    }}"]
 
     def _per_output(self, p: _Plan, ind: str, inner: list[str], indices: bool = True) -> list[str]:
         """``inner`` once per output of the thread's register tile, with the row and column declared (``indices``)."""
