@@ -216,8 +216,20 @@ def host_inputs(spec: KernelSpec, size: dict[str, int], seed: int = 0) -> dict[s
 
 
 def smallest_check_size(spec: KernelSpec) -> dict[str, int]:
-    """The check size with the fewest buffer elements (what the job-start check runs the reference at)."""
+    """The check size with the fewest buffer elements."""
     return min(spec.check.sizes, key=lambda s: sum(a.numel(s) for a in spec.args if a.is_buffer))
+
+
+def telling_check_size(spec: KernelSpec) -> dict[str, int]:
+    """What the job-start check runs the reference at: the smallest check size at which the size symbols take
+    pairwise distinct values other than 1, else the smallest at which the most do, else the smallest. At
+    ``{B = 1, T = 1, D = 1}`` a shape written ``[B, T, D]`` where the reference returns ``[B, T, T]`` would pass."""
+    def distinct(s: dict[str, int]) -> int:
+        values = [v for v in s.values() if v != 1]
+        return len(set(values)) - (len(s) - len(values))
+    most = max(distinct(s) for s in spec.check.sizes)
+    return min((s for s in spec.check.sizes if distinct(s) == most),
+               key=lambda s: sum(a.numel(s) for a in spec.args if a.is_buffer))
 
 
 def size_label(size: dict[str, int]) -> str:
@@ -516,14 +528,15 @@ def _has_fileno(stream) -> bool:
 
 
 def validate_reference(spec: KernelSpec, ref: PythonReference, warnings: list[str] | None = None) -> float:
-    """Load the reference and call it once on host-generated inputs at the smallest check size, in a child
+    """Load the reference and call it once on host-generated inputs at a small check size whose symbols differ
+    (:func:`telling_check_size`: a shape that swaps two symbols shows there), in a child
     process, before any GPU work: the job's early failure for a reference that cannot be loaded, raises,
     returns the wrong outputs or takes over ``ref.timeout_s``. Returns the call's wall time in seconds; what
     :func:`output_warnings` finds in the outputs is appended to ``warnings`` (when given).
 
     Blocking (run it in a thread). Raises :class:`ReferenceFailed`.
     """
-    size = smallest_check_size(spec)
+    size = telling_check_size(spec)
     proc = ReferenceProcess(ref, spec)
     try:
         t0 = time.perf_counter()

@@ -11,6 +11,7 @@ Every evaluation is bounded: an expression has at most :data:`MAX_LENGTH` charac
 from __future__ import annotations
 
 import ast
+import contextvars
 import functools
 import re
 from collections.abc import Mapping
@@ -100,13 +101,21 @@ def symbols_in(expr: str | int | float) -> set[str]:
     return names
 
 
-def evaluate(expr: str | int | float, symbols: Mapping[str, int | float]) -> int | float:
-    """Evaluate ``expr`` with the given symbol values.
+_REAL = contextvars.ContextVar("ptxf_real_division", default=False)  # evaluate(real=True) in progress
+
+
+def evaluate(expr: str | int | float, symbols: Mapping[str, int | float], real: bool = False) -> int | float:
+    """Evaluate ``expr`` with the given symbol values. ``real``: ``/`` divides as real numbers (an input
+    distribution's float bounds, ``normal(0, 1 / D)``); otherwise it is refused (sizes are integers).
 
     Raises:
         ExprError: on a syntax error, a forbidden construct, or a symbol missing from ``symbols``.
     """
-    return _eval(_parse(expr), symbols, expr)
+    token = _REAL.set(real)
+    try:
+        return _eval(_parse(expr), symbols, expr)
+    finally:
+        _REAL.reset(token)
 
 
 def to_c(expr: str | int, names: Mapping[str, str]) -> str:
@@ -205,6 +214,10 @@ def _eval_node(node: ast.AST, env: Mapping[str, int | float], src, cond: bool) -
                 if not (isinstance(y, int) and 0 <= y <= MAX_EXPONENT) or abs(x) > 2**32:
                     raise ExprError(f"exponent out of range in {src!r} (an integer power 0..{MAX_EXPONENT} of a base under 2**32)")
                 return x**y
+            if isinstance(op, ast.Div) and _REAL.get():
+                if y == 0:
+                    raise ExprError(f"division by zero in {src!r}")
+                return x / y
             if isinstance(op, ast.Div):
                 raise ExprError(f"'/' is not allowed in {src!r}: sizes are integers, use '//' (floor) or cdiv(a, b) (ceiling)")
         case ast.Call(func=ast.Name(id=fname), args=args, keywords=[]) if fname in _FUNCS:

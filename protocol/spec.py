@@ -61,9 +61,10 @@ _C_TYPES = {
 }
 
 _INIT_KINDS = ("normal", "uniform", "zeros", "ones", "randint", "offsets")
+_REAL_BOUNDS = ("normal", "uniform")  # distributions whose bounds are real numbers: '/' divides as reals there
 _INIT_DEFAULTS = {"normal": (0.0, 1.0), "uniform": (-1.0, 1.0), "randint": (0, 100), "offsets": (0, 100)}
 _INIT_HELP = ("use normal, normal(mean, std), uniform(lo, hi), zeros, ones, randint(lo, hi) or offsets(lo, hi) (bounds: "
-              "numbers or size expressions)")
+              "numbers or size expressions; normal's and uniform's may divide as reals, 1 / D)")
 # the largest value of each integer dtype: an offsets buffer's last element must fit
 _INT_MAX = {"i8": 2**7 - 1, "u8": 2**8 - 1, "i32": 2**31 - 1, "u32": 2**32 - 1, "i64": 2**63 - 1, "u64": 2**64 - 1}
 
@@ -166,8 +167,8 @@ class ArgSpec(_Model):
         kind, bounds = parse_init(self.init or "normal")
         if bounds is None:
             a, b = _INIT_DEFAULTS.get(kind, (0, 0))
-        else:
-            a, b = (evaluate(x, size or {}) for x in bounds)
+        else:  # a float distribution's bounds may divide as reals (normal(0, 1 / D))
+            a, b = (evaluate(x, size or {}, real=kind in _REAL_BOUNDS) for x in bounds)
         if kind in ("randint", "offsets"):
             return kind, int(a), int(b)
         return kind, float(a), float(b)
@@ -378,8 +379,11 @@ class KernelSpec(_Model):
         exprs += [("launch.grid", g) for g in self.launch.grid]
         exprs += [("launch.block", b) for b in self.launch.block]
         exprs.append(("launch.shared_mem", self.launch.shared_mem))
+        real = set()  # the init bounds evaluated with '/' as a real division
         for i, a in enumerate(self.args):
             exprs += [(f"args[{i}].init", b) for b in a.init_exprs()]
+            if a.init_exprs() and parse_init(a.init)[0] in _REAL_BOUNDS:
+                real.add(f"args[{i}].init")
         exprs += [(f"constraints[{i}]", c) for i, c in enumerate(self.constraints)]
         exprs += [(key, e) for key, e in (("bytes_moved", self.bytes_moved), ("flops", self.flops)) if e is not None]
         listed = self.check.sizes + self.bench.sizes
@@ -392,7 +396,7 @@ class KernelSpec(_Model):
                             if not holds(e, size):
                                 raise ValueError(f"{where}: {e!r} does not hold at the listed size {size}")
                         else:
-                            _check_value(where, evaluate(e, size), size)
+                            _check_value(where, evaluate(e, size, real=where in real), size)
             except ExprError as exc:
                 raise ValueError(f"{where}: {exc}") from None
             if unknown:

@@ -370,19 +370,47 @@ def _prefix(path: Path) -> str:
 
 
 @pytest.mark.parametrize("func,message", [
-    ("raises", "python:ref.py:raises raised ValueError: no such row (ref.py:6, in raises) at M=1 N=1"),
-    ("bad_shape", "python:ref.py:bad_shape returned shape () for output 's', expected (1,) (shape ['M'] at M=1 N=1) at M=1 N=1"),
-    ("dies", "the process running python:ref.py:dies died (exit code 3) at M=1 N=1"),
+    ("raises", "python:ref.py:raises raised ValueError: no such row (ref.py:6, in raises) at M=3 N=8"),
+    ("bad_shape", "python:ref.py:bad_shape returned shape () for output 's', expected (3,) (shape ['M'] at M=3 N=8) at M=3 N=8"),
+    ("dies", "the process running python:ref.py:dies died (exit code 3) at M=3 N=8"),
     ("missing", "python:ref.py:missing could not be loaded: "),
     ("not_a_function", "python:ref.py:not_a_function could not be loaded: 'not_a_function' in "),
 ])
 def test_a_failing_reference_fails_the_check_with_file_line_key(rowsum_dir: Path, func: str, message: str):
     spec, ref, path = _broken(rowsum_dir, func)
     with pytest.raises(ReferenceFailed) as err:
-        validate_reference(spec, ref)  # at the smallest check size, M=1 N=1
+        validate_reference(spec, ref)  # at the smallest check size whose symbols differ, M=3 N=8
     assert str(err.value).startswith(_prefix(path) + message), str(err.value)
     if func == "missing":
         assert "has no function 'missing' (it defines: bad_shape, big_only, chatty, dies, raises, slow)" in str(err.value)
+
+
+def test_the_job_start_check_runs_where_the_symbols_differ():
+    """At {B = 1, T = 1, D = 1} every shape in those symbols is [1, 1, 1]: a shape written [B, T, D] for an output the
+    reference makes [B, T, T] would pass there; the check runs at the smallest size whose symbols differ."""
+    from ptxfactory.harness.reference import smallest_check_size, telling_check_size
+    from ptxfactory.protocol import parse_spec
+
+    spec = parse_spec("""[kernel.k]
+args = [{ name = "q", role = "in", dtype = "f32", shape = ["B", "T", "D"] },
+        { name = "s", role = "out", dtype = "f32", shape = ["B", "T", "D"] }]
+launch = { grid = ["B"], block = [32] }
+[kernel.k.check]
+sizes = [{ B = 1, T = 1, D = 1 }, { B = 2, T = 9, D = 9 }, { B = 2, T = 7, D = 5 }, { B = 3, T = 70, D = 50 }]
+[kernel.k.bench]
+sizes = [{ B = 8, T = 512, D = 64 }]
+""").kernels["k"]
+    assert smallest_check_size(spec) == {"B": 1, "T": 1, "D": 1}
+    assert telling_check_size(spec) == {"B": 2, "T": 7, "D": 5}
+    one = parse_spec("""[kernel.k]
+args = [{ name = "x", role = "in", dtype = "f32", shape = ["M"] }, { name = "y", role = "out", dtype = "f32", shape = ["M"] }]
+launch = { grid = ["M"], block = [32] }
+[kernel.k.check]
+sizes = [{ M = 1 }, { M = 5 }]
+[kernel.k.bench]
+sizes = [{ M = 64 }]
+""").kernels["k"]
+    assert telling_check_size(one) == {"M": 5}
 
 
 def test_a_reference_that_does_not_import_names_the_error(rowsum_dir: Path):

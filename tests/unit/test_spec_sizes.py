@@ -69,6 +69,9 @@ def test_nested_bounds_and_float_bounds_parse():
     assert load(text).args[1].distribution({"T": 1, "V": 100, "D": 1}) == ("randint", 90, 100)
     text = spec_text().replace('shape = ["V", "D"] }', 'shape = ["V", "D"], init = "uniform(-0.5, 0.5)" }')
     assert load(text).args[0].distribution({}) == ("uniform", -0.5, 0.5)
+    # a float distribution's bounds divide as reals (a 1 / D scale); a floor 1 // D would give 0 for every D > 1
+    text = spec_text().replace('shape = ["V", "D"] }', 'shape = ["V", "D"], init = "normal(0, 1 / D)" }')
+    assert load(text).args[0].distribution({"T": 1, "V": 1, "D": 8}) == ("normal", 0.0, 0.125)
 
 
 @pytest.mark.parametrize("init,fragment", [
@@ -80,6 +83,7 @@ def test_nested_bounds_and_float_bounds_parse():
     ("poisson(3, 4)", "unknown init"),
     ("offsets(-1, 4)", "offsets never decrease"),
     ("offsets(0, 2 * V * V)", "over i32's largest value"),
+    ("randint(0, V / 2)", "'/' is not allowed"),  # an integer distribution's bounds stay integers
 ])
 def test_bad_init_bounds_name_file_line_and_key(init, fragment):
     text = spec_text().replace('"randint(0, V)"', f'"{init}"')
