@@ -65,11 +65,12 @@ _CONV = {"f32": "{}", "bf16": "__bfloat162float({})", "f16": "__half2float({})"}
 
 
 def gemm_case(dt: str, rtol: float = 1e-4, atol: float = 1e-3, init: str = "0.0f", via_locals: bool = False,
-              out: str = "f32"):
-    """A naive GEMM of ``dt`` operands (its spec and source): ``acc += conv(A) * conv(B)``, or through two locals."""
+              out: str = "f32", fma: bool = False):
+    """A naive GEMM of ``dt`` operands (its spec and source): ``acc += conv(A) * conv(B)``, through two locals, or
+    ``acc = fmaf(conv(A), conv(B), acc)``."""
     a, b = _CONV[dt].format("A[row * K + k]"), _CONV[dt].format("B[k * N + col]")
     body = (f"            float a = {a};\n            float b = {b};\n            acc += a * b;" if via_locals
-            else f"            acc += {a} * {b};")
+            else f"            acc = fmaf({a}, {b}, acc);" if fma else f"            acc += {a} * {b};")
     store = {"f32": "acc", "bf16": "__float2bfloat16(acc)"}[out]
     oc = {"f32": "float", "bf16": "__nv_bfloat16"}[out]
     src = GEMM.format(inc=_INC[dt] + ("#include <cuda_bf16.h>\n" if out == "bf16" and dt != "bf16" else ""),
@@ -274,20 +275,22 @@ int main() {{
     return (_bf16_value(raw) if out.dtype.value == "bf16" else raw).astype(np.float64)
 
 
-EMU = [  # (dtype, variant, init, via locals, output dtype)
+EMU = [  # (dtype, variant, init, via locals, output dtype[, fmaf])
     ("f32", "mma_tile_64x64", "0.0f", False, "f32"),          # 3xTF32
+    ("f32", "mma_tile_128x64", "0.0f", False, "f32", True),   # acc = fmaf(a, b, acc)
     ("f32", "mma_tile_64x128_tf32", "0.0f", False, "f32"),   # a single TF32 product
     ("bf16", "mma_tile_128x64", "1.5f", True, "bf16"),       # through locals, a nonzero start, a bf16 output
     ("f16", "mma_tile_64x128", "0.0f", False, "f32"),
 ]
 
 
-@pytest.mark.parametrize("dt, variant, init, via_locals, out", EMU)
-def test_kernel_text_on_host_emulation(dt, variant, init, via_locals, out, tmp_path):
+@pytest.mark.parametrize("dt, variant, init, via_locals, out, fma", [c if len(c) == 6 else (*c, False) for c in EMU])
+def test_kernel_text_on_host_emulation(dt, variant, init, via_locals, out, fma, tmp_path):
     """The rewritten GEMM on the host, at sizes with partial tiles on every side and a k not a multiple of the step:
     every output within a tolerance that the fp32 sum of exact products meets (3xTF32: ~fp32's; a single TF32: 2^-10
     of the sum of |products|), and the outputs outside the matrix never written."""
-    ctx = gemm_case(dt, rtol=1e-3 if variant.endswith("tf32") else 1e-4, atol=1e-2, init=init, via_locals=via_locals, out=out)
+    ctx = gemm_case(dt, rtol=1e-3 if variant.endswith("tf32") else 1e-4, atol=1e-2, init=init, via_locals=via_locals, out=out,
+                    fma=fma)
     p = next(q for q in PASSES if getattr(q, "name", "") == variant)
     unit = unit_from_context(ctx)
     assert p.why_not(unit) is None

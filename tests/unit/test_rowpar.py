@@ -308,7 +308,7 @@ def _loop(src: str):
     ("s += e;", "sum"), ("s -= e;", "sum"), ("s = s + e;", "sum"), ("s = e + s;", "sum"), ("s++;", "sum"),
     ("s *= e;", "prod"), ("s = fmaxf(s, e);", "max"), ("s = max(e, s);", "max"), ("s = e > s ? e : s;", "max"),
     ("if (e > s) s = e;", "max"), ("if (s > e) s = e;", "min"), ("s = fminf(e, s);", "min"),
-    ("if (e > 0.0f) s += e;", "sum"),
+    ("if (e > 0.0f) s += e;", "sum"), ("s = fmaf(e, e, s);", "sum"), ("s = __fmaf_rn(e, 2.0f, s);", "sum"),
 ])
 def test_recognised_accumulations(update, kind):
     loop = _loop(f"void f() {{ for (int j = 0; j < n; j++) {{ float e = x[j]; {update} }} }}")
@@ -318,7 +318,7 @@ def test_recognised_accumulations(update, kind):
 
 @pytest.mark.parametrize("update", [
     "s = s - e + s;", "s = e - s;", "s += s;", "y[j] = s; s += e;", "s = fmaxf(s, e); s += e;", "s = 2.0f * s + e;",
-    "if (e > s) { s = e; t = j * j; }", "s--;", "if (s > 0.0f) s += e;",
+    "if (e > s) { s = e; t = j * j; }", "s--;", "if (s > 0.0f) s += e;", "s = fmaf(s, e, s);", "s = fmaf(e, e, 1.0f);",
 ])
 def test_refused_accumulations(update):
     loop = _loop(f"void f() {{ for (int j = 0; j < n; j++) {{ float e = x[j]; {update} }} }}")

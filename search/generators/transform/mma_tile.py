@@ -3,7 +3,7 @@
 What it reads is :mod:`.smem_tile`'s (a naive GEMM, a batched GEMM, a convolution as an implicit GEMM, also written
 one thread per flat output; the same proofs, refusals and operand fetches), narrowed to what a matrix multiply-add
 computes: a ``float`` sum whose term is the product of exactly two loads, one of the row's operand and one of the
-column's (``acc += A[row * K + k] * B[k * N + col];``; each factor may go through a conversion to float,
+column's (``acc += A[row * K + k] * B[k * N + col];``, or ``acc = fmaf(A[...], B[...], acc);``; each factor may go through a conversion to float,
 ``__bfloat162float``, ``__half2float`` or a cast, or through a local declared in the loop from one), both of
 ``__nv_bfloat16``, both of ``__half``, or both of ``float``. Then, for a 16 x 16 block of threads (eight warps)
 computing a ``TM x TN`` tile of outputs:
@@ -31,7 +31,7 @@ from ptxfactory.protocol import LaunchConfig
 from . import syntax as sx
 from .base import Unit
 from .rowpar import Refused
-from .smem_tile import THREADS, SmemTilePass, _dedent, _Operand, _Plan, _predicate, _sum_term
+from .smem_tile import THREADS, SmemTilePass, _dedent, _Operand, _Plan, _sum_factors
 from .syntax import Node
 
 WARPS = THREADS * THREADS // 32  # eight warps a block
@@ -92,8 +92,7 @@ class MmaTilePass(SmemTilePass):
     def _check_product(self, p: _Plan) -> None:
         """The loop adds exactly ``conv(row load) * conv(column load)`` to the accumulator, nothing else."""
         body = p.loop.child_by_field_name("body")
-        term = _sum_term(body, p.acc, _predicate(body))
-        factors = sx.operands(term, "*", casts=True)
+        term, factors = _sum_factors(body, p.acc)
         loads = {n.id: o.side for o in p.operands for n in o.nodes}
         locals_ = _local_values(body)
         sides = []

@@ -63,6 +63,7 @@ from .syntax import Node
 
 MAX_FUNCS = frozenset({"fmaxf", "fmax", "max"})
 MIN_FUNCS = frozenset({"fminf", "fmin", "min"})
+FMA_FUNCS = frozenset({"fmaf", "fma", "__fmaf_rn", "__fma_rn"})  # acc = fmaf(a, b, acc): a sum of products
 GREATER = {">": ("max", True), ">=": ("max", False), "<": ("min", True), "<=": ("min", False)}
 FLIP = {">": "<", "<": ">", ">=": "<=", "<=": ">="}
 
@@ -499,6 +500,11 @@ def _assignment(n: Node, carried: set[str]) -> tuple[Accumulator, list[Node]] | 
             return Accumulator(v, kind, combine, updates=[n]), [left, a]
         if sx.operator(r) != "-" and sx.is_ident(b, v) and _free_of(a, carried):
             return Accumulator(v, kind, combine, updates=[n]), [left, b]
+        return None
+    if r.type == "call_expression" and sx.call_name(r) in FMA_FUNCS:
+        args = [sx.unparen(x) for x in sx.call_args(r)]
+        if len(args) == 3 and sx.is_ident(args[2], v) and _free_of(args[0], carried) and _free_of(args[1], carried):
+            return Accumulator(v, "sum", "{a} + {b}", updates=[n]), [left, args[2]]
         return None
     if r.type == "call_expression" and sx.call_name(r) in MAX_FUNCS | MIN_FUNCS:
         args = [sx.unparen(x) for x in sx.call_args(r)]

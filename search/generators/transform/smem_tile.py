@@ -77,7 +77,7 @@ from . import syntax as sx
 from .affine import Poly, add, mul, poly, split
 from .base import Unit, access_kind, int_literal
 from .syntax import COLLECTIVES
-from .reductions import loop_accumulators
+from .reductions import FMA_FUNCS, loop_accumulators
 from .rowpar import (PlannedPass, Refused, access_base, array_written, row_constants, loop_head, pointer_offsets, pointer_roots,
                      rows_expression)
 from .syntax import Node
@@ -890,8 +890,7 @@ def _mask(unit: Unit, pred: Node, body: Node, acc: str, ks: list[str], uniform: 
                          if n.type == "identifier" and sx.text(n) in subst else None).decode()
         for side in sides or ["y", "x"]:
             masks[side].append(f"!({text})" if skips else f"({text})")
-    term = _sum_term(body, acc, pred)
-    factors = sx.operands(term, "*", casts=True)
+    term, factors = _sum_factors(body, acc)
     loads = {node.id: o.side for o in found.values() for node in o.nodes}
     have = {loads[f.id] for f in factors if f.id in loads}
     for side in ("y", "x"):
@@ -903,24 +902,30 @@ def _mask(unit: Unit, pred: Node, body: Node, acc: str, ks: list[str], uniform: 
             o.mask = " && ".join(masks[o.side])
 
 
-def _sum_term(body: Node, acc: str, pred: Node) -> Node:
-    """The term the loop adds to ``acc`` (``acc += t;``, ``acc = acc + t;``, ``acc = t + acc;``): one update, else
-    :class:`Refused`."""
+def _sum_factors(body: Node, acc: str) -> tuple[Node, list[Node]]:
+    """The term the loop adds to ``acc`` and its factors: ``acc += t;``, ``acc = acc + t;``, ``acc = t + acc;`` give
+    ``t`` and the operands of its product (``a * b`` -> ``[a, b]``, parentheses and casts opened); ``acc = fmaf(a, b,
+    acc);`` gives the call and the factors of ``a`` and ``b``. One update, else :class:`Refused`."""
     updates = [n for n in sx.walk(body) if n.type == "assignment_expression"
                and sx.is_ident(sx.unparen(n.child_by_field_name("left")), acc)]
     if len(updates) != 1:
-        raise Refused(f"{len(updates)} updates of {acc} under the condition (one sum wanted)")
+        raise Refused(f"{len(updates)} updates of {acc} in the loop (one sum wanted)")
     u = updates[0]
     right = sx.unparen(u.child_by_field_name("right"))
+    product = lambda t: (t, sx.operands(t, "*", casts=True))  # noqa: E731
     if sx.operator(u) == "+=":
-        return right
+        return product(right)
     if sx.operator(u) == "=" and right.type == "binary_expression" and sx.operator(right) == "+":
         a, b = right.child_by_field_name("left"), right.child_by_field_name("right")
         if sx.is_ident(sx.unparen(a), acc):
-            return b
+            return product(b)
         if sx.is_ident(sx.unparen(b), acc):
-            return a
-    raise Refused(f"the update {sx.text(u)!r} under the condition is not {acc} += term")
+            return product(a)
+    if sx.operator(u) == "=" and sx.call_name(right) in FMA_FUNCS:
+        args = sx.call_args(right)
+        if len(args) == 3 and sx.is_ident(sx.unparen(args[2]), acc):
+            return right, sx.operands(args[0], "*", casts=True) + sx.operands(args[1], "*", casts=True)
+    raise Refused(f"the update {sx.text(u)!r} is not {acc} += term")
 
 
 def _operands(unit: Unit, body: Node, ks: list[str], y: str, x: str, acc: str, uniform: set[str],
