@@ -166,7 +166,7 @@ inline float __bfloat162float(__nv_bfloat16 v) { return bits_float((unsigned)v.x
 inline __nv_bfloat16 __float2bfloat16(float f) { unsigned u = float_bits(f); u += 0x7fff + ((u >> 16) & 1); return {(unsigned short)(u >> 16)}; }
 inline float __half2float(__half h) {
     unsigned s = (h.x >> 15) & 1, e = (h.x >> 10) & 31, m = h.x & 1023;
-    float v = e == 0 ? std::ldexp((float)m, -24) : std::ldexp((float)(m | 1024), (int)e - 25);
+    float v = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? std::ldexp((float)m, -24) : std::ldexp((float)(m | 1024), (int)e - 25);
     return s ? -v : v;
 }
 static float ptxf_host_tf32_value(unsigned u) { return bits_float(u); }
@@ -317,3 +317,69 @@ def test_kernel_text_on_host_emulation(dt, variant, init, via_locals, out, fma, 
     assert np.all(np.isfinite(got)), "an output was not written"
     err = np.abs(got - want) / (scale + 1e-30)
     assert err.max() < tol, (variant, float(err.max()), np.unravel_index(err.argmax(), err.shape))
+
+
+# ---------------------------------------------------------------- what a red team found applied and wrong (2026-12-04)
+
+RED = """{inc}__global__ void gemm({T}* A, {T}* B, float* C, int M, int N, int K)
+{{
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < M && col < N) {{
+        float acc = 1.0f;
+{pre}
+        for (int k = 0; {cond}; ++k) {{
+{body}
+        }}
+        C[row * N + col] = {store};
+    }}
+}}
+"""
+
+
+def red_case(body: str, pre: str = "", cond: str = "k < K", store: str = "acc", dt: str = "f32", rtol: float = 1e-3,
+             atol: float = 1e-3):
+    src = RED.format(inc=_INC[dt], T=_C[dt], pre=pre, cond=cond, body=body, store=store)
+    spec = parse_spec(SPEC.format(dt=dt, ot="f32", rtol=rtol, atol=atol)).kernels["gemm"]
+    return example_ctx(ROOT / "examples" / "matmul_naive" / "matmul_naive.cu", "gemm", spec, src)
+
+
+AB = "A[row * K + k] * B[k * N + col]"
+
+
+@pytest.mark.parametrize("case, why", [
+    # the start copied before the loop: the epilogue would give base the finished sum (smem_tile too)
+    (dict(pre="        float base = acc;", body=f"            acc += {AB};", store="acc - base"), "reads the accumulator"),
+    # a cast to int changes the operand's value, or the product's
+    (dict(body="            acc += (int)A[row * K + k] * B[k * N + col];"), "not a product"),
+    (dict(body=f"            acc += (int)({AB});"), "not a product"),
+    # a local of another type, a local read before its declaration, a local written through a reference
+    (dict(body="            int a = A[row * K + k];\n            acc += a * B[k * N + col];"), "not a product"),
+    (dict(pre="        float a = 2.0f;", body="            acc += a * B[k * N + col];\n            float a2 = A[row * K + k];"),
+     None),  # (a reads the code before the loop: smem_tile refuses that use)
+    (dict(body="            float a = A[row * K + k];\n            float& r = a;\n            r *= 2.0f;\n            acc += a * B[k * N + col];"),
+     None),
+    # a scalar shadowed by a row-dependent local, a fractional loop bound
+    (dict(pre="        int K2 = K;\n        int K = row % 7 + 1;", body=f"            acc += A[row * K2 + k] * B[k * N + col];"), "shadows K"),
+    (dict(cond="k < K * 0.5f", body=f"            acc += {AB};"), "not an integer expression"),
+    # a product of two halves, rounded to a half before the sum
+    (dict(dt="f16", body="            acc += __half2float(A[row * K + k] * B[k * N + col]);"), None),
+    (dict(dt="f16", body=f"            acc += {AB};"), None),
+    # nearly exact
+    (dict(body=f"            acc += {AB};", rtol=0, atol=1e-30), "nearly) exact"),
+])
+def test_red_team_cases_are_refused(case, why):
+    ctx = red_case(**case)
+    unit = unit_from_context(ctx)
+    reasons = [p.why_not(unit) for p in PASSES if isinstance(p, MmaTilePass)]
+    assert all(reasons), reasons
+    if why:
+        assert all(why in r for r in reasons), reasons
+
+
+def test_a_16_bit_product_of_converted_loads_and_a_float_local_are_taken():
+    for case in (dict(dt="f16", body="            acc += __half2float(A[row * K + k]) * (float)B[k * N + col];"),
+                 dict(dt="bf16", body="            __nv_bfloat16 a = A[row * K + k];\n            acc += __bfloat162float(a) * __bfloat162float(B[k * N + col]);"),
+                 dict(body="            const float a = A[row * K + k];\n            acc += (float)(a * B[k * N + col]);")):
+        unit = unit_from_context(red_case(**case))
+        assert MmaTilePass(4, 4).why_not(unit) is None, (case, MmaTilePass(4, 4).why_not(unit))

@@ -21,7 +21,12 @@ computing a ``TM x TN`` tile of outputs:
   declared as its initial value plus the fragment's sum.
 
 Not exact (the k order of the sum changes, and the tensor cores round their accumulation their own way): refused
-where the spec asks for exact results (``rtol = atol = 0``). Variants (:data:`CONFIGS`): 64 x 128, 128 x 64 and 64 x 64
+where the spec asks for (nearly) exact results (``rtol`` and ``atol`` both under :data:`NEAR_EXACT`). A 16-bit
+operand must be converted to float before the product (``__half2float(a) * __half2float(b)``, a cast, a float
+local): a product of two halves is rounded to a half, which the tensor cores do not do. Infinite inputs are not the
+original's function: 3xTF32's cross terms give ``inf * 0 = NaN`` where the original gives an infinity, and a term a
+padded convolution's condition skips becomes ``0 * x``, NaN where the other operand is infinite (the verifier's
+inputs are finite; a red team found both, 2026-12-04). Variants (:data:`CONFIGS`): 64 x 128, 128 x 64 and 64 x 64
 outputs a block; the lessons order them.
 """
 from __future__ import annotations
@@ -31,7 +36,7 @@ from ptxfactory.protocol import LaunchConfig
 from . import syntax as sx
 from .base import Unit
 from .rowpar import Refused
-from .smem_tile import THREADS, SmemTilePass, _dedent, _Operand, _Plan, _sum_factors
+from .smem_tile import THREADS, SmemTilePass, _dedent, _Operand, _Plan, _sum_products
 from .syntax import Node
 
 WARPS = THREADS * THREADS // 32  # eight warps a block
@@ -41,7 +46,8 @@ CONFIGS = ((4, 8), (8, 4), (4, 4))
 TF32_CONFIGS = ((4, 8), (4, 4))  # the single-TF32 variant's tiles
 TF32_RTOL = 5e-4  # a single TF32 product is off by up to 2^-10 of it: proposed only above this relative tolerance
 HALF_TYPES = {"__nv_bfloat16": "bf16", "nv_bfloat16": "bf16", "__half": "f16", "half": "f16"}
-CONVERSIONS = frozenset({"__bfloat162float", "__half2float", "float", "static_cast<float>"})
+CONVERSIONS = frozenset({"__bfloat162float", "__half2float"})  # calls that convert a 16-bit load to float
+NEAR_EXACT = 1e-6  # rtol and atol both below this: the spec is taken as asking for the original's bits
 PAD = {"float": 4, "half": 8}  # elements after each shared row: a fragment read's 32 words in 32 banks
 
 
@@ -67,12 +73,16 @@ class MmaTilePass(SmemTilePass):
     def _plan(self, unit: Unit) -> _Plan:
         spec = unit.spec
         p = super()._plan(unit)  # the GEMM-class loop first: what a kernel without one lacks is said first
-        if spec.check.rtol == 0 and spec.check.atol == 0:
-            raise Refused("the spec asks for exact results: the tensor cores sum in another order")
+        if spec.check.rtol < NEAR_EXACT and spec.check.atol < NEAR_EXACT:
+            raise Refused(f"the spec asks for (nearly) exact results (rtol {spec.check.rtol:g}, atol {spec.check.atol:g}): "
+                          "the tensor cores sum in another order")
         if p.acc_type != "float":
             raise Refused(f"the accumulator is {p.acc_type}, not float (the tensor cores accumulate in fp32)")
-        if sorted(o.side for o in p.operands) != ["x", "y"]:
-            raise Refused(f"{len(p.operands)} distinct loads in the loop (two wanted: one of the row's operand, one of the column's)")
+        sides = sorted(o.side for o in p.operands)
+        if sides != ["x", "y"]:
+            what = {("y", "y"): "both of the row's operand", ("x", "x"): "both of the column's operand"}.get(tuple(sides))
+            raise Refused(f"{len(p.operands)} distinct loads in the loop" + (f", {what}" if what else "")
+                          + " (two wanted: one of the row's operand, one of the column's)")
         kinds = {self._kind(o) for o in p.operands}
         if len(kinds) != 1 or None in kinds:
             raise Refused("the operands are " + " and ".join(sorted({o.ctype for o in p.operands}))
@@ -90,21 +100,52 @@ class MmaTilePass(SmemTilePass):
         return "float" if o.ctype == "float" else HALF_TYPES.get(o.ctype)
 
     def _check_product(self, p: _Plan) -> None:
-        """The loop adds exactly ``conv(row load) * conv(column load)`` to the accumulator, nothing else."""
+        """The loop adds exactly ``conv(row load) * conv(column load)`` to the accumulator, nothing else: each factor a
+        load, or a load converted to float (a cast to float or double, ``__bfloat162float``, ``__half2float``, a local
+        of one of those types or of the load's own type declared from it at the body's top level before the product
+        and read only there); 16-bit loads must be converted (a product of two halves rounds to a half: not what the
+        tensor cores compute)."""
         body = p.loop.child_by_field_name("body")
-        term, factors = _sum_factors(body, p.acc)
-        loads = {n.id: o.side for o in p.operands for n in o.nodes}
-        locals_ = _local_values(body)
+        term, products = _sum_products(body, p.acc)
+        factors = [f for t in products for f in _factors(t)]
+        loads = {n.id: o for o in p.operands for n in o.nodes}
         sides = []
         for f in factors:
-            node = _unconvert(f)
-            if sx.is_ident(node) and sx.text(node) in locals_:
-                node = _unconvert(locals_[sx.text(node)])
+            node, converted = _unconvert(f)
+            if sx.is_ident(node):
+                node, converted = self._through_local(body, node, loads, converted)
             if node is None or node.id not in loads:
                 raise Refused(f"the term {sx.text(term)!r} is not a product of a row load and a column load")
-            sides.append(loads[node.id])
+            if self._kind(loads[node.id]) != "float" and not converted:
+                raise Refused(f"the factor {sx.text(f)!r} is a 16-bit product's operand, not converted to float (the "
+                              "product is rounded to 16 bits there; the tensor cores keep it exact)")
+            sides.append(loads[node.id].side)
         if sorted(sides) != ["x", "y"]:
             raise Refused(f"the term {sx.text(term)!r} is not a product of one row load and one column load")
+
+    @staticmethod
+    def _through_local(body: Node, use: Node, loads: dict, converted: bool) -> tuple[Node | None, bool]:
+        """The load a local factor holds (``float a = A[...]; ... a * b``), and whether it went through a conversion to
+        float: declared once at the body's top level before ``use``, of float, double or the load's own type, and read
+        nowhere else (no reference or pointer to it)."""
+        name = sx.text(use)
+        stmts = sx.statements(body) if body.type == "compound_statement" else []
+        decls = [(s, d) for s in stmts if s.type == "declaration" and s.end_byte <= use.start_byte
+                 for d in s.children_by_field_name("declarator")
+                 if d.type == "init_declarator" and sx.is_ident(d.child_by_field_name("declarator"), name)]
+        occurrences = [n for n in sx.walk(body) if n.type == "identifier" and sx.text(n) == name]
+        if len(decls) != 1 or len(occurrences) != 2:
+            return None, converted
+        stmt, d = decls[0]
+        ctype = sx.type_text(stmt.child_by_field_name("type")).replace("const ", "")
+        node, conv = _unconvert(d.child_by_field_name("value"))
+        if node is None or node.id not in loads:
+            return None, converted
+        if ctype in ("float", "double"):
+            return node, True
+        if ctype == loads[node.id].ctype:
+            return node, converted or conv
+        return None, converted
 
     def _check_shared(self, operands: list[_Operand]) -> None:
         total = sum((self.tm if o.side == "y" else self.tn) * (self.tk + self._row_pad(o)) * (4 if o.ctype == "float" else 2)
@@ -240,26 +281,35 @@ class MmaTilePass(SmemTilePass):
                 *(ind * 3 + line for line in lines), f"{ind}        }}", f"{ind}    }}", f"{ind}}}"]
 
 
-def _unconvert(node: Node | None) -> Node | None:
-    """``node`` without parentheses, casts and conversion calls to float (``__bfloat162float(v)`` -> ``v``)."""
-    node = sx.uncast(node)
-    while node is not None and node.type == "call_expression" and sx.text(node.child_by_field_name("function")) in CONVERSIONS \
-            and len(sx.call_args(node)) == 1:
-        node = sx.uncast(sx.call_args(node)[0])
-    return node
+FLOAT_CASTS = frozenset({"float", "double"})
 
 
-def _local_values(body: Node) -> dict[str, Node]:
-    """The loop body's locals declared once with a value (``float a = A[...];``): name -> value."""
-    out: dict[str, Node] = {}
-    seen: set[str] = set()
-    for n in sx.walk(body):
-        if n.type == "init_declarator" and sx.is_ident(n.child_by_field_name("declarator")):
-            name = sx.text(n.child_by_field_name("declarator"))
-            if name in seen:
-                out.pop(name, None)
-            else:
-                out[name] = n.child_by_field_name("value")
-            seen.add(name)
-    written = sx.written_names(body)
-    return {k: v for k, v in out.items() if k not in written}
+def _factors(term: Node) -> list[Node]:
+    """The operands of ``term``'s product, parentheses and casts to float or double opened (``(float)(a * b)``); a cast
+    to another type (``(int)(a * b)``) ends the walk: that factor is the cast."""
+    node = sx.unparen(term)
+    inner = node
+    while inner is not None and inner.type == "cast_expression" and _cast_type(inner) in FLOAT_CASTS:
+        inner = sx.unparen(inner.child_by_field_name("value"))
+    if inner is not None and inner.type == "binary_expression" and sx.operator(inner) == "*":
+        return _factors(inner.child_by_field_name("left")) + _factors(inner.child_by_field_name("right"))
+    return [node]  # a leaf keeps its cast: _unconvert reads it as a conversion
+
+
+def _cast_type(node: Node) -> str:
+    return sx.type_text(node.child_by_field_name("type")).replace("const ", "")
+
+
+def _unconvert(node: Node | None) -> tuple[Node | None, bool]:
+    """``node`` without parentheses, casts to float or double and conversion calls to float (``__bfloat162float(v)`` ->
+    ``v``), and whether a conversion was opened. A cast to another type (``(int)A[i]``) is not opened."""
+    converted = False
+    while node is not None:
+        node = sx.unparen(node)
+        if node.type == "cast_expression" and _cast_type(node) in FLOAT_CASTS:
+            node, converted = node.child_by_field_name("value"), True
+        elif node.type == "call_expression" and sx.call_name(node) in CONVERSIONS and len(sx.call_args(node)) == 1:
+            node, converted = sx.call_args(node)[0], True
+        else:
+            break
+    return node, converted

@@ -192,9 +192,14 @@ class SmemTilePass(PlannedPass):
             for node in (head[1], end[0]):
                 if not _is_uniform(node, uniform):
                     raise Refused(f"the loop bound {sx.text(node)!r} is not uniform over the block")
+                if not _integral(node, unit):
+                    raise Refused(f"the loop bound {sx.text(node)!r} is not an integer expression (the tiles count k in integers)")
             ltype = sx.type_text(level.child_by_field_name("initializer").child_by_field_name("type"))
             heads.append((head[0], ltype, head[1], end))
         _check_pre(pre, y.name, x.name)
+        shadowed = sorted(set().union(*(sx.declared_names(s) for s in pre)) & uniform)
+        if shadowed:  # int K = row % 7 + 1; then k < K: not the scalar K, and not uniform
+            raise Refused(f"a declaration before the loop shadows {shadowed[0]}, which the launch's other code reads as uniform")
         derived = _derived(pre, y.name, x.name, uniform, sx.written_names(unit.body))
         body = nest[-1].child_by_field_name("body")
         ks = [h[0] for h in heads]
@@ -203,6 +208,9 @@ class SmemTilePass(PlannedPass):
                 raise Refused(f"the loop variable {v} is written in the loop")
         pred = _predicate(body)
         acc, acc_decl, acc_type = _accumulator(unit, body, ks[-1], pre, pred)
+        if any(n.type == "identifier" and sx.text(n) == acc and not (acc_decl.start_byte <= n.start_byte < acc_decl.end_byte)
+               for s in pre for n in sx.walk(s)):  # float base = acc;: the tile's epilogue gives it the finished sum
+            raise Refused(f"the code before the loop reads the accumulator {acc}")
         if pred is not None and acc_type in ("float", "double") and unit.spec.check.rtol == 0 and unit.spec.check.atol == 0:
             raise Refused("the spec asks for exact results, and a skipped term becomes a zero product (a sum of -0.0 "
                           "and +0.0 keeps no sign)")
@@ -715,6 +723,20 @@ def _loop_end(loop: Node, k: str) -> tuple[Node, bool]:
     return bound, op in ("<=", ">=")
 
 
+def _integral(node: Node, unit: Unit) -> bool:
+    """No float literal, float scalar argument or cast to a float type in ``node`` (a loop bound ``K * 0.5f`` compares
+    k with a real number: its count is not the integer the tiles step to)."""
+    floats = {a.name for a in unit.spec.args if a.role == "scalar" and a.dtype.is_float}
+    for n in sx.walk(node):
+        if n.type == "number_literal" and not sx.text(n).lower().startswith("0x") and any(c in sx.text(n).lower() for c in ".ef"):
+            return False
+        if n.type == "identifier" and sx.text(n) in floats:
+            return False
+        if n.type == "cast_expression" and sx.type_text(n.child_by_field_name("type")) in ("float", "double", "half", "__half"):
+            return False
+    return True
+
+
 def _check_pre(pre: list[Node], y: str, x: str) -> None:
     for s in pre:
         if s.type != "declaration":
@@ -890,7 +912,8 @@ def _mask(unit: Unit, pred: Node, body: Node, acc: str, ks: list[str], uniform: 
                          if n.type == "identifier" and sx.text(n) in subst else None).decode()
         for side in sides or ["y", "x"]:
             masks[side].append(f"!({text})" if skips else f"({text})")
-    term, factors = _sum_factors(body, acc)
+    term, products = _sum_products(body, acc)
+    factors = [f for t in products for f in sx.operands(t, "*", casts=True)]
     loads = {node.id: o.side for o in found.values() for node in o.nodes}
     have = {loads[f.id] for f in factors if f.id in loads}
     for side in ("y", "x"):
@@ -902,29 +925,28 @@ def _mask(unit: Unit, pred: Node, body: Node, acc: str, ks: list[str], uniform: 
             o.mask = " && ".join(masks[o.side])
 
 
-def _sum_factors(body: Node, acc: str) -> tuple[Node, list[Node]]:
-    """The term the loop adds to ``acc`` and its factors: ``acc += t;``, ``acc = acc + t;``, ``acc = t + acc;`` give
-    ``t`` and the operands of its product (``a * b`` -> ``[a, b]``, parentheses and casts opened); ``acc = fmaf(a, b,
-    acc);`` gives the call and the factors of ``a`` and ``b``. One update, else :class:`Refused`."""
+def _sum_products(body: Node, acc: str) -> tuple[Node, list[Node]]:
+    """The term the loop adds to ``acc`` and the expressions whose product it is: ``acc += t;``, ``acc = acc + t;``,
+    ``acc = t + acc;`` give ``t`` and ``[t]``; ``acc = fmaf(a, b, acc);`` gives the call and ``[a, b]``. One update,
+    else :class:`Refused`."""
     updates = [n for n in sx.walk(body) if n.type == "assignment_expression"
                and sx.is_ident(sx.unparen(n.child_by_field_name("left")), acc)]
     if len(updates) != 1:
         raise Refused(f"{len(updates)} updates of {acc} in the loop (one sum wanted)")
     u = updates[0]
     right = sx.unparen(u.child_by_field_name("right"))
-    product = lambda t: (t, sx.operands(t, "*", casts=True))  # noqa: E731
     if sx.operator(u) == "+=":
-        return product(right)
+        return right, [right]
     if sx.operator(u) == "=" and right.type == "binary_expression" and sx.operator(right) == "+":
         a, b = right.child_by_field_name("left"), right.child_by_field_name("right")
         if sx.is_ident(sx.unparen(a), acc):
-            return product(b)
+            return b, [b]
         if sx.is_ident(sx.unparen(b), acc):
-            return product(a)
+            return a, [a]
     if sx.operator(u) == "=" and sx.call_name(right) in FMA_FUNCS:
         args = sx.call_args(right)
         if len(args) == 3 and sx.is_ident(sx.unparen(args[2]), acc):
-            return right, sx.operands(args[0], "*", casts=True) + sx.operands(args[1], "*", casts=True)
+            return right, [args[0], args[1]]
     raise Refused(f"the update {sx.text(u)!r} is not {acc} += term")
 
 
