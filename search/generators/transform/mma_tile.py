@@ -36,7 +36,7 @@ from ptxfactory.protocol import LaunchConfig
 from . import syntax as sx
 from .base import Unit
 from .rowpar import Refused
-from .smem_tile import THREADS, SmemTilePass, _dedent, _Operand, _Plan, _sum_products
+from .smem_tile import CONVERSION_CALLS, THREADS, SmemTilePass, _dedent, _Operand, _Plan, _sum_products
 from .syntax import Node
 
 WARPS = THREADS * THREADS // 32  # eight warps a block
@@ -46,7 +46,7 @@ CONFIGS = ((4, 8), (8, 4), (4, 4))
 TF32_CONFIGS = ((4, 8), (4, 4))  # the single-TF32 variant's tiles
 TF32_RTOL = 5e-4  # a single TF32 product is off by up to 2^-10 of it: proposed only above this relative tolerance
 HALF_TYPES = {"__nv_bfloat16": "bf16", "nv_bfloat16": "bf16", "__half": "f16", "half": "f16"}
-CONVERSIONS = frozenset({"__bfloat162float", "__half2float"})  # calls that convert a 16-bit load to float
+CONVERSIONS = CONVERSION_CALLS  # calls that convert a 16-bit load to float
 NEAR_EXACT = 1e-6  # rtol and atol both below this: the spec is taken as asking for the original's bits
 PAD = {"float": 4, "half": 8}  # elements after each shared row: a fragment read's 32 words in 32 banks
 

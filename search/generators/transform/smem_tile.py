@@ -915,7 +915,7 @@ def _mask(unit: Unit, pred: Node, body: Node, acc: str, ks: list[str], uniform: 
     term, products = _sum_products(body, acc)
     factors = [f for t in products for f in sx.operands(t, "*", casts=True)]
     loads = {node.id: o.side for o in found.values() for node in o.nodes}
-    have = {loads[f.id] for f in factors if f.id in loads}
+    have = {loads[n.id] for n in map(_converted_load, factors) if n is not None and n.id in loads}
     for side in ("y", "x"):
         if masks[side] and side not in have:
             raise Refused(f"the term {sx.text(term)!r} under the condition is not a product with a load of the "
@@ -923,6 +923,22 @@ def _mask(unit: Unit, pred: Node, body: Node, acc: str, ks: list[str], uniform: 
     for o in found.values():
         if masks[o.side]:
             o.mask = " && ".join(masks[o.side])
+
+
+CONVERSION_CALLS = frozenset({"__half2float", "__bfloat162float"})  # a 16-bit load to float: zero stays zero
+
+
+def _converted_load(node: Node | None) -> Node | None:
+    """``node`` without parentheses, casts and conversion calls to float (each maps a zero to a zero): a masked
+    element's zero fill still makes the product zero through them."""
+    while node is not None:
+        node = sx.uncast(node)
+        if node is not None and node.type == "call_expression" and sx.call_name(node) in CONVERSION_CALLS \
+                and len(sx.call_args(node)) == 1:
+            node = sx.call_args(node)[0]
+        else:
+            return node
+    return None
 
 
 def _sum_products(body: Node, acc: str) -> tuple[Node, list[Node]]:
