@@ -48,3 +48,32 @@ def test_transpose_family_on_transpose(tmp_path):
     at_square = lambda r: next(t.median_us for t in r.result.timings if t.size == {"M": 8192, "N": 8192})  # noqa: E731
     padded = min(at_square(r) for r in rows if r.candidate.params["pad"] == 1)
     assert padded <= min(at_square(r) for r in rows if r.candidate.params["pad"] == 0) * 1.05
+
+
+TRIALS = Path(__file__).parents[2] / "bench" / "trials"
+
+
+@pytest.mark.parametrize("name", ["nchw_to_nhwc", "head_split"])
+def test_batched_permutations_on_the_trials(tmp_path, name):
+    """The N-D reading (axes merged, the rest a batch with their own strides): every instance moves the bits exactly
+    (the trials' tolerance is zero) at their check, held-out and bench sizes, judged by their ref.py."""
+    import shutil
+
+    for f in (TRIALS / name).iterdir():
+        shutil.copy(f, tmp_path / f.name)
+
+    async def go():
+        backend, store = GpuBackend(), await LessonStore.open(tmp_path / "lessons.sqlite")
+        try:
+            return await optimise(tmp_path / f"{name}.cu", name, backend=backend, store=store, generators=("transpose",),
+                                  max_candidates=16)
+        finally:
+            await backend.close()
+            await store.close()
+
+    summary = asyncio.run(go())
+    rows = [r for r in summary.rows if r.candidate.generator == "transpose"]
+    assert len(rows) >= 12, [r.candidate.description for r in summary.rows]
+    assert all(isinstance(r.result, Measured) for r in rows), [
+        (r.candidate.description, r.result.outcome, getattr(r.result, "reason", "")) for r in rows if not isinstance(r.result, Measured)
+    ]
