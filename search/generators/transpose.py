@@ -41,10 +41,11 @@ import re
 import string
 from dataclasses import dataclass
 
-from ptxfactory.protocol import Candidate, ExprError, KernelSpec, symbols_in, to_c
+from ptxfactory.harness.static_checks import MAX_GRID_DIMS
+from ptxfactory.protocol import Candidate, ExprError, KernelSpec, evaluate, symbols_in, to_c
 
-from ..base import (GenContext, NoFit, SIZE_DTYPES, family_candidate, family_candidates, fit_check, kernel_linkage,
-                    render_params, shape_dims, stored_values)
+from ..base import (GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_linkage, render_params,
+                    shape_dims, stored_values)
 
 _RAW = {1: "unsigned char", 2: "unsigned short", 4: "unsigned", 8: "unsigned long long"}
 _VT = {4: "unsigned", 8: "uint2", 16: "uint4"}
@@ -116,15 +117,21 @@ def _product(dims) -> str:
     return " * ".join(f"({d})" if isinstance(d, str) and not d.isidentifier() else str(d) for d in dims) or "1"
 
 
+def _norm(d) -> str:
+    """A dimension as compared between x and y: its text without any whitespace (``2*H`` is ``2 * H``)."""
+    return re.sub(r"\s+", "", str(d))
+
+
 def permutations(xd: tuple, yd: tuple) -> list[tuple[int, ...]]:
     """Every ``perm`` other than the identity with ``yd[j] == xd[perm[j]]`` for each of y's axes ``j`` (dimensions
-    compared as the spec writes them, spaces stripped). Raises :class:`NoFit` above :data:`MAX_AXES` axes."""
-    if len(xd) != len(yd) or sorted(map(str, xd)) != sorted(map(str, yd)):
+    compared as the spec writes them, whitespace ignored). Raises :class:`NoFit` above :data:`MAX_AXES` axes."""
+    xs, ys = [_norm(d) for d in xd], [_norm(d) for d in yd]
+    if len(xs) != len(ys) or sorted(xs) != sorted(ys) or xs == ys and len(set(xs)) == len(xs):
         return []
-    if len(xd) > MAX_AXES:
-        raise NoFit(f"{len(xd)} axes: the skeleton enumerates permutations of at most {MAX_AXES}")
-    ident = tuple(range(len(xd)))
-    return [p for p in itertools.permutations(ident) if p != ident and all(str(yd[j]) == str(xd[i]) for j, i in enumerate(p))]
+    if len(xs) > MAX_AXES:
+        raise NoFit(f"{len(xs)} axes: the skeleton enumerates permutations of at most {MAX_AXES}")
+    ident = tuple(range(len(xs)))
+    return [p for p in itertools.permutations(ident) if p != ident and all(ys[j] == xs[i] for j, i in enumerate(p))]
 
 
 def reduce_permutation(perm: tuple[int, ...]) -> tuple[list[list[int]], list[int]]:
@@ -159,10 +166,10 @@ def _reading(xd: tuple, perm: tuple[int, ...]) -> tuple[str, str, str, str, tupl
 
 def grid_expr(m: TransposeMatch, cfg: TransposeConfig) -> str:
     """One block per tile of each batch: ``cdiv(rows, tile) * cdiv(cols, tile)`` times the batch sizes (the kernel
-    splits blockIdx.x the same way)."""
+    splits blockIdx.x the same way), at least one."""
     wrap = lambda e: e if e.isidentifier() else f"({e})"  # noqa: E731
-    grid = f"cdiv({m.rows}, {cfg.tile}) * cdiv({m.cols}, {cfg.tile})"
-    return " * ".join([grid] + [wrap(size) for size, _, _ in m.batch])
+    grid = " * ".join([f"cdiv({m.rows}, {cfg.tile}) * cdiv({m.cols}, {cfg.tile})"] + [wrap(size) for size, _, _ in m.batch])
+    return f"max(1, {grid})"  # an empty array still launches one block, which returns at once
 
 
 @fit_check
@@ -179,20 +186,23 @@ def match_spec(spec: KernelSpec) -> list[TransposeMatch] | None:
     x, y = ins[0], outs[0]
     if x.dtype != y.dtype:
         raise NoFit(f"the output {y.name} is {y.dtype.value}, the input {x.name} {x.dtype.value}: a permutation keeps the dtype")
-    floats = [a.name for a in scalars if a.dtype.value not in SIZE_DTYPES + ("i64", "u64")]
+    floats = [a.name for a in scalars if a.dtype.is_float]
     if floats:
-        raise NoFit(f"it takes the non-integer scalar {floats[0]}: a permutation of axes takes sizes only")
-    xd, yd = shape_dims(x.shape), shape_dims(y.shape)
+        raise NoFit(f"it takes the float scalar {floats[0]}: a permutation of axes takes sizes only")
+    # axes of extent 1 (a literal 1) do not change where an element lies: [A, 1] -> [1, A] is a copy in memory
+    xd = tuple(d for d in shape_dims(x.shape) if _norm(d) != "1")
+    yd = tuple(d for d in shape_dims(y.shape) if _norm(d) != "1")
     perms = permutations(xd, yd)
     if not perms:
-        raise NoFit(f"the output {y.name} {list(yd)} is not a permutation of the input {x.name}'s axes {list(xd)} other than the identity")
+        raise NoFit(f"the output {y.name} {list(shape_dims(y.shape))} is not a permutation of the input {x.name}'s axes "
+                    f"{list(shape_dims(x.shape))} other than the identity (axes of extent 1 aside)")
     names: dict[str, str] = {}
     for d in xd:
         for sym in symbols_in(d) if isinstance(d, str) else ():
             found = [a for a in scalars if isinstance(a.value, str) and a.value.strip() == sym]
-            if len(found) != 1:
-                raise NoFit(f"the size {sym} of {x.name} is passed by {len(found)} scalar arguments (the kernel needs one)")
-            names[sym] = found[0].name
+            if not found:
+                raise NoFit(f"no integer scalar passes the size {sym} of {x.name} (the kernel computes its strides from it)")
+            names[sym] = found[0].name  # several pass it (a size and a leading dimension): any one has its value
     readings = [(p, r) for p in perms if (r := _reading(xd, p)) is not None]
     if not readings:
         raise NoFit(f"{x.name}'s last axis stays last in {y.name}: rows are copied whole, reads and writes coalesce already")
@@ -207,23 +217,95 @@ def match_spec(spec: KernelSpec) -> list[TransposeMatch] | None:
             raise NoFit(f"a size of {x.name} has no C form: {exc}") from None
         out.append(TransposeMatch(x=x.name, y=y.name, dtype=x.dtype.value, itemsize=x.dtype.itemsize, rows=rows,
                                   cols=cols, x_row_stride=xs, y_row_stride=ys, batch=batch, perm=perm,
-                                  names=tuple(sorted(names.items())), ambiguous=len(readings) > 1))
+                                  names=tuple(sorted(names.items())), ambiguous=len(perms) > 1))
     return out
 
 
-_SUBSCRIPT = r"\s*\[[^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*\]"
+def grid_fits(spec: KernelSpec, m: TransposeMatch, cfg: TransposeConfig) -> bool:
+    """Whether the configuration's grid is within the hardware's 2^31 - 1 blocks at every size the spec lists."""
+    for size in spec.check.sizes + spec.bench.sizes:
+        try:
+            if evaluate(grid_expr(m, cfg), size) > MAX_GRID_DIMS[0]:
+                return False
+        except ExprError:
+            return False
+    return True
 
 
-def copy_refusal(kernel_text: str, m: TransposeMatch) -> str | None:
-    """Why the kernel's stores into y are not copies of x (a value computed from x, a constant), or None where each
-    stored value that the source shows (``y[...] = v;``, :func:`~ptxfactory.search.base.stored_values`) reads x by
-    one subscript and nothing else, directly, through a cast or through a local variable defined so."""
-    copy = re.compile(rf"^(?:\(\s*[\w\s]+\*?\s*\)\s*)*(?:__ldg\s*\(\s*&\s*)?{re.escape(m.x)}{_SUBSCRIPT}\s*\)?$")
-    for value in stored_values(kernel_text, m.y):
-        parts = [p.strip() for p in value.split(" ; ")]
-        if copy.match(parts[0]) or (parts[0].isidentifier() and len(parts) == 2 and copy.match(parts[1])):
+_LOAD_CALLS = ("__ldg", "__ldcs", "__ldca", "__ldcg", "__ldlu", "__ldcv")  # a load through a cache hint: a copy
+
+
+def _blank(text: str, opener: str, closer: str, keep: str) -> str:
+    """``text`` with every balanced ``opener ... closer`` group after a match of the regex ``keep`` replaced by
+    ``keep``'s text and an empty pair (``x[i + 1]`` -> ``x[]``)."""
+    out, i = [], 0
+    for m in re.finditer(keep, text):
+        if m.start() < i:
             continue
-        return f"it stores {parts[0]!r} into {m.y}: not a plain copy of {m.x}"
+        j, depth = m.end(), 1
+        while j < len(text) and depth:
+            depth += (text[j] == opener) - (text[j] == closer)
+            j += 1
+        out += [text[i:m.end()], closer]
+        i = j
+    return "".join(out) + text[i:]
+
+
+def _addresses_blanked(expr: str) -> str:
+    """``expr`` with what only locates an element left out: subscripts' contents, load calls' arguments, a
+    dereference's address (``x[k * b + j]`` -> ``x[]``, ``*(x + i)`` -> ``ptxf_deref``)."""
+    t = _blank(expr, "[", "]", r"\[")
+    t = _blank(t, "(", ")", rf"\b(?:{'|'.join(_LOAD_CALLS)})\s*\(")
+    return re.sub(r"(?:^|(?<=[\s(=,]))\*\s*\(\)", "ptxf_deref", _blank(t, "(", ")", r"(?:^|(?<=[\s(=,]))\*\s*\("))
+
+
+def _computes(expr: str, element_types: tuple[str, ...]) -> str | None:
+    """What ``expr`` computes beyond moving an element (an operator, a call, a cast to another type), or None for a
+    load (``x[...]``, ``__ldg(...)``, ``*(x + i)``), a name, or a cast to the element's own type. Index arithmetic
+    does not count: the contents of subscripts, load calls and dereferences are left out."""
+    t = _addresses_blanked(expr)
+    for cast in re.finditer(r"\(\s*(?:const\s+)?([A-Za-z_][\w\s]*?)\s*\)|static_cast\s*<\s*(?:const\s+)?([\w\s]+?)\s*>", t):
+        ctype = " ".join((cast.group(1) or cast.group(2)).split())
+        if ctype not in element_types and (cast.group(2) or re.fullmatch(r"[A-Za-z_]\w*(\s+\w+)*", ctype) and
+                                           (ctype in _C_NAMES or ctype.endswith("_t") or " " in ctype)):
+            return f"a cast to {ctype}"
+    t = re.sub(r"static_cast\s*<[^>]*>", "", t)
+    call = re.search(r"\b(?!(?:" + "|".join(_LOAD_CALLS) + r")\b)([A-Za-z_]\w*)\s*\(", t)
+    if call:
+        return f"a call to {call.group(1)}"
+    op = re.search(r"[-+/%&|^~!<>?:,]|(?<![\s(=,])\*|\*(?!\s*\()", t)
+    if op:
+        return f"the operator {op.group(0)!r}"
+    return None
+
+
+_C_NAMES = frozenset({"float", "double", "int", "unsigned", "char", "short", "long", "bool", "signed", "half", "__half",
+                      "__nv_bfloat16", "nv_bfloat16", "size_t"})
+
+
+def copy_refusal(kernel_text: str, m: TransposeMatch, element_types: tuple[str, ...] = ()) -> str | None:
+    """Why the kernel's stores into y are not copies of x, or None where each stored value that the source shows
+    (``y[...] = v;``, :func:`~ptxfactory.search.base.stored_values`, with the definitions of the names it reads) only
+    moves an element: a load, a name, a cast to the element's own type (``element_types``: its C spellings). Refused:
+    an operator or call on the value (``x[j] + 1``, ``fmaxf(x[j], 0)``, ``v = fabsf(v)``), a cast to another type
+    (``(int)x[j]``), a compound assignment or increment of y (``y[i] += x[j]``). Index arithmetic is not looked at:
+    the verifier judges where an element comes from."""
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", " ", kernel_text, flags=re.S)
+    y = re.escape(m.y)
+    if re.search(rf"(?<![\w.]){y}\s*\[[^;]*?\]\s*(?:[-+*/%&|^]|<<|>>)=|(?:\+\+|--)\s*{y}\s*\[|(?<![\w.]){y}\s*\[[^;]*?\]\s*(?:\+\+|--)", code):
+        return f"it updates {m.y} in place (a compound assignment or an increment): not a plain copy of {m.x}"
+    for value in stored_values(kernel_text, m.y):
+        stored = value.split(" ; ")[0].strip()
+        why = _computes(stored, element_types)
+        if why:
+            return f"it stores {stored!r} into {m.y}: {why}, not a plain copy of {m.x}"
+        # the names the value itself reads (not its indices'): each definition of theirs must move an element too
+        for name in set(re.findall(r"(?<![\w.])([A-Za-z_]\w*)(?!\s*[\w(\[])", _addresses_blanked(stored))):
+            for d in re.finditer(rf"(?<![\w.]){re.escape(name)}\s*([-+*/]?)=(?!=)\s*([^;]*);", code):
+                why = "a compound assignment" if d.group(1) else _computes(d.group(2).strip(), element_types)
+                if why:
+                    return (f"it stores {stored!r} into {m.y}, and {name} = {d.group(2).strip()!r}: {why}, "
+                            f"not a plain copy of {m.x}")
     return None
 
 
@@ -245,7 +327,8 @@ class TransposeFamily:
         ms = match_spec(ctx.spec)
         if not ms:
             return [], match_spec.why(ctx.spec)
-        why = copy_refusal(ctx.kernel.text, ms[0])
+        x = next(a for a in ctx.spec.args if a.name == ms[0].x)
+        why = copy_refusal(ctx.kernel.text, ms[0], x.dtype.c_types)
         return ([], why) if why else (ms, None)
 
     def why_not(self, ctx: GenContext) -> str | None:
@@ -255,7 +338,7 @@ class TransposeFamily:
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
         ms, _ = self._matches(ctx)
-        configs = [(m, cfg) for m in ms for cfg in tuning_space(m.itemsize)]
+        configs = [(m, cfg) for m in ms for cfg in tuning_space(m.itemsize) if grid_fits(ctx.spec, m, cfg)]
         return family_candidates(ctx, bool(ms), configs, lambda mc: self.instantiate(ctx, *mc))
 
     def instantiate(self, ctx: GenContext, m: TransposeMatch, cfg: TransposeConfig) -> Candidate:
@@ -280,47 +363,47 @@ _TEMPLATE = string.Template("""\
 // writes them with one store (vectorised when |b| % ${V} == 0 and y is aligned). Shared rows are padded by ${PAD}
 // element(s) against bank conflicts on the column reads.
 ${HELPERS}
-template <int VR, int VW>
-static __device__ __forceinline__ void ptxf_transpose_tile(const ${E}* __restrict__ x, ${E}* __restrict__ y,
-                                                           long long R, long long C, long long xs, long long ys,
-                                                           long long r0, long long c0, ${E} (*tile)[${T} + ${PAD}])
+template <int ptxf_VR, int ptxf_VW>
+static __device__ __forceinline__ void ptxf_transpose_tile(const ${E}* __restrict__ ptxf_x, ${E}* __restrict__ ptxf_y,
+                                                           long long ptxf_R, long long ptxf_C, long long ptxf_xs, long long ptxf_ys,
+                                                           long long ptxf_r0, long long ptxf_c0, ${E} (*ptxf_tile)[${T} + ${PAD}])
 {
-    constexpr int NVR = ${T} / VR, RPR = ${THREADS} / NVR, PR = ${T} / RPR;  // phase 1: vectors per row, rows per pass, passes
-    constexpr int NVW = ${T} / VW, RPW = ${THREADS} / NVW, PW = ${T} / RPW;  // phase 2: the same over y rows
-    static_assert(${THREADS} % NVR == 0 && ${T} % RPR == 0 && ${THREADS} % NVW == 0 && ${T} % RPW == 0, "bad tiling");
-    const int t = threadIdx.x;
-    const int cr = (t % NVR) * VR, rr = t / NVR;  // phase 1: first tile column, first tile row
-    const long long rows_left = R - (r0 + rr);     // rows of the plane from this thread's first (may be <= 0)
-    const int nr = rows_left < ${T} ? (int)rows_left : ${T};
-    const bool col_ok = c0 + cr < C;              // c0 + cr < C and C % VR == 0: the whole vector is in the row
-    const ${E}* __restrict__ xp = x + ((r0 + rr) * xs + c0 + cr);
-    const long long xstep = (long long)RPR * xs;
-    ${E} buf[PR][VR];
+    constexpr int ptxf_NVR = ${T} / ptxf_VR, ptxf_RPR = ${THREADS} / ptxf_NVR, ptxf_PR = ${T} / ptxf_RPR;  // phase 1: vectors per row, rows per pass, passes
+    constexpr int ptxf_NVW = ${T} / ptxf_VW, ptxf_RPW = ${THREADS} / ptxf_NVW, ptxf_PW = ${T} / ptxf_RPW;  // phase 2: the same over y rows
+    static_assert(${THREADS} % ptxf_NVR == 0 && ${T} % ptxf_RPR == 0 && ${THREADS} % ptxf_NVW == 0 && ${T} % ptxf_RPW == 0, "bad tiling");
+    const int ptxf_t = threadIdx.x;
+    const int ptxf_cr = (ptxf_t % ptxf_NVR) * ptxf_VR, ptxf_rr = ptxf_t / ptxf_NVR;  // phase 1: first tile column, first tile row
+    const long long ptxf_rows_left = ptxf_R - (ptxf_r0 + ptxf_rr);     // rows of the plane from this thread's first (may be <= 0)
+    const int ptxf_nr = ptxf_rows_left < ${T} ? (int)ptxf_rows_left : ${T};
+    const bool ptxf_col_ok = ptxf_c0 + ptxf_cr < ptxf_C;              // c0 + cr < C and C % VR == 0: the whole vector is in the row
+    const ${E}* __restrict__ ptxf_xp = ptxf_x + ((ptxf_r0 + ptxf_rr) * ptxf_xs + ptxf_c0 + ptxf_cr);
+    const long long ptxf_xstep = (long long)ptxf_RPR * ptxf_xs;
+    ${E} ptxf_buf[ptxf_PR][ptxf_VR];
 #pragma unroll
-    for (int p = 0; p < PR; ++p)
-        if (col_ok && p * RPR < nr) ptxf_load(xp + p * xstep, buf[p]);
+    for (int ptxf_p = 0; ptxf_p < ptxf_PR; ++ptxf_p)
+        if (ptxf_col_ok && ptxf_p * ptxf_RPR < ptxf_nr) ptxf_load(ptxf_xp + ptxf_p * ptxf_xstep, ptxf_buf[ptxf_p]);
 #pragma unroll
-    for (int p = 0; p < PR; ++p) {
-        if (col_ok && p * RPR < nr) {
+    for (int ptxf_p = 0; ptxf_p < ptxf_PR; ++ptxf_p) {
+        if (ptxf_col_ok && ptxf_p * ptxf_RPR < ptxf_nr) {
 #pragma unroll
-            for (int j = 0; j < VR; ++j) tile[rr + p * RPR][cr + j] = buf[p][j];
+            for (int ptxf_j = 0; ptxf_j < ptxf_VR; ++ptxf_j) ptxf_tile[ptxf_rr + ptxf_p * ptxf_RPR][ptxf_cr + ptxf_j] = ptxf_buf[ptxf_p][ptxf_j];
         }
     }
     __syncthreads();
-    const int rw = (t % NVW) * VW, cw = t / NVW;  // phase 2: first tile row (= y column), first tile column (= y row)
-    const long long ycols_left = C - (c0 + cw);    // y rows from this thread's first
-    const int nc = ycols_left < ${T} ? (int)ycols_left : ${T};
-    const bool row_ok = r0 + rw < R;              // r0 + rw < R and R % VW == 0: the whole vector is in the y row
-    ${E}* __restrict__ yp = y + ((c0 + cw) * ys + r0 + rw);
-    const long long ystep = (long long)RPW * ys;
+    const int ptxf_rw = (ptxf_t % ptxf_NVW) * ptxf_VW, ptxf_cw = ptxf_t / ptxf_NVW;  // phase 2: first tile row (= y column), first tile column (= y row)
+    const long long ptxf_ycols_left = ptxf_C - (ptxf_c0 + ptxf_cw);    // y rows from this thread's first
+    const int ptxf_nc = ptxf_ycols_left < ${T} ? (int)ptxf_ycols_left : ${T};
+    const bool ptxf_row_ok = ptxf_r0 + ptxf_rw < ptxf_R;              // r0 + rw < R and R % VW == 0: the whole vector is in the y row
+    ${E}* __restrict__ ptxf_yp = ptxf_y + ((ptxf_c0 + ptxf_cw) * ptxf_ys + ptxf_r0 + ptxf_rw);
+    const long long ptxf_ystep = (long long)ptxf_RPW * ptxf_ys;
 #pragma unroll
-    for (int p = 0; p < PW; ++p) {
-        if (row_ok && p * RPW < nc) {
-            const int c = cw + p * RPW;
-            ${E} e[VW];
+    for (int ptxf_p = 0; ptxf_p < ptxf_PW; ++ptxf_p) {
+        if (ptxf_row_ok && ptxf_p * ptxf_RPW < ptxf_nc) {
+            const int ptxf_c = ptxf_cw + ptxf_p * ptxf_RPW;
+            ${E} ptxf_e[ptxf_VW];
 #pragma unroll
-            for (int j = 0; j < VW; ++j) e[j] = tile[rw + j][c];
-            ptxf_store(yp + p * ystep, e);
+            for (int ptxf_j = 0; ptxf_j < ptxf_VW; ++ptxf_j) ptxf_e[ptxf_j] = ptxf_tile[ptxf_rw + ptxf_j][ptxf_c];
+            ptxf_store(ptxf_yp + ptxf_p * ptxf_ystep, ptxf_e);
         }
     }
 }
@@ -332,6 +415,7 @@ ${LINKAGE}__global__ void __launch_bounds__(${THREADS}, ${MINB}) ${KERNEL}(${PAR
     __shared__ ${E} ptxf_tile[${T}][${T} + ${PAD}];
     const long long ptxf_R = ${R}, ptxf_C = ${C};  // |b| (y's contiguous axis), |a| (x's)
     const long long ptxf_xs = ${XS}, ptxf_ys = ${YS};  // b's stride in x, a's in y
+    if (ptxf_R <= 0 || ptxf_C <= 0${EMPTY}) return;  // an empty array: nothing to move (the grid is one block)
     const long long ptxf_ntc_ = (ptxf_C + ${T} - 1) / ${T}, ptxf_ntr_ = (ptxf_R + ${T} - 1) / ${T};
     const unsigned ptxf_ntc = ptxf_ntc_ > 0 ? (unsigned)ptxf_ntc_ : 1u;  // tiles per tile row
     const unsigned ptxf_ntr = ptxf_ntr_ > 0 ? (unsigned)ptxf_ntr_ : 1u;  // tile rows per plane
@@ -350,23 +434,24 @@ ${DISPATCH}
 
 
 def _helpers(m: TransposeMatch, cfg: TransposeConfig) -> str:
-    """Raw-word loads and stores of 1 and ``V`` elements (overloaded on the array length)."""
+    """Raw-word loads and stores of 1 and ``V`` elements (overloaded on the array length); every name ``ptxf_``'s, so
+    no macro of the user's file (``#define p 3``) reaches into them."""
     e = _RAW[m.itemsize]
     v = cfg.elems(m.itemsize)
     out = [
-        f"static __device__ __forceinline__ void ptxf_load(const {e}* __restrict__ p, {e} (&e)[1]) {{ e[0] = __ldg(p); }}",
-        f"static __device__ __forceinline__ void ptxf_store({e}* __restrict__ p, const {e} (&e)[1]) {{ *p = e[0]; }}",
+        f"static __device__ __forceinline__ void ptxf_load(const {e}* __restrict__ ptxf_p, {e} (&ptxf_e)[1]) {{ ptxf_e[0] = __ldg(ptxf_p); }}",
+        f"static __device__ __forceinline__ void ptxf_store({e}* __restrict__ ptxf_p, const {e} (&ptxf_e)[1]) {{ *ptxf_p = ptxf_e[0]; }}",
     ]
     if v > 1:
         vt = _VT[v * m.itemsize]
         out += [
-            f"union ptxf_vec {{ {vt} u; {e} e[{v}]; }};  // {v} elements as one {v * m.itemsize}-byte word",
-            f"static __device__ __forceinline__ void ptxf_load(const {e}* __restrict__ p, {e} (&e)[{v}])\n{{\n"
-            f"    ptxf_vec w;\n    w.u = __ldg(reinterpret_cast<const {vt}*>(p));\n"
-            f"#pragma unroll\n    for (int i = 0; i < {v}; ++i) e[i] = w.e[i];\n}}",
-            f"static __device__ __forceinline__ void ptxf_store({e}* __restrict__ p, const {e} (&e)[{v}])\n{{\n"
-            f"    ptxf_vec w;\n#pragma unroll\n    for (int i = 0; i < {v}; ++i) w.e[i] = e[i];\n"
-            f"    *reinterpret_cast<{vt}*>(p) = w.u;\n}}",
+            f"union ptxf_vec {{ {vt} ptxf_u; {e} ptxf_e[{v}]; }};  // {v} elements as one {v * m.itemsize}-byte word",
+            f"static __device__ __forceinline__ void ptxf_load(const {e}* __restrict__ ptxf_p, {e} (&ptxf_e)[{v}])\n{{\n"
+            f"    ptxf_vec ptxf_w;\n    ptxf_w.ptxf_u = __ldg(reinterpret_cast<const {vt}*>(ptxf_p));\n"
+            f"#pragma unroll\n    for (int ptxf_i = 0; ptxf_i < {v}; ++ptxf_i) ptxf_e[ptxf_i] = ptxf_w.ptxf_e[ptxf_i];\n}}",
+            f"static __device__ __forceinline__ void ptxf_store({e}* __restrict__ ptxf_p, const {e} (&ptxf_e)[{v}])\n{{\n"
+            f"    ptxf_vec ptxf_w;\n#pragma unroll\n    for (int ptxf_i = 0; ptxf_i < {v}; ++ptxf_i) ptxf_w.ptxf_e[ptxf_i] = ptxf_e[ptxf_i];\n"
+            f"    *reinterpret_cast<{vt}*>(ptxf_p) = ptxf_w.ptxf_u;\n}}",
         ]
     return "\n".join(out)
 
@@ -402,10 +487,25 @@ def _dispatch(m: TransposeMatch, cfg: TransposeConfig) -> str:
 
 
 def _what(m: TransposeMatch) -> str:
-    """The operation in a line: ``y[C, R] = x[R, C]`` or the batched form with its permutation."""
+    """The operation in one comment line: ``y[C, R] = x[R, C]`` or the batched form with its permutation (the spec's
+    expressions on one line: a newline in one would end the comment)."""
+    one = lambda e: " ".join(str(e).split())  # noqa: E731
     if not m.batch and m.x_row_stride == m.cols and m.y_row_stride == m.rows:
-        return f"{m.y}[{m.cols}, {m.rows}] = {m.x}[{m.rows}, {m.cols}]"
+        return f"{m.y}[{one(m.cols)}, {one(m.rows)}] = {m.x}[{one(m.rows)}, {one(m.cols)}]"
     return f"{m.y} = {m.x} with its axes permuted ({', '.join(map(str, m.perm))}): a batched transpose"
+
+
+HELPER_NAMES = ("ptxf_transpose_tile", "ptxf_load", "ptxf_store", "ptxf_vec")  # the family's names at file scope
+
+
+def _fresh_suffix(source: str, kernel_text: str) -> str:
+    """A suffix for :data:`HELPER_NAMES` that the rest of the file does not use: ``""``, else ``_2``, ``_3``, ... (a
+    file holding an applied transpose candidate already, or two kernels the family rewrites)."""
+    rest = source.replace(kernel_text, "")
+    n = 1
+    while any(re.search(rf"\b{h}{'' if n == 1 else f'_{n}'}\b", rest) for h in HELPER_NAMES):
+        n += 1
+    return "" if n == 1 else f"_{n}"
 
 
 def render_kernel(ctx: GenContext, m: TransposeMatch, cfg: TransposeConfig) -> str:
@@ -423,5 +523,9 @@ def render_kernel(ctx: GenContext, m: TransposeMatch, cfg: TransposeConfig) -> s
         GRID=grid_expr(m, cfg), SMEM=cfg.smem_bytes(m.itemsize), LINKAGE=kernel_linkage(ctx.kernel), KERNEL=ctx.kernel.name,
         PARAMS=render_params(ctx.kernel), R=to_c(m.rows, names), C=to_c(m.cols, names), XS=to_c(m.x_row_stride, names),
         YS=to_c(m.y_row_stride, names), BATCH=_batch(m), X=m.x, Y=m.y, DISPATCH=_dispatch(m, cfg),
+        EMPTY="".join(f" || {to_c(size, names)} <= 0" for size, _, _ in m.batch),
     )
+    suffix = _fresh_suffix(ctx.source, ctx.kernel.text)
+    if suffix:
+        body = re.sub(rf"\b({'|'.join(HELPER_NAMES)})\b", rf"\g<1>{suffix}", body)
     return 'extern "C++" {\n' + body

@@ -139,7 +139,7 @@ def test_refuses_a_float_scalar_and_a_computed_store():
                   "y[j * a + k] = __ldg(&x[k * b + j]);"):
         src2 = src.replace("y[j * a + k] = 2.0f * x[k * b + j];", store)
         ctx2 = example_ctx(NCHW, "twice", spec, src2)
-        assert copy_refusal(ctx2.kernel.text, match_spec(spec)[0]) is None, store
+        assert copy_refusal(ctx2.kernel.text, match_spec(spec)[0], ("float",)) is None, store
         assert TransposeFamily().propose(ctx2)
 
 
@@ -251,3 +251,64 @@ def test_kernel_text_on_host_emulation(name, tmp_path):
                 got = np.fromfile(tmp_path / "y.bin", x.dtype)
                 want = np.transpose(x, perm).ravel()
                 assert np.array_equal(got, want), (cand.description, size, off, int((got != want).sum()))
+
+
+BASE = "    int j = i % b, k = i / b;\n"
+
+
+@pytest.mark.parametrize("store, why", [
+    # copies, whatever way they are written (a red team found each refused as "not a plain copy", 2026-12-04)
+    ("y[j * a + k] = (x[k * b + j]);", None),
+    ("y[j * a + k] = static_cast<float>(x[k * b + j]);", None),
+    ("y[j * a + k] = __ldg(x + k * b + j);", None),
+    ("y[j * a + k] = __ldcs(&x[k * b + j]);", None),
+    ("y[j * a + k] = *(x + k * b + j);", None),
+    ("float u = x[k * b + j];\n    float v = u;\n    y[j * a + k] = v;", None),
+    # not copies (accepted before the same red team)
+    ("y[j * a + k] = (float)(int)x[k * b + j];", "a cast to int"),
+    ("y[j * a + k] += x[k * b + j];", "in place"),
+    ("y[j * a + k] = x[k * b + j];\n    y[j * a + k]++;", "in place"),
+    ("float v = x[k * b + j];\n    v = fabsf(v);\n    y[j * a + k] = v;", "a call to fabsf"),
+    ("y[j * a + k] = -x[k * b + j];", "the operator '-'"),
+    ("y[j * a + k] = x[k * b + j] * 2.0f;", "the operator '*'"),
+])
+def test_what_the_copy_check_takes(store, why):
+    body = BASE + "    " + store
+    spec, src = case("cp", "f32", ["A", "B"], ["B", "A"], body)
+    ctx = example_ctx(NCHW, "cp", spec, src)
+    got = TransposeFamily().why_not(ctx)
+    assert (got is None) if why is None else (got is not None and why in got), (store, got)
+
+
+@pytest.mark.parametrize("xs, ys, perm", [
+    (["A", "1"], ["1", "A"], None),                      # axes of extent 1 aside: a copy in memory
+    (["A", "B", "1"], ["B", "A", "1"], (1, 0)),          # a real transpose with a unit row
+    (["A", "B", "1", "1"], ["1", "B", "A", "1"], (1, 0)),
+    (["2*H", "W"], ["W", "2 * H"], (1, 0)),              # the same expression, spaced differently
+])
+def test_unit_axes_and_spacing(xs, ys, perm):
+    spec, _ = case("u", "f32", xs, ys, "", scalars=sorted({c for d in xs for c in d if c.isalpha()}))
+    ms = match_spec(spec)
+    assert (ms is None) if perm is None else [m.perm for m in ms] == [perm], (xs, ys, match_spec.why(spec))
+
+
+def test_a_second_candidate_in_one_file_gets_its_own_helper_names():
+    """A file that holds an applied transpose candidate already (the rewrite accepted, the job run again; or a second
+    kernel rewritten): the helpers at file scope take a suffix, so the file still compiles."""
+    spec, src = _case("square_f64")
+    ctx = example_ctx(NCHW, "square_f64", spec, src)
+    first = TransposeFamily().propose(ctx)[0]
+    ctx2 = example_ctx(NCHW, "square_f64", spec, first.source)
+    again = TransposeFamily().propose(ctx2)[-1]
+    assert "ptxf_transpose_tile_2<" in again.source and "void ptxf_transpose_tile(" in again.source
+    r = compile_candidate(again, "sm_90a")
+    assert not isinstance(r, CompileFailed), r.log[-2000:]
+
+
+def test_a_macro_of_the_users_file_does_not_reach_the_template():
+    spec, src = _case("nchw")
+    src = "#define C 3\n#define R 4\n#define p 5\n" + src.replace("int c_ = i % c", "int c_ = i % c + 0 * C")
+    ctx = example_ctx(NCHW, "nchw", spec, src)
+    for cand in TransposeFamily().propose(ctx)[:3]:
+        r = compile_candidate(cand, "sm_90a")
+        assert not isinstance(r, CompileFailed), r.log[-2000:]
