@@ -169,11 +169,27 @@ def family_candidates(ctx: GenContext, fits: bool, configs: Iterable[Config],
     return out
 
 
+def own_names(source: str, kernel_text_before: str, kernel_text: str) -> str:
+    """``kernel_text`` with each ``ptxf_`` name that the rest of ``source`` (all but ``kernel_text_before``, the kernel
+    it replaces) already uses renamed with the first suffix (``_2``, ``_3``, ...) that none of them has there: a file
+    holding a family's candidate already (an applied rewrite run again, a second kernel of the file rewritten) would
+    otherwise define its helpers twice. The renaming is within ``kernel_text`` only, which is self-contained."""
+    rest = source.replace(kernel_text_before, "")
+    clash = sorted(set(re.findall(r"\bptxf_\w+", kernel_text)) & set(re.findall(r"\bptxf_\w+", rest)), key=len, reverse=True)
+    if not clash:
+        return kernel_text
+    n = 2
+    while any(re.search(rf"\b{name}_{n}\b", rest) for name in clash):
+        n += 1
+    return re.sub(r"\b(" + "|".join(clash) + r")\b", rf"\g<1>_{n}", kernel_text)
+
+
 def family_candidate(ctx: GenContext, generator: str, kernel_text: str, grid: str, block: int, description: str,
                      params: dict, shared_mem: str | int = 0) -> Candidate:
-    """A family's candidate: ``kernel_text`` in place of the parent's kernel, a 1-D launch of ``grid``
-    (an expression) by ``block`` threads with ``shared_mem`` bytes of dynamic shared memory (an expression;
-    default none), the parent's compile options."""
+    """A family's candidate: ``kernel_text`` (its ``ptxf_`` names made the file's own: :func:`own_names`) in place of
+    the parent's kernel, a 1-D launch of ``grid`` (an expression) by ``block`` threads with ``shared_mem`` bytes of
+    dynamic shared memory (an expression; default none), the parent's compile options."""
+    kernel_text = own_names(ctx.source, ctx.kernel.text, kernel_text)
     return Candidate(
         kernel_name=ctx.original.kernel_name,
         source=replace_kernel(ctx.source, ctx.kernel, kernel_text),

@@ -495,19 +495,6 @@ def _what(m: TransposeMatch) -> str:
     return f"{m.y} = {m.x} with its axes permuted ({', '.join(map(str, m.perm))}): a batched transpose"
 
 
-HELPER_NAMES = ("ptxf_transpose_tile", "ptxf_load", "ptxf_store", "ptxf_vec")  # the family's names at file scope
-
-
-def _fresh_suffix(source: str, kernel_text: str) -> str:
-    """A suffix for :data:`HELPER_NAMES` that the rest of the file does not use: ``""``, else ``_2``, ``_3``, ... (a
-    file holding an applied transpose candidate already, or two kernels the family rewrites)."""
-    rest = source.replace(kernel_text, "")
-    n = 1
-    while any(re.search(rf"\b{h}{'' if n == 1 else f'_{n}'}\b", rest) for h in HELPER_NAMES):
-        n += 1
-    return "" if n == 1 else f"_{n}"
-
-
 def render_kernel(ctx: GenContext, m: TransposeMatch, cfg: TransposeConfig) -> str:
     """The kernel text (helpers + ``__global__`` definition) for one configuration, in the user's signature.
 
@@ -525,7 +512,4 @@ def render_kernel(ctx: GenContext, m: TransposeMatch, cfg: TransposeConfig) -> s
         YS=to_c(m.y_row_stride, names), BATCH=_batch(m), X=m.x, Y=m.y, DISPATCH=_dispatch(m, cfg),
         EMPTY="".join(f" || {to_c(size, names)} <= 0" for size, _, _ in m.batch),
     )
-    suffix = _fresh_suffix(ctx.source, ctx.kernel.text)
-    if suffix:
-        body = re.sub(rf"\b({'|'.join(HELPER_NAMES)})\b", rf"\g<1>{suffix}", body)
     return 'extern "C++" {\n' + body

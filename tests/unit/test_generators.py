@@ -509,3 +509,17 @@ def test_each_family_says_why_its_skeleton_does_not_fit(family, example):
         assert why is None or (isinstance(why, str) and len(why) > 10)
     fixed = ctx.spec.model_copy(update={"launch": ctx.spec.launch.model_copy(update={"policy": "fixed"})})
     assert "launch policy" in gen.why_not(example_ctx(example, spec=fixed))
+
+
+@pytest.mark.parametrize("family, example", [("softmax", "softmax"), ("elementwise", "bias_gelu"), ("transpose", "transpose")])
+def test_a_family_run_again_on_its_applied_candidate_still_compiles(family, example):
+    """The first candidate applied to the file, the family run again on it (the engineer accepts a rewrite and asks
+    for more): the old helpers stay at file scope, the new ones take their own names (base.own_names)."""
+    from _generator_support import example_ctx
+
+    ctx = example_ctx(example)
+    first = load(family).propose(ctx)[0]
+    again = load(family).propose(example_ctx(example, source=first.source))
+    assert again
+    r = compile_candidate(again[0], ctx.spec.arch)
+    assert not isinstance(r, CompileFailed), r.log[-2000:]
