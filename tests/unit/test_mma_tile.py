@@ -252,7 +252,7 @@ def _emulate(cand, spec, kind: int, sizes: dict, arrays: dict[str, np.ndarray], 
         f'fread({a.name}_b.data(), 1, {arrays[a.name].nbytes}, f_{a.name}); fclose(f_{a.name}); '
         f'auto* {a.name} = reinterpret_cast<{ctype[a.dtype.value]}*>({a.name}_b.data());' for a in bufs)
     grid = [int(evaluate(g, sizes)) for g in cand.launch.grid] + [1, 1]
-    call = ", ".join([a.name for a in bufs] + [str(sizes[a.value]) for a in scalars])
+    call = ", ".join([a.name for a in bufs] + [str(sizes[a.value]) if isinstance(a.value, str) else f"{a.value}f" for a in scalars])
     out = next(a for a in bufs if a.role == "out")
     text = (f"#define PTXF_KIND {kind}\n" + SHIM + src + f"""
 int main() {{
@@ -383,3 +383,29 @@ def test_a_16_bit_product_of_converted_loads_and_a_float_local_are_taken():
                  dict(body="            const float a = A[row * K + k];\n            acc += (float)(a * B[k * N + col]);")):
         unit = unit_from_context(red_case(**case))
         assert MmaTilePass(4, 4).why_not(unit) is None, (case, MmaTilePass(4, 4).why_not(unit))
+
+
+def test_a_scale_factor_is_applied_once_to_the_sum(tmp_path):
+    """``acc += alpha * A[...] * B[...] * 2.0f``: the factors the same for every term multiply the fragment's sum."""
+    src = GEMM.format(inc="", T="const float", O="float", init="0.0f", store="acc",
+                      body="            acc += alpha * A[row * K + k] * B[k * N + col] * 2.0f;").replace(
+        "int M, int N, int K)", "int M, int N, int K, float alpha)")
+    spec = parse_spec(SPEC.format(dt="f32", ot="f32", rtol=1e-3, atol=1e-2).replace(
+        '  { name = "K", role = "scalar", dtype = "i32", value = "K" },\n',
+        '  { name = "K", role = "scalar", dtype = "i32", value = "K" },\n  { name = "alpha", role = "scalar", dtype = "f32", value = 0.75 },\n')).kernels["gemm"]
+    ctx = example_ctx(ROOT / "examples" / "matmul_naive" / "matmul_naive.cu", "gemm", spec, src)
+    p = next(q for q in PASSES if getattr(q, "name", "") == "mma_tile_64x64")
+    assert p.why_not(unit_from_context(ctx)) is None
+    cand = candidate(ctx, p)
+    assert "(alpha * 2.0f) * ptxf_c[" in cand.source
+    rng = np.random.default_rng(5)
+    M, N, K = 40, 70, 33
+    a, b = rng.normal(size=(M, K)).astype(np.float32), rng.normal(size=(K, N)).astype(np.float32)
+    raw = {"A": a, "B": b, "C": np.full(M * N, np.nan, np.float32)}
+    got = _emulate(cand, ctx.spec, 2, {"M": M, "N": N, "K": K}, raw, tmp_path).reshape(M, N)
+    want = 1.5 * (a.astype(np.float64) @ b.astype(np.float64))
+    assert np.max(np.abs(got - want) / (1.5 * np.abs(a) @ np.abs(b))) < 2e-6
+    # a factor that varies with k or the output is not a scale: refused
+    src2 = src.replace("alpha * A[row * K + k]", "(float)k * A[row * K + k]")
+    ctx2 = example_ctx(ROOT / "examples" / "matmul_naive" / "matmul_naive.cu", "gemm", spec, src2)
+    assert p.why_not(unit_from_context(ctx2)) is not None

@@ -3,7 +3,8 @@
 What it reads is :mod:`.smem_tile`'s (a naive GEMM, a batched GEMM, a convolution as an implicit GEMM, also written
 one thread per flat output; the same proofs, refusals and operand fetches), narrowed to what a matrix multiply-add
 computes: a ``float`` sum whose term is the product of exactly two loads, one of the row's operand and one of the
-column's (``acc += A[row * K + k] * B[k * N + col];``, or ``acc = fmaf(A[...], B[...], acc);``; each factor may go through a conversion to float,
+column's (``acc += A[row * K + k] * B[k * N + col];``, or ``acc = fmaf(A[...], B[...], acc);``, times factors
+the same for every term, ``alpha * A[...] * B[...]``, applied once to the sum; each factor may go through a conversion to float,
 ``__bfloat162float``, ``__half2float`` or a cast, or through a local declared in the loop from one), both of
 ``__nv_bfloat16``, both of ``__half``, or both of ``float``. Then, for a 16 x 16 block of threads (eight warps)
 computing a ``TM x TN`` tile of outputs:
@@ -92,15 +93,17 @@ class MmaTilePass(SmemTilePass):
                 raise Refused("16-bit operands: the single-TF32 variant is for float ones")
             if spec.check.rtol < TF32_RTOL:
                 raise Refused(f"rtol {spec.check.rtol:g} is below {TF32_RTOL:g}: a single TF32 product is off by up to 2^-10")
-        self._check_product(p)
+        self._check_product(p, unit)
         return p
 
     @staticmethod
     def _kind(o: _Operand) -> str | None:
         return "float" if o.ctype == "float" else HALF_TYPES.get(o.ctype)
 
-    def _check_product(self, p: _Plan) -> None:
-        """The loop adds exactly ``conv(row load) * conv(column load)`` to the accumulator, nothing else: each factor a
+    def _check_product(self, p: _Plan, unit: Unit) -> list[str]:
+        """The loop adds exactly ``conv(row load) * conv(column load)`` to the accumulator, times scale factors the
+        same for every k and every output (number literals, scalar arguments the kernel never writes: ``alpha * a *
+        b``, applied once to the sum; returned as their texts), nothing else: each factor a
         load, or a load converted to float (a cast to float or double, ``__bfloat162float``, ``__half2float``, a local
         of one of those types or of the load's own type declared from it at the body's top level before the product
         and read only there); 16-bit loads must be converted (a product of two halves rounds to a half: not what the
@@ -109,9 +112,14 @@ class MmaTilePass(SmemTilePass):
         term, products = _sum_products(body, p.acc)
         factors = [f for t in products for f in _factors(t)]
         loads = {n.id: o for o in p.operands for n in o.nodes}
-        sides = []
+        written = sx.written_names(unit.body)
+        uniform = {a.name for a in unit.spec.args if a.role == "scalar"} - written
+        sides, scale = [], []
         for f in factors:
             node, converted = _unconvert(f)
+            if node is not None and (sx.is_number(node) or (sx.is_ident(node) and sx.text(node) in uniform)):
+                scale.append(sx.text(f))
+                continue
             if sx.is_ident(node):
                 node, converted = self._through_local(body, node, loads, converted)
             if node is None or node.id not in loads:
@@ -122,6 +130,7 @@ class MmaTilePass(SmemTilePass):
             sides.append(loads[node.id].side)
         if sorted(sides) != ["x", "y"]:
             raise Refused(f"the term {sx.text(term)!r} is not a product of one row load and one column load")
+        return scale
 
     @staticmethod
     def _through_local(body: Node, use: Node, loads: dict, converted: bool) -> tuple[Node | None, bool]:
@@ -198,7 +207,7 @@ class MmaTilePass(SmemTilePass):
         out += self._pipeline(p, ind)
         out += [f"{ind}    " + line if not line.startswith("#") else line for line in self._fragments(a, b, half, ks)]
         out += [f"{ind}    __syncthreads();", f"{ind}}}"]
-        out += self._outputs(p, data, ind)
+        out += self._outputs(p, unit, ind)
         out.append("}")
         text = sx.apply_edits(data, [(unit.body.start_byte, unit.body.end_byte, "\n".join(out).encode())])
         return unit.with_text(text, launch=LaunchConfig(grid=p.launch.grid, block=p.launch.block, shared_mem=p.launch.shared_mem))
@@ -260,18 +269,19 @@ class MmaTilePass(SmemTilePass):
                 "        }", "    }", "}"]
         return out
 
-    def _outputs(self, p: _Plan, data: bytes, ind: str) -> list[str]:
+    def _outputs(self, p: _Plan, unit: Unit, ind: str) -> list[str]:
         """Each output the thread's fragments hold (``c0, c1``: row g, columns 2t and 2t + 1 of the fragment; ``c2, c3``:
         row g + 8): its row and column declared, then under the guard the original's declarations, the accumulator's
         now its initial value plus the fragment's sum, and the epilogue."""
         init = p.acc_decl.child_by_field_name("value")
-        mine = "ptxf_c[ptxf_i][ptxf_j][ptxf_e]"
+        scale = self._check_product(p, unit)
+        mine = "ptxf_c[ptxf_i][ptxf_j][ptxf_e]" if not scale else f"({' * '.join(scale)}) * ptxf_c[ptxf_i][ptxf_j][ptxf_e]"
         lines = [f"    if ({self._guard_text(p)}) {{"]
         for s in p.pre:
-            text = sx.render(s, data, lambda n: f"({sx.text(init)}) + {mine}".encode() if n.id == init.id else None)
+            text = sx.render(s, unit.data, lambda n: f"({sx.text(init)}) + {mine}".encode() if n.id == init.id else None)
             lines.append("        " + text.decode())
         for s in p.post:
-            lines += ["        " + line for line in _dedent(sx.text(s), data, s)]
+            lines += ["        " + line for line in _dedent(sx.text(s), unit.data, s)]
         lines.append("    }")
         return ["#pragma unroll", f"{ind}for (int ptxf_i = 0; ptxf_i < {self.mt}; ++ptxf_i) {{", "#pragma unroll",
                 f"{ind}    for (int ptxf_j = 0; ptxf_j < {self.nt}; ++ptxf_j) {{", "#pragma unroll",
