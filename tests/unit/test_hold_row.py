@@ -287,3 +287,55 @@ def test_a_grid_stride_softmax_after_rowpar(grid, h):
     assert u.notes["held"] == h and u.text.count("if (ptxf_hold) {") == 3
     assert u.text.count("ptxf_held0[ptxf_t] = x[(size_t)r * N + j];") == 1
     assert "y[(size_t)r * N + j] = expf(ptxf_held0[ptxf_t] - m) / s;" in u.text
+
+
+# a row's second pass under a uniform test (a helper's row entropy, 2026-12-04): each thread's own partial here, so that
+# the host runs the threads one after another (no shuffles)
+GUARDED = """
+extern "C" __global__ void k(const float* x, const float* w, float* y, int M, int N)
+{
+    int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    int lane = threadIdx.x & 31;
+    if (row >= M) return;
+    float s = 0.0f;
+    for (int j = lane; j < N; j += 32) s += x[row * N + j] * w[j];
+    if (s > 0.0f) {
+        float r = 1.0f / s;
+        for (int j = lane; j < N; j += 32) y[row * N + j] = x[row * N + j] * w[j] * r;
+    } else {
+        for (int j = lane; j < N; j += 32) y[row * N + j] = -x[row * N + j];
+    }
+}
+"""
+
+
+def test_a_loop_under_an_if_reads_the_row_held_by_an_earlier_loop(tmp_path):
+    """The second pass inside ``if (s > 0) {...} else {...}`` reads the held row (both branches); the loop that fills
+    it is a statement of the block, never under the if; on the host, thread by thread, the same bits as the original
+    at rows that take the held path (N <= 8 x 32) and rows that take the original loops."""
+    import numpy as np
+    from _host_cuda import SERIAL_PRELUDE, run_host
+
+    u, _ = held(["hold_row_auto"], GUARDED, small_spec(256))
+    assert u.notes["held"] == 8 and u.text.count("if (ptxf_hold) {") == 3
+    body = u.text.split("if (s > 0.0f)")[1]
+    assert "ptxf_held0[ptxf_t]" in body and "x[" not in body.split("} else {  // more than")[0]
+    first = u.text.split("if (s > 0.0f)")[0]
+    assert "ptxf_held0[ptxf_t] = " in first  # filled by the first loop only
+    for M, N in ((3, 200), (2, 300)):
+        rng = np.random.default_rng(N)
+        x, w = rng.normal(size=M * N).astype(np.float32), rng.normal(size=N).astype(np.float32)
+        arr = lambda v: ", ".join(f"{a:.9g}f" for a in v)  # noqa: E731
+        prog = SERIAL_PRELUDE + GUARDED.replace("void k(", "void k_old(") + u.text.replace("void k(", "void k_new(") + f"""
+int main() {{
+    static float x[{M * N}] = {{{arr(x)}}}, w[{N}] = {{{arr(w)}}};
+    static float a[{M * N}], b[{M * N}];
+    blockDim.x = 256;
+    for (unsigned t = 0; t < 32u * {M}; ++t) {{
+        blockIdx.x = t / 256; threadIdx.x = t % 256;
+        k_old(x, w, a, {M}, {N}); k_new(x, w, b, {M}, {N});
+    }}
+    printf("%s\\n", std::memcmp(a, b, sizeof a) == 0 ? "same" : "DIFFERENT");
+}}
+"""
+        assert run_host(prog, tmp_path) == "same", (M, N)

@@ -94,6 +94,7 @@ class _Loop:
     inclusive: bool  # j <= n
     body: Node
     key: tuple
+    nested: bool = False  # a statement of an if's branch that is a statement of the block (read, never filled, there)
 
 
 @dataclass
@@ -138,13 +139,13 @@ class HoldRowPass(PlannedPass):
         for block in (n for n in sx.walk(unit.body) if n.type == "compound_statement"):
             groups: dict[tuple, list[_Loop]] = {}
             for s in sx.statements(block):
-                if s.type != "for_statement":
-                    continue
-                lp = _lane_loop(a, s)
-                if isinstance(lp, str):
-                    why.append(f"line {s.start_point[0] + 1}: {lp}")
-                else:
-                    groups.setdefault(lp.key, []).append(lp)
+                for loop, nested in _block_loops(s):
+                    lp = _lane_loop(a, loop)
+                    if isinstance(lp, str):
+                        why.append(f"line {loop.start_point[0] + 1}: {lp}")
+                    else:
+                        lp.nested = nested
+                        groups.setdefault(lp.key, []).append(lp)
             for loops in groups.values():
                 if len(loops) < 2:
                     why.append(f"line {loops[0].node.start_point[0] + 1}: no other loop of its block with its bounds and step")
@@ -160,7 +161,8 @@ class HoldRowPass(PlannedPass):
     def _held(self, unit: Unit, a: LoopAnalysis, block: Node, loops: list[_Loop]) -> list[_Held]:
         """The elements two or more of ``loops`` read (raises Refused with the reason when none can be held)."""
         first, last = loops[0].node, loops[-1].node
-        span = [s for s in sx.statements(block) if first.start_byte <= s.start_byte and s.end_byte <= last.end_byte]
+        # the block's statements from the first loop to the one holding the last (an if whose branch it is)
+        span = [s for s in sx.statements(block) if first.start_byte <= s.start_byte <= last.start_byte]
         written = set().union(*(sx.written_names(s) for s in span))
         for lp in loops:
             for part in (lp.start, lp.step, lp.bound):
@@ -202,6 +204,9 @@ class HoldRowPass(PlannedPass):
                 continue
             k0 = min(h.reads)
             lp = loops[k0]
+            if lp.nested:
+                why.append(f"line {lp.node.start_point[0] + 1}: {h.root} is first read in a loop under an if")
+                continue
             if sx.contains_type(lp.body, ("continue_statement",)):
                 why.append(f"line {lp.node.start_point[0] + 1}: continue in the loop that first reads {h.root}")
                 continue
@@ -295,6 +300,26 @@ class HoldRowPass(PlannedPass):
 
 
 # -- the loops ------------------------------------------------------------------------------------------------
+
+
+def _block_loops(stmt: Node) -> list[tuple[Node, bool]]:
+    """The loops a statement of a block contributes, each with whether it is nested: the statement itself if it is a
+    ``for``; for an ``if``, the ``for`` statements of its branches' blocks (``if (s > 0) { for (...) ... }``, a row's
+    second pass under a uniform test), which may read a row held by an earlier loop of the block but never fill it."""
+    if stmt.type == "for_statement":
+        return [(stmt, False)]
+    if stmt.type != "if_statement":
+        return []
+    out = []
+    for field in ("consequence", "alternative"):
+        branch = stmt.child_by_field_name(field)
+        if branch is not None and branch.type == "else_clause":
+            branch = next((c for c in branch.named_children), None)
+        if branch is not None and branch.type == "compound_statement":
+            out += [(s, True) for s in sx.statements(branch) if s.type == "for_statement"]
+        elif branch is not None and branch.type == "for_statement":
+            out.append((branch, True))
+    return out
 
 
 def _lane_loop(a: LoopAnalysis, loop: Node) -> _Loop | str:
