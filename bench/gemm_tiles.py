@@ -129,7 +129,7 @@ async def run_target(backend: GpuBackend, cu: Path, kernel: str, tiles: list[str
     doc = {"target": f"{cu}:{kernel}", "sizes": sizes, "rows": rows}
     if with_torch:
         doc["cublas_tflops"] = [round(x, 2) if x else None for x in _torch_tflops(spec, sizes)]
-        print("cuBLAS FP32 TFLOP/s:", doc["cublas_tflops"], flush=True)
+        print(f"cuBLAS TFLOP/s ({spec.args[0].dtype.value}; TF32 off):", doc["cublas_tflops"], flush=True)
     return doc
 
 
