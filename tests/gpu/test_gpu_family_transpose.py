@@ -20,16 +20,22 @@ pytestmark = pytest.mark.gpu
 EXAMPLE = Path(__file__).parents[2] / "examples" / "transpose" / "transpose.cu"
 
 
-def test_transpose_family_on_transpose(tmp_path):
+def _family_job(tmp_path, path, name, max_candidates):
+    """The JobSummary of the transpose family alone on ``path`` (kernel ``name``), on the GPU."""
     async def go():
         backend, store = GpuBackend(), await LessonStore.open(tmp_path / "lessons.sqlite")
         try:
-            return await optimise(EXAMPLE, "transpose", backend=backend, store=store, generators=("transpose",), max_candidates=20)
+            return await optimise(path, name, backend=backend, store=store, generators=("transpose",),
+                                  max_candidates=max_candidates)
         finally:
             await backend.close()
             await store.close()
 
-    summary = asyncio.run(go())
+    return asyncio.run(go())
+
+
+def test_transpose_family_on_transpose(tmp_path):
+    summary = _family_job(tmp_path, EXAMPLE, "transpose", 20)
     rows = [r for r in summary.rows if r.candidate.generator == "transpose"]
     assert len(rows) >= 12, [r.candidate.description for r in summary.rows]
     assert all(isinstance(r.result, Measured) for r in rows), [
@@ -62,16 +68,7 @@ def test_batched_permutations_on_the_trials(tmp_path, name):
     for f in (TRIALS / name).iterdir():
         shutil.copy(f, tmp_path / f.name)
 
-    async def go():
-        backend, store = GpuBackend(), await LessonStore.open(tmp_path / "lessons.sqlite")
-        try:
-            return await optimise(tmp_path / f"{name}.cu", name, backend=backend, store=store, generators=("transpose",),
-                                  max_candidates=16)
-        finally:
-            await backend.close()
-            await store.close()
-
-    summary = asyncio.run(go())
+    summary = _family_job(tmp_path, tmp_path / f"{name}.cu", name, 16)
     rows = [r for r in summary.rows if r.candidate.generator == "transpose"]
     assert len(rows) >= 12, [r.candidate.description for r in summary.rows]
     assert all(isinstance(r.result, Measured) for r in rows), [

@@ -58,6 +58,7 @@ class MmaTilePass(SmemTilePass):
 
     group = "grid"
     exact = False
+    TILE_AT = "[ptxf_m][ptxf_kk]"  # k contiguous: a fragment register's two 16-bit elements are one 32-bit word
 
     def __init__(self, rm: int, rn: int, single_tf32: bool = False):
         super().__init__(rm, rn, TK)
@@ -211,14 +212,6 @@ class MmaTilePass(SmemTilePass):
         out.append("}")
         text = sx.apply_edits(data, [(unit.body.start_byte, unit.body.end_byte, "\n".join(out).encode())])
         return unit.with_text(text, launch=LaunchConfig(grid=p.launch.grid, block=p.launch.block, shared_mem=p.launch.shared_mem))
-
-    def _store(self, n: int, o: _Operand, ind: str) -> list[str]:
-        """Operand ``n``'s registers (``ptxf_p{n}``) into its shared tile, k contiguous."""
-        total, each = self._share(o)
-        return ["#pragma unroll", f"{ind}for (int ptxf_u = 0; ptxf_u < {each}; ++ptxf_u) {{",
-                f"{ind}    const int ptxf_e = ptxf_tid + ptxf_u * {THREADS * THREADS};",
-                f"{ind}    {self._element(o)}",
-                f"{ind}    if (ptxf_e < {total}) ptxf_s{n}[ptxf_m][ptxf_kk] = ptxf_p{n}[ptxf_u];", f"{ind}}}"]
 
     def _fragments(self, a: int, b: int, half: bool, ks: int) -> list[str]:
         """One step's k on the tensor cores: for each ``ks`` slice, the warp's A and B fragments from shared memory, then

@@ -154,6 +154,7 @@ class SmemTilePass(PlannedPass):
 
     group = "grid"  # redefines what a thread of the grid does, like rowpar and grid_stride
     exact = True  # every output's operations and their order are the original's
+    TILE_AT = "[ptxf_kk][ptxf_m]"  # a fetched element's place in its shared tile (k-major; mma_tile's is k-contiguous)
 
     def __init__(self, rm: int, rn: int, tk: int):
         if not (1 <= rm <= 8 and 1 <= rn <= 8 and 1 <= tk <= 64):
@@ -511,7 +512,7 @@ class SmemTilePass(PlannedPass):
         return ["#pragma unroll", f"{ind}for (int ptxf_u = 0; ptxf_u < {each}; ++ptxf_u) {{",
                 f"{ind}    const int ptxf_e = ptxf_tid + ptxf_u * {THREADS * THREADS};",
                 f"{ind}    {self._element(o)}",
-                f"{ind}    if (ptxf_e < {total}) ptxf_s{n}[ptxf_kk][ptxf_m] = ptxf_p{n}[ptxf_u];", f"{ind}}}"]
+                f"{ind}    if (ptxf_e < {total}) ptxf_s{n}{self.TILE_AT} = ptxf_p{n}[ptxf_u];", f"{ind}}}"]
 
     def _grouped(self, side: str) -> bool:
         return (self.rm if side == "y" else self.rn) % GROUP == 0
