@@ -233,14 +233,24 @@ def test_naive_gemm_tiles_and_launch(rm, rn, tk):
     text = compiled(NAIVE, spec, p)
     assert f"float ptxf_s0[{tk}][{tm + pad_m}];" in text and f"float ptxf_s1[{tk}][{tn + pad_n}];" in text
     assert text.count("__syncthreads();") == 2 and f"float ptxf_acc[{rm}][{rn}];" in text
-    each = tk * tm // 256
-    assert f"float ptxf_p0[{each}];" in text and f"for (int ptxf_u = 0; ptxf_u < {each}; ++ptxf_u)" in text
-    # A's k has stride 1: consecutive threads along k; B's column has stride 1: consecutive threads along the column
+    # 16-byte fetches of 4 floats: A's along k (its stride 1), B's along the column (its stride 1); consecutive
+    # threads along the same coordinate (coalesced)
+    each_a, each_b = -(-tk * tm // 1024), -(-tk * tn // 1024)
+    assert f"uint4 ptxf_p0[{each_a}];" in text and f"for (int ptxf_u = 0; ptxf_u < {each_a}; ++ptxf_u)" in text
+    assert f"uint4 ptxf_p1[{each_b}];" in text
+    assert text.count("const int ptxf_e = (ptxf_tid + ptxf_u * 256) * 4;") >= 4
     assert f"const int ptxf_kk = ptxf_e % {tk}, ptxf_m = ptxf_e / {tk};" in text
     assert f"const int ptxf_m = ptxf_e % {tn}, ptxf_kk = ptxf_e / {tn};" in text
-    # zero-filled outside the guard and past K, fetched into registers a step ahead; the guard stays on the store,
-    # per output
-    assert f"ptxf_e < {tk * tm} && ptxf_kf + ptxf_kk < ptxf_kend && (row < M) ? A[" in text and ": float();" in text
+    # one load where the 4 are in bounds and aligned, else each zero-filled outside the guard and past K; fetched
+    # into registers a step ahead; the guard stays on the store, per output
+    assert f"bool ptxf_ok = ptxf_e < {tk * tm} && ptxf_kf + ptxf_kk + 3 < ptxf_kend;" in text
+    assert "ptxf_ok = ptxf_ok && (row < M);" in text and "ptxf_p0[ptxf_u] = __ldg(reinterpret_cast<const uint4*>(ptxf_a));" in text
+    assert f"ptxf_e < {tk * tm} && ptxf_kf + ptxf_kk + ptxf_i < ptxf_kend && (row < M) ? A[" in text and ": float();" in text
+    # B's 4 columns each within the guard; B's 4 go to the tile's row as one store, A's 4 to 4 rows
+    assert "const int col = (int)(ptxf_x0 + ptxf_m + ptxf_i);" in text
+    if rn % 4 == 0:
+        assert "*reinterpret_cast<uint4*>(&ptxf_s1[ptxf_kk][ptxf_m]) = ptxf_p1[ptxf_u];" in text
+    assert "ptxf_s0[ptxf_kk + 3][ptxf_m] = __uint_as_float(ptxf_w.w);" in text
     assert f"if (ptxf_kend - ptxf_kb > {tk}) {{" in text and f"const int ptxf_kf = ptxf_kb + {tk};" in text
     assert re.search(r"if \(row < M && col < N\) \{\s*float acc = ptxf_acc\[ptxf_i\]\[ptxf_j\];\s*C\[row \* N \+ col\] = acc;", text)
     # the loop body per output, k ascending, from registers; a partial last step runs only the k the loop has
@@ -288,7 +298,7 @@ def test_batched_gemm_keeps_the_batch_on_z_and_its_uniform_guard():
     assert out.launch.grid == ["cdiv((N), 64)", "cdiv((M), 64)", "Bt"]
     text = compiled(BATCHED, spec, p)
     assert "int b = blockIdx.z;" in text
-    assert "ptxf_kf + ptxf_kk < ptxf_kend && (row < M) && (b < batch) ? A[" in text
+    assert "ptxf_kf + ptxf_kk + ptxf_i < ptxf_kend && (row < M) && (b < batch) ? A[" in text
     assert "ptxf_kf + ptxf_kk < ptxf_kend && (col < N) && (b < batch) ? B[" in text
 
 
@@ -425,7 +435,8 @@ def test_the_example_gets_every_tile_and_every_proposal_compiles():
     names = {c.description for c in cands}
     # every tile is proposed (alone or chained: the cap on proposals may leave a tile's single out)
     assert all(any(f"{SmemTilePass(*c).name}+" in n or n.endswith(SmemTilePass(*c).name) for n in names) for c in CONFIGS), names
-    assert any("smem_tile_4x4" in n and "ldg" in n for n in names)  # chained: the staged loads then get the hint
+    # the 16-byte fetches of the inputs take the read-only path themselves (the ldg hint reads p[i] loads only)
+    assert all("__ldg(reinterpret_cast<const uint4*>(ptxf_a))" in c.source for c in cands if "smem_tile" in c.description)
     heldout = make_plan(ctx.spec, secret=0).heldout_sizes
     as_heldout = ctx.spec.model_copy(update={"check": ctx.spec.check.model_copy(update={"sizes": heldout})})
     for c in cands:
@@ -454,6 +465,11 @@ static ptxf_dim3 blockIdx, blockDim, gridDim;
 static std::barrier<>* ptxf_bar;
 static inline void __syncthreads() { ptxf_bar->arrive_and_wait(); }
 struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+static inline uint4 __ldg(const uint4* p) { return *p; }
+static inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+static inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 using std::max;
 using std::min;
 #define __global__

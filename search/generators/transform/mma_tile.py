@@ -10,11 +10,15 @@ the same for every term, ``alpha * A[...] * B[...]``, applied once to the sum; e
 computing a ``TM x TN`` tile of outputs:
 
 - each step of ``TK = 32`` values of k, every thread fetches its share of both operands' tiles from global memory
-  into registers one step ahead (smem_tile's fetch: zeros outside the guard, past the loop's end and where a padded
-  convolution's condition masks the element) and stores them into shared memory k-contiguous, ``[TM][TK + pad]``
-  and ``[TN][TK + pad]`` (the padding puts the fragment reads of one instruction in 32 distinct banks);
+  into registers one step ahead (smem_tile's fetch: 16 bytes at a time along the coordinate whose stride is 1 where
+  the 16 bytes are in bounds and aligned, else element by element; zeros outside the guard, past the loop's end and
+  where a padded convolution's condition masks the element) and stores them into shared memory contiguous along
+  that same coordinate: ``[TM][TK + pad]`` for ``A[row * K + k]``, ``[TK][TM + pad]`` for ``A[k * M + row]`` (B
+  likewise), so a 16-byte fetch is one 16-byte store (the padding puts the fragment reads of one instruction in
+  distinct banks);
 - each warp computes a ``TM / WM x TN / WN`` part of the tile as ``16 x 8`` accumulator fragments: for 16-bit
-  operands ``mma.sync.m16n8k16`` (bf16 or f16 in, fp32 accumulate: every product exact, as in the original);
+  operands, the fragments by ``ldmatrix`` (``.trans`` from a tile whose rows are k), then ``mma.sync.m16n8k16``
+  (bf16 or f16 in, fp32 accumulate: every product exact, as in the original);
   for ``float`` operands ``mma.sync.m16n8k8.tf32`` three times per product, ``a_hi b_hi + a_hi b_lo + a_lo b_hi``
   with ``hi = tf32(v)`` and ``lo = tf32(v - hi)`` (the "3xTF32" split: about fp32's accuracy), or, in the
   ``_tf32`` variant and only where the spec's ``rtol`` is at least :data:`TF32_RTOL`, once on the rounded inputs;
@@ -27,8 +31,8 @@ operand must be converted to float before the product (``__half2float(a) * __hal
 local): a product of two halves is rounded to a half, which the tensor cores do not do. Infinite inputs are not the
 original's function: 3xTF32's cross terms give ``inf * 0 = NaN`` where the original gives an infinity, and a term a
 padded convolution's condition skips becomes ``0 * x``, NaN where the other operand is infinite (the verifier's
-inputs are finite; a red team found both, 2026-12-04). Variants (:data:`CONFIGS`): 64 x 128, 128 x 64 and 64 x 64
-outputs a block; the lessons order them.
+inputs are finite; a red team found both, 2026-12-04). Variants (:data:`CONFIGS`): 128 x 128, 64 x 128, 128 x 64 and
+64 x 64 outputs a block; the lessons order them.
 """
 from __future__ import annotations
 
@@ -42,14 +46,18 @@ from .syntax import Node
 
 WARPS = THREADS * THREADS // 32  # eight warps a block
 TK = 32  # values of k a step
-# outputs a block: 16 R x 16 C (128 x 128 spilled 64-136 B at 255 registers with NVRTC 13.0 for sm_90a: left out)
-CONFIGS = ((4, 8), (8, 4), (4, 4))
-TF32_CONFIGS = ((4, 8), (4, 4))  # the single-TF32 variant's tiles
+# outputs a block: 16 R x 16 C (128 x 128: 156 registers for bf16, 178 for 3xTF32 with NVRTC 13.0 for sm_90a, no
+# spills, since the fetches are 16 bytes and the fragments ldmatrix's; it spilled at 255 with element fetches)
+CONFIGS = ((8, 8), (4, 8), (8, 4), (4, 4))
+TF32_CONFIGS = ((8, 8), (4, 8), (4, 4))  # the single-TF32 variant's tiles
 TF32_RTOL = 5e-4  # a single TF32 product is off by up to 2^-10 of it: proposed only above this relative tolerance
 HALF_TYPES = {"__nv_bfloat16": "bf16", "nv_bfloat16": "bf16", "__half": "f16", "half": "f16"}
 CONVERSIONS = CONVERSION_CALLS  # calls that convert a 16-bit load to float
 NEAR_EXACT = 1e-6  # rtol and atol both below this: the spec is taken as asking for the original's bits
-PAD = {"float": 4, "half": 8}  # elements after each shared row: a fragment read's 32 words in 32 banks
+# elements after each shared row, by element kind and the tile's contiguous coordinate: a fragment read's 32 words in
+# 32 banks (float: a k-contiguous row 36 words, an m-contiguous one a multiple of 32 plus 8), an ldmatrix's 8 rows of
+# 16 bytes in 8 distinct 16-byte bank groups (an odd multiple of 16 bytes a row)
+PAD = {("float", "k"): 4, ("float", "m"): 8, ("half", "k"): 8, ("half", "m"): 8}
 
 
 class MmaTilePass(SmemTilePass):
@@ -58,7 +66,6 @@ class MmaTilePass(SmemTilePass):
 
     group = "grid"
     exact = False
-    TILE_AT = "[ptxf_m][ptxf_kk]"  # k contiguous: a fragment register's two 16-bit elements are one 32-bit word
 
     def __init__(self, rm: int, rn: int, single_tf32: bool = False):
         super().__init__(rm, rn, TK)
@@ -67,7 +74,7 @@ class MmaTilePass(SmemTilePass):
         self.wm = 4 if self.tm > self.tn else 2  # warps along the rows
         self.wn = WARPS // self.wm
         self.mt, self.nt = self.tm // self.wm // 16, self.tn // self.wn // 8  # fragments per warp, each side
-        if self.mt < 1 or self.nt < 1:
+        if self.mt < 1 or self.nt < 2 or self.nt % 2:  # (B's fragments loaded two at a time)
             raise ValueError(f"mma_tile: {self.tm} x {self.tn} outputs do not cover {self.wm} x {self.wn} warps")
 
     # -- precondition -------------------------------------------------------------------------------------
@@ -158,13 +165,26 @@ class MmaTilePass(SmemTilePass):
         return None, converted
 
     def _check_shared(self, operands: list[_Operand]) -> None:
-        total = sum((self.tm if o.side == "y" else self.tn) * (self.tk + self._row_pad(o)) * (4 if o.ctype == "float" else 2)
-                    for o in operands)
+        total = sum(self._tile_rows(o) * self._tile_pitch(o) * (4 if o.ctype == "float" else 2) for o in operands)
         if total > 48 * 1024:
             raise Refused(f"{total} bytes of shared tiles (over 48 KiB)")
 
-    def _row_pad(self, o: _Operand) -> int:
-        return PAD["float" if o.ctype == "float" else "half"]
+    def _tile_contiguous(self, o: _Operand) -> str:
+        """An operand's tile is contiguous along the coordinate its global memory is: k (``A[row * K + k]``: rows of
+        the tile are its rows, read by ``ldmatrix``) or its side (``B[k * N + col]``: rows of the tile are k, read by
+        ``ldmatrix.trans``), so that a 16-byte fetch is one 16-byte store."""
+        return "k" if o.k_fastest else "m"
+
+    def _tile_at(self, o: _Operand, kk: str = "ptxf_kk", m: str = "ptxf_m") -> str:
+        return f"[{m}][{kk}]" if self._tile_contiguous(o) == "k" else f"[{kk}][{m}]"
+
+    def _tile_rows(self, o: _Operand) -> int:
+        return (self.tm if o.side == "y" else self.tn) if self._tile_contiguous(o) == "k" else self.tk
+
+    def _tile_pitch(self, o: _Operand) -> int:
+        along = self._tile_contiguous(o)
+        inner = self.tk if along == "k" else (self.tm if o.side == "y" else self.tn)
+        return inner + PAD["float" if o.ctype == "float" else "half", along]
 
     # -- rewrite ------------------------------------------------------------------------------------------
 
@@ -191,11 +211,16 @@ class MmaTilePass(SmemTilePass):
                    "\"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); };")
         if not half:
             out.append(f"{ind}auto ptxf_tf32 = [](float v) {{ unsigned r; asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(r) : \"f\"(v)); return r; }};")
+        else:  # four 8 x 8 matrices of 16-bit elements from shared memory, each lane one row's address
+            for name, trans in (("ptxf_ldm", ""), ("ptxf_ldmt", ".trans")):
+                out.append(f"{ind}auto {name} = [](unsigned* r, const void* p) {{ asm volatile(\"ldmatrix.sync.aligned.m8n8.x4{trans}"
+                           ".shared.b16 {%0, %1, %2, %3}, [%4];\" : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : "
+                           "\"r\"((unsigned)__cvta_generic_to_shared(p))); };")
         for n, o in enumerate(p.operands):
-            extent = self.tm if o.side == "y" else self.tn
-            out.append(f"{ind}__shared__ __align__(16) {o.ctype} ptxf_s{n}[{extent}][{self.tk + self._row_pad(o)}];  "
-                       f"// {'rows' if o.side == 'y' else 'columns'} of the tile, k contiguous")
-            out.append(f"{ind}{o.ctype} ptxf_p{n}[{self._share(o)[1]}];  // this thread's share of the next tile")
+            what = "rows" if o.side == "y" else "columns"
+            out.append(f"{ind}__shared__ __align__(16) {o.ctype} ptxf_s{n}[{self._tile_rows(o)}][{self._tile_pitch(o)}];  "
+                       + (f"// {what} of the tile, k contiguous" if self._tile_contiguous(o) == "k" else f"// k of the tile, {what} contiguous"))
+            out.append(f"{ind}{self._fetch_registers(n, o)}")
         out += [f"{ind}const int ptxf_tid = threadIdx.y * {THREADS} + threadIdx.x;",
                 f"{ind}const long long ptxf_y0 = (long long)blockIdx.y * {self.tm}, ptxf_x0 = (long long)blockIdx.x * {self.tn};",
                 f"{ind}const int ptxf_lane = ptxf_tid % 32, ptxf_g = ptxf_lane / 4, ptxf_t = ptxf_lane % 4;",
@@ -206,55 +231,60 @@ class MmaTilePass(SmemTilePass):
                 "#pragma unroll", f"{ind}    for (int ptxf_j = 0; ptxf_j < {self.nt}; ++ptxf_j)",
                 "#pragma unroll", f"{ind}        for (int ptxf_e = 0; ptxf_e < 4; ++ptxf_e) ptxf_c[ptxf_i][ptxf_j][ptxf_e] = 0.0f;"]
         out += self._pipeline(p, ind)
-        out += [f"{ind}    " + line if not line.startswith("#") else line for line in self._fragments(a, b, half, ks)]
+        out += [f"{ind}    " + line if not line.startswith("#") else line
+                for line in self._fragments(a, b, p.operands[a], p.operands[b], half, ks)]
         out += [f"{ind}    __syncthreads();", f"{ind}}}"]
         out += self._outputs(p, unit, ind)
         out.append("}")
         text = sx.apply_edits(data, [(unit.body.start_byte, unit.body.end_byte, "\n".join(out).encode())])
         return unit.with_text(text, launch=LaunchConfig(grid=p.launch.grid, block=p.launch.block, shared_mem=p.launch.shared_mem))
 
-    def _fragments(self, a: int, b: int, half: bool, ks: int) -> list[str]:
+    def _fragments(self, a: int, b: int, oa: _Operand, ob: _Operand, half: bool, ks: int) -> list[str]:
         """One step's k on the tensor cores: for each ``ks`` slice, the warp's A and B fragments from shared memory, then
-        one ``mma`` per (A, B) fragment pair (three for the 3xTF32 split)."""
+        one ``mma`` per (A, B) fragment pair (three for the 3xTF32 split). 16-bit fragments by ``ldmatrix`` (``.trans``
+        from a tile whose rows are k): A's four 8 x 8 matrices (rows 0-7 and 8-15 at k 0-7, then at k 8-15) are its
+        registers 0-3; two of B's fragments (columns 0-7 at k 0-7 and 8-15, then columns 8-15) per load."""
         sa, sb = f"ptxf_s{a}", f"ptxf_s{b}"
         rows = [f"ptxf_wm + ptxf_i * 16 + ptxf_g", f"ptxf_wm + ptxf_i * 16 + ptxf_g + 8"]
         col = "ptxf_wn + ptxf_j * 8 + ptxf_g"
         out = ["#pragma unroll", f"for (int ptxf_ks = 0; ptxf_ks < {self.tk}; ptxf_ks += {ks}) {{"]
-        if half:  # a register holds two consecutive k of one row (column): one 32-bit shared read
-            w = lambda s, r, c: f"*reinterpret_cast<const unsigned*>(&{s}[{r}][{c}])"  # noqa: E731
-            k0, k1 = "ptxf_ks + 2 * ptxf_t", "ptxf_ks + 2 * ptxf_t + 8"
+        if half:
+            # lane l addresses row l % 8 of matrix l / 8
+            a_at = self._tile_at(oa, "ptxf_ks + (ptxf_lane >> 4) * 8" + ("" if oa.k_fastest else " + (ptxf_lane & 7)"),
+                                 "ptxf_wm + ptxf_i * 16 + ((ptxf_lane >> 3) & 1) * 8" + (" + (ptxf_lane & 7)" if oa.k_fastest else ""))
+            b_at = self._tile_at(ob, "ptxf_ks + ((ptxf_lane >> 3) & 1) * 8" + ("" if ob.k_fastest else " + (ptxf_lane & 7)"),
+                                 "ptxf_wn + ptxf_j * 8 + (ptxf_lane >> 4) * 8" + (" + (ptxf_lane & 7)" if ob.k_fastest else ""))
+            lda, ldb = ("ptxf_ldm" if o.k_fastest else "ptxf_ldmt" for o in (oa, ob))
             out += [f"    unsigned ptxf_a[{self.mt}][4], ptxf_b[{self.nt}][2];", "#pragma unroll",
-                    f"    for (int ptxf_i = 0; ptxf_i < {self.mt}; ++ptxf_i) {{",
-                    f"        ptxf_a[ptxf_i][0] = {w(sa, rows[0], k0)};", f"        ptxf_a[ptxf_i][1] = {w(sa, rows[1], k0)};",
-                    f"        ptxf_a[ptxf_i][2] = {w(sa, rows[0], k1)};", f"        ptxf_a[ptxf_i][3] = {w(sa, rows[1], k1)};", "    }",
-                    "#pragma unroll", f"    for (int ptxf_j = 0; ptxf_j < {self.nt}; ++ptxf_j) {{",
-                    f"        ptxf_b[ptxf_j][0] = {w(sb, col, k0)};", f"        ptxf_b[ptxf_j][1] = {w(sb, col, k1)};", "    }",
+                    f"    for (int ptxf_i = 0; ptxf_i < {self.mt}; ++ptxf_i) {lda}(ptxf_a[ptxf_i], &{sa}{a_at});",
+                    "#pragma unroll",
+                    f"    for (int ptxf_j = 0; ptxf_j < {self.nt}; ptxf_j += 2) {ldb}(&ptxf_b[ptxf_j][0], &{sb}{b_at});",
                     "#pragma unroll", f"    for (int ptxf_i = 0; ptxf_i < {self.mt}; ++ptxf_i)", "#pragma unroll",
                     f"        for (int ptxf_j = 0; ptxf_j < {self.nt}; ++ptxf_j) ptxf_mma(ptxf_c[ptxf_i][ptxf_j], ptxf_a[ptxf_i], ptxf_b[ptxf_j]);",
                     "}"]
             return out
         k0, k1 = "ptxf_ks + ptxf_t", "ptxf_ks + ptxf_t + 4"
-        a_at = [(rows[0], k0), (rows[1], k0), (rows[0], k1), (rows[1], k1)]
-        b_at = [(col, k0), (col, k1)]
+        a_at = [self._tile_at(oa, k, r) for r, k in ((rows[0], k0), (rows[1], k0), (rows[0], k1), (rows[1], k1))]
+        b_at = [self._tile_at(ob, k, col) for k in (k0, k1)]
         if self.single_tf32:
             out += [f"    unsigned ptxf_a[{self.mt}][4], ptxf_b[{self.nt}][2];", "#pragma unroll",
                     f"    for (int ptxf_i = 0; ptxf_i < {self.mt}; ++ptxf_i) {{",
-                    *(f"        ptxf_a[ptxf_i][{q}] = ptxf_tf32({sa}[{r}][{c}]);" for q, (r, c) in enumerate(a_at)), "    }",
+                    *(f"        ptxf_a[ptxf_i][{q}] = ptxf_tf32({sa}{at});" for q, at in enumerate(a_at)), "    }",
                     "#pragma unroll", f"    for (int ptxf_j = 0; ptxf_j < {self.nt}; ++ptxf_j) {{",
-                    *(f"        ptxf_b[ptxf_j][{q}] = ptxf_tf32({sb}[{r}][{c}]);" for q, (r, c) in enumerate(b_at)), "    }",
+                    *(f"        ptxf_b[ptxf_j][{q}] = ptxf_tf32({sb}{at});" for q, at in enumerate(b_at)), "    }",
                     "#pragma unroll", f"    for (int ptxf_i = 0; ptxf_i < {self.mt}; ++ptxf_i)", "#pragma unroll",
                     f"        for (int ptxf_j = 0; ptxf_j < {self.nt}; ++ptxf_j) ptxf_mma(ptxf_c[ptxf_i][ptxf_j], ptxf_a[ptxf_i], ptxf_b[ptxf_j]);",
                     "}"]
             return out
-        split = lambda arr, q, s, r, c: [  # noqa: E731  hi = tf32(v), lo = tf32(v - hi)
-            f"        {{ const float ptxf_v = {s}[{r}][{c}]; {arr}h[{q}] = ptxf_tf32(ptxf_v); "
+        split = lambda arr, q, s, at: [  # noqa: E731  hi = tf32(v), lo = tf32(v - hi)
+            f"        {{ const float ptxf_v = {s}{at}; {arr}h[{q}] = ptxf_tf32(ptxf_v); "
             f"{arr}l[{q}] = ptxf_tf32(ptxf_v - __uint_as_float({arr}h[{q}])); }}"]
         out += [f"    unsigned ptxf_bh[{self.nt}][2], ptxf_bl[{self.nt}][2];",  # B's fragments, then one row of A's at a time
                 "#pragma unroll", f"    for (int ptxf_j = 0; ptxf_j < {self.nt}; ++ptxf_j) {{",
-                *(line for q, (r, c) in enumerate(b_at) for line in split("ptxf_b", f"ptxf_j][{q}", sb, r, c)), "    }",
+                *(line for q, at in enumerate(b_at) for line in split("ptxf_b", f"ptxf_j][{q}", sb, at)), "    }",
                 "#pragma unroll", f"    for (int ptxf_i = 0; ptxf_i < {self.mt}; ++ptxf_i) {{",
                 "        unsigned ptxf_ah[4], ptxf_al[4];",
-                *(line for q, (r, c) in enumerate(a_at) for line in split("ptxf_a", f"{q}", sa, r, c)),
+                *(line for q, at in enumerate(a_at) for line in split("ptxf_a", f"{q}", sa, at)),
                 "#pragma unroll", f"        for (int ptxf_j = 0; ptxf_j < {self.nt}; ++ptxf_j) {{  // the small products first",
                 "            ptxf_mma(ptxf_c[ptxf_i][ptxf_j], ptxf_al, ptxf_bh[ptxf_j]);",
                 "            ptxf_mma(ptxf_c[ptxf_i][ptxf_j], ptxf_ah, ptxf_bl[ptxf_j]);",

@@ -93,6 +93,12 @@ MAX_OPERANDS = 4  # distinct tiles staged per step
 ELEMENT_BYTES = {"float": 4, "double": 8, "__half": 2, "half": 2, "__nv_bfloat16": 2, "nv_bfloat16": 2,
                  **{t: 4 for t in ("int", "unsigned", "unsigned int", "int32_t", "uint32_t")},
                  **{t: 8 for t in ("long long", "unsigned long long", "int64_t", "uint64_t", "size_t")}}
+# element types fetched 16 bytes at a time: (bits of an element, its bits as an unsigned, an unsigned's low bits as it)
+VECTOR_TYPES = {"float": (32, "__float_as_uint", "__uint_as_float"),
+                "__half": (16, "__half_as_ushort", "__ushort_as_half"), "half": (16, "__half_as_ushort", "__ushort_as_half"),
+                "__nv_bfloat16": (16, "__bfloat16_as_ushort", "__ushort_as_bfloat16"),
+                "nv_bfloat16": (16, "__bfloat16_as_ushort", "__ushort_as_bfloat16")}
+VECTOR_BYTES = 16
 BUILTINS = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim"})
 UNIFORM_BUILTINS = frozenset({"blockIdx.z", "gridDim.z"})
 PURE_CALLS = sx.VALUE_FUNCS
@@ -120,6 +126,8 @@ class _Operand:
     k_fastest: bool  # k's stride is 1: consecutive threads load consecutive k
     nodes: list[Node]
     mask: str | None = None  # C condition (of the side's names and k) under which the element is loaded, else zero
+    vector: int = 1  # elements a thread fetches with one 16-byte load (along k or along its side; 1: one at a time)
+    read_only: bool = False  # the spec's role for the buffer is "in": its 16-byte loads take the read-only path
 
 
 @dataclass
@@ -154,7 +162,6 @@ class SmemTilePass(PlannedPass):
 
     group = "grid"  # redefines what a thread of the grid does, like rowpar and grid_stride
     exact = True  # every output's operations and their order are the original's
-    TILE_AT = "[ptxf_kk][ptxf_m]"  # a fetched element's place in its shared tile (k-major; mma_tile's is k-contiguous)
 
     def __init__(self, rm: int, rn: int, tk: int):
         if not (1 <= rm <= 8 and 1 <= rn <= 8 and 1 <= tk <= 64):
@@ -230,6 +237,10 @@ class SmemTilePass(PlannedPass):
             k_type = "long long" if any(t in sx.WIDE_INT_TYPES for _, t, _, _ in heads) else "int"
             k_from, end = "0", " * ".join(f"ptxf_n{i}" for i in range(len(heads)))
             levels = [(v, t, sx.text(a), trip) for (v, t, a, _), trip in zip(heads, trips)]
+        inputs = {a.name for a in unit.spec.args if a.is_buffer and a.role == "in"}
+        for o in operands:
+            o.vector = self._vector_width(o, levels, y.name if o.side == "y" else x.name, derived.get(o.side, []))
+            o.read_only = o.ptr in inputs
         return _Plan(y, x, uniform_stmts, cond, negated, parts["text"], pre, acc_decl, acc, acc_type, nest[-1], k, k_type,
                      k_from, end, post, operands, {d.id for d in dropped}, launch, levels, derived, pred)
 
@@ -317,11 +328,10 @@ class SmemTilePass(PlannedPass):
         for s in p.uniform_stmts:
             out.append(ind + sx.text(s))
         for n, o in enumerate(p.operands):
-            extent, r = (self.tm, self.rm) if o.side == "y" else (self.tn, self.rn)
-            align = "__align__(16) " if self._grouped(o.side) else ""
-            out.append(f"{ind}__shared__ {align}{o.ctype} ptxf_s{n}[{self.tk}][{extent + self._pad(o.side)}];")
+            r = self.rm if o.side == "y" else self.rn
+            out.append(f"{ind}__shared__ __align__(16) {o.ctype} ptxf_s{n}[{self.tk}][{self._tile_pitch(o)}];")
             out.append(f"{ind}{o.ctype} ptxf_r{n}[{r}];  // this thread's values of the tile for one k")
-            out.append(f"{ind}{o.ctype} ptxf_p{n}[{self._share(o)[1]}];  // this thread's share of the next tile")
+            out.append(f"{ind}{self._fetch_registers(n, o)}")
         out += [f"{ind}const int ptxf_tid = threadIdx.y * {THREADS} + threadIdx.x;",
                 f"{ind}const long long ptxf_y0 = (long long)blockIdx.y * {self.tm}, ptxf_x0 = (long long)blockIdx.x * {self.tn};",
                 f"{ind}{p.acc_type} ptxf_acc[{self.rm}][{self.rn}];"]
@@ -403,9 +413,14 @@ class SmemTilePass(PlannedPass):
         return lines
 
     def _share(self, o: _Operand) -> tuple[int, int]:
-        """``(elements of the operand's tile, elements each thread loads)``."""
+        """``(elements of the operand's tile, fetches each thread makes of it)``: a fetch is ``o.vector`` elements."""
         total = self.tk * (self.tm if o.side == "y" else self.tn)
-        return total, -(-total // (THREADS * THREADS))
+        return total, -(-total // (THREADS * THREADS * o.vector))
+
+    def _first(self, o: _Operand) -> str:
+        """C expression: the tile position (element number) of the first element of the thread's fetch ``ptxf_u``."""
+        e = f"ptxf_tid + ptxf_u * {THREADS * THREADS}"
+        return e if o.vector == 1 else f"({e}) * {o.vector}"
 
     def _element(self, o: _Operand) -> str:
         """``ptxf_kk`` and ``ptxf_m`` (k and row or column within the tile) of the thread's element ``ptxf_e``: consecutive
@@ -414,6 +429,35 @@ class SmemTilePass(PlannedPass):
         if o.k_fastest:
             return f"const int ptxf_kk = ptxf_e % {self.tk}, ptxf_m = ptxf_e / {self.tk};"
         return f"const int ptxf_m = ptxf_e % {extent}, ptxf_kk = ptxf_e / {extent};"
+
+    def _vector_width(self, o: _Operand, levels: list, index: str, derived: list[Node]) -> int:
+        """Elements of operand ``o`` a thread fetches with one 16-byte load, else 1: its element type a float, half or
+        bf16; no mask; along k when k's stride is 1 (one loop, not a nest whose k carries into another variable), else
+        along its side when the side's index enters the load's index alone with stride 1 (``B[k * N + col]``; not
+        through a value of it such as ``col % OW``); the tile's extent that way a multiple of the vector. Whether the
+        16 bytes are in bounds and aligned is the kernel's question, per fetch (else element by element)."""
+        if o.ctype not in VECTOR_TYPES or o.mask is not None:
+            return 1
+        width = VECTOR_BYTES * 8 // VECTOR_TYPES[o.ctype][0]
+        if o.k_fastest:
+            return width if len(levels) < 2 and self.tk % width == 0 else 1
+        side_names = {index} | set().union(*(sx.declared_names(d) for d in derived))
+        on_side = [(mono, c) for mono, c in o.index.items() if set(mono) & side_names]
+        extent = self.tm if o.side == "y" else self.tn
+        return width if on_side == [((index,), 1)] and extent % width == 0 else 1
+
+    def _tile_at(self, o: _Operand, kk: str = "ptxf_kk", m: str = "ptxf_m") -> str:
+        """The subscripts of element (``kk``, ``m``) in operand ``o``'s shared tile: k-major here (a row of the tile
+        is one k); :mod:`.mma_tile` overrides it."""
+        return f"[{kk}][{m}]"
+
+    def _tile_contiguous(self, o: _Operand) -> str:
+        """Which coordinate is contiguous in operand ``o``'s shared tile: ``"m"`` (k-major) or ``"k"``."""
+        return "m"
+
+    def _tile_pitch(self, o: _Operand) -> int:
+        """Elements between consecutive rows of operand ``o``'s shared tile."""
+        return (self.tm if o.side == "y" else self.tn) + self._pad(o.side)
 
     def _setup(self, p: _Plan, n: int, o: _Operand, ind: str) -> list[str]:
         """Once before the loop, for each element of the thread's share of operand ``n``'s tile: the values of its side's
@@ -434,7 +478,7 @@ class SmemTilePass(PlannedPass):
         if len(p.levels) > 1:
             out += [f"{ind}{p.k_type} ptxf_d{n}_{i}[{each if hk == 'ptxf_u' else 1}];  // the {v} digit of their k"
                     for i, (v, _, _, _) in enumerate(p.levels)]
-        body = [f"const int ptxf_e = ptxf_tid + ptxf_u * {THREADS * THREADS};", self._element(o)]
+        body = [f"const int ptxf_e = {self._first(o)};", self._element(o)]
         if derived:
             body.append(f"const {idx.ctype} {idx.name} = ({idx.ctype})({origin} + ptxf_m);")
             body += [sx.text(d) for d in p.derived.get(o.side, [])]
@@ -452,7 +496,7 @@ class SmemTilePass(PlannedPass):
         extent = self.tm if o.side == "y" else self.tn
         _, each = self._share(o)
         fastest = self.tk if o.k_fastest else extent  # the coordinate that is e % fastest
-        shared = each == 1 or (what == ("k" if o.k_fastest else "m") and (THREADS * THREADS) % fastest == 0)
+        shared = each == 1 or (what == ("k" if o.k_fastest else "m") and (THREADS * THREADS * o.vector) % fastest == 0)
         return "0" if shared else "ptxf_u"
 
     def _derived_names(self, p: _Plan, o: _Operand) -> list[tuple[str, str]]:
@@ -463,35 +507,82 @@ class SmemTilePass(PlannedPass):
     def _fetch(self, p: _Plan, n: int, o: _Operand, kb: str, ind: str) -> list[str]:
         """The thread's share of operand ``n``'s tile for the step at ``kb``, from global memory into registers
         (``ptxf_p{n}``): zero outside the guard and past the loop's end. The fetches run at consecutive steps (the
-        first k, then one step ahead of the loop's): each advances its elements' digits by one step."""
+        first k, then one step ahead of the loop's): each advances its elements' digits by one step. A vector fetch
+        (``o.vector`` elements along k or along the side, one ``uint4``) is one 16-byte load where all its elements are
+        in bounds and its address is 16-byte aligned, else element by element (zeros where out of bounds); the
+        16-byte load of an ``in`` buffer through ``__ldg`` (the kernel never writes it: :func:`_operands` proves it;
+        the spec's buffers do not overlap, as the ``ldg`` hint assumes)."""
         total, each = self._share(o)
-        idx = p.y if o.side == "y" else p.x
-        origin = "ptxf_y0" if o.side == "y" else "ptxf_x0"
-        conds = [f"ptxf_e < {total}", "ptxf_kf + ptxf_kk < ptxf_kend"] + [f"({c})" for c in p.parts[o.side] + p.parts["u"]]
-        if o.mask is not None:  # the loop body's condition: a skipped term's element is a zero
-            conds.append(f"({o.mask})")
         hm, hk = self._slot(o, "m"), self._slot(o, "k")
-        held = [f"{t} {name} = ptxf_h{n}_{j}[{hm}];" for j, (name, t) in enumerate(self._derived_names(p, o))]
         step = self._advance(p, n, hk)
+        if o.vector == 1:
+            inner = self._element_fetch(p, n, o, hm, hk, f"ptxf_p{n}[ptxf_u] = ")
+        else:
+            inner = self._vector_fetch(p, n, o, hm, hk)
         return [f"{ind}{{", f"{ind}    const {p.k_type} ptxf_kf = {kb};", "#pragma unroll",
                 f"{ind}    for (int ptxf_u = 0; ptxf_u < {each}; ++ptxf_u) {{",
-                f"{ind}        const int ptxf_e = ptxf_tid + ptxf_u * {THREADS * THREADS};",
+                f"{ind}        const int ptxf_e = {self._first(o)};",
                 f"{ind}        {self._element(o)}",
-                f"{ind}        const {idx.ctype} {idx.name} = ({idx.ctype})({origin} + ptxf_m);",
-                *(f"{ind}        {line}" for line in held),
-                *(f"{ind}        {line}" for line in self._k_lines(p, n, hk)),
-                f"{ind}        ptxf_p{n}[ptxf_u] = {' && '.join(conds)} ? {o.ptr}[{_render(o.index)}] : {o.ctype}();",
+                *(f"{ind}        {line}" for line in inner),
                 *(f"{ind}        {line}" for line in (step if hk == "ptxf_u" else [])),
                 f"{ind}    }}", *(f"{ind}    {line}" for line in (step if hk != "ptxf_u" else [])), f"{ind}}}"]
 
-    def _k_lines(self, p: _Plan, n: int, slot: str) -> list[str]:
-        """The loop variables at the element's k (``ptxf_kf + ptxf_kk``): k itself, or each variable of a nest from
+    def _element_fetch(self, p: _Plan, n: int, o: _Operand, hm: str, hk: str, target: str, dk: str = "", dm: str = "") -> list[str]:
+        """One element's load (``target`` then the value): its side's index and held values declared, the loop
+        variables at its k, zero where out of bounds; ``dk``/``dm``: its offset from (``ptxf_kk``, ``ptxf_m``)."""
+        total = self._share(o)[0]
+        idx = p.y if o.side == "y" else p.x
+        origin = "ptxf_y0" if o.side == "y" else "ptxf_x0"
+        conds = [f"ptxf_e < {total}", f"ptxf_kf + ptxf_kk{dk} < ptxf_kend"] + [f"({c})" for c in p.parts[o.side] + p.parts["u"]]
+        if o.mask is not None:  # the loop body's condition: a skipped term's element is a zero
+            conds.append(f"({o.mask})")
+        held = [f"{t} {name} = ptxf_h{n}_{j}[{hm}];" for j, (name, t) in enumerate(self._derived_names(p, o))]
+        return [f"const {idx.ctype} {idx.name} = ({idx.ctype})({origin} + ptxf_m{dm});", *held,
+                *self._k_lines(p, n, hk, f"ptxf_kk{dk}"),
+                f"{target}{' && '.join(conds)} ? {o.ptr}[{_render(o.index)}] : {o.ctype}();"]
+
+    def _vector_fetch(self, p: _Plan, n: int, o: _Operand, hm: str, hk: str) -> list[str]:
+        """Fetch ``ptxf_u`` of operand ``n`` as one ``uint4`` (see :meth:`_fetch`)."""
+        v = o.vector
+        bits, as_bits, _ = VECTOR_TYPES[o.ctype]
+        idx = p.y if o.side == "y" else p.x
+        origin = "ptxf_y0" if o.side == "y" else "ptxf_x0"
+        total = self._share(o)[0]
+        along_k = o.k_fastest
+        last = f" + {v - 1}" if along_k else ""
+        whole = [f"ptxf_e < {total}", f"ptxf_kf + ptxf_kk{last} < ptxf_kend"] + [f"({c})" for c in p.parts["u"]]
+        side = [f"({c})" for c in p.parts[o.side]]
+        held = [f"{t} {name} = ptxf_h{n}_{j}[{hm}];" for j, (name, t) in enumerate(self._derived_names(p, o))]
+        out = [f"bool ptxf_ok = {' && '.join(whole)};", f"const {o.ctype}* ptxf_a;",
+               "{", f"    const {idx.ctype} {idx.name} = ({idx.ctype})({origin} + ptxf_m);", *("    " + h for h in held),
+               *("    " + line for line in self._k_lines(p, n, hk)),
+               f"    ptxf_a = &{o.ptr}[{_render(o.index)}];"]
+        if along_k and side:  # the side's index is the same for the vector's elements
+            out.append(f"    ptxf_ok = ptxf_ok && {' && '.join(side)};")
+        out.append("}")
+        if not along_k and side:  # each element's own index within the side's bounds
+            out += ["#pragma unroll", f"for (int ptxf_i = 0; ptxf_i < {v}; ++ptxf_i) {{",
+                    f"    const {idx.ctype} {idx.name} = ({idx.ctype})({origin} + ptxf_m + ptxf_i);",
+                    f"    ptxf_ok = ptxf_ok && {' && '.join(side)};", "}"]
+        words = [(f"{as_bits}(ptxf_f[{w}])" if bits == 32 else
+                  f"(unsigned){as_bits}(ptxf_f[{2 * w}]) | ((unsigned){as_bits}(ptxf_f[{2 * w + 1}]) << 16)") for w in range(4)]
+        element = self._element_fetch(p, n, o, hm, hk, "ptxf_f[ptxf_i] = ", *((" + ptxf_i", "") if along_k else ("", " + ptxf_i")))
+        out += [f"if (ptxf_ok && (reinterpret_cast<unsigned long long>(ptxf_a) & {VECTOR_BYTES - 1}) == 0) {{",
+                f"    ptxf_p{n}[ptxf_u] = {'__ldg(' if o.read_only else '*'}reinterpret_cast<const uint4*>(ptxf_a){')' if o.read_only else ''};",
+                "} else {  // at an edge or unaligned: element by element",
+                f"    {o.ctype} ptxf_f[{v}];", "#pragma unroll", f"    for (int ptxf_i = 0; ptxf_i < {v}; ++ptxf_i) {{",
+                *(f"        {line}" for line in element), "    }",
+                f"    ptxf_p{n}[ptxf_u] = make_uint4({', '.join(words)});", "}"]
+        return out
+
+    def _k_lines(self, p: _Plan, n: int, slot: str, kk: str = "ptxf_kk") -> list[str]:
+        """The loop variables at the element's k (``ptxf_kf + kk``): k itself, or each variable of a nest from
         the element's digits of operand ``n`` (:meth:`_setup`; ``slot``: their index)."""
         if len(p.levels) < 2:
             if not p.levels:
-                return [f"const {p.k_type} {p.k} = ptxf_kf + ptxf_kk;"]
+                return [f"const {p.k_type} {p.k} = ptxf_kf + {kk};"]
             v, t, a, _ = p.levels[0]
-            return [f"const {t} {v} = ({t})(({a}) + ptxf_kf + ptxf_kk);"]
+            return [f"const {t} {v} = ({t})(({a}) + ptxf_kf + {kk});"]
         return [f"const {t} {v} = ({t})(({a}) + ptxf_d{n}_{i}[{slot}]);" for i, (v, t, a, _) in enumerate(p.levels)]
 
     def _advance(self, p: _Plan, n: int, slot: str) -> list[str]:
@@ -507,12 +598,31 @@ class SmemTilePass(PlannedPass):
         return lines + [f"ptxf_d{n}_0[{slot}] += ptxf_t0;"]
 
     def _store(self, n: int, o: _Operand, ind: str) -> list[str]:
-        """Operand ``n``'s registers (``ptxf_p{n}``) into its shared tile."""
+        """Operand ``n``'s registers (``ptxf_p{n}``) into its shared tile: a vector fetch as one 16-byte store where the
+        tile is contiguous along the vector and its rows are 16-byte multiples, else element by element."""
         total, each = self._share(o)
-        return ["#pragma unroll", f"{ind}for (int ptxf_u = 0; ptxf_u < {each}; ++ptxf_u) {{",
-                f"{ind}    const int ptxf_e = ptxf_tid + ptxf_u * {THREADS * THREADS};",
-                f"{ind}    {self._element(o)}",
-                f"{ind}    if (ptxf_e < {total}) ptxf_s{n}{self.TILE_AT} = ptxf_p{n}[ptxf_u];", f"{ind}}}"]
+        head = ["#pragma unroll", f"{ind}for (int ptxf_u = 0; ptxf_u < {each}; ++ptxf_u) {{",
+                f"{ind}    const int ptxf_e = {self._first(o)};", f"{ind}    {self._element(o)}"]
+        if o.vector == 1:
+            return head + [f"{ind}    if (ptxf_e < {total}) ptxf_s{n}{self._tile_at(o)} = ptxf_p{n}[ptxf_u];", f"{ind}}}"]
+        along = "k" if o.k_fastest else "m"
+        if along == self._tile_contiguous(o) and self._tile_pitch(o) * ELEMENT_BYTES[o.ctype] % VECTOR_BYTES == 0:
+            return head + [f"{ind}    if (ptxf_e < {total}) *reinterpret_cast<uint4*>(&ptxf_s{n}{self._tile_at(o)}) = ptxf_p{n}[ptxf_u];",
+                           f"{ind}}}"]
+        bits, _, from_bits = VECTOR_TYPES[o.ctype]
+        lines = [f"{ind}    if (ptxf_e < {total}) {{", f"{ind}        const uint4 ptxf_w = ptxf_p{n}[ptxf_u];"]
+        for i in range(o.vector):
+            word = "xyzw"[i * bits // 32]
+            value = f"{from_bits}(ptxf_w.{word})" if bits == 32 else \
+                f"{from_bits}((unsigned short)(ptxf_w.{word}{' >> 16' if i % 2 else ''}))"
+            at = self._tile_at(o, f"ptxf_kk + {i}", "ptxf_m") if along == "k" else self._tile_at(o, "ptxf_kk", f"ptxf_m + {i}")
+            lines.append(f"{ind}        ptxf_s{n}{at} = {value};")
+        return head + lines + [f"{ind}    }}", f"{ind}}}"]
+
+    def _fetch_registers(self, n: int, o: _Operand) -> str:
+        """The declaration of the registers holding the thread's share of operand ``n``'s next tile."""
+        kind = "uint4" if o.vector > 1 else o.ctype
+        return f"{kind} ptxf_p{n}[{self._share(o)[1]}];  // this thread's share of the next tile"
 
     def _grouped(self, side: str) -> bool:
         return (self.rm if side == "y" else self.rn) % GROUP == 0
