@@ -62,3 +62,19 @@ def max_abs_error(got, want, dtype: str) -> float:
     finite = xp.isfinite(g) & xp.isfinite(w)
     with np.errstate(invalid="ignore", over="ignore"):
         return float(xp.max(xp.where(finite, xp.abs(g.astype(xp.float64) - w.astype(xp.float64)), 0)))
+
+
+def magnitude_ratio(a, b, dtype: str) -> float:
+    """How many times larger ``a``'s values are than ``b``'s (both flat, storage dtype ``dtype``): the ratio of their
+    root mean squares over finite elements, at least 1.0; 1.0 for integer dtypes, empty buffers, or ``b`` all zero."""
+    xp = _module(a)
+    if (np.dtype(STORAGE[dtype]).kind != "f" and dtype != "bf16") or a.size == 0 or b.size == 0:
+        return 1.0
+
+    def rms(x) -> float:
+        v = values(x, dtype, xp).astype(xp.float64)
+        v = v[xp.isfinite(v)]
+        return float(xp.sqrt(xp.mean(v * v))) if v.size else 0.0
+
+    top, bottom = rms(a), rms(b)
+    return max(1.0, top / bottom) if bottom > 0 and np.isfinite(top) else 1.0

@@ -260,3 +260,69 @@ def test_timed_rounds_judged_against_the_python_reference_once_per_buffer_set():
     assert problem is None, problem
     assert t["n_sets"] == 1 and len(t["sampled"]) >= 1
     assert 1 <= t["judgements"] <= 2  # y and norm at most once each for the one set (not once per checked round)
+
+
+GEMM_BF16 = """#include <cuda_bf16.h>
+__global__ void gemm(const __nv_bfloat16* A, const __nv_bfloat16* B, float* C, int M, int N, int K)
+{
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < M && col < N) {
+        float acc = 0.0f;
+        for (int k = 0; k < K; ++k) acc += __bfloat162float(A[row * K + k]) * __bfloat162float(B[k * N + col]);
+        C[row * N + col] = acc;
+    }
+}
+"""
+GEMM_BF16_SPEC = """[kernel.gemm]
+arch = "sm_90a"
+args = [
+  { name = "A", role = "in",  dtype = "bf16", shape = ["M", "K"], init = "normal" },
+  { name = "B", role = "in",  dtype = "bf16", shape = ["K", "N"], init = "normal" },
+  { name = "C", role = "out", dtype = "f32", shape = ["M", "N"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+  { name = "K", role = "scalar", dtype = "i32", value = "K" },
+]
+launch = { grid = ["cdiv(N, 16)", "cdiv(M, 16)"], block = [16, 16], policy = "free" }
+[kernel.gemm.check]
+reference = "kernel"
+rtol = 1e-4
+atol = 1e-3
+seeds = 4
+sizes = [{ M = 96, N = 96, K = 1024 }]
+[kernel.gemm.bench]
+sizes = [{ M = 256, N = 256, K = 1024 }]
+"""
+
+
+def test_the_large_magnitude_variant_scales_atol_with_the_outputs():
+    """x64 inputs make a GEMM's outputs 4096 times larger, and the rounding of any fp32 sum of them too: a candidate
+    summing k in the other order is accepted there under the spec's atol times the outputs' scale (at the spec's
+    scale it meets atol itself), while one off by 1% of its outputs is still rejected."""
+    from ptxfactory.protocol import parse_spec
+
+    spec = parse_spec(GEMM_BF16_SPEC).kernels["gemm"]
+    base = original_candidate(spec, GEMM_BF16)
+
+    def compiled(old: str, new: str):
+        assert old in GEMM_BF16
+        c = compile_candidate(base.model_copy(update={"source": GEMM_BF16.replace(old, new), "description": new[:40]}), spec.arch)
+        assert isinstance(c, Compiled), getattr(c, "log", "")
+        return c
+
+    reversed_sum = compiled("for (int k = 0; k < K; ++k)", "for (int k = K - 1; k >= 0; --k)")
+    off = compiled("C[row * N + col] = acc;", "C[row * N + col] = acc * 1.01f;")
+
+    async def go():
+        backend = GpuBackend()
+        try:
+            plan = make_plan(spec, secret=3).model_copy(update={"timeout_s": 120.0})
+            b = compile_candidate(base, spec.arch)
+            return [await backend.evaluate(spec, b, c, plan) for c in (reversed_sum, off)]
+        finally:
+            await backend.close()
+
+    ok, wrong = asyncio.run(go())
+    assert ok.outcome == "measured", ok
+    assert wrong.outcome == "rejected" and wrong.check == "correctness", wrong

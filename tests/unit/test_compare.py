@@ -50,3 +50,20 @@ def test_tolerance_is_atol_plus_rtol_times_the_reference():
     want = np.array([100.0, 0.0], np.float32)
     assert not mismatches(np.array([100.9, 0.009], np.float32), want, "f32", 1e-2, 1e-2).any()
     assert mismatches(np.array([101.2, 0.0], np.float32), want, "f32", 1e-2, 1e-2)[0]
+
+
+def test_magnitude_ratio_is_the_rms_ratio_at_least_one():
+    from ptxfactory.harness.compare import magnitude_ratio
+
+    rng = np.random.default_rng(0)
+    small = rng.normal(size=10000).astype(np.float32)
+    big = (4096 * rng.normal(size=10000)).astype(np.float32)
+    assert 3900 < magnitude_ratio(big, small, "f32") < 4300
+    assert magnitude_ratio(small, big, "f32") == 1.0  # never below 1: a tolerance is only widened
+    bits = lambda v: (v.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)  # noqa: E731  (bf16 by truncation)
+    assert 3900 < magnitude_ratio(bits(big), bits(small), "bf16") < 4300
+    with_nan = big.copy()
+    with_nan[::7] = np.nan  # non-finite elements left out
+    assert 3900 < magnitude_ratio(with_nan, small, "f32") < 4300
+    assert magnitude_ratio(big, np.zeros(4, np.float32), "f32") == 1.0
+    assert magnitude_ratio(np.array([5], np.int32), np.array([1], np.int32), "i32") == 1.0
