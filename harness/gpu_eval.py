@@ -154,12 +154,14 @@ def _args(spec: KernelSpec, size: dict[str, int], buffers: dict[str, cp.ndarray]
     return tuple(buffers[a.name] if a.is_buffer else B.scalar_value(a, size) for a in spec.args)
 
 
-def _judge(got: cp.ndarray, want: cp.ndarray, truth: np.ndarray, dtype: str, plan: EvalPlan) -> R.Judgement:
+def _judge(got: cp.ndarray, want: cp.ndarray, truth: np.ndarray, dtype: str, plan: EvalPlan,
+           atol: float | None = None) -> R.Judgement:
     """:func:`.reference.judge` of the candidate's output ``got`` (device, storage dtype) against the Python reference's
     ``truth`` (host, copied to the device), the original's ``want`` alongside; judged on the device (on the host it
-    took ~0.1 s per million elements, most of a candidate's evaluation under a Python reference)."""
+    took ~0.1 s per million elements, most of a candidate's evaluation under a Python reference). ``atol``: the
+    plan's unless given (a stress variant's, :meth:`GpuEvaluator.stress_atols`)."""
     return R.judge(R.values(cp.asarray(got), dtype), R.values(cp.asarray(want), dtype), cp.asarray(truth), dtype,
-                   plan.rtol, plan.atol, B.unwritten(got, dtype))
+                   plan.rtol, plan.atol if atol is None else atol, B.unwritten(got, dtype))
 
 
 def args_id(spec: KernelSpec) -> str:
@@ -456,7 +458,7 @@ class Evaluator:
                     if arg.role in ("out", "inout") and plan.reference is not None:
                         truth = self.python_reference(spec, plan.reference, size, seed, variant, inputs)[arg.name]
                         dtype = arg.dtype.value
-                        j = _judge(got[arg.name], want[arg.name], truth, dtype, plan)
+                        j = _judge(got[arg.name], want[arg.name], truth, dtype, plan, atols[arg.name])
                         if errors is not None:
                             errors.append(R.ErrorRecord(size, arg.name, heldout, j.candidate_err, j.original_err, j.within_tol))
                         if not j.ok:
@@ -500,7 +502,7 @@ class Evaluator:
                         else:  # each rerun judged against the Python reference by the same rule as the first run
                             dtype = arg.dtype.value
                             truth = self.python_reference(spec, plan.reference, size, seed, variant, inputs)[name]
-                            moved = not _judge(again[name], worst[name][0], truth, dtype, plan).ok
+                            moved = not _judge(again[name], worst[name][0], truth, dtype, plan, atols[name]).ok
                         if moved:
                             how = ("different bits" if spec.check.deterministic
                                    else "a result outside the tolerance (check.deterministic = false)" if plan.reference is None
@@ -516,7 +518,8 @@ class Evaluator:
 
     def stress_atols(self, spec: KernelSpec, base: LoadedKernel, base_key: str, plan: EvalPlan, size: dict[str, int],
                      variant: int, want: dict) -> dict[str, float]:
-        """The absolute tolerance per output (by name) where the original is the oracle, under stress ``variant``:
+        """The absolute tolerance per output (by name) under stress ``variant`` (against the original as the oracle,
+        and in a Python reference's "within tolerance" test):
         the spec's ``atol`` where the variant keeps the inputs' scale or shrinks it; where it scales them up (``large
         magnitude x64``), ``atol`` times how much larger the original's outputs ``want`` are there than under the
         spec's distribution at the same size (:func:`.compare.magnitude_ratio`, at least 1). An absolute tolerance is
@@ -579,7 +582,8 @@ class Evaluator:
             dtype = arg.dtype.value
             if plan.reference is not None:
                 truth = self.python_reference(spec, plan.reference, size, seed, variant, inputs)[arg.name]
-                j = _judge(got[arg.name], orig[arg.name], truth, dtype, plan)
+                atol = self.stress_atols(spec, base, base_key, plan, size, variant, want)[arg.name]
+                j = _judge(got[arg.name], orig[arg.name], truth, dtype, plan, atol)
                 why = None if j.ok else R.describe(j, arg.name, B.shape_of(arg, size))
             else:
                 atol = self.stress_atols(spec, base, base_key, plan, size, variant, want)[arg.name]
