@@ -120,6 +120,7 @@ from .sink import sink_declarations
 from .early_exit import else_for_early_exits
 from .smem_hist import SmemHistPass
 from .ascending import ascending_loops
+from .perfect_nest import perfect_nests
 from .smem_tile import CONFIGS as SMEM_TILES, SmemTilePass
 from .mma_tile import CONFIGS as MMA_TILES, TF32_CONFIGS as MMA_TF32_TILES, MmaTilePass
 from .specialise import SpecialisePass
@@ -294,7 +295,11 @@ def unit_from_context(ctx: GenContext) -> Unit:
     # a descending counted loop (for (int j = N - 1; j >= 0; --j)) written as the same iterations over an ascending
     # counter (ascending.py), so that the loop passes (scan: a reverse cumulative sum) read it
     up = ascending_loops(unit.data, unit.body)
-    return unit if up == unit.data else unit.with_text(up)
+    unit = unit if up == unit.data else unit.with_text(up)
+    # a loop's guards between it and its only inner loop (a convolution's if (ih < 0 || ih >= H) continue; before
+    # the kw loop) moved into the inner loop (perfect_nest.py), so that the GEMM-class passes read the nest as one k
+    nested = perfect_nests(unit.data, lambda d: unit.with_text(d).body)
+    return unit if nested == unit.data else unit.with_text(nested)
 
 
 def plan_chains(unit: Unit) -> list[list[Pass]]:

@@ -541,8 +541,15 @@ class SmemTilePass(PlannedPass):
                 *self._k_lines(p, n, hk, f"ptxf_kk{dk}"),
                 f"{target}{' && '.join(conds)} ? {o.ptr}[{_render(o.index)}] : {o.ctype}();"]
 
-    def _vector_fetch(self, p: _Plan, n: int, o: _Operand, hm: str, hk: str) -> list[str]:
-        """Fetch ``ptxf_u`` of operand ``n`` as one ``uint4`` (see :meth:`_fetch`)."""
+    def _vector_fetch(self, p: _Plan, n: int, o: _Operand, hm: str, hk: str, fast=None, slow=None) -> list[str]:
+        """Fetch ``ptxf_u`` of operand ``n`` as one ``uint4`` (see :meth:`_fetch`): ``fast(pointer)`` is the statement
+        for 16 aligned bytes in bounds at the global ``pointer``, ``slow(value)`` the one for the packed elements
+        (default: both into the register ``ptxf_p{n}[ptxf_u]``)."""
+        if fast is None:
+            nc = o.read_only
+            fast = lambda a: f"ptxf_p{n}[ptxf_u] = {'__ldg(' if nc else '*'}reinterpret_cast<const uint4*>({a}){')' if nc else ''};"  # noqa: E731
+        if slow is None:
+            slow = lambda v: f"ptxf_p{n}[ptxf_u] = {v};"  # noqa: E731
         v = o.vector
         bits, as_bits, _ = VECTOR_TYPES[o.ctype]
         idx = p.y if o.side == "y" else p.x
@@ -568,11 +575,11 @@ class SmemTilePass(PlannedPass):
                   f"(unsigned){as_bits}(ptxf_f[{2 * w}]) | ((unsigned){as_bits}(ptxf_f[{2 * w + 1}]) << 16)") for w in range(4)]
         element = self._element_fetch(p, n, o, hm, hk, "ptxf_f[ptxf_i] = ", *((" + ptxf_i", "") if along_k else ("", " + ptxf_i")))
         out += [f"if (ptxf_ok && (reinterpret_cast<unsigned long long>(ptxf_a) & {VECTOR_BYTES - 1}) == 0) {{",
-                f"    ptxf_p{n}[ptxf_u] = {'__ldg(' if o.read_only else '*'}reinterpret_cast<const uint4*>(ptxf_a){')' if o.read_only else ''};",
+                f"    {fast('ptxf_a')}",
                 "} else {  // at an edge or unaligned: element by element",
                 f"    {o.ctype} ptxf_f[{v}];", "#pragma unroll", f"    for (int ptxf_i = 0; ptxf_i < {v}; ++ptxf_i) {{",
                 *(f"        {line}" for line in element), "    }",
-                f"    ptxf_p{n}[ptxf_u] = make_uint4({', '.join(words)});", "}"]
+                f"    {slow('make_uint4(' + ', '.join(words) + ')')}", "}"]
         return out
 
     def _k_lines(self, p: _Plan, n: int, slot: str, kk: str = "ptxf_kk") -> list[str]:
