@@ -122,7 +122,7 @@ from .smem_hist import SmemHistPass
 from .ascending import ascending_loops
 from .perfect_nest import perfect_nests
 from .smem_tile import CONFIGS as SMEM_TILES, SmemTilePass
-from .mma_tile import CONFIGS as MMA_TILES, TF32_CONFIGS as MMA_TF32_TILES, MmaTilePass
+from .mma_tile import ASYNC_CONFIGS as MMA_ASYNC_TILES, CONFIGS as MMA_TILES, TF32_CONFIGS as MMA_TF32_TILES, MmaTilePass
 from .specialise import SpecialisePass
 from .unflatten import UnflattenPass
 from .unroll import STRIDED_UNROLL, UnrollPass
@@ -150,7 +150,7 @@ SCAN_VARIANTS = ("auto", "warp", "block256")
 # (its versions are copies of the body under a dispatch no other pass reads), hoist after it (its literal trip counts), raster once the launch is chosen, and the register budget last.
 PASSES: tuple[Pass, ...] = (
     RestrictPass(), PromotePass(), *(SmemTilePass(*t) for t in SMEM_TILES), *(MmaTilePass(*t) for t in MMA_TILES),
-    *(MmaTilePass(*t, single_tf32=True) for t in MMA_TF32_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(),
+    *(MmaTilePass(*t, single_tf32=True) for t in MMA_TF32_TILES), *(MmaTilePass(rm, rn, stages=st) for rm, rn, st in MMA_ASYNC_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(),
     FoldPass(), CollapsePass(), *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
     *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), DivModPass(), UnrollPass(),

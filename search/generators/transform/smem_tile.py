@@ -359,16 +359,7 @@ class SmemTilePass(PlannedPass):
         (``ptxf_kb``) with ``head`` first, the fetched registers stored into the tiles (:meth:`_store`), a barrier and
         the next step's fetch, in flight during the arithmetic the caller appends (then a barrier and the brace)."""
         kb = "ptxf_kb"
-        out = []
-        for i, (v, t, a, trip) in enumerate(p.levels):  # each loop's trip count (none below zero), a divisor at least 1
-            out += [f"{ind}const {p.k_type} ptxf_n{i} = max(({p.k_type})0, ({p.k_type})({trip}));  // {v}'s iterations",
-                    f"{ind}const {p.k_type} ptxf_q{i} = max(({p.k_type})1, ptxf_n{i});"]
-        out += [f"{ind}const {p.k_type} ptxf_kend = {p.k_end};"]
-        if len(p.levels) > 1:  # a step's k, as digits of the nest: the fetches advance their elements' digits by it
-            out += [f"{ind}const {p.k_type} ptxf_t{i} = {d};  // a step's {v} digit"
-                    for i, ((v, _, _, _), d) in enumerate(zip(p.levels, _digits(p, str(self.tk))))]
-        for n, o in enumerate(p.operands):
-            out += self._setup(p, n, o, ind)
+        out = self._pipeline_head(p, ind)
         for n, o in enumerate(p.operands):
             out += self._fetch(p, n, o, f"({p.k_from})", ind)
         out += [f"{ind}for ({p.k_type} {kb} = {p.k_from}; {kb} < ptxf_kend; {kb} += {self.tk}) {{", *head]
@@ -379,6 +370,21 @@ class SmemTilePass(PlannedPass):
         for n, o in enumerate(p.operands):
             out += self._fetch(p, n, o, f"{kb} + {self.tk}", ind + "        ")
         return out + [f"{ind}    }}"]
+
+    def _pipeline_head(self, p: _Plan, ind: str) -> list[str]:
+        """What precedes a k loop's first fetch: each nest level's trip count, the loop's end (``ptxf_kend``), a step's
+        digits, and each operand's per-element setup (:meth:`_setup`)."""
+        out = []
+        for i, (v, t, a, trip) in enumerate(p.levels):  # each loop's trip count (none below zero), a divisor at least 1
+            out += [f"{ind}const {p.k_type} ptxf_n{i} = max(({p.k_type})0, ({p.k_type})({trip}));  // {v}'s iterations",
+                    f"{ind}const {p.k_type} ptxf_q{i} = max(({p.k_type})1, ptxf_n{i});"]
+        out += [f"{ind}const {p.k_type} ptxf_kend = {p.k_end};"]
+        if len(p.levels) > 1:  # a step's k, as digits of the nest: the fetches advance their elements' digits by it
+            out += [f"{ind}const {p.k_type} ptxf_t{i} = {d};  // a step's {v} digit"
+                    for i, ((v, _, _, _), d) in enumerate(zip(p.levels, _digits(p, str(self.tk))))]
+        for n, o in enumerate(p.operands):
+            out += self._setup(p, n, o, ind)
+        return out
 
     def _per_output(self, p: _Plan, ind: str, inner: list[str], indices: bool = True) -> list[str]:
         """``inner`` once per output of the thread's register tile, with the row and column declared (``indices``)."""
