@@ -98,7 +98,8 @@ def test_takes_naive_gemms_and_compiles(dt):
     ctx = gemm_case(dt, rtol=1e-3 if dt == "f32" else 1e-2, atol=1e-2)
     unit, passes = mma_passes(ctx)
     took = [p for p in passes if p.applies(unit)]
-    want = {"mma_tile_128x128", "mma_tile_64x128", "mma_tile_128x64", "mma_tile_64x64"} | (
+    want = {"mma_tile_128x128", "mma_tile_64x128", "mma_tile_128x64", "mma_tile_64x64", "mma_tile_128x128_s3",
+            "mma_tile_128x64_s3", "mma_tile_64x128_s3"} | (
         {"mma_tile_128x128_tf32", "mma_tile_64x128_tf32", "mma_tile_64x64_tf32"} if dt == "f32" else set())
     assert {p.name for p in took} == want
     for p in took:
