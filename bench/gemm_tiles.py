@@ -2,7 +2,8 @@
 
 For each target ``FILE.cu:KERNEL`` (a naive GEMM, batched GEMM or direct convolution that ``smem_tile`` takes), the
 chain ``restrict + smem_tile_RMxRN(TK) + launch_bounds`` is built for each shape of ``--tiles`` (``RM,RN,TK``; a token
-``mma:RM,RN`` takes ``mma_tile`` instead, the tensor cores, ``tf32:RM,RN`` its single-TF32 variant), also
+``mma:RM,RN`` takes ``mma_tile`` instead, the tensor cores, ``mma:RM,RN,S`` its cp.async variant with S stages,
+``tf32:RM,RN`` its single-TF32 variant), also
 with ``__launch_bounds__(256, 2)`` (``--min-blocks 2``: ptxas then keeps registers at or under 128 a thread so that
 two blocks share an SM; skipped where two blocks fit already), each verified and timed against the original through one :class:`GpuBackend` job session,
 as a job does. Prints, per candidate, registers, speedup with its 95% interval and TFLOP/s per bench size (2 * MNK
@@ -37,11 +38,12 @@ TILES = "4,4,16 4,4,8 4,4,32 8,8,8 8,8,4 8,8,16 8,4,8 4,8,8 8,4,16 4,8,16 2,4,16
 
 
 def tile_pass(token: str):
-    """The tiling pass a ``--tiles`` token names: ``RM,RN,TK`` (smem_tile), ``mma:RM,RN`` or ``tf32:RM,RN`` (mma_tile)."""
+    """The tiling pass a ``--tiles`` token names: ``RM,RN,TK`` (smem_tile), ``mma:RM,RN`` (``mma:RM,RN,S``: its cp.async
+    variant with S stages) or ``tf32:RM,RN`` (mma_tile)."""
     kind, _, dims = token.rpartition(":")
     values = [int(v) for v in dims.split(",")]
     if kind == "mma":
-        return MmaTilePass(*values)
+        return MmaTilePass(*values[:2], stages=values[2] if len(values) > 2 else 1)
     if kind == "tf32":
         return MmaTilePass(*values, single_tf32=True)
     return SmemTilePass(*values)

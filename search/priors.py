@@ -176,7 +176,7 @@ class Priors:
 EXPLORE_BONUS = 0.05  # log-speedup units: an untried knob value looks a little better than the best tried one
 PASS_FLAG = "pass:"  # a knob that says a source pass was applied (value 1); absent means not applied
 # the variant suffix of a pass's name (rowpar_lanes32, rowpar_auto_e128, smem_tile_4x4, hold_row8, scan_warp): variants of one pass
-_VARIANT = re.compile(r"(_auto(_e\d+)?|_warp|_lanes\d+|_block\d+|_rows\d+|_\d+x\d+(_k\d+|_tf32)?|_?\d+)$")
+_VARIANT = re.compile(r"(_auto(_e\d+)?|_warp|_lanes\d+|_block\d+|_rows\d+|_\d+x\d+(_k\d+|_tf32)?(_s\d+)?|_?\d+)$")
 
 
 def pass_kind(name: str) -> str:

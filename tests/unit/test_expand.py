@@ -362,3 +362,22 @@ extern "C" __global__ void mac(const float* x, float* y, int M, int N)
     assert "y[(size_t)(row) * N + (j)]\n = other::twice(x[j]) + ((float)(x[(size_t)row * N + j - 1] * SCALE));" in text  # SCALE: a macro, of no known type
     from ptxfactory.harness.source import find_kernel
     assert text.count("\n") == find_kernel(src, "mac").text.count("\n")  # the reasons' line numbers hold
+
+
+def test_integer_constant_macros_read_as_literals_and_others_stay():
+    src = """#define KS 3
+#define TWO_KS (2 * KS)
+#define EPS 1e-5f
+#define NAME other_name
+extern "C" __global__ void k(const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float s = 0.0f;
+    for (int j = 0; j < TWO_KS; ++j) s += x[i * KS + j % KS];
+    y[i] = s + EPS;
+}
+"""
+    text, opaque = expand(src, "k")
+    assert not opaque
+    assert "j < (2 * 3)" in text and "x[i * 3 + j % 3]" in text and "s + EPS" in text

@@ -98,7 +98,8 @@ def test_takes_naive_gemms_and_compiles(dt):
     ctx = gemm_case(dt, rtol=1e-3 if dt == "f32" else 1e-2, atol=1e-2)
     unit, passes = mma_passes(ctx)
     took = [p for p in passes if p.applies(unit)]
-    want = {"mma_tile_128x128", "mma_tile_64x128", "mma_tile_128x64", "mma_tile_64x64"} | (
+    want = {"mma_tile_128x128", "mma_tile_64x128", "mma_tile_128x64", "mma_tile_64x64", "mma_tile_128x128_s3",
+            "mma_tile_128x64_s3", "mma_tile_64x128_s3"} | (
         {"mma_tile_128x128_tf32", "mma_tile_64x128_tf32", "mma_tile_64x64_tf32"} if dt == "f32" else set())
     assert {p.name for p in took} == want
     for p in took:
@@ -277,6 +278,12 @@ def _emulate(cand, spec, kind: int, sizes: dict, arrays: dict[str, np.ndarray], 
     src = re.sub(r"(?m)^(\s*)auto ptxf_mma = .*$", r"\1auto ptxf_mma = ptxf_host_mma;", cand.source)
     src = re.sub(r"(?m)^(\s*)auto ptxf_tf32 = .*$", r"\1auto ptxf_tf32 = ptxf_host_tf32;", src)
     src = re.sub(r"(?m)^(\s*)auto ptxf_(ldmt?) = .*$", r"\1auto ptxf_\2 = ptxf_host_\2;", src)
+    # cp.async: a copy at once (each thread's own copies complete by its wait, as on the GPU; the barrier after it
+    # publishes them); the stages' dynamic shared memory a static buffer (one block at a time)
+    src = re.sub(r"(?m)^(\s*)auto ptxf_cp16 = .*$", r"\1auto ptxf_cp16 = [](void* s, const void* g) { std::memcpy(s, g, 16); };", src)
+    src = re.sub(r"(?m)^(\s*)auto ptxf_(commit|wait) = .*$", r"\1auto ptxf_\2 = [] {};", src)
+    src = re.sub(r"extern __shared__ __align__\(128\) unsigned char ptxf_smem\[\];",
+                 "static __attribute__((aligned(128))) unsigned char ptxf_smem[1 << 18];", src)
     src = re.sub(r"#include <cuda_(bf16|fp16)\.h>\n", "", src)
     bufs = [a for a in spec.args if a.is_buffer]
     scalars = [a for a in spec.args if not a.is_buffer]
@@ -379,6 +386,41 @@ def test_every_operand_layout_on_host_emulation(dt, layout, tmp_path):
         want = a.astype(np.float64) @ b.astype(np.float64)
         err = np.abs(got - want) / (np.abs(a).astype(np.float64) @ np.abs(b) + 1e-30)
         assert np.all(np.isfinite(got)) and err.max() < 2e-6, (layout, M, N, K, float(err.max()))
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f32"])
+@pytest.mark.parametrize("layout, variant", [("nn", "mma_tile_128x64_s3"), ("tn", "mma_tile_64x128_s3"),
+                                             ("nt", "mma_tile_128x128_s3"), ("tt", "mma_tile_128x64_s3")])
+def test_the_cp_async_stages_on_host_emulation(dt, layout, variant, tmp_path):
+    """The cp.async variants: three steps' tiles in flight, one barrier a step, aligned 16-byte runs copied and the
+    rest stored element by element into the same stage: right at a K of seven steps (more than the stages) and at one
+    of a single partial step, rows aligned and not."""
+    ctx = gemm_case(dt, layout=layout, atol=1e-2)
+    p = next(q for q in PASSES if getattr(q, "name", "") == variant)
+    cand = candidate(ctx, p)
+    assert cand.source.count("__syncthreads();") == 1 and "cp.async.wait_group 1;" in cand.source
+    assert int(cand.launch.shared_mem) > 0 and "extern __shared__" in cand.source
+    rng = np.random.default_rng(4)
+    for M, N, K in ((72, 136, 200), (33, 70, 21)):
+        a, b = rng.normal(size=(M, K)).astype(np.float32), rng.normal(size=(K, N)).astype(np.float32)
+        if dt == "bf16":
+            a, b = _bf16_value(_bf16_bits(a)), _bf16_value(_bf16_bits(b))
+        sa, sb = (a if layout[0] == "n" else a.T.copy()), (b if layout[1] == "n" else b.T.copy())
+        raw = {"A": _bf16_bits(sa) if dt == "bf16" else sa, "B": _bf16_bits(sb) if dt == "bf16" else sb,
+               "C": np.full(M * N, np.nan, np.float32)}
+        got = _emulate(cand, ctx.spec, {"bf16": 0, "f32": 2}[dt], {"M": M, "N": N, "K": K}, raw, tmp_path).reshape(M, N)
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        err = np.abs(got - want) / (np.abs(a).astype(np.float64) @ np.abs(b) + 1e-30)
+        assert np.all(np.isfinite(got)) and err.max() < 2e-6, (layout, M, N, K, float(err.max()))
+
+
+def test_the_cp_async_stages_refuse_an_operand_fetched_element_by_element():
+    ctx = red_case("            acc += A[row * K + k] * B[k * N + col];")
+    src = ctx.source.replace("B[k * N + col]", "B[k * N + col * 2]")  # columns 2 apart: no 16-byte run
+    ctx2 = example_ctx(ROOT / "examples" / "matmul_naive" / "matmul_naive.cu", "gemm", ctx.spec, src)
+    p = next(q for q in PASSES if getattr(q, "name", "") == "mma_tile_128x64_s3")
+    assert "element by element" in p.why_not(unit_from_context(ctx2))
+    assert p.why_not(unit_from_context(ctx)) is None
 
 
 # ---------------------------------------------------------------- what a red team found applied and wrong (2026-12-04)

@@ -120,8 +120,9 @@ from .sink import sink_declarations
 from .early_exit import else_for_early_exits
 from .smem_hist import SmemHistPass
 from .ascending import ascending_loops
+from .perfect_nest import perfect_nests
 from .smem_tile import CONFIGS as SMEM_TILES, SmemTilePass
-from .mma_tile import CONFIGS as MMA_TILES, TF32_CONFIGS as MMA_TF32_TILES, MmaTilePass
+from .mma_tile import ASYNC_CONFIGS as MMA_ASYNC_TILES, CONFIGS as MMA_TILES, TF32_CONFIGS as MMA_TF32_TILES, MmaTilePass
 from .specialise import SpecialisePass
 from .unflatten import UnflattenPass
 from .unroll import STRIDED_UNROLL, UnrollPass
@@ -149,7 +150,7 @@ SCAN_VARIANTS = ("auto", "warp", "block256")
 # (its versions are copies of the body under a dispatch no other pass reads), hoist after it (its literal trip counts), raster once the launch is chosen, and the register budget last.
 PASSES: tuple[Pass, ...] = (
     RestrictPass(), PromotePass(), *(SmemTilePass(*t) for t in SMEM_TILES), *(MmaTilePass(*t) for t in MMA_TILES),
-    *(MmaTilePass(*t, single_tf32=True) for t in MMA_TF32_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(),
+    *(MmaTilePass(*t, single_tf32=True) for t in MMA_TF32_TILES), *(MmaTilePass(rm, rn, stages=st) for rm, rn, st in MMA_ASYNC_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(),
     FoldPass(), CollapsePass(), *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
     *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), DivModPass(), UnrollPass(),
@@ -294,7 +295,11 @@ def unit_from_context(ctx: GenContext) -> Unit:
     # a descending counted loop (for (int j = N - 1; j >= 0; --j)) written as the same iterations over an ascending
     # counter (ascending.py), so that the loop passes (scan: a reverse cumulative sum) read it
     up = ascending_loops(unit.data, unit.body)
-    return unit if up == unit.data else unit.with_text(up)
+    unit = unit if up == unit.data else unit.with_text(up)
+    # a loop's guards between it and its only inner loop (a convolution's if (ih < 0 || ih >= H) continue; before
+    # the kw loop) moved into the inner loop (perfect_nest.py), so that the GEMM-class passes read the nest as one k
+    nested = perfect_nests(unit.data, lambda d: unit.with_text(d).body)
+    return unit if nested == unit.data else unit.with_text(nested)
 
 
 def plan_chains(unit: Unit) -> list[list[Pass]]:

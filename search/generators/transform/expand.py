@@ -7,8 +7,9 @@
    rescanned with the macro itself disabled; bounded depth). The tokens are exactly the compiler's (a space only
    where two tokens would otherwise paste), so no parentheses are added: a macro that parenthesises its parameters
    and body (the usual style) reads the same, and a sloppy one (``#define SQ(x) x*x``) keeps the meaning the
-   compiler gives it. Object-like macros stay, except those whose body names one of the kernel's parameters or
-   locals (``#define ROW x[r * N]``: an access in disguise), expanded likewise.
+   compiler gives it. Object-like macros whose body names one of the kernel's parameters or locals (``#define ROW
+   x[r * N]``: an access in disguise) or is an integer constant (``#define KS 3``, ``#define T (2 * KS)``: a loop
+   bound the passes read as a literal) are expanded likewise; the others (``#define EPS 1e-5f``) stay.
 2. every call of a ``__device__`` helper of the file whose body is one ``return EXPR;`` (no template, no
    reference parameter, no assignment or increment in ``EXPR``, one definition) inlined when each argument is
    free of side effects: ``((T)(EXPR'))`` with each parameter of ``EXPR`` replaced by its argument, parenthesised
@@ -44,6 +45,7 @@ _TOKEN = re.compile(
     re.X | re.S,
 )
 _STICKY = set("+-*/%&|^!<>=.:#")
+_INTEGER = re.compile(r"(0[xX][0-9a-fA-F]+|\d+)[uUlL]*")
 # Calls an argument may hold and stay free of side effects (besides helpers that are themselves inlined).
 PURE_FUNCS = sx.VALUE_FUNCS | LOAD_FUNCS
 
@@ -191,10 +193,26 @@ class _Expander:
         if m is None:
             return None
         if m.params is None:
-            # object-like: a constant stays; a body naming the kernel's own variables is expanded
-            if not any(k == "ident" and t in self.local_names for k, t in _tokens(m.body)):
+            # object-like: a body naming the kernel's own variables is expanded, and so is an integer constant (#define
+            # KS 3, #define TILE (2 * 16)): a loop bound written KS then reads as the literal every pass proves things
+            # about; any other body (#define EPS 1e-5f) stays a name
+            if not (any(k == "ident" and t in self.local_names for k, t in _tokens(m.body)) or self.numeric(m, set())):
                 return None
         return m
+
+    def numeric(self, m: Macro, seen: set[str]) -> bool:
+        """Whether object-like ``m``'s body is an integer constant expression: integer literals, operators,
+        parentheses and other such macros (not itself), nothing else, not empty."""
+        toks = [(k, t) for k, t in _tokens(m.body) if k not in ("ws", "comment")]
+        if not toks or m.problem is not None:
+            return False
+        for k, t in toks:
+            if (k == "number" and _INTEGER.fullmatch(t)) or (k == "punct" and t in "()+-*/%<>&|^~"):
+                continue
+            inner = self.macros.get(t) if k == "ident" else None
+            if inner is None or inner.params is not None or t in seen | {m.name} or not self.numeric(inner, seen | {m.name}):
+                return False
+        return True
 
     def expand(self, toks: list[tuple[str, str]], disabled: frozenset[str], depth: int) -> str:
         if depth > MAX_DEPTH:

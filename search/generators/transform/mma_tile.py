@@ -50,6 +50,10 @@ TK = 32  # values of k a step
 # spills, since the fetches are 16 bytes and the fragments ldmatrix's; it spilled at 255 with element fetches)
 CONFIGS = ((8, 8), (4, 8), (8, 4), (4, 4))
 TF32_CONFIGS = ((8, 8), (4, 8), (4, 4))  # the single-TF32 variant's tiles
+# the cp.async variants (rm, rn, stages): every operand fetched 16 bytes at a time, the tiles of several steps in
+# flight in dynamic shared memory, one barrier a step
+ASYNC_CONFIGS = ((8, 8, 3), (4, 8, 3), (8, 4, 3))
+ASYNC_SHARED_LIMIT = 112 * 1024  # bytes of the stages: two blocks an SM fit beside each other (228 KiB)
 TF32_RTOL = 5e-4  # a single TF32 product is off by up to 2^-10 of it: proposed only above this relative tolerance
 HALF_TYPES = {"__nv_bfloat16": "bf16", "nv_bfloat16": "bf16", "__half": "f16", "half": "f16"}
 CONVERSIONS = CONVERSION_CALLS  # calls that convert a 16-bit load to float
@@ -67,10 +71,11 @@ class MmaTilePass(SmemTilePass):
     group = "grid"
     exact = False
 
-    def __init__(self, rm: int, rn: int, single_tf32: bool = False):
+    def __init__(self, rm: int, rn: int, single_tf32: bool = False, stages: int = 1):
         super().__init__(rm, rn, TK)
         self.single_tf32 = single_tf32
-        self.name = f"mma_tile_{self.tm}x{self.tn}" + ("_tf32" if single_tf32 else "")
+        self.stages = stages  # > 1: the tiles of that many steps in flight through cp.async (dynamic shared memory)
+        self.name = f"mma_tile_{self.tm}x{self.tn}" + ("_tf32" if single_tf32 else "") + (f"_s{stages}" if stages > 1 else "")
         self.wm = 4 if self.tm > self.tn else 2  # warps along the rows
         self.wn = WARPS // self.wm
         self.mt, self.nt = self.tm // self.wm // 16, self.tn // self.wn // 8  # fragments per warp, each side
@@ -102,6 +107,13 @@ class MmaTilePass(SmemTilePass):
             if spec.check.rtol < TF32_RTOL:
                 raise Refused(f"rtol {spec.check.rtol:g} is below {TF32_RTOL:g}: a single TF32 product is off by up to 2^-10")
         self._check_product(p, unit)
+        if self.stages > 1:
+            scalar = [o.ptr for o in p.operands if o.vector == 1]
+            if scalar:
+                raise Refused(f"{scalar[0]} is fetched element by element (no 16-byte run along k or its side, or a mask): "
+                              "the cp.async stages copy 16 bytes at a time")
+            if self._stage_layout(p.operands)[1] * self.stages > ASYNC_SHARED_LIMIT:
+                raise Refused(f"{self.stages} stages of the tiles take over {ASYNC_SHARED_LIMIT} bytes of shared memory")
         return p
 
     @staticmethod
@@ -165,9 +177,17 @@ class MmaTilePass(SmemTilePass):
         return None, converted
 
     def _check_shared(self, operands: list[_Operand]) -> None:
-        total = sum(self._tile_rows(o) * self._tile_pitch(o) * (4 if o.ctype == "float" else 2) for o in operands)
-        if total > 48 * 1024:
+        total = self._stage_layout(operands)[1]
+        if self.stages == 1 and total > 48 * 1024:
             raise Refused(f"{total} bytes of shared tiles (over 48 KiB)")
+
+    def _stage_layout(self, operands: list[_Operand]) -> tuple[list[int], int]:
+        """Each operand's tile's byte offset in a stage, and a stage's bytes (each tile 128-byte aligned)."""
+        offsets, total = [], 0
+        for o in operands:
+            offsets.append(total)
+            total += -(-self._tile_rows(o) * self._tile_pitch(o) * (4 if o.ctype == "float" else 2) // 128) * 128
+        return offsets, total
 
     def _tile_contiguous(self, o: _Operand) -> str:
         """An operand's tile is contiguous along the coordinate its global memory is: k (``A[row * K + k]``: rows of
@@ -216,7 +236,15 @@ class MmaTilePass(SmemTilePass):
                 out.append(f"{ind}auto {name} = [](unsigned* r, const void* p) {{ asm volatile(\"ldmatrix.sync.aligned.m8n8.x4{trans}"
                            ".shared.b16 {%0, %1, %2, %3}, [%4];\" : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : "
                            "\"r\"((unsigned)__cvta_generic_to_shared(p))); };")
+        if self.stages > 1:
+            out.append(f"{ind}extern __shared__ __align__(128) unsigned char ptxf_smem[];  // {self.stages} steps' tiles")
+            out += [f"{ind}auto ptxf_cp16 = [](void* s, const void* g) {{ asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\" "
+                    ":: \"r\"((unsigned)__cvta_generic_to_shared(s)), \"l\"(g) : \"memory\"); };",
+                    f"{ind}auto ptxf_commit = [] {{ asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }};",
+                    f"{ind}auto ptxf_wait = [] {{ asm volatile(\"cp.async.wait_group {self.stages - 2};\" ::: \"memory\"); }};"]
         for n, o in enumerate(p.operands):
+            if self.stages > 1:
+                break
             what = "rows" if o.side == "y" else "columns"
             out.append(f"{ind}__shared__ __align__(16) {o.ctype} ptxf_s{n}[{self._tile_rows(o)}][{self._tile_pitch(o)}];  "
                        + (f"// {what} of the tile, k contiguous" if self._tile_contiguous(o) == "k" else f"// k of the tile, {what} contiguous"))
@@ -230,14 +258,63 @@ class MmaTilePass(SmemTilePass):
                 "#pragma unroll", f"{ind}for (int ptxf_i = 0; ptxf_i < {self.mt}; ++ptxf_i)",
                 "#pragma unroll", f"{ind}    for (int ptxf_j = 0; ptxf_j < {self.nt}; ++ptxf_j)",
                 "#pragma unroll", f"{ind}        for (int ptxf_e = 0; ptxf_e < 4; ++ptxf_e) ptxf_c[ptxf_i][ptxf_j][ptxf_e] = 0.0f;"]
-        out += self._pipeline(p, ind)
-        out += [f"{ind}    " + line if not line.startswith("#") else line
-                for line in self._fragments(a, b, p.operands[a], p.operands[b], half, ks)]
-        out += [f"{ind}    __syncthreads();", f"{ind}}}"]
+        fragments = [f"{ind}    " + line if not line.startswith("#") else line
+                     for line in self._fragments(a, b, p.operands[a], p.operands[b], half, ks)]
+        if self.stages > 1:
+            out += self._async_pipeline(p, ind, fragments)
+        else:
+            out += self._pipeline(p, ind) + fragments + [f"{ind}    __syncthreads();", f"{ind}}}"]
         out += self._outputs(p, unit, ind)
         out.append("}")
         text = sx.apply_edits(data, [(unit.body.start_byte, unit.body.end_byte, "\n".join(out).encode())])
-        return unit.with_text(text, launch=LaunchConfig(grid=p.launch.grid, block=p.launch.block, shared_mem=p.launch.shared_mem))
+        shared = self._stage_layout(p.operands)[1] * self.stages if self.stages > 1 else p.launch.shared_mem
+        return unit.with_text(text, launch=LaunchConfig(grid=p.launch.grid, block=p.launch.block, shared_mem=shared))
+
+    def _async_pipeline(self, p: _Plan, ind: str, fragments: list[str]) -> list[str]:
+        """The k loop with ``stages`` steps' tiles in flight: the first ``stages - 1`` steps fetched before it (one
+        cp.async group each); each step waits for its own group, one barrier (its tiles visible, and every warp done
+        with the step before, whose stage the next fetch overwrites), fetches the step ``stages - 1`` ahead into that
+        stage (a group, empty past the loop's end), then the step's arithmetic (``fragments``) on its stage."""
+        s, tk, kt = self.stages, self.tk, p.k_type
+        out = self._pipeline_head(p, ind)
+        out += ["#pragma unroll", f"{ind}for (int ptxf_sf = 0; ptxf_sf < {s - 1}; ++ptxf_sf) {{"]
+        out += self._async_fetch(p, f"({p.k_from}) + ptxf_sf * {tk}", "ptxf_sf", ind + "    ")
+        out += [f"{ind}    ptxf_commit();", f"{ind}}}", f"{ind}int ptxf_st = 0;  // the stage holding this step's tiles",
+                f"{ind}for ({kt} ptxf_kb = {p.k_from}; ptxf_kb < ptxf_kend; ptxf_kb += {tk}) {{",
+                f"{ind}    ptxf_wait();", f"{ind}    __syncthreads();"]
+        out += self._async_fetch(p, f"ptxf_kb + {(s - 1) * tk}", f"(ptxf_st + {s - 1}) % {s}", ind + "    ")
+        out += [f"{ind}    ptxf_commit();"]
+        out += [f"{ind}    {line}" for line in self._stage_tiles(p, "ptxf_st")]
+        out += fragments
+        out += [f"{ind}    ptxf_st = ptxf_st == {s - 1} ? 0 : ptxf_st + 1;", f"{ind}}}"]
+        return out
+
+    def _stage_tiles(self, p: _Plan, stage: str) -> list[str]:
+        """``ptxf_s{n}``: each operand's tile in stage ``stage`` of the dynamic shared memory, as a 2-D array."""
+        offsets, size = self._stage_layout(p.operands)
+        out = []
+        for n, o in enumerate(p.operands):
+            pitch = self._tile_pitch(o)
+            out.append(f"{o.ctype} (*ptxf_s{n})[{pitch}] = reinterpret_cast<{o.ctype} (*)[{pitch}]>(ptxf_smem + ({stage}) * {size}"
+                       f" + {offsets[n]});")
+        return out
+
+    def _async_fetch(self, p: _Plan, kb: str, stage: str, ind: str) -> list[str]:
+        """Every operand's share of the step at ``kb`` into stage ``stage``: 16 aligned bytes in bounds by cp.async,
+        else the packed elements (zeros out of bounds) by a 16-byte shared store; nothing past the loop's end."""
+        out = [f"{ind}{{", f"{ind}    const {p.k_type} ptxf_kf = {kb};", f"{ind}    if (ptxf_kf < ptxf_kend) {{"]
+        out += [f"{ind}        {line}" for line in self._stage_tiles(p, stage)]
+        for n, o in enumerate(p.operands):
+            total, each = self._share(o)
+            hm, hk = self._slot(o, "m"), self._slot(o, "k")
+            at = f"ptxf_s{n}{self._tile_at(o)}"
+            inner = self._vector_fetch(p, n, o, hm, hk, fast=lambda a, at=at: f"ptxf_cp16(&{at}, {a});",
+                                       slow=lambda v, at=at: f"*reinterpret_cast<uint4*>(&{at}) = {v};")
+            out += ["#pragma unroll", f"{ind}        for (int ptxf_u = 0; ptxf_u < {each}; ++ptxf_u) {{",
+                    f"{ind}            const int ptxf_e = {self._first(o)};", f"{ind}            {self._element(o)}",
+                    f"{ind}            if (ptxf_e < {total}) {{", *(f"{ind}                {line}" for line in inner),
+                    f"{ind}            }}", f"{ind}        }}"]
+        return out + [f"{ind}    }}", f"{ind}}}"]
 
     def _fragments(self, a: int, b: int, oa: _Operand, ob: _Operand, half: bool, ks: int) -> list[str]:
         """One step's k on the tensor cores: for each ``ks`` slice, the warp's A and B fragments from shared memory, then

@@ -45,7 +45,7 @@ _UNIFORM_TYPES = frozenset({
 })
 
 
-_IMPURE = ("call_expression", "subscript_expression", "pointer_expression", "field_expression", "assignment_expression",
+IMPURE = ("call_expression", "subscript_expression", "pointer_expression", "field_expression", "assignment_expression",
            "update_expression", "array_declarator", "storage_class_specifier", "lambda_expression")
 
 
@@ -53,7 +53,7 @@ def pure_declaration(stmt: Node) -> bool:
     """Whether ``stmt`` is a declaration whose value is the same for every thread wherever it runs before anything is
     written: no call, memory access, assignment, increment, ``__shared__``/``volatile``/``static``, array declarator
     or ``threadIdx``/``blockIdx``/``blockDim``/``gridDim`` (literals, scalar parameters and other such names only)."""
-    if stmt.type != "declaration" or sx.contains_type(stmt, _IMPURE):
+    if stmt.type != "declaration" or sx.contains_type(stmt, IMPURE):
         return False
     if any(n.type == "type_qualifier" and sx.text(n) in ("__shared__", "volatile") for n in sx.walk(stmt)):
         return False

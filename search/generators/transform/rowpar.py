@@ -1070,7 +1070,8 @@ def pointer_roots(unit: Unit) -> dict[str, str]:
 
 def pointer_offsets(unit: Unit, roots: dict[str, str]) -> dict[str, Poly]:
     """Each pointer name -> its offset from the start of its buffer, as a polynomial (parameters: 0; ``T* p = x +
-    e``, ``e + x``, ``&x[e]``: x's offset + e). Pointers written after their declaration, or initialised otherwise, are left out."""
+    e``, ``e + x``, ``x + e1 + e2``, ``&x[e]``: x's offset + e). Pointers written after their declaration, or
+    initialised otherwise, are left out."""
     offsets: dict[str, Poly] = {name: {} for name in unit.pointers}
     written = sx.written_names(unit.body)
     for n in sx.walk(unit.body):
@@ -1089,13 +1090,8 @@ def pointer_offsets(unit: Unit, roots: dict[str, str]) -> dict[str, Poly]:
                 continue  # (float*)((char*)p + 32): a pointer cast changes the offset's unit; left out
             value = sx.uncast(raw)
             off = None
-            if value is not None and value.type == "binary_expression" and sx.operator(value) == "+":
-                a, b = sx.uncast(value.child_by_field_name("left")), value.child_by_field_name("right")
-                if not (sx.is_ident(a) and sx.text(a) in offsets):
-                    a, b = sx.uncast(value.child_by_field_name("right")), value.child_by_field_name("left")
-                if sx.is_ident(a) and sx.text(a) in offsets:
-                    e = poly(b)
-                    off = None if e is None else add(offsets[sx.text(a)], e)
+            if value is not None and value.type == "binary_expression" and sx.operator(value) in ("+", "-"):
+                off = _sum_offset(value, offsets)
             elif value is not None and value.type == "pointer_expression" and sx.operator(value) == "&":
                 sub = sx.unparen(value.child_by_field_name("argument"))
                 arg = sx.uncast(sub.child_by_field_name("argument")) if sub is not None and sub.type == "subscript_expression" else None
@@ -1109,6 +1105,19 @@ def pointer_offsets(unit: Unit, roots: dict[str, str]) -> dict[str, Poly]:
     for name in written:
         offsets.pop(name, None)  # a pointer moved after its declaration (parameters too): its offset is unknown
     return offsets
+
+
+def _sum_offset(value: Node, offsets: dict[str, Poly]) -> Poly | None:
+    """The offset of ``p + e1 + e2 - e3 ...`` (``p`` one pointer of ``offsets``, anywhere in the sum, added once; the
+    other terms integer polynomials, casts allowed: ``A + (size_t)b * M * K + (size_t)i * K``), else None."""
+    total = poly(value)
+    if total is None:
+        return None
+    ptrs = [m for m in total if any(v in offsets for v in m)]
+    if len(ptrs) != 1 or len(ptrs[0]) != 1 or total[ptrs[0]] != 1:
+        return None
+    rest = {m: c for m, c in total.items() if m != ptrs[0]}
+    return add(offsets[ptrs[0][0]], rest)
 
 
 def _trip(start: Node, bound: Node, j: str) -> Poly | None:

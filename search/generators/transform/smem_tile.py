@@ -359,16 +359,7 @@ class SmemTilePass(PlannedPass):
         (``ptxf_kb``) with ``head`` first, the fetched registers stored into the tiles (:meth:`_store`), a barrier and
         the next step's fetch, in flight during the arithmetic the caller appends (then a barrier and the brace)."""
         kb = "ptxf_kb"
-        out = []
-        for i, (v, t, a, trip) in enumerate(p.levels):  # each loop's trip count (none below zero), a divisor at least 1
-            out += [f"{ind}const {p.k_type} ptxf_n{i} = max(({p.k_type})0, ({p.k_type})({trip}));  // {v}'s iterations",
-                    f"{ind}const {p.k_type} ptxf_q{i} = max(({p.k_type})1, ptxf_n{i});"]
-        out += [f"{ind}const {p.k_type} ptxf_kend = {p.k_end};"]
-        if len(p.levels) > 1:  # a step's k, as digits of the nest: the fetches advance their elements' digits by it
-            out += [f"{ind}const {p.k_type} ptxf_t{i} = {d};  // a step's {v} digit"
-                    for i, ((v, _, _, _), d) in enumerate(zip(p.levels, _digits(p, str(self.tk))))]
-        for n, o in enumerate(p.operands):
-            out += self._setup(p, n, o, ind)
+        out = self._pipeline_head(p, ind)
         for n, o in enumerate(p.operands):
             out += self._fetch(p, n, o, f"({p.k_from})", ind)
         out += [f"{ind}for ({p.k_type} {kb} = {p.k_from}; {kb} < ptxf_kend; {kb} += {self.tk}) {{", *head]
@@ -379,6 +370,21 @@ class SmemTilePass(PlannedPass):
         for n, o in enumerate(p.operands):
             out += self._fetch(p, n, o, f"{kb} + {self.tk}", ind + "        ")
         return out + [f"{ind}    }}"]
+
+    def _pipeline_head(self, p: _Plan, ind: str) -> list[str]:
+        """What precedes a k loop's first fetch: each nest level's trip count, the loop's end (``ptxf_kend``), a step's
+        digits, and each operand's per-element setup (:meth:`_setup`)."""
+        out = []
+        for i, (v, t, a, trip) in enumerate(p.levels):  # each loop's trip count (none below zero), a divisor at least 1
+            out += [f"{ind}const {p.k_type} ptxf_n{i} = max(({p.k_type})0, ({p.k_type})({trip}));  // {v}'s iterations",
+                    f"{ind}const {p.k_type} ptxf_q{i} = max(({p.k_type})1, ptxf_n{i});"]
+        out += [f"{ind}const {p.k_type} ptxf_kend = {p.k_end};"]
+        if len(p.levels) > 1:  # a step's k, as digits of the nest: the fetches advance their elements' digits by it
+            out += [f"{ind}const {p.k_type} ptxf_t{i} = {d};  // a step's {v} digit"
+                    for i, ((v, _, _, _), d) in enumerate(zip(p.levels, _digits(p, str(self.tk))))]
+        for n, o in enumerate(p.operands):
+            out += self._setup(p, n, o, ind)
+        return out
 
     def _per_output(self, p: _Plan, ind: str, inner: list[str], indices: bool = True) -> list[str]:
         """``inner`` once per output of the thread's register tile, with the row and column declared (``indices``)."""
@@ -541,8 +547,15 @@ class SmemTilePass(PlannedPass):
                 *self._k_lines(p, n, hk, f"ptxf_kk{dk}"),
                 f"{target}{' && '.join(conds)} ? {o.ptr}[{_render(o.index)}] : {o.ctype}();"]
 
-    def _vector_fetch(self, p: _Plan, n: int, o: _Operand, hm: str, hk: str) -> list[str]:
-        """Fetch ``ptxf_u`` of operand ``n`` as one ``uint4`` (see :meth:`_fetch`)."""
+    def _vector_fetch(self, p: _Plan, n: int, o: _Operand, hm: str, hk: str, fast=None, slow=None) -> list[str]:
+        """Fetch ``ptxf_u`` of operand ``n`` as one ``uint4`` (see :meth:`_fetch`): ``fast(pointer)`` is the statement
+        for 16 aligned bytes in bounds at the global ``pointer``, ``slow(value)`` the one for the packed elements
+        (default: both into the register ``ptxf_p{n}[ptxf_u]``)."""
+        if fast is None:
+            nc = o.read_only
+            fast = lambda a: f"ptxf_p{n}[ptxf_u] = {'__ldg(' if nc else '*'}reinterpret_cast<const uint4*>({a}){')' if nc else ''};"  # noqa: E731
+        if slow is None:
+            slow = lambda v: f"ptxf_p{n}[ptxf_u] = {v};"  # noqa: E731
         v = o.vector
         bits, as_bits, _ = VECTOR_TYPES[o.ctype]
         idx = p.y if o.side == "y" else p.x
@@ -568,11 +581,11 @@ class SmemTilePass(PlannedPass):
                   f"(unsigned){as_bits}(ptxf_f[{2 * w}]) | ((unsigned){as_bits}(ptxf_f[{2 * w + 1}]) << 16)") for w in range(4)]
         element = self._element_fetch(p, n, o, hm, hk, "ptxf_f[ptxf_i] = ", *((" + ptxf_i", "") if along_k else ("", " + ptxf_i")))
         out += [f"if (ptxf_ok && (reinterpret_cast<unsigned long long>(ptxf_a) & {VECTOR_BYTES - 1}) == 0) {{",
-                f"    ptxf_p{n}[ptxf_u] = {'__ldg(' if o.read_only else '*'}reinterpret_cast<const uint4*>(ptxf_a){')' if o.read_only else ''};",
+                f"    {fast('ptxf_a')}",
                 "} else {  // at an edge or unaligned: element by element",
                 f"    {o.ctype} ptxf_f[{v}];", "#pragma unroll", f"    for (int ptxf_i = 0; ptxf_i < {v}; ++ptxf_i) {{",
                 *(f"        {line}" for line in element), "    }",
-                f"    ptxf_p{n}[ptxf_u] = make_uint4({', '.join(words)});", "}"]
+                f"    {slow('make_uint4(' + ', '.join(words) + ')')}", "}"]
         return out
 
     def _k_lines(self, p: _Plan, n: int, slot: str, kk: str = "ptxf_kk") -> list[str]:

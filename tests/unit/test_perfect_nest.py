@@ -1,0 +1,215 @@
+"""A naive convolution's guards between its loops (``if (ih < 0 || ih >= H) continue;`` before the ``kw`` loop) moved into
+the inner loop and merged (perfect_nest.py), its ``#define`` constants read as literals (expand.py), and pointers
+into a buffer at a row's offset (``const float* a = A + b * M * K + i * K;``) read as loads of the buffer
+(rowpar.pointer_offsets): the forms a new user wrote (2026-12-05) that kept smem_tile, mma_tile and colpar away."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from ptxfactory.search.generators.transform import PASSES, syntax as sx
+from ptxfactory.search.generators.transform.perfect_nest import perfect_nests
+from ptxfactory.search.generators.transform.smem_tile import CONFIGS, SmemTilePass
+from ptxfactory.protocol import parse_spec
+from test_smem_tile import host_agree
+from test_transform import unit
+
+
+def spec_for(name: str, args: str, grid: str, block: str, rtol: float, atol: float, sizes: str, bench: str):
+    return parse_spec(f"""
+[kernel.{name}]
+args = [{args}]
+launch = {{ grid = {grid}, block = {block}, policy = "free" }}
+[kernel.{name}.check]
+rtol = {rtol}
+atol = {atol}
+sizes = {sizes}
+[kernel.{name}.bench]
+sizes = [{bench}]
+""").kernels[name]
+
+
+def _nest(src: str) -> str:
+    def parse(d: bytes):
+        fn = sx.kernel_function(sx.parse(d).root_node)
+        return None if fn is None else fn.child_by_field_name("body")
+    return perfect_nests(src.encode(), parse).decode()
+
+
+NEST = """extern "C" __global__ void k(const float* x, float* y, int C, int H, int W, int oh, int ow) {
+    float acc = 0;
+    for (int c = 0; c < C; ++c) {
+        for (int kh = 0; kh < 3; ++kh) {
+            int ih = oh * 2 - 1 + kh;
+            if (ih < 0 || ih >= H) continue;
+            for (int kw = 0; kw < 3; ++kw) {
+                int iw = ow * 2 - 1 + kw;
+                if (iw < 0 || iw >= W) continue;
+                acc += x[(c * H + ih) * W + iw];
+            }
+        }
+    }
+    y[0] = acc;
+}"""
+
+
+def test_a_guard_between_loops_moves_into_the_inner_loop_and_merges_with_its_guard():
+    out = _nest(NEST)
+    kh = out[out.index("for (int kh"):]
+    assert kh.index("for (int kw") < kh.index("int ih")  # the kh loop's only statement is the kw loop
+    assert "if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;" in out and out.count("continue;") == 1
+    assert out.index("int iw") < out.index("if (ih < 0")  # both declarations before the one guard
+
+
+@pytest.mark.parametrize("change", [
+    ("for (int kw = 0; kw < 3; ++kw) {", "for (int kw = 0; kw < ih; ++kw) {"),   # the inner header reads ih
+    ("acc += x[(c * H + ih) * W + iw];", "acc += x[(c * H + ih) * W + iw]; ih++;"),  # the inner loop writes ih
+    ("if (ih < 0 || ih >= H) continue;", "if (ih < 0 || ih >= H) continue; else acc += 1;"),  # not a bare guard
+    ("int ih = oh * 2 - 1 + kh;", "int ih = oh * 2 - 1 + (int)x[kh];"),  # reads memory
+])
+def test_a_guard_stays_where_moving_it_would_change_the_kernel(change):
+    out = _nest(NEST.replace(*change))
+    kh = out[out.index("for (int kh"):]
+    assert kh.index("int ih") < kh.index("for (int kw"), out
+
+
+def test_guards_stay_apart_where_a_declaration_between_them_divides():
+    src = NEST.replace("int iw = ow * 2 - 1 + kw;", "int iw = (ow * 2 - 1 + kw) / W;")
+    out = _nest(src)
+    assert out.count("continue;") == 2  # (evaluated where the first guard holds, a division might trap)
+
+
+CONV = """#define KS 3
+#define PAD 1
+#define STRIDE 2
+extern "C" __global__ void k(const float* x, const float* w, const float* bias, float* y,
+                             int N, int C, int H, int W, int OC, int OH, int OW)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    int total = N * OC * OH * OW;
+    if (idx >= total) return;
+    int ow = idx % OW;
+    int oh = (idx / OW) % OH;
+    int oc = (idx / (OW * OH)) % OC;
+    int n  = idx / (OW * OH * OC);
+    float acc = bias[oc];
+    for (int c = 0; c < C; ++c) {
+        for (int kh = 0; kh < KS; ++kh) {
+            int ih = oh * STRIDE - PAD + kh;
+            if (ih < 0 || ih >= H) continue;
+            for (int kw = 0; kw < KS; ++kw) {
+                int iw = ow * STRIDE - PAD + kw;
+                if (iw < 0 || iw >= W) continue;
+                acc += x[((n * C + c) * H + ih) * W + iw] * w[((oc * C + c) * KS + kh) * KS + kw];
+            }
+        }
+    }
+    y[idx] = acc;
+}
+"""
+CONV_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["N", "C", "H", "W"] },
+  { name = "w", role = "in", dtype = "f32", shape = ["OC", "C", 3, 3] },
+  { name = "bias", role = "in", dtype = "f32", shape = ["OC"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["N", "OC", "(H - 1) // 2 + 1", "(W - 1) // 2 + 1"] },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+  { name = "C", role = "scalar", dtype = "i32", value = "C" },
+  { name = "H", role = "scalar", dtype = "i32", value = "H" },
+  { name = "W", role = "scalar", dtype = "i32", value = "W" },
+  { name = "OC", role = "scalar", dtype = "i32", value = "OC" },
+  { name = "OH", role = "scalar", dtype = "i32", value = "(H - 1) // 2 + 1" },
+  { name = "OW", role = "scalar", dtype = "i32", value = "(W - 1) // 2 + 1" },
+"""
+
+
+def conv_spec():
+    return spec_for("k", CONV_ARGS, grid='["cdiv(N * OC * ((H - 1) // 2 + 1) * ((W - 1) // 2 + 1), 256)"]', block="[256]",
+                    rtol=1e-4, atol=1e-3, sizes="[{ N = 2, C = 3, H = 9, W = 11, OC = 5 }]",
+                    bench="{ N = 8, C = 64, H = 56, W = 56, OC = 64 }")
+
+
+def test_a_padded_strided_convolution_as_written_gets_the_gemm_tiles():
+    u = unit(CONV, conv_spec())
+    assert "kh < 3" in u.text and "oh * 2 - 1 + kh" in u.text  # the #define constants read as literals
+    took = {p.name for p in PASSES if getattr(p, "name", "").startswith(("smem_tile", "mma_tile")) and p.applies(u)}
+    assert {"smem_tile_4x4", "mma_tile_64x64"} <= took, [p.why_not(u) for p in PASSES if getattr(p, "name", "") == "smem_tile_4x4"]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_the_tiled_convolution_gives_the_originals_bits_on_the_host(tmp_path):
+    """Every smem_tile configuration of the padded, strided convolution written with guards between its loops equals
+    the original bit for bit (the guard a zero product's mask, in the original's order)."""
+    spec = conv_spec()
+    literal = CONV.split("\n", 3)[3].replace("KS", "3").replace("STRIDE", "2").replace("PAD", "1")
+    passes = [SmemTilePass(*c) for c in CONFIGS]
+    report = host_agree(literal, spec, {"N": 2, "C": 3, "H": 9, "W": 11, "OC": 5}, passes, tmp_path)
+    assert report.count("same") == len(passes) and "DIFFERENT" not in report, report
+
+
+BMM = """extern "C" __global__ void k(const float* A, const float* B, float* C, int batch, int M, int N, int K)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= batch * M * N) return;
+    int b = idx / (M * N);
+    int i = (idx / N) % M;
+    int j = idx % N;
+    const float* a = A + (size_t)b * M * K + (size_t)i * K;
+    const float* bb = B + (size_t)b * K * N + j;
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k)
+        acc += a[k] * bb[(size_t)k * N];
+    C[idx] = acc;
+}
+"""
+BMM_ARGS = """
+  { name = "A", role = "in", dtype = "f32", shape = ["batch", "M", "K"] },
+  { name = "B", role = "in", dtype = "f32", shape = ["batch", "K", "N"] },
+  { name = "C", role = "out", dtype = "f32", shape = ["batch", "M", "N"] },
+  { name = "batch", role = "scalar", dtype = "i32", value = "batch" },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+  { name = "K", role = "scalar", dtype = "i32", value = "K" },
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_pointers_at_a_row_and_a_column_read_as_loads_of_the_buffers(tmp_path):
+    spec = spec_for("k", BMM_ARGS, grid='["cdiv(batch * M * N, 256)"]', block="[256]", rtol=1e-4, atol=1e-4,
+                    sizes="[{ batch = 2, M = 17, N = 30, K = 9 }]", bench="{ batch = 8, M = 512, N = 512, K = 512 }")
+    u = unit(BMM, spec)
+    assert SmemTilePass(4, 4, 16).why_not(u) is None
+    report = host_agree(BMM, spec, {"batch": 2, "M": 17, "N": 30, "K": 9}, [SmemTilePass(4, 4, 16), SmemTilePass(8, 4, 16)], tmp_path)
+    assert report.count("same") == 2, report
+
+
+ARGMAX_MID = """extern "C" __global__ void k(const float* x, int* out, int B, int D, int N)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= B * N) return;
+    int b = idx / N;
+    int n = idx % N;
+    const float* p = x + (size_t)b * D * N + n;
+    float best = p[0];
+    int besti = 0;
+    for (int d = 1; d < D; ++d) {
+        float v = p[(size_t)d * N];
+        if (v > best) { best = v; besti = d; }
+    }
+    out[idx] = besti;
+}
+"""
+
+
+def test_a_column_walked_through_a_pointer_at_its_offset_gets_colpar():
+    spec = spec_for("k", """
+  { name = "x", role = "in", dtype = "f32", shape = ["B", "D", "N"] },
+  { name = "out", role = "out", dtype = "i32", shape = ["B", "N"] },
+  { name = "B", role = "scalar", dtype = "i32", value = "B" },
+  { name = "D", role = "scalar", dtype = "i32", value = "D" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+""", grid='["cdiv(B * N, 256)"]', block="[256]", rtol=0, atol=0, sizes="[{ B = 3, D = 17, N = 70 }]",
+                    bench="{ B = 16, D = 512, N = 4096 }")
+    u = unit(ARGMAX_MID, spec)
+    colpar = next(p for p in PASSES if getattr(p, "name", "") == "colpar_auto")
+    assert colpar.why_not(u) is None
