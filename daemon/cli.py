@@ -38,7 +38,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
-from ptxfactory.protocol import JobSummary, Measured, SpecError
+from ptxfactory.protocol import PASSES_SILENT, JobSummary, Measured, SpecError
 
 from . import report
 from .report import write_outputs  # noqa: F401  (re-exported: the CLI's report folder)
@@ -302,7 +302,7 @@ def _final_lines(summary: JobSummary, out_dir: Path) -> list[Text]:
     if summary.families_refused:
         lines.append(Text(f"no expert family fits this kernel ({', '.join(n for n, _ in summary.families_refused)}): why, in report.md"))
     if summary.passes_refused:
-        n = len({_pass_kind(name) for passes, _ in summary.passes_refused for name in passes.split(", ")})
+        n = len({_pass_kind(name) for passes, why in summary.passes_refused if why != PASSES_SILENT for name in passes.split(", ")})
         lines.append(Text(f"{n} restructuring passes left the original alone: why, in report.md"))
     if summary.gpu is not None and summary.gpu.simulated:
         lines.append(Text(f"simulated device: nothing ran on a GPU and nothing was verified (tests only): no {report.best_name(summary)}", style="yellow"))

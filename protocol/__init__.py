@@ -3,7 +3,7 @@
 This package imports nothing else of ptxfactory's, so editors, workers and the daemon can share it.
 """
 from .candidate import Candidate, LaunchConfig
-from .job import CandidateRow, JobSummary
+from .job import PASSES_SILENT, CandidateRow, JobSummary
 from .expr import ExprError, evaluate, symbols_in, to_c
 from .result import (
     CompileFailed,

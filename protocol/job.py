@@ -49,6 +49,9 @@ class CandidateRow(BaseModel):
         return self.result.resources
 
 
+PASSES_SILENT = "did not apply (these passes match a pattern and record no reason when it is absent)"  # passes_refused
+
+
 class JobSummary(BaseModel):
     """A finished (or compile-only) job: every candidate's row, the baseline's key and the best verified candidate's key."""
 
@@ -72,7 +75,8 @@ class JobSummary(BaseModel):
                                           "(new seeds, held-out sizes and inputs) before it was reported: the speedup to quote")
     agent_spend: AgentSpend | None = Field(None, description="what the job's language-model agents spent (None: agents off)")
     passes_refused: list[tuple[str, str]] = Field(default_factory=list, description="(passes, reason): the restructuring "
-                                                  "passes that left the original kernel alone, and why")
+                                                  "passes that left the original kernel alone, and why; then the other "
+                                                  "passes that did not apply, reason PASSES_SILENT")
     families_refused: list[tuple[str, str]] = Field(default_factory=list, description="(family, reason): when no expert "
                                                     "family's skeleton fits the kernel, why each one does not")
     warnings: list[str] = Field(default_factory=list, description="what the job found weak in the spec (a Python "

@@ -240,7 +240,8 @@ async def test_the_report_says_why_each_restructuring_pass_left_the_original_alo
     assert not any(p.startswith("colpar") for p in refused)  # it applies
     assert len(set(refused.values())) == len(refused)
     md = render_markdown(summary)
-    assert "## Restructuring passes that left the original alone" in md and "colpar's case" in md
+    assert "## Passes that left the original alone" in md and "colpar's case" in md
+    assert "record no reason" in md  # the hints that did not apply, named in one line
     dropped = render_markdown(summary.model_copy(update={"duplicates": 5}))
     assert "- 5 candidates dropped after compiling: the same machine code and launch as one evaluated" in dropped
     assert "dropped after compiling" not in md or summary.duplicates

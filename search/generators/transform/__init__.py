@@ -89,7 +89,7 @@ import itertools
 import re
 
 from ptxfactory.harness.source import SignatureMismatch, check_signature, find_kernel, replace_kernel
-from ptxfactory.protocol import Candidate, LaunchConfig
+from ptxfactory.protocol import PASSES_SILENT, Candidate, LaunchConfig
 
 from ...base import GenContext
 from . import syntax as sx
@@ -250,14 +250,20 @@ class TransformGenerator:
 
 def refusals(unit: Unit) -> list[tuple[str, str]]:
     """``(passes, reason)`` for each restructuring pass (one that says ``why_not``) that does not apply to ``unit``;
-    variants refused for the same reason share one entry (``"rowpar_auto, rowpar_lanes32: ..."``), in PASSES order."""
+    variants refused for the same reason share one entry (``"rowpar_auto, rowpar_lanes32: ..."``), in PASSES order;
+    then one entry (:data:`~ptxfactory.protocol.PASSES_SILENT`) naming the other passes that do not apply (the hints and local rewrites)."""
     by_reason: dict[str, list[str]] = {}
+    silent: list[str] = []
     for p in PASSES:
         why = getattr(p, "why_not", None)
-        reason = why(unit) if why is not None else None
-        if reason:
-            by_reason.setdefault(reason, []).append(p.name)
-    return [(", ".join(names), reason) for reason, names in by_reason.items()]
+        if why is not None:
+            reason = why(unit)
+            if reason:
+                by_reason.setdefault(reason, []).append(p.name)
+        elif not p.applies(unit):
+            silent.append(p.name)
+    out = [(", ".join(names), reason) for reason, names in by_reason.items()]
+    return out + ([(", ".join(dict.fromkeys(silent)), PASSES_SILENT)] if silent else [])
 
 
 def _file_lines(reason: str, offset: int) -> str:
