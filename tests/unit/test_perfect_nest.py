@@ -67,6 +67,7 @@ def test_a_guard_between_loops_moves_into_the_inner_loop_and_merges_with_its_gua
     ("acc += x[(c * H + ih) * W + iw];", "acc += x[(c * H + ih) * W + iw]; ih++;"),  # the inner loop writes ih
     ("if (ih < 0 || ih >= H) continue;", "if (ih < 0 || ih >= H) continue; else acc += 1;"),  # not a bare guard
     ("int ih = oh * 2 - 1 + kh;", "int ih = oh * 2 - 1 + (int)x[kh];"),  # reads memory
+    ("if (ih < 0 || ih >= H) continue;", "if (ih < 0 || acc > 10.0f) continue;"),  # reads what the inner loop writes
 ])
 def test_a_guard_stays_where_moving_it_would_change_the_kernel(change):
     out = _nest(NEST.replace(*change))

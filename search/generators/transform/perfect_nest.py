@@ -24,7 +24,7 @@ inner iteration, and a ``continue`` taken skips every inner iteration of that ou
 (nothing follows it in the outer body); with no inner iterations neither form does anything. Taken: a ``for`` whose
 body is a block of pure declarations (:func:`.opening.pure_declaration`, locals allowed) and ``if (c) continue;``
 (``c`` pure, no ``else``) ending in one ``for``, where no name the moved statements declare is written, declared
-again or read in the inner loop's header, and the inner loop declares no name they read. Then two guards of one loop
+again or read in the inner loop's header, and the inner loop declares or writes no name they read. Then two guards of one loop
 body, ``if (c1) continue; D...; if (c2) continue;``, become one, ``D...; if ((c1) || (c2)) continue;`` (:func:`_merge`),
 the form the GEMM-class passes read as a padded convolution's mask. Anything else, and a kernel with ``goto``: left
 as written.
@@ -131,8 +131,9 @@ def _rewrite(data: bytes, loop: Node) -> list[tuple[int, int, bytes]] | None:
     if inner_body is None:
         return None
     inner_declared = sx.declared_names(inner)
-    if declared & (sx.written_names(inner) | inner_declared | header_names) or read & inner_declared:
-        return None
+    written = sx.written_names(inner)
+    if declared & (written | inner_declared | header_names) or read & (inner_declared | written):
+        return None  # (a guard reading what the inner loop writes, if (acc > 10) continue;, would read it changing)
     text = lambda n: data[n.start_byte:n.end_byte].decode()  # noqa: E731
     indent = sx.line_indent(data, inner.start_byte)[0].decode() + "    "
     head = "".join(f"\n{indent}{text(s)}" for s in moved)
