@@ -391,11 +391,11 @@ def residual_added(text: str, x: str, res: str) -> bool:
 
 
 def divides_by(text: str, c_arg: str) -> bool:
-    """Whether ``text`` (comments left out) divides by the scalar ``c_arg`` (``/ N``, ``/ (float)N``,
+    """Whether ``text`` (comments left out) divides by the scalar ``c_arg`` (``/ N``, ``/= N``, ``/ (float)N``,
     ``/ static_cast<float>(N)``, ``__fdividef(s, N)``, ``__frcp_rn((float)N)``): the mean over a row."""
     code = _COMMENTS.sub(" ", text)
     cast = r"(?:\(\s*[\w ]+\)\s*|static_cast\s*<[\w ]+>\s*\(\s*|\(\s*)*"
-    return re.search(rf"(?:/|__fdividef\s*\([^;]*?,|rcp\w*\s*\()\s*{cast}{re.escape(c_arg)}(?!\w)", code) is not None
+    return re.search(rf"(?:/=?|__fdividef\s*\([^;]*?,|rcp\w*\s*\()\s*{cast}{re.escape(c_arg)}(?!\w)", code) is not None
 
 
 def variants(m: RowwiseMatch, text: str) -> list[tuple[RowwiseMatch, tuple[str, ...], bool]]:

@@ -1,4 +1,4 @@
-"""A naive convolution's guards between its loops (``if (ih < 0 || ih >= H) continue;`` before the ``kw`` loop) moved into
+"""Ways of writing a kernel that new users wrote (2026-12-05) and that kept the passes or families away. A naive convolution's guards between its loops (``if (ih < 0 || ih >= H) continue;`` before the ``kw`` loop) moved into
 the inner loop and merged (perfect_nest.py), its ``#define`` constants read as literals (expand.py), and pointers
 into a buffer at a row's offset (``const float* a = A + b * M * K + i * K;``) read as loads of the buffer
 (rowpar.pointer_offsets): the forms a new user wrote (2026-12-05) that kept smem_tile, mma_tile and colpar away."""
@@ -214,3 +214,56 @@ def test_a_column_walked_through_a_pointer_at_its_offset_gets_colpar():
     u = unit(ARGMAX_MID, spec)
     colpar = next(p for p in PASSES if getattr(p, "name", "") == "colpar_auto")
     assert colpar.why_not(u) is None
+
+
+LAYERNORM = """__global__ void layernorm_rows(const float* x, const float* gamma, const float* beta, float* y, int M, int N, float eps)
+{
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < M) {
+        const float* xr = x + (size_t)row * N;
+        float* yr = y + (size_t)row * N;
+        float mean = 0.0f;
+        for (int j = 0; j < N; ++j) mean += xr[j];
+        mean /= N;
+        float var = 0.0f;
+        for (int j = 0; j < N; ++j) { float d = xr[j] - mean; var += d * d; }
+        var /= N;
+        float rstd = 1.0f / sqrtf(var + eps);
+        for (int j = 0; j < N; ++j) yr[j] = (xr[j] - mean) * rstd * gamma[j] + beta[j];
+    }
+}
+"""
+
+
+def test_a_mean_taken_by_compound_division_gets_the_layernorm_family():
+    """``mean /= N;`` is a division by the row length (the family once looked for ``/ N`` only: "never divides")."""
+    from ptxfactory.search.generators.rowwise import RowwiseNormFamily
+    from _generator_support import example_ctx
+    from pathlib import Path
+
+    spec = parse_spec("""
+[kernel.layernorm_rows]
+args = [
+  { name = "x", role = "in", dtype = "f32", shape = ["M", "N"] },
+  { name = "gamma", role = "in", dtype = "f32", shape = ["N"] },
+  { name = "beta", role = "in", dtype = "f32", shape = ["N"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["M", "N"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+  { name = "eps", role = "scalar", dtype = "f32", value = 1e-5 },
+]
+launch = { grid = ["cdiv(M, 256)"], block = [256], policy = "free" }
+[kernel.layernorm_rows.check]
+rtol = 1e-4
+atol = 1e-5
+sizes = [{ M = 7, N = 45 }]
+[kernel.layernorm_rows.bench]
+sizes = [{ M = 4096, N = 4096 }]
+""").kernels["layernorm_rows"]
+    root = Path(__file__).resolve().parents[2]
+    ctx = example_ctx(root / "examples" / "rmsnorm" / "rmsnorm.cu", "layernorm_rows", spec, LAYERNORM)
+    fam = RowwiseNormFamily()
+    assert fam.why_not(ctx) is None
+    assert {c.params.get("norm") for c in fam.propose(ctx)} == {"layer"}
+    assert fam.why_not(example_ctx(root / "examples" / "rmsnorm" / "rmsnorm.cu", "layernorm_rows", spec,
+                                   LAYERNORM.replace("mean /= N;", "mean *= 0.5f;").replace("var /= N;", "var *= 0.5f;")))
