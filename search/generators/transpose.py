@@ -291,10 +291,27 @@ def copy_refusal(kernel_text: str, m: TransposeMatch, element_types: tuple[str, 
     (``(int)x[j]``), a compound assignment or increment of y (``y[i] += x[j]``). Index arithmetic is not looked at:
     the verifier judges where an element comes from."""
     code = re.sub(r"//[^\n]*|/\*.*?\*/", " ", kernel_text, flags=re.S)
-    y = re.escape(m.y)
+    # a pointer into y (float* out = y + row * N;): its stores are y's, judged alike (a softmax stored through one
+    # once read as a copy: nothing was stored "into y")
+    declaration = rf"\*\s*(?:const\s+)?([A-Za-z_]\w*)\s*=[^;=]*(?<![\w.]){re.escape(m.y)}(?!\w)"
+    aliases = [a for a in re.findall(declaration, code) if a != m.y]
+    uses = re.sub(declaration, " ", code)
+    for a in aliases:
+        if re.search(rf"\*\s*\(?\s*{re.escape(a)}\b|(?<![\w.]){re.escape(a)}\s*(?:\+\+|--|[-+]=)|(?:\+\+|--)\s*{re.escape(a)}\b", uses):
+            return f"it writes {m.y} through the pointer {a}, moved or dereferenced: its stores cannot be read"
+    for name in [m.y, *aliases]:
+        why = _stores_refusal(code, kernel_text, name, m, element_types)
+        if why:
+            return why
+    return None
+
+
+def _stores_refusal(code: str, kernel_text: str, out: str, m: TransposeMatch, element_types: tuple[str, ...]) -> str | None:
+    """:func:`copy_refusal`'s judgement of the stores ``out[...] = v;`` (``out``: y or a pointer into it)."""
+    y = re.escape(out)
     if re.search(rf"(?<![\w.]){y}\s*\[[^;]*?\]\s*(?:[-+*/%&|^]|<<|>>)=|(?:\+\+|--)\s*{y}\s*\[|(?<![\w.]){y}\s*\[[^;]*?\]\s*(?:\+\+|--)", code):
         return f"it updates {m.y} in place (a compound assignment or an increment): not a plain copy of {m.x}"
-    for value in stored_values(kernel_text, m.y):
+    for value in stored_values(kernel_text, out):
         stored = value.split(" ; ")[0].strip()
         why = _computes(stored, element_types)
         if why:

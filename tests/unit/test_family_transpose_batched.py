@@ -142,6 +142,14 @@ def test_refuses_a_float_scalar_and_a_computed_store():
         assert copy_refusal(ctx2.kernel.text, match_spec(spec)[0], ("float",)) is None, store
         assert TransposeFamily().propose(ctx2)
 
+    # stores through a pointer into y are y's (a user's causal softmax stored through one read as a copy, 2026-12-05)
+    for store, why in (("float* out = y + j * a;\n    out[k] = 2.0f * x[k * b + j];", "not a plain copy of x"),
+                       ("float* out = y + j * a;\n    *(out + k) = x[k * b + j];", "through the pointer out"),
+                       ("float* out = y + j * a;\n    out[k] = x[k * b + j];", None)):
+        ctx3 = example_ctx(NCHW, "twice", spec, src.replace("y[j * a + k] = 2.0f * x[k * b + j];", store))
+        got = copy_refusal(ctx3.kernel.text, match_spec(spec)[0], ("float",))
+        assert (got is None) if why is None else (why in got), (store, got)
+
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_every_element_type_compiles_without_spills(name):
