@@ -267,3 +267,45 @@ sizes = [{ M = 4096, N = 4096 }]
     assert {c.params.get("norm") for c in fam.propose(ctx)} == {"layer"}
     assert fam.why_not(example_ctx(root / "examples" / "rmsnorm" / "rmsnorm.cu", "layernorm_rows", spec,
                                    LAYERNORM.replace("mean /= N;", "mean *= 0.5f;").replace("var /= N;", "var *= 0.5f;")))
+
+
+CAUSAL = """extern "C" __global__ void causal_softmax(const float* scores, float* probs, int R, int T)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= R) return;
+    int i = idx % T;
+    const float* row = scores + (size_t)idx * T;
+    float m = -INFINITY;
+    for (int j = 0; j < T; j++) {
+        float v = (j > i) ? -INFINITY : row[j];
+        m = fmaxf(m, v);
+    }
+    float s = 0.0f;
+    for (int j = 0; j < T; j++) {
+        float v = (j > i) ? -INFINITY : row[j];
+        s += expf(v - m);
+    }
+    for (int j = 0; j < T; j++) {
+        float v = (j > i) ? -INFINITY : row[j];
+        probs[(size_t)idx * T + j] = expf(v - m) / s;
+    }
+}
+"""
+
+
+def test_a_masked_element_read_through_a_local_in_both_loops_gets_online_softmax():
+    spec = spec_for("causal_softmax", """
+  { name = "scores", role = "in", dtype = "f32", shape = ["R", "T"] },
+  { name = "probs", role = "out", dtype = "f32", shape = ["R", "T"] },
+  { name = "R", role = "scalar", dtype = "i32", value = "R" },
+  { name = "T", role = "scalar", dtype = "i32", value = "T" },
+""", grid='["cdiv(R, 128)"]', block="[128]", rtol=1e-4, atol=1e-6, sizes="[{ R = 37, T = 45 }]",
+                    bench="{ R = 65536, T = 1024 }")
+    u = unit(CAUSAL, spec)
+    p = next(q for q in PASSES if getattr(q, "name", "") == "online_softmax")
+    assert p.why_not(u) is None if hasattr(p, "why_not") else p.applies(u)
+    out = p.apply(u).text
+    assert "float ptxf_v = (j > i) ? -INFINITY : row[j];" in out and out.count("for (int j = 0; j < T; j++)") == 2
+    # a local that is not the element in the exponent: refused
+    other = CAUSAL.replace("        s += expf(v - m);", "        s += expf(row[j] - m);")
+    assert not p.applies(unit(other, spec))

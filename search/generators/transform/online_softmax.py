@@ -7,7 +7,7 @@ Pattern (a softmax's, a cross-entropy's or a logsumexp's first two passes, in on
         m = fmaxf(m, E(j));          //          or if (E(j) > m) m = E(j);  (a local v = E(j) first is fine)
     T s = 0;                         // declared here or before the first loop
     for (I k = a'; k < n; k++)       // a' = a - 1 after an E(a - 1) start, else a' = a
-        s += EXP(E(k) - m);          // EXP: expf, __expf, exp
+        s += EXP(E(k) - m);          // EXP: expf, __expf, exp (a local v = E(k) first is fine)
 
 becomes (the max and the sum in one pass over the elements, E read once)::
 
@@ -214,6 +214,12 @@ class OnlineSoftmaxPass(PlannedPass):
         if _norm(n1) != _norm(n2):
             raise Refused("the max loop and the exp-sum loop have different bounds")
         body2 = _body_stmt(loop2)
+        local2 = None  # float v = E(k); s += EXP(v - m);: the element through a local, as the max loop may have it
+        if len(body2) == 2 and body2[0].type == "declaration":
+            decls = [c for c in body2[0].children if c.type == "init_declarator"]
+            if len(decls) == 1 and decls[0].child_by_field_name("value") is not None:
+                local2 = (sx.text(decls[0].child_by_field_name("declarator")), decls[0].child_by_field_name("value"))
+                body2 = body2[1:]
         if len(body2) != 1 or body2[0].type != "expression_statement":
             raise Refused("the exp-sum loop's body is not one s += EXP(e - m)")
         a = sx.unparen(body2[0].children[0])
@@ -232,6 +238,10 @@ class OnlineSoftmaxPass(PlannedPass):
         if diff.type != "binary_expression" or sx.operator(diff) != "-" or not sx.is_ident(sx.unparen(diff.child_by_field_name("right")), m):
             raise Refused(f"the exponent is not (element - {m})")
         elem2 = diff.child_by_field_name("left")
+        if local2 is not None:
+            if not sx.is_ident(sx.unparen(elem2), local2[0]):
+                raise Refused("the exp-sum loop's local is not the element in the exponent")
+            elem2 = local2[1]
         if _norm(_renamed(elem2, k, "@")) != _norm(_renamed(elem, j, "@")):
             raise Refused("the two loops read different elements")
         # declarations of m and s, their types and starts
