@@ -309,3 +309,78 @@ def test_a_masked_element_read_through_a_local_in_both_loops_gets_online_softmax
     # a local that is not the element in the exponent: refused
     other = CAUSAL.replace("        s += expf(v - m);", "        s += expf(row[j] - m);")
     assert not p.applies(unit(other, spec))
+
+
+def _walk(src: str) -> str:
+    from ptxfactory.search.generators.transform.walking import walked_pointers
+
+    def parse(d: bytes):
+        fn = sx.kernel_function(sx.parse(d).root_node)
+        return None if fn is None else fn.child_by_field_name("body")
+    return walked_pointers(src.encode(), parse).decode()
+
+
+WALK = """extern "C" __global__ void k(const float* x, float* out, int B, int D, int N)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= B * N) return;
+    int b = idx / N;
+    int n = idx % N;
+    const float* p = x + (size_t)b * D * N + n;
+    float acc = 0.0f;
+    for (int d = START; d < D; d++) {
+        acc += BODY;
+        p += N;
+    }
+    out[idx] = acc AFTER;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("start, body, after", [("0", "*p", ""), ("2", "p[0] * 0.5f + *p", ""), ("1", "*p", "+ p[-1]")])
+def test_a_walked_pointer_reads_at_the_loop_index_with_the_originals_bits(start, body, after, tmp_path):
+    """``acc += *p; p += N;`` becomes ``acc += p[(d - a) * N]`` (and, where p is read after the loop, one advance
+    there): the same elements read, the same sums, bit for bit on the host."""
+    from _host_cuda import SERIAL_PRELUDE, run_host
+
+    src = WALK.replace("START", start).replace("BODY", body).replace("AFTER", after)
+    out = _walk(src)
+    assert "p += N;" not in out and "(long long)(d - (" in out
+    assert ("p += max(0LL" in out) == bool(after)
+    kernels = [src.replace("void k(", "void k0("), out.replace("void k(", "void k1(")]
+    main = """
+int main() {
+    const int B = 3, D = 7, N = 11;
+    float x[B * D * N], y0[B * N], y1[B * N];
+    for (int i = 0; i < B * D * N; ++i) x[i] = (float)((i * 37) % 101) / 7.0f - 3.0f;
+    blockDim = {64, 1, 1};
+    for (unsigned t = 0; t < 64; ++t) { threadIdx = {t, 0, 0}; blockIdx = {0, 0, 0}; k0(x, y0, B, D, N); k1(x, y1, B, D, N); }
+    std::printf("%s\\n", std::memcmp(y0, y1, sizeof y0) == 0 ? "same" : "DIFFERENT");
+}
+"""
+    program = SERIAL_PRELUDE + "using std::max;\n#define __restrict__\n" + "\n".join(k.replace('extern "C" ', "") for k in kernels) + main
+    assert run_host(program, tmp_path) == "same"
+
+
+@pytest.mark.parametrize("change", [
+    ("        p += N;\n", "        if (acc > 100.0f) continue;\n        p += N;\n"),   # a continue skips the step
+    ("        acc += BODY;", "        acc += *p; out[0] = (float)(size_t)p;"),             # p used otherwise
+    ("        p += N;\n", "        p += N;\n        N = N + 1;\n"),                        # the step is not the last statement
+])
+def test_a_walked_pointer_stays_where_indexing_would_change_the_kernel(change):
+    src = WALK.replace("START", "0").replace("AFTER", "").replace(*change).replace("BODY", "*p")
+    assert _walk(src) == src
+
+
+def test_a_column_walked_by_a_stepped_pointer_gets_colpar():
+    spec = spec_for("k", """
+  { name = "x", role = "in", dtype = "f32", shape = ["B", "D", "N"] },
+  { name = "out", role = "out", dtype = "f32", shape = ["B", "N"] },
+  { name = "B", role = "scalar", dtype = "i32", value = "B" },
+  { name = "D", role = "scalar", dtype = "i32", value = "D" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+""", grid='["cdiv(B * N, 256)"]', block="[256]", rtol=1e-4, atol=1e-5, sizes="[{ B = 3, D = 17, N = 70 }]",
+                    bench="{ B = 16, D = 512, N = 4096 }")
+    u = unit(WALK.replace("START", "0").replace("BODY", "*p").replace("AFTER", ""), spec)
+    assert next(p for p in PASSES if getattr(p, "name", "") == "colpar_auto").why_not(u) is None

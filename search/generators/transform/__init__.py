@@ -121,6 +121,7 @@ from .early_exit import else_for_early_exits
 from .smem_hist import SmemHistPass
 from .ascending import ascending_loops
 from .perfect_nest import perfect_nests
+from .walking import walked_pointers
 from .smem_tile import CONFIGS as SMEM_TILES, SmemTilePass
 from .mma_tile import ASYNC_CONFIGS as MMA_ASYNC_TILES, CONFIGS as MMA_TILES, TF32_CONFIGS as MMA_TF32_TILES, MmaTilePass
 from .specialise import SpecialisePass
@@ -305,7 +306,11 @@ def unit_from_context(ctx: GenContext) -> Unit:
     # a loop's guards between it and its only inner loop (a convolution's if (ih < 0 || ih >= H) continue; before
     # the kw loop) moved into the inner loop (perfect_nest.py), so that the GEMM-class passes read the nest as one k
     nested = perfect_nests(unit.data, lambda d: unit.with_text(d).body)
-    return unit if nested == unit.data else unit.with_text(nested)
+    unit = unit if nested == unit.data else unit.with_text(nested)
+    # a pointer stepped through a loop (acc += *p; p += N;) read at the loop's index instead (walking.py), so that
+    # its loads have a known offset (colpar, rowpar)
+    indexed = walked_pointers(unit.data, lambda d: unit.with_text(d).body)
+    return unit if indexed == unit.data else unit.with_text(indexed)
 
 
 def plan_chains(unit: Unit) -> list[list[Pass]]:
