@@ -91,3 +91,13 @@ def test_gemm_class_trials_get_tensor_core_chains():
         assert any("mma_tile_" in c for c in chains(name)), name
     # cdist's (a - b)^2 is no product of two loads: smem_tile only
     assert not any("mma_tile_" in c for c in chains("cdist")) and any("smem_tile_" in c for c in chains("cdist"))
+
+
+def test_causal_softmax_masked_through_locals_gets_online_softmax_then_rowpar():
+    # float v = (j > i) ? -INFINITY : row[j]; in the exp-sum loop too: the sum loop's local was not read (2026-12-05)
+    assert any("online_softmax+rowpar" in c for c in chains("causal_softmax"))
+
+
+def test_sum_dim1_walked_by_a_stepped_pointer_gets_colpar():
+    # acc += *p; p += N;: a pointer written in the loop had no known offset (walking.py, 2026-12-05)
+    assert any("colpar" in c for c in chains("sum_dim1"))
