@@ -367,6 +367,7 @@ int main() {
     ("        p += N;\n", "        if (acc > 100.0f) continue;\n        p += N;\n"),   # a continue skips the step
     ("        acc += BODY;", "        acc += *p; out[0] = (float)(size_t)p;"),             # p used otherwise
     ("        p += N;\n", "        p += N;\n        N = N + 1;\n"),                        # the step is not the last statement
+    ("        acc += BODY;", "        acc += BODY; d += 1;"),                               # the loop variable written
 ])
 def test_a_walked_pointer_stays_where_indexing_would_change_the_kernel(change):
     src = WALK.replace("START", "0").replace("AFTER", "").replace(*change).replace("BODY", "*p")

@@ -21,7 +21,7 @@ writes it as::
 Exact: iteration ``d`` of the original reads ``p`` advanced ``d - a`` steps, the same element. Taken: a ``for (T d = a;
 d < n; d++)`` (or ``++d``, ``d += 1``) whose body's last statement is ``p += s;`` (or ``p = p + s;``) for a pointer ``p``
 declared before the loop in the same block; ``s`` and ``n`` read only names nothing in the loop writes, no calls, no
-memory; every other use of ``p`` in the body a ``*p`` or ``p[e]`` read, not under a ``continue`` or ``break`` (none
+memory; ``d`` not written in the body; every other use of ``p`` in the body a ``*p`` or ``p[e]`` read, not under a ``continue`` or ``break`` (none
 in the body), ``p`` not declared again in it; the loop body a block. Anything else: left as written.
 """
 from __future__ import annotations
@@ -106,6 +106,8 @@ def _rewrite(data: bytes, loop: Node) -> list[tuple[int, int, bytes]] | None:
     if stride is None:
         return None
     written = sx.written_names(body)
+    if d in written:
+        return None  # the step count is d - a only where the body leaves d alone
     for e in (stride, n, a):
         if sx.contains_type(e, _IMPURE) or sx.identifiers(e) & (written | {d}):
             return None
