@@ -357,7 +357,7 @@ def render_markdown(summary: JobSummary, now: datetime | None = None) -> str:
         out += ["## Expert families that do not fit", ""]
         out += [f"- {_md_cell(name)}: {_md_cell(reason)}" for name, reason in summary.families_refused] + [""]
     if summary.passes_refused:  # what a user asks first when a kernel got little: which rewrites were not tried, and why
-        out += ["## Passes that left the original alone", ""]
+        out += ["## Passes this job never applied", ""]
         out += [f"- {_md_cell(passes)}: {_md_cell(reason)}" for passes, reason in summary.passes_refused] + [""]
     if summary.state != "compile_only":
         failed = [(i, row) for i, row in enumerate(summary.rows) if not isinstance(row.result, Measured)]

@@ -347,7 +347,8 @@ async def optimise(
         gpu_busy_s=round(busy.seconds, 3) if backend is not None else None, duplicates=search.duplicates,
         stop_reason="cancelled" if state == "cancelled" else (search.stop_reason or "every proposal evaluated"),
         agent_spend=next((s for s in (a.spend() for a in arms.values()) if s is not None), None),
-        passes_refused=search.passes_refused, families_refused=search.families_refused, warnings=spec_warnings,
+        passes_refused=never_applied(search.passes_refused, rows), families_refused=search.families_refused,
+        warnings=spec_warnings,
     )
     # a cancelled job ends short of what it would have done; a finished one at 100%
     notify(Progress(len(rows), search.total_estimate(len(rows)) if state == "cancelled" else len(rows), summary.message))
@@ -753,6 +754,19 @@ def _row_message(row: CandidateRow) -> str:
     if isinstance(row.result, Measured):
         return f"{row.candidate.description}: {row.result.speedup:.2f}x"
     return f"{row.candidate.description}: {row.reason}"
+
+
+def never_applied(refused: list[tuple[str, str]], rows: list[CandidateRow]) -> list[tuple[str, str]]:
+    """``refused`` (``(passes, reason)`` on the original kernel) without the passes some candidate of the job carries
+    (``pass:NAME``): hold_row refuses the original (no lane-strided loop) and applies after rowpar; listed as left
+    alone, it read as never tried. An entry whose passes all applied is dropped."""
+    applied = {k[len("pass:"):] for r in rows for k in r.candidate.params if k.startswith("pass:")}
+    out = []
+    for names, reason in refused:
+        kept = [n for n in names.split(", ") if n not in applied]
+        if kept:
+            out.append((", ".join(kept), reason))
+    return out
 
 
 def _summary_message(state: str, best: CandidateRow | None, stop: str | None = None, retimed: Measured | None = None) -> str:

@@ -238,14 +238,16 @@ async def test_the_report_says_why_each_restructuring_pass_left_the_original_alo
     assert f"the loop at line {loop_line} " in refused[rowpar]  # the file's line, not the kernel text's
     assert any(p.startswith("smem_tile") for p in refused) and refused.get("atomic_agg") == "no atomic in the kernel"
     assert not any(p.startswith("colpar") for p in refused)  # it applies
+    applied = {k[5:] for r in summary.rows for k in r.candidate.params if k.startswith("pass:")}
+    assert applied and not applied & {n for names in refused for n in names.split(", ")}  # a pass some candidate carries
     assert len(set(refused.values())) == len(refused)
     md = render_markdown(summary)
-    assert "## Passes that left the original alone" in md and "colpar's case" in md
+    assert "## Passes this job never applied" in md and "colpar's case" in md
     assert "record no reason" in md  # the hints that did not apply, named in one line
     dropped = render_markdown(summary.model_copy(update={"duplicates": 5}))
     assert "- 5 candidates dropped after compiling: the same machine code and launch as one evaluated" in dropped
     assert "dropped after compiling" not in md or summary.duplicates
-    assert any("restructuring passes left the original alone" in str(t) for t in _final_lines(summary, colsum.parent))
+    assert any("restructuring passes never applied" in str(t) for t in _final_lines(summary, colsum.parent))
     from ptxfactory.daemon.cli import _pass_kind
     assert [_pass_kind(n) for n in ("rowpar_lanes32", "rowpar_auto", "rowpar_auto_e128", "hold_row8", "scan_block256",
                                     "smem_tile_4x4", "smem_tile_8x4_k16", "colpar_rows8", "coarsen_4", "unflatten",
