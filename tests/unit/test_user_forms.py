@@ -385,3 +385,61 @@ def test_a_column_walked_by_a_stepped_pointer_gets_colpar():
                     bench="{ B = 16, D = 512, N = 4096 }")
     u = unit(WALK.replace("START", "0").replace("BODY", "*p").replace("AFTER", ""), spec)
     assert next(p for p in PASSES if getattr(p, "name", "") == "colpar_auto").why_not(u) is None
+
+
+def _whiles(src: str) -> str:
+    from ptxfactory.search.generators.transform.while_for import counted_whiles
+
+    def parse(d: bytes):
+        fn = sx.kernel_function(sx.parse(d).root_node)
+        return None if fn is None else fn.child_by_field_name("body")
+    return counted_whiles(src.encode(), parse).decode()
+
+
+POOL = """extern "C" __global__ void pool(const float* x, float* y, int* where, int NC, int H, int W)
+{
+    int Ho = H / 2, Wo = W / 2;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= NC * Ho * Wo) return;
+    int ow = i % Wo, oh = (i / Wo) % Ho, nc = i / (Wo * Ho);
+    float best = -3.0e38f;
+    int besti = 0;
+    int dh = 0;
+    while (dh < 2) {
+        for (int dw = 0; dw < 2; dw++) {
+            int at = (nc * H + oh * 2 + dh) * W + ow * 2 + dw;
+            if (x[at] > best) { best = x[at]; besti = at; }
+        }
+        dh++;
+    }
+    y[i] = best;
+    where[i] = besti;
+}
+"""
+
+
+def test_a_counted_while_loop_reads_as_its_for_loop_and_the_pooling_gets_coarsened():
+    out = _whiles(POOL)
+    assert "for (int dh = 0; dh < 2; dh++) {" in out and "while" not in out and "dh++;" not in out
+    spec = spec_for("pool", """
+  { name = "x", role = "in", dtype = "f32", shape = ["NC", "H", "W"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["NC", "H // 2", "W // 2"] },
+  { name = "where", role = "out", dtype = "i32", shape = ["NC", "H // 2", "W // 2"] },
+  { name = "NC", role = "scalar", dtype = "i32", value = "NC" },
+  { name = "H", role = "scalar", dtype = "i32", value = "H" },
+  { name = "W", role = "scalar", dtype = "i32", value = "W" },
+""", grid='["cdiv(NC * (H // 2) * (W // 2), 256)"]', block="[256]", rtol=0, atol=0, sizes="[{ NC = 6, H = 9, W = 13 }]",
+                    bench="{ NC = 2048, H = 112, W = 112 }")
+    u = unit(POOL, spec)
+    assert next(p for p in PASSES if getattr(p, "name", "") == "coarsen_4").applies(u)
+
+
+@pytest.mark.parametrize("change", [
+    ("        dh++;\n    }\n", "        dh++;\n    }\n    besti += dh;\n"),                      # dh read after the loop
+    ("            int at", "            if (dw == 5) continue;\n            int at"),        # a continue would skip the step
+    ("        dh++;\n", "        dh++;\n        best += 0.0f;\n"),                          # the step is not last
+    ("        for (int dw", "        dh += 0;\n        for (int dw"),                        # dh written in the body
+])
+def test_a_while_loop_stays_where_a_for_loop_would_differ(change):
+    src = POOL.replace(*change)
+    assert _whiles(src) == src

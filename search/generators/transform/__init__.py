@@ -122,6 +122,7 @@ from .smem_hist import SmemHistPass
 from .ascending import ascending_loops
 from .perfect_nest import perfect_nests
 from .walking import walked_pointers
+from .while_for import counted_whiles
 from .smem_tile import CONFIGS as SMEM_TILES, SmemTilePass
 from .mma_tile import ASYNC_CONFIGS as MMA_ASYNC_TILES, CONFIGS as MMA_TILES, TF32_CONFIGS as MMA_TF32_TILES, MmaTilePass
 from .specialise import SpecialisePass
@@ -310,7 +311,11 @@ def unit_from_context(ctx: GenContext) -> Unit:
     # a pointer stepped through a loop (acc += *p; p += N;) read at the loop's index instead (walking.py), so that
     # its loads have a known offset (colpar, rowpar)
     indexed = walked_pointers(unit.data, lambda d: unit.with_text(d).body)
-    return unit if indexed == unit.data else unit.with_text(indexed)
+    unit = unit if indexed == unit.data else unit.with_text(indexed)
+    # a counted while loop (int dh = 0; while (dh < 2) { ...; dh++; }) written as its for loop (while_for.py), so that
+    # the loop passes read it (coarsen: a short literal loop is the element's own)
+    counted = counted_whiles(unit.data, lambda d: unit.with_text(d).body)
+    return unit if counted == unit.data else unit.with_text(counted)
 
 
 def plan_chains(unit: Unit) -> list[list[Pass]]:
