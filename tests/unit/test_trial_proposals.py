@@ -101,3 +101,8 @@ def test_causal_softmax_masked_through_locals_gets_online_softmax_then_rowpar():
 def test_sum_dim1_walked_by_a_stepped_pointer_gets_colpar():
     # acc += *p; p += N;: a pointer written in the loop had no known offset (walking.py, 2026-12-05)
     assert any("colpar" in c for c in chains("sum_dim1"))
+
+
+def test_maxpool2x2_counted_with_while_gets_coarsen():
+    # int dh = 0; while (dh < 2) { ...; dh++; } read as a row loop: coarsen refused (while_for.py, 2026-12-05)
+    assert any("coarsen_4" in c for c in chains("maxpool2x2"))
