@@ -304,18 +304,16 @@ def unit_from_context(ctx: GenContext) -> Unit:
     # counter (ascending.py), so that the loop passes (scan: a reverse cumulative sum) read it
     up = ascending_loops(unit.data, unit.body)
     unit = unit if up == unit.data else unit.with_text(up)
-    # a loop's guards between it and its only inner loop (a convolution's if (ih < 0 || ih >= H) continue; before
-    # the kw loop) moved into the inner loop (perfect_nest.py), so that the GEMM-class passes read the nest as one k
-    nested = perfect_nests(unit.data, lambda d: unit.with_text(d).body)
-    unit = unit if nested == unit.data else unit.with_text(nested)
-    # a pointer stepped through a loop (acc += *p; p += N;) read at the loop's index instead (walking.py), so that
-    # its loads have a known offset (colpar, rowpar)
-    indexed = walked_pointers(unit.data, lambda d: unit.with_text(d).body)
-    unit = unit if indexed == unit.data else unit.with_text(indexed)
-    # a counted while loop (int dh = 0; while (dh < 2) { ...; dh++; }) written as its for loop (while_for.py), so that
-    # the loop passes read it (coarsen: a short literal loop is the element's own)
-    counted = counted_whiles(unit.data, lambda d: unit.with_text(d).body)
-    return unit if counted == unit.data else unit.with_text(counted)
+    # then, each over the text the one before wrote: a loop's guards between it and its only inner loop (a
+    # convolution's if (ih < 0 || ih >= H) continue; before the kw loop) moved into the inner loop (perfect_nest.py),
+    # so that the GEMM-class passes read the nest as one k; a pointer stepped through a loop (acc += *p; p += N;) read
+    # at the loop's index (walking.py), so that its loads have a known offset (colpar, rowpar); a counted while loop
+    # (int dh = 0; while (dh < 2) { ...; dh++; }) written as its for loop (while_for.py), so that the loop passes read
+    # it (coarsen: a short literal loop is the element's own)
+    for canonical in (perfect_nests, walked_pointers, counted_whiles):
+        new = canonical(unit.data, lambda d: unit.with_text(d).body)
+        unit = unit if new == unit.data else unit.with_text(new)
+    return unit
 
 
 def plan_chains(unit: Unit) -> list[list[Pass]]:

@@ -41,16 +41,9 @@ MAX_ROUNDS = 8  # nest levels moved (one rewrite a round; a deeper nest keeps it
 def perfect_nests(data: bytes, parse) -> bytes:
     """``data`` (a kernel definition's text) with each loop's guards moved into its only inner loop (module
     docstring), one level a round, at most :data:`MAX_ROUNDS`; ``parse(data)`` returns the parsed body (None: none)."""
-    for _ in range(MAX_ROUNDS):
-        body = parse(data)
-        if body is None or sx.contains_type(body, ("goto_statement", "labeled_statement")):
-            return data
-        edits = next((e for loop in sx.walk(body) if loop.type == "for_statement"
-                      for e in [_rewrite(data, loop) or _merge(data, loop)] if e), None)
-        if edits is None:
-            return data
-        data = sx.apply_edits(data, edits)
-    return data
+    return sx.rewrite_rounds(data, parse, lambda d, body: next(
+        (e for loop in sx.walk(body) if loop.type == "for_statement" for e in [_rewrite(d, loop) or _merge(d, loop)] if e),
+        None), MAX_ROUNDS)
 
 
 def _pure(node: Node) -> bool:

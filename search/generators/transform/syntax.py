@@ -452,3 +452,19 @@ def pragma_before(loop: Node) -> Node | None:
 def compact(node: Node) -> str:
     """``node``'s text without whitespace: two spellings of one expression compare equal (``x[i * 16 + j]``)."""
     return re.sub(r"\s+", "", text(node))
+
+
+def rewrite_rounds(data: bytes, parse, find, rounds: int = 8) -> bytes:
+    """``data`` (a kernel definition's text) with ``find``'s edits applied one set a round, re-parsed each time, until
+    it finds none or after ``rounds``: ``parse(data)`` gives the kernel's body (None: none), ``find(data, body)`` a
+    list of byte edits (:func:`apply_edits`) or None. A body with ``goto`` or labels is left as written (the
+    canonical rewrites of ``perfect_nest``, ``walking`` and ``while_for`` reason about straight-line control)."""
+    for _ in range(rounds):
+        body = parse(data)
+        if body is None or contains_type(body, ("goto_statement", "labeled_statement")):
+            return data
+        edits = find(data, body)
+        if not edits:
+            return data
+        data = apply_edits(data, edits)
+    return data

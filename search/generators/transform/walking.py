@@ -27,49 +27,27 @@ in the body), ``p`` not declared again in it; the loop body a block. Anything el
 from __future__ import annotations
 
 from . import syntax as sx
+from .opening import IMPURE
+from .rowpar import loop_head, step_one_bound
 from .syntax import Node
-
-_IMPURE = ("call_expression", "subscript_expression", "pointer_expression", "field_expression", "assignment_expression",
-           "update_expression")
 
 
 def walked_pointers(data: bytes, parse) -> bytes:
     """``data`` (a kernel definition's text) with each walked pointer's loop written with an index (module
     docstring), one loop a round; ``parse(data)`` returns the parsed body (None: none)."""
-    for _ in range(8):
-        body = parse(data)
-        if body is None or sx.contains_type(body, ("goto_statement", "labeled_statement")):
-            return data
-        edits = next((e for loop in sx.walk(body) if loop.type == "for_statement" for e in [_rewrite(data, loop)] if e), None)
-        if edits is None:
-            return data
-        data = sx.apply_edits(data, edits)
-    return data
+    return sx.rewrite_rounds(data, parse, lambda d, body: next(
+        (e for loop in sx.walk(body) if loop.type == "for_statement" for e in [_rewrite(d, loop)] if e), None))
 
 
 def _head(loop: Node) -> tuple[str, Node, Node] | None:
-    """``(d, a, n)`` of ``for (T d = a; d < n; d++)`` (``++d``, ``d += 1``), else None."""
-    init, cond, update = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
-    if init is None or cond is None or update is None or init.type != "declaration":
+    """``(d, a, n)`` of ``for (T d = a; d < n; d++)`` (:func:`.rowpar.loop_head`; ``n > d`` too, not ``<=``), else None."""
+    head = loop_head(loop)
+    if head is None or head[1] is None:
         return None
-    decls = init.children_by_field_name("declarator")
-    if len(decls) != 1 or decls[0].type != "init_declarator":
+    bound = step_one_bound(loop.child_by_field_name("condition"), loop.child_by_field_name("update"), head[0])
+    if bound is None or bound[1]:
         return None
-    d = sx.text(decls[0].child_by_field_name("declarator"))
-    a = decls[0].child_by_field_name("value")
-    if a is None or not d.isidentifier():
-        return None
-    cond = sx.unparen(cond)
-    if cond.type != "binary_expression" or sx.operator(cond) != "<" or not sx.is_ident(sx.unparen(cond.child_by_field_name("left")), d):
-        return None
-    up = _norm(sx.text(update))
-    if up not in (f"{d}++", f"++{d}", f"{d}+=1", f"{d}={d}+1"):
-        return None
-    return d, a, cond.child_by_field_name("right")
-
-
-def _norm(s: str) -> str:
-    return "".join(s.split())
+    return head[0], head[1], bound[0]
 
 
 def _step(stmt: Node, p: str) -> Node | None:
@@ -109,7 +87,7 @@ def _rewrite(data: bytes, loop: Node) -> list[tuple[int, int, bytes]] | None:
     if d in written:
         return None  # the step count is d - a only where the body leaves d alone
     for e in (stride, n, a):
-        if sx.contains_type(e, _IMPURE) or sx.identifiers(e) & (written | {d}):
+        if sx.contains_type(e, IMPURE) or sx.identifiers(e) & (written | {d}):
             return None
     if sx.contains_type(body, ("continue_statement", "break_statement", "return_statement")):
         return None

@@ -26,21 +26,15 @@ INTEGER = frozenset({"int", "unsigned", "unsigned int", "long", "long long", "si
 def counted_whiles(data: bytes, parse) -> bytes:
     """``data`` (a kernel definition's text) with each counted ``while`` loop written as a ``for`` (module docstring),
     one a round; ``parse(data)`` returns the parsed body (None: none)."""
-    for _ in range(8):
-        body = parse(data)
-        if body is None or sx.contains_type(body, ("goto_statement", "labeled_statement")):
-            return data
-        edits = None
+    def find(d: bytes, body: Node):
         for block in sx.walk(body):
             if block.type == "compound_statement":
                 stmts = sx.statements(block)
-                edits = next((e for a, b in zip(stmts, stmts[1:]) for e in [_rewrite(data, a, b, stmts)] if e), None)
+                edits = next((e for a, b in zip(stmts, stmts[1:]) for e in [_rewrite(d, a, b, stmts)] if e), None)
                 if edits:
-                    break
-        if not edits:
-            return data
-        data = sx.apply_edits(data, edits)
-    return data
+                    return edits
+        return None
+    return sx.rewrite_rounds(data, parse, find)
 
 
 def _step(stmt: Node, v: str) -> bool:
