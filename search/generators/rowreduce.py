@@ -266,6 +266,8 @@ class _Kernel:
             if op == "init":
                 continue
             accumulated = True
+            if op in ("+=", "=") and _transforms(value):
+                return None  # s += w[j] * log1pf(expf(x[j])): a sum of another function of the row
             if op == "+=":
                 continue
             if op == "/=" and kind == "sum" and self.is_length(value, k):
@@ -307,6 +309,17 @@ class _Kernel:
             a, b = sx.call_args(node)
             return "mean" if self.classify(a, k, depth + 1) == "sum" and self.is_length(b, k) else None
         return None
+
+
+CONVERSIONS = frozenset({"__bfloat162float", "__half2float", "fmaf", "__fmaf_rn", "__fmul_rn", "__fadd_rn"})
+
+
+def _transforms(value: Node | None) -> bool:
+    """Whether an accumulated ``value`` calls a math function (``expf``, ``log1pf``, ``fabsf``: :data:`sx.VALUE_FUNCS`
+    but conversions and ``fmaf``): the family sums the elements (times ``v``) as they are, not a function of them.
+    Loads, warp shuffles and the file's macros are not math."""
+    return value is not None and any(n.type == "call_expression" and sx.call_name(n) in sx.VALUE_FUNCS - CONVERSIONS
+                                     for n in sx.walk(value))
 
 
 def store_evidence(kernel_text: str, y: str, k: str) -> StoreEvidence:

@@ -443,3 +443,51 @@ def test_a_counted_while_loop_reads_as_its_for_loop_and_the_pooling_gets_coarsen
 def test_a_while_loop_stays_where_a_for_loop_would_differ(change):
     src = POOL.replace(*change)
     assert _whiles(src) == src
+
+
+SOFTPLUS_MEAN = """__global__ void rowsoftplus(const float* x, const float* w, float* out, int M, int N)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= M) return;
+    const float* xr = x + (size_t)r * N;
+    float acc = 0.0f;
+    int j = 0;
+    while (j < N) {
+        acc += w[j] * log1pf(expf(xr[j]));
+        j++;
+    }
+    out[r] = acc / N;
+}
+"""
+
+
+def test_a_row_mean_of_a_function_of_the_elements_is_not_the_gemv_family():
+    """sum_j w[j] * softplus(x[r, j]) / N was taken for a GEMV mean (24 candidates that could only fail, 2026-12-05)."""
+    from ptxfactory.search.generators.rowreduce import RowReduceFamily
+    from _generator_support import example_ctx
+    from pathlib import Path
+
+    spec = parse_spec("""
+[kernel.rowsoftplus]
+args = [
+  { name = "x", role = "in", dtype = "f32", shape = ["M", "N"] },
+  { name = "w", role = "in", dtype = "f32", shape = ["N"] },
+  { name = "out", role = "out", dtype = "f32", shape = ["M"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+]
+launch = { grid = ["cdiv(M, 256)"], block = [256], policy = "free" }
+[kernel.rowsoftplus.check]
+rtol = 1e-4
+atol = 1e-5
+sizes = [{ M = 23, N = 45 }]
+[kernel.rowsoftplus.bench]
+sizes = [{ M = 16384, N = 4096 }]
+""").kernels["rowsoftplus"]
+    root = Path(__file__).resolve().parents[2]
+    fam = RowReduceFamily()
+    ctx = example_ctx(root / "examples" / "rmsnorm" / "rmsnorm.cu", "rowsoftplus", spec, SOFTPLUS_MEAN)
+    assert "another function" in fam.why_not(ctx) and fam.propose(ctx) == []
+    plain = example_ctx(root / "examples" / "rmsnorm" / "rmsnorm.cu", "rowsoftplus", spec,
+                        SOFTPLUS_MEAN.replace("log1pf(expf(xr[j]))", "xr[j]"))
+    assert fam.why_not(plain) is None  # the GEMV mean it is when the elements are summed as they are
