@@ -100,6 +100,8 @@ def kernel_refusal(ctx: GenContext) -> str | None:
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 # an exponential as naive kernels call it: expf, __expf, exp, exp2f, exp10f, hexp / h2exp (half), std::exp
 EXP_CALL = r"\b(?:__|h2?)?exp(?:2|10)?f?\s*\("
+# A natural, base-2 or base-10 logarithm (``logf``, ``__logf``, ``log2f``, ``hlog``, ``log1pf``): a log-softmax's store.
+LOG_CALL = r"\b(?:__|h2?)?log(?:2|10|1p)?f?\s*\("
 
 
 def scalars_unused(spec, kernel_text: str, used: set[str]) -> bool:
@@ -236,6 +238,19 @@ def render_params(kernel: KernelDef) -> str:
 def kernel_linkage(kernel: KernelDef) -> str:
     """``'extern "C" '`` when the kernel's own definition carries that linkage (not an ``extern "C" {`` block), else ``''``."""
     return 'extern "C" ' if re.match(r'extern\s+"C"\s*(?!\{)', kernel.text.lstrip()) else ""
+
+
+def pointer_declaration(name: str) -> str:
+    """The regular expression of a pointer declared from ``name`` (``float* out = y + row * N;``, ``const __half* xr =
+    x + (size_t)r * N;``), its group 1 the pointer's name: a buffer's stores or loads made through a row pointer."""
+    return rf"\*\s*(?:const\s+)?(?:__restrict__\s+)?([A-Za-z_]\w*)\s*=[^;=]*(?<![\w.]){re.escape(name)}(?!\w)"
+
+
+def pointer_aliases(text: str, name: str) -> list[str]:
+    """The pointers ``text`` (comments left out) declares from the buffer ``name`` (:func:`pointer_declaration`),
+    in order of declaration: the names its elements are also stored or read through."""
+    code = _COMMENTS.sub(" ", text)
+    return [a for a in re.findall(pointer_declaration(name), code) if a != name]
 
 
 def stored_values(text: str, name: str) -> list[str]:

@@ -26,8 +26,9 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import (EXP_CALL, GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_linkage,
-                    render_params, scalars_unused, shape_dims, size_args, source_mentions, stored_values, walks_columns)
+from ..base import (EXP_CALL, LOG_CALL, GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_linkage,
+                    render_params, scalars_unused, shape_dims, size_args, source_mentions, stored_values, walks_columns,
+                    pointer_aliases)
 from .cuda_text import load_template, floats_to_word, word_to_floats
 from .rowwise import _CTYPE, _FLOATS, _ITEMSIZE, _is_2d, grid_expr
 
@@ -233,6 +234,10 @@ class SoftmaxFamily:
             return None, "a scalar besides the row count and length (a temperature, a scale) is part of the kernel's math"
         if walks_columns(ctx.kernel.text, m.x):
             return None, f"its loops read {m.x} down columns: a softmax over dimension 0 (the skeleton normalises rows)"
+        if any(re.search(LOG_CALL, v) for out in (m.y, *pointer_aliases(ctx.kernel.text, m.y))
+               for v in stored_values(ctx.kernel.text, out)):
+            return None, (f"the values stored to {m.y} take a logarithm (a log-softmax, x - max - log(sum)): the skeleton "
+                          "writes exp(x - max) / sum")
         return m, None
 
     def why_not(self, ctx: GenContext) -> str | None:

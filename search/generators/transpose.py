@@ -45,7 +45,7 @@ from ptxfactory.harness.static_checks import MAX_GRID_DIMS
 from ptxfactory.protocol import Candidate, ExprError, KernelSpec, evaluate, symbols_in, to_c
 
 from ..base import (GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_linkage, render_params,
-                    shape_dims, stored_values)
+                    shape_dims, stored_values, pointer_aliases, pointer_declaration)
 
 _RAW = {1: "unsigned char", 2: "unsigned short", 4: "unsigned", 8: "unsigned long long"}
 _VT = {4: "unsigned", 8: "uint2", 16: "uint4"}
@@ -293,9 +293,8 @@ def copy_refusal(kernel_text: str, m: TransposeMatch, element_types: tuple[str, 
     code = re.sub(r"//[^\n]*|/\*.*?\*/", " ", kernel_text, flags=re.S)
     # a pointer into y (float* out = y + row * N;): its stores are y's, judged alike (a softmax stored through one
     # once read as a copy: nothing was stored "into y")
-    declaration = rf"\*\s*(?:const\s+)?([A-Za-z_]\w*)\s*=[^;=]*(?<![\w.]){re.escape(m.y)}(?!\w)"
-    aliases = [a for a in re.findall(declaration, code) if a != m.y]
-    uses = re.sub(declaration, " ", code)
+    aliases = pointer_aliases(code, m.y)
+    uses = re.sub(pointer_declaration(m.y), " ", code)
     for a in aliases:
         if re.search(rf"\*\s*\(?\s*{re.escape(a)}\b|(?<![\w.]){re.escape(a)}\s*(?:\+\+|--|[-+]=)|(?:\+\+|--)\s*{re.escape(a)}\b", uses):
             return f"it writes {m.y} through the pointer {a}, moved or dereferenced: its stores cannot be read"

@@ -270,3 +270,34 @@ def test_a_softmax_down_the_columns_gets_no_row_softmax(ctx):
     assert SoftmaxFamily().propose(col) == []
     row = COL_SOFTMAX.replace("x[i * N + j]", "x[j * N + i]")  # the same loops reading rows: proposed
     assert SoftmaxFamily().propose(example_ctx("softmax", source=row))
+
+
+LOG_SOFTMAX = """#include <cuda_bf16.h>
+extern "C" __global__ void softmax(const __nv_bfloat16* x, __nv_bfloat16* y, int M, int N)
+{
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= M) return;
+    const __nv_bfloat16* xr = x + (size_t)row * N;
+    __nv_bfloat16* yr = y + (size_t)row * N;
+    float mx = -INFINITY;
+    for (int j = 0; j < N; j++) mx = fmaxf(mx, __bfloat162float(xr[j]));
+    float sum = 0.0f;
+    for (int j = 0; j < N; j++) sum += expf(__bfloat162float(xr[j]) - mx);
+    float lse = mx + logf(sum);
+    for (int j = 0; j < N; j++) yr[j] = __float2bfloat16(__bfloat162float(xr[j]) - lse);
+}
+"""
+
+
+def test_a_log_softmax_gets_no_softmax_skeleton():
+    """A log-softmax has the softmax's signature and calls ``expf``, but stores ``x - max - log(sum)``: the skeleton
+    (``exp(x - max) / sum``) computes another function, so the family refuses and says why, whether the store goes
+    through a row pointer (``yr[j] = ...``, a helper's trial drew 24 such candidates) or into y itself."""
+    fam = SoftmaxFamily()
+    aliased = example_ctx("softmax", source=LOG_SOFTMAX)
+    assert fam.propose(aliased) == [] and "logarithm" in fam.why_not(aliased)
+    direct = LOG_SOFTMAX.replace("yr[j] =", "y[(size_t)row * N + j] =")
+    assert fam.propose(example_ctx("softmax", source=direct)) == []
+    # the same kernel storing the softmax is proposed: the refusal reads the store, not the file
+    plain = LOG_SOFTMAX.replace("__bfloat162float(xr[j]) - lse)", "expf(__bfloat162float(xr[j]) - mx) / sum)")
+    assert fam.propose(example_ctx("softmax", source=plain))
