@@ -45,6 +45,8 @@ pass                 what it does                                               
                      and step, 16-byte loads/stores, scalar head/tail, uniform alignment check
 ``grid_stride``      one thread per element -> grid-stride loop, grid capped at one wave (SMs)  yes
 ``coarsen_*``        one thread per element -> K (4, 8) per thread, blockDim.x apart, grid / K  yes
+``coarsen_outer_*``  a 2-D/3-D launch -> K (4, 8) consecutive outer-axis indices a thread      yes
+                     (rows, or unflatten's planes), the outer grid extent / K
 ``unflatten``        a flat index taken apart by / and % -> a 2-D/3-D launch over its digits    yes
                      (smem_tile reads a flattened batched GEMM through it)
 ``atomic_agg``       atomics to a warp-uniform address -> a register per thread, one atomic     no (float
@@ -98,6 +100,7 @@ from .base import OPAQUE_NOTE, TEMPLATE_NOTE, Pass, Unit
 from .blockrow import BlockRowPass
 from .grid_reduce import GridReducePass
 from .coarsen import CoarsenPass
+from .coarsen_outer import FACTORS as OUTER_COARSEN, OuterCoarsenPass
 from .collapse import CollapsePass
 from .divmod import DivModPass
 from .fold import FoldPass
@@ -155,13 +158,14 @@ PASSES: tuple[Pass, ...] = (
     *(MmaTilePass(*t, single_tf32=True) for t in MMA_TF32_TILES), *(MmaTilePass(rm, rn, stages=st) for rm, rn, st in MMA_ASYNC_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(),
     FoldPass(), CollapsePass(), *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
-    *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), DivModPass(), UnrollPass(),
+    *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), *(OuterCoarsenPass(k) for k in OUTER_COARSEN), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), DivModPass(), UnrollPass(),
     SpecialisePass(), HoistPass(), RasterPass(), LaunchBoundsPass(),
 )
 # Groups that a chain may also go without when one of them applies: ``collapse`` (group "nest") flattens a loop nest
 # for rowpar, which pays a division per element; measured on RoPE (H200), the nest split at its inner loop alone was
-# faster at two of three sizes and slower at the third, so both kinds of chain are proposed and timed.
-OPTIONAL_GROUPS = frozenset({"nest", "divmod"})
+# faster at two of three sizes and slower at the third, so both kinds of chain are proposed and timed. ``coarsen_outer``
+# (group "outer") trades blocks for rows a thread: which wins depends on the sizes, so both kinds are timed too.
+OPTIONAL_GROUPS = frozenset({"nest", "divmod", "outer"})
 # Groups whose pass is proposed alone and never inside a chain: ``fast_math`` (group "math"). Each new best is
 # expanded (strategy.optimise), so "best -> fast_math" follows every best, the way the other singles do. In a chain,
 # an approximation that fails verification took the chain's exact restructuring down with it (an int8 quantisation
@@ -172,7 +176,9 @@ FOLLOW_UP_GROUPS = frozenset({"math"})
 # Optional groups whose chains go without them first, and vary slowest of the optional ones: ``divmod`` (group
 # "divmod") is exact and saves a division per iteration, but measured on RoPE's collapsed nest (H200) it ran slower
 # than the division it replaces (53/58/48% of copy against 58/62/52%), so its chains follow the ones without it.
-UNPROVEN_GROUPS = frozenset({"divmod"})
+# ``coarsen_outer`` has not been timed on a GPU yet (2026-12-05): its chains follow too, and it is tried at its turn
+# in the chain (it applies to the 3-D launch unflatten writes, not to the flat original).
+UNPROVEN_GROUPS = frozenset({"divmod", "outer"})
 MAX_CANDIDATES = 24  # singles (the lane and block variants are many) plus the first greedy chains
 
 
@@ -441,8 +447,9 @@ def _greedy_chain(unit: Unit, chosen: dict[str, Pass | None], memo: dict | None 
 
 def _restructures(chain: list[Pass]) -> bool:
     """Whether ``chain`` holds a restructuring pass (one with a ``why_not``: rowpar, colpar, blockrow, hold_row,
-    smem_tile, atomic_agg, smem_hist)."""
-    return any(getattr(p, "why_not", None) is not None for p in chain)
+    smem_tile, atomic_agg, smem_hist), not counting an unproven group's (``coarsen_outer``: not yet timed, it does not
+    move a kernel's chains ahead of its singles)."""
+    return any(getattr(p, "why_not", None) is not None and p.group not in UNPROVEN_GROUPS for p in chain)
 
 
 def run_chain(unit: Unit, chain: list[Pass]) -> Unit:

@@ -1,0 +1,226 @@
+"""``coarsen_outer_K``: a 2-D or 3-D launch gives each thread ``K`` consecutive indices of its outermost grid axis.
+
+Pattern (a top-level declaration of the outer index, ``y`` of a 2-D grid or ``z`` of a 3-D one)::
+
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    int row = blockIdx.y * blockDim.y + threadIdx.y;       // or: int z = blockIdx.z;
+    if (row >= H || col >= W) return;
+    ...rest...
+
+becomes (the outer grid extent ``G`` rendered in the kernel's own scalars; the rows a thread takes are consecutive,
+so what row ``r + 1`` reads of row ``r``'s neighbours, a stencil's vertical or a 3-D stencil's z taps, is one
+expression of one thread, which the compiler loads once where the buffers cannot alias: chained after ``restrict``)::
+
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    {
+        const long long ptxf_ob = ((long long)blockIdx.y * blockDim.y + threadIdx.y) * K;   // the thread's first row
+        const long long ptxf_on = (long long)(G) * blockDim.y;                               // rows the original covered
+        if (ptxf_ob + K <= ptxf_on) {
+    #pragma unroll
+            for (int ptxf_o = 0; ptxf_o < K; ++ptxf_o) { int row = (int)(ptxf_ob + ptxf_o); ...rest, return -> continue... }
+        } else {
+            for (int ptxf_o = 0; ptxf_o < K && ptxf_ob + ptxf_o < ptxf_on; ++ptxf_o) { ... }
+        }
+    }
+
+The grid's outer extent becomes ``cdiv(G, K)``; the block stays. Every (row, col) the original computed is computed
+once, by one thread, with the same code: exact. A ``return`` of the rest (the guard's, an early exit) ends only that
+row: ``continue``. What it buys: ``K`` rows' loads in flight per thread, the work of the indices above the outer one
+(the column's, declared before it) done once, and a stencil's taps shared between a thread's rows; what it costs:
+``K`` times fewer blocks (the search times both).
+
+Refused, with the reason (:meth:`OuterCoarsenPass.why_not`): a launch policy other than ``"free"``; a 1-D grid
+(``coarsen``'s); no top-level declaration of the outer index (``T v = blockIdx.a;`` or ``blockIdx.a * blockDim.a +
+threadIdx.a``, casts allowed); the outer axis's ``blockIdx``/``threadIdx``/``blockDim``/``gridDim`` read anywhere
+else; the index written; in the rest, a barrier, a warp collective, ``__shared__``/``static`` data, ``goto`` or a
+label, a ``return`` inside a loop or ``switch``, or a loop other than a short one between literal bounds (a thread
+per row must not take ``K`` rows); a grid extent with no C form in the kernel's scalars; a 32-bit index that could
+overflow at a spec size.
+"""
+from __future__ import annotations
+
+from ptxfactory.protocol import LaunchConfig
+from ptxfactory.protocol.expr import ExprError, evaluate, to_c
+
+from ...base import SIZE_DTYPES
+
+from . import syntax as sx
+from .base import Unit, int_literal
+from .coarsen import MAX_BLOCK, _short_loop
+from .syntax import Node
+
+FACTORS = (4, 8)  # outer indices per thread of the variants the registry holds
+
+
+class OuterCoarsenPass:
+    """A 2-D/3-D launch -> ``k`` consecutive outer-axis indices per thread, the outer grid extent ``cdiv(G, k)``."""
+
+    group = "outer"  # optional: its chains are proposed with and without it (fewer blocks may cost more than it buys)
+    exact = True
+
+    def __init__(self, k: int):
+        if k not in FACTORS:
+            raise ValueError(f"coarsen_outer: indices per thread must be one of {FACTORS}, not {k!r}")
+        self.k = k
+        self.name = f"coarsen_outer_{k}"
+
+    def _match(self, unit: Unit) -> tuple[dict | None, str | None]:
+        """``(reading, None)`` when the pass applies, else ``(None, reason)``."""
+        if unit.body is None:
+            return None, "no kernel body to read (the text does not parse as a kernel, or a macro could not be expanded)"
+        if unit.spec.launch.policy != "free":
+            return None, f'the launch policy is "{unit.spec.launch.policy}", not "free": the grid may not change'
+        grid = [str(g).strip() for g in unit.launch.grid]
+        while len(grid) > 1 and grid[-1] == "1":
+            grid = grid[:-1]
+        if len(grid) < 2:
+            return None, "the grid is 1-D (coarsen's, not coarsen_outer's)"
+        axis = "yz"[len(grid) - 2]
+        stmts = sx.statements(unit.body)
+        at = next((i for i, s in enumerate(stmts) if _outer_decl(s, axis) is not None), None)
+        if at is None:
+            return None, (f"no top-level declaration of the outer index (T v = blockIdx.{axis}; or blockIdx.{axis} * "
+                          f"blockDim.{axis} + threadIdx.{axis};)")
+        name, type_node, thread = _outer_decl(stmts[at], axis)
+        for n in sx.walk(unit.body):
+            if n.type == "field_expression" and not (stmts[at].start_byte <= n.start_byte < stmts[at].end_byte) and any(
+                    sx.is_builtin(n, v, axis) for v in ("blockIdx", "threadIdx", "blockDim", "gridDim")):
+                return None, f"line {n.start_point[0] + 1}: {sx.text(n)} is read past the outer index's declaration"
+        if name in sx.written_names(unit.body):
+            return None, f"the outer index {name!r} is written"
+        rest = stmts[at + 1:]
+        if not rest:
+            return None, "nothing after the outer index"
+        short = _short_loop(unit.notes.get("constants"))
+        for stmt in rest:
+            why = _hazard(stmt, short)
+            if why:
+                return None, f"line {stmt.start_point[0] + 1}: {why}"
+        names = _size_names(unit.spec)
+        try:
+            bound = to_c(grid[-1], names)
+        except ExprError as exc:
+            return None, f"the grid's {axis} extent {grid[-1]!r} has no C form in the kernel's scalars ({exc})"
+        ctype = sx.type_text(type_node)
+        if ctype not in sx.INT_TYPES and ctype not in sx.WIDE_INT_TYPES:
+            return None, f"the outer index's type {ctype!r} is not an integer type the pass knows"
+        if ctype not in sx.WIDE_INT_TYPES:
+            block = int_literal(unit.launch.block[len(grid) - 1]) if len(unit.launch.block) >= len(grid) else 1
+            threads = (block or MAX_BLOCK) if thread else 1
+            for size in unit.spec.check.sizes + unit.spec.bench.sizes:
+                try:
+                    blocks = int(evaluate(grid[-1], size))
+                except ExprError:
+                    return None, f"the grid {grid[-1]!r} cannot be evaluated at the size {dict(size)}"
+                if (-(-blocks // self.k) * self.k + self.k) * threads > 2**31 - 1:
+                    return None, f"a 32-bit outer index ({ctype}) could overflow at the size {dict(size)}"
+        return {"axis": axis, "decl": stmts[at], "name": name, "type": ctype, "thread": thread, "rest": rest,
+                "bound": bound, "dims": len(grid)}, None
+
+    def why_not(self, unit: Unit) -> str | None:
+        """Why the pass refuses ``unit`` (None when it applies)."""
+        return self._match(unit)[1]
+
+    def applies(self, unit: Unit) -> bool:
+        return self.why_not(unit) is None
+
+    def apply(self, unit: Unit) -> Unit:
+        m, reason = self._match(unit)
+        if m is None:
+            raise ValueError(f"{self.name} does not apply: {reason}")
+        data, k, a, t, v = unit.data, self.k, m["axis"], m["type"], m["name"]
+        rest = m["rest"]
+        # each return that leaves the kernel ends this outer index only (none is inside a loop or switch: _hazard)
+        edits = [(n.start_byte, n.end_byte, b"continue;") for s in rest for n in sx.walk(s) if n.type == "return_statement"]
+        body = sx.apply_edits(data[rest[0].start_byte:rest[-1].end_byte], [(s - rest[0].start_byte, e - rest[0].start_byte, r)
+                                                                           for s, e, r in edits]).decode()
+        ind = sx.line_indent(data, m["decl"].start_byte)[0].decode()
+        inner = ind + " " * 12
+        body = body.replace("\n", "\n" + " " * 12)
+        first = (f"((long long)blockIdx.{a} * blockDim.{a} + threadIdx.{a}) * {k}" if m["thread"]
+                 else f"(long long)blockIdx.{a} * {k}")
+        covered = f"({m['bound']}) * blockDim.{a}" if m["thread"] else f"({m['bound']})"
+        index = f"const {t} {v} = ({t})(ptxf_ob + ptxf_o);"
+        lines = [
+            f"{{   // coarsen_outer (transform): {k} consecutive {a} indices per thread",
+            f"{ind}    const long long ptxf_ob = {first};",
+            f"{ind}    const long long ptxf_on = {covered};  // the {a} indices the original launch covered",
+            f"{ind}    if (ptxf_ob + {k} <= ptxf_on) {{",
+            "#pragma unroll",
+            f"{ind}        for (int ptxf_o = 0; ptxf_o < {k}; ++ptxf_o) {{",
+            f"{inner}{index}",
+            f"{inner}{body}",
+            f"{ind}        }}",
+            f"{ind}    }} else {{",
+            f"{ind}        for (int ptxf_o = 0; ptxf_o < {k} && ptxf_ob + ptxf_o < ptxf_on; ++ptxf_o) {{",
+            f"{inner}{index}",
+            f"{inner}{body}",
+            f"{ind}        }}",
+            f"{ind}    }}",
+            f"{ind}}}",
+        ]
+        text = sx.apply_edits(data, [(m["decl"].start_byte, rest[-1].end_byte, "\n".join(lines).encode())])
+        grid = [str(g) for g in unit.launch.grid]
+        grid[m["dims"] - 1] = f"cdiv({grid[m['dims'] - 1]}, {k})"
+        launch = LaunchConfig(grid=grid, block=list(unit.launch.block), shared_mem=unit.launch.shared_mem)
+        return unit.with_text(text, launch=launch)
+
+
+def _outer_decl(stmt: Node, axis: str) -> tuple[str, Node, bool] | None:
+    """``(name, type node, thread part)`` of ``T v = blockIdx.axis;`` (False) or ``T v = blockIdx.axis * blockDim.axis +
+    threadIdx.axis;`` in any order (True), one declarator, casts allowed; else None."""
+    if stmt.type != "declaration":
+        return None
+    ds = stmt.children_by_field_name("declarator")
+    if len(ds) != 1 or ds[0].type != "init_declarator" or not sx.is_ident(ds[0].child_by_field_name("declarator")):
+        return None
+    if any(c.type in ("type_qualifier", "storage_class_specifier") and sx.text(c) != "const" for c in stmt.children):
+        return None
+    name, value = sx.text(ds[0].child_by_field_name("declarator")), ds[0].child_by_field_name("value")
+    if sx.is_builtin(value, "blockIdx", axis):
+        return name, stmt.child_by_field_name("type"), False
+    e = sx.uncast(value)
+    if e is None or e.type != "binary_expression" or sx.operator(e) != "+":
+        return None
+    left, right = e.child_by_field_name("left"), e.child_by_field_name("right")
+    if sx.is_builtin(left, "threadIdx", axis):
+        left, right = right, left
+    if not sx.is_builtin(right, "threadIdx", axis):
+        return None
+    prod = sx.uncast(left)
+    if prod is None or prod.type != "binary_expression" or sx.operator(prod) != "*":
+        return None
+    fs = (prod.child_by_field_name("left"), prod.child_by_field_name("right"))
+    if not ({v for f in fs for v in ("blockIdx", "blockDim") if sx.is_builtin(f, v, axis)} == {"blockIdx", "blockDim"}):
+        return None
+    return name, stmt.child_by_field_name("type"), True
+
+
+def _hazard(stmt: Node, short_loop) -> str | None:
+    """Why ``stmt`` of the rest may not run for several outer indices in one thread (None when it may)."""
+    for n in sx.walk(stmt):
+        if n.type in sx.LOOPS and not short_loop(n):
+            return "a loop that is not a short one between literal bounds (a thread per row must not take K rows)"
+        if n.type in ("goto_statement", "labeled_statement"):
+            return f"{n.type.removesuffix('_statement').replace('_', ' ')} ({sx.text(n)[:40]!r})"
+        if n.type == "return_statement":
+            p = n.parent
+            while p is not None and p != stmt.parent:
+                if p.type in sx.LOOPS or p.type == "switch_statement":
+                    return "a return inside a loop or switch (it cannot become this index's continue)"
+                p = p.parent
+        if n.type == "call_expression" and sx.call_name(n) in sx.COLLECTIVES:
+            kind = "a barrier" if sx.call_name(n) in sx.BARRIERS else "a warp collective"
+            return f"{kind} ({sx.call_name(n)}): the threads of a block would reach it a different number of times"
+        if n.type in ("type_qualifier", "storage_class_specifier") and sx.text(n) in ("__shared__", "static"):
+            return f"{sx.text(n)} data"
+    return None
+
+
+def _size_names(spec) -> dict[str, str]:
+    """Size symbol -> the name of an integer scalar argument whose value is exactly that symbol (any one of several)."""
+    out: dict[str, str] = {}
+    for a in spec.args:
+        if not a.is_buffer and isinstance(a.value, str) and a.value.strip().isidentifier() and a.dtype.value in SIZE_DTYPES:
+            out.setdefault(a.value.strip(), a.name)
+    return out

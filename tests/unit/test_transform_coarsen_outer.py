@@ -1,0 +1,180 @@
+"""CPU tests of the ``coarsen_outer_K`` transform pass (search/generators/transform/coarsen_outer.py): a 2-D or 3-D
+launch gives each thread K consecutive indices of its outermost grid axis, the grid's outer extent ``cdiv(G, K)``.
+
+Kernels as first versions are written: a horizontal blur on a 2-D launch of 16 x 16 blocks (clamped taps, weights
+from a buffer), a 3-D seven-point stencil written one thread per flat point (taken to a 3-D launch by ``unflatten``
+first). What the pass writes, where it refuses and why, NVRTC compiles, the generator's chains, and g++ host runs
+whose outputs equal the original's bits at sizes that end inside a block and inside a thread's K rows.
+"""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from ptxfactory.protocol import parse_spec
+from ptxfactory.search.generators.transform import PASSES, plan_chains, refusals, run_chain
+from ptxfactory.search.generators.transform.coarsen_outer import FACTORS, OuterCoarsenPass
+from ptxfactory.search.generators.transform.restrict import RestrictPass
+from ptxfactory.search.generators.transform.unflatten import UnflattenPass
+
+from test_smem_tile import host_agree
+from test_transform import compiles, unit
+
+BLUR = """
+extern "C" __global__ void k(const float* in, const float* w, float* out, int H, int W)
+{
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= W || y >= H) return;
+    float acc = 0.0f;
+    for (int t = 0; t < 5; t++) {
+        int xx = min(max(x + t - 2, 0), W - 1);
+        acc += w[t] * in[y * W + xx];
+    }
+    out[y * W + x] = acc;
+}
+"""
+BLUR_ARGS = """
+  { name = "in", role = "in", dtype = "f32", shape = ["H", "W"] },
+  { name = "w", role = "in", dtype = "f32", shape = [5] },
+  { name = "out", role = "out", dtype = "f32", shape = ["H", "W"] },
+  { name = "H", role = "scalar", dtype = "i32", value = "H" },
+  { name = "W", role = "scalar", dtype = "i32", value = "W" },
+"""
+STENCIL = """
+extern "C" __global__ void k(const float* u, float* out, int Z, int Y, int X, float c0, float c1)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= Z * Y * X) return;
+    int z = idx / (Y * X);
+    int y = (idx / X) % Y;
+    int x = idx % X;
+    if (z == 0 || z == Z - 1 || y == 0 || y == Y - 1 || x == 0 || x == X - 1) {
+        out[idx] = u[idx];
+        return;
+    }
+    float nb = u[idx - 1] + u[idx + 1] + u[idx - X] + u[idx + X] + u[idx - X * Y] + u[idx + X * Y];
+    out[idx] = c0 * u[idx] + c1 * nb;
+}
+"""
+STENCIL_ARGS = """
+  { name = "u", role = "in", dtype = "f32", shape = ["Z", "Y", "X"] },
+  { name = "out", role = "out", dtype = "f32", shape = ["Z", "Y", "X"] },
+  { name = "Z", role = "scalar", dtype = "i32", value = "Z" },
+  { name = "Y", role = "scalar", dtype = "i32", value = "Y" },
+  { name = "X", role = "scalar", dtype = "i32", value = "X" },
+  { name = "c0", role = "scalar", dtype = "f32", value = 0.4 },
+  { name = "c1", role = "scalar", dtype = "f32", value = 0.1 },
+"""
+
+
+def spec(args: str, grid: str, block: str, sizes: str, bench: str):
+    return parse_spec(f"""
+[kernel.k]
+args = [{args}]
+launch = {{ grid = {grid}, block = {block}, policy = "free" }}
+[kernel.k.check]
+rtol = 1e-5
+atol = 1e-5
+sizes = {sizes}
+[kernel.k.bench]
+sizes = [{bench}]
+""").kernels["k"]
+
+
+def blur_spec(grid='["cdiv(W, 16)", "cdiv(H, 16)"]', policy_sizes="[{ H = 37, W = 45 }]"):
+    return spec(BLUR_ARGS, grid, "[16, 16]", policy_sizes, "{ H = 4096, W = 4096 }")
+
+
+def stencil_spec():
+    return spec(STENCIL_ARGS, '["cdiv(Z * Y * X, 256)"]', "[256]", "[{ Z = 9, Y = 7, X = 33 }]",
+                "{ Z = 256, Y = 256, X = 256 }")
+
+
+class Chain:
+    """Passes applied in order, as one pass (host_agree applies each of its passes to the original)."""
+
+    def __init__(self, *passes):
+        self.passes = passes
+
+    def apply(self, u):
+        return run_chain(u, list(self.passes))
+
+
+def test_registry_holds_both_factors():
+    assert [p.name for p in PASSES if isinstance(p, OuterCoarsenPass)] == [f"coarsen_outer_{k}" for k in FACTORS]
+
+
+@pytest.mark.parametrize("k", FACTORS)
+def test_a_2d_blur_takes_k_consecutive_rows_a_thread(k):
+    """The row index's declaration becomes a loop over K consecutive rows; the guard's return ends one row
+    (``continue``); the column index stays outside the loop; the grid's y is ``cdiv(G, K)``; NVRTC compiles it."""
+    s = blur_spec()
+    out = OuterCoarsenPass(k).apply(unit(BLUR, s))
+    assert out.launch.grid == ["cdiv(W, 16)", f"cdiv(cdiv(H, 16), {k})"] and out.launch.block == s.launch.block
+    text = out.text
+    assert "return" not in text and text.count("continue;") == 2
+    assert text.index("int x = blockIdx.x") < text.index("for (int ptxf_o")
+    assert f"((long long)blockIdx.y * blockDim.y + threadIdx.y) * {k}" in text
+    compiles(out.text, s, "k")
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_the_blur_and_the_stencil_give_the_originals_bits_on_the_host(tmp_path):
+    """At sizes that end inside a block and inside a thread's K rows (37 rows: 16-row blocks, 4 and 8 rows a thread;
+    Z = 9 planes: 4 and 8 a thread), every point is computed once with the original's code: the same bytes, and no
+    point left at the NaN poison."""
+    b = blur_spec()
+    report = host_agree(BLUR, b, {"H": 37, "W": 45}, [OuterCoarsenPass(4), OuterCoarsenPass(8)], tmp_path)
+    assert report.split() == ["1", "out", "same", "2", "out", "same"], report
+    s = stencil_spec()
+    chains = [Chain(UnflattenPass(), OuterCoarsenPass(4)), Chain(RestrictPass(), UnflattenPass(), OuterCoarsenPass(8))]
+    report = host_agree(STENCIL, s, {"Z": 9, "Y": 7, "X": 33}, chains, tmp_path)
+    assert report.split() == ["1", "out", "same", "2", "out", "same"], report
+
+
+def test_after_unflatten_the_stencils_planes_are_marched():
+    """The flat original has a 1-D grid (coarsen's); after unflatten, z = blockIdx.z is the outer index: each thread
+    takes K consecutive planes, bounded by the original grid's z extent in the kernel's own scalars."""
+    s = stencil_spec()
+    u = unit(STENCIL, s)
+    assert OuterCoarsenPass(4).why_not(u) == "the grid is 1-D (coarsen's, not coarsen_outer's)"
+    flat = UnflattenPass().apply(u)
+    out = OuterCoarsenPass(4).apply(flat)
+    assert out.launch.grid[:2] == flat.launch.grid[:2] and out.launch.grid[2] == f"cdiv({flat.launch.grid[2]}, 4)"
+    assert "(long long)blockIdx.z * 4" in out.text and "ptxf_on = ((long long)(Z))" in out.text
+    compiles(out.text, s, "k")
+    chains = [[p.name for p in c] for c in plan_chains(u)]
+    assert any(c[-3:] == ["unflatten", "coarsen_outer_4", "launch_bounds"] for c in chains)
+    # its chains follow the ones without it (not yet timed on a GPU)
+    first = next(i for i, c in enumerate(chains) if "coarsen_outer_4" in c)
+    assert any("unflatten" in c and "coarsen_outer_4" not in c for c in chains[:first])
+
+
+@pytest.mark.parametrize("change, reason", [
+    (lambda t: t.replace("for (int t = 0; t < 5; t++)", "for (int t = 0; t < W; t++)"),
+     "a loop that is not a short one between literal bounds"),
+    (lambda t: t.replace("float acc = 0.0f;", "float acc = 0.0f; __syncthreads();"), "a barrier (__syncthreads)"),
+    (lambda t: t.replace("out[y * W + x] = acc;", "out[y * W + x] = acc + blockIdx.y;"), "blockIdx.y is read past"),
+    (lambda t: t.replace("int y = blockIdx.y * blockDim.y + threadIdx.y;", "int ty = threadIdx.y; int y = blockIdx.y * blockDim.y + ty;"),
+     "no top-level declaration of the outer index"),
+    (lambda t: t.replace("acc += w[t] * in[y * W + xx];", "if (xx < 0) return; acc += w[t] * in[y * W + xx];"),
+     "a return inside a loop or switch"),
+    (lambda t: t.replace("float acc = 0.0f;", "float acc = 0.0f; y += 0;"), "the outer index 'y' is written"),
+])
+def test_refusals_say_why(change, reason):
+    u = unit(change(BLUR), blur_spec())
+    why = OuterCoarsenPass(4).why_not(u)
+    assert why is not None and reason in why, why
+    assert ("coarsen_outer_4", why) in [(n, r) for n, r in refusals(u)] or any(reason in r for _, r in refusals(u))
+
+
+def test_a_grid_extent_with_no_c_form_is_refused():
+    """The bound on the outer index is the original grid's extent, computed in the kernel from its scalars: a size
+    symbol no scalar passes cannot be written there."""
+    args = BLUR_ARGS.replace('{ name = "H", role = "scalar", dtype = "i32", value = "H" }',
+                             '{ name = "H", role = "scalar", dtype = "i32", value = "Hs - 1" }').replace('["H", "W"]', '["Hs", "W"]')
+    s = spec(args, '["cdiv(W, 16)", "cdiv(Hs, 16)"]', "[16, 16]", "[{ Hs = 38, W = 45 }]", "{ Hs = 4097, W = 4096 }")
+    why = OuterCoarsenPass(4).why_not(unit(BLUR, s))
+    assert why is not None and "has no C form" in why, why
