@@ -453,6 +453,8 @@ APPLIES = {  # pass -> examples where its precondition holds on the user's kerne
     "unflatten": {"bias_gelu"},
     # coarsen_outer: a 2-D launch whose rest has no loop (transpose's copy; bias_gelu's grid is 1-D)
     "coarsen_outer_4": {"transpose"}, "coarsen_outer_8": {"transpose"},
+    # vectorize_x: an access at base + x along the x index (bias_gelu's x and y at i; transpose's read of x)
+    "vectorize_x": {"bias_gelu", "transpose"},
     # lane-strided row loops: the block-per-row examples (transpose has no row loop, gemv's loop is serial per thread)
     "vector_loops": {"rowsum", "softmax", "layernorm", "rmsnorm"},
     "vectorize": set(),  # bias_gelu reads b[col] and its grid is cdiv(M * N, 256); the others are not elementwise

@@ -45,6 +45,8 @@ pass                 what it does                                               
                      and step, 16-byte loads/stores, scalar head/tail, uniform alignment check
 ``grid_stride``      one thread per element -> grid-stride loop, grid capped at one wave (SMs)  yes
 ``coarsen_*``        one thread per element -> K (4, 8) per thread, blockDim.x apart, grid / K  yes
+``vectorize_x``      VEC consecutive x a thread: accesses at base + x (locals inlined) 16-byte    yes
+                     vectors, the rest scalar per element; split layouts (x[r*2H + H + c])
 ``coarsen_outer_*``  a 2-D/3-D launch -> K (4, 8) consecutive outer-axis indices a thread      yes
                      (rows, or unflatten's planes), the outer grid extent / K
 ``unflatten``        a flat index taken apart by / and % -> a 2-D/3-D launch over its digits    yes
@@ -133,6 +135,7 @@ from .unflatten import UnflattenPass
 from .unroll import STRIDED_UNROLL, UnrollPass
 from .vector_loops import VectorLoopsPass
 from .vectorize import VectorizePass
+from .vectorize_x import VectorizeXPass
 
 __all__ = ["TransformGenerator", "PASSES", "Unit", "refusals", "unit_from_context"]
 
@@ -158,14 +161,14 @@ PASSES: tuple[Pass, ...] = (
     *(MmaTilePass(*t, single_tf32=True) for t in MMA_TF32_TILES), *(MmaTilePass(rm, rn, stages=st) for rm, rn, st in MMA_ASYNC_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(),
     FoldPass(), CollapsePass(), *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
-    *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), *(OuterCoarsenPass(k) for k in OUTER_COARSEN), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), DivModPass(), UnrollPass(),
+    *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), VectorizeXPass(), *(OuterCoarsenPass(k) for k in OUTER_COARSEN), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), DivModPass(), UnrollPass(),
     SpecialisePass(), HoistPass(), RasterPass(), LaunchBoundsPass(),
 )
 # Groups that a chain may also go without when one of them applies: ``collapse`` (group "nest") flattens a loop nest
 # for rowpar, which pays a division per element; measured on RoPE (H200), the nest split at its inner loop alone was
 # faster at two of three sizes and slower at the third, so both kinds of chain are proposed and timed. ``coarsen_outer``
 # (group "outer") trades blocks for rows a thread: which wins depends on the sizes, so both kinds are timed too.
-OPTIONAL_GROUPS = frozenset({"nest", "divmod", "outer"})
+OPTIONAL_GROUPS = frozenset({"nest", "divmod", "outer", "vecx"})
 # Groups whose pass is proposed alone and never inside a chain: ``fast_math`` (group "math"). Each new best is
 # expanded (strategy.optimise), so "best -> fast_math" follows every best, the way the other singles do. In a chain,
 # an approximation that fails verification took the chain's exact restructuring down with it (an int8 quantisation
@@ -178,7 +181,7 @@ FOLLOW_UP_GROUPS = frozenset({"math"})
 # than the division it replaces (53/58/48% of copy against 58/62/52%), so its chains follow the ones without it.
 # ``coarsen_outer`` has not been timed on a GPU yet (2026-12-05): its chains follow too, and it is tried at its turn
 # in the chain (it applies to the 3-D launch unflatten writes, not to the flat original).
-UNPROVEN_GROUPS = frozenset({"divmod", "outer"})
+UNPROVEN_GROUPS = frozenset({"divmod", "outer", "vecx"})
 MAX_CANDIDATES = 24  # singles (the lane and block variants are many) plus the first greedy chains
 
 

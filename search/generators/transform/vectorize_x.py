@@ -1,0 +1,421 @@
+"""``vectorize_x``: each thread takes VEC consecutive x coordinates; accesses at ``base + x`` move 16 bytes at a time.
+
+Pattern (1-D, 2-D or 3-D launch; the x index declared at the body's top level, the rest straight-line code)::
+
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    int m = blockIdx.y * blockDim.y + threadIdx.y;        // anything that does not read j's builtins again
+    if (j >= H || m >= M) return;                          // exit guards; or a last if (j < H && m < M) { ... }
+    float g = xin[(size_t)m * 2 * H + j];                  // base + j: one 16-byte vector for VEC elements
+    float u = xin[(size_t)m * 2 * H + H + j];
+    out[m * H + j] = g / (1.0f + expf(-g)) * u;            // one 16-byte store
+
+becomes (``VEC = 16 / sizeof(E)`` for the widest element E of the vectorised buffers, float or 16-bit; a 16-bit
+buffer beside float ones moves 8 bytes)::
+
+    const int ptxf_x0 = (int)(blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+    if (<every guard passes for x = ptxf_x0 + VEC - 1> && <each vector's address 16-byte aligned>) {
+        const uint4 ptxf_vx0 = *reinterpret_cast<const uint4*>(xin + (<base at x = ptxf_x0>)); ...
+        { const int j = ptxf_x0 + 0; <the rest, guards dropped, vector accesses as elements> } ... x VEC
+        *reinterpret_cast<uint4*>(out + (<base at ptxf_x0>)) = make_uint4(...);
+    } else {
+        for (int j = ptxf_x0; j < ptxf_x0 + VEC; ++j) { <the statements as written> }   // edges, misalignment
+    }
+
+and the grid's x extent ``G`` becomes ``cdiv(G, VEC)``. In a guard, each part that reads x is an upper bound (``j >=
+B`` before a return, ``j < B`` around the rest) and every other part is the same for the thread's VEC elements, so
+the guards pass for all VEC elements when they pass for the last one, and the scalar loop's ``return`` ends only
+elements past the bound. An access is vectorised where its index, the locals it reads inlined, is ``base + x``
+(coefficient one, ``base`` free of x), it is not under a conditional (``c ? p[e] : 0`` loads only when ``c``), and its
+buffer is float, ``__half`` or ``__nv_bfloat16``; a written buffer is vectorised only where each of its accesses is
+at one base (reads before the store: an update in place), its store deferred to after the VEC elements. Every other
+access (``b[j % C]``, a gather, a stride-2 pair) stays a scalar access of each element. Exact: each element runs the
+same statements on the same values.
+
+Refused, with the reason (:meth:`VectorizeXPass.why_not`): a launch policy other than ``"free"``; no top-level x
+index; x's builtins read again; a loop, ``if`` (other than the guards), ``switch``, ``goto``, barrier, collective,
+``__shared__`` or other ``return``; a guard part on x that is not an upper bound, or one reading a local derived from
+x; a guard after a vectorised store; no access at ``base + x``; a kernel that plain ``vectorize`` takes (``p[i]``
+everywhere: its candidate).
+"""
+from __future__ import annotations
+
+from ptxfactory.protocol import LaunchConfig
+
+from . import affine
+from . import syntax as sx
+from .base import Unit
+from .coarsen_outer import _outer_decl
+from .syntax import Node
+from .vectorize import ELEMENTS, LOADS, NA_V4, STORES, VEC_BYTES, WIDTHS, VectorizePass, _unpack, na_v4_helper, plain_stores
+
+_BRANCHES = ("if_statement", "switch_statement", "break_statement", "continue_statement", "return_statement",
+             "goto_statement", "labeled_statement") + sx.LOOPS
+_UPPER_EXIT = {">=": "left", ">": "left", "<=": "right", "<": "right"}  # j >= B, j > B, B <= j, B < j: j on that side
+_UPPER_KEEP = {"<": "left", "<=": "left", ">": "right", ">=": "right"}  # j < B, j <= B, B > j, B >= j
+
+
+class VectorizeXPass:
+    """VEC consecutive x coordinates a thread; unit-stride accesses along x as 16-byte vectors, the grid's x / VEC."""
+
+    name = "vectorize_x"
+    group = "vecx"  # optional and unproven (see the generator's groups): it chains after unflatten's 2-D/3-D launch
+    exact = True
+
+    # -- precondition -------------------------------------------------------------------------------------------
+
+    def _match(self, unit: Unit) -> tuple[dict | None, str | None]:
+        if unit.body is None:
+            return None, "no kernel body to read (the text does not parse as a kernel, or a macro could not be expanded)"
+        if unit.spec.launch.policy != "free":
+            return None, f'the launch policy is "{unit.spec.launch.policy}", not "free": the grid may not change'
+        stmts = sx.statements(unit.body)
+        at = next((i for i, s in enumerate(stmts) if _outer_decl(s, "x") is not None), None)
+        if at is None:
+            return None, "no top-level declaration of the x index (T j = blockIdx.x * blockDim.x + threadIdx.x;)"
+        j, type_node, _ = _outer_decl(stmts[at], "x")
+        ctype = sx.type_text(type_node)
+        if ctype not in sx.INT_TYPES or ctype in ("short", "unsigned short", "char", "signed char", "unsigned char", "int8_t", "uint8_t"):
+            return None, f"the x index's type {ctype!r} is not an integer type of 32 bits or more"
+        for n in sx.walk(unit.body):
+            if n.type == "field_expression" and not (stmts[at].start_byte <= n.start_byte < stmts[at].end_byte) and any(
+                    sx.is_builtin(n, v, "x") for v in ("blockIdx", "threadIdx", "blockDim", "gridDim")):
+                return None, f"line {n.start_point[0] + 1}: {sx.text(n)} is read past the x index's declaration"
+        if j in sx.written_names(unit.body):
+            return None, f"the x index {j!r} is written"
+        rest = stmts[at + 1:]
+        if not rest:
+            return None, "nothing after the x index"
+        locals_ = _inlinable(unit, stmts, j)
+        dependent = _dependent(j, locals_)
+        # the statements in order, guards marked: exit guards anywhere at the top level, a keep guard last
+        flat: list[tuple[str, Node]] = []
+        for k, s in enumerate(rest):
+            if s.type == "if_statement" and s.child_by_field_name("alternative") is None:
+                cons = s.child_by_field_name("consequence")
+                body = sx.statements(cons) if cons.type == "compound_statement" else [cons]
+                if len(body) == 1 and body[0].type == "return_statement" and body[0].named_child_count == 0:
+                    flat.append(("exit", s))
+                    continue
+                if k == len(rest) - 1:
+                    flat.append(("keep", s))
+                    flat += [("stmt", b) for b in body]
+                    continue
+            flat.append(("stmt", s))
+        for kind, s in flat:
+            if kind == "stmt" and sx.contains_type(s, _BRANCHES):
+                return None, f"line {s.start_point[0] + 1}: a branch, loop or return in the elements' code (straight-line code only)"
+            if kind == "stmt":
+                for n in sx.walk(s):
+                    if n.type == "call_expression" and sx.call_name(n) in sx.COLLECTIVES:
+                        return None, f"line {s.start_point[0] + 1}: {sx.call_name(n)} in the elements' code"
+                    if n.type in ("type_qualifier", "storage_class_specifier") and sx.text(n) in ("__shared__", "static"):
+                        return None, f"line {s.start_point[0] + 1}: {sx.text(n)} data in the elements' code"
+        guards = []
+        for kind, s in flat:
+            if kind == "stmt":
+                continue
+            cond = sx.unparen(s.child_by_field_name("condition").child_by_field_name("value"))
+            why = _guard_refusal(cond, j, dependent, kind) or _unknown_names(cond, unit, locals_, j)
+            if why:
+                return None, f"line {s.start_point[0] + 1}: {why}"
+            guards.append((kind, s, cond))
+        return {"at": at, "j": j, "type": ctype, "flat": flat, "guards": guards, "locals": locals_,
+                "dependent": dependent, "stmts": stmts}, None
+
+    def _plan(self, unit: Unit) -> tuple[dict | None, str | None]:
+        """The match on ``plain_stores(unit)`` with its vectors: ``(plan, None)`` or ``(None, reason)``."""
+        unit = plain_stores(unit)
+        m, why = self._match(unit)
+        if m is None:
+            return None, why
+        if VectorizePass().applies(unit):
+            return None, "vectorize takes it (every access p[i] of a 1-D elementwise kernel)"
+        j, flat = m["j"], m["flat"]
+        offsets = {n: p for n, (_, p) in m["locals"].items() if p is not None}
+        stored_after = False
+        accesses: dict[str, list] = {}
+        for kind, s in flat:
+            if kind == "exit" and stored_after:
+                return None, f"line {s.start_point[0] + 1}: a guard after a store (the vector path stores last)"
+            if kind != "stmt":
+                continue
+            for n in sx.walk(s):
+                acc = _access(unit, n)
+                if acc is None:
+                    continue
+                buf, index, mode, hint, node = acc
+                accesses.setdefault(buf, []).append((mode, index, hint, node, s, _conditional(n, s)))
+                if mode == "write":
+                    stored_after = True
+        vectors: dict[tuple[str, str], dict] = {}  # (buffer, base text) -> its vector
+        for buf, accs in accesses.items():
+            p = unit.pointers.get(buf)
+            if p is None or p.base not in ELEMENTS or p.other:
+                continue
+            unit_stride = []
+            for mode, index, hint, node, stmt, cond in accs:
+                base = _unit_stride_base(index, j, offsets, m["dependent"])
+                plain = mode == "read" or (stmt.type == "expression_statement" and node.parent == stmt)
+                known = base is not None and _unknown_names(base, unit, m["locals"], j) is None
+                unit_stride.append(sx.text(base) if known and plain and not cond else None)
+            writes = [a for a in accs if a[0] == "write"]
+            if writes:  # a written buffer: one base for all its accesses, reads before the one store
+                bases = set(unit_stride)
+                if None in bases or len(bases) != 1 or len(writes) != 1 or any(
+                        a[3].start_byte >= writes[0][4].end_byte for a in accs if a[0] == "read"):
+                    continue
+            for (mode, index, hint, node, stmt, cond), base in zip(accs, unit_stride):
+                if base is None:
+                    continue
+                key = (buf, _render(index, unit.data, j, "ptxf_x0", m["locals"]))
+                v = vectors.setdefault(key, {"buf": buf, "elem": p.base, "reads": [], "write": None, "hint": None,
+                                             "base0": key[1]})
+                if mode == "read":
+                    v["reads"].append(node)
+                    v["hint"] = v["hint"] or hint
+                else:
+                    v["write"] = (node, hint)
+        vectors = {k: v for k, v in vectors.items() if v["reads"] or v["write"]}
+        if not vectors:
+            return None, "no access p[base + x] (the locals it reads inlined, base free of x) of a float or 16-bit buffer"
+        vec = VEC_BYTES // max(ELEMENTS[v["elem"]][0] for v in vectors.values())
+        for v in vectors.values():
+            width = vec * ELEMENTS[v["elem"]][0]
+            if width not in WIDTHS or (width != VEC_BYTES and (v["hint"] or "").startswith("ptxf_ldna_")):
+                return None, f"{v['buf']}: {width} bytes a thread cannot take its no-allocate hint"
+        m.update(vectors=vectors, vec=vec, unit=unit)
+        return m, None
+
+    def why_not(self, unit: Unit) -> str | None:
+        """Why the pass refuses ``unit`` (None when it applies)."""
+        return self._plan(unit)[1]
+
+    def applies(self, unit: Unit) -> bool:
+        return self.why_not(unit) is None
+
+    # -- rewrite --------------------------------------------------------------------------------------------------
+
+    def apply(self, unit: Unit) -> Unit:
+        m, reason = self._plan(unit)
+        if m is None:
+            raise ValueError(f"{self.name} does not apply: {reason}")
+        unit = m["unit"]
+        data, j, t, vec, stmts, at = unit.data, m["j"], m["type"], m["vec"], m["stmts"], m["at"]
+        ind = sx.line_indent(data, stmts[at].start_byte)[0].decode()
+        i1, i2 = ind + "    ", ind + "        "
+        vectors = list(m["vectors"].values())
+        helpers = []
+        # the condition: every guard passes for the thread's last element, every vector aligned
+        conds = []
+        last = f"(ptxf_x0 + {vec - 1})"
+        for kind, _, cond in m["guards"]:
+            c = _render(cond, data, j, last, m["locals"])
+            conds.append(f"!({c})" if kind == "exit" else f"({c})")
+        by_width: dict[int, list[str]] = {}
+        for v in vectors:
+            by_width.setdefault(vec * ELEMENTS[v["elem"]][0], []).append(f"reinterpret_cast<unsigned long long>({v['buf']} + ({v['base0']}))")
+        conds += [f"((({' | '.join(addrs)}) & {w - 1}ull) == 0ull)" for w, addrs in sorted(by_width.items(), reverse=True)]
+        # the loads, the elements, the stores
+        lines, reads, stores = [], {}, {}
+        for n, v in enumerate(vectors):
+            vt = WIDTHS[vec * ELEMENTS[v["elem"]][0]]
+            name = f"ptxf_vx{n}"
+            v["name"] = name
+            for r in v["reads"]:
+                reads[(r.start_byte, r.end_byte)] = v
+            if v["write"] is not None:
+                stores[(v["write"][0].start_byte, v["write"][0].end_byte)] = v
+            if not v["reads"]:
+                continue
+            addr = f"{v['buf']} + ({v['base0']})"
+            hint = v["hint"]
+            if hint is None:
+                load = f"*reinterpret_cast<const {vt}*>({addr})"
+            elif hint.startswith("ptxf_ldna_"):
+                load = f"{NA_V4}({addr})"
+                helpers.append(na_v4_helper())
+            else:
+                load = f"{LOADS[hint]}(reinterpret_cast<const {vt}*>({addr}))"
+            lines.append(f"{i1}const {vt} {name} = {load};")
+        for v in stores.values():
+            lines.append(f"{i1}unsigned " + ", ".join(f"{v['name']}_{k}" for k in range(vec)) + ";")
+        body_stmts = [s for kind, s in m["flat"] if kind == "stmt"]
+        for k in range(vec):
+            def element(node: Node, k=k) -> bytes | None:
+                v = reads.get((node.start_byte, node.end_byte))
+                if v is not None:
+                    return _unpack(v["elem"], v["name"].removeprefix("ptxf_"), k).encode()
+                v = stores.get((node.start_byte, node.end_byte))
+                if v is not None:
+                    value = node.child_by_field_name("right") if node.type == "assignment_expression" else sx.call_args(node)[1]
+                    text = sx.render(value, data, element).decode()
+                    return f"{v['name']}_{k} = {ELEMENTS[v['elem']][2].format(text)}".encode()
+                return None
+
+            body = [f"const {t} {j} = ptxf_x0 + {k};"] + [sx.render(s, data, element).decode() for s in body_stmts]
+            text = "\n".join(body).replace("\n", "\n" + i1 + "    ")
+            lines.append(f"{i1}{{  // element {k}\n{i1}    {text}\n{i1}}}")
+        for v in stores.values():
+            size = ELEMENTS[v["elem"]][0]
+            words = [f"{v['name']}_{k}" for k in range(vec)] if size == 4 else [
+                f"{v['name']}_{2 * q} | ({v['name']}_{2 * q + 1} << 16)" for q in range(vec // 2)]
+            vt = WIDTHS[vec * size]
+            ptr = f"reinterpret_cast<{vt}*>({v['buf']} + ({v['base0']}))"
+            value = f"make_{vt}(" + ", ".join(words) + ")"
+            hint = v["write"][1]
+            lines.append(f"{i1}{STORES[hint]}({ptr}, {value});" if hint else f"{i1}*{ptr} = {value};")
+        rest = stmts[at + 1:]
+        scalar = "\n".join(sx.text(s) for s in rest).replace("\n", "\n" + i2)
+        init = stmts[at].children_by_field_name("declarator")[0].child_by_field_name("value")
+        out = (
+            f"const {t} ptxf_x0 = ({t})({sx.text(init)}) * {vec};  // the first of this thread's {vec} x (transform vectorize_x)\n"
+            f"{ind}if ({' && '.join(conds)}) {{  // all {vec} in bounds, the vectors aligned\n"
+            + "\n".join(lines) + "\n"
+            f"{ind}}} else {{  // an edge, or an access not aligned: element by element, as written\n"
+            f"{i1}for ({t} {j} = ptxf_x0; {j} < ptxf_x0 + {vec}; ++{j}) {{\n"
+            f"{i2}{scalar}\n"
+            f"{i1}}}\n"
+            f"{ind}}}"
+        )
+        text = sx.apply_edits(data, [(stmts[at].start_byte, rest[-1].end_byte, out.encode())])
+        grid = [str(g) for g in unit.launch.grid]
+        grid[0] = f"cdiv({grid[0]}, {vec})"
+        launch = LaunchConfig(grid=grid, block=list(unit.launch.block), shared_mem=unit.launch.shared_mem)
+        return unit.with_text(text, launch=launch, helpers=helpers, vec=VEC_BYTES)
+
+
+# -- reading the kernel ---------------------------------------------------------------------------------------------
+
+
+def _inlinable(unit: Unit, stmts: list[Node], j: str) -> dict[str, tuple[Node, affine.Poly | None]]:
+    """Top-level integer locals besides the x index ``j`` that may be recomputed where they are read: one declarator
+    with a value free of loads, calls, assignments and increments, never written. Name -> (value node, its polynomial
+    with the earlier ones substituted, ``j`` kept a name, or None when it is not one: a division, a remainder)."""
+    written = sx.written_names(unit.body)
+    out: dict[str, tuple[Node, affine.Poly | None]] = {}
+    for s in stmts:
+        if s.type != "declaration" or sx.type_text(s.child_by_field_name("type")) not in sx.INT_TYPES:
+            continue
+        ds = s.children_by_field_name("declarator")
+        if len(ds) != 1 or ds[0].type != "init_declarator" or not sx.is_ident(ds[0].child_by_field_name("declarator")):
+            continue
+        name, value = sx.text(ds[0].child_by_field_name("declarator")), ds[0].child_by_field_name("value")
+        if name == j or name in written or name in out or sx.contains_type(value, ("call_expression", "subscript_expression", "pointer_expression",
+                                                                      "assignment_expression", "update_expression")):
+            continue
+        out[name] = (value, affine.poly(value, {n: p for n, (_, p) in out.items() if p is not None}))
+    return out
+
+
+def _dependent(j: str, locals_: dict) -> set[str]:
+    """The locals whose value reads ``j``, directly or through another local."""
+    dep: set[str] = set()
+    for name, (value, _) in locals_.items():  # (in declaration order: a local reads only earlier ones)
+        if sx.identifiers(value) & (dep | {j}):
+            dep.add(name)
+    return dep
+
+
+def _guard_refusal(cond: Node, j: str, dependent: set[str], kind: str) -> str | None:
+    """Why a guard's condition is not upper bounds on ``j`` plus parts uniform over the thread's elements."""
+    parts = sx.operands(cond, "||" if kind == "exit" else "&&")
+    table = _UPPER_EXIT if kind == "exit" else _UPPER_KEEP
+    for part in parts:
+        names = sx.identifiers(part)
+        if names & dependent:
+            return f"the guard's part {sx.text(part)!r} reads a local derived from the x index"
+        if j not in names:
+            continue
+        p = sx.unparen(part)
+        side = table.get(sx.operator(p)) if p.type == "binary_expression" else None
+        if side is None or not sx.is_ident(sx.uncast(p.child_by_field_name(side)), j) or j in sx.identifiers(
+                p.child_by_field_name("right" if side == "left" else "left")):
+            return f"the guard's part {sx.text(part)!r} is not an upper bound on the x index"
+    return None
+
+
+def _unknown_names(node: Node, unit: Unit, locals_: dict, j: str) -> str | None:
+    """Why ``node`` cannot be evaluated before the elements' code (a load, a call, a name that is not a parameter, an
+    inlinable local or the x index), None where it can."""
+    if sx.contains_type(node, ("subscript_expression", "pointer_expression", "assignment_expression", "update_expression")):
+        return f"{sx.text(node)!r} loads or writes: it cannot be evaluated once for the thread's elements"
+    for c in sx.walk(node):
+        if c.type == "call_expression" and sx.call_name(c) not in sx.VALUE_FUNCS:
+            return f"{sx.text(node)!r} calls {sx.text(c.child_by_field_name('function'))}"
+    params = {a.name for a in unit.spec.args}
+    unknown = sx.identifiers(node) - params - set(locals_) - {j} - set(sx.VALUE_FUNCS)
+    if unknown:
+        return f"{sx.text(node)!r} reads {', '.join(sorted(unknown))}, computed in the elements' code"
+    return None
+
+
+def _access(unit: Unit, n: Node) -> tuple[str, Node, str, str | None, Node] | None:
+    """``(buffer, index, "read"|"write", hint, node)`` of a pointer parameter's access ``p[e]`` (node: the subscript;
+    for a write, the assignment) or ``HINT(p + e)`` / ``__stcs(p + e, v)`` (node: the call); else None."""
+    if n.type == "subscript_expression":
+        buf = n.child_by_field_name("argument")
+        if not sx.is_ident(buf) or sx.text(buf) not in unit.pointers:
+            return None
+        index = sx.subscript_index(n)
+        if index is None:
+            return None
+        parent = n.parent
+        if parent is not None and parent.type == "assignment_expression" and parent.child_by_field_name("left") == n:
+            return sx.text(buf), index, "write", None, parent
+        return sx.text(buf), index, "read", None, n
+    if n.type == "call_expression":
+        fn = sx.call_name(n)
+        args = sx.call_args(n)
+        if fn is None or not args or not (fn in LOADS or fn.startswith("ptxf_ldna_") or fn in STORES):
+            return None
+        a = sx.unparen(args[0])
+        if a is None or a.type != "binary_expression" or sx.operator(a) != "+":
+            return None
+        left, right = sx.unparen(a.child_by_field_name("left")), a.child_by_field_name("right")
+        if not sx.is_ident(left) or sx.text(left) not in unit.pointers:
+            return None
+        if fn in STORES:
+            return (sx.text(left), right, "write", fn, n) if len(args) == 2 else None
+        return (sx.text(left), right, "read", fn, n) if len(args) == 1 else None
+    return None
+
+
+def _conditional(n: Node, stmt: Node) -> bool:
+    """Whether ``n`` is evaluated only under a condition within ``stmt`` (a ternary's branch, the right of ``&&``/``||``)."""
+    child, p = n, n.parent
+    while p is not None and child != stmt:
+        if p.type == "conditional_expression" and child != p.child_by_field_name("condition"):
+            return True
+        if p.type == "binary_expression" and sx.operator(p) in ("&&", "||") and child == p.child_by_field_name("right"):
+            return True
+        child, p = p, p.parent
+    return False
+
+
+def _unit_stride_base(index: Node, j: str, offsets: dict, dependent: set[str]) -> Node | str | None:
+    """``index`` (the locals' polynomials substituted) when it is ``base + j`` with ``base`` free of ``j`` and of the
+    locals derived from it; else None."""
+    p = affine.poly(index, offsets)
+    if p is None:
+        return None
+    s = affine.split(p, j)
+    if s is None or s[0] != {(): 1}:
+        return None
+    if any(name in dependent for mono in s[1] for name in mono):
+        return None
+    return index
+
+
+def _render(node: Node, data: bytes, j: str, at: str, locals_: dict) -> str:
+    """``node``'s text with ``j`` replaced by ``at`` and each inlinable local by its value (recursively), so that it
+    can be evaluated before the locals are declared."""
+    def rep(n: Node) -> bytes | None:
+        if n.type == "identifier":
+            name = sx.text(n)
+            if name == j:
+                return f"({at})".encode()
+            if name in locals_:
+                return b"(" + sx.render(locals_[name][0], data, rep) + b")"
+        return None
+
+    return sx.render(node, data, rep).decode()

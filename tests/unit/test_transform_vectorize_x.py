@@ -1,0 +1,171 @@
+"""CPU tests of the ``vectorize_x`` transform pass (search/generators/transform/vectorize_x.py): each thread takes VEC
+consecutive x coordinates, and the accesses at ``base + x`` move 16 bytes at a time.
+
+Kernels as first versions are written: a SwiGLU whose gate and up halves are two ranges of one [M, 2H] row (the
+layout plain ``vectorize`` cannot read: ``x[r * 2H + c]`` is no ``p[i]``), taken to a 2-D launch by ``unflatten``
+first; a flat bias add reading ``b[i % C]``; a 2-D row scaling written ``if (col < N && row < M) { ... }`` that updates
+its buffer in place. What the pass writes, where it refuses and why, NVRTC compiles, the generator's chains, and g++
+host runs whose outputs equal the original's bits at sizes whose rows are not multiples of VEC (the scalar path
+at the edges and on misaligned rows).
+"""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from ptxfactory.search.generators.transform import PASSES, plan_chains, refusals, run_chain
+from ptxfactory.search.generators.transform.unflatten import UnflattenPass
+from ptxfactory.search.generators.transform.vectorize import VectorizePass
+from ptxfactory.search.generators.transform.vectorize_x import VectorizeXPass
+
+from test_smem_tile import host_agree
+from test_transform import compiles, example_ctx, spec_for, unit
+from test_transform_coarsen import SWIGLU, SWIGLU_ARGS
+
+BIAS = """
+extern "C" __global__ void k(const float* x, const float* b, float* y, int N, int C)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N * C) return;
+    y[i] = x[i] + b[i % C];
+}
+"""
+BIAS_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["N", "C"] },
+  { name = "b", role = "in", dtype = "f32", shape = ["C"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["N", "C"] },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+  { name = "C", role = "scalar", dtype = "i32", value = "C" },
+"""
+SCALE = """
+extern "C" __global__ void k(float* a, const float* s, const float* g, int M, int N)
+{
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    if (col < N && row < M) {
+        float v = a[row * N + col];
+        a[row * N + col] = v * s[row] + (col > 0 ? g[row * N + col - 1] : 0.0f);
+    }
+}
+"""
+SCALE_ARGS = """
+  { name = "a", role = "inout", dtype = "f32", shape = ["M", "N"] },
+  { name = "s", role = "in", dtype = "f32", shape = ["M"] },
+  { name = "g", role = "in", dtype = "f32", shape = ["M", "N"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+"""
+
+
+def swiglu_spec():
+    return spec_for("swiglu", SWIGLU_ARGS, grid='["cdiv(M * H, 256)"]', block="[256]", sizes="[{ M = 5, H = 37 }]")
+
+
+def bias_spec():
+    return spec_for("k", BIAS_ARGS, grid='["cdiv(N * C, 256)"]', block="[256]", sizes="[{ N = 7, C = 37 }]")
+
+
+def scale_spec():
+    return spec_for("k", SCALE_ARGS, grid='["cdiv(N, 32)", "cdiv(M, 8)"]', block="[32, 8]", sizes="[{ M = 9, N = 45 }]")
+
+
+class Chain:
+    def __init__(self, *passes):
+        self.passes = passes
+
+    def apply(self, u):
+        return run_chain(u, list(self.passes))
+
+
+def test_registered_after_unflatten():
+    names = [p.name for p in PASSES]
+    assert names.index("vectorize_x") == names.index("unflatten") + 1
+    assert VectorizeXPass.group == "vecx" and VectorizeXPass.exact
+
+
+def test_the_split_swiglu_after_unflatten_loads_both_halves_as_vectors():
+    """After unflatten the column c is the x index: x's two halves at ``r * 2H + c`` and ``r * 2H + H + c`` and the
+    store at ``idx = c + r * H`` are three 16-byte vectors, the row's index inlined where the vectors are formed;
+    the grid's x is divided by 4 (float); NVRTC compiles it."""
+    s = swiglu_spec()
+    flat = UnflattenPass().apply(unit(SWIGLU, s))
+    out = VectorizeXPass().apply(flat)
+    assert out.launch.grid[0] == f"cdiv({flat.launch.grid[0]}, 4)" and out.launch.grid[1:] == flat.launch.grid[1:]
+    t = out.text
+    assert t.count("reinterpret_cast<const uint4*>") == 2 and t.count("*reinterpret_cast<uint4*>(out") == 1
+    assert t.count("// element") == 4 and "for (int c = ptxf_x0; c < ptxf_x0 + 4; ++c)" in t
+    compiles(out.text, s, "swiglu")
+
+
+def test_the_flat_bias_add_vectorises_x_and_y_and_keeps_the_bias_scalar():
+    """``b[i % C]`` is no ``p[base + i]`` (plain vectorize refuses the kernel): it stays a scalar load of each element
+    while x and y move 16 bytes."""
+    s = bias_spec()
+    u = unit(BIAS, s)
+    assert not VectorizePass().applies(u)
+    t = VectorizeXPass().apply(u).text
+    assert t.count("reinterpret_cast<const uint4*>(x") == 1 and t.count("*reinterpret_cast<uint4*>(y") == 1
+    assert t.count("b[i % C]") == 5  # four elements and the scalar loop
+    compiles(t, s, "k")
+
+
+def test_an_in_place_update_behind_a_keep_guard():
+    """``if (col < N && row < M) { ... }``: the guard passes for all VEC when it passes for the last; ``a`` read then
+    written at one base is one vector load and one vector store; the read under ``col > 0 ? ... :`` stays scalar
+    (it would load only when its condition holds)."""
+    s = scale_spec()
+    out = VectorizeXPass().apply(unit(SCALE, s))
+    t = out.text
+    assert "((ptxf_x0 + 3)) < N" in t and t.count("reinterpret_cast<const uint4*>(a") == 1
+    assert t.count("g[row * N + col - 1]") == 5
+    assert out.launch.grid == ["cdiv(cdiv(N, 32), 4)", "cdiv(M, 8)"]
+    compiles(t, s, "k")
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_the_originals_bits_on_the_host(tmp_path):
+    """Rows of 37 and 45 elements (not multiples of 4: the scalar loop at each row's end, and rows whose base is not
+    16-byte aligned), a flat index whose last block is partial: every output the original's bytes."""
+    r = host_agree(SWIGLU, swiglu_spec(), {"M": 5, "H": 37}, [Chain(UnflattenPass(), VectorizeXPass()), VectorizeXPass()], tmp_path)
+    assert r.split() == ["1", "out", "same", "2", "out", "same"], r
+    r = host_agree(BIAS, bias_spec(), {"N": 7, "C": 37}, [VectorizeXPass()], tmp_path)
+    assert r.split() == ["1", "y", "same"], r
+    r = host_agree(SCALE, scale_spec(), {"M": 9, "N": 45}, [VectorizeXPass()], tmp_path)
+    assert r.split() == ["1", "a", "same"], r
+
+
+@pytest.mark.parametrize("change, reason", [
+    (lambda t: t.replace("if (col < N && row < M) {", "if (col > 0 && row < M) {"), "is not an upper bound on the x index"),
+    (lambda t: t.replace("float v = a[row * N + col];", "float v = 0.0f; for (int q = 0; q < N; ++q) v += a[row * N + q];"),
+     "a branch, loop or return"),
+    (lambda t: t.replace("a[row * N + col] = v", "a[2 * (row * N + col)] = v"), "no access p[base + x]"),
+    (lambda t: t.replace("float v = a[row * N + col];", "float v = a[row * N + col] + threadIdx.x;"), "threadIdx.x is read past"),
+])
+def test_refusals_say_why(change, reason):
+    u = unit(change(SCALE), scale_spec())
+    why = VectorizeXPass().why_not(u)
+    assert why is not None and reason in why, why
+    assert any(n == "vectorize_x" and reason in r for n, r in refusals(u))
+
+
+def test_a_guard_after_a_store_and_plain_vectorize_kernels_are_refused():
+    s = bias_spec()
+    late = BIAS.replace("y[i] = x[i] + b[i % C];", "y[i] = x[i] + b[i % C]; if (C > 100) return; y[i] = 0.0f;")
+    why = VectorizeXPass().why_not(unit(late, s))
+    assert why is not None and ("a guard after a store" in why or "no access" in why), why
+    plain = BIAS.replace("b[i % C]", "b[i]").replace('shape = ["C"]', 'shape = ["N", "C"]')
+    spec = spec_for("k", BIAS_ARGS.replace('shape = ["C"]', 'shape = ["N", "C"]'), grid='["cdiv(N, 256)"]', block="[256]",
+                    sizes="[{ N = 7, C = 37 }]")
+    why = VectorizeXPass().why_not(unit(plain.replace("i >= N * C", "i >= N"), spec))
+    assert why is not None and "vectorize takes it" in why, why
+
+
+def test_swiglu_example_chains_hold_unflatten_then_vectorize_x():
+    chains = [[p.name for p in c] for c in plan_chains(unit_of_example("swiglu"))]
+    assert any(c[-3:] == ["unflatten", "vectorize_x", "launch_bounds"] for c in chains), chains
+
+
+def unit_of_example(name):
+    from ptxfactory.search.generators.transform import unit_from_context
+    return unit_from_context(example_ctx(name))
