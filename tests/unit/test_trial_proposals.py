@@ -106,3 +106,23 @@ def test_sum_dim1_walked_by_a_stepped_pointer_gets_colpar():
 def test_maxpool2x2_counted_with_while_gets_coarsen():
     # int dh = 0; while (dh < 2) { ...; dh++; } read as a row loop: coarsen refused (while_for.py, 2026-12-05)
     assert any("coarsen_4" in c for c in chains("maxpool2x2"))
+
+
+def test_blur5_on_a_2d_launch_gets_coarsen_outer():
+    # a 2-D launch of 16 x 16 blocks, straight-line taps: only hints and block shapes were proposed (2026-12-05)
+    assert any(c.endswith("coarsen_outer_4+unroll+launch_bounds") for c in chains("blur5"))
+
+
+def test_rope_pairs_after_unflatten_gets_vectorize_x():
+    # cos_t[t * half + i] along the pair index i: 16-byte loads once the flat index is a 3-D launch (2026-12-05)
+    assert any("unflatten+vectorize_x" in c for c in chains("rope_pairs"))
+
+
+def test_log_softmax_h_gets_no_softmax_skeleton():
+    # the softmax family took it for a softmax (it calls expf): 24 candidates computing exp(x - max) / sum (2026-12-05)
+    from ptxfactory.search.generators.softmax import SoftmaxFamily
+    from test_transform import make_ctx as ctx_of
+    cu = TRIALS / "log_softmax_h" / "log_softmax_h.cu"
+    spec = parse_spec((TRIALS / "log_softmax_h" / "log_softmax_h.cu.toml").read_text()).kernels["log_softmax_h"]
+    ctx = ctx_of(cu.read_text(), spec)
+    assert SoftmaxFamily().propose(ctx) == [] and "logarithm" in SoftmaxFamily().why_not(ctx)
