@@ -39,6 +39,8 @@ import tree_sitter_cuda
 from ptxfactory.protocol.expr import ExprError, evaluate, symbols_in
 from ptxfactory.protocol.spec import Dtype, SpecError, parse_spec, spec_path_for
 
+from .cexpr import Poly, add, at_most, mul, names, poly, show
+from .extents import Access, Extent, Range, Ranges, accesses, extent, indexed_extent
 from .source import KernelDef, find_kernel, find_kernels
 
 
@@ -339,6 +341,94 @@ def _thread_extent(body: ts.Node | None, name: str, index: dict[str, str], bound
     if all(re.fullmatch(r"[A-Za-z_]\w*", t) for t in parts):
         return parts
     return [bound]
+
+
+def _reach(body: ts.Node | None, kdef: KernelDef, symbols: dict[str, str], launch: _Launch | None, types: dict[str, str]
+           ) -> tuple[Ranges | None, dict[str, tuple[Extent, list[Access]]]]:
+    """The ranges of the kernel's index expressions (over the size symbols; the launch's ``blockIdx``/``threadIdx``
+    where it was read from the file) and, for each pointer argument whose accesses can all be read, the extent they
+    reach (:mod:`.extents`; an index loaded from an integer buffer counts on that buffer's values)."""
+    if body is None:
+        return None, {}
+    ranges = Ranges(body, list(symbols), _launch_ranges(launch))
+    indices = {p.name for p in kdef.params if p.is_pointer and _DTYPE_OF.get(types.get(p.type, p.type)) in _INT_DTYPES}
+    reached = {}
+    for p in kdef.params:
+        found = accesses(body, p.name, ranges) if p.is_pointer else None
+        ext = extent(ranges, found, list(symbols.values()), indices) if found is not None else None
+        if ext is not None:
+            reached[p.name] = (ext, found)
+    return ranges, reached
+
+
+def _launch_ranges(launch: _Launch | None) -> dict[str, Range]:
+    """The ranges of ``blockIdx``, ``threadIdx``, ``blockDim`` and ``gridDim`` under a launch read from the file
+    (a dimension that is no polynomial of the sizes, ``cdiv(n, 256)``, has no highest value); none for a guessed one."""
+    if launch is None or launch.where is None:
+        return {}
+    out: dict[str, Range] = {}
+    for i, axis in enumerate("xyz"):
+        for count, index, dims in (("gridDim", "blockIdx", launch.grid), ("blockDim", "threadIdx", launch.block)):
+            n = _spec_poly(dims[i] if i < len(dims) else 1)
+            if n is not None:
+                out[f"{count}.{axis}"] = (n, n)
+                out[f"{index}.{axis}"] = ({}, add(n, {(): -1}))
+    return out
+
+
+def _spec_poly(expr: str | int) -> Poly | None:
+    """A spec expression of ``+ - *``, names and integers as a polynomial; None for anything else (``cdiv``, ``//``)."""
+    if isinstance(expr, int):
+        return {(): expr} if expr else {}
+    if not re.fullmatch(r"[\w\s+*()-]+", expr):
+        return None
+    return poly(_Host._parse_text(expr))
+
+
+def _dim(d: Poly, order: list[str]) -> str | int:
+    """A dimension as the spec writes it: an integer, else an expression (``2 * H``)."""
+    return d.get((), 0) if not names(d) else show(d, order)
+
+
+def _reached_shape(found: tuple[Extent, list[Access]] | None, symbol_list: list[str], source_name: str
+                   ) -> tuple[list | None, str, bool] | None:
+    """``(shape, why, guess)`` from the extent a buffer's accesses reach: the shape and its note, a TODO (``guess``)
+    where the order of dimensions taken from a flat product is a guess, or where a dimension is not one term (``H *
+    W - W``: likely a guard not read) and every size symbol would not hold it; ``(None, what they reach, True)`` when
+    every size symbol holds it (the guess stays); None when nothing was read."""
+    if found is None:
+        return None
+    ext = found[0]
+    shape = [_dim(d, symbol_list) for d in ext.dims]
+    where = f"{' '.join(_text(ext.access.node).split())} at {source_name}:{ext.access.line}"
+    text = f"shape [{', '.join(map(str, shape))}]: the largest index its accesses reach ({where})"
+    if ext.plain:
+        if ext.split:
+            return shape, f"{text}; which product of sizes is which dimension is a guess (a flat index)", True
+        return shape, text, False
+    total = {(): 1}
+    for d in ext.dims:
+        total = mul(total, d)
+    if at_most(total, {tuple(sorted(symbol_list)): 1}):
+        return None, f"its accesses reach {show(total, symbol_list)} elements ({where})", True
+    return shape, f"{text}; check it: a dimension that is not a product of sizes can also come from a guard this " \
+                  "scaffold cannot read", True
+
+
+def _indexed_init(ranges: Ranges | None, name: str, reached: dict[str, tuple[Extent, list[Access]]],
+                  symbol_list: list[str], source_name: str) -> tuple[str, str] | None:
+    """``(init, why)`` for an integer buffer whose loaded values index a dimension of another buffer
+    (``row[labels[r]]``, row's dimension V: ``randint(0, V)``); None where no such use can be read."""
+    if ranges is None:
+        return None
+    plain = {n: r for n, r in reached.items() if r[0].plain}
+    found = indexed_extent(ranges, name, plain)
+    if found is None:
+        return None
+    dim, other, access = found
+    bound = _dim(dim, symbol_list)
+    where = f"{' '.join(_text(access.node).split())} at {source_name}:{access.line}"
+    return f"randint(0, {bound})", f"init randint(0, {bound}): its values index {other}'s dimension of {bound} ({where})"
 
 
 # Values of the float scalars a signature cannot tell (alpha, beta, lr, ...): each its own, none 0 or 1, so that a
@@ -868,6 +958,7 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
     byte_buffers = {p.name for p in kdef.params if p.is_pointer and (_DTYPE_OF.get(types.get(p.type, p.type)) in (Dtype.u8, Dtype.i8))}
     float_scalars = 0
     guard_index, guard_bounds = _guard_bounds(body, symbols) if body is not None else ({}, {})
+    ranges, reached = _reach(body, kdef, symbols, launch, types)
     arg_lines: list[tuple[str, str | None]] = []
     for p in kdef.params:
         ctype = types.get(p.type, p.type)
@@ -908,22 +999,34 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
             if atomic_line is not None:
                 float_atomics.append(f"{p.name} ({source_name}:{atomic_line})")
             extent = _fixed_extent(body, p.name, byte_buffers)
+            reach = _reached_shape(reached.get(p.name), symbol_list, source_name)
             if extent is not None:
                 entry["shape"] = [extent[0]]
                 notes.insert(0, f"shape [{extent[0]}]: {extent[1]}")
+            elif reach is not None and reach[0] is not None and not reach[2]:
+                entry["shape"] = reach[0]
+                notes.insert(0, reach[1])
             elif (shape := _thread_extent(body, p.name, guard_index, guard_bounds)) is not None:
-                entry["shape"] = shape
+                entry["shape"] = shape  # (the guard's product in its written order: a flat index's likelier dimensions)
                 todo.insert(0, f"shape [{', '.join(shape)}]: one element per thread below the guard "
                                f"({guard_bounds['x']}), every use indexed by the thread's index")
+            elif reach is not None and reach[0] is not None:
+                entry["shape"] = reach[0]
+                todo.insert(0, reach[1])
             else:
-                todo.insert(0, "shape (a guess: every size symbol)")
+                todo.insert(0, "shape (a guess: every size symbol" + (f"; {reach[1]})" if reach is not None else ")"))
             if role in ("in", "inout"):
-                if dtype in _INT_DTYPES:
+                if dtype in _INT_DTYPES and (indexed := _indexed_init(ranges, p.name, reached, symbol_list, source_name)):
+                    entry["init"], why = indexed
+                    notes.append(why)
+                elif dtype in _INT_DTYPES:
                     if re.search(r"(?i)idx|index|indices|ids?$|token|label|offset", p.name):
                         entry["init"] = f"randint(0, {symbol_list[0]})"
+                        todo.append(f"init: legal values of {p.name} (no use of its values as an index could be read; "
+                                    f"the first size symbol is a guess)")
                     else:  # every value of a byte, else small non-negative integers
                         entry["init"] = {Dtype.i8: "randint(-128, 128)", Dtype.u8: "randint(0, 256)"}.get(dtype, "randint(0, 100)")
-                    todo.append(f"init: legal values of {p.name}")
+                        todo.append(f"init: legal values of {p.name}")
                 else:
                     entry["init"] = "normal"
             else:
