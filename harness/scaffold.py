@@ -563,6 +563,8 @@ class _Host:
             return f"{_text(node.child_by_field_name('operator'))}{self.expr(node.child_by_field_name('argument'), depth)}"
         if t == "cast_expression":
             return self.expr(node.child_by_field_name("value"), depth)
+        if t == "field_expression":
+            return self._paren(self._member(node, depth))
         if t == "sizeof_expression":
             ty = node.child_by_field_name("type")
             name = " ".join(_text(ty).split()) if ty is not None else ""
@@ -585,6 +587,19 @@ class _Host:
                     _text(node.child_by_field_name("function").child_by_field_name("name")) in ("static_cast",) and len(args) == 1:
                 return self.expr(args[0], depth)
         raise _Untranslatable(_text(node))
+
+    def _member(self, node: ts.Node, depth: int) -> str:
+        """``block.x`` (``.y``, ``.z``) of a ``dim3`` defined in the file (``dim3 block(16, 16)``): that dimension of
+        its definition (``1`` past the ones it gives); raises _Untranslatable for any other member."""
+        arg, member = node.child_by_field_name("argument"), _text(node.child_by_field_name("field"))
+        init = self.definition(_text(arg), node.start_byte) if arg is not None and arg.type == "identifier" else None
+        if member not in ("x", "y", "z") or init is None or not (
+                init.type in ("initializer_list", "argument_list", "parameter_list")
+                or (init.type == "call_expression" and _text(init.child_by_field_name("function")) == "dim3")):
+            raise _Untranslatable(_text(node))
+        dims = self.dims(init, depth + 1)
+        axis = "xyz".index(member)
+        return dims[axis] if axis < len(dims) else "1"
 
     @staticmethod
     def _paren(text: str) -> str:

@@ -480,9 +480,10 @@ int main() {
 
 
 def test_a_launch_it_cannot_follow_takes_the_axes_from_the_kernels_guards():
-    """The guide's MatAdd: ``threadsPerBlock.x`` cannot be followed back to the sizes, so the launch is a guess; the
-    guards (col < width on x, row < height on y) give x over width and y over height, not the symbols' order."""
-    spec, s = scaffold(MATADD, "MatAdd")
+    """The guide's MatAdd with a block from a helper: ``threadsPerBlock.x`` cannot be followed back to the sizes, so
+    the launch is a guess; the guards (col < width on x, row < height on y) give x over width and y over height, not
+    the symbols' order."""
+    spec, s = scaffold(MATADD.replace("dim3 threadsPerBlock(16, 16);", "dim3 threadsPerBlock = pick_block();"), "MatAdd")
     assert spec.launch.grid == ["cdiv(width, 32)", "cdiv(height, 8)"] and spec.launch.block == [32, 8]
     assert "cannot follow" in s.table and "from the kernel's guards" in s.table
 
@@ -708,3 +709,11 @@ def test_a_one_block_per_row_launch_bounds_the_block_index():
     assert args(spec)["x"].shape == ["M", "N"] and args(spec)["y"].shape == ["M"] and "TODO shape" not in s.table
     spec, s = scaffold(src.replace("<<<M, 256>>>", "<<<(M + 3) / 4, 256>>>"), "rowmax")
     assert "TODO shape (a guess: every size symbol)" in line_comment(s, '"y"')
+
+
+def test_a_dim3_member_in_the_launch_is_followed_back_to_its_constants():
+    """``dim3 grid((W + block.x - 1) / block.x, ...)`` with ``dim3 block(16, 16)``: the launch as written, 16 x 16
+    blocks over cdiv(W, 16) x cdiv(H, 16), not a TODO and a 32 x 8 replacement."""
+    spec, s = scaffold(BLUR, "blur5")
+    assert spec.launch.grid == ["cdiv(W, 16)", "cdiv(H, 16)"] and spec.launch.block == [16, 16]
+    assert "cannot follow" not in s.table and "the original launch, from blur5<<<grid, block>>> at k.cu:18" in s.table
