@@ -42,6 +42,7 @@ from ptxfactory.protocol.spec import Dtype, SpecError, parse_spec, spec_path_for
 from .cexpr import Poly, add, at_most, mul, names, poly, show
 from .extents import Access, Extent, Range, Ranges, accesses, extent, indexed_extent
 from .source import KernelDef, find_kernel, find_kernels
+from .static_checks import unset_constants
 
 
 class ScaffoldError(ValueError):
@@ -55,20 +56,23 @@ class Scaffold:
 
     ``table``: TOML text of ``[kernel.NAME]`` and its ``check``/``bench`` (and ``tune``) tables;
     ``todos``: (line within ``table``, 1-based, message) of each TODO comment;
-    ``launch_from``: ``"FILE:LINE"`` of the ``<<<...>>>`` the launch was read from, None when guessed.
+    ``launch_from``: ``"FILE:LINE"`` of the ``<<<...>>>`` the launch was read from, None when guessed;
+    ``warnings``: what the spec cannot say and the user must know (``FILE:LINE: ...``), each also a comment of
+    ``table``.
     """
 
     kernel: str
     table: str
     todos: tuple[tuple[int, str], ...]
     launch_from: str | None = None
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class SpecAddition:
     """What :func:`write_spec` writes: ``text`` as a new file (``create``) or appended to the existing one.
 
-    ``todos`` are (line in the file once written, 1-based, message).
+    ``todos`` are (line in the file once written, 1-based, message); ``warnings`` the scaffolds' (:class:`Scaffold`).
     """
 
     path: Path
@@ -76,6 +80,7 @@ class SpecAddition:
     create: bool
     kernels: tuple[str, ...]
     todos: tuple[tuple[int, str], ...] = field(default=())
+    warnings: tuple[str, ...] = field(default=())
 
 
 # --- C types ------------------------------------------------------------------------------------------
@@ -1068,6 +1073,7 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
         d in _INT_DTYPES for d in out_dtypes) else 1e-8 if out_dtypes and all(d == Dtype.f64 for d in out_dtypes) else 1e-3
 
     broken = _first_syntax_error(knode if knode is not None else root)
+    warnings = unset_constants(source, kernel, source_name)
 
     def build(launch: _Launch) -> tuple[str, list[tuple[int, str]]]:
         out: list[tuple[str, str | None]] = []
@@ -1075,6 +1081,7 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
         if broken is not None:
             out.append(("", f"TODO the kernel does not parse at {source_name}:{broken} (a syntax error?): what this spec read "
                             "from it (roles, launch) may be wrong, and optimise will not compile it as it is"))
+        out += [("", f"warning: {w}") for w in warnings]
         out.append(('arch = "sm_90a"', "the GPU's arch (sm_90a: H100, H200)"))
         out.append(("args = [", "signature order; checked against the source"))
         out += arg_lines
@@ -1139,7 +1146,8 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
             parse_spec(table, f"{source_name}.toml")
         except SpecError as exc2:
             raise ScaffoldError(f"cannot scaffold a spec for {kernel!r} (please report it): {exc2}") from None
-    return Scaffold(kernel=kernel, table=table, todos=tuple(todo_lines), launch_from=launch.where)
+    return Scaffold(kernel=kernel, table=table, todos=tuple(todo_lines), launch_from=launch.where,
+                    warnings=tuple(warnings))
 
 
 def _first_syntax_error(node: ts.Node) -> int | None:
@@ -1221,7 +1229,8 @@ def plan_spec(source: str, source_path: str | Path, kernels: Sequence[str] | Non
         offset += s.table.count("\n")
     whole = text if existing is None else existing + text
     described_in(whole)  # the result is TOML (a bug if not)
-    return SpecAddition(path=path, text=text, create=existing is None, kernels=tuple(wanted), todos=tuple(todos))
+    return SpecAddition(path=path, text=text, create=existing is None, kernels=tuple(wanted), todos=tuple(todos),
+                        warnings=tuple(w for s in scaffolds for w in s.warnings))
 
 
 def read_spec_text(path: str | Path) -> str | None:

@@ -717,3 +717,18 @@ def test_a_dim3_member_in_the_launch_is_followed_back_to_its_constants():
     spec, s = scaffold(BLUR, "blur5")
     assert spec.launch.grid == ["cdiv(W, 16)", "cdiv(H, 16)"] and spec.launch.block == [16, 16]
     assert "cannot follow" not in s.table and "the original launch, from blur5<<<grid, block>>> at k.cu:18" in s.table
+
+
+def test_constant_memory_the_kernel_reads_is_a_warning():
+    """``__constant__ float c_w[5]`` set by the host's cudaMemcpyToSymbol is zero when the tool runs the kernel: the
+    scaffold warns (file, line of the read, symbol, where the host sets it) in the spec and to init's caller; an
+    initialised constant, or one only another kernel reads, is no warning."""
+    _, s = scaffold(BLUR, "blur5")
+    warning = ("k.cu:9: constant memory 'c_w' is read by the kernel and not set by the spec: it is zero when the tool runs "
+               "the kernel; pass it as an argument (the host sets it with cudaMemcpyToSymbol at k.cu:15)")
+    assert s.warnings == (warning,) and f"# warning: {warning}" in s.table
+    assert plan_spec(BLUR, "k.cu").warnings == (warning,)
+    assert scaffold(BLUR.replace("c_w[5];", "c_w[5] = {1, 4, 6, 4, 1};"), "blur5")[1].warnings == ()
+    other = BLUR.replace("acc += w[k] * c_w[k] * in[y * W + xx];", "acc += w[k] * in[y * W + xx];") + \
+        "__global__ void scale(float* y) { y[threadIdx.x] *= c_w[0]; }\n"
+    assert scaffold(other, "blur5")[1].warnings == () and scaffold(other, "scale")[1].warnings != ()
