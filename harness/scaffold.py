@@ -27,6 +27,7 @@ import json
 import keyword
 import math
 import re
+import textwrap
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -57,14 +58,16 @@ class Scaffold:
     ``table``: TOML text of ``[kernel.NAME]`` and its ``check``/``bench`` (and ``tune``) tables;
     ``todos``: (line within ``table``, 1-based, message) of each TODO comment;
     ``launch_from``: ``"FILE:LINE"`` of the ``<<<...>>>`` the launch was read from, None when guessed;
-    ``warnings``: what the spec cannot say and the user must know (``FILE:LINE: ...``), each also a comment of
-    ``table``.
+    ``guesses``: the keys whose values are guesses the kernel may run wrongly with (``args.x.shape``, ``args.ids.init``,
+    ``launch``), not placeholders to tune (sizes, tolerances); ``warnings``: what the spec cannot say and the user must
+    know (``FILE:LINE: ...``), each also a comment of ``table``.
     """
 
     kernel: str
     table: str
     todos: tuple[tuple[int, str], ...]
     launch_from: str | None = None
+    guesses: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
 
 
@@ -980,6 +983,7 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
     guard_index, guard_bounds = _guard_bounds(body, symbols) if body is not None else ({}, {})
     ranges, reached = _reach(body, kdef, symbols, launch, types)
     arg_lines: list[tuple[str, str | None]] = []
+    guesses: list[str] = []  # the keys that are guesses (args.x.shape, launch), for the file's header
     for p in kdef.params:
         ctype = types.get(p.type, p.type)
         dtype = _DTYPE_OF.get(ctype)
@@ -1068,6 +1072,7 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
                 todo.append(f"value of {p.name} (a number, or an expression over {', '.join(symbol_list)})")
         comment = "; ".join(([f"TODO {'; '.join(todo)}"] if todo else []) + notes)
         arg_lines.append((f"  {_toml(entry)},", comment or None))
+        guesses += guessed_keys(p.name, todo)
 
     tol = 1e-2 if any(d in (Dtype.bf16, Dtype.f16) for d in out_dtypes) else 0 if out_dtypes and all(
         d in _INT_DTYPES for d in out_dtypes) else 1e-8 if out_dtypes and all(d == Dtype.f64 for d in out_dtypes) else 1e-3
@@ -1146,8 +1151,13 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
             parse_spec(table, f"{source_name}.toml")
         except SpecError as exc2:
             raise ScaffoldError(f"cannot scaffold a spec for {kernel!r} (please report it): {exc2}") from None
+    guesses += ["the source (it does not parse)"] * (broken is not None) + ["sizes (N)"] * synthetic
+    if launch.todo:
+        guesses.append(launch.todo.split(":")[0])
+    if any("placeholder" in n for n in template_notes):
+        guesses.append("tune.template")
     return Scaffold(kernel=kernel, table=table, todos=tuple(todo_lines), launch_from=launch.where,
-                    warnings=tuple(warnings))
+                    guesses=tuple(guesses), warnings=tuple(warnings))
 
 
 def _first_syntax_error(node: ts.Node) -> int | None:
@@ -1160,10 +1170,32 @@ def _first_syntax_error(node: ts.Node) -> int | None:
     return node.start_point[0] + 1
 
 
-def _header(source_name: str) -> str:
-    return (f"# Spec for {source_name}, scaffolded by `ptxfactory init` from the kernel's signature. See README.md,\n"
-            "# \"The spec format\". It loads and runs as written; every TODO marks a guess to check (shapes, sizes,\n"
-            "# tolerances cannot be read from a signature).\n")
+_GUESSED = ("shape", "init", "role", "dtype", "value")
+
+
+def guessed_keys(name: str, todo: Sequence[str]) -> list[str]:
+    """The keys of argument ``name`` that its TODO items (``shape ...``, ``init: ...``, ``value of ...``) mark as
+    guesses: ``args.NAME.shape``, ... (an item about anything else is about its role)."""
+    keys = [t.split()[0].rstrip(":") for t in todo]
+    return list(dict.fromkeys(f"args.{name}.{k if k in _GUESSED else 'role'}" for k in keys))
+
+
+def _header(source_name: str, scaffolds: Sequence[Scaffold]) -> str:
+    """The comment a new spec file starts with: it runs as written only where no key is a guess (:attr:`Scaffold.
+    guesses`); else which keys of which kernel are; and a pointer to the warnings, where there are any."""
+    head = (f"Spec for {source_name}, scaffolded by `ptxfactory init` from the kernel's source. See README.md, "
+            "\"The spec format\". ")
+    guessed = "; ".join(f"[kernel.{s.kernel}] {', '.join(s.guesses)}" for s in scaffolds if s.guesses)
+    if guessed:
+        head += (f"It loads as written, but these keys are guesses, and until they are checked the kernel may read or "
+                 f"write past its buffers or compute something else: {guessed}. Every TODO marks a guess or a "
+                 "placeholder to check.")
+    else:
+        head += ("It loads and runs as written: the shapes, value ranges and launch were read from the source; every "
+                 "TODO marks a placeholder to check (sizes, tolerances).")
+    if any(s.warnings for s in scaffolds):
+        head += " Each warning below says what the tool runs otherwise than your program does."
+    return "".join(f"# {line}\n" for line in textwrap.wrap(head, 110, break_on_hyphens=False))
 
 
 def described_in(text: str) -> set[str]:
@@ -1214,7 +1246,8 @@ def plan_spec(source: str, source_path: str | Path, kernels: Sequence[str] | Non
             raise ScaffoldError(f"{path.name} already describes every kernel of {name} ({', '.join(found)}): nothing was written")
     scaffolds = [scaffold_kernel(source, k, name) for k in wanted]
     if existing is None:
-        text, offset = _header(name), _header(name).count("\n")
+        text = _header(name, scaffolds)
+        offset = text.count("\n")
     else:
         text = "" if not existing or existing.endswith("\n") else "\n"
         text += "\n"

@@ -732,3 +732,18 @@ def test_constant_memory_the_kernel_reads_is_a_warning():
     other = BLUR.replace("acc += w[k] * c_w[k] * in[y * W + xx];", "acc += w[k] * in[y * W + xx];") + \
         "__global__ void scale(float* y) { y[threadIdx.x] *= c_w[0]; }\n"
     assert scaffold(other, "blur5")[1].warnings == () and scaffold(other, "scale")[1].warnings != ()
+
+
+def test_the_header_says_the_spec_runs_as_written_only_when_nothing_is_a_guess():
+    """A spec whose shapes, value ranges and launch were all read runs as written; one with a guessed shape or launch
+    only loads, and the header names the guessed keys (it said "runs as written" for both); a warning is pointed at."""
+    def header(source: str) -> str:
+        text = plan_spec(source, "k.cu").text
+        return " ".join(line.removeprefix("# ") for line in text.split("\n[kernel.")[0].splitlines())
+
+    read = header(BLUR.replace("c_w[k] * ", ""))
+    assert "It loads and runs as written" in read and "guesses" not in read and "warning" not in read
+    guessed = header(SWIGLU)
+    assert "runs as written" not in guessed and "It loads as written, but these keys are guesses" in guessed
+    assert "[kernel.swiglu] args.out.shape, launch." in guessed
+    assert "Each warning below" in header(BLUR)
