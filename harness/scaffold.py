@@ -10,13 +10,19 @@ Everything is read from the CUDA source with tree-sitter-cuda (kernels found by 
 - **size symbols**: integer scalars named like sizes (``n``, ``N``, ``M``, ``rows``, ``cols``, ``len``,
   ``num_*``, ``*_size`` ...); other scalars get a placeholder value and a TODO;
 - **launch** from the ``NAME<<<grid, block, shared>>>`` in the file nearest the kernel, its host variables
-  followed back to their definitions (``int blocks = (n + 255) / 256``, ``dim3 block(256)``, ``#define``) and
-  to the size symbols they are passed as (``k<<<...>>>(x, y, n)`` with parameter ``N``: ``n`` is ``N``);
-  else one thread per element, 256 per block, with a TODO.
+  followed back to their definitions (``int blocks = (n + 255) / 256``, ``dim3 block(256)``, ``block.x`` of a
+  ``dim3``, ``#define``) and to the size symbols they are passed as (``k<<<...>>>(x, y, n)`` with parameter ``N``:
+  ``n`` is ``N``); else one thread per element, 256 per block, with a TODO;
+- **shapes** from the largest index each buffer's accesses reach (:mod:`.extents`: ``xin[m * 2 * H + H + j]`` with
+  ``m < M``, ``j < H`` from the guards: ``[M, 2 * H]``; ``w[k]`` in ``for (k = 0; k < 5; ++k)``: ``[5]``), and an
+  integer input's values from the dimension they index (``row[labels[r]]``, row's ``V``: ``randint(0, V)``);
+- **warnings** for what the tool runs otherwise than the program: ``__constant__`` memory the kernel reads and the host
+  sets (:func:`.static_checks.unset_constants`), zero under the tool.
 
-What cannot be read from a signature (each buffer's shape, the sizes, the tolerances) gets a placeholder
-that loads and a ``# TODO`` comment, so the spec runs as written and says what to check. Every scaffold is
-validated with :func:`ptxfactory.protocol.spec.parse_spec` before it is returned.
+What cannot be read (a shape, an index buffer's values, the sizes, the tolerances) gets a placeholder that loads
+and a ``# TODO`` comment; the file's header says which keys are guesses (the kernel may run wrongly with them)
+and claims the spec runs as written only where none is. Every scaffold is validated with
+:func:`ptxfactory.protocol.spec.parse_spec` before it is returned.
 
 :func:`plan_spec` says what to write (a new ``FILE.toml``, or tables appended to an existing one that
 lacks them; an existing table is never touched); :func:`write_spec` writes it without ever overwriting.
