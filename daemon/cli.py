@@ -705,6 +705,9 @@ def init_command(
     console.print(Text(f"{verb} {_shown(added.path)}: {tables}; {len(added.todos)} TODOs to check:", style="bold green"), soft_wrap=True)
     for line, message in added.todos:
         console.print(Text(f"{_shown(added.path)}:{line}: {message}"), soft_wrap=True)
+    errors = _console(stderr=True)
+    for warning in added.warnings:  # what the tool runs otherwise than the program (constant memory it cannot set)
+        errors.print(Text(f"warning: {warning}", style="bold yellow"), soft_wrap=True)
 
 
 def show_command(

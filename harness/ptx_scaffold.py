@@ -19,7 +19,7 @@ from ptxfactory.protocol.spec import SpecError, parse_spec
 
 from .ptx import PtxSyntaxError, parse_entries
 from .ptx_ir import accesses, param_origins, statements
-from .scaffold import Scaffold, ScaffoldError, _placeholder_sizes, _toml, is_size_name
+from .scaffold import Scaffold, ScaffoldError, _placeholder_sizes, _toml, guessed_keys, is_size_name
 
 _SCALAR_DTYPE = {"u32": "u32", "s32": "i32", "b32": "i32", "s64": "i64", "u64": "i64", "b64": "i64", "f32": "f32",
                  "f64": "f64", "f16": "f16", "bf16": "bf16", "b16": "f16", "u8": "u8", "s8": "i8", "b8": "u8",
@@ -51,6 +51,7 @@ def scaffold_entry(source: str, kernel: str, source_name: str = "<source>") -> S
     symbol_list = symbols or ["N"]
     check_sizes, bench_sizes = _placeholder_sizes(symbol_list)
     arg_lines: list[tuple[str, str | None]] = []
+    guesses: list[str] = []  # the keys that are guesses (every shape: an entry has no index to read), for the header
     out_dtypes = []
     for p in entry.params:
         where = f"{source_name}:{p.line}"
@@ -97,6 +98,7 @@ def scaffold_entry(source: str, kernel: str, source_name: str = "<source>") -> S
                 todo.append(f".{p.type} {p.name}: no load or store goes through it, so it is taken as a scalar")
         comment = "; ".join(([f"TODO {'; '.join(todo)}"] if todo else []) + [n for n in notes if n])
         arg_lines.append((f"  {_toml(entry_d)},", comment or None))
+        guesses += guessed_keys(p.name, todo)
     tol = 1e-2 if any(d in ("f16", "bf16") for d in out_dtypes) else 1e-3
     total = " * ".join(symbol_list)
     out: list[tuple[str, str | None]] = [
@@ -135,4 +137,5 @@ def scaffold_entry(source: str, kernel: str, source_name: str = "<source>") -> S
         parse_spec(table, f"{source_name}.toml")
     except SpecError as exc:
         raise ScaffoldError(f"cannot scaffold a spec for {kernel!r} (please report it): {exc}") from None
-    return Scaffold(kernel=kernel, table=table, todos=tuple(todos))
+    guesses += ["sizes (N)"] * synthetic + ["launch"]  # a PTX file has no launch to read
+    return Scaffold(kernel=kernel, table=table, todos=tuple(todos), guesses=tuple(guesses))

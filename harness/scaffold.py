@@ -10,13 +10,19 @@ Everything is read from the CUDA source with tree-sitter-cuda (kernels found by 
 - **size symbols**: integer scalars named like sizes (``n``, ``N``, ``M``, ``rows``, ``cols``, ``len``,
   ``num_*``, ``*_size`` ...); other scalars get a placeholder value and a TODO;
 - **launch** from the ``NAME<<<grid, block, shared>>>`` in the file nearest the kernel, its host variables
-  followed back to their definitions (``int blocks = (n + 255) / 256``, ``dim3 block(256)``, ``#define``) and
-  to the size symbols they are passed as (``k<<<...>>>(x, y, n)`` with parameter ``N``: ``n`` is ``N``);
-  else one thread per element, 256 per block, with a TODO.
+  followed back to their definitions (``int blocks = (n + 255) / 256``, ``dim3 block(256)``, ``block.x`` of a
+  ``dim3``, ``#define``) and to the size symbols they are passed as (``k<<<...>>>(x, y, n)`` with parameter ``N``:
+  ``n`` is ``N``); else one thread per element, 256 per block, with a TODO;
+- **shapes** from the largest index each buffer's accesses reach (:mod:`.extents`: ``xin[m * 2 * H + H + j]`` with
+  ``m < M``, ``j < H`` from the guards: ``[M, 2 * H]``; ``w[k]`` in ``for (k = 0; k < 5; ++k)``: ``[5]``), and an
+  integer input's values from the dimension they index (``row[labels[r]]``, row's ``V``: ``randint(0, V)``);
+- **warnings** for what the tool runs otherwise than the program: ``__constant__`` memory the kernel reads and the host
+  sets (:func:`.static_checks.unset_constants`), zero under the tool.
 
-What cannot be read from a signature (each buffer's shape, the sizes, the tolerances) gets a placeholder
-that loads and a ``# TODO`` comment, so the spec runs as written and says what to check. Every scaffold is
-validated with :func:`ptxfactory.protocol.spec.parse_spec` before it is returned.
+What cannot be read (a shape, an index buffer's values, the sizes, the tolerances) gets a placeholder that loads
+and a ``# TODO`` comment; the file's header says which keys are guesses (the kernel may run wrongly with them)
+and claims the spec runs as written only where none is. Every scaffold is validated with
+:func:`ptxfactory.protocol.spec.parse_spec` before it is returned.
 
 :func:`plan_spec` says what to write (a new ``FILE.toml``, or tables appended to an existing one that
 lacks them; an existing table is never touched); :func:`write_spec` writes it without ever overwriting.
@@ -27,6 +33,7 @@ import json
 import keyword
 import math
 import re
+import textwrap
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,7 +46,10 @@ import tree_sitter_cuda
 from ptxfactory.protocol.expr import ExprError, evaluate, symbols_in
 from ptxfactory.protocol.spec import Dtype, SpecError, parse_spec, spec_path_for
 
+from .cexpr import Poly, add, at_most, mul, names, poly, show
+from .extents import Access, Extent, Range, Ranges, accesses, extent, indexed_extent
 from .source import KernelDef, find_kernel, find_kernels
+from .static_checks import unset_constants
 
 
 class ScaffoldError(ValueError):
@@ -53,20 +63,25 @@ class Scaffold:
 
     ``table``: TOML text of ``[kernel.NAME]`` and its ``check``/``bench`` (and ``tune``) tables;
     ``todos``: (line within ``table``, 1-based, message) of each TODO comment;
-    ``launch_from``: ``"FILE:LINE"`` of the ``<<<...>>>`` the launch was read from, None when guessed.
+    ``launch_from``: ``"FILE:LINE"`` of the ``<<<...>>>`` the launch was read from, None when guessed;
+    ``guesses``: the keys whose values are guesses the kernel may run wrongly with (``args.x.shape``, ``args.ids.init``,
+    ``launch``), not placeholders to tune (sizes, tolerances); ``warnings``: what the spec cannot say and the user must
+    know (``FILE:LINE: ...``), each also a comment of ``table``.
     """
 
     kernel: str
     table: str
     todos: tuple[tuple[int, str], ...]
     launch_from: str | None = None
+    guesses: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class SpecAddition:
     """What :func:`write_spec` writes: ``text`` as a new file (``create``) or appended to the existing one.
 
-    ``todos`` are (line in the file once written, 1-based, message).
+    ``todos`` are (line in the file once written, 1-based, message); ``warnings`` the scaffolds' (:class:`Scaffold`).
     """
 
     path: Path
@@ -74,6 +89,7 @@ class SpecAddition:
     create: bool
     kernels: tuple[str, ...]
     todos: tuple[tuple[int, str], ...] = field(default=())
+    warnings: tuple[str, ...] = field(default=())
 
 
 # --- C types ------------------------------------------------------------------------------------------
@@ -341,6 +357,94 @@ def _thread_extent(body: ts.Node | None, name: str, index: dict[str, str], bound
     return [bound]
 
 
+def _reach(body: ts.Node | None, kdef: KernelDef, symbols: dict[str, str], launch: _Launch | None, types: dict[str, str]
+           ) -> tuple[Ranges | None, dict[str, tuple[Extent, list[Access]]]]:
+    """The ranges of the kernel's index expressions (over the size symbols; the launch's ``blockIdx``/``threadIdx``
+    where it was read from the file) and, for each pointer argument whose accesses can all be read, the extent they
+    reach (:mod:`.extents`; an index loaded from an integer buffer counts on that buffer's values)."""
+    if body is None:
+        return None, {}
+    ranges = Ranges(body, list(symbols), _launch_ranges(launch))
+    indices = {p.name for p in kdef.params if p.is_pointer and _DTYPE_OF.get(types.get(p.type, p.type)) in _INT_DTYPES}
+    reached = {}
+    for p in kdef.params:
+        found = accesses(body, p.name, ranges) if p.is_pointer else None
+        ext = extent(ranges, found, list(symbols.values()), indices) if found is not None else None
+        if ext is not None:
+            reached[p.name] = (ext, found)
+    return ranges, reached
+
+
+def _launch_ranges(launch: _Launch | None) -> dict[str, Range]:
+    """The ranges of ``blockIdx``, ``threadIdx``, ``blockDim`` and ``gridDim`` under a launch read from the file
+    (a dimension that is no polynomial of the sizes, ``cdiv(n, 256)``, has no highest value); none for a guessed one."""
+    if launch is None or launch.where is None:
+        return {}
+    out: dict[str, Range] = {}
+    for i, axis in enumerate("xyz"):
+        for count, index, dims in (("gridDim", "blockIdx", launch.grid), ("blockDim", "threadIdx", launch.block)):
+            n = _spec_poly(dims[i] if i < len(dims) else 1)
+            if n is not None:
+                out[f"{count}.{axis}"] = (n, n)
+                out[f"{index}.{axis}"] = ({}, add(n, {(): -1}))
+    return out
+
+
+def _spec_poly(expr: str | int) -> Poly | None:
+    """A spec expression of ``+ - *``, names and integers as a polynomial; None for anything else (``cdiv``, ``//``)."""
+    if isinstance(expr, int):
+        return {(): expr} if expr else {}
+    if not re.fullmatch(r"[\w\s+*()-]+", expr):
+        return None
+    return poly(_Host._parse_text(expr))
+
+
+def _dim(d: Poly, order: list[str]) -> str | int:
+    """A dimension as the spec writes it: an integer, else an expression (``2 * H``)."""
+    return d.get((), 0) if not names(d) else show(d, order)
+
+
+def _reached_shape(found: tuple[Extent, list[Access]] | None, symbol_list: list[str], source_name: str
+                   ) -> tuple[list | None, str, bool] | None:
+    """``(shape, why, guess)`` from the extent a buffer's accesses reach: the shape and its note, a TODO (``guess``)
+    where the order of dimensions taken from a flat product is a guess, or where a dimension is not one term (``H *
+    W - W``: likely a guard not read) and every size symbol would not hold it; ``(None, what they reach, True)`` when
+    every size symbol holds it (the guess stays); None when nothing was read."""
+    if found is None:
+        return None
+    ext = found[0]
+    shape = [_dim(d, symbol_list) for d in ext.dims]
+    where = f"{' '.join(_text(ext.access.node).split())} at {source_name}:{ext.access.line}"
+    text = f"shape [{', '.join(map(str, shape))}]: the largest index its accesses reach ({where})"
+    if ext.plain:
+        if ext.split:
+            return shape, f"{text}; which product of sizes is which dimension is a guess (a flat index)", True
+        return shape, text, False
+    total = {(): 1}
+    for d in ext.dims:
+        total = mul(total, d)
+    if at_most(total, {tuple(sorted(symbol_list)): 1}):
+        return None, f"its accesses reach {show(total, symbol_list)} elements ({where})", True
+    return shape, f"{text}; check it: a dimension that is not a product of sizes can also come from a guard this " \
+                  "scaffold cannot read", True
+
+
+def _indexed_init(ranges: Ranges | None, name: str, reached: dict[str, tuple[Extent, list[Access]]],
+                  symbol_list: list[str], source_name: str) -> tuple[str, str] | None:
+    """``(init, why)`` for an integer buffer whose loaded values index a dimension of another buffer
+    (``row[labels[r]]``, row's dimension V: ``randint(0, V)``); None where no such use can be read."""
+    if ranges is None:
+        return None
+    plain = {n: r for n, r in reached.items() if r[0].plain}
+    found = indexed_extent(ranges, name, plain)
+    if found is None:
+        return None
+    dim, other, access = found
+    bound = _dim(dim, symbol_list)
+    where = f"{' '.join(_text(access.node).split())} at {source_name}:{access.line}"
+    return f"randint(0, {bound})", f"init randint(0, {bound}): its values index {other}'s dimension of {bound} ({where})"
+
+
 # Values of the float scalars a signature cannot tell (alpha, beta, lr, ...): each its own, none 0 or 1, so that a
 # candidate that drops a scalar, or swaps two, changes the outputs and fails the check (at 1.0, alpha * x == x);
 # all inside (0, 1), where a decay rate or a momentum must be (a beta above 1 makes an optimizer's state blow up).
@@ -473,6 +577,8 @@ class _Host:
             return f"{_text(node.child_by_field_name('operator'))}{self.expr(node.child_by_field_name('argument'), depth)}"
         if t == "cast_expression":
             return self.expr(node.child_by_field_name("value"), depth)
+        if t == "field_expression":
+            return self._paren(self._member(node, depth))
         if t == "sizeof_expression":
             ty = node.child_by_field_name("type")
             name = " ".join(_text(ty).split()) if ty is not None else ""
@@ -495,6 +601,19 @@ class _Host:
                     _text(node.child_by_field_name("function").child_by_field_name("name")) in ("static_cast",) and len(args) == 1:
                 return self.expr(args[0], depth)
         raise _Untranslatable(_text(node))
+
+    def _member(self, node: ts.Node, depth: int) -> str:
+        """``block.x`` (``.y``, ``.z``) of a ``dim3`` defined in the file (``dim3 block(16, 16)``): that dimension of
+        its definition (``1`` past the ones it gives); raises _Untranslatable for any other member."""
+        arg, member = node.child_by_field_name("argument"), _text(node.child_by_field_name("field"))
+        init = self.definition(_text(arg), node.start_byte) if arg is not None and arg.type == "identifier" else None
+        if member not in ("x", "y", "z") or init is None or not (
+                init.type in ("initializer_list", "argument_list", "parameter_list")
+                or (init.type == "call_expression" and _text(init.child_by_field_name("function")) == "dim3")):
+            raise _Untranslatable(_text(node))
+        dims = self.dims(init, depth + 1)
+        axis = "xyz".index(member)
+        return dims[axis] if axis < len(dims) else "1"
 
     @staticmethod
     def _paren(text: str) -> str:
@@ -868,7 +987,9 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
     byte_buffers = {p.name for p in kdef.params if p.is_pointer and (_DTYPE_OF.get(types.get(p.type, p.type)) in (Dtype.u8, Dtype.i8))}
     float_scalars = 0
     guard_index, guard_bounds = _guard_bounds(body, symbols) if body is not None else ({}, {})
+    ranges, reached = _reach(body, kdef, symbols, launch, types)
     arg_lines: list[tuple[str, str | None]] = []
+    guesses: list[str] = []  # the keys that are guesses (args.x.shape, launch), for the file's header
     for p in kdef.params:
         ctype = types.get(p.type, p.type)
         dtype = _DTYPE_OF.get(ctype)
@@ -908,22 +1029,34 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
             if atomic_line is not None:
                 float_atomics.append(f"{p.name} ({source_name}:{atomic_line})")
             extent = _fixed_extent(body, p.name, byte_buffers)
+            reach = _reached_shape(reached.get(p.name), symbol_list, source_name)
             if extent is not None:
                 entry["shape"] = [extent[0]]
                 notes.insert(0, f"shape [{extent[0]}]: {extent[1]}")
+            elif reach is not None and reach[0] is not None and not reach[2]:
+                entry["shape"] = reach[0]
+                notes.insert(0, reach[1])
             elif (shape := _thread_extent(body, p.name, guard_index, guard_bounds)) is not None:
-                entry["shape"] = shape
+                entry["shape"] = shape  # (the guard's product in its written order: a flat index's likelier dimensions)
                 todo.insert(0, f"shape [{', '.join(shape)}]: one element per thread below the guard "
                                f"({guard_bounds['x']}), every use indexed by the thread's index")
+            elif reach is not None and reach[0] is not None:
+                entry["shape"] = reach[0]
+                todo.insert(0, reach[1])
             else:
-                todo.insert(0, "shape (a guess: every size symbol)")
+                todo.insert(0, "shape (a guess: every size symbol" + (f"; {reach[1]})" if reach is not None else ")"))
             if role in ("in", "inout"):
-                if dtype in _INT_DTYPES:
+                if dtype in _INT_DTYPES and (indexed := _indexed_init(ranges, p.name, reached, symbol_list, source_name)):
+                    entry["init"], why = indexed
+                    notes.append(why)
+                elif dtype in _INT_DTYPES:
                     if re.search(r"(?i)idx|index|indices|ids?$|token|label|offset", p.name):
                         entry["init"] = f"randint(0, {symbol_list[0]})"
+                        todo.append(f"init: legal values of {p.name} (no use of its values as an index could be read; "
+                                    f"the first size symbol is a guess)")
                     else:  # every value of a byte, else small non-negative integers
                         entry["init"] = {Dtype.i8: "randint(-128, 128)", Dtype.u8: "randint(0, 256)"}.get(dtype, "randint(0, 100)")
-                    todo.append(f"init: legal values of {p.name}")
+                        todo.append(f"init: legal values of {p.name}")
                 else:
                     entry["init"] = "normal"
             else:
@@ -945,11 +1078,13 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
                 todo.append(f"value of {p.name} (a number, or an expression over {', '.join(symbol_list)})")
         comment = "; ".join(([f"TODO {'; '.join(todo)}"] if todo else []) + notes)
         arg_lines.append((f"  {_toml(entry)},", comment or None))
+        guesses += guessed_keys(p.name, todo)
 
     tol = 1e-2 if any(d in (Dtype.bf16, Dtype.f16) for d in out_dtypes) else 0 if out_dtypes and all(
         d in _INT_DTYPES for d in out_dtypes) else 1e-8 if out_dtypes and all(d == Dtype.f64 for d in out_dtypes) else 1e-3
 
     broken = _first_syntax_error(knode if knode is not None else root)
+    warnings = unset_constants(source, kernel, source_name)
 
     def build(launch: _Launch) -> tuple[str, list[tuple[int, str]]]:
         out: list[tuple[str, str | None]] = []
@@ -957,6 +1092,7 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
         if broken is not None:
             out.append(("", f"TODO the kernel does not parse at {source_name}:{broken} (a syntax error?): what this spec read "
                             "from it (roles, launch) may be wrong, and optimise will not compile it as it is"))
+        out += [("", f"warning: {w}") for w in warnings]
         out.append(('arch = "sm_90a"', "the GPU's arch (sm_90a: H100, H200)"))
         out.append(("args = [", "signature order; checked against the source"))
         out += arg_lines
@@ -1021,7 +1157,13 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
             parse_spec(table, f"{source_name}.toml")
         except SpecError as exc2:
             raise ScaffoldError(f"cannot scaffold a spec for {kernel!r} (please report it): {exc2}") from None
-    return Scaffold(kernel=kernel, table=table, todos=tuple(todo_lines), launch_from=launch.where)
+    guesses += ["the source (it does not parse)"] * (broken is not None) + ["sizes (N)"] * synthetic
+    if launch.todo:
+        guesses.append(launch.todo.split(":")[0])
+    if any("placeholder" in n for n in template_notes):
+        guesses.append("tune.template")
+    return Scaffold(kernel=kernel, table=table, todos=tuple(todo_lines), launch_from=launch.where,
+                    guesses=tuple(guesses), warnings=tuple(warnings))
 
 
 def _first_syntax_error(node: ts.Node) -> int | None:
@@ -1034,10 +1176,32 @@ def _first_syntax_error(node: ts.Node) -> int | None:
     return node.start_point[0] + 1
 
 
-def _header(source_name: str) -> str:
-    return (f"# Spec for {source_name}, scaffolded by `ptxfactory init` from the kernel's signature. See README.md,\n"
-            "# \"The spec format\". It loads and runs as written; every TODO marks a guess to check (shapes, sizes,\n"
-            "# tolerances cannot be read from a signature).\n")
+_GUESSED = ("shape", "init", "role", "dtype", "value")
+
+
+def guessed_keys(name: str, todo: Sequence[str]) -> list[str]:
+    """The keys of argument ``name`` that its TODO items (``shape ...``, ``init: ...``, ``value of ...``) mark as
+    guesses: ``args.NAME.shape``, ... (an item about anything else is about its role)."""
+    keys = [t.split()[0].rstrip(":") for t in todo]
+    return list(dict.fromkeys(f"args.{name}.{k if k in _GUESSED else 'role'}" for k in keys))
+
+
+def _header(source_name: str, scaffolds: Sequence[Scaffold]) -> str:
+    """The comment a new spec file starts with: it runs as written only where no key is a guess (:attr:`Scaffold.
+    guesses`); else which keys of which kernel are; and a pointer to the warnings, where there are any."""
+    head = (f"Spec for {source_name}, scaffolded by `ptxfactory init` from the kernel's source. See README.md, "
+            "\"The spec format\". ")
+    guessed = "; ".join(f"[kernel.{s.kernel}] {', '.join(s.guesses)}" for s in scaffolds if s.guesses)
+    if guessed:
+        head += (f"It loads as written, but these keys are guesses, and until they are checked the kernel may read or "
+                 f"write past its buffers or compute something else: {guessed}. Every TODO marks a guess or a "
+                 "placeholder to check.")
+    else:
+        head += ("It loads and runs as written: the shapes, value ranges and launch were read from the source; every "
+                 "TODO marks a placeholder to check (sizes, tolerances).")
+    if any(s.warnings for s in scaffolds):
+        head += " Each warning below says what the tool runs otherwise than your program does."
+    return "".join(f"# {line}\n" for line in textwrap.wrap(head, 110, break_on_hyphens=False))
 
 
 def described_in(text: str) -> set[str]:
@@ -1088,7 +1252,8 @@ def plan_spec(source: str, source_path: str | Path, kernels: Sequence[str] | Non
             raise ScaffoldError(f"{path.name} already describes every kernel of {name} ({', '.join(found)}): nothing was written")
     scaffolds = [scaffold_kernel(source, k, name) for k in wanted]
     if existing is None:
-        text, offset = _header(name), _header(name).count("\n")
+        text = _header(name, scaffolds)
+        offset = text.count("\n")
     else:
         text = "" if not existing or existing.endswith("\n") else "\n"
         text += "\n"
@@ -1103,7 +1268,8 @@ def plan_spec(source: str, source_path: str | Path, kernels: Sequence[str] | Non
         offset += s.table.count("\n")
     whole = text if existing is None else existing + text
     described_in(whole)  # the result is TOML (a bug if not)
-    return SpecAddition(path=path, text=text, create=existing is None, kernels=tuple(wanted), todos=tuple(todos))
+    return SpecAddition(path=path, text=text, create=existing is None, kernels=tuple(wanted), todos=tuple(todos),
+                        warnings=tuple(w for s in scaffolds for w in s.warnings))
 
 
 def read_spec_text(path: str | Path) -> str | None:

@@ -176,6 +176,45 @@ def scoped_source(source: str, kernel_name: str) -> str:
     return out.decode(errors="replace")
 
 
+def unset_constants(source: str, kernel_name: str, source_name: str = "<source>") -> list[str]:
+    """Warnings, one per ``__constant__`` variable without an initialiser that the kernel ``kernel_name`` reads
+    (:func:`scoped_source`: itself or a function it calls): the host sets it (``cudaMemcpyToSymbol``), the spec cannot,
+    so it is zero when the tool runs the kernel. Each names the file and line of the first read and the symbol, and
+    the host's ``cudaMemcpyToSymbol`` where the file has one."""
+    scoped = scoped_source(source, kernel_name)
+    items = list(_items(_parser().parse(scoped.encode()).root_node))
+    out = []
+    for item in items:
+        if item.type != "declaration" or not any(c.type == "type_qualifier" and c.text == b"__constant__" for c in item.children):
+            continue
+        for d in item.children_by_field_name("declarator"):
+            if d.type == "init_declarator" and d.child_by_field_name("value") is not None:
+                continue  # initialised in the source: the tool's module holds those values too
+            ident = next((n for n in _walk(d) if n.type == "identifier"), None)
+            if ident is None:
+                continue
+            name = ident.text.decode()
+            reads = [n.start_point[0] + 1 for f in items if f.type in ("function_definition", "template_declaration")
+                     for n in _walk(f) if n.type == "identifier" and n.text.decode() == name]
+            if not reads:
+                continue
+            host = _symbol_copy(source, name)
+            set_at = f" (the host sets it with cudaMemcpyToSymbol at {source_name}:{host})" if host else ""
+            out.append(f"{source_name}:{min(reads)}: constant memory '{name}' is read by the kernel and not set by the spec: "
+                       f"it is zero when the tool runs the kernel; pass it as an argument{set_at}")
+    return out
+
+
+def _symbol_copy(source: str, name: str) -> int | None:
+    """The line of the first ``cudaMemcpyToSymbol(name, ...)`` (or its ``Async`` form) in ``source``, else None."""
+    for n in _walk(_parser().parse(source.encode()).root_node):
+        if n.type == "call_expression" and n.child_by_field_name("function").text in (b"cudaMemcpyToSymbol", b"cudaMemcpyToSymbolAsync"):
+            args = n.child_by_field_name("arguments").named_children
+            if args and args[0].text.decode() == name:
+                return n.start_point[0] + 1
+    return None
+
+
 def check_source(candidate: Candidate) -> StaticFinding | None:
     """Source-level refusals for what the candidate's kernel can reach (:func:`scoped_source`: the kernel, the
     device functions it calls, the globals and macros it uses; not other kernels of the same file), or None."""

@@ -81,7 +81,8 @@ class JobSummary(BaseModel):
                                                     "family's skeleton fits the kernel, why each one does not")
     warnings: list[str] = Field(default_factory=list, description="what the job found weak in the spec (a Python "
                                 "reference whose outputs are mostly NaN on the spec's inputs; a bytes_moved the original "
-                                "kernel beats, so the impossible-time floor is not applied at that size)")
+                                "kernel beats, so the impossible-time floor is not applied at that size; __constant__ "
+                                "memory the kernel reads, which the spec cannot set and so is zero in every run)")
 
     def row(self, key: str | None) -> CandidateRow | None:
         return next((r for r in self.rows if r.key == key), None) if key else None

@@ -25,6 +25,7 @@ from ptxfactory.harness.plan import make_plan
 from ptxfactory.harness.ptx import is_ptx
 from ptxfactory.harness.reference import PythonReference, python_reference, validate_reference
 from ptxfactory.harness.source import check_signature, find_kernel, spec_location
+from ptxfactory.harness.static_checks import unset_constants
 from ptxfactory.protocol import (
     Candidate, CandidateRow, CompileFailed, EvalResult, GpuFacts, JobSummary, KernelSpec, LaunchConfig, Measured, NotRun, Rejected,
     TimedOut,
@@ -187,6 +188,10 @@ async def optimise(
     spec, source, original = await off_loop(_load_original, source_path, kernel, source_text, what="reading the spec and the kernel")
     notify = on_progress or (lambda p: None)
     spec_warnings: list[str] = []
+    if not is_ptx(source):  # constant memory the host sets and the spec cannot: zero in every run of the job
+        for w in unset_constants(source, kernel, Path(source_path).name):
+            notify(Progress(0, 1, f"warning: {w}"))
+            spec_warnings.append(w)
     reference = await check_reference(spec, source_path, notify, spec_warnings)
     pool = pool or shared_pool()
     if is_ptx(source):

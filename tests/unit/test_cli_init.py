@@ -73,3 +73,21 @@ def test_init_bad_input_exits_1(tmp_path: Path, example_copy: Path):
 def test_init_is_listed_in_help():
     res = run("--help")
     assert res.exit_code == 0 and "init" in res.stdout
+
+
+def test_init_warns_of_constant_memory_the_spec_cannot_set(tmp_path: Path):
+    """A kernel reading ``__constant__`` memory that the host sets with cudaMemcpyToSymbol: init says, on stderr and
+    in the spec, that the tool runs it with zeros there (file, line, symbol)."""
+    source = tmp_path / "blur.cu"
+    source.write_text("__constant__ float c_w[5];\n"
+                      "__global__ void blur(const float* x, float* y, int n) {\n"
+                      "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                      "    if (i < n) y[i] = c_w[i % 5] * x[i];\n"
+                      "}\n")
+    res = run("init", source)
+    assert res.exit_code == 0, res.output
+    warning = ("blur.cu:4: constant memory 'c_w' is read by the kernel and not set by the spec: it is zero when the tool "
+               "runs the kernel; pass it as an argument")
+    assert f"warning: {warning}" in " ".join(res.stderr.split()) and "warning" not in res.stdout
+    assert f"# warning: {warning}" in source.with_name("blur.cu.toml").read_text()
+    load_spec(source.with_name("blur.cu.toml"))

@@ -132,12 +132,15 @@ def test_signature_check_names_the_key():
 
 def test_scaffold_from_an_entry_validates_and_marks_todos():
     """Roles from the accesses (y stored: out; x loaded: in), dtypes from their types, align from .ptr .align,
-    N a size symbol; the result loads; an aggregate parameter is refused with FILE:LINE."""
+    N a size symbol; the result loads, its header naming the guessed keys; an aggregate parameter is refused with
+    FILE:LINE."""
     added = plan_spec(SCALE4, "/tmp/scale4.ptx", ["scale4"])
     spec = parse_spec(added.text, "scale4.ptx.toml").kernels["scale4"]
     assert [(a.name, a.role, a.dtype.value, a.align) for a in spec.args] == [
         ("y", "out", "f32", 16), ("x", "in", "f32", None), ("N", "scalar", "i32", None)]
     assert any("launch" in m for _line, m in added.todos)
+    head = " ".join(added.text.split("\n[kernel.")[0].replace("#", " ").split())  # every shape and the launch guessed
+    assert "runs as written" not in head and "[kernel.scale4] args.y.shape, args.x.shape, launch." in head
     check_signature(spec, find_kernel(SCALE4, "scale4"))
     bad = SCALE4.replace(".param .s32 N", ".param .align 8 .b8 N[16]")
     with pytest.raises(ScaffoldError, match=r"scale4.ptx:11: .param N is an aggregate"):

@@ -480,9 +480,10 @@ int main() {
 
 
 def test_a_launch_it_cannot_follow_takes_the_axes_from_the_kernels_guards():
-    """The guide's MatAdd: ``threadsPerBlock.x`` cannot be followed back to the sizes, so the launch is a guess; the
-    guards (col < width on x, row < height on y) give x over width and y over height, not the symbols' order."""
-    spec, s = scaffold(MATADD, "MatAdd")
+    """The guide's MatAdd with a block from a helper: ``threadsPerBlock.x`` cannot be followed back to the sizes, so
+    the launch is a guess; the guards (col < width on x, row < height on y) give x over width and y over height, not
+    the symbols' order."""
+    spec, s = scaffold(MATADD.replace("dim3 threadsPerBlock(16, 16);", "dim3 threadsPerBlock = pick_block();"), "MatAdd")
     assert spec.launch.grid == ["cdiv(width, 32)", "cdiv(height, 8)"] and spec.launch.block == [32, 8]
     assert "cannot follow" in s.table and "from the kernel's guards" in s.table
 
@@ -540,7 +541,9 @@ def test_buffers_reached_at_fixed_indices_get_their_own_extent():
     assert "TODO shape" not in line_comment(s, '"result"') and args(spec)["x"].shape == ["n"]
     spec, s = scaffold(FIXED_EXTENTS, "histo")
     assert args(spec)["bins"].shape == [256] and "byte buffer" in line_comment(s, '"bins"')
-    spec, s = scaffold(FIXED_EXTENTS, "stats")  # out[i % 2]: an index, so the guess stays
+    spec, s = scaffold(FIXED_EXTENTS, "stats")  # out[i % 2]: 0 or 1, read from the index
+    assert args(spec)["out"].shape == [2] and "TODO shape" not in line_comment(s, '"out"')
+    spec, s = scaffold(FIXED_EXTENTS.replace("out[i % 2]", "out[(int)x[i]]"), "stats")  # an index it cannot read
     assert args(spec)["out"].shape == ["n"] and "TODO shape" in line_comment(s, '"out"')
     spec, s = scaffold(FIXED_EXTENTS.replace(" out[i % 2] += 0.0f;", ""), "stats")
     assert args(spec)["out"].shape == [2]
@@ -566,8 +569,9 @@ def test_three_size_symbols_get_a_different_value_each_one_way_then_the_other():
 
 
 def test_an_output_indexed_only_by_the_thread_index_takes_the_guard_bound_as_its_shape():
-    """A per-row scale written scales[row] under if (row >= M) gets [M], a pooled output y[i] under i >= B * C gets
-    [B, C] (both were every size symbol: [M, N], [B, T, C]); a buffer indexed otherwise keeps the guess."""
+    """A per-row scale written scales[row] under if (row >= M) gets [M] (read from the index: no TODO), a pooled output
+    y[i] under i >= B * C gets [B, C], the guard's product in its written order (both were every size symbol: [M, N],
+    [B, T, C])."""
     src = """#include <cstdint>
     __global__ void quant(const float* x, int8_t* q, float* scales, int M, int N) {
         int row = blockIdx.x * blockDim.x + threadIdx.x;
@@ -580,7 +584,8 @@ def test_an_output_indexed_only_by_the_thread_index_takes_the_guard_bound_as_its
     spec, s = scaffold(src, "quant")
     shapes = {a.name: list(a.shape) for a in spec.args if a.is_buffer}
     assert shapes["scales"] == ["M"] and shapes["q"] == ["M", "N"] and shapes["x"] == ["M", "N"]
-    assert any("shape [M]: one element per thread below the guard" in t for _, t in s.todos)
+    assert "shape [M]: the largest index its accesses reach (scales[row] at k.cu:8)" in line_comment(s, '"scales"')
+    assert "TODO shape" not in line_comment(s, '"scales"')
     pool = """__global__ void pool(const float* x, float* y, int B, int T, int C) {
         int i = blockIdx.x * blockDim.x + threadIdx.x;
         if (i >= B * C) return;
@@ -588,5 +593,157 @@ def test_an_output_indexed_only_by_the_thread_index_takes_the_guard_bound_as_its
         for (int t = 0; t < T; ++t) s += x[((i / C) * T + t) * C + i % C];
         y[i] = s / T;
     }"""
-    spec, _ = scaffold(pool, "pool")
+    spec, s = scaffold(pool, "pool")
     assert {a.name: list(a.shape) for a in spec.args if a.is_buffer}["y"] == ["B", "C"]
+    assert "TODO shape [B, C]: one element per thread below the guard" in line_comment(s, '"y"')
+
+
+# --- what the accesses reach: shapes and index values --------------------------------------------------------------
+
+XENT = """#include <cstdint>
+__global__ void xent(const float* logits, const int64_t* labels, float* loss, int M, int V) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= M) return;
+    const float* row = logits + (size_t)r * V;
+    float mx = -INFINITY;
+    for (int j = 0; j < V; ++j) mx = fmaxf(mx, row[j]);
+    float s = 0.f;
+    for (int j = 0; j < V; ++j) s += expf(row[j] - mx);
+    float lse = mx + logf(s);
+    loss[r] = lse - row[labels[r]];
+}
+"""
+
+
+def test_an_index_buffer_is_drawn_below_the_dimension_its_values_index():
+    """Cross-entropy's labels index a logits row (``row[labels[r]]``, row = logits + r * V): their values are drawn
+    below V, the row's length, not below M (the first size symbol: reads out of bounds); through a local too. Where
+    the use cannot be read (a 1-based label, ``- 1``), the guess stays, marked TODO."""
+    spec, s = scaffold(XENT, "xent")
+    assert args(spec)["labels"].init == "randint(0, V)" and args(spec)["logits"].shape == ["M", "V"]
+    assert "init randint(0, V): its values index logits's dimension of V (row[labels[r]] at k.cu:11)" in line_comment(s, '"labels"')
+    assert "TODO" not in line_comment(s, '"labels"') and "TODO" not in line_comment(s, '"logits"')
+    local = XENT.replace("loss[r] = lse - row[labels[r]];", "const long t = labels[r];\n    loss[r] = lse - row[t];")
+    assert args(scaffold(local, "xent")[0])["labels"].init == "randint(0, V)"
+    spec, s = scaffold(XENT.replace("row[labels[r]]", "row[labels[r] - 1]"), "xent")
+    assert args(spec)["labels"].init == "randint(0, M)"
+    assert "TODO init: legal values of labels (no use of its values as an index could be read" in line_comment(s, '"labels"')
+
+
+SWIGLU = """#include <cuda_bf16.h>
+__global__ void swiglu(const __nv_bfloat16* xin, __nv_bfloat16* out, int M, int H) {
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= M * H) return;
+    int m = idx / H;
+    int j = idx % H;
+    float a = __bfloat162float(xin[m * 2 * H + j]);
+    float b = __bfloat162float(xin[m * 2 * H + H + j]);
+    out[idx] = __float2bfloat16(a / (1.0f + expf(-a)) * b);
+}
+"""
+
+BLUR = """__constant__ float c_w[5];
+__global__ void blur5(const float* in, const float* w, float* out, int H, int W) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= W || y >= H) return;
+    float acc = 0.f;
+    for (int k = 0; k < 5; ++k) {
+        int xx = min(max(x + k - 2, 0), W - 1);
+        acc += w[k] * c_w[k] * in[y * W + xx];
+    }
+    out[y * W + x] = acc;
+}
+void run(const float* in, const float* w, float* out, int H, int W) {
+    float hw[5] = {1, 4, 6, 4, 1};
+    cudaMemcpyToSymbol(c_w, hw, sizeof(hw));
+    dim3 block(16, 16);
+    dim3 grid((W + block.x - 1) / block.x, (H + block.y - 1) / block.y);
+    blur5<<<grid, block>>>(in, w, out, H, W);
+}
+"""
+
+
+def test_shapes_come_from_the_largest_index_the_accesses_reach():
+    """SwiGLU's input is read at ``m * 2 * H + H + j`` (m < M, j < H from the guard's ``idx / H``, ``idx % H``): [M,
+    2 * H], not [M, H] (every run read past it); a 5-tap filter ``w[k]`` under ``k < 5``: [5]; the image through a
+    clamped column ``min(max(x + k - 2, 0), W - 1)``: [H, W]; each a note, no TODO. An index with a scalar that is no
+    size (a pitch) cannot be read: the guess stays, marked TODO."""
+    spec, s = scaffold(SWIGLU, "swiglu")
+    assert args(spec)["xin"].shape == ["M", "2 * H"]
+    assert "shape [M, 2 * H]: the largest index its accesses reach (xin[m * 2 * H + H + j] at k.cu:8)" in line_comment(s, '"xin"')
+    assert "TODO" not in line_comment(s, '"xin"')
+    spec, s = scaffold(BLUR, "blur5")
+    assert args(spec)["w"].shape == [5] and args(spec)["in"].shape == ["H", "W"] and args(spec)["out"].shape == ["H", "W"]
+    assert not any("shape" in t for _, t in s.todos)
+    pitch = """__global__ void k(const float* x, float* y, int M, int N, int pitch) {
+        int r = blockIdx.x * blockDim.x + threadIdx.x;
+        if (r >= M) return;
+        for (int j = 0; j < N; ++j) y[r * N + j] = x[r * pitch + j];
+    }"""
+    spec, s = scaffold(pitch, "k")
+    assert args(spec)["y"].shape == ["M", "N"] and args(spec)["x"].shape == ["M", "N"]
+    assert "TODO shape (a guess: every size symbol)" in line_comment(s, '"x"')
+
+
+def test_guards_that_exclude_the_edges_bound_an_interior_stencil():
+    """The five-point stencil copies its boundary (``i == 0 || ... || i == H - 1``, then ``return``) and reads
+    ``u[(i + 1) * W + j]`` only inside: i below H - 1 there, so u is [H, W], not one row more."""
+    src = (EXAMPLES / "stencil5" / "stencil5.cu").read_text()
+    spec, s = scaffold(src, "stencil5")
+    assert args(spec)["u"].shape == ["H", "W"] and "TODO" not in line_comment(s, '"u"')
+
+
+def test_a_one_block_per_row_launch_bounds_the_block_index():
+    """A kernel launched ``<<<M, 256>>>`` with ``row = blockIdx.x`` and no guard: row < M from the launch, so x is [M,
+    N] (a note); with a launch it cannot read as a polynomial (``cdiv``) the guess stays."""
+    src = """__global__ void rowmax(const float* x, float* y, int M, int N) {
+        int row = blockIdx.x;
+        float m = -INFINITY;
+        for (int j = threadIdx.x; j < N; j += blockDim.x) m = fmaxf(m, x[(size_t)row * N + j]);
+        if (threadIdx.x == 0) y[row] = m;
+    }
+    void run(const float* x, float* y, int M, int N) { rowmax<<<M, 256>>>(x, y, M, N); }
+    """
+    spec, s = scaffold(src, "rowmax")
+    assert args(spec)["x"].shape == ["M", "N"] and args(spec)["y"].shape == ["M"] and "TODO shape" not in s.table
+    spec, s = scaffold(src.replace("<<<M, 256>>>", "<<<(M + 3) / 4, 256>>>"), "rowmax")
+    assert "TODO shape (a guess: every size symbol)" in line_comment(s, '"y"')
+
+
+def test_a_dim3_member_in_the_launch_is_followed_back_to_its_constants():
+    """``dim3 grid((W + block.x - 1) / block.x, ...)`` with ``dim3 block(16, 16)``: the launch as written, 16 x 16
+    blocks over cdiv(W, 16) x cdiv(H, 16), not a TODO and a 32 x 8 replacement."""
+    spec, s = scaffold(BLUR, "blur5")
+    assert spec.launch.grid == ["cdiv(W, 16)", "cdiv(H, 16)"] and spec.launch.block == [16, 16]
+    assert "cannot follow" not in s.table and "the original launch, from blur5<<<grid, block>>> at k.cu:18" in s.table
+
+
+def test_constant_memory_the_kernel_reads_is_a_warning():
+    """``__constant__ float c_w[5]`` set by the host's cudaMemcpyToSymbol is zero when the tool runs the kernel: the
+    scaffold warns (file, line of the read, symbol, where the host sets it) in the spec and to init's caller; an
+    initialised constant, or one only another kernel reads, is no warning."""
+    _, s = scaffold(BLUR, "blur5")
+    warning = ("k.cu:9: constant memory 'c_w' is read by the kernel and not set by the spec: it is zero when the tool runs "
+               "the kernel; pass it as an argument (the host sets it with cudaMemcpyToSymbol at k.cu:15)")
+    assert s.warnings == (warning,) and f"# warning: {warning}" in s.table
+    assert plan_spec(BLUR, "k.cu").warnings == (warning,)
+    assert scaffold(BLUR.replace("c_w[5];", "c_w[5] = {1, 4, 6, 4, 1};"), "blur5")[1].warnings == ()
+    other = BLUR.replace("acc += w[k] * c_w[k] * in[y * W + xx];", "acc += w[k] * in[y * W + xx];") + \
+        "__global__ void scale(float* y) { y[threadIdx.x] *= c_w[0]; }\n"
+    assert scaffold(other, "blur5")[1].warnings == () and scaffold(other, "scale")[1].warnings != ()
+
+
+def test_the_header_says_the_spec_runs_as_written_only_when_nothing_is_a_guess():
+    """A spec whose shapes, value ranges and launch were all read runs as written; one with a guessed shape or launch
+    only loads, and the header names the guessed keys (it said "runs as written" for both); a warning is pointed at."""
+    def header(source: str) -> str:
+        text = plan_spec(source, "k.cu").text
+        return " ".join(line.removeprefix("# ") for line in text.split("\n[kernel.")[0].splitlines())
+
+    read = header(BLUR.replace("c_w[k] * ", ""))
+    assert "It loads and runs as written" in read and "guesses" not in read and "warning" not in read
+    guessed = header(SWIGLU)
+    assert "runs as written" not in guessed and "It loads as written, but these keys are guesses" in guessed
+    assert "[kernel.swiglu] args.out.shape, launch." in guessed
+    assert "Each warning below" in header(BLUR)

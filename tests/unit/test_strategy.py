@@ -325,6 +325,25 @@ async def test_a_reference_mostly_nan_on_the_spec_inputs_is_a_warning_in_the_rep
     assert clean.warnings == [] and "## Warnings" not in render_markdown(clean)
 
 
+async def test_constant_memory_the_kernel_reads_is_a_job_warning(tmp_path):
+    """A kernel reading ``__constant__`` memory runs with zeros there under the tool (the spec cannot set it): the
+    job's warnings and report.md say so, with the file, the line and the symbol."""
+    import shutil
+
+    from ptxfactory.daemon.report import render_markdown
+
+    folder = tmp_path / "stencil5"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "examples" / "stencil5", folder)
+    source = folder / "stencil5.cu"
+    text = source.read_text().replace('extern "C" __global__', '__constant__ float c_scale[1];\nextern "C" __global__', 1)
+    source.write_text(text.replace("u_new[i * W + j] = 0.25f *", "u_new[i * W + j] = c_scale[0] *"))
+    line = next(i for i, t in enumerate(source.read_text().splitlines(), 1) if "c_scale[0] *" in t)
+    summary = await optimise(source, "stencil5", backend=None, generators=("transform",), max_candidates=1, use_lessons=False)
+    assert summary.warnings == [f"stencil5.cu:{line}: constant memory 'c_scale' is read by the kernel and not set by the "
+                                "spec: it is zero when the tool runs the kernel; pass it as an argument"]
+    assert "## Warnings" in render_markdown(summary) and "c_scale" in render_markdown(summary)
+
+
 async def test_a_floor_the_original_beats_is_a_job_warning():
     """Where the backend reports that the original kernel itself ran under the impossible-time floor (the spec's
     bytes_moved overstate), the job's warnings and report.md carry that note once, from the original's row."""

@@ -2,8 +2,9 @@
 
 An array index such as ``(size_t)row * N + j + half`` is read into a polynomial over the names it
 uses (casts and parentheses dropped; ``+``, ``-``, ``*`` and integer literals; anything else, such
-as a division, a call or a load, makes it unknown). For a loop over ``j``, an index is *affine* when
-it is ``a * j + b`` with ``a`` and ``b`` free of ``j``.
+as a division, a call or a load, makes it unknown): :func:`ptxfactory.harness.cexpr.poly`, which the
+scaffold reads index extents with too, re-exported here with its arithmetic. For a loop over ``j``, an
+index is *affine* when it is ``a * j + b`` with ``a`` and ``b`` free of ``j``.
 
 :func:`independent` says whether two accesses to one buffer, at least one a write, can touch the same
 element from two different iterations: for ``a * j + b1`` and ``a * j + b2`` with ``j`` over a range
@@ -20,88 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ptxfactory.harness.cexpr import Poly, add, mul, poly, scale, split, substitute  # noqa: F401 (re-exported)
+
 from . import syntax as sx
 from .syntax import Node
-
-Poly = dict[tuple[str, ...], int]  # monomial (sorted names, repeated for powers) -> coefficient
-
-
-def poly(node: Node | None, offsets: dict[str, Poly] | None = None) -> Poly | None:
-    """``node`` as a polynomial, or None when it is not a sum of products of names and integers.
-
-    ``offsets``: names to substitute by a polynomial (none by default).
-    """
-    node = sx.uncast(node)
-    if node is None:
-        return None
-    if node.type == "number_literal":
-        v = sx.literal_value(node)
-        if isinstance(v, float) and v.is_integer() and sx.text(node).startswith("-") and sx.text(node)[1:].isdigit():
-            v = int(v)  # -1: one literal
-        return {(): v} if isinstance(v, int) and v != 0 else ({} if v == 0 else None)
-    if node.type == "identifier":
-        name = sx.text(node)
-        if offsets and name in offsets:
-            return dict(offsets[name])
-        return {(name,): 1}
-    if node.type == "field_expression":
-        return {(sx.text(node),): 1}  # blockIdx.x and the like: a name
-    if node.type == "unary_expression" and sx.operator(node) in ("-", "+"):
-        p = poly(node.child_by_field_name("argument"), offsets)
-        return None if p is None else (scale(p, -1) if sx.operator(node) == "-" else p)
-    if node.type == "binary_expression" and sx.operator(node) in ("+", "-", "*"):
-        a, b = poly(node.child_by_field_name("left"), offsets), poly(node.child_by_field_name("right"), offsets)
-        if a is None or b is None:
-            return None
-        op = sx.operator(node)
-        if op == "+":
-            return add(a, b)
-        if op == "-":
-            return add(a, scale(b, -1))
-        return mul(a, b)
-    return None
-
-
-def add(a: Poly, b: Poly) -> Poly:
-    out = dict(a)
-    for m, c in b.items():
-        out[m] = out.get(m, 0) + c
-        if out[m] == 0:
-            del out[m]
-    return out
-
-
-def scale(a: Poly, k: int) -> Poly:
-    return {m: c * k for m, c in a.items() if c * k != 0}
-
-
-def mul(a: Poly, b: Poly) -> Poly:
-    out: Poly = {}
-    for ma, ca in a.items():
-        for mb, cb in b.items():
-            m = tuple(sorted(ma + mb))
-            out[m] = out.get(m, 0) + ca * cb
-            if out[m] == 0:
-                del out[m]
-    return out
-
-
-def split(p: Poly, j: str) -> tuple[Poly, Poly] | None:
-    """``(a, b)`` with ``p = a * j + b``, ``a`` and ``b`` free of ``j``; None when ``j`` appears squared."""
-    a: Poly = {}
-    b: Poly = {}
-    for m, c in p.items():
-        n = m.count(j)
-        if n == 0:
-            b[m] = c
-        elif n == 1:
-            rest = list(m)
-            rest.remove(j)
-            a[tuple(rest)] = c
-        else:
-            return None
-    return a, b
-
 
 def _nonneg_constant(p: Poly) -> bool:
     return all(m == () for m in p) and p.get((), 0) >= 0
@@ -128,17 +51,6 @@ def independent(f: Poly, g: Poly, j: str, trip: Poly) -> bool:
 
 
 # -- collapsed nests ---------------------------------------------------------------------------------------------
-
-
-def substitute(p: Poly, name: str, by: Poly) -> Poly:
-    """``p`` with every occurrence of ``name`` replaced by the polynomial ``by``."""
-    out: Poly = {}
-    for m, c in p.items():
-        term: Poly = {(): c}
-        for n in m:
-            term = mul(term, by if n == name else {(n,): 1})
-        out = add(out, term)
-    return out
 
 
 @dataclass(frozen=True)

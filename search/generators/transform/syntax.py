@@ -14,6 +14,9 @@ from functools import lru_cache
 import tree_sitter as ts
 import tree_sitter_cuda
 
+# the node helpers the harness reads C expressions with too (the scaffold's index extents): one definition
+from ptxfactory.harness.cexpr import clause_value, conjuncts, literal_value, operator, text, uncast, unparen  # noqa: F401
+
 Node = ts.Node
 
 LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
@@ -83,10 +86,6 @@ def walk(node: Node) -> Iterator[Node]:
         stack.extend(reversed(n.children))
 
 
-def text(node: Node | None) -> str:
-    return node.text.decode() if node is not None else ""
-
-
 def kernel_function(root: Node) -> Node | None:
     """The first ``__global__`` function definition under ``root``."""
     for n in walk(root):
@@ -112,38 +111,6 @@ def in_lambda(node: Node, stop: Node | None = None) -> bool:
     return False
 
 
-def unparen(node: Node | None) -> Node | None:
-    """``node`` without enclosing parentheses."""
-    while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
-        node = node.named_children[0]
-    return node
-
-
-def clause_value(cond: Node | None) -> Node | None:
-    """The expression inside an ``if``/``while`` ``condition_clause`` (``cond`` itself for any other node)."""
-    if cond is not None and cond.type == "condition_clause":
-        return cond.named_children[0] if cond.named_child_count == 1 else None
-    return cond
-
-
-def conjuncts(cond: Node | None) -> list[Node]:
-    """The operands of a chain of ``&&`` (parentheses seen through), or ``[cond]`` (``[]`` for None)."""
-    cond = unparen(cond)
-    if cond is None:
-        return []
-    if cond.type == "binary_expression" and operator(cond) == "&&":
-        return conjuncts(cond.child_by_field_name("left")) + conjuncts(cond.child_by_field_name("right"))
-    return [cond]
-
-
-def uncast(node: Node | None) -> Node | None:
-    """``node`` without enclosing parentheses and casts (``(size_t)blockIdx.x`` -> ``blockIdx.x``)."""
-    node = unparen(node)
-    while node is not None and node.type == "cast_expression":
-        node = unparen(node.child_by_field_name("value"))
-    return node
-
-
 def is_ident(node: Node | None, name: str | None = None) -> bool:
     return node is not None and node.type == "identifier" and (name is None or text(node) == name)
 
@@ -155,11 +122,6 @@ def is_builtin(node: Node | None, var: str, field: str = "x") -> bool:
         node is not None and node.type == "field_expression"
         and is_ident(node.child_by_field_name("argument"), var) and text(node.child_by_field_name("field")) == field
     )
-
-
-def operator(node: Node) -> str:
-    op = node.child_by_field_name("operator")
-    return text(op)
 
 
 def call_name(node: Node | None) -> str | None:
@@ -206,23 +168,6 @@ def is_number(node: Node | None, value: float | None = None) -> bool:
     if node is None or node.type != "number_literal":
         return False
     return value is None or literal_value(node) == value
-
-
-def literal_value(node: Node) -> float | int | None:
-    """The value of a decimal number literal (suffixes ``u l f`` dropped), or None."""
-    t = text(node).lower()
-    if t.startswith("0x"):
-        try:
-            return int(t.rstrip("ul"), 16)
-        except ValueError:
-            return None
-    t = t.rstrip("ul")
-    if "." in t or "e" in t:
-        t = t.rstrip("f")
-    try:
-        return int(t) if t.isdigit() else float(t)
-    except ValueError:
-        return None
 
 
 def written_names(node: Node) -> set[str]:

@@ -1,0 +1,229 @@
+"""C expressions read from tree-sitter-cuda nodes: what the scaffold (:mod:`.extents`) and the transform passes
+(``search/generators/transform``: :mod:`~ptxfactory.search.generators.transform.syntax` re-exports the node helpers,
+:mod:`~ptxfactory.search.generators.transform.affine` the polynomials) both read.
+
+- node helpers: a node's text and operator, parentheses and casts seen through, an ``if``'s condition, the operands
+  of a ``&&`` chain, a number literal's value;
+- index expressions as integer polynomials: ``(size_t)row * N + j + half`` read into a polynomial over the names it
+  uses (casts and parentheses dropped; ``+``, ``-``, ``*`` and integer literals; anything else, such as a division,
+  a call or a load, makes it unknown, or, with ``atom``, a name of its own), their arithmetic, and what the scaffold
+  asks of them over sizes (names at least 1): a proof of ``p >= 0``, an exact division, the text of a spec expression.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import tree_sitter as ts
+
+Node = ts.Node
+Poly = dict[tuple[str, ...], int]  # monomial (sorted names, repeated for powers) -> coefficient
+
+
+# --- node helpers ----------------------------------------------------------------------------------------------
+
+
+def text(node: Node | None) -> str:
+    return node.text.decode() if node is not None else ""
+
+
+def operator(node: Node) -> str:
+    op = node.child_by_field_name("operator")
+    return text(op)
+
+
+def unparen(node: Node | None) -> Node | None:
+    """``node`` without enclosing parentheses."""
+    while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    return node
+
+
+def uncast(node: Node | None) -> Node | None:
+    """``node`` without enclosing parentheses and casts (``(size_t)blockIdx.x`` -> ``blockIdx.x``)."""
+    node = unparen(node)
+    while node is not None and node.type == "cast_expression":
+        node = unparen(node.child_by_field_name("value"))
+    return node
+
+
+def clause_value(cond: Node | None) -> Node | None:
+    """The expression inside an ``if``/``while`` ``condition_clause`` (``cond`` itself for any other node)."""
+    if cond is not None and cond.type == "condition_clause":
+        return cond.named_children[0] if cond.named_child_count == 1 else None
+    return cond
+
+
+def conjuncts(cond: Node | None, op: str = "&&") -> list[Node]:
+    """The operands of a chain of ``&&`` (``op = "||"``: of ``||``; parentheses seen through), or ``[cond]`` (``[]``
+    for None)."""
+    cond = unparen(cond)
+    if cond is None:
+        return []
+    if cond.type == "binary_expression" and operator(cond) == op:
+        return conjuncts(cond.child_by_field_name("left"), op) + conjuncts(cond.child_by_field_name("right"), op)
+    return [cond]
+
+
+def literal_value(node: Node) -> float | int | None:
+    """The value of a decimal number literal (suffixes ``u l f`` dropped), or None."""
+    t = text(node).lower()
+    if t.startswith("0x"):
+        try:
+            return int(t.rstrip("ul"), 16)
+        except ValueError:
+            return None
+    t = t.rstrip("ul")
+    if "." in t or "e" in t:
+        t = t.rstrip("f")
+    try:
+        return int(t) if t.isdigit() else float(t)
+    except ValueError:
+        return None
+
+
+# --- polynomials -----------------------------------------------------------------------------------------------
+
+
+def poly(node: Node | None, offsets: dict[str, Poly] | None = None,
+         atom: Callable[[Node], Poly | None] | None = None) -> Poly | None:
+    """``node`` as a polynomial, or None when it is not a sum of products of names and integers.
+
+    ``offsets``: names to substitute by a polynomial (none by default). ``atom``: what any other subexpression
+    (``i / C``, ``min(a, b)``, ``q[r]``) reads as (None: the whole is unknown).
+    """
+    node = uncast(node)
+    if node is None:
+        return None
+    if node.type == "number_literal":
+        v = literal_value(node)
+        if isinstance(v, float) and v.is_integer() and text(node).startswith("-") and text(node)[1:].isdigit():
+            v = int(v)  # -1: one literal
+        return {(): v} if isinstance(v, int) and v != 0 else ({} if v == 0 else None)
+    if node.type == "identifier":
+        name = text(node)
+        if offsets and name in offsets:
+            return dict(offsets[name])
+        return {(name,): 1}
+    if node.type == "field_expression":
+        return {(text(node),): 1}  # blockIdx.x and the like: a name
+    if node.type == "unary_expression" and operator(node) in ("-", "+"):
+        p = poly(node.child_by_field_name("argument"), offsets, atom)
+        return None if p is None else (scale(p, -1) if operator(node) == "-" else p)
+    if node.type == "binary_expression" and operator(node) in ("+", "-", "*"):
+        a, b = poly(node.child_by_field_name("left"), offsets, atom), poly(node.child_by_field_name("right"), offsets, atom)
+        if a is None or b is None:
+            return None
+        op = operator(node)
+        if op == "+":
+            return add(a, b)
+        if op == "-":
+            return add(a, scale(b, -1))
+        return mul(a, b)
+    return atom(node) if atom is not None else None
+
+
+def add(a: Poly, b: Poly) -> Poly:
+    out = dict(a)
+    for m, c in b.items():
+        out[m] = out.get(m, 0) + c
+        if out[m] == 0:
+            del out[m]
+    return out
+
+
+def scale(a: Poly, k: int) -> Poly:
+    return {m: c * k for m, c in a.items() if c * k != 0}
+
+
+def mul(a: Poly, b: Poly) -> Poly:
+    out: Poly = {}
+    for ma, ca in a.items():
+        for mb, cb in b.items():
+            m = tuple(sorted(ma + mb))
+            out[m] = out.get(m, 0) + ca * cb
+            if out[m] == 0:
+                del out[m]
+    return out
+
+
+def split(p: Poly, j: str) -> tuple[Poly, Poly] | None:
+    """``(a, b)`` with ``p = a * j + b``, ``a`` and ``b`` free of ``j``; None when ``j`` appears squared."""
+    a: Poly = {}
+    b: Poly = {}
+    for m, c in p.items():
+        n = m.count(j)
+        if n == 0:
+            b[m] = c
+        elif n == 1:
+            rest = list(m)
+            rest.remove(j)
+            a[tuple(rest)] = c
+        else:
+            return None
+    return a, b
+
+
+def substitute(p: Poly, name: str, by: Poly) -> Poly:
+    """``p`` with every occurrence of ``name`` replaced by the polynomial ``by``."""
+    out: Poly = {}
+    for m, c in p.items():
+        term: Poly = {(): c}
+        for n in m:
+            term = mul(term, by if n == name else {(n,): 1})
+        out = add(out, term)
+    return out
+
+
+def names(p: Poly) -> set[str]:
+    """The names ``p`` uses."""
+    return {n for m in p for n in m}
+
+
+def constant(k: int) -> Poly:
+    return {(): k} if k else {}
+
+
+def nonneg(p: Poly) -> bool:
+    """``p >= 0`` proven for every value at least 1 of its names (sizes): written over ``n = n' + 1``, every
+    coefficient is non-negative."""
+    for n in names(p):
+        p = substitute(p, n, {(n,): 1, (): 1})
+    return all(c >= 0 for c in p.values())
+
+
+def at_most(a: Poly, b: Poly) -> bool:
+    """``a <= b`` proven (:func:`nonneg` of ``b - a``)."""
+    return nonneg(add(b, scale(a, -1)))
+
+
+def divide(p: Poly, d: Poly) -> Poly | None:
+    """``p / d`` when ``d`` is one term (``2 * H``) that divides every term of ``p``, else None."""
+    if len(d) != 1:
+        return None
+    (dm, dc), = d.items()
+    out: Poly = {}
+    for m, c in p.items():
+        rest = list(m)
+        for n in dm:
+            if n not in rest:
+                return None
+            rest.remove(n)
+        if c % dc:
+            return None
+        out[tuple(rest)] = c // dc
+    return out
+
+
+def show(p: Poly, order: Sequence[str] = ()) -> str:
+    """``p`` as a spec expression (``2 * H``, ``M * V - 1``): higher degrees first, the names of a term in ``order``
+    (then alphabetically)."""
+    def rank(n: str) -> tuple[int, str]:
+        return (order.index(n) if n in order else len(order), n)
+
+    terms = sorted(p.items(), key=lambda mc: (-len(mc[0]), [rank(n) for n in mc[0]]))
+    out = ""
+    for m, c in terms:
+        factors = ([str(abs(c))] if abs(c) != 1 or not m else []) + sorted(m, key=rank)
+        term = " * ".join(factors)
+        out += (f" - {term}" if c < 0 else f" + {term}") if out else (f"-{term}" if c < 0 else term)
+    return out or "0"
