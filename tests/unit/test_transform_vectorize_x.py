@@ -94,7 +94,7 @@ def test_the_split_swiglu_after_unflatten_loads_both_halves_as_vectors():
     assert out.launch.grid[0] == f"cdiv({flat.launch.grid[0]}, 4)" and out.launch.grid[1:] == flat.launch.grid[1:]
     t = out.text
     assert t.count("reinterpret_cast<const uint4*>") == 2 and t.count("*reinterpret_cast<uint4*>(out") == 1
-    assert t.count("// element") == 4 and "for (int c = ptxf_x0; c < ptxf_x0 + 4; ++c)" in t
+    assert t.count("// element") == 4 and "for (int c = ptxf_x0; c < ptxf_x0 + 4 && (long long)c < ptxf_xn; ++c)" in t
     compiles(out.text, s, "swiglu")
 
 
@@ -169,3 +169,67 @@ def test_swiglu_example_chains_hold_unflatten_then_vectorize_x():
 def unit_of_example(name):
     from ptxfactory.search.generators.transform import unit_from_context
     return unit_from_context(example_ctx(name))
+
+
+GATHER = """
+extern "C" __global__ void k(const int* ids, const float* table, float* out, int T, int D)
+{
+    int d = blockIdx.x * blockDim.x + threadIdx.x;
+    int t = blockIdx.y;
+    if (d >= D || t >= T) return;
+    int tok = ids[t];
+    int src = tok * D;
+    out[t * D + d] = table[src + d];
+}
+"""
+GATHER_ARGS = """
+  { name = "ids", role = "in", dtype = "i32", shape = ["T"], init = "randint(0, V)" },
+  { name = "table", role = "in", dtype = "f32", shape = ["V", "D"] },
+  { name = "out", role = "out", dtype = "f32", shape = ["T", "D"] },
+  { name = "T", role = "scalar", dtype = "i32", value = "T" },
+  { name = "D", role = "scalar", dtype = "i32", value = "D" },
+"""
+PADDED = """
+extern "C" __global__ void k(const float* x, const float* s, float* y, int H, int W, int LD)
+{
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    int row = blockIdx.y;
+    y[row * LD + col] = x[row * LD + col] * s[row];
+}
+"""
+PADDED_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["H", "LD"] },
+  { name = "s", role = "in", dtype = "f32", shape = ["H"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["H", "LD"] },
+  { name = "H", role = "scalar", dtype = "i32", value = "H" },
+  { name = "W", role = "scalar", dtype = "i32", value = "W" },
+  { name = "LD", role = "scalar", dtype = "i32", value = "LD" },
+"""
+
+
+def test_red_team_findings_are_refused_or_exact(tmp_path):
+    """Found by a red team (2026-12-05), each once a wrong rewrite: a row pointer bumped in the elements' code (moved
+    once per element), a local shadowed inside the keep guard (read by name), a local inlined into a vector's address
+    that reads a loaded index (undeclared where the vector is formed), a kernel with no guard on x whose grid covers
+    only W of its LD columns (the padding was written), and ``+=`` on a 16-bit buffer (ambiguous once written out)."""
+    s = scale_spec()
+    bumped = SCALE.replace("float v = a[row * N + col];", "s += row; float v = a[row * N + col];").replace("s[row]", "s[0]")
+    assert "writes s, declared before the x index" in VectorizeXPass().why_not(unit(bumped, s))
+    shadow = SCALE.replace("float v = a[row * N + col];", "int off = row * N; float v = a[off + col];").replace(
+        "int col =", "int off = 0; int col =")
+    assert "declared more than once" in VectorizeXPass().why_not(unit(shadow, s))
+    g = spec_for("k", GATHER_ARGS, grid='["cdiv(D, 32)", "T"]', block="[32]", sizes="[{ T = 5, V = 7, D = 45 }]")
+    out = VectorizeXPass().apply(unit(GATHER, g))
+    assert "table[src + d]" in out.text and "tok" not in out.text.split("// element 0")[0]
+    compiles(out.text, g, "k")
+    p = spec_for("k", PADDED_ARGS, grid='["W // 8", "H"]', block="[8]", sizes="[{ H = 3, W = 40, LD = 48 }]")
+    r = host_agree(PADDED, p, {"H": 3, "W": 40, "LD": 48}, [VectorizeXPass()], tmp_path)
+    assert r.split() == ["1", "y", "same"], r
+    half = BIAS.replace("const float* x, const float* b, float* y", "const __half* x, const float* b, __half* y").replace(
+        "y[i] = x[i] + b[i % C];", "y[i] += x[i];").replace('extern "C"', '#include <cuda_fp16.h>\nextern "C"')
+    hs = spec_for("k", BIAS_ARGS.replace('"x", role = "in", dtype = "f32"', '"x", role = "in", dtype = "f16"').replace(
+        '"y", role = "out", dtype = "f32"', '"y", role = "inout", dtype = "f16"'), grid='["cdiv(N * C, 256)"]', block="[256]",
+        sizes="[{ N = 7, C = 37 }]")
+    out = VectorizeXPass().apply(unit(half, hs))
+    assert "(__half)(x[i])" in out.text
+    compiles("#include <cuda_fp16.h>\n" + out.text, hs, "k")

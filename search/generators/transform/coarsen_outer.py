@@ -32,7 +32,8 @@ row: ``continue``. What it buys: ``K`` rows' loads in flight per thread, the wor
 Refused, with the reason (:meth:`OuterCoarsenPass.why_not`): a launch policy other than ``"free"``; a 1-D grid
 (``coarsen``'s); no top-level declaration of the outer index (``T v = blockIdx.a;`` or ``blockIdx.a * blockDim.a +
 threadIdx.a``, casts allowed); the outer axis's ``blockIdx``/``threadIdx``/``blockDim``/``gridDim`` read anywhere
-else; the index written; in the rest, a barrier, a warp collective, ``__shared__``/``static`` data, ``goto`` or a
+else; the index, a parameter or a name declared before the index written in the rest (a pointer bumped to its row:
+it would move once per index); in the rest, a lambda, a barrier, a warp collective, ``__shared__``/``static`` data, ``goto`` or a
 label, a ``return`` inside a loop or ``switch``, or a loop other than a short one between literal bounds (a thread
 per row must not take ``K`` rows); a grid extent with no C form in the kernel's scalars; a 32-bit index that could
 overflow at a spec size.
@@ -91,6 +92,12 @@ class OuterCoarsenPass:
         rest = stmts[at + 1:]
         if not rest:
             return None, "nothing after the outer index"
+        outside = _declared_outside(unit, stmts[:at])
+        for stmt in rest:
+            written = sx.written_names(stmt) & outside
+            if written:
+                return None, (f"line {stmt.start_point[0] + 1}: the rest writes {', '.join(sorted(written))}, declared before "
+                              "the outer index: it would be updated once per index a thread takes")
         short = _short_loop(unit.notes.get("constants"))
         for stmt in rest:
             why = _hazard(stmt, short)
@@ -201,6 +208,8 @@ def _hazard(stmt: Node, short_loop) -> str | None:
     for n in sx.walk(stmt):
         if n.type in sx.LOOPS and not short_loop(n):
             return "a loop that is not a short one between literal bounds (a thread per row must not take K rows)"
+        if n.type == "lambda_expression":
+            return "a lambda (its returns are its own, not the index's)"
         if n.type in ("goto_statement", "labeled_statement"):
             return f"{n.type.removesuffix('_statement').replace('_', ' ')} ({sx.text(n)[:40]!r})"
         if n.type == "return_statement":
@@ -215,6 +224,16 @@ def _hazard(stmt: Node, short_loop) -> str | None:
         if n.type in ("type_qualifier", "storage_class_specifier") and sx.text(n) in ("__shared__", "static"):
             return f"{sx.text(n)} data"
     return None
+
+
+def _declared_outside(unit: Unit, before: list[Node]) -> set[str]:
+    """The kernel's parameters and the names declared by the statements ``before`` the index: what a loop the pass
+    wraps around the rest must not write."""
+    params = sx.function_declarator(unit.fn).child_by_field_name("parameters")
+    out = sx.declared_names(params)
+    for s in before:
+        out |= sx.declared_names(s)
+    return out
 
 
 def _size_names(spec) -> dict[str, str]:

@@ -332,13 +332,15 @@ def _unpack(base: str, buf: str, k: int) -> str:
 
 
 _COMPOUND = ("+=", "-=", "*=", "/=")
+_HALF_TYPES = ("__half", "half", "__nv_bfloat16", "nv_bfloat16")  # 16-bit floats whose compound assignments take their own type
 
 
 def plain_stores(unit: Unit) -> Unit:
     """``unit`` with each statement ``p[E] op= v;`` (``op`` one of ``+ - * /``; ``p`` a pointer parameter; ``E`` free
     of calls, assignments and increments) written ``p[E] = p[E] op (v);``: the same operations on the same values (the
     left side is evaluated once either way, having no side effect), in the one form of store the pass reads
-    (an Adam step's ``p[i] -= lr * ...``). ``unit`` itself when there is none."""
+    (an Adam step's ``p[i] -= lr * ...``); for a 16-bit float ``p`` the value is converted to its type first, as the
+    compound operator does (``__half``'s ``operator+=`` takes a ``__half``). ``unit`` itself when there is none."""
     if unit.body is None:
         return unit
     edits = []
@@ -355,5 +357,9 @@ def plain_stores(unit: Unit) -> Unit:
         if index is None or sx.contains_type(index, ("call_expression", "assignment_expression", "update_expression")):
             continue
         target = sx.text(left)
-        edits.append((a.start_byte, a.end_byte, f"{target} = {target} {sx.operator(a)[0]} ({sx.text(right)})".encode()))
+        value = sx.text(right)
+        base = unit.pointers[sx.text(left.child_by_field_name("argument"))].base
+        if base in _HALF_TYPES:  # __half's operator+= takes a __half: the value converts first (a float + __half is ambiguous)
+            value = f"({base})({value})"
+        edits.append((a.start_byte, a.end_byte, f"{target} = {target} {sx.operator(a)[0]} ({value})".encode()))
     return unit.with_text(sx.apply_edits(unit.data, edits)) if edits else unit

@@ -17,14 +17,14 @@ buffer beside float ones moves 8 bytes)::
         const uint4 ptxf_vx0 = *reinterpret_cast<const uint4*>(xin + (<base at x = ptxf_x0>)); ...
         { const int j = ptxf_x0 + 0; <the rest, guards dropped, vector accesses as elements> } ... x VEC
         *reinterpret_cast<uint4*>(out + (<base at ptxf_x0>)) = make_uint4(...);
-    } else {
-        for (int j = ptxf_x0; j < ptxf_x0 + VEC; ++j) { <the statements as written> }   // edges, misalignment
+    } else {   // edges, misalignment: each element's exit guards end that element (continue)
+        for (int j = ptxf_x0; j < ptxf_x0 + VEC && j < G * blockDim.x; ++j) { <the statements as written> }
     }
 
 and the grid's x extent ``G`` becomes ``cdiv(G, VEC)``. In a guard, each part that reads x is an upper bound (``j >=
 B`` before a return, ``j < B`` around the rest) and every other part is the same for the thread's VEC elements, so
-the guards pass for all VEC elements when they pass for the last one, and the scalar loop's ``return`` ends only
-elements past the bound. An access is vectorised where its index, the locals it reads inlined, is ``base + x``
+the guards pass for all VEC elements when they pass for the last one; both paths also stop at the x the original
+grid covered (``G * blockDim.x``, ``G`` in the kernel's scalars), which a kernel without a guard on x relies on. An access is vectorised where its index, the locals it reads inlined, is ``base + x``
 (coefficient one, ``base`` free of x), it is not under a conditional (``c ? p[e] : 0`` loads only when ``c``), and its
 buffer is float, ``__half`` or ``__nv_bfloat16``; a written buffer is vectorised only where each of its accesses is
 at one base (reads before the store: an update in place), its store deferred to after the VEC elements. Every other
@@ -32,7 +32,8 @@ access (``b[j % C]``, a gather, a stride-2 pair) stays a scalar access of each e
 same statements on the same values.
 
 Refused, with the reason (:meth:`VectorizeXPass.why_not`): a launch policy other than ``"free"``; no top-level x
-index; x's builtins read again; a loop, ``if`` (other than the guards), ``switch``, ``goto``, barrier, collective,
+index; x's builtins read again; a parameter or a name declared before the index written by the elements' code (a
+pointer bumped to its row); a name declared twice (locals are read by name); a grid x extent with no C form; a loop, ``if`` (other than the guards), ``switch``, ``goto``, barrier, collective,
 ``__shared__`` or other ``return``; a guard part on x that is not an upper bound, or one reading a local derived from
 x; a guard after a vectorised store; no access at ``base + x``; a kernel that plain ``vectorize`` takes (``p[i]``
 everywhere: its candidate).
@@ -40,11 +41,13 @@ everywhere: its candidate).
 from __future__ import annotations
 
 from ptxfactory.protocol import LaunchConfig
+from ptxfactory.protocol.expr import ExprError, to_c
 
 from . import affine
 from . import syntax as sx
 from .base import Unit
-from .coarsen_outer import _outer_decl
+from .coarsen_outer import _declared_outside, _outer_decl, _size_names
+from .opening import BUILTINS
 from .syntax import Node
 from .vectorize import ELEMENTS, LOADS, NA_V4, STORES, VEC_BYTES, WIDTHS, VectorizePass, _unpack, na_v4_helper, plain_stores
 
@@ -85,6 +88,21 @@ class VectorizeXPass:
         rest = stmts[at + 1:]
         if not rest:
             return None, "nothing after the x index"
+        outside = _declared_outside(unit, stmts[:at])
+        for stmt in rest:
+            written = sx.written_names(stmt) & outside
+            if written:
+                return None, (f"line {stmt.start_point[0] + 1}: the elements' code writes {', '.join(sorted(written))}, "
+                              "declared before the x index: it would be updated once per element a thread takes")
+        twice = sorted(n for n, c in sx.declaration_counts(unit.fn).items() if c > 1)
+        if twice:
+            return None, f"{', '.join(twice)} declared more than once (the pass reads locals by name)"
+        names = _size_names(unit.spec)
+        grid0 = str(unit.launch.grid[0]).strip()
+        try:
+            extent = to_c(grid0, names)
+        except ExprError as exc:
+            return None, f"the grid's x extent {grid0!r} has no C form in the kernel's scalars ({exc})"
         locals_ = _inlinable(unit, stmts, j)
         dependent = _dependent(j, locals_)
         # the statements in order, guards marked: exit guards anywhere at the top level, a keep guard last
@@ -119,7 +137,7 @@ class VectorizeXPass:
             if why:
                 return None, f"line {s.start_point[0] + 1}: {why}"
             guards.append((kind, s, cond))
-        return {"at": at, "j": j, "type": ctype, "flat": flat, "guards": guards, "locals": locals_,
+        return {"at": at, "j": j, "type": ctype, "flat": flat, "guards": guards, "locals": locals_, "extent": extent,
                 "dependent": dependent, "stmts": stmts}, None
 
     def _plan(self, unit: Unit) -> tuple[dict | None, str | None]:
@@ -206,7 +224,7 @@ class VectorizeXPass:
         vectors = list(m["vectors"].values())
         helpers = []
         # the condition: every guard passes for the thread's last element, every vector aligned
-        conds = []
+        conds = [f"(long long)ptxf_x0 + {vec} <= ptxf_xn"]
         last = f"(ptxf_x0 + {vec - 1})"
         for kind, _, cond in m["guards"]:
             c = _render(cond, data, j, last, m["locals"])
@@ -265,14 +283,19 @@ class VectorizeXPass:
             hint = v["write"][1]
             lines.append(f"{i1}{STORES[hint]}({ptr}, {value});" if hint else f"{i1}*{ptr} = {value};")
         rest = stmts[at + 1:]
-        scalar = "\n".join(sx.text(s) for s in rest).replace("\n", "\n" + i2)
+        # each element's exit guard ends that element only (an earlier statement of the next one may have effects)
+        exits = [g for kind, g, _ in m["guards"] if kind == "exit"]
+        def cont(node: Node) -> bytes | None:
+            return b"continue;" if node.type == "return_statement" and any(g.start_byte <= node.start_byte < g.end_byte for g in exits) else None
+        scalar = "\n".join(sx.render(s, data, cont).decode() for s in rest).replace("\n", "\n" + i2)
         init = stmts[at].children_by_field_name("declarator")[0].child_by_field_name("value")
         out = (
             f"const {t} ptxf_x0 = ({t})({sx.text(init)}) * {vec};  // the first of this thread's {vec} x (transform vectorize_x)\n"
+            f"{ind}const long long ptxf_xn = ({m['extent']}) * blockDim.x;  // the x the original launch covered\n"
             f"{ind}if ({' && '.join(conds)}) {{  // all {vec} in bounds, the vectors aligned\n"
             + "\n".join(lines) + "\n"
             f"{ind}}} else {{  // an edge, or an access not aligned: element by element, as written\n"
-            f"{i1}for ({t} {j} = ptxf_x0; {j} < ptxf_x0 + {vec}; ++{j}) {{\n"
+            f"{i1}for ({t} {j} = ptxf_x0; {j} < ptxf_x0 + {vec} && (long long){j} < ptxf_xn; ++{j}) {{\n"
             f"{i2}{scalar}\n"
             f"{i1}}}\n"
             f"{ind}}}"
@@ -292,6 +315,7 @@ def _inlinable(unit: Unit, stmts: list[Node], j: str) -> dict[str, tuple[Node, a
     with a value free of loads, calls, assignments and increments, never written. Name -> (value node, its polynomial
     with the earlier ones substituted, ``j`` kept a name, or None when it is not one: a division, a remainder)."""
     written = sx.written_names(unit.body)
+    params = {a.name for a in unit.spec.args}
     out: dict[str, tuple[Node, affine.Poly | None]] = {}
     for s in stmts:
         if s.type != "declaration" or sx.type_text(s.child_by_field_name("type")) not in sx.INT_TYPES:
@@ -303,6 +327,8 @@ def _inlinable(unit: Unit, stmts: list[Node], j: str) -> dict[str, tuple[Node, a
         if name == j or name in written or name in out or sx.contains_type(value, ("call_expression", "subscript_expression", "pointer_expression",
                                                                       "assignment_expression", "update_expression")):
             continue
+        if sx.identifiers(value) - params - set(out) - {j} - BUILTINS:
+            continue  # it reads a local that cannot be recomputed (a loaded index, a two-declarator declaration)
         out[name] = (value, affine.poly(value, {n: p for n, (_, p) in out.items() if p is not None}))
     return out
 
