@@ -233,3 +233,64 @@ def test_red_team_findings_are_refused_or_exact(tmp_path):
     out = VectorizeXPass().apply(unit(half, hs))
     assert "(__half)(x[i])" in out.text
     compiles("#include <cuda_fp16.h>\n" + out.text, hs, "k")
+
+
+ROPE = """
+extern "C" __global__ void k(float* x, const float* cos_t, const float* sin_t, int B, int T, int H, int D)
+{
+    int half = D / 2;
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    int total = B * T * H * half;
+    if (idx >= total) return;
+    int i = idx % half;
+    int h = (idx / half) % H;
+    int t = (idx / (half * H)) % T;
+    int b = idx / (half * H * T);
+    int base = ((b * T + t) * H + h) * D;
+    float x0 = x[base + 2 * i];
+    float x1 = x[base + 2 * i + 1];
+    float c = cos_t[t * half + i];
+    float s = sin_t[t * half + i];
+    x[base + 2 * i]     = x0 * c - x1 * s;
+    x[base + 2 * i + 1] = x0 * s + x1 * c;
+}
+"""
+ROPE_ARGS = """
+  { name = "x", role = "inout", dtype = "f32", shape = ["B", "T", "H", "D"] },
+  { name = "cos_t", role = "in", dtype = "f32", shape = ["T", "D // 2"] },
+  { name = "sin_t", role = "in", dtype = "f32", shape = ["T", "D // 2"] },
+  { name = "B", role = "scalar", dtype = "i32", value = "B" },
+  { name = "T", role = "scalar", dtype = "i32", value = "T" },
+  { name = "H", role = "scalar", dtype = "i32", value = "H" },
+  { name = "D", role = "scalar", dtype = "i32", value = "D" },
+"""
+
+
+def rope_spec():
+    from test_transform_coarsen_outer import spec
+    return spec(ROPE_ARGS, '["cdiv(B * T * H * (D // 2), 256)"]', "[256]", "[{ B = 2, T = 3, H = 5, D = 10 }]",
+                "{ B = 4, T = 1024, H = 32, D = 128 }")
+
+
+def test_rope_pairs_move_as_two_vectors_a_thread(tmp_path):
+    """The pair ``x[base + 2i]``, ``x[base + 2i + 1]`` (stride 2, both offsets read, then both stored) is a span of
+    2 * VEC elements: two 16-byte loads and two 16-byte stores a thread, element k's pair the span's 2k and 2k + 1;
+    cos_t and sin_t at ``t * half + i`` one vector each. Host runs at D = 10 (half = 5: edges and misaligned rows)
+    and D = 16 give the original's bits."""
+    s = rope_spec()
+    flat = UnflattenPass().apply(unit(ROPE, s))
+    t = VectorizeXPass().apply(flat).text
+    assert t.count("reinterpret_cast<const uint4*>(x") == 2 and t.count("*reinterpret_cast<uint4*>(x") == 2
+    assert t.count("reinterpret_cast<const uint4*>(cos_t") == 1 and "ptxf_vx0_s7" in t
+    compiles(t, s, "k")
+    for size in ({"B": 2, "T": 3, "H": 5, "D": 10}, {"B": 1, "T": 3, "H": 2, "D": 16}):
+        r = host_agree(ROPE, s, size, [Chain(UnflattenPass(), VectorizeXPass())], tmp_path)
+        assert r.split() == ["1", "x", "same"], (size, r)
+
+
+def test_a_read_after_its_offsets_store_keeps_the_buffer_scalar():
+    """``x[base + 2i + 1]`` computed from ``x[base + 2i]`` after that was stored reads the new value: a vector loaded
+    before the elements would give the old one, so x stays scalar (cos_t and sin_t still vectorise)."""
+    stale = ROPE.replace("x[base + 2 * i + 1] = x0 * s + x1 * c;", "x[base + 2 * i + 1] = x[base + 2 * i] * s + x1 * c;")
+    t = VectorizeXPass().apply(UnflattenPass().apply(unit(stale, rope_spec()))).text
+    assert "reinterpret_cast<const uint4*>(x" not in t and "reinterpret_cast<const uint4*>(cos_t" in t

@@ -25,10 +25,13 @@ and the grid's x extent ``G`` becomes ``cdiv(G, VEC)``. In a guard, each part th
 B`` before a return, ``j < B`` around the rest) and every other part is the same for the thread's VEC elements, so
 the guards pass for all VEC elements when they pass for the last one; both paths also stop at the x the original
 grid covered (``G * blockDim.x``, ``G`` in the kernel's scalars), which a kernel without a guard on x relies on. An access is vectorised where its index, the locals it reads inlined, is ``base + x``
-(coefficient one, ``base`` free of x), it is not under a conditional (``c ? p[e] : 0`` loads only when ``c``), and its
-buffer is float, ``__half`` or ``__nv_bfloat16``; a written buffer is vectorised only where each of its accesses is
-at one base (reads before the store: an update in place), its store deferred to after the VEC elements. Every other
-access (``b[j % C]``, a gather, a stride-2 pair) stays a scalar access of each element. Exact: each element runs the
+(``base`` free of x), it is not under a conditional (``c ? p[e] : 0`` loads only when ``c``), and its buffer is float,
+``__half`` or ``__nv_bfloat16``; so are the accesses ``c * x + base + o`` of a stride ``c`` of 2 or 4 where every
+offset ``o`` in ``0..c-1`` is read (RoPE's pair ``x[base + 2i]``, ``x[base + 2i + 1]``): the span of ``c * VEC``
+elements, ``c`` vectors, element k's offset o its element ``c * k + o``. A written buffer is vectorised only where all
+its accesses are one such group, each offset stored once and none read after its offset's store (an update in place),
+the stores deferred to after the VEC elements. Every other access (``b[j % C]``, a gather) stays a scalar access of
+each element. Exact: each element runs the
 same statements on the same values.
 
 Refused, with the reason (:meth:`VectorizeXPass.why_not`): a launch policy other than ``"free"``; no top-level x
@@ -165,35 +168,43 @@ class VectorizeXPass:
                 accesses.setdefault(buf, []).append((mode, index, hint, node, s, _conditional(n, s)))
                 if mode == "write":
                     stored_after = True
-        vectors: dict[tuple[str, str], dict] = {}  # (buffer, base text) -> its vector
+        vectors: dict[tuple, dict] = {}  # (buffer, stride, base) -> its c consecutive vectors
         for buf, accs in accesses.items():
             p = unit.pointers.get(buf)
             if p is None or p.base not in ELEMENTS or p.other:
                 continue
-            unit_stride = []
+            forms = []  # per access: (stride c, base key, offset o) of an index c * x + base + o, or None
             for mode, index, hint, node, stmt, cond in accs:
-                base = _unit_stride_base(index, j, offsets, m["dependent"])
+                form = _stride_form(index, j, offsets, m["dependent"])
                 plain = mode == "read" or (stmt.type == "expression_statement" and node.parent == stmt)
-                known = base is not None and _unknown_names(base, unit, m["locals"], j) is None
-                unit_stride.append(sx.text(base) if known and plain and not cond else None)
+                known = form is not None and _unknown_names(index, unit, m["locals"], j) is None
+                forms.append(form if known and plain and not cond else None)
+            groups: dict[tuple, set[int]] = {}
+            for f in forms:
+                if f is not None:
+                    groups.setdefault(f[:2], set()).add(f[2])
+            complete = {g for g, offs in groups.items() if offs == set(range(g[0]))}  # (the span the original reads)
             writes = [a for a in accs if a[0] == "write"]
-            if writes:  # a written buffer: one base for all its accesses, reads before the one store
-                bases = set(unit_stride)
-                if None in bases or len(bases) != 1 or len(writes) != 1 or any(
-                        a[3].start_byte >= writes[0][4].end_byte for a in accs if a[0] == "read"):
+            if writes:  # a written buffer: one complete group, each offset stored once, no read after its offset's store
+                stored = [(f[2], a[4]) for f, a in zip(forms, accs) if a[0] == "write" and f is not None]
+                offs = [o for o, _ in stored]
+                stale = any(a[0] == "read" and f is not None and st.end_byte <= a[3].start_byte
+                            for f, a in zip(forms, accs) for o, st in stored if f[2] == o)
+                if None in forms or len(groups) != 1 or not complete or len(offs) != len(set(offs)) or stale:
                     continue
-            for (mode, index, hint, node, stmt, cond), base in zip(accs, unit_stride):
-                if base is None:
+            for (mode, index, hint, node, stmt, cond), f in zip(accs, forms):
+                if f is None or f[:2] not in complete:
                     continue
-                key = (buf, _render(index, unit.data, j, "ptxf_x0", m["locals"]))
-                v = vectors.setdefault(key, {"buf": buf, "elem": p.base, "reads": [], "write": None, "hint": None,
-                                             "base0": key[1]})
+                v = vectors.setdefault((buf, *f[:2]), {"buf": buf, "elem": p.base, "c": f[0], "reads": [], "writes": {},
+                                                        "hint": None, "base0": None})
+                if f[2] == 0:
+                    v["base0"] = _render(index, unit.data, j, "ptxf_x0", m["locals"])
                 if mode == "read":
-                    v["reads"].append(node)
+                    v["reads"].append((node, f[2]))
                     v["hint"] = v["hint"] or hint
                 else:
-                    v["write"] = (node, hint)
-        vectors = {k: v for k, v in vectors.items() if v["reads"] or v["write"]}
+                    v["writes"][f[2]] = (node, hint)
+        vectors = {k: v for k, v in vectors.items() if v["base0"] is not None}
         if not vectors:
             return None, "no access p[base + x] (the locals it reads inlined, base free of x) of a float or 16-bit buffer"
         vec = VEC_BYTES // max(ELEMENTS[v["elem"]][0] for v in vectors.values())
@@ -201,6 +212,8 @@ class VectorizeXPass:
             width = vec * ELEMENTS[v["elem"]][0]
             if width not in WIDTHS or (width != VEC_BYTES and (v["hint"] or "").startswith("ptxf_ldna_")):
                 return None, f"{v['buf']}: {width} bytes a thread cannot take its no-allocate hint"
+            if len({h for _, h in v["writes"].values()}) > 1:
+                return None, f"{v['buf']}: its stores take different hints"
         m.update(vectors=vectors, vec=vec, unit=unit)
         return m, None
 
@@ -233,55 +246,63 @@ class VectorizeXPass:
         for v in vectors:
             by_width.setdefault(vec * ELEMENTS[v["elem"]][0], []).append(f"reinterpret_cast<unsigned long long>({v['buf']} + ({v['base0']}))")
         conds += [f"((({' | '.join(addrs)}) & {w - 1}ull) == 0ull)" for w, addrs in sorted(by_width.items(), reverse=True)]
-        # the loads, the elements, the stores
+        # the loads, the elements, the stores: a group of stride c moves c vectors, element k's offset o is the
+        # span's element c * k + o (vector (c * k + o) // VEC, component (c * k + o) % VEC)
         lines, reads, stores = [], {}, {}
         for n, v in enumerate(vectors):
             vt = WIDTHS[vec * ELEMENTS[v["elem"]][0]]
-            name = f"ptxf_vx{n}"
-            v["name"] = name
-            for r in v["reads"]:
-                reads[(r.start_byte, r.end_byte)] = v
-            if v["write"] is not None:
-                stores[(v["write"][0].start_byte, v["write"][0].end_byte)] = v
+            v["name"] = f"vx{n}"
+            for r, o in v["reads"]:
+                reads[(r.start_byte, r.end_byte)] = (v, o)
+            for o, (w, _) in v["writes"].items():
+                stores[(w.start_byte, w.end_byte)] = (v, o)
             if not v["reads"]:
                 continue
-            addr = f"{v['buf']} + ({v['base0']})"
-            hint = v["hint"]
-            if hint is None:
-                load = f"*reinterpret_cast<const {vt}*>({addr})"
-            elif hint.startswith("ptxf_ldna_"):
-                load = f"{NA_V4}({addr})"
-                helpers.append(na_v4_helper())
-            else:
-                load = f"{LOADS[hint]}(reinterpret_cast<const {vt}*>({addr}))"
-            lines.append(f"{i1}const {vt} {name} = {load};")
-        for v in stores.values():
-            lines.append(f"{i1}unsigned " + ", ".join(f"{v['name']}_{k}" for k in range(vec)) + ";")
+            for q in range(v["c"]):
+                addr = f"{v['buf']} + ({v['base0']})" + (f" + {q * vec}" if q else "")
+                hint = v["hint"]
+                if hint is None:
+                    load = f"*reinterpret_cast<const {vt}*>({addr})"
+                elif hint.startswith("ptxf_ldna_"):
+                    load = f"{NA_V4}({addr})"
+                    helpers.append(na_v4_helper())
+                else:
+                    load = f"{LOADS[hint]}(reinterpret_cast<const {vt}*>({addr}))"
+                lines.append(f"{i1}const {vt} ptxf_{v['name']}_{q} = {load};")
+        for v in vectors:
+            if v["writes"]:
+                lines.append(f"{i1}unsigned " + ", ".join(f"ptxf_{v['name']}_s{e}" for e in range(v["c"] * vec)) + ";")
         body_stmts = [s for kind, s in m["flat"] if kind == "stmt"]
         for k in range(vec):
             def element(node: Node, k=k) -> bytes | None:
-                v = reads.get((node.start_byte, node.end_byte))
-                if v is not None:
-                    return _unpack(v["elem"], v["name"].removeprefix("ptxf_"), k).encode()
-                v = stores.get((node.start_byte, node.end_byte))
-                if v is not None:
+                hit = reads.get((node.start_byte, node.end_byte))
+                if hit is not None:
+                    v, o = hit
+                    e = v["c"] * k + o
+                    return _unpack(v["elem"], f"{v['name']}_{e // vec}", e % vec).encode()
+                hit = stores.get((node.start_byte, node.end_byte))
+                if hit is not None:
+                    v, o = hit
                     value = node.child_by_field_name("right") if node.type == "assignment_expression" else sx.call_args(node)[1]
                     text = sx.render(value, data, element).decode()
-                    return f"{v['name']}_{k} = {ELEMENTS[v['elem']][2].format(text)}".encode()
+                    return f"ptxf_{v['name']}_s{v['c'] * k + o} = {ELEMENTS[v['elem']][2].format(text)}".encode()
                 return None
 
             body = [f"const {t} {j} = ptxf_x0 + {k};"] + [sx.render(s, data, element).decode() for s in body_stmts]
             text = "\n".join(body).replace("\n", "\n" + i1 + "    ")
             lines.append(f"{i1}{{  // element {k}\n{i1}    {text}\n{i1}}}")
-        for v in stores.values():
+        for v in vectors:
+            if not v["writes"]:
+                continue
             size = ELEMENTS[v["elem"]][0]
-            words = [f"{v['name']}_{k}" for k in range(vec)] if size == 4 else [
-                f"{v['name']}_{2 * q} | ({v['name']}_{2 * q + 1} << 16)" for q in range(vec // 2)]
             vt = WIDTHS[vec * size]
-            ptr = f"reinterpret_cast<{vt}*>({v['buf']} + ({v['base0']}))"
-            value = f"make_{vt}(" + ", ".join(words) + ")"
-            hint = v["write"][1]
-            lines.append(f"{i1}{STORES[hint]}({ptr}, {value});" if hint else f"{i1}*{ptr} = {value};")
+            hint = next(iter(v["writes"].values()))[1]
+            for q in range(v["c"]):
+                regs = [f"ptxf_{v['name']}_s{q * vec + e}" for e in range(vec)]
+                words = regs if size == 4 else [f"{regs[2 * h]} | ({regs[2 * h + 1]} << 16)" for h in range(vec // 2)]
+                ptr = f"reinterpret_cast<{vt}*>({v['buf']} + ({v['base0']})" + (f" + {q * vec}" if q else "") + ")"
+                value = f"make_{vt}(" + ", ".join(words) + ")"
+                lines.append(f"{i1}{STORES[hint]}({ptr}, {value});" if hint else f"{i1}*{ptr} = {value};")
         rest = stmts[at + 1:]
         # each element's exit guard ends that element only (an earlier statement of the next one may have effects)
         exits = [g for kind, g, _ in m["guards"] if kind == "exit"]
@@ -418,18 +439,25 @@ def _conditional(n: Node, stmt: Node) -> bool:
     return False
 
 
-def _unit_stride_base(index: Node, j: str, offsets: dict, dependent: set[str]) -> Node | str | None:
-    """``index`` (the locals' polynomials substituted) when it is ``base + j`` with ``base`` free of ``j`` and of the
-    locals derived from it; else None."""
+STRIDES = (1, 2, 4)  # elements a thread's x steps over in one buffer: 1 (x[i]), 2 (a pair: x[2i], x[2i + 1]), 4
+
+
+def _stride_form(index: Node, j: str, offsets: dict, dependent: set[str]) -> tuple[int, tuple, int] | None:
+    """``(c, base key, o)`` of an ``index`` (the locals' polynomials substituted) that is ``c * j + base + o``, ``c`` one
+    of :data:`STRIDES`, ``0 <= o < c`` the constant part's remainder, ``base`` free of ``j`` and of the locals derived
+    from it (the key: its monomials, the constant rounded down to a multiple of c); else None. The accesses of one
+    buffer with one ``(c, key)`` and every offset ``0..c-1`` read a contiguous span of ``c`` elements per ``j``."""
     p = affine.poly(index, offsets)
     if p is None:
         return None
     s = affine.split(p, j)
-    if s is None or s[0] != {(): 1}:
+    if s is None or set(s[0]) != {()} or s[0][()] not in STRIDES:
         return None
-    if any(name in dependent for mono in s[1] for name in mono):
+    c, base = s[0][()], dict(s[1])
+    if any(name in dependent for mono in base for name in mono):
         return None
-    return index
+    const = base.pop((), 0)
+    return c, (tuple(sorted(base.items())), const - const % c), const % c
 
 
 def _render(node: Node, data: bytes, j: str, at: str, locals_: dict) -> str:
