@@ -426,8 +426,9 @@ async def test_fast_math_follows_a_new_best_within_a_small_budget():
     original = summary.rows[0].candidate.key
     at = {r.candidate.key: i for i, r in enumerate(summary.rows)}
     follow = [i for i, r in enumerate(summary.rows) if "pass:fast_math" in r.candidate.params and r.candidate.parent != original]
-    # (the candidate after the best was picked while the best was on the GPU: the child is the next but one)
-    assert follow and follow[0] - at[summary.rows[follow[0]].candidate.parent] <= 3, [r.candidate.description for r in summary.rows]
+    # (the candidate after the best was picked while the best was on the GPU; the best's siblings that share its knobs,
+    # unflatten chains with coarsen_outer or vectorize_x since 2026-12-05, score alike and were proposed first)
+    assert follow and follow[0] - at[summary.rows[follow[0]].candidate.parent] <= 5, [r.candidate.description for r in summary.rows]
 
 
 def test_the_fastest_at_one_bench_size_is_progress_and_promising():
