@@ -118,6 +118,8 @@ def test_an_in_place_update_behind_a_keep_guard():
     out = VectorizeXPass().apply(unit(SCALE, s))
     t = out.text
     assert "((ptxf_x0 + 3)) < N" in t and t.count("reinterpret_cast<const uint4*>(a") == 1
+    # s[row], the same for the four elements of a row, loaded once before them
+    assert t.count("const float ptxf_u0 = s[") == 1 and t.count("* ptxf_u0") == 4
     assert t.count("g[row * N + col - 1]") == 5
     assert out.launch.grid == ["cdiv(cdiv(N, 32), 4)", "cdiv(M, 8)"]
     compiles(t, s, "k")
@@ -294,3 +296,55 @@ def test_a_read_after_its_offsets_store_keeps_the_buffer_scalar():
     stale = ROPE.replace("x[base + 2 * i + 1] = x0 * s + x1 * c;", "x[base + 2 * i + 1] = x[base + 2 * i] * s + x1 * c;")
     t = VectorizeXPass().apply(UnflattenPass().apply(unit(stale, rope_spec()))).text
     assert "reinterpret_cast<const uint4*>(x" not in t and "reinterpret_cast<const uint4*>(cos_t" in t
+
+
+PAIR = """
+extern "C" __global__ void k(float* x, const float* c, int H, int W)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int row = blockIdx.y;
+    if (i >= W || row >= H) return;
+    int base = row * 2 * W;
+    float a = x[base + 2 * i];
+    float b = x[base + 2 * i + 1];
+    x[base + 2 * i] = a * c[row * W + i];
+    x[base + 2 * i + 1] = b + a;
+}
+"""
+PAIR_ARGS = """
+  { name = "x", role = "inout", dtype = "f32", shape = ["H", "2 * W"] },
+  { name = "c", role = "in", dtype = "f32", shape = ["H", "W"] },
+  { name = "H", role = "scalar", dtype = "i32", value = "H" },
+  { name = "W", role = "scalar", dtype = "i32", value = "W" },
+"""
+
+
+@pytest.mark.parametrize("change, x_vector", [
+    (lambda t: t, True),
+    # found by a second red team (2026-12-05): one offset never stored (the vector store wrote garbage there)
+    (lambda t: t.replace("    x[base + 2 * i + 1] = b + a;\n", ""), False),
+    # a spelling the pass cannot read (why_not raised a TypeError)
+    (lambda t: t.replace("x[base + 2 * i + 1] = b + a;", "x[base + (i << 1) + 1] = b + a;"), False),
+    # a read through *x after the stores would miss the deferred vector store
+    (lambda t: t.replace("x[base + 2 * i + 1] = b + a;", "x[base + 2 * i + 1] = b + a + (i == 0 ? *x : 0.0f);"), False),
+    # an update in place (x[e]++ on an element of the vector did not compile)
+    (lambda t: t.replace("x[base + 2 * i + 1] = b + a;", "x[base + 2 * i + 1]++;"), False),
+    # a narrowing cast wraps: not the polynomial its text reads as
+    (lambda t: t.replace("float b = x[base + 2 * i + 1];", "float b = x[base + (unsigned char)(2 * i + 1)];"), False),
+    # sizeof's operand is never evaluated: it neither completes a group nor counts as a read
+    (lambda t: t.replace("float b = x[base + 2 * i + 1];", "float b = (float)sizeof(x[base + 2 * i + 1]);").replace(
+        "    x[base + 2 * i + 1] = b + a;\n", ""), False),
+])
+def test_second_red_team_findings(change, x_vector, tmp_path):
+    from test_transform_coarsen_outer import spec
+    s = spec(PAIR_ARGS, '["cdiv(W, 8)", "H"]', "[8]", "[{ H = 3, W = 13 }]", "{ H = 1024, W = 4096 }")
+    src = change(PAIR)
+    u = unit(src, s)
+    why = VectorizeXPass().why_not(u)
+    assert why is None, why  # c is still a vector
+    t = VectorizeXPass().apply(u).text
+    assert ("reinterpret_cast<const uint4*>(x" in t) == x_vector and "reinterpret_cast<const uint4*>(c" in t
+    compiles(t, s, "k")
+    if "sizeof" not in src and "unsigned char" not in src:
+        r = host_agree(src, s, {"H": 3, "W": 13}, [VectorizeXPass()], tmp_path)
+        assert r.split() == ["1", "x", "same"], r

@@ -126,3 +126,15 @@ def test_log_softmax_h_gets_no_softmax_skeleton():
     spec = parse_spec((TRIALS / "log_softmax_h" / "log_softmax_h.cu.toml").read_text()).kernels["log_softmax_h"]
     ctx = ctx_of(cu.read_text(), spec)
     assert SoftmaxFamily().propose(ctx) == [] and "logarithm" in SoftmaxFamily().why_not(ctx)
+
+
+def test_attn_naive_gets_no_rowpar_that_repeats_the_second_pass_on_every_lane():
+    # rowpar split the max loop and left the exp-sum and V loop serial (its thread-local acc[64]): every lane ran
+    # all 2048 keys, up to 1024 times a row's work (a helper's trial, 2026-12-05)
+    from ptxfactory.search.generators.transform.rowpar import RowParallelPass
+    cu = TRIALS / "attn_naive" / "attn_naive.cu"
+    spec = parse_spec((TRIALS / "attn_naive" / "attn_naive.cu.toml").read_text()).kernels["attn_naive"]
+    u = unit_from_context(make_ctx(cu.read_text(), spec))
+    why = RowParallelPass(32).why_not(u)
+    assert why is not None and "every lane of a row would run all of it" in why, why
+    assert not any("rowpar" in c for c in chains("attn_naive"))

@@ -50,7 +50,8 @@ Refused (the kernel is left alone): a block that is not 1-D or not a literal, a 
 calls or varies between threads,
 ``launch.policy = "fixed"``, shared memory, barriers, warp collectives, ``asm``, ``threadIdx``/
 ``blockIdx``/``blockDim``/``gridDim`` in the row's code, ``break``/``return``/``goto`` inside a
-loop to split, a carried variable that is not a recognised accumulation, a written buffer accessed
+loop to split, a loop left serial on every lane that runs more than ``REPEATED_TRIPS`` iterations (or an unknown
+number) at a bench size (each lane would repeat all of it), a carried variable that is not a recognised accumulation, a written buffer accessed
 through two names or indices in one loop, a thread-local array written in a loop to split, a
 memory-writing serial loop that also sets row variables, a grid over 2^31 - 1 blocks at a spec
 size, a loop to split that walks a column (consecutive threads on consecutive elements, iterations a
@@ -346,6 +347,7 @@ class _Rewrite:
     split: int = 0
     length: str | None = None  # the first split loop's trip count as a spec expression (None: not one)
     kept_serial: list[str] = field(default_factory=list)  # loops not split, and why
+    every_lane: list[Node] = field(default_factory=list)  # serial loops every lane runs whole (no memory written)
     loops: list[tuple[Node, str]] = field(default_factory=list)  # the loops split, with their variables
 
 
@@ -394,6 +396,7 @@ class RowParallelPass(PlannedPass):
             raise Refused("no loop to split across lanes" + (f" ({'; '.join(rw.kept_serial)})" if rw.kept_serial else ""))
         self._check_layout(ctx, g, rw)
         self._check_length(unit, rw)
+        self._check_repeated(unit, rw)
         launch = self._launch(unit, g, threads, rw)
         return g, rw, launch
 
@@ -410,6 +413,21 @@ class RowParallelPass(PlannedPass):
         if longest < lanes:
             raise Refused(f"the split loop runs {longest} iterations at most at the bench sizes, fewer than the {lanes} "
                           f"lanes a row would get: most lanes would idle")
+
+    def _check_repeated(self, unit: Unit, rw: "_Rewrite") -> None:
+        """Refuses a split that leaves a long loop serial on every lane: each of a row's lanes would run all of it,
+        the row's work on that loop multiplied by its lanes (a naive attention's second pass over the keys, kept
+        serial for its thread-local accumulator array, 1024 times over with a block a row). A loop of at most
+        :data:`REPEATED_TRIPS` iterations at every bench size (a pooling window, a head's 64 channels) is cheap to
+        repeat; one whose trip count cannot be read is not assumed to be."""
+        for loop in rw.every_lane:
+            trips = loop_trips(unit, loop)
+            if trips is None or trips > REPEATED_TRIPS:
+                kept = [w.split(": ", 1)[1] for w in rw.kept_serial if w.startswith(f"line {loop.start_point[0] + 1}: ")]
+                count = f"{trips} iterations at a bench size" if trips is not None else "a trip count the pass cannot read"
+                raise Refused(f"the loop at line {loop.start_point[0] + 1} stays serial"
+                              + (f" ({kept[0]})" if kept else "")
+                              + f" and every lane of a row would run all of it ({count}): the split would multiply its work")
 
     def _check_layout(self, walk: "_Walk", g: ElementGuard, rw: "_Rewrite") -> None:
         """Refuses a split loop that walks a column (:meth:`_Walk.strides_columns`): its lanes would read elements a
@@ -735,6 +753,7 @@ class _Walk:
             self.statement(body)
             return
         if not self.writes_memory(loop):
+            self.rw.every_lane.append(loop)
             return
         if carries:
             line = loop.start_point[0] + 1
@@ -1118,6 +1137,32 @@ def _sum_offset(value: Node, offsets: dict[str, Poly]) -> Poly | None:
         return None
     rest = {m: c for m, c in total.items() if m != ptrs[0]}
     return add(offsets[ptrs[0][0]], rest)
+
+
+REPEATED_TRIPS = 64  # iterations of a serial loop every lane may repeat (a window, a head's channels)
+
+
+def loop_trips(unit: Unit, loop: Node) -> int | None:
+    """The most iterations ``loop`` runs at the spec's bench sizes: its literal trip count (the file's constants
+    expanded), or ``for (T j = a; j < b; ...)`` with ``b - a`` a spec expression evaluated at each bench size; None
+    when neither can be read (a while loop, a bound read from memory)."""
+    trips = sx.literal_trips(loop, unit.notes.get("constants"))
+    if trips is not None:
+        return trips
+    head = loop_head(loop) if loop.type == "for_statement" else None
+    if head is None:
+        return None
+    cond = sx.unparen(loop.child_by_field_name("condition"))
+    if cond is None or cond.type != "binary_expression" or sx.operator(cond) not in ("<", "<=", ">", ">="):
+        return None
+    bound = cond.child_by_field_name("right" if sx.operator(cond) in ("<", "<=") else "left")
+    expr = spec_expression(unit, bound, head[1])
+    if expr is None or not unit.spec.bench.sizes:
+        return None
+    try:
+        return max(int(evaluate(expr, size)) for size in unit.spec.bench.sizes)
+    except ExprError:
+        return None
 
 
 def _trip(start: Node, bound: Node, j: str) -> Poly | None:

@@ -30,8 +30,9 @@ grid covered (``G * blockDim.x``, ``G`` in the kernel's scalars), which a kernel
 offset ``o`` in ``0..c-1`` is read (RoPE's pair ``x[base + 2i]``, ``x[base + 2i + 1]``): the span of ``c * VEC``
 elements, ``c`` vectors, element k's offset o its element ``c * k + o``. A written buffer is vectorised only where all
 its accesses are one such group, each offset stored once and none read after its offset's store (an update in place),
-the stores deferred to after the VEC elements. Every other access (``b[j % C]``, a gather) stays a scalar access of
-each element. Exact: each element runs the
+the stores deferred to after the VEC elements. A read the elements share (an index free of x into a buffer the kernel
+never writes, not under a condition: a channel's scale) is loaded once before them. Every other access (``b[j % C]``,
+a gather) stays a scalar access of each element. Exact: each element runs the
 same statements on the same values.
 
 Refused, with the reason (:meth:`VectorizeXPass.why_not`): a launch policy other than ``"free"``; no top-level x
@@ -162,7 +163,7 @@ class VectorizeXPass:
                 continue
             for n in sx.walk(s):
                 acc = _access(unit, n)
-                if acc is None:
+                if acc is None or _unevaluated(n, s):
                     continue
                 buf, index, mode, hint, node = acc
                 accesses.setdefault(buf, []).append((mode, index, hint, node, s, _conditional(n, s)))
@@ -171,7 +172,7 @@ class VectorizeXPass:
         vectors: dict[tuple, dict] = {}  # (buffer, stride, base) -> its c consecutive vectors
         for buf, accs in accesses.items():
             p = unit.pointers.get(buf)
-            if p is None or p.base not in ELEMENTS or p.other:
+            if p is None or p.base not in ELEMENTS or not _understood(p, accs):
                 continue
             forms = []  # per access: (stride c, base key, offset o) of an index c * x + base + o, or None
             for mode, index, hint, node, stmt, cond in accs:
@@ -188,10 +189,11 @@ class VectorizeXPass:
             if writes:  # a written buffer: one complete group, each offset stored once, no read after its offset's store
                 stored = [(f[2], a[4]) for f, a in zip(forms, accs) if a[0] == "write" and f is not None]
                 offs = [o for o, _ in stored]
-                stale = any(a[0] == "read" and f is not None and st.end_byte <= a[3].start_byte
-                            for f, a in zip(forms, accs) for o, st in stored if f[2] == o)
-                if None in forms or len(groups) != 1 or not complete or len(offs) != len(set(offs)) or stale:
-                    continue
+                if None in forms or len(groups) != 1 or not complete or sorted(offs) != list(range(next(iter(groups))[0])):
+                    continue  # (every offset of the span stored once: the vector store writes all of them)
+                if any(a[0] == "read" and f[2] == o and st.end_byte <= a[3].start_byte
+                       for f, a in zip(forms, accs) for o, st in stored):
+                    continue  # a read after its offset's store sees the new value, not the vector loaded before
             for (mode, index, hint, node, stmt, cond), f in zip(accs, forms):
                 if f is None or f[:2] not in complete:
                     continue
@@ -214,7 +216,18 @@ class VectorizeXPass:
                 return None, f"{v['buf']}: {width} bytes a thread cannot take its no-allocate hint"
             if len({h for _, h in v["writes"].values()}) > 1:
                 return None, f"{v['buf']}: its stores take different hints"
-        m.update(vectors=vectors, vec=vec, unit=unit)
+        # reads the VEC elements share (a channel's scale: an index free of x, a buffer the kernel never writes, not
+        # under a condition), loaded once before the elements
+        uniform: dict[str, list[Node]] = {}
+        for buf, accs in accesses.items():
+            p = unit.pointers.get(buf)
+            if p is None or not p.read_only or not _understood(p, accs):
+                continue
+            for mode, index, hint, node, stmt, cond in accs:
+                if mode == "read" and not cond and not (sx.identifiers(index) & (m["dependent"] | {j})) \
+                        and _unknown_names(index, unit, m["locals"], j) is None:
+                    uniform.setdefault(_render(node, unit.data, j, "ptxf_x0", m["locals"]), []).append(node)
+        m.update(vectors=vectors, vec=vec, unit=unit, uniform=uniform)
         return m, None
 
     def why_not(self, unit: Unit) -> str | None:
@@ -272,9 +285,20 @@ class VectorizeXPass:
         for v in vectors:
             if v["writes"]:
                 lines.append(f"{i1}unsigned " + ", ".join(f"ptxf_{v['name']}_s{e}" for e in range(v["c"] * vec)) + ";")
+        shared = {}
+        for n, (text, nodes) in enumerate(m["uniform"].items()):
+            first = nodes[0]
+            ptr = (first.child_by_field_name("argument") if first.type == "subscript_expression"
+                   else sx.unparen(sx.unparen(sx.call_args(first)[0]).child_by_field_name("left")))
+            elem = unit.pointers[sx.text(ptr)].base
+            lines.append(f"{i1}const {elem} ptxf_u{n} = {text};  // the same for the {vec} elements")
+            shared.update({(x.start_byte, x.end_byte): f"ptxf_u{n}" for x in nodes})
         body_stmts = [s for kind, s in m["flat"] if kind == "stmt"]
         for k in range(vec):
             def element(node: Node, k=k) -> bytes | None:
+                name = shared.get((node.start_byte, node.end_byte))
+                if name is not None:
+                    return name.encode()
                 hit = reads.get((node.start_byte, node.end_byte))
                 if hit is not None:
                     v, o = hit
@@ -339,7 +363,8 @@ def _inlinable(unit: Unit, stmts: list[Node], j: str) -> dict[str, tuple[Node, a
     params = {a.name for a in unit.spec.args}
     out: dict[str, tuple[Node, affine.Poly | None]] = {}
     for s in stmts:
-        if s.type != "declaration" or sx.type_text(s.child_by_field_name("type")) not in sx.INT_TYPES:
+        ctype = sx.type_text(s.child_by_field_name("type"))
+        if s.type != "declaration" or ctype not in sx.INT_TYPES or ctype in NARROW_TYPES:
             continue
         ds = s.children_by_field_name("declarator")
         if len(ds) != 1 or ds[0].type != "init_declarator" or not sx.is_ident(ds[0].child_by_field_name("declarator")):
@@ -348,7 +373,7 @@ def _inlinable(unit: Unit, stmts: list[Node], j: str) -> dict[str, tuple[Node, a
         if name == j or name in written or name in out or sx.contains_type(value, ("call_expression", "subscript_expression", "pointer_expression",
                                                                       "assignment_expression", "update_expression")):
             continue
-        if sx.identifiers(value) - params - set(out) - {j} - BUILTINS:
+        if sx.identifiers(value) - params - set(out) - {j} - BUILTINS or _narrow_cast(value):
             continue  # it reads a local that cannot be recomputed (a loaded index, a two-declarator declaration)
         out[name] = (value, affine.poly(value, {n: p for n, (_, p) in out.items() if p is not None}))
     return out
@@ -408,7 +433,11 @@ def _access(unit: Unit, n: Node) -> tuple[str, Node, str, str | None, Node] | No
             return None
         parent = n.parent
         if parent is not None and parent.type == "assignment_expression" and parent.child_by_field_name("left") == n:
+            if sx.operator(parent) != "=":
+                return sx.text(buf), index, "update", None, parent  # (plain_stores left it: not a float op=)
             return sx.text(buf), index, "write", None, parent
+        if parent is not None and parent.type == "update_expression":
+            return sx.text(buf), index, "update", None, parent  # x[e]++: neither a load nor a store the pass moves
         return sx.text(buf), index, "read", None, n
     if n.type == "call_expression":
         fn = sx.call_name(n)
@@ -425,6 +454,29 @@ def _access(unit: Unit, n: Node) -> tuple[str, Node, str, str | None, Node] | No
             return (sx.text(left), right, "write", fn, n) if len(args) == 2 else None
         return (sx.text(left), right, "read", fn, n) if len(args) == 1 else None
     return None
+
+
+def _understood(p, accs: list) -> bool:
+    """Whether the accesses the pass read (``accs``) are every use of the buffer ``p`` that matters: no other use of
+    the pointer (arithmetic, a call), no update in place (``p[e]++``), every write one of them, and, for a buffer the
+    kernel writes, every read too (``*p`` or a read before the x index would see what a deferred vector store had not
+    written yet)."""
+    if p.other or any(a[0] == "update" for a in accs):
+        return False
+    writes = sum(a[0] == "write" for a in accs)
+    if writes != len(p.writes):
+        return False
+    return not p.writes or sum(a[0] == "read" for a in accs) == len(p.reads) + len(p.loads)
+
+
+def _unevaluated(n: Node, stmt: Node) -> bool:
+    """Whether ``n`` is an operand of ``sizeof``, ``alignof`` or ``decltype`` within ``stmt`` (never evaluated)."""
+    p = n.parent
+    while p is not None and p != stmt.parent:
+        if p.type in ("sizeof_expression", "alignof_expression", "decltype"):
+            return True
+        p = p.parent
+    return False
 
 
 def _conditional(n: Node, stmt: Node) -> bool:
@@ -447,6 +499,8 @@ def _stride_form(index: Node, j: str, offsets: dict, dependent: set[str]) -> tup
     of :data:`STRIDES`, ``0 <= o < c`` the constant part's remainder, ``base`` free of ``j`` and of the locals derived
     from it (the key: its monomials, the constant rounded down to a multiple of c); else None. The accesses of one
     buffer with one ``(c, key)`` and every offset ``0..c-1`` read a contiguous span of ``c`` elements per ``j``."""
+    if _narrow_cast(index):
+        return None  # (unsigned char)(2 * i + 100) wraps: not the polynomial its text reads as
     p = affine.poly(index, offsets)
     if p is None:
         return None
@@ -458,6 +512,16 @@ def _stride_form(index: Node, j: str, offsets: dict, dependent: set[str]) -> tup
         return None
     const = base.pop((), 0)
     return c, (tuple(sorted(base.items())), const - const % c), const % c
+
+
+NARROW_TYPES = frozenset({"short", "unsigned short", "short int", "char", "signed char", "unsigned char", "int8_t",
+                          "uint8_t", "int16_t", "uint16_t", "bool"})
+
+
+def _narrow_cast(node: Node) -> bool:
+    """Whether ``node`` holds a cast to an integer type narrower than 32 bits (whose value wraps)."""
+    return any(n.type == "cast_expression" and sx.type_text(n.child_by_field_name("type")) in NARROW_TYPES
+               for n in sx.walk(node))
 
 
 def _render(node: Node, data: bytes, j: str, at: str, locals_: dict) -> str:
