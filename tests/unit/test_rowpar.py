@@ -272,7 +272,7 @@ extern "C" __global__ void k(const float* x, float* y, int M, int N)
     int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= M) return;
     float h = 0.0f;
-    for (int j = 0; j < N; j++) h = 0.5f * h + x[r * N + j];   // a recurrence: every lane runs it
+    for (int j = 0; j < 16; j++) h = 0.5f * h + x[r * N + j];  // a short recurrence: every lane runs it
     for (int j = 0; j < N; j++) y[r * N + j] = x[r * N + j] * h; // a map: split
     for (int j = 1; j < N; j++) y[r * N + j] += y[r * N + j - 1]; // a scan in memory: one lane
 }
@@ -285,6 +285,10 @@ extern "C" __global__ void k(const float* x, float* y, int M, int N)
     sync = text.rindex("__syncwarp(ptxf_group_mask<32>());", 0, guard)  # the map's writes are read by the scan
     assert sync < guard < scan
     candidate_compiles(src, spec, 32)
+    # a recurrence over the whole row would run whole on each of the 32 lanes: 32 times its work, refused
+    long = src.replace("j < 16; j++) h =", "j < N; j++) h =")
+    why = rowpar(32).why_not(unit(long, spec))
+    assert why is not None and "every lane of a row would run all of it (4096 iterations" in why, why
 
 
 def test_rows_not_a_spec_scalar_fall_back_to_the_original_threads():
@@ -487,9 +491,10 @@ def test_a_grid_stride_loop_over_rows_strides_over_groups(lanes):
 
 def test_an_exact_spec_keeps_floating_point_sums_serial():
     exact = row_spec(rtol=0, atol=0)
-    # the sum's loop stays serial on every lane; the map loop is still split
-    text = rowpar(32).apply(unit(L2NORM, exact)).text
-    assert text.count("j += 32") == 1 and "ss += v * v;" in text and "ptxf_group_reduce" not in text
+    # the sum's loop stays serial, and every lane would run all of it: the split is refused (the map loop alone was
+    # split until 2026-12-05, each lane repeating the row's sum)
+    why = rowpar(32).why_not(unit(L2NORM, exact))
+    assert why is not None and "stays serial (ss: a floating-point sum, and the spec asks for exact results)" in why, why
     # max and arg max stay exact
     assert rowpar(32).why_not(unit(ARGMAX, row_spec("argmax", ARGMAX_ARGS, rtol=0, atol=0))) is None
 
