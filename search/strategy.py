@@ -45,7 +45,7 @@ from .priors import Priors, candidate_score, generator_kind, mismatches
 
 # Every family first (each applies only to kernels whose spec fits its skeleton), then the passes, then tuning.
 # "agent" (language models, search/agents/) is inert unless a provider is configured.
-DEFAULT_GENERATORS = ("rowwise", "softmax", "rowreduce", "elementwise", "transpose", "transform", "tune", "agent")
+DEFAULT_GENERATORS = ("rowwise", "softmax", "rowreduce", "elementwise", "transpose", "attention", "transform", "tune", "agent")
 # A kernel written in PTX (a .ptx file's .entry) gets only these (the others write CUDA C++): "transform" and
 # "tune" stand for their PTX counterparts there, "agent" (its PTX prompts: search/agents/) is offered too, other
 # names are dropped.

@@ -12,6 +12,7 @@ REGISTRY = {
     "rowreduce": "ptxfactory.search.generators.rowreduce:RowReduceFamily",
     "elementwise": "ptxfactory.search.generators.elementwise:ElementwiseFamily",
     "transpose": "ptxfactory.search.generators.transpose:TransposeFamily",
+    "attention": "ptxfactory.search.generators.attention:AttentionFamily",
     "transform": "ptxfactory.search.generators.transform:TransformGenerator",
     "agent": "ptxfactory.search.agents.generator:AgentGenerator",
     "ptx_transform": "ptxfactory.search.generators.ptx_transform:PtxTransformGenerator",
