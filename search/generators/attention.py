@@ -189,6 +189,9 @@ class AttentionFamily:
     def _match(self, ctx: GenContext) -> tuple[AttentionMatch | None, str | None]:
         if not source_mentions(ctx.source, EXP_CALL):
             return None, "the source calls no exponential: not a softmax over keys"
+        code = re.sub(r"//[^\n]*|/\*.*?\*/", " ", ctx.kernel.text, flags=re.S)
+        if len(re.findall(r"\bfor\s*\(", code)) < 2 or not re.search(r"\+=|fmaf?\s*\(", code):
+            return None, "no nested loops accumulating a sum (the dot products and the weighted sum over keys): not attention"
         m = match_spec(ctx.spec)
         if m is None:
             return None, match_spec.why(ctx.spec)

@@ -62,9 +62,23 @@ def test_refusals_say_why(change, reason):
     assert why is not None and reason in why, why
 
 
-def test_a_kernel_without_an_exponential_is_not_attention():
+ELEMENTWISE3 = """
+__global__ void attn_naive(const float* q, const float* k, const float* v, float* out, int B, int H, int T)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long long)B * H * T * 64) return;
+    out[i] = q[i] * expf(k[i]) + v[i];
+}
+"""
+
+
+def test_a_kernel_without_an_exponential_or_a_loop_over_keys_is_not_attention():
+    """The family fits signatures; a kernel of the same signature that calls no exponential, or an elementwise one of
+    three inputs that does, computes another function: no candidates, and the report says why."""
     src = (TRIAL / "attn_naive.cu").read_text().replace("expf(s - m)", "(s - m)")
     assert "no exponential" in AttentionFamily().why_not(trial_ctx(source=src))
+    ctx = trial_ctx(source=ELEMENTWISE3)
+    assert "not attention" in AttentionFamily().why_not(ctx) and AttentionFamily().propose(ctx) == []
 
 
 HOST_PRELUDE = r"""#include <barrier>
