@@ -3,10 +3,11 @@ shape and an index buffer's value range, in place of guesses.
 
 - :class:`Ranges`: the lowest and highest value of an integer expression over the size symbols, through the kernel's
   locals (``int m = idx / H;``, ``int xx = min(max(x + k - 2, 0), W - 1);``), its loops (``for (int k = 0; k < 5;
-  ++k)``: 0 to 4), its guards (``if (idx >= M * H) return;``, ``if (x < W && y < H) {...}``, ``i == H - 1`` in an
-  early exit: ``i`` at most ``H - 2`` after it) and the launch's ``blockIdx``/``threadIdx`` where the launch is known;
-  an index is read as a polynomial (:func:`.cexpr.poly`), each of its names and other parts (``idx / H``, ``idx %
-  H``, ``min(a, b)``) given its range;
+  ++k)``: 0 to 4; ``d < D`` with ``#define D 64``: 0 to 63), its guards (``if (idx >= M * H) return;``, ``if (x < W
+  && y < H) {...}``, ``i == H - 1`` in an early exit: ``i`` at most ``H - 2`` after it) and the launch's
+  ``blockIdx``/``threadIdx`` where the launch is known; an index is read as a polynomial (:func:`.cexpr.poly`), each
+  of its names and other parts (``idx / H``, ``idx % H``, ``min(a, b)``) given its range, the file's integer
+  ``#define``s their values;
 - :func:`accesses`: every place a pointer argument is read or written (``p[i]``, ``*p``, ``*(p + i)``, ``atomicAdd(&p[i],
   v)``, through local aliases ``const float* row = p + r * V;``: ``row[j]`` is ``p[r * V + j]``), None when one cannot
   be read (passed to a helper, stepped through a loop);
@@ -22,7 +23,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from .cexpr import (Node, Poly, add, at_most, clause_value, conjuncts, constant, divide, mul, names, nonneg, operator,
-                    poly, split, text, uncast, unparen)
+                    poly, split, text, uncast, unparen, walk)
 
 Range = tuple[Poly | None, Poly | None]  # (lowest, highest) value, both inclusive; None: not known
 UNKNOWN: Range = (None, None)
@@ -33,30 +34,6 @@ _JUMPS = ("return_statement", "continue_statement", "break_statement")
 _MIN_MAX = {"min": "min", "max": "max", "umin": "min", "umax": "max", "llmin": "min", "llmax": "max", "ullmin": "min",
             "ullmax": "max", "imin": "min", "imax": "max"}
 _BUILTIN_LOW = {"threadIdx": 0, "blockIdx": 0, "blockDim": 1, "gridDim": 1}
-
-
-def read(*terms: Node) -> tuple[Poly | None, dict[str, Node]]:
-    """The sum of ``terms`` as a polynomial over size symbols, variables and atoms (any other part by its text:
-    ``idx / H``, ``labels[r]``), and the atoms' nodes; None where a part is not an integer (a float literal)."""
-    atoms: dict[str, Node] = {}
-
-    def atom(n: Node) -> Poly:
-        atoms[text(n)] = n
-        return {(text(n),): 1}
-
-    total: Poly | None = {}
-    for t in terms:
-        p = poly(t, atom=atom)
-        total = None if total is None or p is None else add(total, p)
-    return total, atoms
-
-
-def _walk(node: Node):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(n.children))
 
 
 def _lower(a: Poly | None, b: Poly | None) -> Poly | None:
@@ -90,13 +67,16 @@ class Ranges:
 
     ``symbols``: the size symbols (integer parameters), each at least 1; ``builtins``: ranges of ``threadIdx.x``,
     ``blockDim.y``, ... from the launch (else ``blockIdx``/``threadIdx`` are at least 0, ``blockDim``/``gridDim`` at
-    least 1, none with a highest value)."""
+    least 1, none with a highest value); ``constants``: the file's integer macros (``#define D 64``,
+    :func:`.cmacros.integer_constants`), read as their values wherever they are written."""
 
-    def __init__(self, body: Node, symbols: Sequence[str], builtins: Mapping[str, Range] | None = None):
+    def __init__(self, body: Node, symbols: Sequence[str], builtins: Mapping[str, Range] | None = None,
+                 constants: Mapping[str, int] | None = None):
         self.body, self.symbols, self.builtins = body, set(symbols), dict(builtins or {})
+        self.constants: dict[str, Poly] = {n: constant(v) for n, v in (constants or {}).items()}
         self.decls: dict[str, list[Node]] = {}  # name -> its init_declarators / declarations, in order
         self.writes: dict[str, list[Node]] = {}  # name -> assignments, increments and address-takings of it
-        for n in _walk(body):
+        for n in walk(body):
             if n.type == "init_declarator" and n.child_by_field_name("declarator").type == "identifier":
                 self.decls.setdefault(text(n.child_by_field_name("declarator")), []).append(n)
             elif n.type == "declaration":
@@ -114,13 +94,29 @@ class Ranges:
 
     # --- expressions ---------------------------------------------------------------------------------------------
 
+    def read(self, *terms: Node) -> tuple[Poly | None, dict[str, Node]]:
+        """The sum of ``terms`` as a polynomial over size symbols, variables and atoms (any other part by its text:
+        ``idx / H``, ``labels[r]``; a constant by its value), and the atoms' nodes; None where a part is not an
+        integer (a float literal)."""
+        atoms: dict[str, Node] = {}
+
+        def atom(n: Node) -> Poly:
+            atoms[text(n)] = n
+            return {(text(n),): 1}
+
+        total: Poly | None = {}
+        for t in terms:
+            p = poly(t, self.constants, atom)
+            total = None if total is None or p is None else add(total, p)
+        return total, atoms
+
     def of(self, node: Node | None, site: Node | None = None) -> Range:
         """The range of the integer expression ``node``, its names read where ``site`` (default: ``node``) is."""
         node = uncast(node)
         if node is None:
             return UNKNOWN
         site = site or node
-        p, atoms = read(node)
+        p, atoms = self.read(node)
         if p is None:
             return UNKNOWN
         if atoms.get(text(node)) == node:
@@ -354,7 +350,7 @@ def accesses(body: Node, name: str, ranges: Ranges, _prefix: tuple[Node, ...] = 
     """Every access of pointer ``name`` in ``body`` (module docstring), None when one cannot be read: the pointer
     passed on, an alias written again (``q += N``), an index of two subscripts, a subtracted offset."""
     out: list[Access] = []
-    for n in _walk(body):
+    for n in walk(body):
         if n.type != "identifier" or text(n) != name:
             continue
         up = n.parent
@@ -437,7 +433,7 @@ def extent(ranges: Ranges, found: Sequence[Access], order: Sequence[str], indice
     product's dimensions."""
     reached: list[tuple[Access, Poly, Poly]] = []
     for a in found:
-        p, atoms = read(*a.terms)
+        p, atoms = ranges.read(*a.terms)
         if p is None:
             return None
         hi = ranges.of_poly(p, atoms, a.node)[1]
@@ -511,7 +507,7 @@ def indexed_extent(ranges: Ranges, buffer: str, shapes: Mapping[str, tuple[Exten
         if other == buffer:
             continue
         for a in acc:
-            p, atoms = read(*a.terms)
+            p, atoms = ranges.read(*a.terms)
             if p is None or () in p or any(c < 0 for c in p.values()):
                 continue
             for n in names(p):

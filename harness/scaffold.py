@@ -14,8 +14,9 @@ Everything is read from the CUDA source with tree-sitter-cuda (kernels found by 
   ``dim3``, ``#define``) and to the size symbols they are passed as (``k<<<...>>>(x, y, n)`` with parameter ``N``:
   ``n`` is ``N``); else one thread per element, 256 per block, with a TODO;
 - **shapes** from the largest index each buffer's accesses reach (:mod:`.extents`: ``xin[m * 2 * H + H + j]`` with
-  ``m < M``, ``j < H`` from the guards: ``[M, 2 * H]``; ``w[k]`` in ``for (k = 0; k < 5; ++k)``: ``[5]``), and an
-  integer input's values from the dimension they index (``row[labels[r]]``, row's ``V``: ``randint(0, V)``);
+  ``m < M``, ``j < H`` from the guards: ``[M, 2 * H]``; ``w[k]`` in ``for (k = 0; k < 5; ++k)``: ``[5]``; the file's
+  integer ``#define D 64`` read as 64), and an integer input's values from the dimension they index
+  (``row[labels[r]]``, row's ``V``: ``randint(0, V)``);
 - **warnings** for what the tool runs otherwise than the program: ``__constant__`` memory the kernel reads and the host
   sets (:func:`.static_checks.unset_constants`), zero under the tool.
 
@@ -47,6 +48,7 @@ from ptxfactory.protocol.expr import ExprError, evaluate, symbols_in
 from ptxfactory.protocol.spec import Dtype, SpecError, parse_spec, spec_path_for
 
 from .cexpr import Poly, add, at_most, mul, names, poly, show
+from .cmacros import integer_constants
 from .extents import Access, Extent, Range, Ranges, accesses, extent, indexed_extent
 from .source import KernelDef, find_kernel, find_kernels
 from .static_checks import unset_constants
@@ -357,14 +359,15 @@ def _thread_extent(body: ts.Node | None, name: str, index: dict[str, str], bound
     return [bound]
 
 
-def _reach(body: ts.Node | None, kdef: KernelDef, symbols: dict[str, str], launch: _Launch | None, types: dict[str, str]
-           ) -> tuple[Ranges | None, dict[str, tuple[Extent, list[Access]]]]:
+def _reach(root: ts.Node, body: ts.Node | None, kdef: KernelDef, symbols: dict[str, str], launch: _Launch | None,
+           types: dict[str, str]) -> tuple[Ranges | None, dict[str, tuple[Extent, list[Access]]]]:
     """The ranges of the kernel's index expressions (over the size symbols; the launch's ``blockIdx``/``threadIdx``
-    where it was read from the file) and, for each pointer argument whose accesses can all be read, the extent they
-    reach (:mod:`.extents`; an index loaded from an integer buffer counts on that buffer's values)."""
+    where it was read from the file; the file's integer ``#define``s as their values) and, for each pointer argument
+    whose accesses can all be read, the extent they reach (:mod:`.extents`; an index loaded from an integer buffer
+    counts on that buffer's values)."""
     if body is None:
         return None, {}
-    ranges = Ranges(body, list(symbols), _launch_ranges(launch))
+    ranges = Ranges(body, list(symbols), _launch_ranges(launch), integer_constants(root, kdef.start_byte, kdef.end_byte))
     indices = {p.name for p in kdef.params if p.is_pointer and _DTYPE_OF.get(types.get(p.type, p.type)) in _INT_DTYPES}
     reached = {}
     for p in kdef.params:
@@ -987,7 +990,7 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
     byte_buffers = {p.name for p in kdef.params if p.is_pointer and (_DTYPE_OF.get(types.get(p.type, p.type)) in (Dtype.u8, Dtype.i8))}
     float_scalars = 0
     guard_index, guard_bounds = _guard_bounds(body, symbols) if body is not None else ({}, {})
-    ranges, reached = _reach(body, kdef, symbols, launch, types)
+    ranges, reached = _reach(root, body, kdef, symbols, launch, types)
     arg_lines: list[tuple[str, str | None]] = []
     guesses: list[str] = []  # the keys that are guesses (args.x.shape, launch), for the file's header
     for p in kdef.params:

@@ -686,6 +686,36 @@ def test_shapes_come_from_the_largest_index_the_accesses_reach():
     assert "TODO shape (a guess: every size symbol)" in line_comment(s, '"x"')
 
 
+HEADS = """#define D 64
+__global__ void scale_q(const float* q, float* out, int B, int H, int T) {
+    int b = blockIdx.z, h = blockIdx.y;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= T) return;
+    for (int d = 0; d < D; ++d) {
+        out[((b*H + h)*T + i)*D + d] = 2.0f * q[((b*H + h)*T + i)*D + d];
+    }
+}
+void run(const float* q, float* out, int B, int H, int T) {
+    dim3 grid((T + 127) / 128, H, B);
+    scale_q<<<grid, 128>>>(q, out, B, H, T);
+}
+"""
+
+
+def test_an_integer_define_in_an_index_is_a_literal_dimension():
+    """A head dimension written ``#define D 64`` (``q[((b*H + h)*T + i)*D + d]``, ``d < D``) is read as 64, as the
+    transform passes read it (:func:`.cmacros.integer_constants`): q is [B, H, T, 64], a note, and the header says
+    the spec runs as written; it was [B, H, T], a TODO, and every run read 64 times past the buffer. A macro the
+    file ``#undef``s before the kernel is no constant: the guess stays."""
+    spec, s = scaffold(HEADS, "scale_q")
+    assert args(spec)["q"].shape == ["B", "H", "T", 64] and args(spec)["out"].shape == ["B", "H", "T", 64]
+    assert "shape [B, H, T, 64]: the largest index its accesses reach" in line_comment(s, '"q"')
+    assert "TODO" not in line_comment(s, '"q"') and "TODO" not in line_comment(s, '"out"') and not s.guesses
+    assert "It loads and runs as written" in " ".join(line.removeprefix("# ") for line in plan_spec(HEADS, "k.cu").text.splitlines())
+    spec, s = scaffold(HEADS.replace("#define D 64\n", "#define D 64\n#undef D\n"), "scale_q")
+    assert "TODO shape (a guess: every size symbol)" in line_comment(s, '"q"')
+
+
 def test_guards_that_exclude_the_edges_bound_an_interior_stencil():
     """The five-point stencil copies its boundary (``i == 0 || ... || i == H - 1``, then ``return``) and reads
     ``u[(i + 1) * W + j]`` only inside: i below H - 1 there, so u is [H, W], not one row more."""

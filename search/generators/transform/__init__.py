@@ -291,7 +291,8 @@ def unit_from_context(ctx: GenContext) -> Unit:
     text, opaque = expand_kernel(ctx.source, ctx.kernel.text, ctx.kernel.start_byte)
     if opaque:
         notes[OPAQUE_NOTE] = "; ".join(opaque)
-    constants = integer_constants(ctx.source, ctx.kernel.start_byte, ctx.kernel.start_byte + len(ctx.kernel.text.encode()))
+    constants = integer_constants(sx.parse(ctx.source.encode()).root_node, ctx.kernel.start_byte,
+                                  ctx.kernel.start_byte + len(ctx.kernel.text.encode()))
     if constants:
         notes[CONSTANTS_NOTE] = constants  # #define K 7: loop trip counts the passes can read
     template = ctx.spec.tune.template
