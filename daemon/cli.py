@@ -303,7 +303,7 @@ def _final_lines(summary: JobSummary, out_dir: Path) -> list[Text]:
         lines.append(Text(f"no expert family fits this kernel ({', '.join(n for n, _ in summary.families_refused)}): why, in report.md"))
     if summary.passes_refused:
         n = len({_pass_kind(name) for passes, why in summary.passes_refused if why != PASSES_SILENT for name in passes.split(", ")})
-        lines.append(Text(f"{n} restructuring passes never applied: why, in report.md"))
+        lines.append(Text(f"{n} transform passes never applied: why, in report.md"))
     if summary.gpu is not None and summary.gpu.simulated:
         lines.append(Text(f"simulated device: nothing ran on a GPU and nothing was verified (tests only): no {report.best_name(summary)}", style="yellow"))
     if code == EXIT_FASTER:

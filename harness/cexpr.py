@@ -2,8 +2,8 @@
 (``search/generators/transform``: :mod:`~ptxfactory.search.generators.transform.syntax` re-exports the node helpers,
 :mod:`~ptxfactory.search.generators.transform.affine` the polynomials) both read.
 
-- node helpers: a node's text and operator, parentheses and casts seen through, an ``if``'s condition, the operands
-  of a ``&&`` chain, a number literal's value;
+- node helpers: a node's descendants, its text and operator, parentheses and casts seen through, an ``if``'s
+  condition, the operands of a ``&&`` chain, a number literal's value;
 - index expressions as integer polynomials: ``(size_t)row * N + j + half`` read into a polynomial over the names it
   uses (casts and parentheses dropped; ``+``, ``-``, ``*`` and integer literals; anything else, such as a division,
   a call or a load, makes it unknown, or, with ``atom``, a name of its own), their arithmetic, and what the scaffold
@@ -11,7 +11,7 @@
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import tree_sitter as ts
 
@@ -20,6 +20,15 @@ Poly = dict[tuple[str, ...], int]  # monomial (sorted names, repeated for powers
 
 
 # --- node helpers ----------------------------------------------------------------------------------------------
+
+
+def walk(node: Node) -> Iterator[Node]:
+    """``node`` and all its descendants, pre-order (document order)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
 
 
 def text(node: Node | None) -> str:

@@ -3,10 +3,11 @@ shape and an index buffer's value range, in place of guesses.
 
 - :class:`Ranges`: the lowest and highest value of an integer expression over the size symbols, through the kernel's
   locals (``int m = idx / H;``, ``int xx = min(max(x + k - 2, 0), W - 1);``), its loops (``for (int k = 0; k < 5;
-  ++k)``: 0 to 4), its guards (``if (idx >= M * H) return;``, ``if (x < W && y < H) {...}``, ``i == H - 1`` in an
-  early exit: ``i`` at most ``H - 2`` after it) and the launch's ``blockIdx``/``threadIdx`` where the launch is known;
-  an index is read as a polynomial (:func:`.cexpr.poly`), each of its names and other parts (``idx / H``, ``idx %
-  H``, ``min(a, b)``) given its range;
+  ++k)``: 0 to 4; ``d < D`` with ``#define D 64``: 0 to 63), its guards (``if (idx >= M * H) return;``, ``if (x < W
+  && y < H) {...}``, ``i == H - 1`` in an early exit: ``i`` at most ``H - 2`` after it) and the launch's
+  ``blockIdx``/``threadIdx`` where the launch is known; an index is read as a polynomial (:func:`.cexpr.poly`), each
+  of its names and other parts (``idx / H``, ``idx % H``, ``min(a, b)``) given its range, the file's integer
+  ``#define``s their values;
 - :func:`accesses`: every place a pointer argument is read or written (``p[i]``, ``*p``, ``*(p + i)``, ``atomicAdd(&p[i],
   v)``, through local aliases ``const float* row = p + r * V;``: ``row[j]`` is ``p[r * V + j]``), None when one cannot
   be read (passed to a helper, stepped through a loop);
@@ -14,7 +15,10 @@ shape and an index buffer's value range, in place of guesses.
   index (``m * 2 * H + H + j`` with ``m < M``, ``j < H``: ``[M, 2 * H]``); an access at an index loaded from another
   buffer (``row[labels[r]]``) counts on that buffer's values and reaches nothing by itself;
 - :func:`indexed_extent`: the dimension an integer buffer's loaded values index in another buffer (``row[labels[r]]``,
-  row's stride-1 dimension: ``V``), so its values are drawn below it.
+  row's stride-1 dimension: ``V``), so its values are drawn below it;
+- :func:`bounded_loop`: the loop an integer buffer's values at ``p[e]`` and ``p[e + 1]`` start and bound (``for (int j =
+  offsets[s]; j < offsets[s + 1]; ++j)``), so they are drawn as range starts, and the range of those values
+  (:class:`Ranges`'s ``loaded``) bounds the indices of the buffers the loop reads.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from .cexpr import (Node, Poly, add, at_most, clause_value, conjuncts, constant, divide, mul, names, nonneg, operator,
-                    poly, split, text, uncast, unparen)
+                    poly, scale, split, text, uncast, unparen, walk)
 
 Range = tuple[Poly | None, Poly | None]  # (lowest, highest) value, both inclusive; None: not known
 UNKNOWN: Range = (None, None)
@@ -33,30 +37,6 @@ _JUMPS = ("return_statement", "continue_statement", "break_statement")
 _MIN_MAX = {"min": "min", "max": "max", "umin": "min", "umax": "max", "llmin": "min", "llmax": "max", "ullmin": "min",
             "ullmax": "max", "imin": "min", "imax": "max"}
 _BUILTIN_LOW = {"threadIdx": 0, "blockIdx": 0, "blockDim": 1, "gridDim": 1}
-
-
-def read(*terms: Node) -> tuple[Poly | None, dict[str, Node]]:
-    """The sum of ``terms`` as a polynomial over size symbols, variables and atoms (any other part by its text:
-    ``idx / H``, ``labels[r]``), and the atoms' nodes; None where a part is not an integer (a float literal)."""
-    atoms: dict[str, Node] = {}
-
-    def atom(n: Node) -> Poly:
-        atoms[text(n)] = n
-        return {(text(n),): 1}
-
-    total: Poly | None = {}
-    for t in terms:
-        p = poly(t, atom=atom)
-        total = None if total is None or p is None else add(total, p)
-    return total, atoms
-
-
-def _walk(node: Node):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(n.children))
 
 
 def _lower(a: Poly | None, b: Poly | None) -> Poly | None:
@@ -90,13 +70,18 @@ class Ranges:
 
     ``symbols``: the size symbols (integer parameters), each at least 1; ``builtins``: ranges of ``threadIdx.x``,
     ``blockDim.y``, ... from the launch (else ``blockIdx``/``threadIdx`` are at least 0, ``blockDim``/``gridDim`` at
-    least 1, none with a highest value)."""
+    least 1, none with a highest value); ``constants``: the file's integer macros (``#define D 64``,
+    :func:`.cmacros.integer_constants`), read as their values wherever they are written; ``loaded``: the range of the
+    values loaded from some integer buffers (an offsets buffer's: 0 to its last), by the buffer's name."""
 
-    def __init__(self, body: Node, symbols: Sequence[str], builtins: Mapping[str, Range] | None = None):
+    def __init__(self, body: Node, symbols: Sequence[str], builtins: Mapping[str, Range] | None = None,
+                 constants: Mapping[str, int] | None = None, loaded: Mapping[str, Range] | None = None):
         self.body, self.symbols, self.builtins = body, set(symbols), dict(builtins or {})
+        self.loaded = dict(loaded or {})
+        self.constants: dict[str, Poly] = {n: constant(v) for n, v in (constants or {}).items()}
         self.decls: dict[str, list[Node]] = {}  # name -> its init_declarators / declarations, in order
         self.writes: dict[str, list[Node]] = {}  # name -> assignments, increments and address-takings of it
-        for n in _walk(body):
+        for n in walk(body):
             if n.type == "init_declarator" and n.child_by_field_name("declarator").type == "identifier":
                 self.decls.setdefault(text(n.child_by_field_name("declarator")), []).append(n)
             elif n.type == "declaration":
@@ -114,13 +99,29 @@ class Ranges:
 
     # --- expressions ---------------------------------------------------------------------------------------------
 
+    def read(self, *terms: Node) -> tuple[Poly | None, dict[str, Node]]:
+        """The sum of ``terms`` as a polynomial over size symbols, variables and atoms (any other part by its text:
+        ``idx / H``, ``labels[r]``; a constant by its value), and the atoms' nodes; None where a part is not an
+        integer (a float literal)."""
+        atoms: dict[str, Node] = {}
+
+        def atom(n: Node) -> Poly:
+            atoms[text(n)] = n
+            return {(text(n),): 1}
+
+        total: Poly | None = {}
+        for t in terms:
+            p = poly(t, self.constants, atom)
+            total = None if total is None or p is None else add(total, p)
+        return total, atoms
+
     def of(self, node: Node | None, site: Node | None = None) -> Range:
         """The range of the integer expression ``node``, its names read where ``site`` (default: ``node``) is."""
         node = uncast(node)
         if node is None:
             return UNKNOWN
         site = site or node
-        p, atoms = read(node)
+        p, atoms = self.read(node)
         if p is None:
             return UNKNOWN
         if atoms.get(text(node)) == node:
@@ -150,7 +151,10 @@ class Ranges:
 
     def _atom(self, node: Node, site: Node) -> Range:
         """The range of a part of an index that is no polynomial: ``a / d``, ``a % d`` (``d`` a positive size
-        expression), ``min``/``max`` of two, ``c ? a : b``; unknown for anything else (a load, a call)."""
+        expression), ``min``/``max`` of two, ``c ? a : b``, a load from a buffer of :attr:`loaded`; unknown for anything
+        else (another load, a call)."""
+        if node.type == "subscript_expression" and text(uncast(node.child_by_field_name("argument"))) in self.loaded:
+            return self.loaded[text(uncast(node.child_by_field_name("argument")))]
         if node.type == "binary_expression" and operator(node) in ("/", "%"):
             (alo, ahi), (dlo, dhi) = self.of(node.child_by_field_name("left"), site), self.of(node.child_by_field_name("right"), site)
             if dlo is None or dlo != dhi or not nonneg(add(dlo, {(): -1})) or alo is None or not nonneg(alo):
@@ -354,7 +358,7 @@ def accesses(body: Node, name: str, ranges: Ranges, _prefix: tuple[Node, ...] = 
     """Every access of pointer ``name`` in ``body`` (module docstring), None when one cannot be read: the pointer
     passed on, an alias written again (``q += N``), an index of two subscripts, a subtracted offset."""
     out: list[Access] = []
-    for n in _walk(body):
+    for n in walk(body):
         if n.type != "identifier" or text(n) != name:
             continue
         up = n.parent
@@ -413,21 +417,35 @@ class Extent:
     split: bool = False
 
     @property
+    def size(self) -> Poly:
+        """The number of elements: the product of the dimensions."""
+        total: Poly = {(): 1}
+        for d in self.dims:
+            total = mul(total, d)
+        return total
+
+    @property
     def plain(self) -> bool:
         """Every dimension one term (``M``, ``2 * H``, ``5``): no ``H - 1``, whose ``- 1`` usually stands for a guard
         the reading missed."""
         return all(len(d) == 1 for d in self.dims)
 
 
-def _loaded_from(ranges: Ranges, name: str, atoms: Mapping[str, Node], site: Node) -> str | None:
-    """The buffer whose element an index's part ``name`` is (``q[i]``: ``q``): the atom itself, or a local never
-    written again declared from one (``int t = labels[r];``); else None."""
+def _load(ranges: Ranges, name: str, atoms: Mapping[str, Node], site: Node) -> Node | None:
+    """The load (``q[i]``) that an index's part ``name`` is: the atom itself, or a local never written again declared
+    from one (``int t = labels[r];``); else None."""
     node = atoms.get(name)
     if node is None and name in ranges.decls:
         decl = ranges.declaration(name, site)
         if decl is not None and decl.type == "init_declarator" and name not in ranges.writes:
             node = uncast(decl.child_by_field_name("value"))
-    return text(uncast(node.child_by_field_name("argument"))) if node is not None and node.type == "subscript_expression" else None
+    return node if node is not None and node.type == "subscript_expression" else None
+
+
+def _loaded_from(ranges: Ranges, name: str, atoms: Mapping[str, Node], site: Node) -> str | None:
+    """The buffer whose element an index's part ``name`` is (``q[i]``: ``q``, :func:`_load`); else None."""
+    node = _load(ranges, name, atoms, site)
+    return text(uncast(node.child_by_field_name("argument"))) if node is not None else None
 
 
 def extent(ranges: Ranges, found: Sequence[Access], order: Sequence[str], indices: Collection[str] = ()) -> Extent | None:
@@ -437,7 +455,7 @@ def extent(ranges: Ranges, found: Sequence[Access], order: Sequence[str], indice
     product's dimensions."""
     reached: list[tuple[Access, Poly, Poly]] = []
     for a in found:
-        p, atoms = read(*a.terms)
+        p, atoms = ranges.read(*a.terms)
         if p is None:
             return None
         hi = ranges.of_poly(p, atoms, a.node)[1]
@@ -511,7 +529,7 @@ def indexed_extent(ranges: Ranges, buffer: str, shapes: Mapping[str, tuple[Exten
         if other == buffer:
             continue
         for a in acc:
-            p, atoms = read(*a.terms)
+            p, atoms = ranges.read(*a.terms)
             if p is None or () in p or any(c < 0 for c in p.values()):
                 continue
             for n in names(p):
@@ -524,3 +542,51 @@ def indexed_extent(ranges: Ranges, buffer: str, shapes: Mapping[str, tuple[Exten
         return None
     return found[0]
 
+
+# --- ranges a buffer's values bound --------------------------------------------------------------------------------
+
+def _element(ranges: Ranges, node: Node | None, site: Node) -> tuple[str, Poly] | None:
+    """``(buffer, index)`` of the load ``node``'s value is (``offsets[s]``, or a local never written again declared
+    from it: ``int start = offsets[s];``), the index a polynomial; else None."""
+    p, atoms = ranges.read(node) if node is not None else (None, {})
+    if p is None or list(p.values()) != [1] or len(next(iter(p))) != 1:
+        return None  # not one name
+    load = _load(ranges, next(iter(p))[0], atoms, site)
+    idx = [c for c in load.child_by_field_name("indices").named_children if c.type != "comment"] if load is not None else []
+    index = ranges.read(idx[0])[0] if len(idx) == 1 else None
+    return (text(uncast(load.child_by_field_name("argument"))), index) if index is not None else None
+
+
+def _loop_start(loop: Node) -> tuple[str, Node] | None:
+    """``(counter, start)`` of a ``for`` loop that sets one variable first (``int j = a``, ``j = a``), else None."""
+    init = loop.child_by_field_name("initializer")
+    if init is not None and init.type == "declaration":
+        decls = init.children_by_field_name("declarator")
+        init = decls[0] if len(decls) == 1 and decls[0].type == "init_declarator" else None
+        field = ("declarator", "value")
+    else:
+        field = ("left", "right")
+        init = init if init is not None and init.type == "assignment_expression" and operator(init) == "=" else None
+    counter = uncast(init.child_by_field_name(field[0])) if init is not None else None
+    return (text(counter), init.child_by_field_name(field[1])) if counter is not None and counter.type == "identifier" else None
+
+
+def bounded_loop(ranges: Ranges, buffer: str) -> Node | None:
+    """The first ``for`` loop whose counter runs from the value loaded from ``buffer`` at ``p[e]`` to below the one at
+    ``p[e + 1]`` (``for (int j = offsets[s]; j < offsets[s + 1]; ++j)``, through locals ``int end = offsets[s +
+    1];`` too), the condition that bounds it: ``buffer`` holds the starts of consecutive ranges and the end of the last
+    (CSR row pointers), its values never decreasing. None when no loop reads it so."""
+    for loop in walk(ranges.body):
+        head = _loop_start(loop) if loop.type == "for_statement" else None
+        start = _element(ranges, head[1], loop) if head is not None else None
+        if start is None or start[0] != buffer:
+            continue
+        for cond in conjuncts(loop.child_by_field_name("condition")):
+            cond = unparen(cond)
+            if cond.type != "binary_expression" or operator(cond) not in ("<", ">"):
+                continue
+            counter, bound = (cond.child_by_field_name(f) for f in (("left", "right") if operator(cond) == "<" else ("right", "left")))
+            end = _element(ranges, bound, loop) if uncast(counter).type == "identifier" and text(uncast(counter)) == head[0] else None
+            if end is not None and end[0] == buffer and add(end[1], scale(start[1], -1)) == {(): 1}:
+                return cond
+    return None

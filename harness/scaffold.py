@@ -14,8 +14,10 @@ Everything is read from the CUDA source with tree-sitter-cuda (kernels found by 
   ``dim3``, ``#define``) and to the size symbols they are passed as (``k<<<...>>>(x, y, n)`` with parameter ``N``:
   ``n`` is ``N``); else one thread per element, 256 per block, with a TODO;
 - **shapes** from the largest index each buffer's accesses reach (:mod:`.extents`: ``xin[m * 2 * H + H + j]`` with
-  ``m < M``, ``j < H`` from the guards: ``[M, 2 * H]``; ``w[k]`` in ``for (k = 0; k < 5; ++k)``: ``[5]``), and an
-  integer input's values from the dimension they index (``row[labels[r]]``, row's ``V``: ``randint(0, V)``);
+  ``m < M``, ``j < H`` from the guards: ``[M, 2 * H]``; ``w[k]`` in ``for (k = 0; k < 5; ++k)``: ``[5]``; the file's
+  integer ``#define D 64`` read as 64), and an integer input's values from the dimension they index
+  (``row[labels[r]]``, row's ``V``: ``randint(0, V)``) or from the loop they start and bound (``for (j = offsets[s];
+  j < offsets[s + 1]; ++j)``: ``offsets(0, 2 * L + 1)``, ``L`` a size of the spec's own);
 - **warnings** for what the tool runs otherwise than the program: ``__constant__`` memory the kernel reads and the host
   sets (:func:`.static_checks.unset_constants`), zero under the tool.
 
@@ -47,7 +49,8 @@ from ptxfactory.protocol.expr import ExprError, evaluate, symbols_in
 from ptxfactory.protocol.spec import Dtype, SpecError, parse_spec, spec_path_for
 
 from .cexpr import Poly, add, at_most, mul, names, poly, show
-from .extents import Access, Extent, Range, Ranges, accesses, extent, indexed_extent
+from .cmacros import integer_constants
+from .extents import Access, Extent, Range, Ranges, accesses, bounded_loop, extent, indexed_extent
 from .source import KernelDef, find_kernel, find_kernels
 from .static_checks import unset_constants
 
@@ -357,22 +360,47 @@ def _thread_extent(body: ts.Node | None, name: str, index: dict[str, str], bound
     return [bound]
 
 
-def _reach(body: ts.Node | None, kdef: KernelDef, symbols: dict[str, str], launch: _Launch | None, types: dict[str, str]
-           ) -> tuple[Ranges | None, dict[str, tuple[Extent, list[Access]]]]:
+def _offsets_init(mean: str) -> tuple[str, Poly]:
+    """The init of a buffer of range starts (:func:`.extents.bounded_loop`: CSR row pointers) and its longest step:
+    ``offsets(0, 2 * L + 1)``, each range 0 to ``2 * L`` long, ``L`` (``mean``) their mean length, a size of the spec's
+    own (no argument gives it)."""
+    longest = {(mean,): 2}
+    return f"offsets(0, {show(add(longest, {(): 1}))})", longest
+
+
+def _reach(root: ts.Node, body: ts.Node | None, kdef: KernelDef, symbols: dict[str, str], launch: _Launch | None,
+           types: dict[str, str], mean: str
+           ) -> tuple[Ranges | None, dict[str, tuple[Extent, list[Access]]], dict[str, ts.Node]]:
     """The ranges of the kernel's index expressions (over the size symbols; the launch's ``blockIdx``/``threadIdx``
-    where it was read from the file) and, for each pointer argument whose accesses can all be read, the extent they
-    reach (:mod:`.extents`; an index loaded from an integer buffer counts on that buffer's values)."""
+    where it was read from the file; the file's integer ``#define``s as their values), for each pointer argument
+    whose accesses can all be read, the extent they reach (:mod:`.extents`; an index loaded from an integer buffer
+    counts on that buffer's values), and the integer buffers of range starts, each with the loop condition its values
+    bound (:func:`.extents.bounded_loop`): drawn by :func:`_offsets_init` over the size ``mean``, their last value
+    bounds the indices of the buffers the loop reads."""
     if body is None:
-        return None, {}
-    ranges = Ranges(body, list(symbols), _launch_ranges(launch))
+        return None, {}, {}
     indices = {p.name for p in kdef.params if p.is_pointer and _DTYPE_OF.get(types.get(p.type, p.type)) in _INT_DTYPES}
-    reached = {}
-    for p in kdef.params:
-        found = accesses(body, p.name, ranges) if p.is_pointer else None
-        ext = extent(ranges, found, list(symbols.values()), indices) if found is not None else None
-        if ext is not None:
-            reached[p.name] = (ext, found)
-    return ranges, reached
+    args = [p.name for p in kdef.params if p.is_pointer]
+    order = list(symbols.values())
+
+    def read(loaded: dict[str, Range]) -> tuple[Ranges, dict[str, tuple[Extent, list[Access]]]]:
+        ranges = Ranges(body, list(symbols), _launch_ranges(launch), integer_constants(root, kdef.start_byte, kdef.end_byte),
+                        loaded)
+        reached = {}
+        for name in args:
+            found = accesses(body, name, ranges)
+            ext = extent(ranges, found, order + [mean] * bool(loaded), indices) if found is not None else None
+            if ext is not None:
+                reached[name] = (ext, found)
+        return ranges, reached
+
+    ranges, reached = read({})
+    bounded = {n: cond for n in args if n in indices and n in reached and (cond := bounded_loop(ranges, n)) is not None}
+    if not bounded:
+        return ranges, reached, {}
+    longest = _offsets_init(mean)[1]  # the last of n starts: at most (n - 1) ranges at their longest
+    ranges, reached = read({n: ({}, mul(add(reached[n][0].size, {(): -1}), longest)) for n in bounded})
+    return ranges, reached, bounded
 
 
 def _launch_ranges(launch: _Launch | None) -> dict[str, Range]:
@@ -404,12 +432,29 @@ def _dim(d: Poly, order: list[str]) -> str | int:
     return d.get((), 0) if not names(d) else show(d, order)
 
 
-def _reached_shape(found: tuple[Extent, list[Access]] | None, symbol_list: list[str], source_name: str
-                   ) -> tuple[list | None, str, bool] | None:
+def _fresh(name: str, taken: set[str]) -> str:
+    """``name``, else ``name2``, ``name3``, ...: the first not in ``taken``."""
+    return next(n for n in (name, *(f"{name}{i}" for i in range(2, len(taken) + 3))) if n not in taken)
+
+
+def _mean_todo(mean: str, starts: list[str], reached: dict[str, tuple[Extent, list[Access]]]) -> str:
+    """The sizes' TODO on the size ``mean`` of :func:`_offsets_init`, the mean length of the ranges the buffers
+    ``starts`` start, naming the buffers sized for every range at its longest (their extents use ``mean``)."""
+    longest = [n for n, (ext, _) in reached.items() if mean in names(ext.size)]
+    sized = f"; {', '.join(longest)} {'is' if len(longest) == 1 else 'are'} sized for every range at its longest, twice " \
+            "the mean" if longest else ""
+    return f"TODO sizes: {mean} is the mean length of the ranges {', '.join(starts)} start, a size of the spec's own (no " \
+           f"argument gives it){sized}"
+
+
+def _reached_shape(found: tuple[Extent, list[Access]] | None, symbol_list: list[str], source_name: str,
+                   starts: bool = False) -> tuple[list | None, str, bool] | None:
     """``(shape, why, guess)`` from the extent a buffer's accesses reach: the shape and its note, a TODO (``guess``)
     where the order of dimensions taken from a flat product is a guess, or where a dimension is not one term (``H *
     W - W``: likely a guard not read) and every size symbol would not hold it; ``(None, what they reach, True)`` when
-    every size symbol holds it (the guess stays); None when nothing was read."""
+    every size symbol holds it (the guess stays); None when nothing was read. ``starts``: the buffer holds range
+    starts and the end of the last (:func:`.extents.bounded_loop`), so one element past a product of sizes (``S +
+    1``) is no guess."""
     if found is None:
         return None
     ext = found[0]
@@ -420,9 +465,9 @@ def _reached_shape(found: tuple[Extent, list[Access]] | None, symbol_list: list[
         if ext.split:
             return shape, f"{text}; which product of sizes is which dimension is a guess (a flat index)", True
         return shape, text, False
-    total = {(): 1}
-    for d in ext.dims:
-        total = mul(total, d)
+    total = ext.size
+    if starts and len(ext.dims) == 1 and len(count := add(total, {(): -1})) == 1:
+        return shape, f"{text}: the starts of {show(count, symbol_list)} ranges and the end of the last", False
     if at_most(total, {tuple(sorted(symbol_list)): 1}):
         return None, f"its accesses reach {show(total, symbol_list)} elements ({where})", True
     return shape, f"{text}; check it: a dimension that is not a product of sizes can also come from a guard this " \
@@ -981,13 +1026,17 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
     if launch is None:
         launch = _default_launch(symbol_list, f"no {kernel}<<<...>>> in this file", two_d)
 
-    check_sizes, bench_sizes = _placeholder_sizes(symbol_list)
+    # the mean length of the ranges an offsets buffer's values start (CSR row pointers): a size of the spec's own
+    mean = _fresh("L", {p.name for p in kdef.params} | set(symbol_list))
+    ranges, reached, bounded = _reach(root, body, kdef, symbols, launch, types, mean)
+    offsets_init, longest = _offsets_init(mean)
+    size_list = symbol_list + [mean] * bool(bounded)
+    check_sizes, bench_sizes = _placeholder_sizes(size_list)
     out_dtypes: list[Dtype] = []
     float_atomics: list[str] = []  # "name (file:line)" of the float buffers updated by order-dependent atomics
     byte_buffers = {p.name for p in kdef.params if p.is_pointer and (_DTYPE_OF.get(types.get(p.type, p.type)) in (Dtype.u8, Dtype.i8))}
     float_scalars = 0
     guard_index, guard_bounds = _guard_bounds(body, symbols) if body is not None else ({}, {})
-    ranges, reached = _reach(body, kdef, symbols, launch, types)
     arg_lines: list[tuple[str, str | None]] = []
     guesses: list[str] = []  # the keys that are guesses (args.x.shape, launch), for the file's header
     for p in kdef.params:
@@ -1029,7 +1078,7 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
             if atomic_line is not None:
                 float_atomics.append(f"{p.name} ({source_name}:{atomic_line})")
             extent = _fixed_extent(body, p.name, byte_buffers)
-            reach = _reached_shape(reached.get(p.name), symbol_list, source_name)
+            reach = _reached_shape(reached.get(p.name), symbol_list, source_name, starts=p.name in bounded)
             if extent is not None:
                 entry["shape"] = [extent[0]]
                 notes.insert(0, f"shape [{extent[0]}]: {extent[1]}")
@@ -1046,7 +1095,12 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
             else:
                 todo.insert(0, "shape (a guess: every size symbol" + (f"; {reach[1]})" if reach is not None else ")"))
             if role in ("in", "inout"):
-                if dtype in _INT_DTYPES and (indexed := _indexed_init(ranges, p.name, reached, symbol_list, source_name)):
+                if p.name in bounded:
+                    entry["init"], cond = offsets_init, bounded[p.name]
+                    notes.append(f"init {offsets_init}: its values bound the loop {' '.join(_text(cond).split())} at "
+                                 f"{source_name}:{cond.start_point[0] + 1}, the starts of consecutive ranges (each 0 to "
+                                 f"{show(longest)} long, {mean} their mean length)")
+                elif dtype in _INT_DTYPES and (indexed := _indexed_init(ranges, p.name, reached, symbol_list, source_name)):
                     entry["init"], why = indexed
                     notes.append(why)
                 elif dtype in _INT_DTYPES:
@@ -1084,6 +1138,7 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
         d in _INT_DTYPES for d in out_dtypes) else 1e-8 if out_dtypes and all(d == Dtype.f64 for d in out_dtypes) else 1e-3
 
     broken = _first_syntax_error(knode if knode is not None else root)
+    mean_todo = _mean_todo(mean, list(bounded), reached) if bounded else None
     warnings = unset_constants(source, kernel, source_name)
 
     def build(launch: _Launch) -> tuple[str, list[tuple[int, str]]]:
@@ -1116,6 +1171,8 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
             out.append(("deterministic = false", f"float atomics on {', '.join(float_atomics)}: the additions' order, and so "
                          "the last bits, varies from run to run; each run is judged by the tolerances"))
         out.append(("", "TODO sizes: placeholders; list the sizes the kernel must be correct at (odd ones, tails, one row)"))
+        if mean_todo:
+            out.append(("", mean_todo))
         out.append((f"sizes = {_toml(check_sizes)}", None))
         out.append(("", None))
         out.append((f"[kernel.{kernel}.bench]", None))
@@ -1143,7 +1200,7 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
     try:
         parse_spec(table, f"{source_name}.toml")
     except SpecError:
-        check_sizes, bench_sizes = _placeholder_sizes(symbol_list, square=True)  # (a derived extent may need them alike)
+        check_sizes, bench_sizes = _placeholder_sizes(size_list, square=True)  # (a derived extent may need them alike)
         table, todo_lines = build(launch)
     try:
         parse_spec(table, f"{source_name}.toml")

@@ -74,9 +74,10 @@ class JobSummary(BaseModel):
     best_retimed: Measured | None = Field(None, description="the best candidate verified and timed again on a fresh plan "
                                           "(new seeds, held-out sizes and inputs) before it was reported: the speedup to quote")
     agent_spend: AgentSpend | None = Field(None, description="what the job's language-model agents spent (None: agents off)")
-    passes_refused: list[tuple[str, str]] = Field(default_factory=list, description="(passes, reason): the restructuring "
-                                                  "passes that left the original kernel alone, and why; then the other "
-                                                  "passes that did not apply, reason PASSES_SILENT")
+    passes_refused: list[tuple[str, str]] = Field(default_factory=list, description="(passes, reason): the passes that "
+                                                  "left the original kernel alone, and why (the restructuring ones, "
+                                                  "vectorize, the read-only hints); then the other passes that did not "
+                                                  "apply, reason PASSES_SILENT")
     families_refused: list[tuple[str, str]] = Field(default_factory=list, description="(family, reason): when no expert "
                                                     "family's skeleton fits the kernel, why each one does not")
     warnings: list[str] = Field(default_factory=list, description="what the job found weak in the spec (a Python "

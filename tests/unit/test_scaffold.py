@@ -686,6 +686,68 @@ def test_shapes_come_from_the_largest_index_the_accesses_reach():
     assert "TODO shape (a guess: every size symbol)" in line_comment(s, '"x"')
 
 
+HEADS = """#define D 64
+__global__ void scale_q(const float* q, float* out, int B, int H, int T) {
+    int b = blockIdx.z, h = blockIdx.y;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= T) return;
+    for (int d = 0; d < D; ++d) {
+        out[((b*H + h)*T + i)*D + d] = 2.0f * q[((b*H + h)*T + i)*D + d];
+    }
+}
+void run(const float* q, float* out, int B, int H, int T) {
+    dim3 grid((T + 127) / 128, H, B);
+    scale_q<<<grid, 128>>>(q, out, B, H, T);
+}
+"""
+
+
+def test_an_integer_define_in_an_index_is_a_literal_dimension():
+    """A head dimension written ``#define D 64`` (``q[((b*H + h)*T + i)*D + d]``, ``d < D``) is read as 64, as the
+    transform passes read it (:func:`.cmacros.integer_constants`): q is [B, H, T, 64], a note, and the header says
+    the spec runs as written; it was [B, H, T], a TODO, and every run read 64 times past the buffer. A macro the
+    file ``#undef``s before the kernel is no constant: the guess stays."""
+    spec, s = scaffold(HEADS, "scale_q")
+    assert args(spec)["q"].shape == ["B", "H", "T", 64] and args(spec)["out"].shape == ["B", "H", "T", 64]
+    assert "shape [B, H, T, 64]: the largest index its accesses reach" in line_comment(s, '"q"')
+    assert "TODO" not in line_comment(s, '"q"') and "TODO" not in line_comment(s, '"out"') and not s.guesses
+    assert "It loads and runs as written" in " ".join(line.removeprefix("# ") for line in plan_spec(HEADS, "k.cu").text.splitlines())
+    spec, s = scaffold(HEADS.replace("#define D 64\n", "#define D 64\n#undef D\n"), "scale_q")
+    assert "TODO shape (a guess: every size symbol)" in line_comment(s, '"q"')
+
+
+SEGMENTS = """__global__ void seg_sum(const int* offsets, const float* values, float* out, int S) {
+    int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= S) return;
+    float acc = 0.0f;
+    for (int j = offsets[s]; j < offsets[s + 1]; ++j) acc += values[j];
+    out[s] = acc;
+}
+"""
+
+
+def test_an_integer_buffer_whose_values_bound_a_loop_is_drawn_as_range_starts():
+    """``for (int j = offsets[s]; j < offsets[s + 1]; ++j) values[j]``: offsets holds the starts of S ranges and the
+    end of the last (CSR row pointers), so it is ``offsets(0, 2 * L + 1)`` over a size L of the spec's own (the mean
+    range length, in the sizes with a TODO) and [S + 1] is its shape, not a guess; values holds every range at its
+    longest, [2 * S * L] (it was randint(0, S) and a guessed [S]: decreasing offsets, reads past values). Through
+    locals (``int start = rowptr[r], end = rowptr[r + 1];``) too."""
+    spec, s = scaffold(SEGMENTS, "seg_sum")
+    a = args(spec)
+    assert a["offsets"].init == "offsets(0, 2 * L + 1)" and a["offsets"].shape == ["S + 1"] and a["values"].shape == ["2 * S * L"]
+    assert "its values bound the loop j < offsets[s + 1] at k.cu:5, the starts of consecutive ranges" in line_comment(s, '"offsets"')
+    assert "TODO" not in line_comment(s, '"offsets"') and "TODO" not in line_comment(s, '"values"')
+    assert "TODO sizes: L is the mean length of the ranges offsets start" in s.table and s.guesses == ("launch",)
+    for size in spec.check.sizes + spec.bench.sizes:  # the last offset, at most S ranges of 2 * L, fits in values
+        assert set(size) == {"S", "L"} and a["values"].numel(size) >= size["S"] * 2 * size["L"]
+    local = SEGMENTS.replace("offsets", "rowptr").replace("for (int j = rowptr[s]; j < rowptr[s + 1]; ++j)",
+                                                          "int start = rowptr[s], end = rowptr[s + 1];\n    for (int j = start; j < end; ++j)")
+    spec, _ = scaffold(local, "seg_sum")
+    assert args(spec)["rowptr"].init == "offsets(0, 2 * L + 1)" and args(spec)["values"].shape == ["2 * S * L"]
+    spec, _ = scaffold(SEGMENTS.replace("j < offsets[s + 1]", "j < offsets[s + 2]"), "seg_sum")  # no consecutive pair
+    assert not args(spec)["offsets"].init.startswith("offsets")
+
+
 def test_guards_that_exclude_the_edges_bound_an_interior_stencil():
     """The five-point stencil copies its boundary (``i == 0 || ... || i == H - 1``, then ``return``) and reads
     ``u[(i + 1) * W + j]`` only inside: i below H - 1 there, so u is [H, W], not one row more."""

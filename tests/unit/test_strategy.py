@@ -225,7 +225,8 @@ async def test_a_candidate_may_take_a_few_times_the_original_before_it_counts_as
 
 async def test_the_report_says_why_each_restructuring_pass_left_the_original_alone():
     """A column sum: rowpar refuses it for colpar's case, smem_tile for want of a 2-D output, the atomic passes for
-    want of an atomic; each reason once, its variants together; report.md and the CLI's last lines say so."""
+    want of an atomic, vectorize for the loop in its element's code; each reason once, its variants together;
+    report.md and the CLI's last lines say so."""
     from ptxfactory.daemon.cli import _final_lines
     from ptxfactory.daemon.report import render_markdown
 
@@ -243,11 +244,13 @@ async def test_the_report_says_why_each_restructuring_pass_left_the_original_alo
     assert len(set(refused.values())) == len(refused)
     md = render_markdown(summary)
     assert "## Passes this job never applied" in md and "colpar's case" in md
-    assert "record no reason" in md  # the hints that did not apply, named in one line
+    assert f"line {loop_line}: a loop in the element's code" in refused["vectorize"] and "- vectorize: line" in md  # its reason
+    assert "record no reason" in md  # the local rewrites that did not apply, named in one line
+    assert not {"vectorize", "ldg", "ldg_na", "stream"} & set(next(p for p, why in refused.items() if "record no reason" in why).split(", "))
     dropped = render_markdown(summary.model_copy(update={"duplicates": 5}))
     assert "- 5 candidates dropped after compiling: the same machine code and launch as one evaluated" in dropped
     assert "dropped after compiling" not in md or summary.duplicates
-    assert any("restructuring passes never applied" in str(t) for t in _final_lines(summary, colsum.parent))
+    assert any("transform passes never applied" in str(t) for t in _final_lines(summary, colsum.parent))
     from ptxfactory.daemon.cli import _pass_kind
     assert [_pass_kind(n) for n in ("rowpar_lanes32", "rowpar_auto", "rowpar_auto_e128", "hold_row8", "scan_block256",
                                     "smem_tile_4x4", "smem_tile_8x4_k16", "colpar_rows8", "coarsen_4", "unflatten",

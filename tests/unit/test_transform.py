@@ -270,6 +270,46 @@ def test_stream_loads_and_stores():
     assert "__stcs" not in StreamPass().apply(unit(read_back, spec)).text  # b is read: not a streamed output
 
 
+def test_hints_that_change_nothing_say_why_and_keep_the_plan_s_order():
+    """A hint that changes nothing says why for the report, buffer by buffer (``why_not``): l2norm_rows reads x through a
+    local row pointer (ldg, ldg_na); RMSNorm's w is re-read by every row (ldg_na); an input also written is no read-only
+    one. The report's refusals then name the hints and vectorize with their reasons, not in the line of passes that
+    record none; and they are no restructuring passes: a kernel that only they (and the cosmetic passes) take keeps
+    the plain order."""
+    from ptxfactory.search.generators.transform import _restructures, refusals
+
+    row = unit_from_context(example_ctx("l2norm_rows"))
+    assert LdgPass().why_not(row) == "x is read through a local pointer (line 6: const float* xr = x + (size_t)row * N;)"
+    assert LdgNoAllocatePass().why_not(row) == LdgPass().why_not(row) and StreamPass().why_not(row) is None  # y's stores
+    refused = dict(refusals(row))
+    assert refused["ldg, ldg_na"] == LdgPass().why_not(row) and "line 9: a loop in the element's code" in refused["vectorize"]
+    silent = next(names for names, why in refused.items() if "record no reason" in why).split(", ")
+    assert not {"ldg", "ldg_na", "stream", "vectorize"} & set(silent)
+    bcast = """extern "C" __global__ void bcast(const float* w, float* y, int m, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= m * n) return;
+    y[i] = w[i % n];
+}"""
+    args = """{ name = "w", role = "in", dtype = "f32", shape = ["N"] }, { name = "y", role = "out", dtype = "f32", shape = ["M", "N"] },
+      { name = "m", role = "scalar", dtype = "i32", value = "M" }, { name = "n", role = "scalar", dtype = "i32", value = "N" }"""
+    small = unit(bcast, spec_for("bcast", args, grid='["cdiv(M * N, 128)"]', sizes="[{ M = 7, N = 1000 }]"))
+    assert LdgNoAllocatePass().why_not(small) == ("w is smaller than the kernel's largest buffers and outputs: read again "
+                                                 "by many threads, it keeps the cached path")
+    assert LdgPass().why_not(small) is None and StreamPass().why_not(small) is None  # (y's stores are streamed)
+    streamed_once = StreamPass().apply(unit_from_context(example_ctx("rmsnorm")))  # (a best's child: hinted already)
+    assert StreamPass().why_not(streamed_once) == ("x is already read through __ldcs; w is smaller than the kernel's largest "
+                                                   "buffers and outputs: read again by many threads, it keeps the cached "
+                                                   "path; y is already stored through __stcs")
+    spec = elementwise_spec()
+    written = ELEMENTWISE.replace("float v = a[i] * 2.0f + c[i];", "float v = c[i]; c[i] = 0.0f;").replace("b[i] = v / 3.0f;", "b[i] = a[0] + v;")
+    assert LdgPass().applies(unit(written, spec)) and LdgPass().why_not(unit(written, spec)) is None  # a[0]
+    only_c = unit(written.replace("a[0] + v", "v"), spec)
+    assert LdgPass().why_not(only_c) == "c is written (line 5: c[i] = 0.0f;)"
+    assert not any(_restructures([p]) for p in PASSES if p.group == "hint" or p.name == "vectorize")
+    assert all(_restructures([p]) for p in PASSES if p.name.startswith(("rowpar_", "smem_tile_", "colpar_", "hold_row")) or p.name in ("coarsen_4", "atomic_agg"))
+
+
 def test_read_once_hints_only_for_the_largest_buffers():
     """RMSNorm (x[M, N], w[N], y[M, N]): ldg_na and stream take x (and stream the store to y), never w, which every row
     reads again; ldg (which keeps the L1 path) takes both. A bias-add whose inputs are all of one size: all of them."""
@@ -720,34 +760,38 @@ extern "C" __global__ void k2(const float* x, float* y, int m, int n)
 """
 
 
-@pytest.mark.parametrize("change", [
-    ("y[i] = x[i] * 2.0f + b[i];", "y[i] = x[i + 1] * 2.0f + b[i];"),  # another index
-    ("y[i] = x[i] * 2.0f + b[i];", "y[i] = x[i] * 2.0f; y[i] = y[i] + b[i];"),  # two stores
-    ("y[i] = x[i] * 2.0f + b[i];", "y[i] = x[i]; y[i + 1] = b[i];"),  # a neighbour's element
-    ("y[i] = x[i] * 2.0f + b[i];", "if (x[i] > 0.0f) y[i] = b[i];"),  # a conditional store
-    ("y[i] = x[i] * 2.0f + b[i];", "y[i] = x[i] * 2.0f + b[threadIdx.x];"),  # thread builtins in the body
-    ("y[i] = x[i] * 2.0f + b[i];", "y[i] = x[i] * 2.0f + *b;"),  # another access form
-    ("y[i] = x[i] * 2.0f + b[i];", "for (int k = 0; k < 2; ++k) y[i] = x[i] + b[i];"),  # a loop
+@pytest.mark.parametrize("change, reason", [
+    ("y[i] = x[i + 1] * 2.0f + b[i];", "x[i + 1] is not x[i] at the thread's index (vectorize_x may take it)"),
+    ("y[i] = x[i] * 2.0f; y[i] = y[i] + b[i];", "y is stored twice in the element's code (line 5: y[i] = y[i] + b[i];)"),
+    ("y[i] = x[i]; y[i + 1] = b[i];", "y[i + 1] is not y[i] at the thread's index"),  # a neighbour's element
+    ("if (x[i] > 0.0f) y[i] = b[i];", "line 5: a branch in the element's code ('if (x[i] > 0.0f) y[i] = b[i];')"),
+    ("y[i] = x[i] * 2.0f + b[threadIdx.x];", "line 5: the element's code reads threadIdx"),  # thread builtins in the body
+    ("y[i] = x[i] * 2.0f + *b;", "*b is not b[i] at the thread's index"),  # another access form
+    ("for (int k = 0; k < 2; ++k) y[i] = x[i] + b[i];", "line 5: a loop in the element's code"),
 ])
-def test_vectorize_refuses_other_patterns(change):
-    assert VectorizePass().applies(unit(VEC_F32, vec_spec("f32")))
-    assert not VectorizePass().applies(unit(VEC_F32.replace(*change), vec_spec("f32")))
+def test_vectorize_refuses_other_patterns(change, reason):
+    """Each refusal says what it saw (``why_not``, for the report), in the kernel text's lines."""
+    assert VectorizePass().applies(unit(VEC_F32, vec_spec("f32"))) and VectorizePass().why_not(unit(VEC_F32, vec_spec("f32"))) is None
+    changed = unit(VEC_F32.replace("y[i] = x[i] * 2.0f + b[i];", change), vec_spec("f32"))
+    assert not VectorizePass().applies(changed) and reason in VectorizePass().why_not(changed)
 
 
 def test_vectorize_refuses_other_kernels_and_launches():
-    assert not VectorizePass().applies(unit_from_context(example_ctx("rowsum")))
-    assert not VectorizePass().applies(unit_from_context(example_ctx("transpose")))
+    why = VectorizePass().why_not
+    assert "no one-thread-per-element opening" in why(unit_from_context(example_ctx("rowsum")))
+    assert why(unit_from_context(example_ctx("transpose"))) == "the launch ['cdiv(N, 32)', 'cdiv(M, 8)'] x [32, 8] is not 1-D"
     spec_2d = spec_for("k2", SPEC_2D, grid='["cdiv(N, 32)", "cdiv(M, 8)"]', block="[32, 8]", sizes="[{ M = 7, N = 1000 }]")
     assert not VectorizePass().applies(unit(KERNEL_2D, spec_2d))
-    assert not VectorizePass().applies(unit(VEC_F32, vec_spec("f32", policy="fixed")))
-    assert not VectorizePass().applies(unit(VEC_F32, vec_spec("f32", grid='["cdiv(N, 256)"]')))  # grid not over the block
+    assert 'the launch policy is "fixed"' in why(unit(VEC_F32, vec_spec("f32", policy="fixed")))
+    assert why(unit(VEC_F32, vec_spec("f32", grid='["cdiv(N, 256)"]'))) == (  # grid not over the block
+        "the grid 'cdiv(N, 256)' is not cdiv(N, 128) over a size symbol N and the block's threads")
     assert not VectorizePass().applies(unit(VEC_F32, vec_spec("f32", grid='["N"]')))
     mixed = VEC_ARGS.format(t="f32").replace('name = "b", role = "in", dtype = "f32"', 'name = "b", role = "in", dtype = "bf16"')
     mixed_src = "#include <cuda_bf16.h>\n" + VEC_F32.replace("const float* b", "const __nv_bfloat16* b").replace("+ b[i]", "+ __bfloat162float(b[i])")
     assert VectorizePass().applies(unit(mixed_src, spec_for("fma2", mixed)))  # mixed precision: tests below
     short = VEC_ARGS.format(t="f32").replace('shape = ["N"] },\n  {{ name = "y"'.replace("{{", "{"), 'shape = ["N - 1"] },\n  { name = "y"')
     assert short != VEC_ARGS.format(t="f32")
-    assert not VectorizePass().applies(unit(VEC_F32, spec_for("fma2", short, sizes="[{ N = 1000 }]")))  # b shorter than n
+    assert why(unit(VEC_F32, spec_for("fma2", short, sizes="[{ N = 1000 }]"))) == "b holds fewer than N elements at the size {'N': 1000}"
 
 
 @pytest.mark.parametrize("dtype", sorted(VEC_KERNELS))

@@ -260,9 +260,10 @@ class TransformGenerator:
 
 
 def refusals(unit: Unit) -> list[tuple[str, str]]:
-    """``(passes, reason)`` for each restructuring pass (one that says ``why_not``) that does not apply to ``unit``;
-    variants refused for the same reason share one entry (``"rowpar_auto, rowpar_lanes32: ..."``), in PASSES order;
-    then one entry (:data:`~ptxfactory.protocol.PASSES_SILENT`) naming the other passes that do not apply (the hints and local rewrites)."""
+    """``(passes, reason)`` for each pass that says ``why_not`` (the restructuring ones, ``vectorize`` and the hints) and
+    does not apply to ``unit``; variants refused for the same reason share one entry (``"rowpar_auto, rowpar_lanes32:
+    ..."``), in PASSES order; then one entry (:data:`~ptxfactory.protocol.PASSES_SILENT`) naming the other passes that
+    do not apply (the local rewrites)."""
     by_reason: dict[str, list[str]] = {}
     silent: list[str] = []
     for p in PASSES:
@@ -291,7 +292,8 @@ def unit_from_context(ctx: GenContext) -> Unit:
     text, opaque = expand_kernel(ctx.source, ctx.kernel.text, ctx.kernel.start_byte)
     if opaque:
         notes[OPAQUE_NOTE] = "; ".join(opaque)
-    constants = integer_constants(ctx.source, ctx.kernel.start_byte, ctx.kernel.start_byte + len(ctx.kernel.text.encode()))
+    constants = integer_constants(sx.parse(ctx.source.encode()).root_node, ctx.kernel.start_byte,
+                                  ctx.kernel.start_byte + len(ctx.kernel.text.encode()))
     if constants:
         notes[CONSTANTS_NOTE] = constants  # #define K 7: loop trip counts the passes can read
     template = ctx.spec.tune.template
@@ -449,10 +451,12 @@ def _greedy_chain(unit: Unit, chosen: dict[str, Pass | None], memo: dict | None 
 
 
 def _restructures(chain: list[Pass]) -> bool:
-    """Whether ``chain`` holds a restructuring pass (one with a ``why_not``: rowpar, colpar, blockrow, hold_row,
-    smem_tile, atomic_agg, smem_hist), not counting an unproven group's (``coarsen_outer``: not yet timed, it does not
+    """Whether ``chain`` holds a restructuring pass (one with a ``why_not`` that does not say ``restructures = False``:
+    rowpar, colpar, blockrow, hold_row, smem_tile, atomic_agg, smem_hist; not ``vectorize`` and the hints, whose
+    reasons are the report's only), not counting an unproven group's (``coarsen_outer``: not yet timed, it does not
     move a kernel's chains ahead of its singles)."""
-    return any(getattr(p, "why_not", None) is not None and p.group not in UNPROVEN_GROUPS for p in chain)
+    return any(getattr(p, "why_not", None) is not None and getattr(p, "restructures", True) and p.group not in UNPROVEN_GROUPS
+               for p in chain)
 
 
 def run_chain(unit: Unit, chain: list[Pass]) -> Unit:

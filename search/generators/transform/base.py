@@ -106,6 +106,9 @@ class Pass(Protocol):
     ``name``: the registry-style name recorded in a candidate's params (``pass:<name>``);
     ``group``: passes of one group are alternatives (never chained together), or None;
     ``exact``: True when the pass promises bit-identical outputs.
+
+    A pass may also say ``why_not(unit) -> str | None``, why it leaves ``unit`` alone (the job's report lists it); one
+    that does leads the plan as a restructuring pass unless it says ``restructures = False`` (``vectorize``, the hints).
     """
 
     name: str
@@ -236,6 +239,30 @@ def access_kind(access: Node) -> str:
     if parent.type in ("pointer_expression", "field_expression") or (parent.type == "init_declarator" and _binds_reference(parent)):
         return "other"  # &p[i], p[i].x, T& r = p[i]
     return "reads"
+
+
+def use_site(node: Node) -> str:
+    """``line N: TEXT`` of the statement (or declaration) that holds ``node``, on one line, cut at 50 characters."""
+    stmt = node
+    while stmt.parent is not None and not stmt.type.endswith(("statement", "declaration")):
+        stmt = stmt.parent
+    t = " ".join(sx.text(stmt).split())
+    return f"line {node.start_point[0] + 1}: {t if len(t) <= 50 else t[:47] + '...'}"
+
+
+def other_use(ident: Node) -> str:
+    """What a pointer's use that is no read or write at an index is (:func:`classify_use`'s ``other``): read
+    through a local pointer (``const float* row = x + r * N;``), passed to a function, its address or an element's
+    taken, or shadowed."""
+    up = ident.parent
+    while up is not None and up.type in ("binary_expression", "parenthesized_expression", "cast_expression"):
+        up = up.parent
+    where = use_site(ident)
+    if up is not None and up.type in ("init_declarator", "assignment_expression"):
+        return f"read through a local pointer ({where})"
+    if up is not None and up.type == "argument_list":
+        return f"passed to {sx.call_name(up.parent) or 'a function'} ({where})"
+    return f"used otherwise than read or written at an index ({where})"
 
 
 def _binds_reference(init: Node) -> bool:

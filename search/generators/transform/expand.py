@@ -29,21 +29,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# the file's macros, which the scaffold reads too (a dimension written #define D 64): one definition
+from ptxfactory.harness.cmacros import Macro, ancestors, file_macros, integer_constants, tokens  # noqa: F401
+
 from . import syntax as sx
 from .base import LOAD_FUNCS
 from .syntax import Node
 
 MAX_DEPTH = 16  # nested macro expansions / helper inlining rounds
 
-_TOKEN = re.compile(
-    r"""(?P<ws>\s+)
-      | (?P<comment>//[^\n]*|/\*.*?\*/)
-      | (?P<string>[uUL]?(?:"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'))
-      | (?P<ident>[A-Za-z_]\w*)
-      | (?P<number>\.?\d(?:[eEpP][+-]|[\w.])*)
-      | (?P<punct>\#\#|.)""",
-    re.X | re.S,
-)
 _STICKY = set("+-*/%&|^!<>=.:#")
 _INTEGER = re.compile(r"(0[xX][0-9a-fA-F]+|\d+)[uUlL]*")
 # Calls an argument may hold and stay free of side effects (besides helpers that are themselves inlined).
@@ -55,14 +49,6 @@ class Opaque(Exception):
 
 
 @dataclass
-class Macro:
-    name: str
-    params: list[str] | None  # None: object-like
-    body: str
-    problem: str | None = None  # why it cannot be expanded
-
-
-@dataclass
 class Helper:
     name: str
     ret: str
@@ -71,32 +57,6 @@ class Helper:
     fn: Node
     data: bytes
     ret_kind_matches: bool
-
-
-def _tokens(text: str) -> list[tuple[str, str]]:
-    """``(kind, text)`` tokens; a preprocessor line (``#pragma unroll``) is one ``directive`` token."""
-    out, pos, n = [], 0, len(text)
-    while pos < n:
-        line_start = text.rfind("\n", 0, pos) + 1
-        if text[pos] == "#" and text[line_start:pos].strip() == "":
-            end = pos
-            while True:
-                nl = text.find("\n", end)
-                if nl < 0:
-                    end = n
-                    break
-                if text[nl - 1] == "\\":
-                    end = nl + 1
-                    continue
-                end = nl
-                break
-            out.append(("directive", text[pos:end]))
-            pos = end
-            continue
-        m = _TOKEN.match(text, pos)
-        out.append((m.lastgroup, m.group()))
-        pos = m.end()
-    return out
 
 
 def _join(parts: list[tuple[str, bool]]) -> str:
@@ -113,75 +73,6 @@ def _join(parts: list[tuple[str, bool]]) -> str:
     return out
 
 
-def _balanced(tokens: list[tuple[str, str]]) -> bool:
-    pairs, stack = {")": "(", "]": "[", "}": "{"}, []
-    for kind, t in tokens:
-        if kind != "punct":
-            continue
-        if t in "([{":
-            stack.append(t)
-        elif t in pairs:
-            if not stack or stack.pop() != pairs[t]:
-                return False
-    return not stack
-
-
-def _clean_body(raw: str) -> str:
-    return re.sub(r"\\\r?\n", " ", raw).strip()
-
-
-def file_macros(root: Node, data: bytes, kernel_start: int, kernel_end: int) -> dict[str, Macro]:
-    """The file's macros in scope at the kernel (defined before it), with a ``problem`` for those not expandable."""
-    out: dict[str, Macro] = {}
-    seen: dict[str, int] = {}
-    for n in sx.walk(root):
-        if n.type == "preproc_call" and sx.text(n.child_by_field_name("directive")).strip() == "#undef":
-            arg = n.child_by_field_name("argument")
-            name = sx.text(arg).strip() if arg is not None else ""
-            if name and n.start_byte < kernel_end:
-                old = out.get(name)
-                out[name] = Macro(name, old.params if old else None, old.body if old else "", "#undef'd in the file")
-            continue
-        if n.type not in ("preproc_function_def", "preproc_def"):
-            continue
-        name = sx.text(n.child_by_field_name("name"))
-        if n.start_byte >= kernel_end:
-            continue
-        seen[name] = seen.get(name, 0) + 1
-        value = n.child_by_field_name("value")
-        body = _clean_body(sx.text(value)) if value is not None else ""
-        params = None
-        if n.type == "preproc_function_def":
-            pnode = n.child_by_field_name("parameters")
-            params = [sx.text(c) for c in pnode.named_children] if pnode is not None else []
-            if pnode is not None and "..." in sx.text(pnode):
-                params.append("...")
-        m = Macro(name, params, body)
-        toks = [t for t in _tokens(body) if t[0] not in ("ws", "comment")]
-        if n.start_byte >= kernel_start:
-            m.problem = "defined inside the kernel"
-        elif seen[name] > 1:
-            m.problem = "defined more than once"
-        elif any(a.type in ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif")
-                 and not a.start_byte <= kernel_start < a.end_byte for a in _ancestors(n)):  # (a guard around both: fine)
-            m.problem = "defined under #if"
-        elif params is not None and ("..." in params or "__VA_ARGS__" in body):
-            m.problem = "variadic"
-        elif any(t[1] in ("#", "##") or t[0] == "directive" for t in toks):
-            m.problem = "uses # or ##"
-        elif not _balanced(toks):
-            m.problem = "its body's brackets are not balanced"
-        out[name] = m
-    return out
-
-
-def _ancestors(n: Node):
-    p = n.parent
-    while p is not None:
-        yield p
-        p = p.parent
-
-
 class _Expander:
     def __init__(self, macros: dict[str, Macro], local_names: set[str]):
         self.macros = macros
@@ -196,14 +87,14 @@ class _Expander:
             # object-like: a body naming the kernel's own variables is expanded, and so is an integer constant (#define
             # KS 3, #define TILE (2 * 16)): a loop bound written KS then reads as the literal every pass proves things
             # about; any other body (#define EPS 1e-5f) stays a name
-            if not (any(k == "ident" and t in self.local_names for k, t in _tokens(m.body)) or self.numeric(m, set())):
+            if not (any(k == "ident" and t in self.local_names for k, t in tokens(m.body)) or self.numeric(m, set())):
                 return None
         return m
 
     def numeric(self, m: Macro, seen: set[str]) -> bool:
         """Whether object-like ``m``'s body is an integer constant expression: integer literals, operators,
         parentheses and other such macros (not itself), nothing else, not empty."""
-        toks = [(k, t) for k, t in _tokens(m.body) if k not in ("ws", "comment")]
+        toks = [(k, t) for k, t in tokens(m.body) if k not in ("ws", "comment")]
         if not toks or m.problem is not None:
             return False
         for k, t in toks:
@@ -229,7 +120,7 @@ class _Expander:
                 if m.problem:
                     raise Opaque(f"macro {t!r}: {m.problem}")
                 self.used.add(t)
-                parts.append((self.expand(_tokens(m.body), disabled | {t}, depth + 1), True))
+                parts.append((self.expand(tokens(m.body), disabled | {t}, depth + 1), True))
                 i += 1
                 continue
             j = i + 1
@@ -271,9 +162,9 @@ class _Expander:
             args = [[(x[0], " ") if x[0] == "comment" or (x[0] == "ws" and "\n" in x[1]) else x for x in a] for a in args]
             breaks = "".join(x[1] for x in toks[i:k + 1]).count("\n")
             expanded = {p: self.expand(_strip(a), disabled, depth + 1) for p, a in zip(m.params, args)}
-            body = _join([(expanded[bt], True) if bk == "ident" and bt in expanded else (bt, False) for bk, bt in _tokens(m.body)])
-            result = self.expand(_tokens(body), disabled | {t}, depth + 1)
-            tail = [x for x in _tokens(result) if x[0] not in ("ws", "comment")]
+            body = _join([(expanded[bt], True) if bk == "ident" and bt in expanded else (bt, False) for bk, bt in tokens(m.body)])
+            result = self.expand(tokens(body), disabled | {t}, depth + 1)
+            tail = [x for x in tokens(result) if x[0] not in ("ws", "comment")]
             if tail and tail[-1][0] == "ident" and (self.macros.get(tail[-1][1]) or Macro("", None, "")).params is not None:
                 raise Opaque(f"macro {t!r}: its expansion ends in the name of a function-like macro")
             parts.append((result, True))
@@ -320,7 +211,7 @@ def file_helpers(root: Node, data: bytes, kernel_start: int) -> dict[str, Helper
 
 
 def _namespaces(node: Node | None) -> tuple[str, ...]:
-    return tuple(sx.text(a.child_by_field_name("name")) for a in _ancestors(node) if a.type == "namespace_definition") \
+    return tuple(sx.text(a.child_by_field_name("name")) for a in ancestors(node) if a.type == "namespace_definition") \
         if node is not None else ()
 
 
@@ -330,7 +221,7 @@ def _helper(fn: Node, decl: Node, name: str, data: bytes, kernel_ns: tuple[str, 
         return None
     if fn.parent is not None and fn.parent.type == "template_declaration":
         return None
-    if any(a.type in ("field_declaration_list", "template_declaration") for a in _ancestors(fn)):
+    if any(a.type in ("field_declaration_list", "template_declaration") for a in ancestors(fn)):
         return None
     if _namespaces(fn) != kernel_ns:
         return None  # its names resolve in another namespace than the kernel's
@@ -521,7 +412,7 @@ def expand_kernel(source: str, kernel_text: str, kernel_start: int) -> tuple[str
     data = source.encode()
     root = sx.parse(data).root_node
     kernel_end = kernel_start + len(kernel_text.encode())
-    macros = file_macros(root, data, kernel_start, kernel_end)
+    macros = file_macros(root, kernel_start, kernel_end)
     helpers = file_helpers(root, data, kernel_start)
     kfn = sx.kernel_function(sx.parse(kernel_text.encode()).root_node)
     if kfn is None or (not macros and not helpers):
@@ -532,7 +423,7 @@ def expand_kernel(source: str, kernel_text: str, kernel_start: int) -> tuple[str
     try:
         for _ in range(MAX_DEPTH):
             exp = _Expander(macros, local_names)
-            new = exp.expand(_tokens(text), frozenset(), 0) if macros else text
+            new = exp.expand(tokens(text), frozenset(), 0) if macros else text
             inlined = _inline_once(new.encode(), helpers) if helpers else None
             if inlined is not None:
                 new = inlined.decode()
@@ -549,16 +440,3 @@ def expand_kernel(source: str, kernel_text: str, kernel_start: int) -> tuple[str
 
 
 CONSTANTS_NOTE = "constants"  # the unit note: the file's object-like macros whose body is an integer literal
-
-
-def integer_constants(source: str, kernel_start: int, kernel_end: int) -> dict[str, int]:
-    """The object-like macros in scope at the kernel whose body is one integer literal (``#define K 7`` -> ``{"K": 7}``),
-    which the expansion leaves as they are written: what a pass needs to know a loop's trip count."""
-    data = source.encode()
-    out = {}
-    for name, m in file_macros(sx.parse(data).root_node, data, kernel_start, kernel_end).items():
-        body = m.body.strip().rstrip("uUlL")
-        if m.params is None and m.problem is None and body.isdigit():
-            out[name] = int(body)
-    return out
-

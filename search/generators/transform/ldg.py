@@ -12,11 +12,15 @@ A pointer is read-only when every use of it in the kernel is a read of ``p[i]`` 
 size class (:func:`streamed`: a weight vector beside a matrix is re-read by every row, and keeps the plain path); an output is streamed when its role is ``out``,
 it is never read, and every write is a plain ``q[i] = v;`` statement. Exact: the same values are
 loaded and stored, only the cache policy differs (the verifier's buffers never overlap).
+
+Where a hint changes nothing, ``why_not`` says why for the job's report, each buffer's reason in turn (``x is read
+through a local pointer (line 4: const float* row = x + r * N;)``, ``w is smaller than the kernel's largest buffers and
+outputs ...``); the hints are no restructuring passes (``restructures = False``): the plan's order stays theirs.
 """
 from __future__ import annotations
 
 from . import syntax as sx
-from .base import PointerParam, Unit
+from .base import PointerParam, Unit, other_use, use_site
 from .syntax import Node
 
 # __ldg/__ldcs/__stcs have overloads for these element types (sm_90, CUDA 12/13 headers).
@@ -83,31 +87,70 @@ class _HintPass:
     name = ""
     group = "hint"
     exact = True
+    restructures = False  # it says why_not for the report; the plan's order is the hints' own
     load = ""  # function called on the pointer
     streams_stores = False
     read_once = False  # a hint for data read once: only the buffers of the largest size class (:func:`streamed`)
 
+    def _load_refusal(self, unit: Unit, p: PointerParam) -> str | None:
+        """Why the reads of input ``p`` (spec role ``in``) take no hint, None when they do."""
+        if p.writes:
+            return f"{p.name} is written ({use_site(p.writes[0])})"
+        if p.other:
+            return f"{p.name} is {other_use(p.other[0])}"
+        if not p.reads:
+            return f"{p.name} is already read through {sx.call_name(p.loads[0])}" if p.loads else f"{p.name} is never used"
+        if not self._supported(p.base):
+            return f"{p.name}'s element type {p.base} has no {self.name} load"
+        if self.read_once and not streamed(unit, p.name):
+            return (f"{p.name} is smaller than the kernel's largest buffers and outputs: read again by many threads, it "
+                    "keeps the cached path")
+        return None
+
     def _loads(self, unit: Unit) -> list[PointerParam]:
-        return [p for p in unit.pointers.values()
-                if p.read_only and p.reads and unit.arg_role(p.name) == "in" and self._supported(p.base)
-                and (not self.read_once or streamed(unit, p.name))]
+        return [p for p in unit.pointers.values() if unit.arg_role(p.name) == "in" and self._load_refusal(unit, p) is None]
+
+    def _store_refusal(self, p: PointerParam) -> str | None:
+        """Why the stores to output ``p`` (spec role ``out``) are not streamed, None when they are."""
+        if p.reads or p.loads:
+            return f"{p.name} is read too ({use_site((p.reads + p.loads)[0])})"
+        if p.other:
+            return f"{p.name} is {other_use(p.other[0])}"
+        if not p.writes:
+            return f"{p.name} is never written"
+        if p.base not in HINT_TYPES:
+            return f"{p.name}'s element type {p.base} has no __stcs store"
+        odd = next((w for w in p.writes if not _plain_store(w)), None)
+        if odd is not None and odd.type == "call_expression":
+            return f"{p.name} is already stored through {sx.call_name(odd)}"
+        return f"{use_site(odd)} is not a plain {p.name}[i] = v; statement" if odd is not None else None
 
     def _stores(self, unit: Unit) -> list[PointerParam]:
         if not self.streams_stores:
             return []
-        out = []
-        for p in unit.pointers.values():
-            if unit.arg_role(p.name) != "out" or p.reads or p.loads or p.other or not p.writes or p.base not in HINT_TYPES:
-                continue
-            if all(_plain_store(w) for w in p.writes):
-                out.append(p)
-        return out
+        return [p for p in unit.pointers.values() if unit.arg_role(p.name) == "out" and self._store_refusal(p) is None]
 
     def _supported(self, base: str) -> bool:
         return base in HINT_TYPES
 
     def _load_fn(self, p: PointerParam) -> str:
         return self.load
+
+    def why_not(self, unit: Unit) -> str | None:
+        """Why the pass changes nothing in ``unit`` (None when it applies): each input's reason (written, read through
+        a local pointer, of the smaller size class, ...), and with ``stream`` each output's."""
+        if unit.body is None:
+            return "no kernel body to read (the text does not parse as a kernel, or a macro could not be expanded)"
+        if self.applies(unit):
+            return None
+        used = [p for p in unit.pointers.values() if p.reads or p.loads or p.writes or p.other]
+        reasons = [self._load_refusal(unit, p) for p in used if unit.arg_role(p.name) == "in"]
+        if self.streams_stores:
+            reasons += [self._store_refusal(p) for p in used if unit.arg_role(p.name) == "out"]
+        if not reasons:
+            kinds = "no input (role in) or output (role out) buffer" if self.streams_stores else "no input buffer (role in)"
+            return f"{kinds} among the pointer parameters the kernel uses"
+        return "; ".join(r for r in reasons if r)
 
     def applies(self, unit: Unit) -> bool:
         return unit.body is not None and bool(self._loads(unit) or self._stores(unit))

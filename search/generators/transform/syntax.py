@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import re
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import lru_cache
 
 import tree_sitter as ts
 import tree_sitter_cuda
 
 # the node helpers the harness reads C expressions with too (the scaffold's index extents): one definition
-from ptxfactory.harness.cexpr import clause_value, conjuncts, literal_value, operator, text, uncast, unparen  # noqa: F401
+from ptxfactory.harness.cexpr import (  # noqa: F401
+    clause_value, conjuncts, literal_value, operator, text, uncast, unparen, walk,
+)
 
 Node = ts.Node
 
@@ -75,15 +77,6 @@ def parser() -> ts.Parser:
 def parse(data: bytes) -> ts.Tree:
     """The syntax tree of ``data`` (UTF-8 CUDA source)."""
     return parser().parse(data)
-
-
-def walk(node: Node) -> Iterator[Node]:
-    """``node`` and all its descendants, pre-order (document order)."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(n.children))
 
 
 def kernel_function(root: Node) -> Node | None:

@@ -33,6 +33,9 @@ builtins) that does not write ``i`` or ``n``; each buffer is only read, or writt
 top-level ``y[i] = v;`` statement (reads of it before that store allowed; ``y[i] op= v;`` is read as ``y[i] = y[i] op
 (v);``, what it means: :func:`plain_stores`); no other pointer use;
 a 32-bit index does not overflow at the spec's sizes; a buffer moved 8 bytes at a time takes no ``ldg_na`` hint.
+Where one fails, ``why_not`` says which, for the job's report (``x[i + 1] is not x[i] at the thread's index (vectorize_x
+may take it)``, ``the grid 'cdiv(M * N, 256)' is not cdiv(N, 256) ...``, ``a branch in the element's code``); the pass is
+no restructuring one for the plan's order (``restructures = False``).
 """
 from __future__ import annotations
 
@@ -42,7 +45,7 @@ from ptxfactory.protocol import LaunchConfig
 from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
-from .base import PointerParam, Unit
+from .base import PointerParam, Unit, other_use, use_site
 from .grid_stride import _paren, element_guard
 from .opening import element_hazard
 from .syntax import Node
@@ -84,35 +87,52 @@ class VectorizePass:
     name = "vectorize"
     group = "grid"  # changes the grid's meaning, as grid_stride does: never chained with it
     exact = True
+    restructures = False  # it says why_not for the report; the plan's order stays as for the hints
 
-    def _match(self, unit: Unit) -> dict | None:
-        g = element_guard(unit)
+    def _match(self, unit: Unit) -> tuple[dict | None, str | None]:
+        """``(match, None)`` when the pass applies to ``unit`` (its compound stores already plain: :func:`plain_stores`),
+        else ``(None, reason)``."""
+        if unit.body is None:
+            return None, "no kernel body to read (the text does not parse as a kernel, or a macro could not be expanded)"
+        if unit.spec.launch.policy != "free":
+            return None, f'the launch policy is "{unit.spec.launch.policy}", not "free": the grid may not change'
+        if len(unit.launch.grid) != 1 or not unit.block_is_1d():
+            return None, f"the launch {list(unit.launch.grid)} x {list(unit.launch.block)} is not 1-D"
+        why: list[str] = []
+        g = element_guard(unit, why=why)
         if g is None:
-            return None
+            return None, ("no one-thread-per-element opening (T i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) "
+                          f"return; ...){f' ({why[0]})' if why else ''}")
         block = unit.block_threads()
         symbol = _cdiv_symbol(unit.launch.grid[0], block, unit.spec.symbols)
-        if symbol is None or not self._bound_is(unit, g.bound, symbol):
-            return None
+        if symbol is None:
+            return None, f"the grid {unit.launch.grid[0]!r} is not cdiv(N, {block or 'B'}) over a size symbol N and the block's threads"
+        if not self._bound_is(unit, g.bound, symbol):
+            return None, f"the guard's bound {sx.text(g.bound)!r} is not a scalar parameter whose value is {symbol}"
         name, type_node, init, bound, rest = g.name, g.type_node, g.init, g.bound, g.rest
         for stmt in rest:
-            if element_hazard(stmt, name, sx.identifiers(bound)) is not None or sx.contains_type(stmt, FORBIDDEN):
-                return None
+            reason = element_hazard(stmt, name, sx.identifiers(bound)) or _branch(stmt)
+            if reason is not None:
+                return None, f"line {stmt.start_point[0] + 1}: {reason}"
         ctype = sx.type_text(type_node)
         if ctype not in sx.INT_TYPES or ctype.startswith(("short", "unsigned short", "char", "signed char", "unsigned char", "int8", "uint8")):
-            return None
-        bufs = self._buffers(unit, name, rest)
+            return None, f"the index's type {ctype!r} is not an integer type of 32 bits or more"
+        bufs, reason = self._buffers(unit, name, rest)
         if bufs is None:
-            return None
+            return None, reason
         sizes = {ELEMENTS[p.base][0] for p, _ in bufs.values()}
         vec = VEC_BYTES // max(sizes)
         for p, acc in bufs.values():  # a narrower buffer moves vec * size bytes: 8 (uint2) at least, no no-allocate hint
             width = vec * ELEMENTS[p.base][0]
-            if width not in WIDTHS or (width != VEC_BYTES and any(a[0] == "read" and (a[2] or "").startswith("ptxf_ldna_") for a in acc)):
-                return None
-        if not self._sizes_ok(unit, symbol, ctype, block, vec, [p.name for p, _ in bufs.values()]):
-            return None
+            if width not in WIDTHS:
+                return None, f"{p.name} would move {width} bytes a thread beside {VEC_BYTES}-byte buffers (8 at least)"
+            if width != VEC_BYTES and any(a[0] == "read" and (a[2] or "").startswith("ptxf_ldna_") for a in acc):
+                return None, f"{p.name} moves {width} bytes a thread and is read through ldg_na, which has no such load"
+        reason = self._sizes_refusal(unit, symbol, ctype, block, vec, [p.name for p, _ in bufs.values()])
+        if reason is not None:
+            return None, reason
         return {"name": name, "type": ctype, "init": init, "bound": bound, "rest": rest, "bufs": bufs, "vec": vec,
-                "symbol": symbol, "block": block, "start": g.start, "end": g.end}
+                "symbol": symbol, "block": block, "start": g.start, "end": g.end}, None
 
     def _bound_is(self, unit: Unit, bound: Node, symbol: str) -> bool:
         """``bound`` is a scalar parameter (a cast allowed) whose spec value is ``symbol``."""
@@ -122,70 +142,95 @@ class VectorizePass:
         arg = next((a for a in unit.spec.args if a.name == sx.text(b) and a.role == "scalar"), None)
         return arg is not None and str(arg.value).strip() == symbol
 
-    def _buffers(self, unit: Unit, index: str, rest: list[Node]) -> dict[str, tuple[PointerParam, list]] | None:
-        """Buffers used in ``rest`` -> (param, accesses): ``("read", node, hint)`` / ``("write", stmt, lhs, value, hint)``; None if any use is not of the pattern."""
+    def _buffers(self, unit: Unit, index: str, rest: list[Node]) -> tuple[dict[str, tuple[PointerParam, list]] | None, str | None]:
+        """Buffers used in ``rest`` -> (param, accesses): ``("read", node, hint)`` / ``("write", stmt, lhs, value, hint)``,
+        and None; or None and why a use is not of the pattern."""
         lo, hi = rest[0].start_byte, rest[-1].end_byte
         top = {s.start_byte: s for s in rest}
         out: dict[str, tuple[PointerParam, list]] = {}
+        at = "at the thread's index (vectorize_x may take it)"
         for p in unit.pointers.values():
             uses = p.reads + p.loads + p.writes + p.other
             if not uses:
                 continue
-            if p.other or p.base not in ELEMENTS or any(not (lo <= u.start_byte < hi) for u in uses):
-                return None
+            if p.other:
+                return None, f"{p.name} is {other_use(p.other[0])}"
+            if p.base not in ELEMENTS:
+                return None, f"{p.name}'s element type {p.base} is not float, __half or __nv_bfloat16"
+            outside = next((u for u in uses if not lo <= u.start_byte < hi), None)
+            if outside is not None:
+                return None, f"{p.name} is used outside the element's code ({use_site(outside)})"
             accesses = []
             for r in p.reads:
                 if not _subscript_at(r, p.name, index):
-                    return None
+                    return None, f"{_shown(r)} is not {p.name}[{index}] {at}"
                 accesses.append(("read", r, None))
             for call in p.loads:
                 fn = sx.call_name(call)
                 args = sx.call_args(call)
-                if not (fn in LOADS or fn.startswith("ptxf_ldna_")) or len(args) != 1 or not _offset_at(args[0], p.name, index):
-                    return None
+                if not (fn in LOADS or fn.startswith("ptxf_ldna_")) or len(args) != 1:
+                    return None, f"{use_site(call)}: a load the pass does not widen"
+                if not _offset_at(args[0], p.name, index):
+                    return None, f"{_shown(call)} does not read {p.name} + {index} {at}"
                 accesses.append(("read", call, fn))
             writes = []
             for w in p.writes:
                 stmt = w.parent.parent if w.type == "subscript_expression" else w.parent
                 if stmt is None or stmt.type != "expression_statement" or top.get(stmt.start_byte) != stmt:
-                    return None
+                    return None, f"{use_site(w)}: a store that is not a statement of the element's code of its own"
                 if w.type == "subscript_expression":
                     assign = w.parent
-                    if assign.type != "assignment_expression" or sx.operator(assign) != "=" or not _subscript_at(w, p.name, index):
-                        return None
+                    if assign.type != "assignment_expression" or sx.operator(assign) != "=":
+                        return None, f"{use_site(stmt)}: not a plain store {p.name}[{index}] = v;"
+                    if not _subscript_at(w, p.name, index):
+                        return None, f"{_shown(w)} is not {p.name}[{index}] {at}"
                     writes.append(("write", stmt, assign, assign.child_by_field_name("right"), None))
                 else:
                     args = sx.call_args(w)
-                    if sx.call_name(w) not in STORES or len(args) != 2 or not _offset_at(args[0], p.name, index):
-                        return None
+                    if sx.call_name(w) not in STORES or len(args) != 2:
+                        return None, f"{use_site(w)}: a store the pass does not widen"
+                    if not _offset_at(args[0], p.name, index):
+                        return None, f"{_shown(w)} does not store to {p.name} + {index} {at}"
                     writes.append(("write", stmt, w, args[1], sx.call_name(w)))
-            if len(writes) > 1 or (writes and any(a[1].start_byte >= writes[0][1].end_byte for a in accesses)):
-                return None  # one store per element, and no read of the stored value after it
+            if len(writes) > 1:
+                return None, f"{p.name} is stored twice in the element's code ({use_site(writes[1][1])})"
+            late = next((a for a in accesses if writes and a[1].start_byte >= writes[0][1].end_byte), None)
+            if late is not None:
+                return None, f"{p.name} is read after its store ({use_site(late[1])})"
             out[p.name] = (p, accesses + writes)
-        return out or None
+        return (out, None) if out else (None, "the element's code touches no buffer")
 
-    def _sizes_ok(self, unit: Unit, symbol: str, ctype: str, block: int, vec: int, buffers: list[str]) -> bool:
-        """Every buffer holds N elements and (32-bit index) ``N + B * VEC`` stays far from 2^31 at every spec size."""
+    def _sizes_refusal(self, unit: Unit, symbol: str, ctype: str, block: int, vec: int, buffers: list[str]) -> str | None:
+        """Why a buffer may hold fewer than N elements, or (32-bit index) ``N + B * VEC`` come near 2^31, at a spec size;
+        None when neither can."""
         spec = unit.spec
         args = {a.name: a for a in spec.args}
+        missing = next((b for b in buffers if b not in args or not args[b].is_buffer), None)
+        if missing is not None:
+            return f"{missing} is not a buffer of the spec"
         limit = 2**31 - 1 - 2 * block * vec if ctype not in sx.WIDE_INT_TYPES else None
         for size in spec.check.sizes + spec.bench.sizes:
             try:
                 n = int(evaluate(symbol, size))
-                if any(args[b].numel(size) < n for b in buffers if b in args):
-                    return False
+                short = next((b for b in buffers if args[b].numel(size) < n), None)
             except (ExprError, KeyError):
-                return False
+                return f"{symbol} or a buffer's shape cannot be evaluated at the size {dict(size)}"
+            if short is not None:
+                return f"{short} holds fewer than {symbol} elements at the size {dict(size)}"
             if limit is not None and n > limit:
-                return False
-        return all(b in args and args[b].is_buffer for b in buffers)
+                return f"a 32-bit index ({ctype}) could overflow at the size {dict(size)}"
+        return None
+
+    def why_not(self, unit: Unit) -> str | None:
+        """Why the pass refuses ``unit`` (None when it applies)."""
+        return self._match(plain_stores(unit))[1]
 
     def applies(self, unit: Unit) -> bool:
-        return self._match(plain_stores(unit)) is not None
+        return self.why_not(unit) is None
 
     def apply(self, unit: Unit) -> Unit:
         unit = plain_stores(unit)
-        m = self._match(unit)
+        m = self._match(unit)[0]
         data, t, vec, name = unit.data, m["type"], m["vec"], m["name"]
         indent = sx.line_indent(data, m["start"])[0].decode()
         i1, i2 = indent + "    ", indent + "        "
@@ -283,6 +328,23 @@ def _cdiv_symbol(grid, block: int | None, symbols: list[str]) -> str | None:
     if isinstance(n, ast.Name) and n.id in symbols and isinstance(b, ast.Constant) and b.value == block:
         return n.id
     return None
+
+
+def _shown(node: Node) -> str:
+    """``node``'s text on one line."""
+    return " ".join(sx.text(node).split())
+
+
+def _branch(stmt: Node) -> str | None:
+    """Why ``stmt`` is not straight-line code (a branch, a loop, a jump in it), None when it is."""
+    n = next((n for n in sx.walk(stmt) if n.type in FORBIDDEN), None)
+    if n is None:
+        return None
+    kind = ("a branch" if n.type in ("if_statement", "switch_statement") else "a loop" if n.type in sx.LOOPS
+            else f"a {n.type.removesuffix('_statement')}")
+    shown = _shown(n)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    return f"{kind} in the element's code ({shown!r}): each of the thread's elements must run the same statements"
 
 
 def _subscript_at(node: Node, pointer: str, index: str) -> bool:
