@@ -164,7 +164,7 @@ def test_after_unflatten_the_stencils_planes_are_marched():
     (lambda t: t.replace("float acc = 0.0f;", "float acc = 0.0f; y += 0;"), "the outer index 'y' is written"),
     # found by a red team (2026-12-05): a row pointer bumped once per row would move K times; a lambda's return
     (lambda t: t.replace("float acc = 0.0f;", "in += (size_t)y * W; float acc = 0.0f;").replace("in[y * W + xx]", "in[xx]"),
-     "the rest writes in, declared before the outer index"),
+     "the code after the outer index writes in, declared before it"),
     (lambda t: t.replace("float acc = 0.0f;", "auto sq = [](float v) { return v * v; }; float acc = 0.0f;"), "a lambda"),
 ])
 def test_refusals_say_why(change, reason):

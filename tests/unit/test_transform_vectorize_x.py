@@ -216,7 +216,7 @@ def test_red_team_findings_are_refused_or_exact(tmp_path):
     only W of its LD columns (the padding was written), and ``+=`` on a 16-bit buffer (ambiguous once written out)."""
     s = scale_spec()
     bumped = SCALE.replace("float v = a[row * N + col];", "s += row; float v = a[row * N + col];").replace("s[row]", "s[0]")
-    assert "writes s, declared before the x index" in VectorizeXPass().why_not(unit(bumped, s))
+    assert "the code after the x index writes s, declared before it" in VectorizeXPass().why_not(unit(bumped, s))
     shadow = SCALE.replace("float v = a[row * N + col];", "int off = row * N; float v = a[off + col];").replace(
         "int col =", "int off = 0; int col =")
     assert "declared more than once" in VectorizeXPass().why_not(unit(shadow, s))

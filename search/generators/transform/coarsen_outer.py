@@ -83,21 +83,10 @@ class OuterCoarsenPass:
             return None, (f"no top-level declaration of the outer index (T v = blockIdx.{axis}; or blockIdx.{axis} * "
                           f"blockDim.{axis} + threadIdx.{axis};)")
         name, type_node, thread = _outer_decl(stmts[at], axis)
-        for n in sx.walk(unit.body):
-            if n.type == "field_expression" and not (stmts[at].start_byte <= n.start_byte < stmts[at].end_byte) and any(
-                    sx.is_builtin(n, v, axis) for v in ("blockIdx", "threadIdx", "blockDim", "gridDim")):
-                return None, f"line {n.start_point[0] + 1}: {sx.text(n)} is read past the outer index's declaration"
-        if name in sx.written_names(unit.body):
-            return None, f"the outer index {name!r} is written"
+        why = repeated_index_refusal(unit, stmts, at, axis, "outer index", "index")
+        if why:
+            return None, why
         rest = stmts[at + 1:]
-        if not rest:
-            return None, "nothing after the outer index"
-        outside = _declared_outside(unit, stmts[:at])
-        for stmt in rest:
-            written = sx.written_names(stmt) & outside
-            if written:
-                return None, (f"line {stmt.start_point[0] + 1}: the rest writes {', '.join(sorted(written))}, declared before "
-                              "the outer index: it would be updated once per index a thread takes")
         short = _short_loop(unit.notes.get("constants"))
         for stmt in rest:
             why = _hazard(stmt, short)
@@ -223,6 +212,32 @@ def _hazard(stmt: Node, short_loop) -> str | None:
             return f"{kind} ({sx.call_name(n)}): the threads of a block would reach it a different number of times"
         if n.type in ("type_qualifier", "storage_class_specifier") and sx.text(n) in ("__shared__", "static"):
             return f"{sx.text(n)} data"
+    return None
+
+
+def repeated_index_refusal(unit: Unit, stmts: list[Node], at: int, axis: str, what: str, one: str) -> str | None:
+    """Why the statements after ``stmts[at]``, the declaration of a thread's index along ``axis`` (``what``: "outer
+    index", "x index"), may not run for several values of that index in one thread (each value ``one``: "index",
+    "element"), None when they may: the axis's builtins read again, the index written, nothing after it, or a
+    parameter or a name declared before the index written after it (a row pointer bumped: it would move once per
+    value)."""
+    decl = stmts[at]
+    for n in sx.walk(unit.body):
+        if n.type == "field_expression" and not (decl.start_byte <= n.start_byte < decl.end_byte) and any(
+                sx.is_builtin(n, v, axis) for v in ("blockIdx", "threadIdx", "blockDim", "gridDim")):
+            return f"line {n.start_point[0] + 1}: {sx.text(n)} is read past the {what}'s declaration"
+    name = _outer_decl(decl, axis)[0]
+    if name in sx.written_names(unit.body):
+        return f"the {what} {name!r} is written"
+    rest = stmts[at + 1:]
+    if not rest:
+        return f"nothing after the {what}"
+    outside = _declared_outside(unit, stmts[:at])
+    for stmt in rest:
+        written = sx.written_names(stmt) & outside
+        if written:
+            return (f"line {stmt.start_point[0] + 1}: the code after the {what} writes {', '.join(sorted(written))}, "
+                    f"declared before it: it would be updated once per {one} a thread takes")
     return None
 
 

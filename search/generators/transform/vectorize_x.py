@@ -50,7 +50,7 @@ from ptxfactory.protocol.expr import ExprError, to_c
 from . import affine
 from . import syntax as sx
 from .base import Unit
-from .coarsen_outer import _declared_outside, _outer_decl, _size_names
+from .coarsen_outer import _outer_decl, _size_names, repeated_index_refusal
 from .opening import BUILTINS
 from .syntax import Node
 from .vectorize import ELEMENTS, LOADS, NA_V4, STORES, VEC_BYTES, WIDTHS, VectorizePass, _unpack, na_v4_helper, plain_stores
@@ -83,21 +83,10 @@ class VectorizeXPass:
         ctype = sx.type_text(type_node)
         if ctype not in sx.INT_TYPES or ctype in ("short", "unsigned short", "char", "signed char", "unsigned char", "int8_t", "uint8_t"):
             return None, f"the x index's type {ctype!r} is not an integer type of 32 bits or more"
-        for n in sx.walk(unit.body):
-            if n.type == "field_expression" and not (stmts[at].start_byte <= n.start_byte < stmts[at].end_byte) and any(
-                    sx.is_builtin(n, v, "x") for v in ("blockIdx", "threadIdx", "blockDim", "gridDim")):
-                return None, f"line {n.start_point[0] + 1}: {sx.text(n)} is read past the x index's declaration"
-        if j in sx.written_names(unit.body):
-            return None, f"the x index {j!r} is written"
+        why = repeated_index_refusal(unit, stmts, at, "x", "x index", "element")
+        if why:
+            return None, why
         rest = stmts[at + 1:]
-        if not rest:
-            return None, "nothing after the x index"
-        outside = _declared_outside(unit, stmts[:at])
-        for stmt in rest:
-            written = sx.written_names(stmt) & outside
-            if written:
-                return None, (f"line {stmt.start_point[0] + 1}: the elements' code writes {', '.join(sorted(written))}, "
-                              "declared before the x index: it would be updated once per element a thread takes")
         twice = sorted(n for n, c in sx.declaration_counts(unit.fn).items() if c > 1)
         if twice:
             return None, f"{', '.join(twice)} declared more than once (the pass reads locals by name)"
