@@ -74,7 +74,8 @@ def conjuncts(cond: Node | None, op: str = "&&") -> list[Node]:
 
 
 def literal_value(node: Node) -> float | int | None:
-    """The value of a decimal number literal (suffixes ``u l f`` dropped), or None."""
+    """The value of a decimal number literal (suffixes ``u l f`` dropped; a leading minus kept: an int for ``-1``), or
+    None."""
     t = text(node).lower()
     if t.startswith("0x"):
         try:
@@ -85,7 +86,7 @@ def literal_value(node: Node) -> float | int | None:
     if "." in t or "e" in t:
         t = t.rstrip("f")
     try:
-        return int(t) if t.isdigit() else float(t)
+        return int(t) if t.lstrip("-").isdigit() else float(t)  # (tree-sitter reads -1 as one literal)
     except ValueError:
         return None
 

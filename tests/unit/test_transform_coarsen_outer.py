@@ -182,3 +182,40 @@ def test_a_grid_extent_with_no_c_form_is_refused():
     s = spec(args, '["cdiv(W, 16)", "cdiv(Hs, 16)"]', "[16, 16]", "[{ Hs = 38, W = 45 }]", "{ Hs = 4097, W = 4096 }")
     why = OuterCoarsenPass(4).why_not(unit(BLUR, s))
     assert why is not None and "has no C form" in why, why
+
+
+BOX = """
+extern "C" __global__ void k(const float* in, float* out, int H, int W)
+{
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= W || y >= H) return;
+    float acc = 0.0f;
+    for (int dy = -1; dy <= 1; dy++) {
+        int yy = min(max(y + dy, 0), H - 1);
+        for (int dx = -1; dx <= 1; dx++) {
+            int xx = min(max(x + dx, 0), W - 1);
+            acc += in[yy * W + xx];
+        }
+    }
+    out[y * W + x] = acc * (1.0f / 9.0f);
+}
+"""
+BOX_ARGS = """
+  { name = "in", role = "in", dtype = "f32", shape = ["H", "W"] },
+  { name = "out", role = "out", dtype = "f32", shape = ["H", "W"] },
+  { name = "H", role = "scalar", dtype = "i32", value = "H" },
+  { name = "W", role = "scalar", dtype = "i32", value = "W" },
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_a_window_counted_from_minus_one_is_a_short_loop(tmp_path):
+    """A 3 x 3 box blur's ``for (int dy = -1; dy <= 1; dy++)``: three iterations (a negative literal start was read as
+    no literal, and the loop refused the pass: a new user's kernel, 2026-12-05); the rows taken 4 and 8 a thread give
+    the original's bits."""
+    s = spec(BOX_ARGS, '["cdiv(W, 16)", "cdiv(H, 16)"]', "[16, 16]", "[{ H = 37, W = 45 }]", "{ H = 4096, W = 4096 }")
+    u = unit(BOX, s)
+    assert OuterCoarsenPass(4).why_not(u) is None
+    r = host_agree(BOX, s, {"H": 37, "W": 45}, [OuterCoarsenPass(4), OuterCoarsenPass(8)], tmp_path)
+    assert r.split() == ["1", "out", "same", "2", "out", "same"], r

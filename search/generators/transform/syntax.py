@@ -343,8 +343,8 @@ def declaration_counts(fn: Node) -> dict[str, int]:
 
 def literal_trips(loop: Node, constants: dict[str, int] | None = None) -> int | None:
     """The trip count of ``for (T j = a; j < b; j++)`` (``<=``, ``++j``, ``j += 1`` too) when ``a`` and ``b`` are integer
-    literals (a cast of one from 0 to 127 too: ``specialise``'s ``((int)32)``) or names of ``constants`` (the file's
-    ``#define K 7``), else None."""
+    literals, negative ones included (a 3 x 3 window's ``dy = -1; dy <= 1``; a cast of one from 0 to 127 too:
+    ``specialise``'s ``((int)32)``) or names of ``constants`` (the file's ``#define K 7``), else None."""
     init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
     cond = unparen(cond)
     if init is None or cond is None or upd is None or cond.type != "binary_expression" or operator(cond) not in ("<", "<="):
@@ -362,6 +362,9 @@ def literal_trips(loop: Node, constants: dict[str, int] | None = None) -> int | 
             return None
         if node.type == "identifier":
             return (constants or {}).get(text(node))
+        if node.type == "unary_expression" and operator(node) in ("-", "+"):  # a window's -1 .. 1 (dy = -1)
+            v = value(node.child_by_field_name("argument"))
+            return None if v is None else (-v if operator(node) == "-" else v)
         if node.type == "cast_expression":  # (any integer type holds 0..127 as it is)
             v = literal_value(inner) if (inner := uncast(node)).type == "number_literal" else None
             return v if isinstance(v, int) and 0 <= v <= 127 else None
