@@ -303,7 +303,8 @@ def search_lines(summary: JobSummary) -> list[str]:
     if summary.agent_spend is not None:  # what the language-model agents cost (search/agents/)
         out.append(f"- {summary.agent_spend.describe()}")
     if summary.duplicates:  # not in the table: they were never evaluated
-        out.append(f"- {summary.duplicates} candidates dropped after compiling: the same machine code and launch as one evaluated")
+        out.append(f"- {summary.duplicates} candidate{'s' if summary.duplicates != 1 else ''} dropped after compiling: "
+                   "the same machine code and launch as one evaluated")
     return out
 
 

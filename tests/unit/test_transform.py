@@ -279,7 +279,7 @@ def test_hints_that_change_nothing_say_why_and_keep_the_plan_s_order():
     from ptxfactory.search.generators.transform import _restructures, refusals
 
     row = unit_from_context(example_ctx("l2norm_rows"))
-    assert LdgPass().why_not(row) == "x is read through a local pointer (line 6: const float* xr = x + (size_t)row * N;)"
+    assert LdgPass().why_not(row) == "x is accessed through a local pointer (line 6: const float* xr = x + (size_t)row * N;)"
     assert LdgNoAllocatePass().why_not(row) == LdgPass().why_not(row) and StreamPass().why_not(row) is None  # y's stores
     refused = dict(refusals(row))
     assert refused["ldg, ldg_na"] == LdgPass().why_not(row) and "line 9: a loop in the element's code" in refused["vectorize"]

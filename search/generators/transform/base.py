@@ -259,7 +259,7 @@ def other_use(ident: Node) -> str:
         up = up.parent
     where = use_site(ident)
     if up is not None and up.type in ("init_declarator", "assignment_expression"):
-        return f"read through a local pointer ({where})"
+        return f"accessed through a local pointer ({where})"
     if up is not None and up.type == "argument_list":
         return f"passed to {sx.call_name(up.parent) or 'a function'} ({where})"
     return f"used otherwise than read or written at an index ({where})"

@@ -13,7 +13,7 @@ size class (:func:`streamed`: a weight vector beside a matrix is re-read by ever
 it is never read, and every write is a plain ``q[i] = v;`` statement. Exact: the same values are
 loaded and stored, only the cache policy differs (the verifier's buffers never overlap).
 
-Where a hint changes nothing, ``why_not`` says why for the job's report, each buffer's reason in turn (``x is read
+Where a hint changes nothing, ``why_not`` says why for the job's report, each buffer's reason in turn (``x is accessed
 through a local pointer (line 4: const float* row = x + r * N;)``, ``w is smaller than the kernel's largest buffers and
 outputs ...``); the hints are no restructuring passes (``restructures = False``): the plan's order stays theirs.
 """
