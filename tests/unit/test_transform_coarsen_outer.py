@@ -109,12 +109,16 @@ def test_registry_holds_both_factors():
 @pytest.mark.parametrize("k", FACTORS)
 def test_a_2d_blur_takes_k_consecutive_rows_a_thread(k):
     """The row index's declaration becomes a loop over K consecutive rows; the guard's return ends one row
-    (``continue``); the column index stays outside the loop; the grid's y is ``cdiv(G, K)``; NVRTC compiles it."""
+    (``continue``) where it is still tested; the column index stays outside the loop; the grid's y is ``cdiv(G, K)``;
+    NVRTC compiles it."""
     s = blur_spec()
     out = OuterCoarsenPass(k).apply(unit(BLUR, s))
     assert out.launch.grid == ["cdiv(W, 16)", f"cdiv(cdiv(H, 16), {k})"] and out.launch.block == s.launch.block
     text = out.text
-    assert "return" not in text and text.count("continue;") == 2
+    # the guard, an upper bound on the row plus a column test, is tested once for the thread's last row: its full
+    # path runs the K rows without it, the checked path keeps it as each row's continue
+    assert "return" not in text and text.count("continue;") == 1
+    assert f"!((x >= W || ((int)(ptxf_ob + {k - 1})) >= H))" in text
     assert text.index("int x = blockIdx.x") < text.index("for (int ptxf_o")
     assert f"((long long)blockIdx.y * blockDim.y + threadIdx.y) * {k}" in text
     compiles(out.text, s, "k")
@@ -219,3 +223,15 @@ def test_a_window_counted_from_minus_one_is_a_short_loop(tmp_path):
     assert OuterCoarsenPass(4).why_not(u) is None
     r = host_agree(BOX, s, {"H": 37, "W": 45}, [OuterCoarsenPass(4), OuterCoarsenPass(8)], tmp_path)
     assert r.split() == ["1", "out", "same", "2", "out", "same"], r
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_a_guard_on_a_local_stays_in_the_full_path(tmp_path):
+    """A guard reading a local computed from the row (``idx``) cannot be tested once for the last row: it stays in
+    both paths, and the rows still give the original's bits."""
+    src = BLUR.replace("    if (x >= W || y >= H) return;\n", "    int idx = y * W + x;\n    if (x >= W || idx >= H * W) return;\n")
+    s = blur_spec()
+    text = OuterCoarsenPass(4).apply(unit(src, s)).text
+    assert text.count("continue;") == 2 and "!((x >= W" not in text
+    r = host_agree(src, s, {"H": 37, "W": 45}, [OuterCoarsenPass(4)], tmp_path)
+    assert r.split() == ["1", "out", "same"], r

@@ -23,7 +23,11 @@ expression of one thread, which the compiler loads once where the buffers cannot
         }
     }
 
-The grid's outer extent becomes ``cdiv(G, K)``; the block stays. Every (row, col) the original computed is computed
+A top-level exit guard whose condition is upper bounds on the index plus parts read from the parameters and the names
+declared before the index (``if (x >= W || row >= H) return;``) is tested once, for the thread's last index, in the
+full path's condition, and dropped from its rows: they run without control flow between them, so what one row loads
+of a stencil's neighbours the compiler may reuse in the next. The grid's outer extent becomes ``cdiv(G, K)``; the
+block stays. Every (row, col) the original computed is computed
 once, by one thread, with the same code: exact. A ``return`` of the rest (the guard's, an early exit) ends only that
 row: ``continue``. What it buys: ``K`` rows' loads in flight per thread, the work of the indices above the outer one
 (the column's, declared before it) done once, and a stencil's taps shared between a thread's rows; what it costs:
@@ -47,6 +51,7 @@ from ...base import SIZE_DTYPES
 
 from . import syntax as sx
 from .base import Unit, int_literal
+from .opening import BUILTINS
 from .coarsen import MAX_BLOCK, _short_loop
 from .syntax import Node
 
@@ -111,7 +116,7 @@ class OuterCoarsenPass:
                 if (-(-blocks // self.k) * self.k + self.k) * threads > 2**31 - 1:
                     return None, f"a 32-bit outer index ({ctype}) could overflow at the size {dict(size)}"
         return {"axis": axis, "decl": stmts[at], "name": name, "type": ctype, "thread": thread, "rest": rest,
-                "bound": bound, "dims": len(grid)}, None
+                "bound": bound, "dims": len(grid), "guards": _monotone_guards(unit, stmts, at, name)}, None
 
     def why_not(self, unit: Unit) -> str | None:
         """Why the pass refuses ``unit`` (None when it applies)."""
@@ -128,11 +133,18 @@ class OuterCoarsenPass:
         rest = m["rest"]
         # each return that leaves the kernel ends this outer index only (none is inside a loop or switch: _hazard)
         edits = [(n.start_byte, n.end_byte, b"continue;") for s in rest for n in sx.walk(s) if n.type == "return_statement"]
-        body = sx.apply_edits(data[rest[0].start_byte:rest[-1].end_byte], [(s - rest[0].start_byte, e - rest[0].start_byte, r)
-                                                                           for s, e, r in edits]).decode()
+        body = _text(data, rest, edits)
+        # the full path: the guards that hold for every index a thread takes when they hold for its last one are
+        # tested once, and its rows run without them (what one row loads of a stencil's neighbours, the next may reuse)
+        last = f"({t})(ptxf_ob + {k - 1})"
+        guards = m["guards"]
+        full_cond = "".join(f" && !({_substituted(data, g.child_by_field_name('condition'), v, last)})" for g in guards)
+        dropped = [(g.start_byte, g.end_byte, b"") for g in guards]
+        full_body = _text(data, rest, dropped + [e for e in edits if not any(g[0] <= e[0] < g[1] for g in dropped)])
         ind = sx.line_indent(data, m["decl"].start_byte)[0].decode()
         inner = ind + " " * 12
         body = body.replace("\n", "\n" + " " * 12)
+        full_body = full_body.replace("\n", "\n" + " " * 12)
         first = (f"((long long)blockIdx.{a} * blockDim.{a} + threadIdx.{a}) * {k}" if m["thread"]
                  else f"(long long)blockIdx.{a} * {k}")
         covered = f"({m['bound']}) * blockDim.{a}" if m["thread"] else f"({m['bound']})"
@@ -141,11 +153,11 @@ class OuterCoarsenPass:
             f"{{   // coarsen_outer (transform): {k} consecutive {a} indices per thread",
             f"{ind}    const long long ptxf_ob = {first};",
             f"{ind}    const long long ptxf_on = {covered};  // the {a} indices the original launch covered",
-            f"{ind}    if (ptxf_ob + {k} <= ptxf_on) {{",
+            f"{ind}    if (ptxf_ob + {k} <= ptxf_on{full_cond}) {{",
             "#pragma unroll",
             f"{ind}        for (int ptxf_o = 0; ptxf_o < {k}; ++ptxf_o) {{",
             f"{inner}{index}",
-            f"{inner}{body}",
+            f"{inner}{full_body}",
             f"{ind}        }}",
             f"{ind}    }} else {{",
             f"{ind}        for (int ptxf_o = 0; ptxf_o < {k} && ptxf_ob + ptxf_o < ptxf_on; ++ptxf_o) {{",
@@ -241,6 +253,44 @@ def repeated_index_refusal(unit: Unit, stmts: list[Node], at: int, axis: str, wh
     return None
 
 
+def _monotone_guards(unit: Unit, stmts: list[Node], at: int, v: str) -> list[Node]:
+    """The top-level exit guards of the code after the index ``v`` (``if (cond) return;``) whose condition is upper
+    bounds on ``v`` plus parts read from the parameters and the names declared before the index only
+    (:func:`guard_refusal`), loads and calls but value functions excluded: evaluated for a thread's last index, each
+    says whether it leaves any of them."""
+    rest = stmts[at + 1:]
+    inside = set().union(*(sx.declared_names(s) for s in rest))
+    known = _declared_outside(unit, stmts[:at]) | {v} | BUILTINS
+    out = []
+    for s in rest:
+        if s.type != "if_statement" or s.child_by_field_name("alternative") is not None:
+            continue
+        cons = s.child_by_field_name("consequence")
+        body = sx.statements(cons) if cons.type == "compound_statement" else [cons]
+        if len(body) != 1 or body[0].type != "return_statement" or body[0].named_child_count:
+            continue
+        cond = sx.unparen(s.child_by_field_name("condition").child_by_field_name("value"))
+        calls = [n for n in sx.walk(cond) if n.type == "call_expression" and sx.call_name(n) not in sx.VALUE_FUNCS]
+        if (calls or sx.contains_type(cond, ("subscript_expression", "pointer_expression", "assignment_expression",
+                                             "update_expression"))
+                or sx.identifiers(cond) - known - set(sx.VALUE_FUNCS)
+                or guard_refusal(cond, v, inside, "exit", "outer index") is not None):
+            continue
+        out.append(s)
+    return out
+
+
+def _text(data: bytes, rest: list[Node], edits: list[tuple[int, int, bytes]]) -> str:
+    """The text of the statements ``rest`` with ``edits`` (byte offsets in ``data``) applied."""
+    lo = rest[0].start_byte
+    return sx.apply_edits(data[lo:rest[-1].end_byte], [(a - lo, b - lo, r) for a, b, r in edits]).decode()
+
+
+def _substituted(data: bytes, node: Node, name: str, by: str) -> str:
+    """``node``'s text with the identifier ``name`` replaced by ``by``."""
+    return sx.render(node, data, lambda n: f"({by})".encode() if n.type == "identifier" and sx.text(n) == name else None).decode()
+
+
 def _declared_outside(unit: Unit, before: list[Node]) -> set[str]:
     """The kernel's parameters and the names declared by the statements ``before`` the index: what a loop the pass
     wraps around the rest must not write."""
@@ -249,6 +299,31 @@ def _declared_outside(unit: Unit, before: list[Node]) -> set[str]:
     for s in before:
         out |= sx.declared_names(s)
     return out
+
+
+_UPPER_EXIT = {">=": "left", ">": "left", "<=": "right", "<": "right"}  # j >= B, j > B, B <= j, B < j: j on that side
+_UPPER_KEEP = {"<": "left", "<=": "left", ">": "right", ">=": "right"}  # j < B, j <= B, B > j, B >= j
+
+
+def guard_refusal(cond: Node, j: str, dependent: set[str], kind: str, what: str) -> str | None:
+    """Why a guard's condition (``kind`` "exit": ``if (cond) return;``, "keep": ``if (cond) {...}``) is not upper bounds
+    on the index ``j`` (``what``: its name in the reason) plus parts that read neither ``j`` nor the ``dependent``
+    locals (the same for a thread's consecutive values of ``j``): where it is, the guard holds for all of them when
+    it holds for the last, None."""
+    parts = sx.operands(cond, "||" if kind == "exit" else "&&")
+    table = _UPPER_EXIT if kind == "exit" else _UPPER_KEEP
+    for part in parts:
+        names = sx.identifiers(part)
+        if names & dependent:
+            return f"the guard's part {sx.text(part)!r} reads a local derived from the {what}"
+        if j not in names:
+            continue
+        p = sx.unparen(part)
+        side = table.get(sx.operator(p)) if p.type == "binary_expression" else None
+        if side is None or not sx.is_ident(sx.uncast(p.child_by_field_name(side)), j) or j in sx.identifiers(
+                p.child_by_field_name("right" if side == "left" else "left")):
+            return f"the guard's part {sx.text(part)!r} is not an upper bound on the {what}"
+    return None
 
 
 def _size_names(spec) -> dict[str, str]:

@@ -50,15 +50,13 @@ from ptxfactory.protocol.expr import ExprError, to_c
 from . import affine
 from . import syntax as sx
 from .base import Unit
-from .coarsen_outer import _outer_decl, _size_names, repeated_index_refusal
+from .coarsen_outer import _outer_decl, _size_names, guard_refusal, repeated_index_refusal
 from .opening import BUILTINS
 from .syntax import Node
 from .vectorize import ELEMENTS, LOADS, NA_V4, STORES, VEC_BYTES, WIDTHS, VectorizePass, _unpack, na_v4_helper, plain_stores
 
 _BRANCHES = ("if_statement", "switch_statement", "break_statement", "continue_statement", "return_statement",
              "goto_statement", "labeled_statement") + sx.LOOPS
-_UPPER_EXIT = {">=": "left", ">": "left", "<=": "right", "<": "right"}  # j >= B, j > B, B <= j, B < j: j on that side
-_UPPER_KEEP = {"<": "left", "<=": "left", ">": "right", ">=": "right"}  # j < B, j <= B, B > j, B >= j
 
 
 class VectorizeXPass:
@@ -126,7 +124,7 @@ class VectorizeXPass:
             if kind == "stmt":
                 continue
             cond = sx.unparen(s.child_by_field_name("condition").child_by_field_name("value"))
-            why = _guard_refusal(cond, j, dependent, kind) or _unknown_names(cond, unit, locals_, j)
+            why = guard_refusal(cond, j, dependent, kind, "x index") or _unknown_names(cond, unit, locals_, j)
             if why:
                 return None, f"line {s.start_point[0] + 1}: {why}"
             guards.append((kind, s, cond))
@@ -375,24 +373,6 @@ def _dependent(j: str, locals_: dict) -> set[str]:
         if sx.identifiers(value) & (dep | {j}):
             dep.add(name)
     return dep
-
-
-def _guard_refusal(cond: Node, j: str, dependent: set[str], kind: str) -> str | None:
-    """Why a guard's condition is not upper bounds on ``j`` plus parts uniform over the thread's elements."""
-    parts = sx.operands(cond, "||" if kind == "exit" else "&&")
-    table = _UPPER_EXIT if kind == "exit" else _UPPER_KEEP
-    for part in parts:
-        names = sx.identifiers(part)
-        if names & dependent:
-            return f"the guard's part {sx.text(part)!r} reads a local derived from the x index"
-        if j not in names:
-            continue
-        p = sx.unparen(part)
-        side = table.get(sx.operator(p)) if p.type == "binary_expression" else None
-        if side is None or not sx.is_ident(sx.uncast(p.child_by_field_name(side)), j) or j in sx.identifiers(
-                p.child_by_field_name("right" if side == "left" else "left")):
-            return f"the guard's part {sx.text(part)!r} is not an upper bound on the x index"
-    return None
 
 
 def _unknown_names(node: Node, unit: Unit, locals_: dict, j: str) -> str | None:
