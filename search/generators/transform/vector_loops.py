@@ -82,7 +82,7 @@ from .syntax import COLLECTIVES
 from .reductions import loop_accumulators
 from .rowpar import Refused as RowRefused, row_constants, pointer_offsets, pointer_roots, written_roots
 from .syntax import Node
-from .vectorize import NA_V4, na_v4_helper
+from .vectorize import vector_load
 
 VEC_BYTES = 16
 PREFIX = "ptxf_vl"
@@ -466,15 +466,7 @@ class VectorLoopsPass:
                 continue
             hint = next((x.hint for x in s.accesses if x.kind == "read" and x.hint), None)
             ctype = CHUNKS[s.elem_size * vec]
-            ptr = f"reinterpret_cast<const {ctype}*>({addr(s, V)})"
-            if hint is None:
-                load = f"*{ptr}"
-            elif hint.startswith("ptxf_ldna_"):
-                load = f"{NA_V4}({addr(s, V)})"
-                helpers.append(na_v4_helper())
-            else:
-                load = f"{hint}({ptr})"
-            lines.append(f"{i3}const {ctype} {cname} = {load};")
+            lines.append(f"{i3}const {ctype} {cname} = {vector_load(hint, ctype, addr(s, V), helpers)};")
         for s in p.streams:
             if s.written:
                 cname = chunk[id(s)]

@@ -81,6 +81,19 @@ def na_v4_helper() -> tuple[str, str]:
     return NA_V4, body
 
 
+def vector_load(hint: str | None, vt: str, addr: str, helpers: list) -> str:
+    """The C expression loading one ``vt`` (``uint4``, ``uint2``) from the element address ``addr`` with the scalar
+    loads' ``hint`` kept: a plain load, ``__ldg``/``__ldcs`` of the vector, or the 16-byte ``ld.global.nc.L1::
+    no_allocate`` helper (appended to ``helpers``) for ``ldg_na``'s."""
+    ptr = f"reinterpret_cast<const {vt}*>({addr})"
+    if hint is None:
+        return f"*{ptr}"
+    if hint.startswith("ptxf_ldna_"):
+        helpers.append(na_v4_helper())
+        return f"{NA_V4}({addr})"
+    return f"{LOADS.get(hint, hint)}({ptr})"
+
+
 class VectorizePass:
     """One thread per element -> one thread per 16 bytes: 16-byte loads and stores, scalar tail, grid / VEC."""
 
@@ -251,15 +264,7 @@ class VectorizePass:
                 reads[(a[1].start_byte, a[1].end_byte)] = b
             hint = rd[0][2]
             vt = WIDTHS[vec * ELEMENTS[p.base][0]]
-            ptr = f"reinterpret_cast<const {vt}*>({b} + {base})"
-            if hint is None:
-                load = f"*{ptr}"
-            elif hint.startswith("ptxf_ldna_"):
-                load = f"{NA_V4}({b} + {base})"
-                helpers.append(na_v4_helper())
-            else:
-                load = f"{LOADS[hint]}({ptr})"
-            lines.append(f"{i1}const {vt} ptxf_{b} = {load};")
+            lines.append(f"{i1}const {vt} ptxf_{b} = {vector_load(hint, vt, f'{b} + {base}', helpers)};")
         stores = {b: next(a for a in acc if a[0] == "write") for b, (p, acc) in bufs.items() if any(a[0] == "write" for a in acc)}
         if stores:
             lines.append(f"{i1}unsigned " + ", ".join(f"ptxf_{b}_{k}" for b in stores for k in range(vec)) + ";")

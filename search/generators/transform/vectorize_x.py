@@ -53,7 +53,7 @@ from .base import Unit
 from .coarsen_outer import _outer_decl, _size_names, guard_refusal, repeated_index_refusal
 from .opening import BUILTINS
 from .syntax import Node
-from .vectorize import ELEMENTS, LOADS, NA_V4, STORES, VEC_BYTES, WIDTHS, VectorizePass, _unpack, na_v4_helper, plain_stores
+from .vectorize import ELEMENTS, LOADS, STORES, VEC_BYTES, WIDTHS, VectorizePass, _unpack, plain_stores, vector_load
 
 _BRANCHES = ("if_statement", "switch_statement", "break_statement", "continue_statement", "return_statement",
              "goto_statement", "labeled_statement") + sx.LOOPS
@@ -260,15 +260,7 @@ class VectorizeXPass:
                 continue
             for q in range(v["c"]):
                 addr = f"{v['buf']} + ({v['base0']})" + (f" + {q * vec}" if q else "")
-                hint = v["hint"]
-                if hint is None:
-                    load = f"*reinterpret_cast<const {vt}*>({addr})"
-                elif hint.startswith("ptxf_ldna_"):
-                    load = f"{NA_V4}({addr})"
-                    helpers.append(na_v4_helper())
-                else:
-                    load = f"{LOADS[hint]}(reinterpret_cast<const {vt}*>({addr}))"
-                lines.append(f"{i1}const {vt} ptxf_{v['name']}_{q} = {load};")
+                lines.append(f"{i1}const {vt} ptxf_{v['name']}_{q} = {vector_load(v['hint'], vt, addr, helpers)};")
         for v in vectors:
             if v["writes"]:
                 lines.append(f"{i1}unsigned " + ", ".join(f"ptxf_{v['name']}_s{e}" for e in range(v["c"] * vec)) + ";")
