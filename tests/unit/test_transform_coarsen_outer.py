@@ -170,6 +170,15 @@ def test_after_unflatten_the_stencils_planes_are_marched():
     (lambda t: t.replace("float acc = 0.0f;", "in += (size_t)y * W; float acc = 0.0f;").replace("in[y * W + xx]", "in[xx]"),
      "the code after the outer index writes in, declared before it"),
     (lambda t: t.replace("float acc = 0.0f;", "auto sq = [](float v) { return v * v; }; float acc = 0.0f;"), "a lambda"),
+    # a third red team (2026-12-05): state before the index written through a field, an element, a pointer to a
+    # local or a reference (a guard tested once for the last row read the value before the write)
+    (lambda t: t.replace("int y = blockIdx.y", "struct { int h; } st; st.h = H;\n    int y = blockIdx.y").replace(
+        "float acc = 0.0f;", "st.h = 13; float acc = 0.0f;"), "writes st, declared before it"),
+    (lambda t: t.replace("int y = blockIdx.y", "float keep[1]; keep[0] = 0.0f;\n    int y = blockIdx.y").replace(
+        "out[y * W + x] = acc;", "keep[0] += acc; out[y * W + x] = keep[0];"), "writes keep, declared before it"),
+    (lambda t: t.replace("int y = blockIdx.y", "int lim = H; int* lp = &lim;\n    int y = blockIdx.y").replace(
+        "float acc = 0.0f;", "*lp = 13; float acc = 0.0f;"), "writes lp, declared before it"),
+    (lambda t: t.replace("float acc = 0.0f;", "int& HH = H; HH = 14; float acc = 0.0f;"), "a reference declared after"),
 ])
 def test_refusals_say_why(change, reason):
     u = unit(change(BLUR), blur_spec())

@@ -110,7 +110,8 @@ def test_maxpool2x2_counted_with_while_gets_coarsen():
 
 def test_blur5_on_a_2d_launch_gets_coarsen_outer():
     # a 2-D launch of 16 x 16 blocks, straight-line taps: only hints and block shapes were proposed (2026-12-05)
-    assert any(c.endswith("coarsen_outer_4+unroll+launch_bounds") for c in chains("blur5"))
+    # (and since its rows run without the guard in the full path, hoist reads the weights once before them)
+    assert any("coarsen_outer_4+unroll+hoist" in c for c in chains("blur5"))
 
 
 def test_rope_pairs_after_unflatten_gets_vectorize_x():

@@ -245,12 +245,53 @@ def repeated_index_refusal(unit: Unit, stmts: list[Node], at: int, axis: str, wh
     if not rest:
         return f"nothing after the {what}"
     outside = _declared_outside(unit, stmts[:at])
+    locals_before = outside - _param_names(unit)
     for stmt in rest:
-        written = sx.written_names(stmt) & outside
+        written = (sx.written_names(stmt) | _written_through(stmt, locals_before, stmts[:at])) & outside
         if written:
             return (f"line {stmt.start_point[0] + 1}: the code after the {what} writes {', '.join(sorted(written))}, "
                     f"declared before it: it would be updated once per {one} a thread takes")
+        for n in sx.walk(stmt):
+            if n.type == "reference_declarator" or (n.type == "init_declarator" and sx.contains_type(
+                    n.child_by_field_name("declarator"), ("reference_declarator",))):
+                return f"line {n.start_point[0] + 1}: a reference declared after the {what} (what it binds may be written)"
     return None
+
+
+def _param_names(unit: Unit) -> set[str]:
+    return sx.declared_names(sx.function_declarator(unit.fn).child_by_field_name("parameters"))
+
+
+def _written_through(stmt: Node, locals_before: set[str], before: list[Node]) -> set[str]:
+    """The locals declared before the index (``locals_before``) that ``stmt`` writes through a field, an element or a
+    dereference (``s.h = 13``, ``acc[0] += v``, ``*lp = 13``): a struct's, an array's, or a pointer's that may point
+    at one of them (any local pointer whose value takes an address, ``int* lp = &lim;``). A store through a local
+    pointer into a buffer (``float* row = y + r * W;``) is a store to memory, not to the local."""
+    addressing = {sx.text(sx.innermost_identifier(d)) for s in before for d in sx.walk(s)
+                  if d.type == "init_declarator" and sx.innermost_identifier(d) is not None
+                  and any(c.type == "pointer_expression" and sx.operator(c) == "&" for c in sx.walk(d.child_by_field_name("value") or d))}
+    arrays = {sx.text(sx.innermost_identifier(d)) for s in before for d in sx.walk(s)
+              if d.type == "array_declarator" and sx.innermost_identifier(d) is not None}
+    out = set()
+    for n in sx.walk(stmt):
+        target = None
+        if n.type == "assignment_expression":
+            target = n.child_by_field_name("left")
+        elif n.type == "update_expression":
+            target = n.child_by_field_name("argument")
+        target = sx.unparen(target)
+        if target is None or target.type not in ("field_expression", "subscript_expression", "pointer_expression"):
+            continue
+        root = target
+        while root is not None and root.type in ("field_expression", "subscript_expression", "pointer_expression",
+                                                 "parenthesized_expression"):
+            root = root.child_by_field_name("argument") if root.type != "parenthesized_expression" else sx.unparen(root)
+        if not sx.is_ident(root) or sx.text(root) not in locals_before:
+            continue
+        name = sx.text(root)
+        if target.type == "field_expression" or name in arrays or name in addressing:
+            out.add(name)
+    return out
 
 
 def _monotone_guards(unit: Unit, stmts: list[Node], at: int, v: str) -> list[Node]:
