@@ -220,6 +220,16 @@ def size_args(scalars: list[ArgSpec], *symbols: str) -> tuple[ArgSpec, ...] | No
     return tuple(out)
 
 
+def size_names(spec) -> dict[str, str]:
+    """Size symbol -> the name of an integer scalar argument whose value is exactly that symbol (any one of several
+    that pass it): what :func:`ptxfactory.protocol.expr.to_c` needs to write a spec expression in the kernel's terms."""
+    out: dict[str, str] = {}
+    for a in spec.args:
+        if not a.is_buffer and isinstance(a.value, str) and a.value.strip().isidentifier() and a.dtype.value in SIZE_DTYPES:
+            out.setdefault(a.value.strip(), a.name)
+    return out
+
+
 def shape_dims(shape) -> tuple:
     """A buffer's shape with each symbolic dimension stripped of spaces (numbers kept as they are)."""
     return tuple(d.strip() if isinstance(d, str) else d for d in shape or [])

@@ -27,16 +27,16 @@ from pathlib import Path
 from ptxfactory.protocol import Candidate, KernelSpec
 from ptxfactory.protocol.expr import ExprError, evaluate, to_c
 
-from ..base import (EXP_CALL, GenContext, NoFit, SIZE_DTYPES, family_candidate, family_candidates, fit_check,
-                    kernel_linkage, render_params, scalars_unused, shape_dims, source_mentions)
+from ..base import (EXP_CALL, GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_linkage,
+                    render_params, scalars_unused, shape_dims, size_names, source_mentions)
 from .cuda_text import load_template
+from .rowwise import _CTYPE
 
 _TEMPLATE = Path(__file__).with_name("attention.cu")
-_FLOATS = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"}
 _LOAD = {"f32": "__ldg(p)", "f16": "__half2float(__ldg(p))", "bf16": "__bfloat162float(__ldg(p))"}
 _STORE = {"f32": "v", "f16": "__float2half(v)", "bf16": "__float2bfloat16(v)"}
 HEAD_DIMS = (16, 32, 64, 128)
-SHARED_FLOATS = 4096  # a tile of keys and one of values: 2 * bc * D floats, at most 32 KiB of static shared memory
+SHARED_CTYPE = 4096  # a tile of keys and one of values: 2 * bc * D floats, at most 32 KiB of static shared memory
 _ROLE_WORDS = (("q", r"^q|query"), ("k", r"^k|key"), ("v", r"^v|val"))
 
 
@@ -90,11 +90,11 @@ class AttentionConfig:
 
 def tuning_space(d: int) -> list[AttentionConfig]:
     """The configurations for head dimension ``d``: a thread a query where its part of q and of the accumulator fit
-    (``d / tpq`` floats each), more threads a query for wider heads; tiles within :data:`SHARED_FLOATS`."""
+    (``d / tpq`` floats each), more threads a query for wider heads; tiles within :data:`SHARED_CTYPE`."""
     shapes = {16: ((64, 64, 1), (128, 64, 1)), 32: ((64, 64, 1), (128, 64, 1), (64, 64, 2)),
               64: ((64, 64, 2), (64, 64, 1), (128, 32, 2), (32, 64, 2)),
               128: ((64, 32, 2), (64, 32, 4), (128, 32, 4))}[d]
-    return [AttentionConfig(br, bc, tpq) for br, bc, tpq in shapes if 2 * bc * d <= 2 * SHARED_FLOATS and (d // tpq) % 4 == 0]
+    return [AttentionConfig(br, bc, tpq) for br, bc, tpq in shapes if 2 * bc * d <= 2 * SHARED_CTYPE and (d // tpq) % 4 == 0]
 
 
 @fit_check
@@ -108,7 +108,7 @@ def match_spec(spec: KernelSpec) -> AttentionMatch:
     dims = shape_dims(ins[0].shape)
     if any(shape_dims(a.shape) != dims for a in bufs) or len(dims) not in (3, 4):
         raise NoFit("q, k, v and out are not one shape of rank 3 ([BH, T, D]) or 4 ([B, H, T, D] / [B, T, H, D])")
-    if any(a.dtype.value not in _FLOATS for a in bufs) or len({a.dtype for a in ins}) != 1:
+    if any(a.dtype.value not in _CTYPE for a in bufs) or len({a.dtype for a in ins}) != 1:
         raise NoFit("q, k and v are not one float dtype (f32, f16, bf16), or out is not a float")
     sizes = list(spec.check.sizes) + list(spec.bench.sizes)
     try:
@@ -117,14 +117,8 @@ def match_spec(spec: KernelSpec) -> AttentionMatch:
         raise NoFit(f"the head dimension {dims[-1]!r} cannot be evaluated: {exc}") from None
     if len(ds) != 1 or next(iter(ds)) not in HEAD_DIMS:
         raise NoFit(f"the head dimension takes {sorted(ds)} at the spec's sizes; the skeleton takes one of {HEAD_DIMS}")
-    scalars = [a for a in spec.args if not a.is_buffer]
-    names: dict[str, str] = {}
-    floats = []
-    for a in scalars:
-        if a.dtype.value in SIZE_DTYPES and isinstance(a.value, str) and a.value.strip().isidentifier():
-            names.setdefault(a.value.strip(), a.name)
-        elif a.dtype.value in ("f32", "f64"):
-            floats.append(a)
+    names = size_names(spec)
+    floats = [a for a in spec.args if not a.is_buffer and a.dtype.value in ("f32", "f64")]
     if len(floats) > 1:
         raise NoFit(f"float scalars {', '.join(a.name for a in floats)}: the skeleton takes one (the scale)")
     for dim in dims[:-1]:
@@ -244,7 +238,7 @@ def render_kernel(ctx: GenContext, m: AttentionMatch, var: Variant, cfg: Attenti
         base = f"ptxf_bh * ptxf_t * {m.d}"
     scale = {"arg": f"(float)({m.scale_arg})", "rsqrt_d": f"{1.0 / math.sqrt(m.d)!r}f", "one": "1.0f"}[var.scale]
     body = load_template(_TEMPLATE).substitute(
-        D=m.d, BR=cfg.br, BC=cfg.bc, TPQ=cfg.tpq, CH=cfg.ch, T=_FLOATS[m.dtype], TO=_FLOATS[m.out_dtype],
+        D=m.d, BR=cfg.br, BC=cfg.bc, TPQ=cfg.tpq, CH=cfg.ch, T=_CTYPE[m.dtype], TO=_CTYPE[m.out_dtype],
         LOAD=_LOAD[m.dtype], STORE=_STORE[m.out_dtype], LINKAGE=kernel_linkage(ctx.kernel), KERNEL=ctx.kernel.name,
         PARAMS=render_params(ctx.kernel), SEQ=seq, HEADS=heads, TSTRIDE=tstride, BASE=base, SCALE=scale,
         CAUSAL="true" if var.causal else "false", Q=m.q, K=m.k, V=m.v, O=m.out,

@@ -47,7 +47,7 @@ from __future__ import annotations
 from ptxfactory.protocol import LaunchConfig
 from ptxfactory.protocol.expr import ExprError, evaluate, to_c
 
-from ...base import SIZE_DTYPES
+from ...base import size_names
 
 from . import syntax as sx
 from .base import Unit, int_literal
@@ -94,16 +94,16 @@ class OuterCoarsenPass:
         rest = stmts[at + 1:]
         short = _short_loop(unit.notes.get("constants"))
         for stmt in rest:
-            why = _hazard(stmt, short)
+            why = repeat_hazard(stmt, short)
             if why:
                 return None, f"line {stmt.start_point[0] + 1}: {why}"
-        names = _size_names(unit.spec)
+        names = size_names(unit.spec)
         try:
             bound = to_c(grid[-1], names)
         except ExprError as exc:
             return None, f"the grid's {axis} extent {grid[-1]!r} has no C form in the kernel's scalars ({exc})"
         ctype = sx.type_text(type_node)
-        if ctype not in sx.INT_TYPES and ctype not in sx.WIDE_INT_TYPES:
+        if ctype not in sx.INT_TYPES:
             return None, f"the outer index's type {ctype!r} is not an integer type the pass knows"
         if ctype not in sx.WIDE_INT_TYPES:
             block = int_literal(unit.launch.block[len(grid) - 1]) if len(unit.launch.block) >= len(grid) else 1
@@ -131,7 +131,7 @@ class OuterCoarsenPass:
             raise ValueError(f"{self.name} does not apply: {reason}")
         data, k, a, t, v = unit.data, self.k, m["axis"], m["type"], m["name"]
         rest = m["rest"]
-        # each return that leaves the kernel ends this outer index only (none is inside a loop or switch: _hazard)
+        # each return that leaves the kernel ends this outer index only (none is inside a loop or switch: repeat_hazard)
         edits = [(n.start_byte, n.end_byte, b"continue;") for s in rest for n in sx.walk(s) if n.type == "return_statement"]
         body = _text(data, rest, edits)
         # the full path: the guards that hold for every index a thread takes when they hold for its last one are
@@ -204,8 +204,10 @@ def _outer_decl(stmt: Node, axis: str) -> tuple[str, Node, bool] | None:
     return name, stmt.child_by_field_name("type"), True
 
 
-def _hazard(stmt: Node, short_loop) -> str | None:
-    """Why ``stmt`` of the rest may not run for several outer indices in one thread (None when it may)."""
+def repeat_hazard(stmt: Node, short_loop) -> str | None:
+    """Why ``stmt``, after a thread's index, may not run for several values of that index in one thread (None when it
+    may): a loop ``short_loop`` does not accept, a lambda, ``goto`` or a label, a ``return`` inside a loop or ``switch``,
+    a barrier or warp collective, ``__shared__`` or ``static`` data."""
     for n in sx.walk(stmt):
         if n.type in sx.LOOPS and not short_loop(n):
             return "a loop that is not a short one between literal bounds (a thread per row must not take K rows)"
@@ -245,9 +247,9 @@ def repeated_index_refusal(unit: Unit, stmts: list[Node], at: int, axis: str, wh
     if not rest:
         return f"nothing after the {what}"
     outside = _declared_outside(unit, stmts[:at])
-    locals_before = outside - _param_names(unit)
+    through = _written_through_roots(outside - _param_names(unit), stmts[:at])
     for stmt in rest:
-        written = (sx.written_names(stmt) | _written_through(stmt, locals_before, stmts[:at])) & outside
+        written = (sx.written_names(stmt) | _written_through(stmt, through)) & outside
         if written:
             return (f"line {stmt.start_point[0] + 1}: the code after the {what} writes {', '.join(sorted(written))}, "
                     f"declared before it: it would be updated once per {one} a thread takes")
@@ -262,16 +264,23 @@ def _param_names(unit: Unit) -> set[str]:
     return sx.declared_names(sx.function_declarator(unit.fn).child_by_field_name("parameters"))
 
 
-def _written_through(stmt: Node, locals_before: set[str], before: list[Node]) -> set[str]:
-    """The locals declared before the index (``locals_before``) that ``stmt`` writes through a field, an element or a
-    dereference (``s.h = 13``, ``acc[0] += v``, ``*lp = 13``): a struct's, an array's, or a pointer's that may point
-    at one of them (any local pointer whose value takes an address, ``int* lp = &lim;``). A store through a local
-    pointer into a buffer (``float* row = y + r * W;``) is a store to memory, not to the local."""
+def _written_through_roots(locals_before: set[str], before: list[Node]) -> tuple[set[str], set[str]]:
+    """``(locals_before, held)``: the locals declared before the index (by the statements ``before``), and of them the
+    arrays and the pointers whose value takes an address (``int* lp = &lim;``: they may point at another local)."""
     addressing = {sx.text(sx.innermost_identifier(d)) for s in before for d in sx.walk(s)
                   if d.type == "init_declarator" and sx.innermost_identifier(d) is not None
                   and any(c.type == "pointer_expression" and sx.operator(c) == "&" for c in sx.walk(d.child_by_field_name("value") or d))}
     arrays = {sx.text(sx.innermost_identifier(d)) for s in before for d in sx.walk(s)
               if d.type == "array_declarator" and sx.innermost_identifier(d) is not None}
+    return locals_before, addressing | arrays
+
+
+def _written_through(stmt: Node, through: tuple[set[str], set[str]]) -> set[str]:
+    """The locals declared before the index that ``stmt`` writes through a field, an element or a dereference
+    (``s.h = 13``, ``acc[0] += v``, ``*lp = 13``): a struct's, or an array's or pointer's of ``through``'s ``held``
+    (:func:`_written_through_roots`). A store through a local pointer into a buffer (``float* row = y + r * W;``) is
+    a store to memory, not to the local."""
+    locals_before, held = through
     out = set()
     for n in sx.walk(stmt):
         target = None
@@ -289,7 +298,7 @@ def _written_through(stmt: Node, locals_before: set[str], before: list[Node]) ->
         if not sx.is_ident(root) or sx.text(root) not in locals_before:
             continue
         name = sx.text(root)
-        if target.type == "field_expression" or name in arrays or name in addressing:
+        if target.type == "field_expression" or name in held:
             out.add(name)
     return out
 
@@ -365,12 +374,3 @@ def guard_refusal(cond: Node, j: str, dependent: set[str], kind: str, what: str)
                 p.child_by_field_name("right" if side == "left" else "left")):
             return f"the guard's part {sx.text(part)!r} is not an upper bound on the {what}"
     return None
-
-
-def _size_names(spec) -> dict[str, str]:
-    """Size symbol -> the name of an integer scalar argument whose value is exactly that symbol (any one of several)."""
-    out: dict[str, str] = {}
-    for a in spec.args:
-        if not a.is_buffer and isinstance(a.value, str) and a.value.strip().isidentifier() and a.dtype.value in SIZE_DTYPES:
-            out.setdefault(a.value.strip(), a.name)
-    return out

@@ -50,7 +50,8 @@ from ptxfactory.protocol.expr import ExprError, to_c
 from . import affine
 from . import syntax as sx
 from .base import Unit
-from .coarsen_outer import _outer_decl, _size_names, guard_refusal, repeated_index_refusal
+from ...base import size_names
+from .coarsen_outer import _outer_decl, guard_refusal, repeat_hazard, repeated_index_refusal
 from .opening import BUILTINS
 from .syntax import Node
 from .vectorize import ELEMENTS, LOADS, STORES, VEC_BYTES, WIDTHS, VectorizePass, _unpack, plain_stores, vector_load
@@ -88,7 +89,7 @@ class VectorizeXPass:
         twice = sorted(n for n, c in sx.declaration_counts(unit.fn).items() if c > 1)
         if twice:
             return None, f"{', '.join(twice)} declared more than once (the pass reads locals by name)"
-        names = _size_names(unit.spec)
+        names = size_names(unit.spec)
         grid0 = str(unit.launch.grid[0]).strip()
         try:
             extent = to_c(grid0, names)
@@ -111,14 +112,13 @@ class VectorizeXPass:
                     continue
             flat.append(("stmt", s))
         for kind, s in flat:
-            if kind == "stmt" and sx.contains_type(s, _BRANCHES):
+            if kind != "stmt":
+                continue
+            if sx.contains_type(s, _BRANCHES):
                 return None, f"line {s.start_point[0] + 1}: a branch, loop or return in the elements' code (straight-line code only)"
-            if kind == "stmt":
-                for n in sx.walk(s):
-                    if n.type == "call_expression" and sx.call_name(n) in sx.COLLECTIVES:
-                        return None, f"line {s.start_point[0] + 1}: {sx.call_name(n)} in the elements' code"
-                    if n.type in ("type_qualifier", "storage_class_specifier") and sx.text(n) in ("__shared__", "static"):
-                        return None, f"line {s.start_point[0] + 1}: {sx.text(n)} data in the elements' code"
+            why = repeat_hazard(s, lambda loop: False)
+            if why:
+                return None, f"line {s.start_point[0] + 1}: {why} in the elements' code"
         guards = []
         for kind, s in flat:
             if kind == "stmt":
