@@ -36,7 +36,7 @@ _TEMPLATE = Path(__file__).with_name("attention.cu")
 _LOAD = {"f32": "__ldg(p)", "f16": "__half2float(__ldg(p))", "bf16": "__bfloat162float(__ldg(p))"}
 _STORE = {"f32": "v", "f16": "__float2half(v)", "bf16": "__float2bfloat16(v)"}
 HEAD_DIMS = (16, 32, 64, 128)
-SHARED_CTYPE = 4096  # a tile of keys and one of values: 2 * bc * D floats, at most 32 KiB of static shared memory
+SHARED_FLOATS = 4096  # a tile of keys and one of values: 2 * bc * D floats, at most 32 KiB of static shared memory
 _ROLE_WORDS = (("q", r"^q|query"), ("k", r"^k|key"), ("v", r"^v|val"))
 
 
@@ -90,11 +90,11 @@ class AttentionConfig:
 
 def tuning_space(d: int) -> list[AttentionConfig]:
     """The configurations for head dimension ``d``: a thread a query where its part of q and of the accumulator fit
-    (``d / tpq`` floats each), more threads a query for wider heads; tiles within :data:`SHARED_CTYPE`."""
+    (``d / tpq`` floats each), more threads a query for wider heads; tiles within :data:`SHARED_FLOATS`."""
     shapes = {16: ((64, 64, 1), (128, 64, 1)), 32: ((64, 64, 1), (128, 64, 1), (64, 64, 2)),
               64: ((64, 64, 2), (64, 64, 1), (128, 32, 2), (32, 64, 2)),
               128: ((64, 32, 2), (64, 32, 4), (128, 32, 4))}[d]
-    return [AttentionConfig(br, bc, tpq) for br, bc, tpq in shapes if 2 * bc * d <= 2 * SHARED_CTYPE and (d // tpq) % 4 == 0]
+    return [AttentionConfig(br, bc, tpq) for br, bc, tpq in shapes if 2 * bc * d <= 2 * SHARED_FLOATS and (d // tpq) % 4 == 0]
 
 
 @fit_check
