@@ -27,6 +27,8 @@ pass                 what it does                                               
                      collapse's alternative)
 ``rowpar_*``         one thread per row -> L lanes per row (sub-warp, warp, block); loops split  no (sums)
                      across lanes, accumulations (sum, max, min, arg max) combined by shuffles
+``rowpar_cluster*``  rowpar with a thread block cluster of C (2-16) blocks of 1024 per row: few    no (sums)
+                     long rows; blocks' parts combined through distributed shared memory
 ``scan_*``           a running accumulation stored per element (a prefix sum, running max), one   no (float
                      thread per row -> a warp or a block per row, chunks scanned by shuffles    sums)
 ``colpar_*``         one thread per column -> a 2-D block, columns on x, the column's loop     no (sums)
@@ -119,6 +121,7 @@ from .online_softmax import OnlineSoftmaxPass
 from .promote import PromotePass
 from .raster import RasterPass
 from .rowpar import RowParallelPass
+from .rowpar_cluster import CLUSTER_SIZES, RowClusterPass
 from .scan import ScanPass
 from .shuffle_reduce import ShuffleReducePass
 from .sink import sink_declarations
@@ -159,7 +162,7 @@ SCAN_VARIANTS = ("auto", "warp", "block256")
 PASSES: tuple[Pass, ...] = (
     RestrictPass(), PromotePass(), *(SmemTilePass(*t) for t in SMEM_TILES), *(MmaTilePass(*t) for t in MMA_TILES),
     *(MmaTilePass(*t, single_tf32=True) for t in MMA_TF32_TILES), *(MmaTilePass(rm, rn, stages=st) for rm, rn, st in MMA_ASYNC_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(),
-    FoldPass(), CollapsePass(), *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(ScanPass(v) for v in SCAN_VARIANTS),
+    FoldPass(), CollapsePass(), *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(RowClusterPass(c) for c in CLUSTER_SIZES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
     *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), VectorizeXPass(), *(OuterCoarsenPass(k) for k in OUTER_COARSEN), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), DivModPass(), UnrollPass(),
     SpecialisePass(), HoistPass(), RasterPass(), LaunchBoundsPass(),

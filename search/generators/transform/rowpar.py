@@ -465,37 +465,44 @@ class RowParallelPass(PlannedPass):
 
     # -- rewrite ------------------------------------------------------------------------------------------
 
+    def row_index(self, ctype: str) -> tuple[str, str, str]:
+        """``(index, lane, how)``: the row index's new value (of type ``ctype``), the declaration of :data:`LANE` (the
+        thread's lane within its row, 0 the row's first), and the comment saying how rows map to threads."""
+        if self.auto:
+            return (f"({ctype})((unsigned long long)blockIdx.x * blockDim.y + threadIdx.y)",
+                    f"const unsigned {LANE} = threadIdx.x;", "blockDim.x lanes per row, chosen at launch from the row length")
+        if self.block:
+            return f"({ctype})blockIdx.x", f"const unsigned {LANE} = threadIdx.x;", f"one block of {self.lanes} threads per row"
+        return (f"({ctype})(((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x) / {self.lanes}u)",
+                f"const unsigned {LANE} = threadIdx.x % {self.lanes}u;", f"{self.lanes} lanes per row")
+
+    def row_stride(self, ctype: str) -> str:
+        """The rows between a group's two rows in a grid-stride loop over rows (:class:`RowLoop`)."""
+        if self.auto:
+            return f"({ctype})((unsigned long long)gridDim.x * blockDim.y)"
+        if self.block:
+            return f"({ctype})gridDim.x"
+        return f"({ctype})((unsigned long long)gridDim.x * blockDim.x / {self.lanes}u)"
+
+    def extra_edits(self, unit: Unit) -> list[tuple[int, int, bytes]]:
+        """Edits outside the row's code (a subclass's kernel attribute); none here."""
+        return []
+
     def apply(self, unit: Unit) -> Unit:
         g, rw, launch = self._plan(unit)
         data = unit.data
         ctype = sx.type_text(g.type_node)
-        if self.auto:
-            index = f"({ctype})((unsigned long long)blockIdx.x * blockDim.y + threadIdx.y)"
-            lane = f"const unsigned {LANE} = threadIdx.x;"
-            how = "blockDim.x lanes per row, chosen at launch from the row length"
-        elif self.block:
-            index = f"({ctype})blockIdx.x"
-            lane = f"const unsigned {LANE} = threadIdx.x;"
-            how = f"one block of {self.lanes} threads per row"
-        else:
-            index = f"({ctype})(((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x) / {self.lanes}u)"
-            lane = f"const unsigned {LANE} = threadIdx.x % {self.lanes}u;"
-            how = f"{self.lanes} lanes per row"
+        index, lane, how = self.row_index(ctype)
         if isinstance(g, RowLoop):  # for (row = ...; row < n; row += blockDim.x * gridDim.x): groups stride over rows
-            if self.auto:
-                stride = f"({ctype})((unsigned long long)gridDim.x * blockDim.y)"
-            elif self.block:
-                stride = f"({ctype})gridDim.x"
-            else:
-                stride = f"({ctype})((unsigned long long)gridDim.x * blockDim.x / {self.lanes}u)"
             indent, _ = sx.line_indent(data, g.loop.start_byte)
             edits = [(g.loop.start_byte, g.loop.start_byte, f"{lane}  // {how} (transform rowpar)\n{indent.decode()}".encode()),
                      (g.init.start_byte, g.init.end_byte, index.encode()),
-                     (g.update.start_byte, g.update.end_byte, f"{g.name} += {stride}".encode())] + rw.edits
+                     (g.update.start_byte, g.update.end_byte, f"{g.name} += {self.row_stride(ctype)}".encode())] + rw.edits
         else:
             edits = [index_edit(unit, g, index, f"{how} (transform rowpar)", lane)] + rw.edits
         helpers = helper_closure(rw.helpers)
-        return unit.with_text(sx.apply_edits(data, edits), launch=launch, helpers=helpers, lanes=self.lanes)
+        return unit.with_text(sx.apply_edits(data, edits + self.extra_edits(unit)), launch=launch, helpers=helpers,
+                              lanes=self.lanes)
 
     # -- what the rewrite writes ----------------------------------------------------------------------------
 
