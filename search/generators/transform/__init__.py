@@ -489,10 +489,11 @@ def _fit_launch_bounds(before: Unit, unit: Unit) -> Unit:
 
 def describe_launch(launch: LaunchConfig) -> str:
     """``// Launch: grid (G,), block (B,), no dynamic shared memory.`` (the comment every candidate carries)."""
-    grid = ", ".join(map(str, launch.grid))
-    block = ", ".join(map(str, launch.block))
+    def dims(d: list) -> str:  # (G,) for one dimension, as a tuple is written; (X, Y) for two or three
+        return "(" + ", ".join(map(str, d)) + ("," if len(d) == 1 else "") + ")"
+
     smem = "no dynamic shared memory" if str(launch.shared_mem).strip() in ("0", "") else f"{launch.shared_mem} bytes of dynamic shared memory"
-    return f"// Launch: grid ({grid},), block ({block},), {smem}."
+    return f"// Launch: grid {dims(launch.grid)}, block {dims(launch.block)}, {smem}."
 
 
 def _definition_block(ctx: GenContext, unit: Unit) -> str:
