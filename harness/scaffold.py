@@ -952,6 +952,45 @@ def _placeholder_sizes(symbols: list[str], square: bool = False) -> tuple[list[d
     return check, bench
 
 
+BENCH_ELEMENTS = 1 << 24  # the placeholder bench size's largest buffer, in elements (64 MiB of float)
+CHECK_ELEMENTS = 1 << 20  # ... a placeholder check size's (the reference runs on the host)
+
+
+def _fit_bench(table: str, kernel: str, bench: list[dict[str, int]], limit: int = BENCH_ELEMENTS,
+               odd: bool = False) -> list[dict[str, int]]:
+    """``bench`` with every size symbol halved together (``odd``: then made odd, as check sizes are) until the spec
+    ``table``'s largest buffer holds at most ``limit`` elements (a buffer of shape ``[N, N]`` or ``[B, N, N]`` grows
+    faster than the product of the symbols that :func:`_placeholder_sizes` assumes); unchanged where the shapes cannot
+    be read or already fit."""
+    try:
+        args = tomllib.loads(table)["kernel"][kernel]["args"]
+    except (tomllib.TOMLDecodeError, KeyError, TypeError):
+        return bench
+
+    def largest(size: dict[str, int]) -> int:
+        most = 0
+        for a in args:
+            shape = a.get("shape") if isinstance(a, dict) else None
+            if not isinstance(shape, list):
+                continue
+            n = 1
+            for d in shape:
+                n *= int(evaluate(str(d), size))
+            most = max(most, n)
+        return most
+
+    out = []
+    for size in bench:
+        size = dict(size)
+        try:
+            while largest(size) > limit and any(v > 1 for v in size.values()):
+                size = {k: max(1, (v // 2) | odd) for k, v in size.items()}
+        except (ExprError, ValueError, TypeError, ZeroDivisionError):
+            pass
+        out.append(size)
+    return out
+
+
 def _toml(value) -> str:
     if isinstance(value, str):
         return json.dumps(value)
@@ -1197,10 +1236,16 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
         return "\n".join(text_lines) + "\n", todo_lines
 
     table, todo_lines = build(launch)
+    fitted = _fit_bench(table, kernel, bench_sizes), _fit_bench(table, kernel, check_sizes, CHECK_ELEMENTS, odd=True)
+    if fitted != (bench_sizes, check_sizes):  # (a square [N, N] buffer of one size symbol: 2**24 rows of 2**24)
+        bench_sizes, check_sizes = fitted
+        table, todo_lines = build(launch)
     try:
         parse_spec(table, f"{source_name}.toml")
     except SpecError:
         check_sizes, bench_sizes = _placeholder_sizes(size_list, square=True)  # (a derived extent may need them alike)
+        first = build(launch)[0]
+        bench_sizes, check_sizes = _fit_bench(first, kernel, bench_sizes), _fit_bench(first, kernel, check_sizes, CHECK_ELEMENTS, odd=True)
         table, todo_lines = build(launch)
     try:
         parse_spec(table, f"{source_name}.toml")

@@ -169,6 +169,29 @@ def test_three_symbols_keep_the_buffers_small():
     assert max(args(spec)["a"].numel(s) for s in spec.check.sizes) < 100_000
 
 
+SQUARE = """
+__global__ void mm(const float* A, const float* B, float* C, int N) {
+    int i = blockIdx.y * blockDim.y + threadIdx.y;
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N && j < N) {
+        float s = 0.f;
+        for (int k = 0; k < N; k++) s += A[i * N + k] * B[k * N + j];
+        C[i * N + j] = s;
+    }
+}
+"""
+
+
+def test_a_square_buffer_of_one_symbol_gets_sizes_that_fit():
+    """[N, N] buffers of one size symbol: the placeholder sizes shrink until the largest buffer holds 2**24 elements at
+    the bench size and 2**20 at a check size (a new user's matmul: the bench's N = 2**24 squared was over the buffer
+    limit, and init stopped)."""
+    spec, _ = scaffold(SQUARE, "mm")
+    assert spec.bench.sizes == [{"N": 4096}]
+    assert all(s["N"] % 2 == 1 and args(spec)["A"].numel(s) <= 1 << 20 for s in spec.check.sizes)
+    assert len({s["N"] for s in spec.check.sizes}) == 2
+
+
 # --- the launch --------------------------------------------------------------------------------------
 
 LAUNCH = """
