@@ -286,6 +286,30 @@ def _float_atomic_line(body: ts.Node | None, name: str) -> int | None:
     return None
 
 
+def _atomic_only_line(body: ts.Node | None, name: str) -> int | None:
+    """The first line of an atomic on pointer ``name`` when every mention of ``name`` in ``body`` is inside an atomic's
+    address argument (``atomicAdd(&out[b], v)``, ``atomicMax(p + i, v)``: an accumulator the kernel never reads
+    otherwise), else None."""
+    if body is None:
+        return None
+    uses = [n for n in _walk(body) if n.type == "identifier" and _text(n) == name]
+    first = None
+    for u in uses:
+        node, inside = u, False
+        while node is not None and node is not body:
+            parent = node.parent
+            if parent is not None and parent.type == "argument_list" and parent.named_children and parent.named_children[0] == node:
+                call = parent.parent
+                if call is not None and call.type == "call_expression" and _text(call.child_by_field_name("function")).startswith("atomic"):
+                    inside = True
+                    first = call.start_point[0] + 1 if first is None else min(first, call.start_point[0] + 1)
+                break
+            node = parent
+        if not inside:
+            return None
+    return first
+
+
 def _unwrap(node: ts.Node | None) -> ts.Node | None:
     """``node`` with parentheses and casts taken off (``(int)(q[i])`` -> ``q[i]``)."""
     while node is not None and node.type in ("parenthesized_expression", "cast_expression"):
@@ -1139,6 +1163,10 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
                     notes.append(f"init {offsets_init}: its values bound the loop {' '.join(_text(cond).split())} at "
                                  f"{source_name}:{cond.start_point[0] + 1}, the starts of consecutive ranges (each 0 to "
                                  f"{show(longest)} long, {mean} their mean length)")
+                elif role == "inout" and (line := _atomic_only_line(body, p.name)) is not None:
+                    entry["init"] = "zeros"
+                    todo.append(f"init: zeros, as an accumulator that only atomics update starts (atomic at "
+                                f"{source_name}:{line}; a launcher's memset); check")
                 elif dtype in _INT_DTYPES and (indexed := _indexed_init(ranges, p.name, reached, symbol_list, source_name)):
                     entry["init"], why = indexed
                     notes.append(why)
