@@ -784,7 +784,7 @@ def test_vectorize_refuses_other_kernels_and_launches():
     assert not VectorizePass().applies(unit(KERNEL_2D, spec_2d))
     assert 'the launch policy is "fixed"' in why(unit(VEC_F32, vec_spec("f32", policy="fixed")))
     assert why(unit(VEC_F32, vec_spec("f32", grid='["cdiv(N, 256)"]'))) == (  # grid not over the block
-        "the grid 'cdiv(N, 256)' is not cdiv(N, 128) over a size symbol N and the block's threads")
+        "the grid 'cdiv(N, 256)' is not cdiv(N, 128) over the block's threads")
     assert not VectorizePass().applies(unit(VEC_F32, vec_spec("f32", grid='["N"]')))
     mixed = VEC_ARGS.format(t="f32").replace('name = "b", role = "in", dtype = "f32"', 'name = "b", role = "in", dtype = "bf16"')
     mixed_src = "#include <cuda_bf16.h>\n" + VEC_F32.replace("const float* b", "const __nv_bfloat16* b").replace("+ b[i]", "+ __bfloat162float(b[i])")
@@ -792,6 +792,34 @@ def test_vectorize_refuses_other_kernels_and_launches():
     short = VEC_ARGS.format(t="f32").replace('shape = ["N"] },\n  {{ name = "y"'.replace("{{", "{"), 'shape = ["N - 1"] },\n  { name = "y"')
     assert short != VEC_ARGS.format(t="f32")
     assert why(unit(VEC_F32, spec_for("fma2", short, sizes="[{ N = 1000 }]"))) == "b holds fewer than N elements at the size {'N': 1000}"
+
+
+PRODUCT_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["B", "D"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["B", "D"] },
+  { name = "batch", role = "scalar", dtype = "i32", value = "B" },
+  { name = "dim", role = "scalar", dtype = "i32", value = "D" },
+"""
+PRODUCT = """
+extern "C" __global__ void scale2(const float* x, float* y, int batch, int dim)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < batch * dim) y[i] = x[i] * 2.0f;
+}
+"""
+
+
+def test_vectorize_takes_a_flat_length_that_is_a_product_of_sizes():
+    """A flat kernel over ``batch * dim`` elements (grid ``cdiv(B * D, 256)``): the guard's bound, read through the
+    spec's values, gives the grid's extent at every size, so the pass applies and the grid keeps the product; a guard
+    that bounds something else is refused with the reason."""
+    spec = spec_for("scale2", PRODUCT_ARGS, grid='["cdiv(B * D, 128)"]', sizes="[{ B = 3, D = 333 }, { B = 1, D = 5 }]")
+    out = VectorizePass().apply(unit(PRODUCT, spec))
+    assert out.launch.grid == ["cdiv((B * D), 512)"] and "uint4" in out.text
+    compiles(out.text, spec, "scale2")
+    wrong = spec_for("scale2", PRODUCT_ARGS, grid='["cdiv(B * D, 128)"]', sizes="[{ B = 3, D = 333 }]")
+    why = VectorizePass().why_not(unit(PRODUCT.replace("i < batch * dim", "i < batch * dim - 1"), wrong))
+    assert "whose spec values give (B * D) at every size" in why
 
 
 @pytest.mark.parametrize("dtype", sorted(VEC_KERNELS))

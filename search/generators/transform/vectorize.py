@@ -25,8 +25,9 @@ and the grid ``cdiv(N, B)`` becomes ``cdiv(N, B * VEC)``. Reads already routed t
 through ``__stcs(q + i, v)`` on the 16-byte store, so the pass chains after the hint passes.
 Exact: every element runs the same statements on the same values; only the access width changes.
 
-Preconditions: a 1-D literal block of B threads, grid ``cdiv(N, B)`` over a size symbol N, launch
-policy ``"free"``; ``n`` is a scalar parameter whose spec value is N (a cast allowed), and every
+Preconditions: a 1-D literal block of B threads, grid ``cdiv(N, B)`` (N any expression of the sizes), launch
+policy ``"free"``; the guard's bound is scalar parameters whose spec values give N at every size (``n``, ``batch * dim``;
+casts allowed), and every
 buffer accessed holds at least N elements at the spec's sizes; ``rest`` is straight-line code (no
 branch or loop statements, no ``return``, barrier, warp collective, ``__shared__`` data or thread
 builtins) that does not write ``i`` or ``n``; each buffer is only read, or written by exactly one
@@ -48,6 +49,7 @@ from . import syntax as sx
 from .base import PointerParam, Unit, other_use, use_site
 from .grid_stride import _paren, element_guard
 from .opening import element_hazard
+from .rowpar import rows_expression
 from .syntax import Node
 
 VEC_BYTES = 16
@@ -117,11 +119,12 @@ class VectorizePass:
             return None, ("no one-thread-per-element opening (T i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) "
                           f"return; ...){f' ({why[0]})' if why else ''}")
         block = unit.block_threads()
-        symbol = _cdiv_symbol(unit.launch.grid[0], block, unit.spec.symbols)
+        symbol = _cdiv_extent(unit.launch.grid[0], block)
         if symbol is None:
-            return None, f"the grid {unit.launch.grid[0]!r} is not cdiv(N, {block or 'B'}) over a size symbol N and the block's threads"
+            return None, f"the grid {unit.launch.grid[0]!r} is not cdiv(N, {block or 'B'}) over the block's threads"
         if not self._bound_is(unit, g.bound, symbol):
-            return None, f"the guard's bound {sx.text(g.bound)!r} is not a scalar parameter whose value is {symbol}"
+            return None, (f"the guard's bound {sx.text(g.bound)!r} is not an expression of scalar parameters whose spec "
+                          f"values give {symbol} at every size")
         name, type_node, init, bound, rest = g.name, g.type_node, g.init, g.bound, g.rest
         for stmt in rest:
             reason = element_hazard(stmt, name, sx.identifiers(bound)) or _branch(stmt)
@@ -147,13 +150,22 @@ class VectorizePass:
         return {"name": name, "type": ctype, "init": init, "bound": bound, "rest": rest, "bufs": bufs, "vec": vec,
                 "symbol": symbol, "block": block, "start": g.start, "end": g.end}, None
 
-    def _bound_is(self, unit: Unit, bound: Node, symbol: str) -> bool:
-        """``bound`` is a scalar parameter (a cast allowed) whose spec value is ``symbol``."""
+    def _bound_is(self, unit: Unit, bound: Node, extent: str) -> bool:
+        """``bound`` is scalar parameters (``n``, ``batch * dim``; casts allowed) whose spec values give the grid's
+        ``extent`` at every check and bench size."""
         b = sx.uncast(bound)
-        if not sx.is_ident(b):
+        if sx.is_ident(b):
+            arg = next((a for a in unit.spec.args if a.name == sx.text(b) and a.role == "scalar"), None)
+            if arg is not None and str(arg.value).strip() == extent:
+                return True
+        expr = rows_expression(unit, b)
+        if expr is None:
             return False
-        arg = next((a for a in unit.spec.args if a.name == sx.text(b) and a.role == "scalar"), None)
-        return arg is not None and str(arg.value).strip() == symbol
+        try:
+            return all(int(evaluate(expr, size)) == int(evaluate(extent, size))
+                       for size in unit.spec.check.sizes + unit.spec.bench.sizes)
+        except (ExprError, ValueError, TypeError):
+            return False
 
     def _buffers(self, unit: Unit, index: str, rest: list[Node]) -> tuple[dict[str, tuple[PointerParam, list]] | None, str | None]:
         """Buffers used in ``rest`` -> (param, accesses): ``("read", node, hint)`` / ``("write", stmt, lhs, value, hint)``,
@@ -319,8 +331,9 @@ class VectorizePass:
         return unit.with_text(sx.apply_edits(data, edits), launch=launch, helpers=helpers, vec=VEC_BYTES)
 
 
-def _cdiv_symbol(grid, block: int | None, symbols: list[str]) -> str | None:
-    """``N`` of a grid ``cdiv(N, B)`` with ``N`` a size symbol and ``B`` the block's thread count."""
+def _cdiv_extent(grid, block: int | None) -> str | None:
+    """``N`` (an expression of the spec's sizes: ``n``, ``(batch * dim)``) of a grid ``cdiv(N, B)``, ``B`` the block's
+    thread count; None for another grid."""
     if block is None or not isinstance(grid, str):
         return None
     try:
@@ -330,9 +343,9 @@ def _cdiv_symbol(grid, block: int | None, symbols: list[str]) -> str | None:
     if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "cdiv" and len(e.args) == 2 and not e.keywords):
         return None
     n, b = e.args
-    if isinstance(n, ast.Name) and n.id in symbols and isinstance(b, ast.Constant) and b.value == block:
-        return n.id
-    return None
+    if not (isinstance(b, ast.Constant) and b.value == block):
+        return None
+    return n.id if isinstance(n, ast.Name) else f"({ast.unparse(n)})"
 
 
 def _shown(node: Node) -> str:
