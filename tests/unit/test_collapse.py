@@ -148,11 +148,62 @@ def test_refusals(edit, reason):
     assert why is not None and reason in why, why
 
 
-def test_an_outer_accumulation_is_refused():
-    src = ROPE.replace("    int half = D / 2;\n", "    int half = D / 2;\n    float acc = 0.0f;\n").replace(
-        "ov[i] = xv[i] * c", "acc += c; ov[i] = xv[i] * c").replace("    }\n}\n", "    }\n    y[t] = acc;\n}\n")
-    why = COLLAPSE.why_not(unit(src, rope_spec()))
-    assert why is not None and "carries acc" in why and "accumulation" in why, why
+CHANNEL_SUM = """
+extern "C" __global__ void chan_sum(const float* x, float* out, int N, int C, int HW)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float sum = 0.0f;
+    for (int n = 0; n < N; n++) {
+        const float* p = x + ((size_t)n * C + c) * HW;
+        for (int i = 0; i < HW; i++) sum += p[i];
+    }
+    out[c] = sum;
+}
+"""
+CHANNEL_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["N", "C", "HW"] },
+  { name = "out", role = "out", dtype = "f32", shape = ["C"] },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+  { name = "C", role = "scalar", dtype = "i32", value = "C" },
+  { name = "HW", role = "scalar", dtype = "i32", value = "HW" },
+"""
+
+
+def channel_spec():
+    return parse_spec(f"""
+[kernel.chan_sum]
+args = [{CHANNEL_ARGS}]
+launch = {{ grid = ["cdiv(C, 128)"], block = [128], policy = "free" }}
+[kernel.chan_sum.check]
+rtol = 1e-4
+atol = 1e-4
+sizes = [{{ N = 3, C = 5, HW = 77 }}]
+[kernel.chan_sum.bench]
+sizes = [{{ N = 16, C = 64, HW = 65536 }}]
+""").kernels["chan_sum"]
+
+
+def test_an_accumulation_over_the_nest_becomes_one_loop_rowpar_splits():
+    """A channel's sum over its images' planes (BatchNorm's statistics): the nest carries sum, updated in the inner
+    loop alone, so the collapsed loop makes the same updates in the same order (exact), and rowpar then splits the
+    whole N * HW reduction where it split only the loop over N."""
+    u = unit(CHANNEL_SUM, channel_spec())
+    assert COLLAPSE.why_not(u) is None
+    out = COLLAPSE.apply(u)
+    flat = out.text[out.text.index("for (long long ptxf_f"):]
+    assert "int n = (int)(ptxf_f / (HW));" in flat and "sum += p[i];" in flat
+    split = RowParallelPass(1024).apply(out)
+    assert "ptxf_f = (0) + ptxf_lane; ptxf_f < (long long)(N) * (HW); ptxf_f += 1024" in split.text
+    assert "sum = ptxf_block_reduce(sum," in split.text
+
+
+def test_a_declaration_reading_what_the_nest_accumulates_is_refused():
+    """A declaration of the outer body evaluated once per outer iteration would be evaluated once per inner one."""
+    src = CHANNEL_SUM.replace("const float* p = x", "float before = sum; const float* p = x").replace(
+        "sum += p[i];", "sum += p[i] - before;")
+    why = COLLAPSE.why_not(unit(src, channel_spec()))
+    assert why is not None and "reads sum, which the nest updates" in why, why
 
 
 def test_a_running_value_declared_in_the_outer_body_is_refused():

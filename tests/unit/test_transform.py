@@ -500,7 +500,8 @@ APPLIES = {  # pass -> examples where its precondition holds on the user's kerne
     "vectorize": set(),  # bias_gelu reads b[col] and its grid is cdiv(M * N, 256); the others are not elementwise
     "fast_math": {"softmax", "layernorm", "rmsnorm", "bias_gelu"},  # rtol 1e-2; rowsum, gemv (1e-4), transpose (0) refuse
     # one thread per row with a loop over the row: only gemv (the others already use a block per row or an element per thread)
-    **{p.name: {"gemv"} for p in PASSES if p.name.startswith("rowpar_")},
+    # (rowpar_cluster* needs the GPU's facts, which these units have not)
+    **{p.name: {"gemv"} for p in PASSES if p.name.startswith("rowpar_") and not p.name.startswith("rowpar_cluster")},
     # one block per row with shared-memory tree reductions
     **{p.name: {"rowsum", "softmax", "layernorm", "rmsnorm"} for p in PASSES if p.name.startswith("blockrow_")},
     # a row read by two or more blockDim-strided loops (rowsum reads it once)

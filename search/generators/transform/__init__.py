@@ -354,7 +354,11 @@ def plan_chains(unit: Unit) -> list[list[Pass]]:
             return [None]
         first = next(i for i, p in enumerate(PASSES) if p.group == g)
         prepared = run_chain(unit, [p for p in PASSES[:first] if p.group is None])
-        found = [p for p in PASSES if p.group == g and (p.applies(unit) or p.applies(prepared))]
+        # ... or after an optional group's pass before it (collapse's one loop over a channel's images and pixels is
+        # long enough for a block or a cluster a row, where the nest's outer loop alone was not)
+        readings = [(-1, unit), (-1, prepared)] + [(k, run_chain(prepared, [q])) for k, q in enumerate(PASSES)
+                                                   if q.group in OPTIONAL_GROUPS and q.group != g and q.applies(prepared)]
+        found = [p for i, p in enumerate(PASSES) if p.group == g and any(k < i and p.applies(r) for k, r in readings)]
         if g in UNPROVEN_GROUPS:  # (each tried at its turn in the chain: divmod applies to the loops rowpar or grid_stride write)
             return [None] + [p for p in PASSES if p.group == g]
         return found + [None] if g in OPTIONAL_GROUPS else found or [None]
@@ -447,6 +451,9 @@ def _greedy_chain(unit: Unit, chosen: dict[str, Pass | None], memo: dict | None 
         grid = chosen.get("grid")
         if grid is None or grid in chain:
             return chain
+        if not grid.applies(unit) and not grid.applies(
+                run_chain(unit, [q for q in PASSES[:PASSES.index(grid)] if q.group is None])):
+            return []  # (it applies only after another group's pass, collapse's, which this combination left out)
         earlier = [p for p in chain if p.group is None and PASSES.index(p) < PASSES.index(grid)]
         if not earlier:
             return chain

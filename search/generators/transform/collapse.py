@@ -38,8 +38,9 @@ without an initialiser, of an array or reference, or ``static``/``__shared__``; 
 increments, calls a function that is not pure math or a load, or reads a buffer the kernel writes; a declared name
 written in the nest or named like the inner index; inner bounds that use ``h``, a declaration of the outer body or a
 name the nest writes; outer bounds the nest writes; an index written in the bodies; ``break``, ``continue``,
-``return`` or ``goto`` in the outer body; an outer loop that carries a variable (an accumulation: collapsing a
-reduction would only reorder it); and a result rowpar would not split (its reason).
+``return`` or ``goto`` in the outer body; a declaration of the outer body that reads a variable the nest carries
+(a sum over both loops: the collapsed loop updates it in the same order, so a reduction over a channel's images and
+pixels becomes one loop rowpar splits whole); and a result rowpar would not split (its reason).
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ from dataclasses import dataclass
 from . import syntax as sx
 from .base import LOAD_FUNCS, Unit
 from .opening import paren
-from .reductions import PURE_CALLS, loop_accumulators
+from .reductions import PURE_CALLS
 from .rowpar import (PlannedPass, Refused, RowParallelPass, _base_name, _local_arrays, _row_guard, _row_loop, access_base,
                      pointer_roots, step_one_bound, value_dead_after, written_roots)
 from .syntax import Node
@@ -144,11 +145,13 @@ class CollapsePass(PlannedPass):
             raise Refused("break, continue, return or goto in the outer body")
         if h in sx.written_names(body) or i in sx.written_names(inner.child_by_field_name("body")):
             raise Refused(f"{h if h in sx.written_names(body) else i} is written in the loop's body")
+        # what the nest carries across iterations (a sum over both loops) is updated in the inner loop alone (the outer
+        # body holds only pure declarations): the collapsed loop makes the same updates in the same order, so rowpar
+        # may then split the whole reduction; a declaration that reads it would read it once per inner iteration
         carried = sx.written_names(outer) - sx.declared_names(outer) - {x.name for x in (ho, hi) if not x.declared}
-        if carried:
-            accs = loop_accumulators(body, carried, h)
-            raise Refused(f"the outer loop carries {', '.join(sorted(carried))} across iterations"
-                          + (" (an accumulation: collapsing a reduction only reorders it)" if accs else ""))
+        read = set().union(*(sx.identifiers(d) for d in decls)) & carried if decls else set()
+        if read:
+            raise Refused(f"a declaration of the outer body reads {', '.join(sorted(read))}, which the nest updates")
         written = sx.written_names(outer)
         roots = pointer_roots(unit)
         buffers = written_roots(unit.body, roots, _local_arrays(unit.body))

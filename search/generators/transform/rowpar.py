@@ -397,6 +397,7 @@ class RowParallelPass(PlannedPass):
         self._check_layout(ctx, g, rw)
         self._check_length(unit, rw)
         self._check_repeated(unit, rw)
+        self._check_starved(unit, rw)
         launch = self._launch(unit, g, threads, rw)
         return g, rw, launch
 
@@ -428,6 +429,24 @@ class RowParallelPass(PlannedPass):
                 raise Refused(f"the loop at line {loop.start_point[0] + 1} stays serial"
                               + (f" ({kept[0]})" if kept else "")
                               + f" and every lane of a row would run all of it ({count}): the split would multiply its work")
+
+    def _check_starved(self, unit: Unit, rw: "_Rewrite") -> None:
+        """Refuses a split loop of fewer iterations than the row's lanes at every bench size whose body holds a serial
+        loop of more than :data:`REPEATED_TRIPS` iterations: a few lanes would each run that long loop alone while
+        the rest idle (a GroupNorm's loop over a group's 8 channels around the 16384 pixels of each; ``collapse``
+        makes the nest one loop, which the lanes then share)."""
+        if not isinstance(self.lanes, int) or not unit.spec.bench.sizes:
+            return
+        for loop, j in rw.loops:
+            trips = split_trips(unit, loop, j)
+            if trips is None or trips >= self.lanes:
+                continue
+            body = loop.child_by_field_name("body")
+            inner = [n for n in sx.walk(body) if n.type in sx.LOOPS] if body is not None else []
+            long = [n for n in inner if (t := loop_trips(unit, n)) is None or t > REPEATED_TRIPS]
+            if long:
+                raise Refused(f"the loop at line {loop.start_point[0] + 1} gives {trips} of the {self.lanes} lanes work, "
+                              f"each running the loop at line {long[0].start_point[0] + 1} alone (collapse's case)")
 
     def _check_layout(self, walk: "_Walk", g: ElementGuard, rw: "_Rewrite") -> None:
         """Refuses a split loop that walks a column (:meth:`_Walk.strides_columns`): its lanes would read elements a
@@ -1165,6 +1184,38 @@ def loop_trips(unit: Unit, loop: Node) -> int | None:
     bound = cond.child_by_field_name("right" if sx.operator(cond) in ("<", "<=") else "left")
     expr = spec_expression(unit, bound, head[1])
     if expr is None or not unit.spec.bench.sizes:
+        return None
+    try:
+        return max(int(evaluate(expr, size)) for size in unit.spec.bench.sizes)
+    except ExprError:
+        return None
+
+
+def split_trips(unit: Unit, loop: Node, j: str) -> int | None:
+    """The most iterations the ``for`` loop over ``j`` runs at the bench sizes, its trip count read as a polynomial
+    (``(g + 1) * cpg - g * cpg`` is ``cpg``) and then through the spec's values (:func:`spec_expression`); None where
+    it cannot be read."""
+    trips = loop_trips(unit, loop)
+    if trips is not None:
+        return trips
+    init = loop.child_by_field_name("initializer")
+    cond = sx.unparen(loop.child_by_field_name("condition"))
+    start = None
+    if init is not None and init.type == "declaration":
+        ds = init.children_by_field_name("declarator")
+        start = ds[0].child_by_field_name("value") if len(ds) == 1 and ds[0].type == "init_declarator" else None
+    if start is None or cond is None or cond.type != "binary_expression":
+        return None
+    trip = _trip(start, cond, j)
+    if trip is None or len(trip) != 1:
+        return None
+    ((mono, coef),) = trip.items()
+    if len(mono) != 1 or coef != 1:
+        return None
+    name = mono[0]
+    ident = next((n for n in sx.walk(loop) if n.type == "identifier" and sx.text(n) == name), None)
+    expr = spec_expression(unit, ident, None, start_zero=True) if ident is not None else None
+    if expr is None:
         return None
     try:
         return max(int(evaluate(expr, size)) for size in unit.spec.bench.sizes)
