@@ -186,7 +186,10 @@ class SmemTilePass(PlannedPass):
         parts = _guard_parts(cond, negated, y.name, x.name, uniform)
         loops = [i for i, s in enumerate(rest) if s.type == "for_statement"]
         if len(loops) != 1:
-            raise Refused(f"{len(loops)} top-level for loops in the guarded code (one inner-product loop wanted)")
+            nested = [n for s in rest if s.type != "for_statement" for n in sx.walk(s) if n.type == "for_statement"]
+            where = (f" (the loop at line {nested[0].start_point[0] + 1} is inside the {rest_kind(rest, nested[0])} at "
+                     f"line {_top(rest, nested[0]).start_point[0] + 1})") if not loops and nested else ""
+            raise Refused(f"{len(loops)} top-level for loops in the guarded code (one inner-product loop wanted){where}")
         pre, loop, post = rest[:loops[0]], rest[loops[0]], rest[loops[0] + 1:]
         if any(sx.contains_type(s, sx.LOOPS) for s in pre):
             raise Refused("a loop before the inner-product loop")
@@ -697,6 +700,18 @@ class SmemTilePass(PlannedPass):
 
 
 # -- the pieces of the precondition ------------------------------------------------------------------------
+
+
+def _top(rest: list[Node], node: Node) -> Node:
+    """The statement of ``rest`` that holds ``node``."""
+    return next(s for s in rest if s.start_byte <= node.start_byte < s.end_byte)
+
+
+def rest_kind(rest: list[Node], node: Node) -> str:
+    """What kind of statement of ``rest`` holds ``node`` (``if/else``, ``while loop``, ...), for a refusal."""
+    t = _top(rest, node).type
+    return {"if_statement": "if/else", "while_statement": "while loop", "do_statement": "do loop",
+            "compound_statement": "block", "switch_statement": "switch"}.get(t, t.replace("_", " "))
 
 
 def _check_kernel(unit: Unit) -> None:
