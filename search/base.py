@@ -235,6 +235,16 @@ def shape_dims(shape) -> tuple:
     return tuple(d.strip() if isinstance(d, str) else d for d in shape or [])
 
 
+def square_note(bufs) -> str:
+    """`` (A is [N, N]: a square buffer's rows and columns are one size, which the family does not take)`` for the
+    first buffer of ``bufs`` (spec args) whose two dimensions are one symbol, else ``""``: why a family that wants
+    ``x[R, C]`` counted none."""
+    sq = next((a for a in bufs if len(shape_dims(a.shape)) == 2 and isinstance(shape_dims(a.shape)[0], str)
+               and shape_dims(a.shape)[0] == shape_dims(a.shape)[1]), None)
+    return "" if sq is None else (f" ({sq.name} is [{', '.join(shape_dims(sq.shape))}]: a square buffer's rows and "
+                                  "columns are one size, which the family does not take)")
+
+
 def render_params(kernel: KernelDef) -> str:
     """The kernel's parameter list as a family's skeleton declares it: the user's names, types and order,
     ``const`` kept, every pointer ``__restrict__`` (the spec's buffers never overlap)."""

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import (GenContext, NoFit, family_candidate, family_candidates, fit_check, shape_dims, size_args,
+from ..base import (square_note, GenContext, NoFit, family_candidate, family_candidates, fit_check, shape_dims, size_args,
                     source_mentions)
 from .cuda_text import load_template, floats_to_word, word_to_floats
 
@@ -169,7 +169,7 @@ def match_spec(spec: KernelSpec) -> ElementwiseMatch | None:
     ins = [a for a in bufs if a.role == "in"]
     if len(outs) != 1 or outs[0].role != "out" or not _is_2d(outs[0].shape, syms):
         raise NoFit(f"written buffers: {len(outs)}; it writes one out buffer y[R, C] (R and C two symbols)"
-                    if len(outs) != 1 else f"the written buffer {outs[0].name} is not an out y[R, C]")
+                    if len(outs) != 1 else f"the written buffer {outs[0].name} is not an out y[R, C]" + square_note(outs))
     y = outs[0]
     r_sym, c_sym = (d.strip() for d in y.shape)
     xs = [a for a in ins if list(shape_dims(a.shape)) == [r_sym, c_sym]]

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import (_COMMENTS, GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_linkage,
+from ..base import (square_note, _COMMENTS, GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_linkage,
                     render_params, scalars_unused, shape_dims, size_args, stored_values)
 from .cuda_text import load_template, floats_to_word, word_to_floats
 from ptxfactory.harness.occupancy import occupancy
@@ -273,6 +273,7 @@ def match_spec(spec: KernelSpec) -> RowwiseMatch | None:
     ins2 = [a for a in bufs if a.role in ("in", "inout") and _is_2d(a.shape, syms)]
     if not ins2 or len(ins2) > 2 or ins2[0].role != "in":
         raise NoFit(f"two-dimensional inputs: {len(ins2)}; it takes x[R, C] (and a residual of its shape)"
+                    + square_note(bufs)
                     if len(ins2) != 1 else f"its two-dimensional buffer {ins2[0].name} is {ins2[0].role}, not an input")
     x = ins2[0]
     r_sym, c_sym = (d.strip() for d in x.shape)

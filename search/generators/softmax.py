@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import (EXP_CALL, LOG_CALL, GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_linkage,
+from ..base import (square_note, EXP_CALL, LOG_CALL, GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_linkage,
                     render_params, scalars_unused, shape_dims, size_args, source_mentions, stored_values, walks_columns,
                     pointer_aliases)
 from .cuda_text import load_template, floats_to_word, word_to_floats
@@ -147,7 +147,7 @@ def match_spec(spec: KernelSpec) -> SoftmaxMatch | None:
     scalars = [a for a in spec.args if not a.is_buffer]
     xs = [a for a in bufs if a.role == "in" and _is_2d(a.shape, syms)]
     if len(xs) != 1:
-        raise NoFit(f"two-dimensional inputs: {len(xs)}; it takes one, x[R, C]")
+        raise NoFit(f"two-dimensional inputs: {len(xs)}; it takes one, x[R, C]" + square_note(bufs))
     x = xs[0]
     r_sym, c_sym = (d.strip() for d in x.shape)
     ys = [a for a in bufs if a.role == "out" and list(shape_dims(a.shape)) == [r_sym, c_sym]]

@@ -301,3 +301,21 @@ def test_a_log_softmax_gets_no_softmax_skeleton():
     # the same kernel storing the softmax is proposed: the refusal reads the store, not the file
     plain = LOG_SOFTMAX.replace("__bfloat162float(xr[j]) - lse)", "expf(__bfloat162float(xr[j]) - mx) / sum)")
     assert fam.propose(example_ctx("softmax", source=plain))
+
+
+def test_a_square_buffer_is_named_in_the_refusal():
+    """A square [N, N] input is not x[R, C] to the row families: the refusal says so rather than counting no input."""
+    spec = parse_spec("""
+[kernel.k]
+args = [
+  { name = "A", role = "in", dtype = "f32", shape = ["N", "N"] },
+  { name = "C", role = "out", dtype = "f32", shape = ["N", "N"] },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+]
+launch = { grid = ["N"], block = [256], policy = "free" }
+[kernel.k.check]
+sizes = [{ N = 33 }]
+[kernel.k.bench]
+sizes = [{ N = 4096 }]
+""").kernels["k"]
+    assert match_spec(spec) is None and "A is [N, N]: a square buffer" in match_spec.why(spec)
