@@ -131,6 +131,7 @@ from .ascending import ascending_loops
 from .perfect_nest import perfect_nests
 from .walking import walked_pointers
 from .while_for import counted_whiles
+from .selects import if_selects
 from .smem_tile import CONFIGS as SMEM_TILES, SmemTilePass
 from .mma_tile import ASYNC_CONFIGS as MMA_ASYNC_TILES, CONFIGS as MMA_TILES, TF32_CONFIGS as MMA_TF32_TILES, MmaTilePass
 from .specialise import SpecialisePass
@@ -323,8 +324,10 @@ def unit_from_context(ctx: GenContext) -> Unit:
     # so that the GEMM-class passes read the nest as one k; a pointer stepped through a loop (acc += *p; p += N;) read
     # at the loop's index (walking.py), so that its loads have a known offset (colpar, rowpar); a counted while loop
     # (int dh = 0; while (dh < 2) { ...; dh++; }) written as its for loop (while_for.py), so that the loop passes read
-    # it (coarsen: a short literal loop is the element's own)
-    for canonical in (perfect_nests, walked_pointers, counted_whiles):
+    # it (coarsen: a short literal loop is the element's own); an if/else whose branches assign one place written as
+    # one assignment of a conditional expression (selects.py), so that the passes taking straight-line element code
+    # read one store (vectorize: y[i] = v > 0 ? v : alpha * v)
+    for canonical in (perfect_nests, walked_pointers, counted_whiles, if_selects):
         new = canonical(unit.data, lambda d: unit.with_text(d).body)
         unit = unit if new == unit.data else unit.with_text(new)
     return unit
