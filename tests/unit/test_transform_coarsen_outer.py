@@ -19,7 +19,7 @@ from ptxfactory.search.generators.transform.restrict import RestrictPass
 from ptxfactory.search.generators.transform.unflatten import UnflattenPass
 
 from test_smem_tile import host_agree
-from test_transform import compiles, unit
+from test_transform import compiles, spec_for, unit
 
 BLUR = """
 extern "C" __global__ void k(const float* in, const float* w, float* out, int H, int W)
@@ -244,3 +244,75 @@ def test_a_guard_on_a_local_stays_in_the_full_path(tmp_path):
     assert text.count("continue;") == 2 and "!((x >= W" not in text
     r = host_agree(src, s, {"H": 37, "W": 45}, [OuterCoarsenPass(4)], tmp_path)
     assert r.split() == ["1", "out", "same"], r
+
+
+JACOBI = """
+extern "C" __global__ void k(const float* u, const float* rhs, float* u_new, int H, int W)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    int i = blockIdx.y * blockDim.y + threadIdx.y;
+    if (i >= H || j >= W) return;
+    if (i == 0 || j == 0 || i == H - 1 || j == W - 1) {
+        u_new[i * W + j] = u[i * W + j];
+        return;
+    }
+    u_new[i * W + j] = 0.25f * (u[(i - 1) * W + j] + u[(i + 1) * W + j] + u[i * W + j - 1] + u[i * W + j + 1] - rhs[i * W + j]);
+}
+"""
+JACOBI_ARGS = """
+  { name = "u", role = "in", dtype = "f32", shape = ["H", "W"] },
+  { name = "rhs", role = "in", dtype = "f32", shape = ["H", "W"] },
+  { name = "u_new", role = "out", dtype = "f32", shape = ["H", "W"] },
+  { name = "H", role = "scalar", dtype = "i32", value = "H" },
+  { name = "W", role = "scalar", dtype = "i32", value = "W" },
+"""
+# the same border written as an if/else with other comparisons (v <= 0, H - 1 <= v), kept as a statement
+JACOBI_IF = JACOBI.replace("""    if (i == 0 || j == 0 || i == H - 1 || j == W - 1) {
+        u_new[i * W + j] = u[i * W + j];
+        return;
+    }
+    u_new[i * W + j] = 0.25f""", """    float v;
+    if (i <= 0 || j == 0 || H - 1 <= i || j == W - 1) {
+        v = u[i * W + j];
+    } else {
+        v = 0.25f""").replace("- rhs[i * W + j]);\n}", "- rhs[i * W + j]);\n        v += 0.0f;\n    }\n    u_new[i * W + j] = v;\n}")
+
+
+def jacobi_spec():
+    return spec_for("k", JACOBI_ARGS, grid='["cdiv(W, 16)", "cdiv(H, 16)"]', block="[16, 16]", sizes="[{ H = 37, W = 45 }]")
+
+
+def test_a_border_false_for_all_of_a_threads_rows_leaves_them_the_interior_alone():
+    """Jacobi's border (first and last row and column: an early return, then a select once canonical) is tested for the
+    thread's first and last row: where it is false for all of them, the rows run the interior's expression with no
+    choice between them (their vertical taps one expression each, for the compiler to share)."""
+    u = unit(JACOBI, jacobi_spec())
+    out = OuterCoarsenPass(4).apply(u)
+    head, rest = out.text.split("// every index inside the border", 1)
+    fast = rest.split("} else", 1)[0]
+    assert "((0) < (int)(ptxf_ob) || (0) > (int)(ptxf_ob + 3))" in head and "!(j == 0)" in head
+    assert "((H - 1) < (int)(ptxf_ob) || (H - 1) > (int)(ptxf_ob + 3))" in head
+    assert "?" not in fast and "u[(i - 1) * W + j]" in fast
+    compiles(out.text, jacobi_spec(), "k")
+    iff = OuterCoarsenPass(4).apply(unit(JACOBI_IF, jacobi_spec()))
+    head = iff.text.split("// every index inside the border", 1)[0]
+    assert "!((int)(ptxf_ob) <= (0))" in head and "!((int)(ptxf_ob + 3) >= (H - 1))" in head
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("size", [{"H": 37, "W": 45}, {"H": 66, "W": 18}, {"H": 5, "W": 3}])
+def test_the_interior_path_gives_the_originals_bits_on_the_host(size, tmp_path):
+    """Heights whose threads' rows start inside, straddle and end at the border (37 and 66 rows, 4 and 8 a thread; 5
+    rows: no thread inside), both spellings of the border: every point the original's bits."""
+    s = jacobi_spec()
+    for src in (JACOBI, JACOBI_IF):
+        report = host_agree(src, s, size, [OuterCoarsenPass(4), OuterCoarsenPass(8)], tmp_path)
+        assert report.split() == ["1", "u_new", "same", "2", "u_new", "same"], report
+
+
+def test_a_border_reading_memory_or_a_row_local_is_not_hoisted():
+    """A condition that reads a buffer, or a local computed from the row, is the rows' own: no interior path."""
+    mem = JACOBI.replace("if (i == 0 || j == 0", "if (rhs[0] > 1e30f || i == 0 || j == 0")
+    assert "every index inside the border" not in OuterCoarsenPass(4).apply(unit(mem, jacobi_spec())).text
+    local = JACOBI.replace("    if (i == 0 || j == 0", "    int top = i - 1;\n    if (top < 0 || j == 0")
+    assert "every index inside the border" not in OuterCoarsenPass(4).apply(unit(local, jacobi_spec())).text

@@ -44,6 +44,8 @@ overflow at a spec size.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ptxfactory.protocol import LaunchConfig
 from ptxfactory.protocol.expr import ExprError, evaluate, to_c
 
@@ -116,7 +118,8 @@ class OuterCoarsenPass:
                 if (-(-blocks // self.k) * self.k + self.k) * threads > 2**31 - 1:
                     return None, f"a 32-bit outer index ({ctype}) could overflow at the size {dict(size)}"
         return {"axis": axis, "decl": stmts[at], "name": name, "type": ctype, "thread": thread, "rest": rest,
-                "bound": bound, "dims": len(grid), "guards": _monotone_guards(unit, stmts, at, name)}, None
+                "bound": bound, "dims": len(grid), "guards": _monotone_guards(unit, stmts, at, name),
+                "borders": _borders(unit, stmts, at, name)}, None
 
     def why_not(self, unit: Unit) -> str | None:
         """Why the pass refuses ``unit`` (None when it applies)."""
@@ -141,10 +144,24 @@ class OuterCoarsenPass:
         full_cond = "".join(f" && !({_substituted(data, g.child_by_field_name('condition'), v, last)})" for g in guards)
         dropped = [(g.start_byte, g.end_byte, b"") for g in guards]
         full_body = _text(data, rest, dropped + [e for e in edits if not any(g[0] <= e[0] < g[1] for g in dropped)])
+        # the interior path: a border choice (if/else, or a conditional value) whose condition is false for every index
+        # of the thread, by a test of its first and last, runs its interior alone (a stencil's rows then share taps)
+        borders = m["borders"]
+        first_i = f"({t})(ptxf_ob)"
+        inner_cond = "".join(f" && {_interior_test(data, b.cond, v, first_i, last)}" for b in borders)
+        def interior(b: Border) -> bytes:  # the interior's text, its returns this index's continue
+            lo, hi = b.interior.start_byte, b.interior.end_byte
+            text = sx.apply_edits(data[lo:hi], [(x - lo, y - lo, r) for x, y, r in edits if lo <= x < hi])
+            return b"(" + text + b")" if b.kind == "select" else text
+
+        inner_edits = dropped + [(b.node.start_byte, b.node.end_byte, interior(b)) for b in borders]
+        inner_edits += [e for e in edits if not any(a <= e[0] < z for a, z, _ in inner_edits)]
+        interior_body = _text(data, rest, inner_edits)
         ind = sx.line_indent(data, m["decl"].start_byte)[0].decode()
         inner = ind + " " * 12
         body = body.replace("\n", "\n" + " " * 12)
         full_body = full_body.replace("\n", "\n" + " " * 12)
+        interior_body = interior_body.replace("\n", "\n" + " " * 12)
         first = (f"((long long)blockIdx.{a} * blockDim.{a} + threadIdx.{a}) * {k}" if m["thread"]
                  else f"(long long)blockIdx.{a} * {k}")
         covered = f"({m['bound']}) * blockDim.{a}" if m["thread"] else f"({m['bound']})"
@@ -153,6 +170,13 @@ class OuterCoarsenPass:
             f"{{   // coarsen_outer (transform): {k} consecutive {a} indices per thread",
             f"{ind}    const long long ptxf_ob = {first};",
             f"{ind}    const long long ptxf_on = {covered};  // the {a} indices the original launch covered",
+            *([f"{ind}    if (ptxf_ob + {k} <= ptxf_on{full_cond}{inner_cond}) {{  // every index inside the border",
+               "#pragma unroll",
+               f"{ind}        for (int ptxf_o = 0; ptxf_o < {k}; ++ptxf_o) {{",
+               f"{inner}{index}",
+               f"{inner}{interior_body}",
+               f"{ind}        }}",
+               f"{ind}    }} else"] if borders else []),
             f"{ind}    if (ptxf_ob + {k} <= ptxf_on{full_cond}) {{",
             "#pragma unroll",
             f"{ind}        for (int ptxf_o = 0; ptxf_o < {k}; ++ptxf_o) {{",
@@ -328,6 +352,99 @@ def _monotone_guards(unit: Unit, stmts: list[Node], at: int, v: str) -> list[Nod
             continue
         out.append(s)
     return out
+
+
+@dataclass(frozen=True)
+class Border:
+    """A border choice of the code after the index: ``if (cond) edge else interior`` (``kind`` "if", ``node`` the if
+    statement) or ``L = (cond) ? edge : interior;`` (``kind`` "select", ``node`` the conditional expression)."""
+
+    kind: str
+    node: Node
+    cond: Node
+    interior: Node
+
+
+_COMPARE = frozenset({"==", "<", "<=", ">", ">="})
+_MIRROR = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}
+
+
+def _borders(unit: Unit, stmts: list[Node], at: int, v: str) -> list[Border]:
+    """The top-level border choices after the index ``v`` whose condition is an ``||`` of comparisons of ``v`` with
+    values the same for all of a thread's indices (``v == 0``, ``v >= H - 1``) and of parts free of ``v`` (``x == 0``),
+    each reading only parameters and names declared before the index, no memory, no call but value functions: the
+    condition is false for every index from a first to a last when each comparison is false at the one end that
+    decides it (:func:`_interior_test`)."""
+    rest = stmts[at + 1:]
+    known = _declared_outside(unit, stmts[:at]) | {v} | BUILTINS
+    out = []
+    for s in rest:
+        if s.type == "if_statement" and s.child_by_field_name("alternative") is not None:
+            alt = s.child_by_field_name("alternative")
+            alt = next((c for c in alt.named_children if c.type != "comment"), None) if alt.type == "else_clause" else alt
+            cond = sx.unparen(s.child_by_field_name("condition").child_by_field_name("value"))
+            if alt is not None and _border_cond(cond, v, known):
+                out.append(Border("if", s, cond, alt))
+        elif s.type == "expression_statement" and s.named_child_count == 1 and s.named_children[0].type == "assignment_expression":
+            value = sx.unparen(s.named_children[0].child_by_field_name("right"))
+            if value is not None and value.type == "conditional_expression":
+                cond = sx.unparen(value.child_by_field_name("condition"))
+                if _border_cond(cond, v, known):
+                    out.append(Border("select", value, cond, value.child_by_field_name("alternative")))
+    return out
+
+
+def _border_cond(cond: Node | None, v: str, known: set[str]) -> bool:
+    """``cond`` is an ``||`` of comparisons of ``v`` with a value free of it, and parts free of ``v``, each reading
+    only ``known`` names, no memory, and calling only value functions; at least one part compares ``v``."""
+    if cond is None:
+        return False
+    compares = 0
+    for part in sx.operands(cond, "||"):
+        if (sx.contains_type(part, ("subscript_expression", "pointer_expression", "assignment_expression",
+                                    "update_expression", "field_expression"))
+                or any(n.type == "call_expression" and sx.call_name(n) not in sx.VALUE_FUNCS for n in sx.walk(part))
+                or sx.identifiers(part) - known - set(sx.VALUE_FUNCS)):
+            return False
+        if v not in sx.identifiers(part):
+            continue
+        if _comparison(part, v) is None:
+            return False
+        compares += 1
+    return compares > 0
+
+
+def _comparison(part: Node, v: str) -> tuple[str, Node] | None:
+    """``(op, e)`` for a part ``v op e`` (``e op v`` mirrored), ``e`` free of ``v``; else None."""
+    p = sx.unparen(part)
+    if p is None or p.type != "binary_expression" or sx.operator(p) not in _COMPARE:
+        return None
+    left, right, op = p.child_by_field_name("left"), p.child_by_field_name("right"), sx.operator(p)
+    if sx.is_ident(sx.uncast(left), v) and v not in sx.identifiers(right):
+        return op, right
+    if sx.is_ident(sx.uncast(right), v) and v not in sx.identifiers(left):
+        return _MIRROR[op], left
+    return None
+
+
+def _interior_test(data: bytes, cond: Node, v: str, first: str, last: str) -> str:
+    """The C test that ``cond`` (:func:`_border_cond`) is false for every index from ``first`` to ``last``: a part
+    free of ``v`` false; ``v == e``: e outside them; ``v < e``, ``v <= e``: false at the first; ``v > e``, ``v >= e``:
+    false at the last."""
+    tests = []
+    for part in sx.operands(cond, "||"):
+        if v not in sx.identifiers(part):
+            tests.append(f"!({sx.text(part)})")
+            continue
+        op, e = _comparison(part, v)
+        e_text = f"({sx.text(e)})"
+        if op == "==":
+            tests.append(f"({e_text} < {first} || {e_text} > {last})")
+        elif op in ("<", "<="):
+            tests.append(f"!({first} {op} {e_text})")
+        else:
+            tests.append(f"!({last} {op} {e_text})")
+    return "(" + " && ".join(tests) + ")"
 
 
 def _text(data: bytes, rest: list[Node], edits: list[tuple[int, int, bytes]]) -> str:
