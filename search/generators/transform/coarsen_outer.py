@@ -27,7 +27,14 @@ A top-level exit guard whose condition is upper bounds on the index plus parts r
 declared before the index (``if (x >= W || row >= H) return;``) is tested once, for the thread's last index, in the
 full path's condition, and dropped from its rows: they run without control flow between them, so what one row loads
 of a stencil's neighbours the compiler may reuse in the next. The grid's outer extent becomes ``cdiv(G, K)``; the
-block stays. Every (row, col) the original computed is computed
+block stays. A top-level border choice (``if (i == 0 || j == 0 || i == H - 1 || j == W - 1) edge else
+interior``, or that choice as a conditional value, which ``selects`` and ``early_exit`` make of a border's early
+return) whose condition is an ``||`` of comparisons of the index with values the same for all of a thread's indices
+and of parts free of it, reading only parameters and names declared before the index (:func:`_borders`), is tested
+once more, before that path: where it is false for the thread's first and last index at the end that decides each
+comparison (``i == 0``: 0 outside them; ``i <= 0``: the first; ``i >= H - 1``: the last), the rows run the interior
+alone, one expression each, so a stencil's vertical (or a 3-D stencil's z) taps are shared between rows by the
+compiler. Every (row, col) the original computed is computed
 once, by one thread, with the same code: exact. A ``return`` of the rest (the guard's, an early exit) ends only that
 row: ``continue``. What it buys: ``K`` rows' loads in flight per thread, the work of the indices above the outer one
 (the column's, declared before it) done once, and a stencil's taps shared between a thread's rows; what it costs:
