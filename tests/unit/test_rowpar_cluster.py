@@ -324,3 +324,26 @@ def test_the_emulation_fails_a_rewrite_whose_blocks_overlap(tmp_path, monkeypatc
     times: the emulation reports it."""
     runs = _emulate("l2norm", lambda t: t.replace("(blockIdx.x % 4u) * 32u + threadIdx.x", "threadIdx.x"), tmp_path, monkeypatch)
     assert any(d > 1e-2 for _, n, diffs in runs if n > 1 for d in diffs.values())
+
+
+def test_vector_loops_widen_a_clusters_lanes():
+    """vector_loops reads rowpar_cluster's lane (``(blockIdx.x % C) * 1024 + threadIdx.x``, the step C * 1024) as a
+    group spanning the cluster's blocks, ``blockIdx.x / C`` uniform over it and ``blockIdx.x`` not: 16-byte loads a
+    lane, the chain compiled (its exactness: test_vector_loops' host emulation, kind "cluster")."""
+    from ptxfactory.search.generators.transform.vector_loops import VectorLoopsPass
+
+    spec = few_rows_spec(ROW_ARGS)
+    p, vl = RowClusterPass(8), VectorLoopsPass()
+    split = p.apply(with_facts(unit(L2NORM, spec)))
+    assert vl.why_not(split) is None
+    out = vl.apply(split)
+    assert "uint4" in out.text and "32768" in out.text  # 4 floats a lane, the step 8192 * 4
+    cand = TransformGenerator().candidate(make_ctx(L2NORM, spec), out, [p, vl])
+    r = compile_candidate(cand, "sm_90a")
+    assert not isinstance(r, CompileFailed), r.log
+    # a lane that reads blockIdx.x other than through the cluster's row is not uniform over the cluster
+    odd = split.text.replace("for (int j = (0) + ptxf_lane; j < N; j += 8192) {",
+                             "for (int j = (int)(blockIdx.x % 2u) + ptxf_lane; j < N; j += 8192) {", 1)
+    assert odd != split.text
+    widened = out.text.count("(transform vector_loops)")
+    assert widened == 2 and vl.apply(dataclasses.replace(split, text=odd)).text.count("(transform vector_loops)") == 1

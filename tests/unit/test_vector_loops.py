@@ -339,6 +339,18 @@ extern "C" __global__ void k(const float* x, const float* w, const int* c, float
     ps[row * 8 + lane] = s;
 }
 """
+# rowpar_cluster's lanes: a row over a cluster of 2 blocks of 4 threads (the lane counts across the blocks)
+EMU_CLUSTER = """
+extern "C" __global__ void k(const float* x, const float* w, const int* c, float* y, float* pm, int* ps, int M, int N)
+{
+    int row = (int)(blockIdx.x / 2u);
+    const unsigned ptxf_lane = (blockIdx.x % 2u) * 4u + threadIdx.x;
+    if (row >= M) return;
+""" + LOOP.replace("START", "ptxf_lane").replace("STEP", "8") + """
+    pm[row * 8 + ptxf_lane] = m;
+    ps[row * 8 + ptxf_lane] = s;
+}
+"""
 EMU_SHIM = r"""
 #include <cmath>
 #include <cstdint>
@@ -437,13 +449,14 @@ def _host(text: str) -> str:
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the host emulation")
-@pytest.mark.parametrize("kind", ["block", "group"])
+@pytest.mark.parametrize("kind", ["block", "group", "cluster"])
 def test_same_outputs_on_host_emulation(kind, tmp_path):
     """Original, vector_loops and restrict+ldg+stream+vector_loops: the same y (bit for bit, guards included), the same
-    per-row max and integer sum over the lanes' partial results, at 12 row lengths and 5 alignments of the buffers."""
-    src = EMU_BLOCK if kind == "block" else EMU_GROUP
-    grid, lanes = ('["M"]', 8) if kind == "block" else ('["cdiv(M * 4, 8)"]', 4)
-    spec = spec_for("k", EMU_ARGS, grid=grid, block="[8]", sizes="[{ M = 3, N = 100 }]")
+    per-row max and integer sum over the lanes' partial results, at 12 row lengths and 5 alignments of the buffers
+    (``cluster``: a row's lanes over two blocks, as rowpar_cluster writes them)."""
+    src = {"block": EMU_BLOCK, "group": EMU_GROUP, "cluster": EMU_CLUSTER}[kind]
+    grid, lanes = {"block": ('["M"]', 8), "group": ('["cdiv(M * 4, 8)"]', 4), "cluster": ('["M * 2"]', 8)}[kind]
+    spec = spec_for("k", EMU_ARGS, grid=grid, block="[4]" if kind == "cluster" else "[8]", sizes="[{ M = 3, N = 100 }]")
     u = unit(src, spec)
     plain = VL.apply(u)
     hinted = VL.apply(StreamPass().apply(LdgPass().apply(RestrictPass().apply(u))))
@@ -453,7 +466,10 @@ def test_same_outputs_on_host_emulation(kind, tmp_path):
     for out, chain in ((plain, [VL]), (hinted, [RestrictPass(), LdgPass(), StreamPass(), VL])):
         compiled_ptx(src, spec, out, chain)
     program = (EMU_SHIM + "".join(f"namespace {ns} {{\n{_host(t)}\n}}\n" for ns, t in (("orig", src), ("vec", plain.text), ("hinted", hinted.text)))
-               + EMU_MAIN.replace("GRID", "M" if kind == "block" else "((M * 4 + 7) / 8)").replace("LANES", str(lanes)))
+               + EMU_MAIN.replace("GRID", {"block": "M", "group": "((M * 4 + 7) / 8)", "cluster": "(M * 2)"}[kind])
+               .replace("LANES", str(lanes)))
+    if kind == "cluster":  # blocks of 4 threads
+        program = program.replace("blockDim.x = 8;", "blockDim.x = 4;").replace("t < 8; ++t", "t < 4; ++t")
     cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
     cpp.write_text(program)
     build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", "-ffp-contract=off", str(cpp), "-o", str(exe)], capture_output=True, text=True)

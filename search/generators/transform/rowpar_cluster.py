@@ -24,6 +24,9 @@ proposed where, at some bench size, half of it (C / 2 blocks a row) would still 
 1024-thread blocks unfilled (rows x C / 2 < wave). The largest such C comes first (:data:`CLUSTER_SIZES`'s order),
 the smallest cluster that fills the wave: the lessons reorder them.
 
+``vector_loops`` reads the lane as a group spanning the cluster's blocks (``blockIdx.x / C`` uniform over it,
+``blockIdx.x`` not), so the split loops take 16-byte accesses as a block's do.
+
 Refused beyond what ``rowpar`` refuses: no GPU facts, an architecture before sm_90, a row count that is not an
 expression of the spec's sizes, rows enough to fill the GPU a block each at every bench size, a grid over 2^31 - 1.
 """

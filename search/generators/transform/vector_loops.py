@@ -563,6 +563,7 @@ class LoopAnalysis:
         self.block = unit.block_threads() if unit.block_is_1d() else None
         self._memo: dict[str, bool] = {}
         self.group_size: int | None = None  # C for the loop under study when its group is C lanes (not a block)
+        self.cluster: int | None = None  # C for the loop under study when its group is a cluster of C blocks (rowpar_cluster)
 
     def _written_roots(self) -> set[str] | None:
         """Buffers (by root) the kernel writes anywhere; None when a write's target is unknown."""
@@ -624,6 +625,9 @@ class LoopAnalysis:
         v = sx.uncast(self.inits[name])
         if sx.is_builtin(v, "threadIdx", "x"):
             return "block"
+        cluster = _cluster_lane(v, self.block)
+        if cluster is not None:
+            return cluster
         if v is None or v.type != "binary_expression" or not sx.is_builtin(v.child_by_field_name("left"), "threadIdx", "x"):
             return None
         c = sx.unparen(v.child_by_field_name("right"))
@@ -643,6 +647,8 @@ class LoopAnalysis:
     def step_matches(self, group, step: Node) -> bool:
         """The step is the group's size: ``blockDim.x`` (or the literal block) for a block, C for a group of C."""
         v = sx.literal_value(sx.unparen(step)) if sx.is_number(step) else None
+        if isinstance(group, ClusterGroup):
+            return v == group.lanes
         if group == "block":
             return sx.is_builtin(step, "blockDim", "x") or (v is not None and v == int_literal(self.unit.launch.block[0]))
         return v == group
@@ -669,6 +675,8 @@ class LoopAnalysis:
             self._memo[name] = ok
             return ok
         if t == "field_expression":
+            if self.cluster is not None and sx.is_builtin(node, "blockIdx", "x"):
+                return False  # (a cluster's blocks are its lanes: their x indices differ)
             if self.group_size is None and any(sx.is_builtin(node, "threadIdx", f) for f in "yz"):
                 return True  # the group is the threads of one (y, z) of the block: threadIdx.x its lanes
             return any(sx.is_builtin(node, v, f) for v in ("blockIdx", "blockDim", "gridDim") for f in "xyz")
@@ -679,6 +687,11 @@ class LoopAnalysis:
         if t == "binary_expression":
             if self._group_quotient(node, extra):
                 return True
+            if self.cluster is not None and sx.operator(node) == "/" and sx.is_builtin(
+                    sx.uncast(node.child_by_field_name("left")), "blockIdx", "x"):
+                d = sx.unparen(node.child_by_field_name("right"))
+                dv = sx.literal_value(d) if sx.is_number(d) else None
+                return isinstance(dv, int) and dv > 0 and dv % self.cluster == 0  # the cluster's row
             return self.uniform(node.child_by_field_name("left"), extra) and self.uniform(node.child_by_field_name("right"), extra)
         if t == "conditional_expression":
             return all(self.uniform(node.child_by_field_name(f), extra) for f in ("condition", "consequence", "alternative"))
@@ -744,6 +757,7 @@ class LoopAnalysis:
         before it on a non-uniform path). Returns the enclosing loops' variables (uniform there). Raises Refused."""
         group = self.lane_group_of(loop)
         self.group_size = group if isinstance(group, int) else None
+        self.cluster = group.blocks if isinstance(group, ClusterGroup) else None
         self._memo.clear()
         extra: set[str] = set()
         chain = []
@@ -1102,13 +1116,43 @@ def unroll_pragma(loop: Node) -> Node | None:
     return None
 
 
+@dataclass(frozen=True)
+class ClusterGroup:
+    """The lanes of a row that rowpar_cluster spreads over a thread block cluster: ``blocks`` blocks of ``threads``."""
+
+    blocks: int
+    threads: int
+
+    @property
+    def lanes(self) -> int:
+        return self.blocks * self.threads
+
+
+def _cluster_lane(v: Node | None, block: int | None) -> ClusterGroup | None:
+    """rowpar_cluster's lane, ``(blockIdx.x % Cu) * Bu + threadIdx.x`` with B the block's threads, as its group."""
+    if v is None or v.type != "binary_expression" or sx.operator(v) != "+" or block is None:
+        return None
+    left, right = sx.unparen(v.child_by_field_name("left")), v.child_by_field_name("right")
+    if not sx.is_builtin(sx.uncast(right), "threadIdx", "x") or left is None or left.type != "binary_expression" \
+            or sx.operator(left) != "*":
+        return None
+    rank, b = sx.unparen(left.child_by_field_name("left")), sx.unparen(left.child_by_field_name("right"))
+    bv = sx.literal_value(b) if sx.is_number(b) else None
+    if rank is None or rank.type != "binary_expression" or sx.operator(rank) != "%" or bv != block \
+            or not sx.is_builtin(sx.uncast(rank.child_by_field_name("left")), "blockIdx", "x"):
+        return None
+    c = sx.unparen(rank.child_by_field_name("right"))
+    cv = sx.literal_value(c) if sx.is_number(c) else None
+    return ClusterGroup(cv, bv) if isinstance(cv, int) and cv > 1 else None
+
+
 def _rowpar_arg_combine(loop: Node, value: str, index: str | None) -> bool:
     """rowpar's ``ptxf_group_reduce_arg<L>(v, k, ...)`` / ``ptxf_block_reduce_arg`` / ``ptxf_row_reduce_arg`` right after the loop."""
     nxt = loop.next_named_sibling
     while nxt is not None and nxt.type == "comment":
         nxt = nxt.next_named_sibling
     t = sx.text(nxt)
-    combines = ("ptxf_group_reduce_arg<", "ptxf_block_reduce_arg(", "ptxf_row_reduce_arg(")
+    combines = ("ptxf_group_reduce_arg<", "ptxf_block_reduce_arg(", "ptxf_row_reduce_arg(", "ptxf_cluster_reduce_arg<")
     return index is not None and any(c in t for c in combines) and f"({value}, {index}," in t
 
 
