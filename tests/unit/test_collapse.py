@@ -204,6 +204,12 @@ def test_a_declaration_reading_what_the_nest_accumulates_is_refused():
         "sum += p[i];", "sum += p[i] - before;")
     why = COLLAPSE.why_not(unit(src, channel_spec()))
     assert why is not None and "reads sum, which the nest updates" in why, why
+    # found by a red team (2026-12-05): the declaration reads the sum through another name, a reference to it
+    alias = CHANNEL_SUM.replace("    float sum = 0.0f;\n", "    float total = 0.0f; float& sum = total;\n").replace(
+        "const float* p = x", "const float scale = 1.0f / (1.0f + fabsf(total)); const float* p = x").replace(
+        "sum += p[i];", "sum += p[i] * scale;").replace("out[c] = sum;", "out[c] = total;")
+    why = COLLAPSE.why_not(unit(alias, channel_spec()))
+    assert why is not None and "a reference declared in the kernel" in why, why
 
 
 def test_a_running_value_declared_in_the_outer_body_is_refused():

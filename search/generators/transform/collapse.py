@@ -152,6 +152,10 @@ class CollapsePass(PlannedPass):
         read = set().union(*(sx.identifiers(d) for d in decls)) & carried if decls else set()
         if read:
             raise Refused(f"a declaration of the outer body reads {', '.join(sorted(read))}, which the nest updates")
+        if carried and decls and sx.contains_type(unit.body, ("reference_declarator",)):
+            # (float& acc = total; a declaration reading total reads what the nest updates through acc)
+            raise Refused("a reference declared in the kernel may alias what the nest updates, and the outer body "
+                          "declares names")
         written = sx.written_names(outer)
         roots = pointer_roots(unit)
         buffers = written_roots(unit.body, roots, _local_arrays(unit.body))
