@@ -123,6 +123,16 @@ def source_mentions(source: str, pattern: str) -> bool:
     return re.search(pattern, _COMMENTS.sub(" ", source)) is not None
 
 
+REDUCTION = r"\b(?:for|while|do)\b|__shfl|__syncthreads|__syncwarp|\batomic\w+\s*\(|__reduce_\w+_sync|cooperative_groups|cub::"
+
+
+def combines_elements(source: str) -> bool:
+    """Whether ``source`` (the kernel and the helpers it calls; comments left out) has anything that combines several
+    elements into one value: a loop, a warp shuffle or vote, a barrier, an atomic. Without one each output is a
+    function of its own element (an activation), which no row family's skeleton (a sum over the row) computes."""
+    return source_mentions(source, REDUCTION)
+
+
 def walks_columns(kernel_text: str, buffer: str) -> bool:
     """Whether the kernel reads ``buffer`` down columns: some load ``buffer[e]`` inside a ``for`` loop steps by more
     than one element per iteration (``x[i * N + j]`` over ``i``) and none inside any loop by exactly one. A row

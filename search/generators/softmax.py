@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ptxfactory.protocol import Candidate, KernelSpec
 
-from ..base import (square_note, EXP_CALL, LOG_CALL, GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_linkage,
+from ..base import (combines_elements, square_note, EXP_CALL, LOG_CALL, GenContext, NoFit, family_candidate, family_candidates, fit_check, kernel_linkage,
                     render_params, scalars_unused, shape_dims, size_args, source_mentions, stored_values, walks_columns,
                     pointer_aliases)
 from .cuda_text import load_template, floats_to_word, word_to_floats
@@ -227,6 +227,9 @@ class SoftmaxFamily:
         """The spec's match where the skeleton computes the kernel's function, else None and why."""
         if not source_mentions(ctx.source, EXP_CALL):
             return None, "the source calls no exponential: not a softmax"
+        if not combines_elements(ctx.source):
+            return None, ("no loop, shuffle, barrier or atomic in the source: each output is a function of its own "
+                          "element (an activation), not of its row's sum")
         m = match_spec(ctx.spec)
         if m is None:
             return None, match_spec.why(ctx.spec)

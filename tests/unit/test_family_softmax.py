@@ -319,3 +319,18 @@ sizes = [{ N = 33 }]
 sizes = [{ N = 4096 }]
 """).kernels["k"]
     assert match_spec(spec) is None and "A is [N, N]: a square buffer" in match_spec.why(spec)
+
+
+def test_an_activation_calling_exp_is_no_softmax():
+    """A SELU (an exponential, no loop or reduction: each output its own element's function) drew the family's 24
+    candidates, which could only fail verification (a new user's trial, 2026-12-05); the family now says why not."""
+    selu = """extern "C" __global__ void softmax(const float* x, float* y, int M, int N)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < M * N) { float v = x[i]; y[i] = v > 0.0f ? 1.0507f * v : 1.7581f * (expf(v) - 1.0f); }
+}
+"""
+    c = make_ctx(source=selu)
+    why = SoftmaxFamily().why_not(c)
+    assert why is not None and "no loop, shuffle, barrier or atomic" in why
+    assert SoftmaxFamily().propose(c) == []

@@ -312,3 +312,18 @@ def test_reads_of_the_value_through_casts_sizeof_ternaries_and_math_builtins_sti
     out = SpecialisePass().apply(unit(source, spec)).text
     assert "min(((int)3), 1)" in out and "sizeof(((int)3))" in out and "(idx < 0 ? ((int)3) : 0)" in out
     compiles(out, spec, "pool")
+
+
+def test_a_loop_a_literal_already_bounds_is_no_reason_to_version():
+    """vectorize's tail loop (``i < ptxf_v0 + 4 && i < n``) reads the size scalars, but a literal bounds its trip count:
+    versions on them would unroll nothing (a new user's SELU got ``if (batch_size == 16)`` around a loop-free body)."""
+    from ptxfactory.search.generators.transform.specialise import _literally_bounded
+    from ptxfactory.search.generators.transform import syntax as sx
+
+    def loop(src):
+        return next(n for n in sx.walk(sx.parse(src.encode()).root_node) if n.type == "for_statement")
+
+    assert _literally_bounded(loop("void f(int n, int s) { for (int i = s; i < s + 4 && i < n; ++i) {} }"))
+    assert _literally_bounded(loop("void f(int n) { for (int k = 0; k < 3; ++k) {} }"))
+    assert not _literally_bounded(loop("void f(int n, int s) { for (int i = s; i < n && i < s * 4; ++i) {} }"))
+    assert not _literally_bounded(loop("void f(int K) { for (int k = 0; k < K; ++k) {} }"))

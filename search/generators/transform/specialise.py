@@ -229,7 +229,7 @@ def _loop_bounding(body: Node, small: set[str]) -> set[str]:
     bounds no short loop)."""
     header: set[str] = set()
     for n in sx.walk(body):
-        if n.type in ("for_statement", "while_statement", "do_statement") and _grid_strided(n):
+        if n.type in ("for_statement", "while_statement", "do_statement") and (_grid_strided(n) or _literally_bounded(n)):
             continue
         fields = ("initializer", "condition", "update") if n.type == "for_statement" else \
             ("condition",) if n.type in ("while_statement", "do_statement") else ()
@@ -264,6 +264,32 @@ def _loop_bounding(body: Node, small: set[str]) -> set[str]:
                 seen.add(m)
                 todo.append(m)
     return out
+
+
+def _literally_bounded(loop: Node) -> bool:
+    """A ``for`` loop whose trip count a literal already bounds: ``for (T j = s; j < s + K && ...; ...)`` (a pass's tail
+    loop, ``vectorize``'s ``i < ptxf_v0 + 4 && i < n``), or literal bounds; versions on the other bounds' names would
+    unroll nothing."""
+    if loop.type != "for_statement":
+        return False
+    if sx.literal_trips(loop) is not None:
+        return True
+    init, cond = loop.child_by_field_name("initializer"), loop.child_by_field_name("condition")
+    ds = init.children_by_field_name("declarator") if init is not None and init.type == "declaration" else []
+    if len(ds) != 1 or ds[0].type != "init_declarator" or cond is None:
+        return False
+    j, start = sx.text(ds[0].child_by_field_name("declarator")), ds[0].child_by_field_name("value")
+    norm = lambda n: "".join(sx.text(sx.unparen(n)).split())  # noqa: E731
+    for part in sx.operands(cond, "&&"):
+        p = sx.unparen(part)
+        if p is None or p.type != "binary_expression" or sx.operator(p) not in ("<", "<=") or not sx.is_ident(
+                sx.unparen(p.child_by_field_name("left")), j):
+            continue
+        e = sx.unparen(p.child_by_field_name("right"))
+        if e is not None and e.type == "binary_expression" and sx.operator(e) == "+" and sx.is_number(
+                e.child_by_field_name("right")) and norm(e.child_by_field_name("left")) == norm(start):
+            return True
+    return False
 
 
 def _grid_strided(loop: Node) -> bool:
