@@ -7,6 +7,8 @@ The CLI renders :func:`row_views` as a rich table and writes :func:`render_markd
 """
 from __future__ import annotations
 
+import re
+
 import contextlib
 import errno
 import json
@@ -480,6 +482,21 @@ def writes_best(summary: JobSummary) -> bool:
     return best is not None and not getattr(best.result, "simulated", False)  # a simulated result verified nothing
 
 
+def annotate_launch_sites(source: str, kernel: str, note: str) -> str:
+    """``source`` with ``// note`` on its own line above each host statement that launches ``kernel`` (``kernel<<<``,
+    templated ``kernel<T><<<`` too), indented as that line: a file's launcher still passes the original's grid and
+    block, which a candidate with another launch needs changed (it would compile and compute wrong results)."""
+    out, pos = [], 0
+    for m in re.finditer(rf"\b{re.escape(kernel)}\s*(?:<[^<>;]*>\s*)?<<<", source):
+        line = source.rfind("\n", 0, m.start()) + 1
+        if line < pos:
+            continue
+        indent = re.match(r"[ \t]*", source[line:]).group(0)
+        out.append(source[pos:line] + f"{indent}// {note}\n")
+        pos = line
+    return "".join(out) + source[pos:]
+
+
 def write_outputs(summary: JobSummary, out_dir: Path, base: Path | None = None) -> list[Path]:
     """Write ``best.cu`` (when a faster verified candidate exists; a stale one is removed), ``report.md``, ``report.json``.
 
@@ -494,7 +511,12 @@ def write_outputs(summary: JobSummary, out_dir: Path, base: Path | None = None) 
         name = best_name(summary)
         best_path = out_dir / name
         if writes_best(summary):
-            _write_in(dir_fd, name, best.candidate.source)
+            text, base_row = best.candidate.source, summary.row(summary.baseline_key)
+            if base_row is not None and best.candidate.launch != base_row.candidate.launch:
+                text = annotate_launch_sites(text, best.candidate.kernel_name, (
+                    f"ptxfactory: launch {best.candidate.kernel_name} with {best.candidate.launch.describe()}, not the "
+                    f"original's {base_row.candidate.launch.describe()} (the launch below is the original's)"))
+            _write_in(dir_fd, name, text)
             written.append(best_path)
         else:
             with contextlib.suppress(FileNotFoundError):

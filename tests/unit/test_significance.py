@@ -83,3 +83,27 @@ async def test_simulated_backend_never_exits_0_and_never_writes_best_cu(tmp_path
     assert exit_code(summary) == EXIT_NOT_FASTER  # ... but nothing was verified
     write_outputs(summary, tmp_path / "out")
     assert not (tmp_path / "out" / "best.cu").exists() and (tmp_path / "out" / "report.md").exists()
+
+
+def test_a_launcher_in_best_cu_is_told_the_new_launch():
+    """best.cu keeps the file's host code: a launcher passing the original's grid and block would compile and compute
+    wrong results with a candidate launched otherwise; each launch site gets the new launch above it."""
+    from ptxfactory.daemon.report import annotate_launch_sites
+
+    src = """__global__ void k(const float* x, float* y, int n) { }
+template <typename T> __global__ void kt(T* y) { }
+void run(const float* x, float* y, int n) {
+    int blocks = (n + 255) / 256;
+    k<<<blocks, 256>>>(x, y, n);
+    if (n > 0) { k <<<1, 32>>>(x, y, n); }
+    kt<float><<<1, 1>>>(y);
+}
+"""
+    out = annotate_launch_sites(src, "k", "ptxfactory: launch k with grid [cdiv(n, 1024)], block [256]")
+    lines = out.splitlines()
+    at = [i for i, line in enumerate(lines) if "k<<<" in line or "k <<<" in line]
+    assert len(at) == 2 and all(lines[i - 1].strip() == "// ptxfactory: launch k with grid [cdiv(n, 1024)], block [256]"
+                                for i in at)
+    assert lines[at[0] - 1].startswith("    //")
+    assert "kt<float><<<" in out and out.count("// ptxfactory") == 2
+    assert annotate_launch_sites(src, "kt", "x").count("// x") == 1
