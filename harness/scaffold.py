@@ -852,6 +852,63 @@ def _guard_launch(body: ts.Node, symbols: dict[str, str], kernel: str, why: str 
                         f"{bounds['x']}{per_block}, 256 per block")
 
 
+def _launch_call(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node) -> ts.Node | None:
+    """The ``NAME<<<...>>>(...)`` call nearest the kernel's definition, None when the file has none."""
+    calls = []
+    for m in re.finditer(rb"<<<", root.text):
+        n = root.descendant_for_byte_range(root.start_byte + m.start(), root.start_byte + m.end())
+        while n is not None and n.type != "call_expression":
+            n = n.parent
+        if n is None or not any(c.type == "kernel_call_syntax" for c in n.children):
+            continue
+        fn = n.child_by_field_name("function")
+        name_node = fn.child_by_field_name("name") if fn.type == "template_function" else fn
+        if name_node is not None and _text(name_node) == kernel.name:
+            calls.append(n)
+    if not calls:
+        return None
+    return min(calls, key=lambda c: min(abs(c.start_byte - kernel_node.start_byte), abs(c.start_byte - kernel_node.end_byte)))
+
+
+def _derived_sizes(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, symbols: dict[str, str],
+                   types: dict[str, str]) -> dict[str, str]:
+    """The size parameters whose launch argument the file's launcher computes from the others (``int OD = (D + 2 *
+    PAD - KS) / STRIDE + 1; k<<<...>>>(..., D, ..., OD)``): parameter -> that spec expression over the other size
+    symbols (``(D + 2 * 1 - 3) // 2 + 1``). Such a parameter is no size of its own: independent placeholder values
+    would describe impossible tensors."""
+    call = _launch_call(root, kernel, kernel_node)
+    if call is None:
+        return {}
+    scope = call
+    while scope.parent is not None and scope.type != "function_definition":
+        scope = scope.parent
+    params = set()
+    decl = scope.child_by_field_name("declarator") if scope.type == "function_definition" else None
+    while decl is not None and decl.type != "function_declarator":
+        decl = decl.child_by_field_name("declarator")
+    if decl is not None:
+        params = {_text(n) for n in _walk(decl.child_by_field_name("parameters")) if n.type == "identifier"}
+    args = [c for c in call.child_by_field_name("arguments").named_children if c.type != "comment"]
+    host_of = {p.name: _text(a) for p, a in zip(kernel.params, args) if p.name in symbols and a.type == "identifier"}
+    out: dict[str, str] = {}
+    for name, var in host_of.items():
+        if var in params:
+            continue  # the launcher's own argument: a size given by its caller
+        others = {v: symbols[p] for p, v in host_of.items() if p != name and p not in out}
+        host = _Host(root, scope, others, types)
+        init = host.definition(var, call.start_byte)
+        if init is None or init.type in ("initializer_list", "argument_list", "parameter_list"):
+            continue
+        try:
+            expr = _tidy(host.expr(init))
+        except _Untranslatable:
+            continue
+        names = set(re.findall(r"[A-Za-z_]\w*", expr)) - {"cdiv", "min", "max"}
+        if names and names <= set(others.values()):
+            out[name] = f"({expr})"  # (parenthesised: it is substituted into products)
+    return out
+
+
 def _find_launch(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, symbols: dict[str, str],
                  types: dict[str, str], source_name: str, two_d: bool = False) -> _Launch | None:
     """The ``NAME<<<...>>>`` nearest the kernel's definition, translated; None when the file has none."""
@@ -982,7 +1039,7 @@ CHECK_ELEMENTS = 1 << 20  # ... a placeholder check size's (the reference runs o
 
 def _fit_bench(table: str, kernel: str, bench: list[dict[str, int]], limit: int = BENCH_ELEMENTS,
                odd: bool = False) -> list[dict[str, int]]:
-    """``bench`` with every size symbol halved together (``odd``: then made odd, as check sizes are) until the spec
+    """``bench`` with its largest size symbol halved, one at a time (``odd``: then made odd, as check sizes are), until the spec
     ``table``'s largest buffer holds at most ``limit`` elements (a buffer of shape ``[N, N]`` or ``[B, N, N]`` grows
     faster than the product of the symbols that :func:`_placeholder_sizes` assumes); unchanged where the shapes cannot
     be read or already fit."""
@@ -1008,7 +1065,8 @@ def _fit_bench(table: str, kernel: str, bench: list[dict[str, int]], limit: int 
         size = dict(size)
         try:
             while largest(size) > limit and any(v > 1 for v in size.values()):
-                size = {k: max(1, (v // 2) | odd) for k, v in size.items()}
+                top = max(size, key=lambda k: size[k])  # one symbol at a time, the largest first
+                size = {**size, top: max(1, (size[top] // 2) | odd)}
         except (ExprError, ValueError, TypeError, ZeroDivisionError):
             pass
         out.append(size)
@@ -1063,8 +1121,10 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
         dtype = _DTYPE_OF.get(p.type) or _NEAREST.get(p.type)
         if not p.is_pointer and dtype in _INT_DTYPES and (is_size_name(p.name) or used_as_extent(body, p.name)):
             symbols[p.name] = p.name
+    derived = _derived_sizes(root, kdef, knode, symbols, types) if knode is not None else {}
+    symbols.update(derived)
     synthetic = not symbols
-    symbol_list = list(symbols.values()) or ["N"]
+    symbol_list = [v for k, v in symbols.items() if k not in derived] or ["N"]
 
     two_d = body is not None and bool(re.search(r"\b(?:threadIdx|blockIdx)\s*\.\s*y\b", _text(body)))
     launch = _find_launch(root, kdef, knode, symbols, types, source_name, two_d) if knode is not None else None
@@ -1186,7 +1246,7 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
             entry |= {"role": "scalar", "dtype": dtype.value}
             if p.name in symbols:
                 entry["value"] = symbols[p.name]
-                notes.append("size symbol")
+                notes.append(f"from the launcher: {symbols[p.name]}" if p.name in derived else "size symbol")
             elif dtype.is_float:
                 if "eps" in p.name.lower():
                     entry["value"] = 1e-5

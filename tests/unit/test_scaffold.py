@@ -857,3 +857,33 @@ def test_an_accumulator_only_atomics_update_starts_at_zero(kernel, name, init):
     spec, s = scaffold(ATOMIC_ACCUMULATORS, kernel)
     assert args(spec)[name].init == init
     assert ("accumulator that only atomics update" in line_comment(s, f'"{name}"')) == (init == "zeros")
+
+
+POOL = """
+#define KS 3
+#define STRIDE 2
+#define PAD 1
+__global__ void pool(const float* x, float* y, int N, int D, int OD) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N * OD) return;
+    int n = i / OD, o = i % OD;
+    float s = 0.0f;
+    for (int k = 0; k < KS; k++) { int d = o * STRIDE - PAD + k; if (d >= 0 && d < D) s += x[n * D + d]; }
+    y[i] = s / KS;
+}
+void launch(const float* x, float* y, int N, int D) {
+    int OD = (D + 2 * PAD - KS) / STRIDE + 1;
+    pool<<<(N * OD + 255) / 256, 256>>>(x, y, N, D, OD);
+}
+"""
+
+
+def test_a_size_the_launcher_computes_from_the_others_is_their_expression():
+    """A new user's pooling launcher computes the output length from the input's (``OD = (D + 2 * PAD - KS) / STRIDE +
+    1``): OD takes that expression as its value and is no size of its own, so no check size describes an impossible
+    tensor (independent values did: D = 7 with OD = 13)."""
+    spec, s = scaffold(POOL, "pool")
+    assert args(spec)["OD"].value == "((D + 2 * 1 - 3) // 2 + 1)"
+    assert "from the launcher" in line_comment(s, '"OD"')
+    assert all(set(size) == {"N", "D"} for size in spec.check.sizes + spec.bench.sizes)
+    assert spec.launch.grid == ["cdiv(N * ((D + 2 * 1 - 3) // 2 + 1), 256)"]
