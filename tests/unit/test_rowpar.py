@@ -537,3 +537,34 @@ def test_a_split_loop_that_is_a_braceless_body_keeps_its_lane_start_and_combine_
         text = sx.text(arm)
         assert text.index("if (ptxf_lane != 0u) s = 0") < text.index("for (") < text.index("s = ptxf_")
     candidate_compiles(BRACELESS, row_spec(), lanes)
+
+
+def test_a_column_walked_through_a_flat_indexs_remainder_is_colpars():
+    """A mean over dim 1 of [B, D1, D2] one thread per flat (b, j), ``j = idx % D2``: consecutive threads read
+    consecutive j, each loop iteration D2 apart (a column). rowpar's lanes would read D2 apart (uncoalesced, slower
+    than the original): refused, colpar's case (a new user's trial proposed 14 such rowpar candidates)."""
+    src = """
+extern "C" __global__ void mean_dim1(const float* x, float* out, int B, int D1, int D2)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx < B * D2) {
+        int b = idx / D2;
+        int j = idx % D2;
+        float sum = 0.0f;
+        for (int i = 0; i < D1; i++) sum += x[b * D1 * D2 + i * D2 + j];
+        out[idx] = sum / (float)D1;
+    }
+}
+"""
+    args = """
+  { name = "x", role = "in", dtype = "f32", shape = ["B", "D1", "D2"] },
+  { name = "out", role = "out", dtype = "f32", shape = ["B", "D2"] },
+  { name = "B", role = "scalar", dtype = "i32", value = "B" },
+  { name = "D1", role = "scalar", dtype = "i32", value = "D1" },
+  { name = "D2", role = "scalar", dtype = "i32", value = "D2" },
+"""
+    spec = spec_for("mean_dim1", args, grid='["cdiv(B * D2, 256)"]', block="[256]", sizes="[{ B = 3, D1 = 50, D2 = 37 }]")
+    why = rowpar(32).why_not(unit(src, spec))
+    assert why is not None and "colpar's case" in why
+    from ptxfactory.search.generators.transform.colpar import ColumnParallelPass
+    assert ColumnParallelPass(8).why_not(unit(src, spec)) is None

@@ -862,6 +862,7 @@ class _Walk:
         body = loop.child_by_field_name("body")
         subst = row_constants(self.unit.body)
         mine = subst.pop(index, None)  # what index is initialised from, folded back into index where constants hold it
+        fast = _remainders_of(self.unit.body, index)  # j = idx % D2: consecutive threads, consecutive j (a flat index)
         found = False
         for n in sx.walk(body):
             if n.type == "call_expression" and sx.call_name(n) in LOAD_FUNCS | STORE_FUNCS and sx.call_args(n):
@@ -877,6 +878,8 @@ class _Walk:
                 k = f.get(next(iter(mine)), 0) // next(iter(mine.values()))
                 if k and all(f.get(m) == k * c for m, c in mine.items()):
                     f = add(add(f, {m: -k * c for m, c in mine.items()}), {(index,): k})
+            if f is not None and fast:
+                f = {tuple(index if x in fast else x for x in m): c for m, c in f.items()}
             parts = None if f is None else split(f, j)
             if parts is None:
                 return False
@@ -1166,6 +1169,23 @@ def _sum_offset(value: Node, offsets: dict[str, Poly]) -> Poly | None:
 
 
 REPEATED_TRIPS = 64  # iterations of a serial loop every lane may repeat (a window, a head's channels)
+
+
+def _remainders_of(body: Node, index: str) -> set[str]:
+    """Locals declared once, never written, as ``index % E`` (``E`` free of ``index``): the fastest digit of a flat
+    thread index, consecutive for consecutive threads (but where it wraps)."""
+    counts = sx.declaration_counts(body)
+    written = sx.written_names(body)
+    out = set()
+    for n in sx.walk(body):
+        if n.type != "init_declarator" or not sx.is_ident(n.child_by_field_name("declarator")):
+            continue
+        name, v = sx.text(n.child_by_field_name("declarator")), sx.uncast(n.child_by_field_name("value"))
+        if counts.get(name) != 1 or name in written or v is None or v.type != "binary_expression" or sx.operator(v) != "%":
+            continue
+        if sx.is_ident(sx.uncast(v.child_by_field_name("left")), index) and index not in sx.identifiers(v.child_by_field_name("right")):
+            out.add(name)
+    return out
 
 
 def loop_trips(unit: Unit, loop: Node) -> int | None:
