@@ -563,7 +563,18 @@ extern "C" __global__ void mean_dim1(const float* x, float* out, int B, int D1, 
   { name = "D1", role = "scalar", dtype = "i32", value = "D1" },
   { name = "D2", role = "scalar", dtype = "i32", value = "D2" },
 """
-    spec = spec_for("mean_dim1", args, grid='["cdiv(B * D2, 256)"]', block="[256]", sizes="[{ B = 3, D1 = 50, D2 = 37 }]")
+    from ptxfactory.protocol import parse_spec
+    spec = parse_spec(f"""
+[kernel.mean_dim1]
+args = [{args}]
+launch = {{ grid = ["cdiv(B * D2, 256)"], block = [256], policy = "free" }}
+[kernel.mean_dim1.check]
+rtol = 1e-4
+atol = 1e-5
+sizes = [{{ B = 3, D1 = 50, D2 = 37 }}]
+[kernel.mean_dim1.bench]
+sizes = [{{ B = 16, D1 = 256, D2 = 256 }}]
+""").kernels["mean_dim1"]
     why = rowpar(32).why_not(unit(src, spec))
     assert why is not None and "colpar's case" in why
     from ptxfactory.search.generators.transform.colpar import ColumnParallelPass
