@@ -19,6 +19,8 @@ pass                 what it does                                               
 ``shuffle_reduce``   shared-memory tree reduction -> warp shuffles + one cross-warp step       no (sums)
 ``online_softmax``   a max loop then an exp-sum loop over the same elements -> one online        no (sums)
                      (max, sum) loop: the elements read once; rowpar then merges lanes' parts
+``fuse_moments``     a sum loop then a squared-deviation loop over the same elements -> one     no (sums)
+                     Welford loop (the elements read once; rowpar then merges lanes' parts)
 ``collapse``         perfectly nested map loops of a one-thread-per-row kernel (heads, then     yes
                      half a head) -> one loop over both, so rowpar splits (and sizes lanes
                      for) H * D/2 iterations a row; only where rowpar then splits it
@@ -118,6 +120,7 @@ from .launch_bounds import LaunchBoundsPass
 from .ldg import LdgNoAllocatePass, LdgPass, StreamPass
 from .restrict import RestrictPass
 from .online_softmax import OnlineSoftmaxPass
+from .fuse_moments import FuseMomentsPass
 from .promote import PromotePass
 from .raster import RasterPass
 from .rowpar import RowParallelPass
@@ -162,7 +165,7 @@ SCAN_VARIANTS = ("auto", "warp", "block256")
 # (its versions are copies of the body under a dispatch no other pass reads), hoist after it (its literal trip counts), raster once the launch is chosen, and the register budget last.
 PASSES: tuple[Pass, ...] = (
     RestrictPass(), PromotePass(), *(SmemTilePass(*t) for t in SMEM_TILES), *(MmaTilePass(*t) for t in MMA_TILES),
-    *(MmaTilePass(*t, single_tf32=True) for t in MMA_TF32_TILES), *(MmaTilePass(rm, rn, stages=st) for rm, rn, st in MMA_ASYNC_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(),
+    *(MmaTilePass(*t, single_tf32=True) for t in MMA_TF32_TILES), *(MmaTilePass(rm, rn, stages=st) for rm, rn, st in MMA_ASYNC_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(), FuseMomentsPass(),
     FoldPass(), CollapsePass(), *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(RowClusterPass(c) for c in CLUSTER_SIZES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
     *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), VectorizeXPass(), *(OuterCoarsenPass(k) for k in OUTER_COARSEN), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), DivModPass(), UnrollPass(),
@@ -172,7 +175,7 @@ PASSES: tuple[Pass, ...] = (
 # for rowpar, which pays a division per element; measured on RoPE (H200), the nest split at its inner loop alone was
 # faster at two of three sizes and slower at the third, so both kinds of chain are proposed and timed. ``coarsen_outer``
 # (group "outer") trades blocks for rows a thread: which wins depends on the sizes, so both kinds are timed too.
-OPTIONAL_GROUPS = frozenset({"nest", "divmod", "outer", "vecx"})
+OPTIONAL_GROUPS = frozenset({"nest", "divmod", "outer", "vecx", "moments"})
 # Groups whose pass is proposed alone and never inside a chain: ``fast_math`` (group "math"). Each new best is
 # expanded (strategy.optimise), so "best -> fast_math" follows every best, the way the other singles do. In a chain,
 # an approximation that fails verification took the chain's exact restructuring down with it (an int8 quantisation
@@ -185,7 +188,7 @@ FOLLOW_UP_GROUPS = frozenset({"math"})
 # than the division it replaces (53/58/48% of copy against 58/62/52%), so its chains follow the ones without it.
 # ``coarsen_outer`` has not been timed on a GPU yet (2026-12-05): its chains follow too, and it is tried at its turn
 # in the chain (it applies to the 3-D launch unflatten writes, not to the flat original).
-UNPROVEN_GROUPS = frozenset({"divmod", "outer", "vecx"})
+UNPROVEN_GROUPS = frozenset({"divmod", "outer", "vecx", "moments"})
 MAX_CANDIDATES = 24  # singles (the lane and block variants are many) plus the first greedy chains
 
 

@@ -1,0 +1,211 @@
+"""``fuse_moments``: a sum loop, then a loop summing squared deviations from a value computed between them, becomes
+one Welford loop over the elements.
+
+Pattern (the statistics of a naive LayerNorm, InstanceNorm, GroupNorm or BatchNorm: a mean pass, then a variance pass,
+in one block of statements)::
+
+    T s = s0;                                   // declared before the first loop
+    for (I j = a; j < n; j++) s += E(j);        // or { T v = E(j); s += v; }
+    ...                                         // statements without loops: m from s (m = s / N), ...
+    T q = q0;                                   // declared before the second loop
+    for (I k = a; k < n; k++) {                 // the same bounds
+        T d = E(k) - m;  q += d * d;            // or q += (E(k) - m) * (E(k) - m);
+    }
+
+becomes (the elements read once; the count, mean and sum of squared deviations from the mean, Welford's, of what the
+first loop summed)::
+
+    int ptxf_wn = 0;  T ptxf_wmu = 0, ptxf_wm2 = 0;
+    for (I j = a; j < n; j++) {
+        T ptxf_wx = E(j); ptxf_wn += 1; T ptxf_wd = ptxf_wx - ptxf_wmu;
+        ptxf_wmu += ptxf_wd / ptxf_wn; ptxf_wm2 += ptxf_wd * (ptxf_wx - ptxf_wmu);
+    }
+    s += ptxf_wmu * ptxf_wn;                                     // the sum
+    ...
+    q += ptxf_wm2 + ptxf_wn * (ptxf_wmu - m) * (ptxf_wmu - m);   // sum (x - m)^2 = M2 + n (mean - m)^2, for any m
+
+the Welford form :mod:`.reductions` recognises, so ``rowpar`` (and ``rowpar_cluster``) splits the loop over lanes and
+merges the lanes' parts (Chan's merge), and ``vector_loops`` widens it. Where a row is too long for ``hold_row``'s
+registers (a sample's whole C x H x W, a channel's N x H x W) the input is read once for the statistics instead of
+twice. The identity holds for any ``m``: whatever the code between the loops computes from ``s``. Not bit-identical
+(rounding): refused when the spec asks for exact results. Optional (group ``moments``, proposed with and without) and
+unproven (its chains follow the ones without it until a GPU has timed it).
+
+Refused (left alone) when: the loops are not in one block, their bounds or starts differ, or a loop sits between them;
+``E`` differs between the loops, writes anything, calls anything but a pure math function or a load, or reads ``s``,
+``q``, ``m`` or a buffer the kernel writes; a name ``E`` reads is written between the loops; ``m`` is written in the
+second loop or is not a name; ``s`` or ``q`` is written or read elsewhere in the loops, or is not a local declared
+before its loop with a float or double type (both one type); an integer sum.
+"""
+from __future__ import annotations
+
+from . import syntax as sx
+from .base import Unit
+from .online_softmax import _body_stmt, _for_header, _norm, _pure, _renamed, _written_buffers
+from .rowpar import PlannedPass, Refused
+from .syntax import Node
+
+FLOATS = frozenset({"float", "double"})
+
+
+def _local_value(stmts: list[Node]) -> tuple[list[Node], tuple[str, Node] | None]:
+    """A body ``T v = E; rest`` as ``(rest, (v, E))``; else ``(stmts, None)``."""
+    if len(stmts) >= 2 and stmts[0].type == "declaration":
+        ds = [c for c in stmts[0].children if c.type == "init_declarator"]
+        if len(ds) == 1 and ds[0].child_by_field_name("value") is not None and sx.is_ident(ds[0].child_by_field_name("declarator")):
+            return stmts[1:], (sx.text(ds[0].child_by_field_name("declarator")), ds[0].child_by_field_name("value"))
+    return stmts, None
+
+
+def _accumulation(st: Node) -> tuple[str, Node] | None:
+    """``(s, term)`` of ``s += term;`` or ``s = s + term;``, else None."""
+    if st.type != "expression_statement" or not st.named_children:
+        return None
+    a = sx.unparen(st.named_children[0])
+    if a is None or a.type != "assignment_expression" or not sx.is_ident(sx.unparen(a.child_by_field_name("left"))):
+        return None
+    s = sx.text(sx.unparen(a.child_by_field_name("left")))
+    if sx.operator(a) == "+=":
+        return s, sx.unparen(a.child_by_field_name("right"))
+    r = sx.unparen(a.child_by_field_name("right"))
+    if sx.operator(a) == "=" and r is not None and r.type == "binary_expression" and sx.operator(r) == "+" \
+            and sx.is_ident(sx.unparen(r.child_by_field_name("left")), s):
+        return s, sx.unparen(r.child_by_field_name("right"))
+    return None
+
+
+def _sum_loop(loop: Node) -> tuple[str, Node] | None:
+    """``(s, E)`` of a loop whose body is ``s += E;`` (or ``T v = E; s += v;``), else None."""
+    body, local = _local_value(_body_stmt(loop))
+    if len(body) != 1:
+        return None
+    acc = _accumulation(body[0])
+    if acc is None:
+        return None
+    s, term = acc
+    if local is not None:
+        return (s, local[1]) if sx.is_ident(term, local[0]) else None
+    return s, term
+
+
+def _square_loop(loop: Node) -> tuple[str, Node, str] | None:
+    """``(q, E, m)`` of a loop whose body is ``T d = E - m; q += d * d;`` or ``q += (E - m) * (E - m);``, else None."""
+    body, local = _local_value(_body_stmt(loop))
+    if len(body) != 1:
+        return None
+    acc = _accumulation(body[0])
+    if acc is None:
+        return None
+    q, term = acc
+    if term.type != "binary_expression" or sx.operator(term) != "*":
+        return None
+    left, right = sx.unparen(term.child_by_field_name("left")), sx.unparen(term.child_by_field_name("right"))
+    if _norm(sx.text(left)) != _norm(sx.text(right)):
+        return None
+    diff = local[1] if local is not None and sx.is_ident(left, local[0]) else left if local is None else None
+    diff = sx.unparen(diff)
+    if diff is None or diff.type != "binary_expression" or sx.operator(diff) != "-":
+        return None
+    m = sx.unparen(diff.child_by_field_name("right"))
+    if not sx.is_ident(m):
+        return None
+    return q, diff.child_by_field_name("left"), sx.text(m)
+
+
+class FuseMomentsPass(PlannedPass):
+    """A sum loop then a squared-deviation loop over the same elements -> one Welford loop. See the module docstring."""
+
+    name = "fuse_moments"
+    group = "moments"  # optional and unproven: chains with and without it, the ones without first
+    exact = False
+    restructures = False  # (a rewrite of the loops' arithmetic: the plan's order stays the restructuring passes')
+
+    def apply(self, unit: Unit) -> Unit:
+        return unit.with_text(sx.apply_edits(unit.data, self._plan(unit)))
+
+    def _plan(self, unit: Unit) -> list[tuple[int, int, bytes]]:
+        if unit.body is None:
+            raise Refused("no kernel body")
+        reasons = []
+        for block in (n for n in sx.walk(unit.body) if n.type == "compound_statement"):
+            stmts = sx.statements(block)
+            for i, st in enumerate(stmts):
+                if st.type != "for_statement" or _sum_loop(st) is None:
+                    continue
+                try:
+                    edits = self._fuse(unit, stmts, i)
+                except Refused as e:
+                    reasons.append(str(e))
+                    continue
+                if unit.spec.check.rtol == 0 and unit.spec.check.atol == 0:
+                    raise Refused("the spec asks for exact results, and Welford's running mean rounds differently")
+                return edits
+        raise Refused(reasons[0] if reasons else "no sum loop followed by a loop of squared deviations")
+
+    def _fuse(self, unit: Unit, stmts: list[Node], i: int) -> list[tuple[int, int, bytes]]:
+        loop1 = stmts[i]
+        h1 = _for_header(loop1)
+        if h1 is None:
+            raise Refused("the sum loop's header is not for (I j = a; j < n; j++)")
+        j, a1, n1, _ = h1
+        s, elem = _sum_loop(loop1)
+        k_idx = next((t for t in range(i + 1, len(stmts)) if stmts[t].type in sx.LOOPS), None)
+        if k_idx is None or stmts[k_idx].type != "for_statement" or _square_loop(stmts[k_idx]) is None:
+            raise Refused(f"no loop of squared deviations after the sum of {s} (the next loop is another)")
+        loop2 = stmts[k_idx]
+        between = stmts[i + 1:k_idx]
+        if any(sx.contains_type(b, sx.LOOPS) for b in between):
+            raise Refused("a loop between the sum and the squared deviations")
+        h2 = _for_header(loop2)
+        if h2 is None:
+            raise Refused("the squared deviations' loop header is not for (I k = a; k < n; k++)")
+        k, a2, n2, _ = h2
+        if _norm(n1) != _norm(n2) or _norm(a1) != _norm(a2):
+            raise Refused("the sum loop and the squared deviations' loop have different bounds")
+        q, elem2, m = _square_loop(loop2)
+        if _norm(_renamed(elem2, k, "@")) != _norm(_renamed(elem, j, "@")):
+            raise Refused("the two loops read different elements")
+        if q in (s, m) or j in (s, q, m) or k in (s, q, m):
+            raise Refused("the squares' accumulator is the sum or the centre")  # (s may be the centre: mean /= N)
+        # the accumulators: locals of a float type declared in this block before their loops
+        types = {}
+        for st in stmts[:k_idx]:
+            if st.type == "declaration":
+                for d in (c for c in st.children if c.type == "init_declarator" or c.type == "identifier"):
+                    name = sx.text(d.child_by_field_name("declarator") if d.type == "init_declarator" else d)
+                    types[name] = (sx.type_text(st.child_by_field_name("type")), st)
+        for name, loop in ((s, loop1), (q, loop2)):
+            if name not in types or types[name][1].start_byte > loop.start_byte:
+                raise Refused(f"{name} is not declared in the loops' block before its loop")
+        ctype = types[s][0]
+        if ctype not in FLOATS or types[q][0] != ctype:
+            raise Refused(f"{s} and {q} are not both float or both double")
+        # nothing else touches the accumulators in the loops; the element reads nothing the loops or the kernel write
+        _pure(elem, {s, q, m}, _written_buffers(unit))
+        if {s, q, m} & (sx.written_names(loop1) - {s}) or {s, q, m} & (sx.written_names(loop2) - {q}):
+            raise Refused(f"the loops write {s}, {q} or {m} otherwise")
+        if q in sx.identifiers(loop1) or (s != m and s in sx.identifiers(loop2)):
+            raise Refused(f"the loops read {s} or {q} otherwise")
+        for name in sx.identifiers(elem) - {j}:
+            if any(name in sx.written_names(b) and b.type != "declaration" for b in between):
+                raise Refused(f"{name}, read by the element expression, is written between the loops")
+        if any(name in sx.written_names(b) for b in between for name in (q,)) or any(
+                q in sx.identifiers(b) for b in between if b is not types[q][1]):
+            raise Refused(f"{q} is used between the loops")
+        taken = sx.identifiers(unit.fn)
+        tag = next(t for t in ("", *map(str, range(1, 100))) if not any(n.startswith(f"ptxf_w{t}") for n in taken))
+        wn, wmu, wm2, wx, wd = (f"ptxf_w{tag}{x}" for x in ("n", "mu", "m2", "x", "d"))
+        ind = sx.line_indent(unit.data, loop1.start_byte)[0].decode()
+        e_j = _renamed(elem, j, j)
+        fused = (f"int {wn} = 0;  // (transform fuse_moments: the sum and the squared deviations in one Welford pass)\n"
+                 f"{ind}{ctype} {wmu} = 0, {wm2} = 0;\n"
+                 f"{ind}for ({sx.text(h1[3])} {j} = {a1}; {j} < {n1}; {j}++) {{\n"
+                 f"{ind}    {ctype} {wx} = {e_j};\n"
+                 f"{ind}    {wn} += 1;\n"
+                 f"{ind}    {ctype} {wd} = {wx} - {wmu};\n"
+                 f"{ind}    {wmu} += {wd} / {wn};\n"
+                 f"{ind}    {wm2} += {wd} * ({wx} - {wmu});\n"
+                 f"{ind}}}\n"
+                 f"{ind}{s} += {wmu} * ({ctype}){wn};")
+        squares = f"{q} += {wm2} + ({ctype}){wn} * ({wmu} - {m}) * ({wmu} - {m});"
+        return [(loop1.start_byte, loop1.end_byte, fused.encode()), (loop2.start_byte, loop2.end_byte, squares.encode())]
