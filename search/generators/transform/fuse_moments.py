@@ -39,6 +39,8 @@ before its loop with a float or double type (both one type); an integer sum.
 """
 from __future__ import annotations
 
+import re
+
 from . import syntax as sx
 from .base import Unit
 from .online_softmax import _body_stmt, _for_header, _norm, _pure, _renamed, _written_buffers
@@ -74,8 +76,20 @@ def _accumulation(st: Node) -> tuple[str, Node] | None:
     return None
 
 
+def _nest(loop: Node) -> list[Node]:
+    """The loops of a perfect nest from ``loop`` down (each body exactly one ``for`` loop, the last's anything)."""
+    out = [loop]
+    while True:
+        body = _body_stmt(out[-1])
+        if len(body) != 1 or body[0].type != "for_statement":
+            return out
+        out.append(body[0])
+
+
 def _sum_loop(loop: Node) -> tuple[str, Node] | None:
-    """``(s, E)`` of a loop whose body is ``s += E;`` (or ``T v = E; s += v;``), else None."""
+    """``(s, E)`` of a loop (the innermost of a perfect nest) whose body is ``s += E;`` (or ``T v = E; s += v;``), else
+    None."""
+    loop = _nest(loop)[-1]
     body, local = _local_value(_body_stmt(loop))
     if len(body) != 1:
         return None
@@ -89,7 +103,9 @@ def _sum_loop(loop: Node) -> tuple[str, Node] | None:
 
 
 def _square_loop(loop: Node) -> tuple[str, Node, str] | None:
-    """``(q, E, m)`` of a loop whose body is ``T d = E - m; q += d * d;`` or ``q += (E - m) * (E - m);``, else None."""
+    """``(q, E, m)`` of a loop (the innermost of a perfect nest) whose body is ``T d = E - m; q += d * d;`` or ``q +=
+    (E - m) * (E - m);``, else None."""
+    loop = _nest(loop)[-1]
     body, local = _local_value(_body_stmt(loop))
     if len(body) != 1:
         return None
@@ -144,10 +160,10 @@ class FuseMomentsPass(PlannedPass):
 
     def _fuse(self, unit: Unit, stmts: list[Node], i: int) -> list[tuple[int, int, bytes]]:
         loop1 = stmts[i]
-        h1 = _for_header(loop1)
-        if h1 is None:
+        nest1 = _nest(loop1)
+        heads1 = [_for_header(x) for x in nest1]
+        if any(h is None for h in heads1):
             raise Refused("the sum loop's header is not for (I j = a; j < n; j++)")
-        j, a1, n1, _ = h1
         s, elem = _sum_loop(loop1)
         k_idx = next((t for t in range(i + 1, len(stmts)) if stmts[t].type in sx.LOOPS), None)
         if k_idx is None or stmts[k_idx].type != "for_statement" or _square_loop(stmts[k_idx]) is None:
@@ -156,16 +172,32 @@ class FuseMomentsPass(PlannedPass):
         between = stmts[i + 1:k_idx]
         if any(sx.contains_type(b, sx.LOOPS) for b in between):
             raise Refused("a loop between the sum and the squared deviations")
-        h2 = _for_header(loop2)
-        if h2 is None:
+        nest2 = _nest(loop2)
+        heads2 = [_for_header(x) for x in nest2]
+        if any(h is None for h in heads2):
             raise Refused("the squared deviations' loop header is not for (I k = a; k < n; k++)")
-        k, a2, n2, _ = h2
-        if _norm(n1) != _norm(n2) or _norm(a1) != _norm(a2):
-            raise Refused("the sum loop and the squared deviations' loop have different bounds")
+        if len(heads1) != len(heads2):
+            raise Refused("the sum and the squared deviations are nests of different depths")
+        # the second nest's variables read as the first's, level by level (outer variables may bound inner loops)
+        names1 = [h[0] for h in heads1]
+
+        def same(t2: Node | str, t1: str, level: int) -> bool:
+            text = t2 if isinstance(t2, str) else sx.text(t2)
+            for v1, h2 in zip(names1[:level + 1], heads2[:level + 1]):
+                text = re.sub(rf"\b{re.escape(h2[0])}\b", f"@{v1}@", text)
+            base = t1
+            for v1 in names1[:level + 1]:
+                base = re.sub(rf"\b{re.escape(v1)}\b", f"@{v1}@", base)
+            return _norm(text) == _norm(base)
+
+        for level, (h1, h2) in enumerate(zip(heads1, heads2)):
+            if not same(h2[2], h1[2], level - 1 if level else -1) or not same(h2[1], h1[1], level - 1 if level else -1):
+                raise Refused("the sum loop and the squared deviations' loop have different bounds")
         q, elem2, m = _square_loop(loop2)
-        if _norm(_renamed(elem2, k, "@")) != _norm(_renamed(elem, j, "@")):
+        if not same(elem2, sx.text(elem), len(heads1) - 1):
             raise Refused("the two loops read different elements")
-        if q in (s, m) or j in (s, q, m) or k in (s, q, m):
+        loop_vars = set(names1) | {h[0] for h in heads2}
+        if q in (s, m) or loop_vars & {s, q, m}:
             raise Refused("the squares' accumulator is the sum or the centre")  # (s may be the centre: mean /= N)
         # the accumulators: locals of a float type declared in this block before their loops
         types = {}
@@ -186,7 +218,7 @@ class FuseMomentsPass(PlannedPass):
             raise Refused(f"the loops write {s}, {q} or {m} otherwise")
         if q in sx.identifiers(loop1) or (s != m and s in sx.identifiers(loop2)):
             raise Refused(f"the loops read {s} or {q} otherwise")
-        for name in sx.identifiers(elem) - {j}:
+        for name in sx.identifiers(elem) - set(names1):
             if any(name in sx.written_names(b) and b.type != "declaration" for b in between):
                 raise Refused(f"{name}, read by the element expression, is written between the loops")
         if any(name in sx.written_names(b) for b in between for name in (q,)) or any(
@@ -196,16 +228,19 @@ class FuseMomentsPass(PlannedPass):
         tag = next(t for t in ("", *map(str, range(1, 100))) if not any(n.startswith(f"ptxf_w{t}") for n in taken))
         wn, wmu, wm2, wx, wd = (f"ptxf_w{tag}{x}" for x in ("n", "mu", "m2", "x", "d"))
         ind = sx.line_indent(unit.data, loop1.start_byte)[0].decode()
-        e_j = _renamed(elem, j, j)
+        inner = nest1[-1]
+        ib = inner.child_by_field_name("body")
+        iind = sx.line_indent(unit.data, inner.start_byte)[0].decode()
+        update = (f"{{\n{iind}    {ctype} {wx} = {sx.text(elem)};\n"
+                  f"{iind}    {wn} += 1;\n"
+                  f"{iind}    {ctype} {wd} = {wx} - {wmu};\n"
+                  f"{iind}    {wmu} += {wd} / {wn};\n"
+                  f"{iind}    {wm2} += {wd} * ({wx} - {wmu});\n"
+                  f"{iind}}}")
+        nest = sx.apply_edits(loop1.text, [(ib.start_byte - loop1.start_byte, ib.end_byte - loop1.start_byte, update.encode())])
         fused = (f"int {wn} = 0;  // (transform fuse_moments: the sum and the squared deviations in one Welford pass)\n"
                  f"{ind}{ctype} {wmu} = 0, {wm2} = 0;\n"
-                 f"{ind}for ({sx.text(h1[3])} {j} = {a1}; {j} < {n1}; {j}++) {{\n"
-                 f"{ind}    {ctype} {wx} = {e_j};\n"
-                 f"{ind}    {wn} += 1;\n"
-                 f"{ind}    {ctype} {wd} = {wx} - {wmu};\n"
-                 f"{ind}    {wmu} += {wd} / {wn};\n"
-                 f"{ind}    {wm2} += {wd} * ({wx} - {wmu});\n"
-                 f"{ind}}}\n"
+                 f"{ind}{nest.decode()}\n"
                  f"{ind}{s} += {wmu} * ({ctype}){wn};")
         squares = f"{q} += {wm2} + ({ctype}){wn} * ({wmu} - {m}) * ({wmu} - {m});"
         return [(loop1.start_byte, loop1.end_byte, fused.encode()), (loop2.start_byte, loop2.end_byte, squares.encode())]
