@@ -316,3 +316,33 @@ def test_a_border_reading_memory_or_a_row_local_is_not_hoisted():
     assert "every index inside the border" not in OuterCoarsenPass(4).apply(unit(mem, jacobi_spec())).text
     local = JACOBI.replace("    if (i == 0 || j == 0", "    int top = i - 1;\n    if (top < 0 || j == 0")
     assert "every index inside the border" not in OuterCoarsenPass(4).apply(unit(local, jacobi_spec())).text
+
+
+@pytest.mark.parametrize("border", [
+    "(unsigned char)i == 0 || j == 0 || i == H - 1 || j == W - 1",      # a narrowing cast wraps: row 256 is 0
+    "(short)i < 0 || i == 0 || j == 0 || i == H - 1 || j == W - 1",
+])
+def test_a_narrowing_cast_of_the_index_is_not_hoisted(border):
+    """Found by a red team (2026-12-05): the index under a narrowing cast is no monotone function of it, so a border
+    row between a thread's first and last escaped the test; only its own type or a 64-bit one is read through."""
+    src = JACOBI.replace("i == 0 || j == 0 || i == H - 1 || j == W - 1", border)
+    assert src != JACOBI
+    assert "every index inside the border" not in OuterCoarsenPass(4).apply(unit(src, jacobi_spec())).text
+    wide = JACOBI.replace("i == 0 ||", "(long long)i == 0 ||")
+    assert "every index inside the border" in OuterCoarsenPass(4).apply(unit(wide, jacobi_spec())).text
+
+
+def test_a_name_a_call_may_write_or_a_nested_scope_declares_is_no_stable_bound():
+    """Found by a red team (2026-12-05): a local declared before the index but set after it through a lambda's captured
+    reference (or passed to a call) was read once, before; a name declared in a loop's scope before the index was
+    read outside it (no such name there). Neither is hoisted; the lambda's write also refuses the pass."""
+    lam = JACOBI.replace("    int j = blockIdx.x", "    int top = -1;\n    auto set_top = [&](int t) { top = t; };\n    int j = blockIdx.x").replace(
+        "    if (i >= H || j >= W) return;\n", "    if (i >= H || j >= W) return;\n    set_top(8);\n").replace("i == 0 ||", "i <= top ||")
+    assert "writes top" in OuterCoarsenPass(4).why_not(unit(lam, jacobi_spec()))
+    call = JACOBI.replace("    int j = blockIdx.x", "    int top = -1;\n    int j = blockIdx.x").replace(
+        "    if (i >= H || j >= W) return;\n", "    if (i >= H || j >= W) return;\n    setl(top, 8);\n").replace("i == 0 ||", "i <= top ||")
+    # (sink moves ``int top = -1;`` after the guard: a per-row local, set by the call; never a stable bound)
+    assert "every index inside the border" not in OuterCoarsenPass(4).apply(unit(call, jacobi_spec())).text
+    nested = JACOBI.replace("    int j = blockIdx.x", "    float ws = 0.0f;\n    for (int up = 0; up < 2; up++) ws += 0.5f;\n    int j = blockIdx.x").replace(
+        "    if (i == 0 ||", "    int up = i - 1;\n    if (up < 0 ||")
+    assert "every index inside the border" not in OuterCoarsenPass(4).apply(unit(nested, jacobi_spec())).text

@@ -155,7 +155,7 @@ class OuterCoarsenPass:
         # of the thread, by a test of its first and last, runs its interior alone (a stencil's rows then share taps)
         borders = m["borders"]
         first_i = f"({t})(ptxf_ob)"
-        inner_cond = "".join(f" && {_interior_test(data, b.cond, v, first_i, last)}" for b in borders)
+        inner_cond = "".join(f" && {_interior_test(data, b.cond, v, first_i, last, t)}" for b in borders)
         def interior(b: Border) -> bytes:  # the interior's text, its returns this index's continue
             lo, hi = b.interior.start_byte, b.interior.end_byte
             text = sx.apply_edits(data[lo:hi], [(x - lo, y - lo, r) for x, y, r in edits if lo <= x < hi])
@@ -279,8 +279,11 @@ def repeated_index_refusal(unit: Unit, stmts: list[Node], at: int, axis: str, wh
         return f"nothing after the {what}"
     outside = _declared_outside(unit, stmts[:at])
     through = _written_through_roots(outside - _param_names(unit), stmts[:at])
+    # a lambda may write what it captures by reference, whenever it is called
+    in_lambdas = set().union(*(sx.written_names(n) for n in sx.walk(unit.body) if n.type == "lambda_expression"))
     for stmt in rest:
-        written = (sx.written_names(stmt) | _written_through(stmt, through)) & outside
+        written = (sx.written_names(stmt) | _written_through(stmt, through) | in_lambdas
+                   | _passed_to_calls(stmt, outside - _param_names(unit))) & outside
         if written:
             return (f"line {stmt.start_point[0] + 1}: the code after the {what} writes {', '.join(sorted(written))}, "
                     f"declared before it: it would be updated once per {one} a thread takes")
@@ -289,6 +292,28 @@ def repeated_index_refusal(unit: Unit, stmts: list[Node], at: int, axis: str, wh
                     n.child_by_field_name("declarator"), ("reference_declarator",))):
                 return f"line {n.start_point[0] + 1}: a reference declared after the {what} (what it binds may be written)"
     return None
+
+
+def _passed_to_calls(stmt: Node, locals_before: set[str]) -> set[str]:
+    """The names ``stmt`` passes by address to a call (``f(&n)``), and the locals of ``locals_before`` it passes bare to
+    a call that is no value function (``setl(top, 8)``: a reference parameter may write it)."""
+    out = set()
+    for n in sx.walk(stmt):
+        if n.type != "call_expression" or sx.call_name(n) in sx.VALUE_FUNCS:
+            continue
+        for a in sx.call_args(n):
+            a = sx.unparen(a)
+            if a is not None and a.type == "pointer_expression" and sx.operator(a) == "&":
+                root, through_element = sx.unparen(a.child_by_field_name("argument")), False
+                while root is not None and root.type in ("subscript_expression", "field_expression"):
+                    through_element |= root.type == "subscript_expression"
+                    root = sx.unparen(root.child_by_field_name("argument"))
+                # &n, &st.h: the variable itself; &p[i]: an element p points at (a buffer's, unless p is a local array)
+                if sx.is_ident(root) and (not through_element or sx.text(root) in locals_before):
+                    out.add(sx.text(root))
+            elif sx.is_ident(a) and sx.text(a) in locals_before:
+                out.add(sx.text(a))
+    return out
 
 
 def _param_names(unit: Unit) -> set[str]:
@@ -341,7 +366,7 @@ def _monotone_guards(unit: Unit, stmts: list[Node], at: int, v: str) -> list[Nod
     says whether it leaves any of them."""
     rest = stmts[at + 1:]
     inside = set().union(*(sx.declared_names(s) for s in rest))
-    known = _declared_outside(unit, stmts[:at]) | {v} | BUILTINS
+    known = _stable_names(unit, stmts, at) | {v} | BUILTINS
     out = []
     for s in rest:
         if s.type != "if_statement" or s.child_by_field_name("alternative") is not None:
@@ -383,25 +408,59 @@ def _borders(unit: Unit, stmts: list[Node], at: int, v: str) -> list[Border]:
     condition is false for every index from a first to a last when each comparison is false at the one end that
     decides it (:func:`_interior_test`)."""
     rest = stmts[at + 1:]
-    known = _declared_outside(unit, stmts[:at]) | {v} | BUILTINS
+    ctype = sx.type_text(stmts[at].child_by_field_name("type"))
+    known = _stable_names(unit, stmts, at) | {v} | BUILTINS
     out = []
     for s in rest:
         if s.type == "if_statement" and s.child_by_field_name("alternative") is not None:
             alt = s.child_by_field_name("alternative")
             alt = next((c for c in alt.named_children if c.type != "comment"), None) if alt.type == "else_clause" else alt
             cond = sx.unparen(s.child_by_field_name("condition").child_by_field_name("value"))
-            if alt is not None and _border_cond(cond, v, known):
+            if alt is not None and _border_cond(cond, v, known, ctype):
                 out.append(Border("if", s, cond, alt))
         elif s.type == "expression_statement" and s.named_child_count == 1 and s.named_children[0].type == "assignment_expression":
             value = sx.unparen(s.named_children[0].child_by_field_name("right"))
             if value is not None and value.type == "conditional_expression":
                 cond = sx.unparen(value.child_by_field_name("condition"))
-                if _border_cond(cond, v, known):
+                if _border_cond(cond, v, known, ctype):
                     out.append(Border("select", value, cond, value.child_by_field_name("alternative")))
     return out
 
 
-def _border_cond(cond: Node | None, v: str, known: set[str]) -> bool:
+def _stable_names(unit: Unit, stmts: list[Node], at: int) -> set[str]:
+    """The names a border condition may read as the same for all of a thread's indices: the parameters and the names
+    the top-level statements before the index declare (not a nested scope's), minus any the code after the index
+    declares again, and any passed bare or by address to a call that is no value function or read in a lambda (a call
+    may write them: ``set_top(8)`` through a captured reference)."""
+    names = _param_names(unit) | {x for st in stmts[:at] if st.type == "declaration" for x in sx.declared_names(st)}
+    names -= set().union(*(sx.declared_names(st) for st in stmts[at + 1:])) if stmts[at + 1:] else set()
+    for n in sx.walk(unit.body):
+        if n.type == "lambda_expression":
+            names -= sx.identifiers(n)
+        elif n.type == "call_expression" and sx.call_name(n) not in sx.VALUE_FUNCS:
+            for a in sx.call_args(n):
+                a = sx.unparen(a)
+                if a is not None and a.type == "pointer_expression" and sx.operator(a) == "&":
+                    a = sx.unparen(a.child_by_field_name("argument"))
+                if sx.is_ident(a):
+                    names.discard(sx.text(a))
+    return names
+
+
+def _index_operand(node: Node | None, v: str, ctype: str | None) -> bool:
+    """``node`` is the index ``v`` itself, in parentheses or cast to its own type ``ctype`` or a 64-bit integer one
+    (a narrowing cast, ``(unsigned char)i``, wraps: a comparison through it is not monotone in the index)."""
+    node = sx.unparen(node)
+    while node is not None and node.type == "cast_expression":
+        t = sx.type_text(node.child_by_field_name("type").child_by_field_name("type")
+                         if node.child_by_field_name("type").type == "type_descriptor" else node.child_by_field_name("type"))
+        if t != ctype and t not in sx.WIDE_INT_TYPES:
+            return False
+        node = sx.unparen(node.child_by_field_name("value"))
+    return sx.is_ident(node, v)
+
+
+def _border_cond(cond: Node | None, v: str, known: set[str], ctype: str) -> bool:
     """``cond`` is an ``||`` of comparisons of ``v`` with a value free of it, and parts free of ``v``, each reading
     only ``known`` names, no memory, and calling only value functions; at least one part compares ``v``."""
     if cond is None:
@@ -415,26 +474,27 @@ def _border_cond(cond: Node | None, v: str, known: set[str]) -> bool:
             return False
         if v not in sx.identifiers(part):
             continue
-        if _comparison(part, v) is None:
+        if _comparison(part, v, ctype) is None:
             return False
         compares += 1
     return compares > 0
 
 
-def _comparison(part: Node, v: str) -> tuple[str, Node] | None:
-    """``(op, e)`` for a part ``v op e`` (``e op v`` mirrored), ``e`` free of ``v``; else None."""
+def _comparison(part: Node, v: str, ctype: str) -> tuple[str, Node] | None:
+    """``(op, e)`` for a part ``v op e`` (``e op v`` mirrored; ``v`` of type ``ctype`` cast only to its own type or a
+    wider integer one: :func:`_index_operand`), ``e`` free of ``v``; else None."""
     p = sx.unparen(part)
     if p is None or p.type != "binary_expression" or sx.operator(p) not in _COMPARE:
         return None
     left, right, op = p.child_by_field_name("left"), p.child_by_field_name("right"), sx.operator(p)
-    if sx.is_ident(sx.uncast(left), v) and v not in sx.identifiers(right):
+    if _index_operand(left, v, ctype) and v not in sx.identifiers(right):
         return op, right
-    if sx.is_ident(sx.uncast(right), v) and v not in sx.identifiers(left):
+    if _index_operand(right, v, ctype) and v not in sx.identifiers(left):
         return _MIRROR[op], left
     return None
 
 
-def _interior_test(data: bytes, cond: Node, v: str, first: str, last: str) -> str:
+def _interior_test(data: bytes, cond: Node, v: str, first: str, last: str, ctype: str) -> str:
     """The C test that ``cond`` (:func:`_border_cond`) is false for every index from ``first`` to ``last``: a part
     free of ``v`` false; ``v == e``: e outside them; ``v < e``, ``v <= e``: false at the first; ``v > e``, ``v >= e``:
     false at the last."""
@@ -443,7 +503,7 @@ def _interior_test(data: bytes, cond: Node, v: str, first: str, last: str) -> st
         if v not in sx.identifiers(part):
             tests.append(f"!({sx.text(part)})")
             continue
-        op, e = _comparison(part, v)
+        op, e = _comparison(part, v, ctype)
         e_text = f"({sx.text(e)})"
         if op == "==":
             tests.append(f"({e_text} < {first} || {e_text} > {last})")
@@ -494,7 +554,7 @@ def guard_refusal(cond: Node, j: str, dependent: set[str], kind: str, what: str)
             continue
         p = sx.unparen(part)
         side = table.get(sx.operator(p)) if p.type == "binary_expression" else None
-        if side is None or not sx.is_ident(sx.uncast(p.child_by_field_name(side)), j) or j in sx.identifiers(
+        if side is None or not _index_operand(p.child_by_field_name(side), j, None) or j in sx.identifiers(
                 p.child_by_field_name("right" if side == "left" else "left")):
             return f"the guard's part {sx.text(part)!r} is not an upper bound on the {what}"
     return None
