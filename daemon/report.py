@@ -485,16 +485,35 @@ def writes_best(summary: JobSummary) -> bool:
 def annotate_launch_sites(source: str, kernel: str, note: str) -> str:
     """``source`` with ``// note`` on its own line above each host statement that launches ``kernel`` (``kernel<<<``,
     templated ``kernel<T><<<`` too), indented as that line: a file's launcher still passes the original's grid and
-    block, which a candidate with another launch needs changed (it would compile and compute wrong results)."""
-    out, pos = [], 0
-    for m in re.finditer(rf"\b{re.escape(kernel)}\s*(?:<[^<>;]*>\s*)?<<<", source):
-        line = source.rfind("\n", 0, m.start()) + 1
-        if line < pos:
+    block, which a candidate with another launch needs changed (it would compile and compute wrong results). The
+    launches are read from the syntax tree (tree-sitter-cuda), so text in a string or a macro's body is left alone; a
+    launch on a line that continues another (``\\``) is not annotated either."""
+    from ptxfactory.harness.source import _parser
+
+    data = source.encode()
+    tree = _parser().parse(data)
+    starts = set()
+    stack = [tree.root_node]
+    while stack:
+        n = stack.pop()
+        stack.extend(n.children)
+        if n.type != "call_expression" or not any(c.type == "kernel_call_syntax" for c in n.children):
             continue
-        indent = re.match(r"[ \t]*", source[line:]).group(0)
-        out.append(source[pos:line] + f"{indent}// {note}\n")
+        fn = n.child_by_field_name("function")
+        name = fn.child_by_field_name("name") if fn is not None and fn.type == "template_function" else fn
+        if name is None or name.text.decode() != kernel:
+            continue
+        line = data.rfind(b"\n", 0, n.start_byte) + 1
+        before = data[:max(line - 1, 0)].rsplit(b"\n", 1)[-1] if line else b""
+        if before.rstrip().endswith(b"\\"):
+            continue
+        starts.add(line)
+    out, pos = [], 0
+    for line in sorted(starts):
+        indent = re.match(rb"[ \t]*", data[line:]).group(0)
+        out.append(data[pos:line] + indent + f"// {note}\n".encode())
         pos = line
-    return "".join(out) + source[pos:]
+    return (b"".join(out) + data[pos:]).decode()
 
 
 def write_outputs(summary: JobSummary, out_dir: Path, base: Path | None = None) -> list[Path]:

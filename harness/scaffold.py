@@ -890,10 +890,29 @@ def _derived_sizes(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, symbo
         params = {_text(n) for n in _walk(decl.child_by_field_name("parameters")) if n.type == "identifier"}
     args = [c for c in call.child_by_field_name("arguments").named_children if c.type != "comment"]
     host_of = {p.name: _text(a) for p, a in zip(kernel.params, args) if p.name in symbols and a.type == "identifier"}
+    declared: dict[str, int] = {}
+    written: set[str] = set()
+    for n in _walk(scope):
+        if n.type == "init_declarator":
+            d = n.child_by_field_name("declarator")
+            if d is not None and d.type == "identifier":
+                declared[_text(d)] = declared.get(_text(d), 0) + 1
+        elif n.type in ("assignment_expression", "update_expression"):
+            t = n.child_by_field_name("left" if n.type == "assignment_expression" else "argument")
+            while t is not None and t.type == "parenthesized_expression" and t.named_child_count == 1:
+                t = t.named_children[0]
+            if t is not None and t.type == "identifier":
+                written.add(_text(t))
+        elif n.type == "pointer_expression" and _text(n.child_by_field_name("operator")) == "&":
+            a = n.child_by_field_name("argument")
+            if a is not None and a.type == "identifier":
+                written.add(_text(a))
     out: dict[str, str] = {}
     for name, var in host_of.items():
         if var in params:
             continue  # the launcher's own argument: a size given by its caller
+        if declared.get(var) != 1 or var in written:
+            continue  # declared in two scopes, or assigned again: its value at the launch is not its initializer's
         others = {v: symbols[p] for p, v in host_of.items() if p != name and p not in out}
         host = _Host(root, scope, others, types)
         init = host.definition(var, call.start_byte)
@@ -904,7 +923,8 @@ def _derived_sizes(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, symbo
         except _Untranslatable:
             continue
         names = set(re.findall(r"[A-Za-z_]\w*", expr)) - {"cdiv", "min", "max"}
-        if names and names <= set(others.values()):
+        inputs = {v for v, sym in others.items() if sym in names}
+        if names and names <= set(others.values()) and not inputs & written:
             out[name] = f"({expr})"  # (parenthesised: it is substituted into products)
     return out
 
@@ -1258,6 +1278,9 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
                 entry["value"] = 1
                 todo.append(f"value of {p.name} (a number, or an expression over {', '.join(symbol_list)})")
         comment = "; ".join(([f"TODO {'; '.join(todo)}"] if todo else []) + notes)
+        if derived and isinstance(entry.get("shape"), list):  # a derived size read from the kernel: its expression
+            entry["shape"] = [re.sub(r"\b(\w+)\b", lambda m: derived.get(m.group(1), m.group(1)), d) if isinstance(d, str)
+                              else d for d in entry["shape"]]
         arg_lines.append((f"  {_toml(entry)},", comment or None))
         guesses += guessed_keys(p.name, todo)
 

@@ -887,3 +887,26 @@ def test_a_size_the_launcher_computes_from_the_others_is_their_expression():
     assert "from the launcher" in line_comment(s, '"OD"')
     assert all(set(size) == {"N", "D"} for size in spec.check.sizes + spec.bench.sizes)
     assert spec.launch.grid == ["cdiv(N * ((D + 2 * 1 - 3) // 2 + 1), 256)"]
+
+
+@pytest.mark.parametrize("launcher, derived", [
+    ("    int OD = (D + 2 * PAD - KS) / STRIDE + 1;\n", True),
+    # found by a red team (2026-12-05): a later assignment, a second declaration in an inner scope, an input changed
+    # after the extent was computed: the value at the launch is not the initializer's, so OD stays a size of its own
+    ("    int OD = D; OD = (D + 2 * PAD - KS) / STRIDE + 1;\n", False),
+    ("    if (N < 0) { int OD = 5 * D; }\n    int OD = (D + 2 * PAD - KS) / STRIDE + 1;\n", False),
+    ("    int OD = (D + 2 * PAD - KS) / STRIDE + 1; D = D / 4;\n", False),
+])
+def test_a_derived_size_is_taken_only_where_its_value_at_the_launch_is_its_initializers(launcher, derived):
+    src = POOL.replace("    int OD = (D + 2 * PAD - KS) / STRIDE + 1;\n", launcher)
+    spec, s = scaffold(src, "pool")
+    assert (args(spec)["OD"].value != "OD") == derived
+    assert all(("OD" in size) != derived for size in spec.check.sizes)
+
+
+def test_a_shape_read_through_a_derived_size_takes_its_expression():
+    """Found by a red team (2026-12-05): x's shape read from an access through OD named OD after OD had left the
+    sizes, and init stopped ("unknown size symbol(s) OD")."""
+    src = POOL.replace("if (d >= 0 && d < D) s += x[n * D + d];", "s += x[n * D + o * STRIDE + k];")
+    spec, _ = scaffold(src, "pool")
+    assert "OD" not in args(spec)["x"].shape[0] and "((D + 2 * 1 - 3) // 2 + 1)" in args(spec)["x"].shape[0]

@@ -107,3 +107,22 @@ void run(const float* x, float* y, int n) {
     assert lines[at[0] - 1].startswith("    //")
     assert "kt<float><<<" in out and out.count("// ptxfactory") == 2
     assert annotate_launch_sites(src, "kt", "x").count("// x") == 1
+
+
+def test_launch_notes_leave_strings_and_macros_alone():
+    """Found by a red team (2026-12-05): a note inserted inside a multi-line macro broke the file, and one inside a raw
+    string changed it. Launches are read from the syntax tree: neither is touched."""
+    from ptxfactory.daemon.report import annotate_launch_sites
+
+    src = """__global__ void k(float* x, int n) { }
+#define LAUNCH_K(x, n) \\
+    k<<<((n) + 255) / 256, 256>>>(x, n)
+const char* doc = R"(k<<<grid, block>>>(x, n))";
+void run(float* x, int n) {
+    LAUNCH_K(x, n);
+    k<<<1, 32>>>(x, n);
+}
+"""
+    out = annotate_launch_sites(src, "k", "note")
+    assert out.count("// note") == 1 and out.index("// note") < out.index("    k<<<1, 32>>>")
+    assert 'R"(k<<<grid, block>>>(x, n))"' in out and "\\\n    k<<<((n)" in out
