@@ -688,7 +688,7 @@ class LoopAnalysis:
             if self._group_quotient(node, extra):
                 return True
             if self.cluster is not None and sx.operator(node) == "/" and sx.is_builtin(
-                    sx.uncast(node.child_by_field_name("left")), "blockIdx", "x"):
+                    sx.unparen(node.child_by_field_name("left")), "blockIdx", "x"):  # (no cast: a narrowing one wraps)
                 d = sx.unparen(node.child_by_field_name("right"))
                 dv = sx.literal_value(d) if sx.is_number(d) else None
                 return isinstance(dv, int) and dv > 0 and dv % self.cluster == 0  # the cluster's row
