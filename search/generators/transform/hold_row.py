@@ -156,7 +156,7 @@ class HoldRowPass(PlannedPass):
                 except Refused as e:
                     why.append(str(e))
         raise Refused("no two lane-strided loops (for (T j = a + lane; j < n; j += step)) of one block, with the same "
-                      "bounds and step, read one buffer at one index" + (f" ({'; '.join(why)})" if why else ""))
+                      "bounds and step, read one buffer at one index" + (f" ({'; '.join(dict.fromkeys(why))})" if why else ""))
 
     def _held(self, unit: Unit, a: LoopAnalysis, block: Node, loops: list[_Loop]) -> list[_Held]:
         """The elements two or more of ``loops`` read (raises Refused with the reason when none can be held)."""

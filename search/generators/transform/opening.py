@@ -123,6 +123,9 @@ def element_guard(unit: Unit, *, tolerant: bool = False, between: bool = False, 
         else:
             index = _index_decl(s, aliases, shared=shared, cast=tolerant)
             if index is None:
+                if not tolerant and pure_declaration(s):
+                    return no(f"line {s.start_point[0] + 1}: {_short(s)} comes before the index (blockIdx.x * "
+                              "blockDim.x + threadIdx.x): this pass reads the index as the body's first statement")
                 return no(f"line {s.start_point[0] + 1}: {_short(s)} is neither the index (blockIdx.x * blockDim.x + "
                           "threadIdx.x) nor a declaration uniform over the grid")
             decl = s
