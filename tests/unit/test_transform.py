@@ -279,10 +279,16 @@ def test_hints_that_change_nothing_say_why_and_keep_the_plan_s_order():
     from ptxfactory.search.generators.transform import _restructures, refusals
 
     row = unit_from_context(example_ctx("l2norm_rows"))
-    assert LdgPass().why_not(row) == "x is accessed through a local pointer (line 6: const float* xr = x + (size_t)row * N;)"
-    assert LdgNoAllocatePass().why_not(row) == LdgPass().why_not(row) and StreamPass().why_not(row) is None  # y's stores
-    refused = dict(refusals(row))
-    assert refused["ldg, ldg_na"] == LdgPass().why_not(row) and "line 9: a loop in the element's code" in refused["vectorize"]
+    # x read through a local row pointer (const float* xr = x + row * N; xr[j]): the hints follow it
+    assert LdgPass().why_not(row) is None and "__ldg(xr + i)" in LdgPass().apply(row).text
+    path = ROOT / "examples" / "l2norm_rows" / "l2norm_rows.cu"
+    bumped = unit_from_context(make_ctx(path.read_text().replace("const float* xr = x + (size_t)row * N;",
+                                                                 "const float* xr = x + (size_t)row * N; xr += 0;"),
+                                        load_spec(str(path) + ".toml").kernels["l2norm_rows"]))
+    assert LdgPass().why_not(bumped) == "x is accessed through a local pointer (line 6: const float* xr = x + (size_t)row * N;)"
+    assert LdgNoAllocatePass().why_not(bumped) == LdgPass().why_not(bumped)
+    refused = dict(refusals(bumped))
+    assert refused["ldg, ldg_na"] == LdgPass().why_not(bumped) and "line 9: a loop in the element's code" in refused["vectorize"]
     silent = next(names for names, why in refused.items() if "record no reason" in why).split(", ")
     assert not {"ldg", "ldg_na", "stream", "vectorize"} & set(silent)
     bcast = """extern "C" __global__ void bcast(const float* w, float* y, int m, int n)

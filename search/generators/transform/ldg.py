@@ -8,7 +8,8 @@
   ``q[i] = v;`` to write-only outputs through ``__stcs(q + (i), (T)(v))`` (``st.global.cs``).
 
 A pointer is read-only when every use of it in the kernel is a read of ``p[i]`` / ``*p`` (see
-``base.PointerParam``) and its spec role is ``in``; ``ldg_na`` and ``stream`` take only the inputs of the kernel's largest
+``base.PointerParam``), directly or through local pointers into it read the same way (``const float* row = x + r * N;
+row[j]``: :func:`.base.alias_reads`), and its spec role is ``in``; ``ldg_na`` and ``stream`` take only the inputs of the kernel's largest
 size class (:func:`streamed`: a weight vector beside a matrix is re-read by every row, and keeps the plain path); an output is streamed when its role is ``out``,
 it is never read, and every write is a plain ``q[i] = v;`` statement. Exact: the same values are
 loaded and stored, only the cache policy differs (the verifier's buffers never overlap).
@@ -20,7 +21,7 @@ outputs ...``); the hints are no restructuring passes (``restructures = False``)
 from __future__ import annotations
 
 from . import syntax as sx
-from .base import PointerParam, Unit, other_use, use_site
+from .base import PointerParam, Unit, alias_reads, other_use, use_site
 from .syntax import Node
 
 # __ldg/__ldcs/__stcs have overloads for these element types (sm_90, CUDA 12/13 headers).
@@ -92,13 +93,21 @@ class _HintPass:
     streams_stores = False
     read_once = False  # a hint for data read once: only the buffers of the largest size class (:func:`streamed`)
 
+    def _reads(self, unit: Unit, p: PointerParam) -> list[Node] | str:
+        """``p``'s reads at an index, its local pointers' included (:func:`.base.alias_reads`), or why not."""
+        if not p.other:
+            return list(p.reads)
+        through = alias_reads(unit, p)
+        return through if isinstance(through, str) else list(p.reads) + through
+
     def _load_refusal(self, unit: Unit, p: PointerParam) -> str | None:
         """Why the reads of input ``p`` (spec role ``in``) take no hint, None when they do."""
         if p.writes:
             return f"{p.name} is written ({use_site(p.writes[0])})"
-        if p.other:
-            return f"{p.name} is {other_use(p.other[0])}"
-        if not p.reads:
+        reads = self._reads(unit, p)
+        if isinstance(reads, str):
+            return reads if reads.startswith(p.name) else f"{p.name} is {reads}"
+        if not reads:
             return f"{p.name} is already read through {sx.call_name(p.loads[0])}" if p.loads else f"{p.name} is never used"
         if not self._supported(p.base):
             return f"{p.name}'s element type {p.base} has no {self.name} load"
@@ -159,7 +168,7 @@ class _HintPass:
         loads = {p.name: p for p in self._loads(unit)}
         stores = {p.name: p for p in self._stores(unit)}
         data = unit.data
-        read_nodes = {(n.start_byte, n.end_byte): loads[name] for name in loads for n in loads[name].reads}
+        read_nodes = {(n.start_byte, n.end_byte): loads[name] for name in loads for n in self._reads(unit, loads[name])}
         store_nodes = {(n.start_byte, n.end_byte): stores[name] for name in stores for n in stores[name].writes}
 
         def rewrite(node: Node) -> bytes | None:
