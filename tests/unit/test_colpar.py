@@ -300,10 +300,6 @@ REFUSED = {
     for (int r = 0; r < M; r++) s += y[r * N + c];
     out[c] = s;
 """, "read back"),
-    "a Welford update down the column (a tuple colpar does not merge)": ("""    float n = 0.0f, m = 0.0f, m2 = 0.0f;
-    for (int r = 0; r < M; r++) { float v = x[r * N + c]; n += 1.0f; float d = v - m; m += d / n; m2 += d * (v - m); }
-    out[c] = m2 / n;
-""", "no loop to split"),
     "a recurrence down the column": ("""    float h = 0.0f;
     for (int r = 0; r < M; r++) h = 0.5f * h + x[r * N + c];
     out[c] = h;
@@ -361,3 +357,117 @@ def test_rowpar_still_takes_rows_and_broadcast_reads():
 def test_bad_split_is_a_value_error():
     with pytest.raises(ValueError):
         ColumnParallelPass(3)
+
+
+COL_SOFTMAX = """
+extern "C" __global__ void col_softmax(const float* x, float* y, int R, int N)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= N) return;
+    float m = -INFINITY;
+    for (int r = 0; r < R; r++) m = fmaxf(m, x[r * N + c]);
+    float s = 0.0f;
+    for (int r = 0; r < R; r++) s += expf(x[r * N + c] - m);
+    for (int r = 0; r < R; r++) y[r * N + c] = expf(x[r * N + c] - m) / s;
+}
+"""
+COL_SOFTMAX_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["R", "N"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["R", "N"] },
+  { name = "R", role = "scalar", dtype = "i32", value = "R" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+"""
+COL_HOST = r"""
+#include <barrier>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+#define __global__
+#define __device__
+#define __forceinline__
+#define __restrict__
+#define __shared__ static
+struct Dim { unsigned x = 0, y = 0, z = 0; };
+thread_local Dim threadIdx, blockIdx;
+Dim blockDim, gridDim;
+static std::unique_ptr<std::barrier<>> g_bar;
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline float __expf(float v) { return expf(v); }
+template <typename T> T __shfl_xor_sync(unsigned, T v, int) { return v; }
+"""
+
+
+def test_an_online_softmax_over_a_column_merges_its_parts_in_order(tmp_path):
+    """A softmax over dimension 0 (a channel softmax's shape): online_softmax makes the max and the sum one loop, and
+    colpar splits each column's rows over y and merges the (max, sum) parts in shared memory in the order of
+    threadIdx.y (ptxf_col_merge; colpar refused a tuple before, 2026-12-05). On the host, blocks of 32 x 4 threads with
+    a real barrier: the original's outputs within float rounding, rows shorter and longer than the split."""
+    import subprocess
+
+    from ptxfactory.search.generators.transform.online_softmax import OnlineSoftmaxPass
+
+    spec = spec_for("col_softmax", COL_SOFTMAX_ARGS, grid='["cdiv(N, 128)"]', sizes="[{ R = 37, N = 100 }]")
+    fused = OnlineSoftmaxPass().apply(unit(COL_SOFTMAX, spec))
+    p = ColumnParallelPass(4)
+    assert p.why_not(fused) is None
+    out = p.apply(fused)
+    assert "ptxf_col_merge(ptxf_part)" in out.text
+    names = [n for n, _ in out.helpers]
+    assert names.index("ptxf_softmax") < names.index("ptxf_col_merge")
+    from test_transform import make_ctx
+    cand = TransformGenerator().candidate(make_ctx(COL_SOFTMAX, spec), out, [OnlineSoftmaxPass(), p])
+    r = compile_candidate(cand, "sm_90a")
+    assert not isinstance(r, CompileFailed), r.log
+    helpers = "\n".join(t for n, t in out.helpers if n in ("ptxf_rn", "ptxf_softmax", "ptxf_col_merge", "ptxf_col_idle"))
+    helpers = helpers.replace("static __device__", "static").replace("__device__", "")
+    bar = "static inline void ptxf_col_bar() { g_bar->arrive_and_wait(); }\n"
+    orig = COL_SOFTMAX.replace('extern "C" __global__ void col_softmax(', "void k_orig(")
+    new = out.text.replace('extern "C" __global__ void col_softmax(', "void k_new(").replace("__global__ void col_softmax(", "void k_new(")
+    main = r"""
+int main() {
+    for (int R : {1, 3, 37, 200}) for (int N : {5, 33, 100}) {
+        std::vector<float> x(R * N), y1(R * N, -7.0f), y2(R * N, -7.0f);
+        unsigned s = 99u + R * N;
+        for (auto& v : x) { s = s * 1664525u + 1013904223u; v = (float)((int)(s >> 9) - (1 << 22)) / (1 << 20); }
+        blockDim = {128, 1, 1};
+        for (unsigned b = 0; b * 128 < (unsigned)N; ++b) for (unsigned t = 0; t < 128; ++t) {
+            blockIdx.x = b; threadIdx.x = t; k_orig(x.data(), y1.data(), R, N); }
+        blockDim = {32, 4, 1};
+        for (unsigned b = 0; b * 32 < (unsigned)N; ++b) {
+            g_bar = std::make_unique<std::barrier<>>(128);
+            std::vector<std::thread> ts;
+            for (unsigned t = 0; t < 128; ++t) ts.emplace_back([&, t, b] { blockIdx.x = b; threadIdx.x = t % 32; threadIdx.y = t / 32;
+                k_new(x.data(), y2.data(), R, N); });
+            for (auto& th : ts) th.join();
+        }
+        for (int i = 0; i < R * N; ++i)
+            if (!(fabsf(y1[i] - y2[i]) <= 1e-5f * fabsf(y1[i]) + 1e-7f)) { printf("R=%d N=%d i=%d: %g vs %g\n", R, N, i, y1[i], y2[i]); return 1; }
+    }
+    printf("close\n");
+    return 0;
+}
+"""
+    cpp, exe = tmp_path / "col.cpp", tmp_path / "col"
+    cpp.write_text(COL_HOST + bar + helpers + "\n" + orig + new + main)
+    build = subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-ffp-contract=off", "-pthread", str(cpp), "-o", str(exe)],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "close", run.stdout + run.stderr
+
+
+def test_a_welford_update_down_the_column_is_merged_in_order():
+    """Since 2026-12-05 colpar merges tuples (ptxf_col_merge): a Welford over a column's rows splits over y."""
+    body = """    float n = 0.0f, m = 0.0f, m2 = 0.0f;
+    for (int r = 0; r < M; r++) { float v = x[r * N + c]; n += 1.0f; float d = v - m; m += d / n; m2 += d * (v - m); }
+    out[c] = m2 / n;
+"""
+    src = kernel(body)
+    out = ColumnParallelPass(8).apply(unit(src, col_spec()))
+    assert "ptxf_welford<" in out.text and "ptxf_col_merge(ptxf_part)" in out.text

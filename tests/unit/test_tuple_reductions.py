@@ -387,10 +387,10 @@ def test_refusals_of_rowpar_and_colpar():
     src = XENT_ONLINE.replace("expf(m - m_new)", "expf(m_new - m)")
     why = rowpar(32).why_not(unit(src, row_spec(**XENT_SPEC)))
     assert why is not None and "m, s: updated together, but neither an online softmax" in why
-    # colpar has no tuple merge: its column Welford loop stays refused
+    # colpar merges tuples too (since 2026-12-05, ptxf_col_merge): its column Welford loop is split
     col = WELFORD_COUNT.replace("x[(size_t)r * N + j]", "x[(size_t)j * M + r]")
-    why = ColumnParallelPass(8).why_not(unit(col, row_spec(**STATS_SPEC)))
-    assert why is not None and "not recognised accumulations" in why
+    out = ColumnParallelPass(8).apply(unit(col, row_spec(**STATS_SPEC)))
+    assert "ptxf_col_merge(ptxf_part)" in out.text
 
 
 # -- a NumPy model of what the rewrite computes ---------------------------------------------------------------------

@@ -9,7 +9,8 @@ buffer access in a split loop that moves with the loop variable is ``a * r + c +
 c]``, ``dy[(size_t)r * ld + c]``): consecutive threads read consecutive elements, one iteration a row apart. That is
 the kernel :mod:`.rowpar` refuses (its lanes would read a stride apart); loops contiguous along ``r`` are rowpar's and
 refused here. Column sums, means, max/min, arg max, sums of squares and norms, bias gradients (``db[c] = sum_r
-dy[r * N + c]``) fit.
+dy[r * N + c]``) fit, and tuples: an online softmax's (max, sum) (a softmax over channels after ``online_softmax``)
+and a Welford, their parts merged in the order of ``threadIdx.y`` (``ptxf_col_merge``).
 
 The rewrite is rowpar's walk over the column's code (the same proofs: :mod:`.reductions` recognises the accumulators,
 :func:`.affine.independent` proves the writes distinct; stores outside the loops by one thread), with the column's
@@ -46,7 +47,8 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 from . import syntax as sx
 from .base import Unit
 from .grid_stride import FACTS_NOTE, ElementGuard, threads_per_sm
-from .rowpar import LANE, MAX_GRID, Refused, RowLoop, RowParallelPass, batch_count, index_edit, rows_expression
+from .rowpar import (LANE, MAX_GRID, Refused, RowLoop, RowParallelPass, batch_count, helper_closure, index_edit,
+                     rows_expression)
 from .unflatten import Refused as NotFlat, unflatten
 from .syntax import Node
 
@@ -58,8 +60,8 @@ NARROW = 8  # columns per block of the auto variant when columns are few (8 fp32
 MAX_BLOCK = 1024
 # rowpar's reduction and sync helpers -> this pass's
 NAMES = {"ptxf_row_reduce": "ptxf_col_reduce", "ptxf_row_reduce_arg": "ptxf_col_reduce_arg",
-         "ptxf_row_sync": "ptxf_col_sync", "ptxf_row_sync();": "ptxf_col_sync();"}
-COMBINE_CALL = re.compile(r"\bptxf_col_reduce(?:_arg)?\(")
+         "ptxf_row_merge": "ptxf_col_merge", "ptxf_row_sync": "ptxf_col_sync", "ptxf_row_sync();": "ptxf_col_sync();"}
+COMBINE_CALL = re.compile(r"\bptxf_col_(?:reduce(?:_arg)?|merge)\(")
 BARRIERS_PER_COMBINE = 2
 
 HELPERS = {
@@ -84,6 +86,17 @@ static __device__ __forceinline__ T ptxf_col_reduce(T v, F op)
     v = part[threadIdx.x];
     for (unsigned y = 1; y < blockDim.y; ++y) v = op(v, part[y * blockDim.x + threadIdx.x]);
     return v;
+}""",
+    "ptxf_col_merge": """\
+template <typename P>
+static __device__ __forceinline__ void ptxf_col_merge(P& p)
+{   // a tuple's parts (online softmax, Welford) over the column's threads, merged in the order of threadIdx.y
+    __shared__ P part[1024];
+    ptxf_col_bar();  // the last combine's reads are done
+    part[threadIdx.y * blockDim.x + threadIdx.x] = p;
+    ptxf_col_bar();
+    p = part[threadIdx.x];
+    for (unsigned y = 1; y < blockDim.y; ++y) p.merge(part[y * blockDim.x + threadIdx.x]);
 }""",
     "ptxf_col_reduce_arg": """\
 template <typename T, typename K, typename B>
@@ -145,6 +158,9 @@ class ColumnParallelPass(RowParallelPass):
 
     def _fn(self, auto: str, block: str, group: str) -> str:
         return NAMES[auto]
+
+    def merges_tuples(self) -> bool:
+        return True  # (ptxf_col_merge: an online softmax's or a Welford's parts, in the order of threadIdx.y)
 
     def _launch(self, unit: Unit, g: ElementGuard, threads: int, rw) -> LaunchConfig:
         cols = rows_expression(unit, g.bound) or f"({unit.launch.grid[0]}) * {threads}"
@@ -219,7 +235,9 @@ class ColumnParallelPass(RowParallelPass):
         if combines:
             edits.append(_idle_edit(unit, g, combines * BARRIERS_PER_COMBINE))
             used.append("ptxf_col_idle")
-        helpers = [(n, HELPERS[n]) for n in HELPERS if n == "ptxf_col_bar" or n in used]
+        # the tuple parts (ptxf_softmax, ptxf_welford and what they need) are rowpar's, before this pass's combines
+        parts = helper_closure([n for n in used if n not in HELPERS])
+        helpers = parts + [(n, HELPERS[n]) for n in HELPERS if n == "ptxf_col_bar" or n in used]
         return unit.with_text(sx.apply_edits(data, edits), launch=launch, helpers=helpers, lanes=self.lanes)
 
 
