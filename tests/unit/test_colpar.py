@@ -403,7 +403,8 @@ template <typename T> T __shfl_xor_sync(unsigned, T v, int) { return v; }
 """
 
 
-def test_an_online_softmax_over_a_column_merges_its_parts_in_order(tmp_path):
+@pytest.mark.parametrize("hold", [False, True])
+def test_an_online_softmax_over_a_column_merges_its_parts_in_order(hold, tmp_path):
     """A softmax over dimension 0 (a channel softmax's shape): online_softmax makes the max and the sum one loop, and
     colpar splits each column's rows over y and merges the (max, sum) parts in shared memory in the order of
     threadIdx.y (ptxf_col_merge; colpar refused a tuple before, 2026-12-05). On the host, blocks of 32 x 4 threads with
@@ -412,16 +413,35 @@ def test_an_online_softmax_over_a_column_merges_its_parts_in_order(tmp_path):
 
     from ptxfactory.search.generators.transform.online_softmax import OnlineSoftmaxPass
 
-    spec = spec_for("col_softmax", COL_SOFTMAX_ARGS, grid='["cdiv(N, 128)"]', sizes="[{ R = 37, N = 100 }]")
+    from ptxfactory.protocol import parse_spec
+    from ptxfactory.search.generators.transform.hold_row import HoldRowPass
+
+    spec = parse_spec(f"""
+[kernel.col_softmax]
+args = [{COL_SOFTMAX_ARGS}]
+launch = {{ grid = ["cdiv(N, 128)"], block = [128], policy = "free" }}
+[kernel.col_softmax.check]
+rtol = 1e-5
+atol = 1e-7
+sizes = [{{ R = 37, N = 100 }}]
+[kernel.col_softmax.bench]
+sizes = [{{ R = 64, N = 50176 }}]
+""").kernels["col_softmax"]
     fused = OnlineSoftmaxPass().apply(unit(COL_SOFTMAX, spec))
     p = ColumnParallelPass(4)
     assert p.why_not(fused) is None
     out = p.apply(fused)
     assert "ptxf_col_merge(ptxf_part)" in out.text
+    if hold:  # each thread's 16 rows of its column held in registers between the two loops: x read once
+        h = next(q for q in PASSES if isinstance(q, HoldRowPass) and q.held == 16)
+        assert h.why_not(out) is None
+        out = h.apply(out)
+        assert "ptxf_held" in out.text
     names = [n for n, _ in out.helpers]
     assert names.index("ptxf_softmax") < names.index("ptxf_col_merge")
     from test_transform import make_ctx
-    cand = TransformGenerator().candidate(make_ctx(COL_SOFTMAX, spec), out, [OnlineSoftmaxPass(), p])
+    chain = [OnlineSoftmaxPass(), p] + ([h] if hold else [])
+    cand = TransformGenerator().candidate(make_ctx(COL_SOFTMAX, spec), out, chain)
     r = compile_candidate(cand, "sm_90a")
     assert not isinstance(r, CompileFailed), r.log
     helpers = "\n".join(t for n, t in out.helpers if n in ("ptxf_rn", "ptxf_softmax", "ptxf_col_merge", "ptxf_col_idle"))

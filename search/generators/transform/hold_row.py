@@ -37,6 +37,9 @@ launch's ``block[0]``) among those that fit in 16 registers per lane (all held b
 A fixed H whose held path would run at no bench size is refused, and so is any H whose held
 registers per lane exceed half of what a thread of the largest block may have (65536 / threads).
 
+colpar's loops (the lane ``threadIdx.y``, the step the column's threads) are held too: a channel softmax's column read
+once for its (max, sum) pass and its write pass.
+
 Refused (with the reason): ``goto`` in the kernel; vector_loops' output (``hold_row`` goes before
 it in a chain: vector_loops then widens the original loops left in the ``else`` branches); a kernel
 already held; no two such loops in one block (loops whose starts differ, such as a max from

@@ -80,7 +80,7 @@ from .affine import Poly, add, poly
 from .base import LOAD_FUNCS, STORE_FUNCS, Unit, access_kind, int_literal
 from .syntax import COLLECTIVES
 from .reductions import loop_accumulators
-from .rowpar import Refused as RowRefused, row_constants, pointer_offsets, pointer_roots, written_roots
+from .rowpar import LANE, Refused as RowRefused, row_constants, pointer_offsets, pointer_roots, written_roots
 from .syntax import Node
 from .vectorize import vector_load
 
@@ -625,6 +625,8 @@ class LoopAnalysis:
         v = sx.uncast(self.inits[name])
         if sx.is_builtin(v, "threadIdx", "x"):
             return "block"
+        if sx.is_builtin(v, "threadIdx", "y") and name == LANE:
+            return "column"  # colpar's lane: a column's threads along y (hold_row takes its loops; no 16-byte step)
         cluster = _cluster_lane(v, self.block)
         if cluster is not None:
             return cluster
