@@ -855,7 +855,7 @@ def _guard_launch(body: ts.Node, symbols: dict[str, str], kernel: str, why: str 
 def _launch_call(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node) -> ts.Node | None:
     """The ``NAME<<<...>>>(...)`` call nearest the kernel's definition, None when the file has none."""
     calls = []
-    for m in re.finditer(rb"<<<", root.text):
+    for m in re.finditer(rb"<<<", root.text):  # the launches, without walking the whole tree
         n = root.descendant_for_byte_range(root.start_byte + m.start(), root.start_byte + m.end())
         while n is not None and n.type != "call_expression":
             n = n.parent
@@ -932,20 +932,9 @@ def _derived_sizes(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, symbo
 def _find_launch(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, symbols: dict[str, str],
                  types: dict[str, str], source_name: str, two_d: bool = False) -> _Launch | None:
     """The ``NAME<<<...>>>`` nearest the kernel's definition, translated; None when the file has none."""
-    calls = []
-    for m in re.finditer(rb"<<<", root.text):  # the launches, without walking the whole tree
-        n = root.descendant_for_byte_range(root.start_byte + m.start(), root.start_byte + m.end())
-        while n is not None and n.type != "call_expression":
-            n = n.parent
-        if n is None or not any(c.type == "kernel_call_syntax" for c in n.children):
-            continue
-        fn = n.child_by_field_name("function")
-        name_node = fn.child_by_field_name("name") if fn.type == "template_function" else fn
-        if name_node is not None and _text(name_node) == kernel.name:
-            calls.append(n)
-    if not calls:
+    call = _launch_call(root, kernel, kernel_node)
+    if call is None:
         return None
-    call = min(calls, key=lambda c: min(abs(c.start_byte - kernel_node.start_byte), abs(c.start_byte - kernel_node.end_byte)))
     where = f"{source_name}:{call.start_point[0] + 1}"
     scope = call
     while scope.parent is not None and scope.type != "function_definition":

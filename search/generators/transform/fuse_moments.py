@@ -43,7 +43,7 @@ import re
 
 from . import syntax as sx
 from .base import Unit
-from .online_softmax import _body_stmt, _for_header, _norm, _pure, _renamed, _written_buffers
+from .online_softmax import _body_stmt, _for_header, _norm, _pure, _renamed, _written_buffers, first_fusion
 from .rowpar import PlannedPass, Refused
 from .syntax import Node
 
@@ -140,23 +140,9 @@ class FuseMomentsPass(PlannedPass):
         return unit.with_text(sx.apply_edits(unit.data, self._plan(unit)))
 
     def _plan(self, unit: Unit) -> list[tuple[int, int, bytes]]:
-        if unit.body is None:
-            raise Refused("no kernel body")
-        reasons = []
-        for block in (n for n in sx.walk(unit.body) if n.type == "compound_statement"):
-            stmts = sx.statements(block)
-            for i, st in enumerate(stmts):
-                if st.type != "for_statement" or _sum_loop(st) is None:
-                    continue
-                try:
-                    edits = self._fuse(unit, stmts, i)
-                except Refused as e:
-                    reasons.append(str(e))
-                    continue
-                if unit.spec.check.rtol == 0 and unit.spec.check.atol == 0:
-                    raise Refused("the spec asks for exact results, and Welford's running mean rounds differently")
-                return edits
-        raise Refused(reasons[0] if reasons else "no sum loop followed by a loop of squared deviations")
+        return first_fusion(unit, lambda st: st.type == "for_statement" and _sum_loop(st) is not None, self._fuse,
+                            "no sum loop followed by a loop of squared deviations",
+                            "the spec asks for exact results, and Welford's running mean rounds differently")
 
     def _fuse(self, unit: Unit, stmts: list[Node], i: int) -> list[tuple[int, int, bytes]]:
         loop1 = stmts[i]

@@ -154,6 +154,30 @@ def _pure(expr: Node, forbidden: set[str], written_buffers: set[str]) -> None:
             raise Refused(f"the element expression reads {sx.text(n)}, which the loops or the kernel write")
 
 
+def first_fusion(unit: Unit, starts, fuse, none: str, inexact: str) -> list[tuple[int, int, bytes]]:
+    """The edits of ``fuse(unit, stmts, i)`` at the first statement ``stmts[i]`` of any block for which ``starts`` holds
+    and ``fuse`` does not refuse; raises :class:`Refused` with the first reason (``none`` when no statement starts one),
+    or ``inexact`` when the spec asks for exact results (checked after the pattern: a kernel without the loops is
+    refused for that, not for exactness)."""
+    if unit.body is None:
+        raise Refused("no kernel body")
+    reasons = []
+    for block in (n for n in sx.walk(unit.body) if n.type == "compound_statement"):
+        stmts = sx.statements(block)
+        for i, st in enumerate(stmts):
+            if not starts(st):
+                continue
+            try:
+                edits = fuse(unit, stmts, i)
+            except Refused as e:
+                reasons.append(str(e))
+                continue
+            if unit.spec.check.rtol == 0 and unit.spec.check.atol == 0:
+                raise Refused(inexact)
+            return edits
+    raise Refused(reasons[0] if reasons else none)
+
+
 class OnlineSoftmaxPass(PlannedPass):
     """A max loop then an exp-sum loop over the same elements -> one loop (online softmax). See the module docstring."""
 
@@ -165,26 +189,9 @@ class OnlineSoftmaxPass(PlannedPass):
         return unit.with_text(sx.apply_edits(unit.data, self._plan(unit)))
 
     def _plan(self, unit: Unit) -> list[tuple[int, int, bytes]]:
-        if unit.body is None:
-            raise Refused("no kernel body")
-        reasons = []
-        for block in (n for n in sx.walk(unit.body) if n.type == "compound_statement"):
-            stmts = sx.statements(block)
-            for i, st in enumerate(stmts):
-                if st.type != "for_statement":
-                    continue
-                try:
-                    edits = self._fuse(unit, stmts, i)
-                except Refused as e:
-                    reasons.append(str(e))
-                    continue
-                # (checked after the pattern: a kernel without the two loops is refused for that, not for exactness)
-                if unit.spec.check.rtol == 0 and unit.spec.check.atol == 0:
-                    raise Refused("the spec asks for exact results, and an online sum of exponentials rounds differently")
-                return edits
-        if not reasons:
-            raise Refused("no max loop followed by an exp-sum loop")
-        raise Refused(reasons[0])
+        return first_fusion(unit, lambda st: st.type == "for_statement", self._fuse,
+                            "no max loop followed by an exp-sum loop",
+                            "the spec asks for exact results, and an online sum of exponentials rounds differently")
 
     def _fuse(self, unit: Unit, stmts: list[Node], i: int) -> list[tuple[int, int, bytes]]:
         loop1 = stmts[i]
