@@ -86,17 +86,21 @@ def _nest(loop: Node) -> list[Node]:
         out.append(body[0])
 
 
+def _innermost_accumulation(loop: Node) -> tuple[str, Node, tuple[str, Node] | None] | None:
+    """``(acc, term, local)`` of the innermost loop of the nest from ``loop`` whose body is ``[T v = E;] acc += term;``
+    (``local`` the ``(v, E)`` declared first, or None), else None."""
+    body, local = _local_value(_body_stmt(_nest(loop)[-1]))
+    acc = _accumulation(body[0]) if len(body) == 1 else None
+    return None if acc is None else (*acc, local)
+
+
 def _sum_loop(loop: Node) -> tuple[str, Node] | None:
     """``(s, E)`` of a loop (the innermost of a perfect nest) whose body is ``s += E;`` (or ``T v = E; s += v;``), else
     None."""
-    loop = _nest(loop)[-1]
-    body, local = _local_value(_body_stmt(loop))
-    if len(body) != 1:
+    found = _innermost_accumulation(loop)
+    if found is None:
         return None
-    acc = _accumulation(body[0])
-    if acc is None:
-        return None
-    s, term = acc
+    s, term, local = found
     if local is not None:
         return (s, local[1]) if sx.is_ident(term, local[0]) else None
     return s, term
@@ -105,14 +109,10 @@ def _sum_loop(loop: Node) -> tuple[str, Node] | None:
 def _square_loop(loop: Node) -> tuple[str, Node, str] | None:
     """``(q, E, m)`` of a loop (the innermost of a perfect nest) whose body is ``T d = E - m; q += d * d;`` or ``q +=
     (E - m) * (E - m);``, else None."""
-    loop = _nest(loop)[-1]
-    body, local = _local_value(_body_stmt(loop))
-    if len(body) != 1:
+    found = _innermost_accumulation(loop)
+    if found is None:
         return None
-    acc = _accumulation(body[0])
-    if acc is None:
-        return None
-    q, term = acc
+    q, term, local = found
     if term.type != "binary_expression" or sx.operator(term) != "*":
         return None
     left, right = sx.unparen(term.child_by_field_name("left")), sx.unparen(term.child_by_field_name("right"))
