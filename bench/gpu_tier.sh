@@ -9,7 +9,7 @@ tests/gpu/test_gpu_vector_loops.py tests/gpu/test_gpu_tune.py tests/gpu/test_gpu
 tests/gpu/test_gpu_specialise.py tests/gpu/test_gpu_coarsen.py tests/gpu/test_gpu_coarsen_outer.py tests/gpu/test_gpu_vectorize_x.py tests/gpu/test_gpu_profile.py tests/gpu/test_python_reference.py"
 HALF2="tests/gpu/test_gpu_atomic_agg.py tests/gpu/test_gpu_colpar.py tests/gpu/test_gpu_family_elementwise.py
 tests/gpu/test_gpu_family_layernorm.py tests/gpu/test_gpu_family_rowreduce.py tests/gpu/test_gpu_family_attention.py tests/gpu/test_gpu_family_softmax.py
-tests/gpu/test_gpu_family_transpose.py tests/gpu/test_gpu_mma_tile.py tests/gpu/test_gpu_grid_reduce_collapse.py tests/gpu/test_gpu_rowwise_cluster.py tests/gpu/test_gpu_rowpar_cluster.py
+tests/gpu/test_gpu_family_transpose.py tests/gpu/test_gpu_mma_tile.py tests/gpu/test_gpu_grid_reduce_collapse.py tests/gpu/test_gpu_rowwise_cluster.py tests/gpu/test_gpu_rowpar_cluster.py tests/gpu/test_gpu_fusions.py
 tests/gpu/test_gpu_ptx.py tests/gpu/test_gpu_ptx_driver_jit.py tests/gpu/test_harness.py tests/gpu/test_naive_examples.py
 tests/redteam"
 case "${1:-}" in
