@@ -144,3 +144,9 @@ extern "C" __global__ void relu_h(const __half* x, __half* y, int n)
     cand = Candidate(kernel_name="relu_h", source=out, kernel_text=out, launch=LaunchConfig(grid=[1], block=[128]))
     r = compile_candidate(cand, "sm_90a")
     assert not isinstance(r, CompileFailed), r.log
+
+
+def test_a_place_of_a_class_type_is_left_as_written():
+    """A struct's assignment may be its own operator=: a cast and a copy would not call it; only scalar places."""
+    src = KERNEL.replace("        float r;", "        float2 w2; float r;\n        if (v > 3.0f) w2 = make_float2(v, v); else w2 = make_float2(0.0f, v);")
+    assert "if (v > 3.0f) w2 = make_float2(v, v); else w2 = make_float2(0.0f, v);" in rewrite(src)

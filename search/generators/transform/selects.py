@@ -13,8 +13,9 @@ then read one top-level store where they refused "a branch in the element's code
 once, then exactly one of the two values, as before, each converted to the place's type as its assignment converted
 it (a conditional expression's operands would otherwise meet in their common type first: an ``unsigned`` branch
 would turn the other's ``-1`` into 4294967295, and ``__half`` against ``float`` does not compile); the place assigned
-is the same expression, evaluated once (no assignment, increment or call in it). The place's type must be known: a
-local or parameter declared once with a scalar type, or an element of a pointer or array declared once. Anything
+is the same expression, evaluated once (no assignment, increment or call in it). The place's type must be known and
+scalar (an integer, float, double, bool, ``__half`` or ``__nv_bfloat16``): a local or parameter declared once with it,
+or an element of a pointer or array declared once. Anything
 else (compound assignments, whose arithmetic would meet the values' types differently; branches of several
 statements; different places; a branch without ``else``; a condition with an init statement; a braced value; an
 unknown type) is left as written.
@@ -24,6 +25,7 @@ from __future__ import annotations
 from . import syntax as sx
 from .syntax import Node
 
+SCALAR_TYPES = sx.INT_TYPES | frozenset({"float", "double", "bool", "__half", "half", "__nv_bfloat16", "nv_bfloat16"})
 ASSIGN_OPS = frozenset({"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="})  # (only = is rewritten)
 
 
@@ -73,8 +75,8 @@ def _place_type(left: Node, types: sx.Types) -> str | None:
         t = types.element.get(sx.text(sx.unparen(left.child_by_field_name("argument"))))
     else:
         return None
-    if not t or t in ("auto", "void") or "const" in t.split() or "volatile" in t.split():
-        return None
+    if not t or t not in SCALAR_TYPES:
+        return None  # (a class type's assignment may be its own operator=, which a cast then a copy would not call)
     return t
 
 
