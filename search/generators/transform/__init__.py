@@ -362,9 +362,13 @@ def plan_chains(unit: Unit) -> list[list[Pass]]:
         prepared = run_chain(unit, [p for p in PASSES[:first] if p.group is None])
         # ... or after an optional group's pass before it (collapse's one loop over a channel's images and pixels is
         # long enough for a block or a cluster a row, where the nest's outer loop alone was not)
-        readings = [(-1, unit), (-1, prepared)] + [(k, run_chain(prepared, [q])) for k, q in enumerate(PASSES)
-                                                   if q.group in OPTIONAL_GROUPS and q.group != g and q.applies(prepared)]
-        found = [p for i, p in enumerate(PASSES) if p.group == g and any(k < i and p.applies(r) for k, r in readings)]
+        found = [p for p in PASSES if p.group == g and (p.applies(unit) or p.applies(prepared))]
+        rest = [(i, p) for i, p in enumerate(PASSES) if p.group == g and p not in found]
+        if rest:  # (the optional passes' readings only where some alternative needs them)
+            readings = [(k, run_chain(prepared, [q])) for k, q in enumerate(PASSES)
+                        if q.group in OPTIONAL_GROUPS and q.group != g and q.applies(prepared)]
+            more = {id(p) for i, p in rest if any(k < i and p.applies(r) for k, r in readings)}
+            found = [p for p in PASSES if p in found or id(p) in more]
         if g in UNPROVEN_GROUPS:  # (each tried at its turn in the chain: divmod applies to the loops rowpar or grid_stride write)
             return [None] + [p for p in PASSES if p.group == g]
         return found + [None] if g in OPTIONAL_GROUPS else found or [None]

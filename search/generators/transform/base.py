@@ -268,8 +268,7 @@ def other_use(ident: Node) -> str:
 def alias_reads(unit: "Unit", p: PointerParam) -> list[Node] | str:
     """The reads through the local pointers at ``p``'s other uses (``const float* row = x + r * N;`` then ``row[j]``):
     each such use must initialise a pointer declared once with ``p``'s element type (``p``, ``p + e``, ``e + p``),
-    never assigned, incremented or otherwise used than read at an index; the reads, or why not (the first other use's
-    reason)."""
+    never assigned, incremented or otherwise used than read at an index; the reads, or why not (a reason naming ``p``)."""
     counts = sx.declaration_counts(unit.fn)
     written = sx.written_names(unit.body)
     out: list[Node] = []
@@ -284,12 +283,12 @@ def alias_reads(unit: "Unit", p: PointerParam) -> list[Node] | str:
         decl = up.child_by_field_name("declarator") if up is not None and up.type == "init_declarator" else None
         if decl is None or decl.type != "pointer_declarator" or up.child_by_field_name("value") != child \
                 or not sx.is_ident(decl.child_by_field_name("declarator")):
-            return other_use(use)
+            return f"{p.name} is {other_use(use)}"
         name = sx.text(decl.child_by_field_name("declarator"))
         declaration = up.parent
         base = sx.type_text(declaration.child_by_field_name("type")) if declaration is not None else None
         if counts.get(name) != 1 or name in written or base != p.base:
-            return other_use(use)
+            return f"{p.name} is {other_use(use)}"
         for n in sx.walk(unit.body):
             if n.type == "identifier" and sx.text(n) == name and n != decl.child_by_field_name("declarator"):
                 kind, access = classify_use(n)

@@ -106,7 +106,7 @@ class _HintPass:
             return f"{p.name} is written ({use_site(p.writes[0])})"
         reads = self._reads(unit, p)
         if isinstance(reads, str):
-            return reads if reads.startswith(p.name) else f"{p.name} is {reads}"
+            return reads
         if not reads:
             return f"{p.name} is already read through {sx.call_name(p.loads[0])}" if p.loads else f"{p.name} is never used"
         if not self._supported(p.base):
