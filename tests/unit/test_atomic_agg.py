@@ -204,7 +204,8 @@ def test_64_bit_max_bitwise_ops_and_subtraction():
     sp = spec("mix", args, rtol=0, atol=0, deterministic=True)
     text = kernel_part(candidate(src, sp, [AGG]))
     assert "long long ptxf_acc0 = (-9223372036854775807LL - 1);" in text and "ptxf_warp_fold(ptxf_acc0" in text
-    assert "[](long long a, long long b) { return (long long)(a > b ? a : b); }" in text and "atomicMax(top, ptxf_acc0);" in text
+    assert ("[](long long ptxf_a, long long ptxf_b) { return (long long)(ptxf_a > ptxf_b ? ptxf_a : ptxf_b); }" in text
+            and "atomicMax(top, ptxf_acc0);" in text)
     assert "unsigned ptxf_acc1 = 0u;" in text and "ptxf_acc1 |= (unsigned)(1u << (v[i] & 31));" in text
     assert "__reduce_or_sync(ptxf_lanes, ptxf_acc1)" in text and "atomicOr(&bits[1], ptxf_acc1);" in text
     assert "ptxf_acc2 += (unsigned)(int)(v[i]);" in text and "atomicSub(left, (int)ptxf_acc2);" in text

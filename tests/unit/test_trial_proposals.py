@@ -29,6 +29,25 @@ def test_cosine_rows_buffers_named_a_and_b_are_vectorised():
     assert any("rowpar" in c and "vector_loops" in c for c in chains("cosine_rows"))
 
 
+def applied(name: str, chain: str) -> str:
+    """The kernel text after the planned chain named ``chain`` (pass names joined by ``+``) for trial ``name``."""
+    cu = TRIALS / name / f"{name}.cu"
+    spec = parse_spec((TRIALS / name / f"{name}.cu.toml").read_text()).kernels[name]
+    unit = unit_from_context(make_ctx(cu.read_text(), spec))
+    found = [c for c in plan_chains(unit) if "+".join(p.name for p in c) == chain]
+    assert found, f"{chain} not planned for {name}"
+    for p in found[0]:
+        unit = p.apply(unit)
+    return unit.data.decode()
+
+
+def test_triplet_loss_anchor_named_a_is_vectorised_after_atomic_agg():
+    # atomic_agg's fold lambda took parameters a and b, hiding the kernel's row pointer a from vector_loops (the
+    # helper found every chain with atomic_agg loading the anchor as scalars)
+    text = applied("triplet_loss", "restrict+ldg+rowpar_auto+atomic_agg+vector_loops")
+    assert "reinterpret_cast<const uint4*>((a + " in text and "reinterpret_cast<const uint4*>((n + " in text
+
+
 def test_stencil3d7_boundary_copy_then_return_is_coarsened():
     # if (edge) { out = u; return; } interior: the return kept grid_stride and coarsen away (early_exit.py)
     found = chains("stencil3d7")

@@ -104,8 +104,8 @@ IDENTITY = {
     ("i32", "min"): "2147483647", ("u32", "min"): "0xffffffffu",
     ("i64", "min"): "9223372036854775807LL", ("u64", "min"): "0xffffffffffffffffull",
 }
-COMBINE = {"add": "a + b", "sub": "a + b", "and": "a & b", "or": "a | b", "xor": "a ^ b",
-           "max": "a > b ? a : b", "min": "a < b ? a : b"}
+COMBINE = {"add": "ptxf_a + ptxf_b", "sub": "ptxf_a + ptxf_b", "and": "ptxf_a & ptxf_b", "or": "ptxf_a | ptxf_b",
+           "xor": "ptxf_a ^ ptxf_b", "max": "ptxf_a > ptxf_b ? ptxf_a : ptxf_b", "min": "ptxf_a < ptxf_b ? ptxf_a : ptxf_b"}
 ASSIGN = {"add": "+=", "sub": "+=", "and": "&=", "or": "|=", "xor": "^="}
 REDUCE_SYNC = {"add": "__reduce_add_sync", "sub": "__reduce_add_sync", "and": "__reduce_and_sync",
                "or": "__reduce_or_sync", "xor": "__reduce_xor_sync", "max": "__reduce_max_sync", "min": "__reduce_min_sync"}
@@ -307,7 +307,7 @@ def _combine(plan: Plan, names: list[tuple[str, str]], indent: str) -> tuple[str
         else:
             folds = True
             t = g.acc_type
-            fold = f"ptxf_warp_fold({acc}, ptxf_lanes, []({t} a, {t} b) {{ return ({t})({COMBINE[g.op]}); }})"
+            fold = f"ptxf_warp_fold({acc}, ptxf_lanes, []({t} ptxf_a, {t} ptxf_b) {{ return ({t})({COMBINE[g.op]}); }})"
         lines += [f"    if (__ballot_sync(ptxf_lanes, {hit}) != 0u) {{  // the same on every lane: all or none shuffle",
                   f"        {acc} = {fold};",
                   f"        if (ptxf_warp_lane() == 0u) {g.func}({g.address}, {acc if g.acc_type == g.ctype else f'({g.ctype}){acc}'});",

@@ -226,20 +226,20 @@ class MmaTilePass(SmemTilePass):
             op = f"mma.sync.aligned.m16n8k16.row.col.f32.{ptype}.f32"
         else:
             op = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
-        out.append(f"{ind}auto ptxf_mma = [](float* d, const unsigned* a, const unsigned* b) {{ asm(\"{op} {{%0, %1, %2, %3}}, "
-                   "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\" : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]) : "
-                   "\"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); };")
+        out.append(f"{ind}auto ptxf_mma = [](float* ptxf_d, const unsigned* ptxf_p, const unsigned* ptxf_q) {{ asm(\"{op} {{%0, %1, %2, %3}}, "
+                   "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\" : \"+f\"(ptxf_d[0]), \"+f\"(ptxf_d[1]), \"+f\"(ptxf_d[2]), \"+f\"(ptxf_d[3]) : "
+                   "\"r\"(ptxf_p[0]), \"r\"(ptxf_p[1]), \"r\"(ptxf_p[2]), \"r\"(ptxf_p[3]), \"r\"(ptxf_q[0]), \"r\"(ptxf_q[1])); };")
         if not half:
-            out.append(f"{ind}auto ptxf_tf32 = [](float v) {{ unsigned r; asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(r) : \"f\"(v)); return r; }};")
+            out.append(f"{ind}auto ptxf_tf32 = [](float ptxf_v) {{ unsigned ptxf_r; asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(ptxf_r) : \"f\"(ptxf_v)); return ptxf_r; }};")
         else:  # four 8 x 8 matrices of 16-bit elements from shared memory, each lane one row's address
             for name, trans in (("ptxf_ldm", ""), ("ptxf_ldmt", ".trans")):
-                out.append(f"{ind}auto {name} = [](unsigned* r, const void* p) {{ asm volatile(\"ldmatrix.sync.aligned.m8n8.x4{trans}"
-                           ".shared.b16 {%0, %1, %2, %3}, [%4];\" : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : "
-                           "\"r\"((unsigned)__cvta_generic_to_shared(p))); };")
+                out.append(f"{ind}auto {name} = [](unsigned* ptxf_r, const void* ptxf_s) {{ asm volatile(\"ldmatrix.sync.aligned.m8n8.x4{trans}"
+                           ".shared.b16 {%0, %1, %2, %3}, [%4];\" : \"=r\"(ptxf_r[0]), \"=r\"(ptxf_r[1]), \"=r\"(ptxf_r[2]), \"=r\"(ptxf_r[3]) : "
+                           "\"r\"((unsigned)__cvta_generic_to_shared(ptxf_s))); };")
         if self.stages > 1:
             out.append(f"{ind}extern __shared__ __align__(128) unsigned char ptxf_smem[];  // {self.stages} steps' tiles")
-            out += [f"{ind}auto ptxf_cp16 = [](void* s, const void* g) {{ asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\" "
-                    ":: \"r\"((unsigned)__cvta_generic_to_shared(s)), \"l\"(g) : \"memory\"); };",
+            out += [f"{ind}auto ptxf_cp16 = [](void* ptxf_s, const void* ptxf_g) {{ asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\" "
+                    ":: \"r\"((unsigned)__cvta_generic_to_shared(ptxf_s)), \"l\"(ptxf_g) : \"memory\"); };",
                     f"{ind}auto ptxf_commit = [] {{ asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }};",
                     f"{ind}auto ptxf_wait = [] {{ asm volatile(\"cp.async.wait_group {self.stages - 2};\" ::: \"memory\"); }};"]
         for n, o in enumerate(p.operands):
