@@ -207,21 +207,37 @@ def at_most(a: Poly, b: Poly) -> bool:
 
 
 def divide(p: Poly, d: Poly) -> Poly | None:
-    """``p / d`` when ``d`` is one term (``2 * H``) that divides every term of ``p``, else None."""
-    if len(d) != 1:
+    """``p / d`` when ``d`` divides ``p`` exactly as polynomials with integer coefficients (``2 * H`` divides
+    ``2 * H * W``; ``(H - 2) * (W - 2)`` divides ``(D - 2) * (H - 2) * (W - 2)``), else None. Long division by the
+    leading terms (the highest degree, then the names' order): a remainder, or a coefficient that does not divide,
+    is None."""
+    d = {m: c for m, c in d.items() if c}
+    if not d:
         return None
-    (dm, dc), = d.items()
+
+    def lead(q: Poly) -> tuple[str, ...]:
+        return max(q, key=lambda m: (len(m), m))
+
+    dm = lead(d)
+    dc = d[dm]
+    rest = {m: c for m, c in p.items() if c}
     out: Poly = {}
-    for m, c in p.items():
-        rest = list(m)
+    for _ in range(64 + 4 * len(rest)):  # each step removes the leading term: bounded by the terms' count and degree
+        if not rest:
+            return out
+        m = lead(rest)
+        c = rest[m]
+        left = list(m)
         for n in dm:
-            if n not in rest:
+            if n not in left:
                 return None
-            rest.remove(n)
+            left.remove(n)
         if c % dc:
             return None
-        out[tuple(rest)] = c // dc
-    return out
+        t = {tuple(left): c // dc}
+        out = add(out, t)
+        rest = {k: v for k, v in add(rest, scale(mul(t, d), -1)).items() if v}
+    return None
 
 
 def show(p: Poly, order: Sequence[str] = ()) -> str:

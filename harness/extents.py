@@ -26,7 +26,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from .cexpr import (Node, Poly, add, at_most, clause_value, conjuncts, constant, divide, mul, names, nonneg, operator,
-                    poly, scale, split, text, uncast, unparen, walk)
+                    poly, scale, split, substitute, text, uncast, unparen, walk)
 
 Range = tuple[Poly | None, Poly | None]  # (lowest, highest) value, both inclusive; None: not known
 UNKNOWN: Range = (None, None)
@@ -96,6 +96,7 @@ class Ranges:
                 self.writes.setdefault(text(target), []).append(n)
         self._cache: dict[tuple, Range] = {}
         self._busy: set[tuple] = set()
+        self.assumed: list[Poly] = []  # divisors over the sizes taken to be at least 1 (``OW = W - 2`` in ``v % OW``)
 
     # --- expressions ---------------------------------------------------------------------------------------------
 
@@ -130,15 +131,26 @@ class Ranges:
 
     def of_poly(self, p: Poly, atoms: Mapping[str, Node], site: Node) -> Range:
         """The range of a polynomial whose names are size symbols, variables read at ``site`` and ``atoms``
-        (subexpressions by their text). A term of two or more variables needs each one's lowest value non-negative."""
+        (subexpressions by their text). A term of two or more variables needs each one's lowest value non-negative.
+        A variable of one value over the sizes (``OD = D - 2``) counts as a size while the terms are bounded, then is
+        replaced by its value (``OD * OH * OW`` reads as a product of sizes, not as three unsigned ranges); where it
+        multiplies a variable, it is taken to be at least 1 unless that is proved (:attr:`assumed`)."""
         ranges = {n: self._atom(atoms[n], site) if n in atoms else self.name(n, site) for n in names(p) - self.symbols}
+        exact = {n: r[0] for n, r in ranges.items() if r[0] is not None and r[0] == r[1]}
+        sizes = self.symbols | set(exact)
         lo: Poly | None = {}
         hi: Poly | None = {}
         for m, c in p.items():
-            factor: Poly = {tuple(n for n in m if n in self.symbols): c}
-            var = [n for n in m if n not in self.symbols]
+            factor: Poly = {tuple(n for n in m if n in sizes): c}
+            var = [n for n in m if n not in sizes]
             if len(var) > 1 and not all(ranges[v][0] is not None and nonneg(ranges[v][0]) for v in var):
                 return UNKNOWN
+            if var:
+                for n in set(m) & set(exact):
+                    if not nonneg(add(exact[n], {(): -1})) and exact[n] not in self.assumed:
+                        if not names(exact[n]):
+                            return UNKNOWN  # a number below 1 scaling a variable: its sign is known, not handled
+                        self.assumed.append(exact[n])
             low, high = factor, factor  # the term's value at the variables' lowest and highest values
             for v in var:
                 low = None if low is None or ranges[v][0] is None else mul(low, ranges[v][0])
@@ -147,7 +159,15 @@ class Ranges:
                 low, high = high, low
             lo = None if lo is None or low is None else add(lo, low)
             hi = None if hi is None or high is None else add(hi, high)
+        for n, by in exact.items():
+            lo = None if lo is None else substitute(lo, n, by)
+            hi = None if hi is None else substitute(hi, n, by)
         return lo, hi
+
+    def exact(self, p: Poly, atoms: Mapping[str, Node], site: Node) -> dict[str, Poly]:
+        """The variables of ``p`` (read at ``site``) that have one value over the sizes, with that value."""
+        ranges = {n: self._atom(atoms[n], site) if n in atoms else self.name(n, site) for n in names(p) - self.symbols}
+        return {n: r[0] for n, r in ranges.items() if r[0] is not None and r[0] == r[1]}
 
     def _atom(self, node: Node, site: Node) -> Range:
         """The range of a part of an index that is no polynomial: ``a / d``, ``a % d`` (``d`` a positive size
@@ -157,8 +177,13 @@ class Ranges:
             return self.loaded[text(uncast(node.child_by_field_name("argument")))]
         if node.type == "binary_expression" and operator(node) in ("/", "%"):
             (alo, ahi), (dlo, dhi) = self.of(node.child_by_field_name("left"), site), self.of(node.child_by_field_name("right"), site)
-            if dlo is None or dlo != dhi or not nonneg(add(dlo, {(): -1})) or alo is None or not nonneg(alo):
+            if dlo is None or dlo != dhi or alo is None or not nonneg(alo):
                 return UNKNOWN
+            if not nonneg(add(dlo, {(): -1})):
+                if not names(dlo):
+                    return UNKNOWN  # a number below 1
+                if dlo not in self.assumed:  # the kernel divides by it: at least 1 wherever it runs (an assumption)
+                    self.assumed.append(dlo)
             if operator(node) == "%":
                 return (alo, ahi) if ahi is not None and at_most(ahi, add(dlo, {(): -1})) else ({}, add(dlo, {(): -1}))
             return self._quotient(alo, ahi, dlo)
@@ -409,12 +434,15 @@ def accesses(body: Node, name: str, ranges: Ranges, _prefix: tuple[Node, ...] = 
 class Extent:
     """A buffer's shape read from its accesses: ``dims`` (outermost first) and the ``strides`` of each, ``access``
     the one reaching the largest index; ``split``: some dimensions are a product of sizes taken apart (a flat index
-    over ``H * W``: ``[H, W]``), in signature order, which the index cannot tell."""
+    over ``H * W``: ``[H, W]``), in signature order, which the index cannot tell; ``named``: the dimensions that are
+    not one term are the values of the kernel's own locals (``OW = W - 2`` used as a stride), not a guard's bound
+    the reading missed."""
 
     dims: tuple[Poly, ...]
     strides: tuple[Poly, ...]
     access: Access
     split: bool = False
+    named: bool = False
 
     @property
     def size(self) -> Poly:
@@ -427,8 +455,8 @@ class Extent:
     @property
     def plain(self) -> bool:
         """Every dimension one term (``M``, ``2 * H``, ``5``): no ``H - 1``, whose ``- 1`` usually stands for a guard
-        the reading missed."""
-        return all(len(d) == 1 for d in self.dims)
+        the reading missed; or the others are the values of the kernel's locals (:attr:`named`)."""
+        return self.named or all(len(d) == 1 for d in self.dims)
 
 
 def _load(ranges: Ranges, name: str, atoms: Mapping[str, Node], site: Node) -> Node | None:
@@ -453,7 +481,7 @@ def extent(ranges: Ranges, found: Sequence[Access], order: Sequence[str], indice
     value (but one loaded from a buffer of ``indices``, the integer buffers, whose values are drawn in range), no two
     can be ordered, or none reaches anything by itself. ``order``: the size symbols in signature order, for a flat
     product's dimensions."""
-    reached: list[tuple[Access, Poly, Poly]] = []
+    reached: list[tuple[Access, Poly, Poly, Mapping[str, Node]]] = []
     for a in found:
         p, atoms = ranges.read(*a.terms)
         if p is None:
@@ -463,34 +491,45 @@ def extent(ranges: Ranges, found: Sequence[Access], order: Sequence[str], indice
             if any(_loaded_from(ranges, n, atoms, a.node) in indices for n in names(p)):
                 continue  # an index loaded from an integer buffer: in range by that buffer's values
             return None
-        reached.append((a, p, hi))
+        reached.append((a, p, hi, atoms))
     if not reached:
         return None
     best = next((r for r in reached if all(at_most(o[2], r[2]) for o in reached)), None)
     if best is None:
         return None
-    access, p, hi = best
+    access, p, hi, atoms = best
     total = add(hi, {(): 1})
-    if not nonneg(add(total, {(): -1})):
+    positive = nonneg(add(total, {(): -1}))
+    dims = _chained(p, total, ranges.symbols) if positive else None
+    exact = ranges.exact(p, atoms, access.node) if dims is None else {}
+    if exact:  # strides of locals of one value each (OH * OW, OH = H - 2): ordered over them, divided by their values
+        dims = _chained(p, total, ranges.symbols, exact)
+        if dims is not None and not positive and not all(nonneg(add(d, {(): -1})) or d in ranges.assumed for d in dims):
+            dims = None  # (each dimension at least 1, proved or taken so where the kernel divides by it)
+    if dims is None and not positive:
         return None
-    dims = _chained(p, total, ranges.symbols) or [total]
+    dims = dims or [total]
     outer = _flat(dims[0], order)  # an outermost product of sizes: a flat index over them, one dimension each
     dims = outer + dims[1:]
     strides, step = [], {(): 1}
     for d in reversed(dims):
         strides.insert(0, step)
         step = mul(step, d)
-    return Extent(tuple(dims), tuple(strides), access, split=len(outer) > 1)
+    return Extent(tuple(dims), tuple(strides), access, split=len(outer) > 1, named=bool(exact))
 
 
-def _chained(p: Poly, total: Poly, symbols: set[str]) -> list[Poly] | None:
+def _chained(p: Poly, total: Poly, symbols: set[str], values: Mapping[str, Poly] | None = None) -> list[Poly] | None:
     """The dimensions of ``total`` elements from the strides of the index ``p`` (each variable's coefficient, a
     product of sizes), largest first, each dividing the one before: ``m * 2 * H + H + j`` of ``2 * M * H``: ``[M, 2 *
-    H]``. None where a coefficient is not such a product or they do not chain."""
+    H]``. None where a coefficient is not such a product or they do not chain. ``values``: names of ``p`` that stand
+    for one value each (``OW = W - 2``), ordered as sizes (at least 1) and divided by their values (``total`` is over
+    the sizes alone)."""
+    values = dict(values or {})
+    sizes = symbols | set(values)
     strides: list[Poly] = []
-    for v in names(p) - symbols:
+    for v in names(p) - sizes:
         parts = split(p, v)
-        if parts is None or not parts[0] or names(parts[0]) - symbols or not nonneg(parts[0]):
+        if parts is None or not parts[0] or names(parts[0]) - sizes or not nonneg(parts[0]):
             return None
         if parts[0] not in strides:
             strides.append(parts[0])
@@ -499,6 +538,8 @@ def _chained(p: Poly, total: Poly, symbols: set[str]) -> list[Poly] | None:
         return None
     dims, rest = [], total
     for s in strides:
+        for n, by in values.items():
+            s = substitute(s, n, by)
         if s == {(): 1}:
             continue
         q = divide(rest, s)

@@ -48,7 +48,7 @@ import tree_sitter_cuda
 from ptxfactory.protocol.expr import ExprError, evaluate, symbols_in
 from ptxfactory.protocol.spec import Dtype, SpecError, parse_spec, spec_path_for
 
-from .cexpr import Poly, add, at_most, mul, names, poly, show
+from .cexpr import Poly, add, at_most, divide, mul, names, nonneg, poly, show
 from .cmacros import integer_constants
 from .extents import Access, Extent, Range, Ranges, accesses, bounded_loop, extent, indexed_extent
 from .source import KernelDef, find_kernel, find_kernels
@@ -425,6 +425,19 @@ def _reach(root: ts.Node, body: ts.Node | None, kdef: KernelDef, symbols: dict[s
     longest = _offsets_init(mean)[1]  # the last of n starts: at most (n - 1) ranges at their longest
     ranges, reached = read({n: ({}, mul(add(reached[n][0].size, {(): -1}), longest)) for n in bounded})
     return ranges, reached, bounded
+
+
+def _assumed_constraints(ranges: Ranges | None, order: list[str]) -> list[str]:
+    """The spec constraints for the divisors the reading took to be at least 1 (:attr:`.extents.Ranges.assumed`:
+    ``OW = W - 2`` in ``v % OW``), ``W - 2 >= 1``; a product of others (``(H - 2) * (W - 2)``) is left out."""
+    assumed = list(ranges.assumed) if ranges is not None else []
+    keep = []
+    for a in assumed:
+        if any(b != a and (q := divide(a, b)) is not None and (q in assumed or (names(q) and nonneg(add(q, {(): -1}))))
+               for b in assumed):
+            continue
+        keep.append(f"{show(a, order)} >= 1")
+    return keep
 
 
 def _launch_ranges(launch: _Launch | None) -> dict[str, Range]:
@@ -870,15 +883,28 @@ def _launch_call(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node) -> ts.N
     return min(calls, key=lambda c: min(abs(c.start_byte - kernel_node.start_byte), abs(c.start_byte - kernel_node.end_byte)))
 
 
-def _derived_sizes(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, symbols: dict[str, str],
-                   types: dict[str, str]) -> dict[str, str]:
-    """The size parameters whose launch argument the file's launcher computes from the others (``int OD = (D + 2 *
-    PAD - KS) / STRIDE + 1; k<<<...>>>(..., D, ..., OD)``): parameter -> that spec expression over the other size
-    symbols (``(D + 2 * 1 - 3) // 2 + 1``). Such a parameter is no size of its own: independent placeholder values
-    would describe impossible tensors."""
+@dataclass
+class _LaunchSite:
+    """The launcher around a kernel's ``NAME<<<...>>>(...)``: its arguments, the launcher's own parameters, how often
+    each local is declared in it and which locals it assigns (or takes the address of) anywhere."""
+    call: ts.Node
+    scope: ts.Node
+    args: list[ts.Node]
+    params: set[str]
+    declared: dict[str, int]
+    written: set[str]
+
+    def stable(self, var: str) -> bool:
+        """``var`` is a local of the launcher declared once and never assigned again: its value at the launch is its
+        initializer's."""
+        return var not in self.params and self.declared.get(var) == 1 and var not in self.written
+
+
+def _launch_site(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node) -> _LaunchSite | None:
+    """The launch nearest the kernel's definition (:func:`_launch_call`) with its launcher read; None without one."""
     call = _launch_call(root, kernel, kernel_node)
     if call is None:
-        return {}
+        return None
     scope = call
     while scope.parent is not None and scope.type != "function_definition":
         scope = scope.parent
@@ -889,7 +915,6 @@ def _derived_sizes(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, symbo
     if decl is not None:
         params = {_text(n) for n in _walk(decl.child_by_field_name("parameters")) if n.type == "identifier"}
     args = [c for c in call.child_by_field_name("arguments").named_children if c.type != "comment"]
-    host_of = {p.name: _text(a) for p, a in zip(kernel.params, args) if p.name in symbols and a.type == "identifier"}
     declared: dict[str, int] = {}
     written: set[str] = set()
     for n in _walk(scope):
@@ -907,12 +932,98 @@ def _derived_sizes(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, symbo
             a = n.child_by_field_name("argument")
             if a is not None and a.type == "identifier":
                 written.add(_text(a))
+    return _LaunchSite(call, scope, args, params, declared, written)
+
+
+def _launch_config_names(root: ts.Node, site: _LaunchSite) -> set[str]:
+    """The launcher's names that the launch configuration (grid, block, shared memory) reads, through the stable
+    locals it is computed from (``dim3 grid(cdiv(vox, 256), OC, N)``, ``int vox = D * H``: vox, OC, N, D, H)."""
+    host = _Host(root, site.scope, {}, {})
+    config = next(c for c in site.call.children if c.type == "kernel_call_syntax")
+    out: set[str] = set()
+    todo = [config]
+    while todo:
+        node = todo.pop()
+        for n in _walk(node):
+            if n.type != "identifier" or _text(n) in out:
+                continue
+            out.add(_text(n))
+            if site.stable(_text(n)) and len(out) < 256:
+                init = host.definition(_text(n), site.call.start_byte)
+                if init is not None:
+                    todo.append(init)
+    return out
+
+
+_FLOAT_LITERAL = re.compile(r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)[fFlL]?")
+
+
+def _launcher_constants(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, source_name: str,
+                        site: _LaunchSite | None = None) -> dict[str, tuple[int | float, str]]:
+    """The scalar parameters the file's launcher passes a constant: a literal (``k<<<...>>>(..., 1.0f)``), a
+    ``#define`` or a local declared once with a constant initializer and never assigned again (``int K = 3, stride =
+    2; k<<<...>>>(..., K, stride)``): parameter -> (value: an int for an integer parameter, a float otherwise,
+    where: ``file:line`` of the launch). A size-like parameter fixed so is no size of its own: placeholder values
+    would run the kernel at a stride or a window the file never launches."""
+    site = site or _launch_site(root, kernel, kernel_node)
+    if site is None:
+        return {}
+    host = _Host(root, site.scope, {}, {})
+    where = f"{source_name}:{site.call.start_point[0] + 1}"
+    out: dict[str, tuple[int | float, str]] = {}
+    for p, a in zip(kernel.params, site.args):
+        if p.is_pointer:
+            continue
+        node, depth = a, 0
+        while depth < 8:  # through stable locals and #defines to the expression that gives the value
+            node = _unparen(node)
+            if node.type == "cast_expression":
+                node = node.child_by_field_name("value")
+            elif node.type == "identifier" and site.stable(_text(node)):
+                init = host.definition(_text(node), site.call.start_byte)
+                if init is None:
+                    break
+                node = init
+            elif node.type == "identifier" and _text(node) in host.defines and _text(node) not in site.declared:
+                node = host._parse_text(_text(host.defines[_text(node)]))
+                if node is None:
+                    break
+            else:
+                break
+            depth += 1
+        if node is None:
+            continue
+        dtype = _DTYPE_OF.get(p.type) or _NEAREST.get(p.type)
+        if dtype in _INT_DTYPES:
+            try:
+                text = _tidy(host.expr(node))
+                if symbols_in(text):
+                    continue
+                out[p.name] = (int(evaluate(text, {})), where)
+            except (_Untranslatable, ExprError, ValueError, TypeError):
+                continue
+        elif dtype is not None and dtype.is_float:
+            text = "".join(_text(node).split())
+            if _FLOAT_LITERAL.fullmatch(text):
+                out[p.name] = (float(text.rstrip("fFlL")), where)
+    return out
+
+
+def _derived_sizes(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, symbols: dict[str, str],
+                   types: dict[str, str], site: _LaunchSite | None = None) -> dict[str, str]:
+    """The size parameters whose launch argument the file's launcher computes from the others (``int OD = (D + 2 *
+    PAD - KS) / STRIDE + 1; k<<<...>>>(..., D, ..., OD)``): parameter -> that spec expression over the other size
+    symbols (``(D + 2 * 1 - 3) // 2 + 1``). Such a parameter is no size of its own: independent placeholder values
+    would describe impossible tensors."""
+    site = site or _launch_site(root, kernel, kernel_node)
+    if site is None:
+        return {}
+    call, scope, written = site.call, site.scope, site.written
+    host_of = {p.name: _text(a) for p, a in zip(kernel.params, site.args) if p.name in symbols and a.type == "identifier"}
     out: dict[str, str] = {}
     for name, var in host_of.items():
-        if var in params:
-            continue  # the launcher's own argument: a size given by its caller
-        if declared.get(var) != 1 or var in written:
-            continue  # declared in two scopes, or assigned again: its value at the launch is not its initializer's
+        if not site.stable(var):
+            continue  # the launcher's own argument (a size given by its caller), declared twice or assigned again
         others = {v: symbols[p] for p, v in host_of.items() if p != name and p not in out}
         host = _Host(root, scope, others, types)
         init = host.definition(var, call.start_byte)
@@ -1130,7 +1241,23 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
         dtype = _DTYPE_OF.get(p.type) or _NEAREST.get(p.type)
         if not p.is_pointer and dtype in _INT_DTYPES and (is_size_name(p.name) or used_as_extent(body, p.name)):
             symbols[p.name] = p.name
-    derived = _derived_sizes(root, kdef, knode, symbols, types) if knode is not None else {}
+    site = _launch_site(root, kdef, knode) if knode is not None else None
+    if site is not None:  # an integer the launch configuration is computed from (a grid of OC channels) is a size
+        in_config = _launch_config_names(root, site)
+        for p, a in zip(kdef.params, site.args):
+            dtype = _DTYPE_OF.get(p.type) or _NEAREST.get(p.type)
+            if not p.is_pointer and dtype in _INT_DTYPES and a.type == "identifier" and _text(a) in in_config:
+                symbols.setdefault(p.name, p.name)
+    constants = _launcher_constants(root, kdef, knode, source_name, site) if site is not None else {}
+    # a size-like parameter the launcher fixes while its caller gives the sizes (a stride, a window: not in main's
+    # `int w = 1000, h = 300;`, which are the sizes of one test)
+    given = site is not None and any(p.name in symbols and a.type == "identifier" and _text(a) in site.params
+                                     for p, a in zip(kdef.params, site.args))
+    fixed = {n: str(v) for n, (v, _) in constants.items() if n in symbols} if given else {}
+    constants = {n: c for n, c in constants.items() if n not in symbols or n in fixed}
+    symbols.update(fixed)
+    derived = _derived_sizes(root, kdef, knode, symbols, types, site) if site is not None else {}
+    derived.update(fixed)
     symbols.update(derived)
     synthetic = not symbols
     symbol_list = [v for k, v in symbols.items() if k not in derived] or ["N"]
@@ -1161,6 +1288,7 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
     # the mean length of the ranges an offsets buffer's values start (CSR row pointers): a size of the spec's own
     mean = _fresh("L", {p.name for p in kdef.params} | set(symbol_list))
     ranges, reached, bounded = _reach(root, body, kdef, symbols, launch, types, mean)
+    constraints = _assumed_constraints(ranges, symbol_list)
     offsets_init, longest = _offsets_init(mean)
     size_list = symbol_list + [mean] * bool(bounded)
     check_sizes, bench_sizes = _placeholder_sizes(size_list)
@@ -1253,7 +1381,10 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
                 out_dtypes.append(dtype)
         else:
             entry |= {"role": "scalar", "dtype": dtype.value}
-            if p.name in symbols:
+            if p.name in constants:
+                entry["value"] = constants[p.name][0]
+                notes.append(f"the launcher's constant ({constants[p.name][1]})")
+            elif p.name in symbols:
                 entry["value"] = symbols[p.name]
                 notes.append(f"from the launcher: {symbols[p.name]}" if p.name in derived else "size symbol")
             elif dtype.is_float:
@@ -1270,6 +1401,7 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
         if derived and isinstance(entry.get("shape"), list):  # a derived size read from the kernel: its expression
             entry["shape"] = [re.sub(r"\b(\w+)\b", lambda m: derived.get(m.group(1), m.group(1)), d) if isinstance(d, str)
                               else d for d in entry["shape"]]
+            entry["shape"] = [int(d) if isinstance(d, str) and d.isdigit() else d for d in entry["shape"]]
         arg_lines.append((f"  {_toml(entry)},", comment or None))
         guesses += guessed_keys(p.name, todo)
 
@@ -1297,6 +1429,9 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
             out.append(("", f"TODO {launch.todo}"))
         elif launch.comment:
             out.append(("", f"the original launch, {launch.comment}"))
+        if constraints:
+            out.append((f"constraints = {_toml(constraints)}", "TODO assumed: the kernel divides by these (its output "
+                        "extents); a size where one is below 1 is none it can run at"))
         out.append(("", '"free" lets candidates choose their own launch (the report says which); "fixed" keeps this one'))
         lt = {"grid": launch.grid, "block": launch.block, "shared_mem": launch.shared_mem, "policy": "free"}
         out.append((f"launch = {_toml(lt)}", None))
@@ -1347,6 +1482,12 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
         first = build(launch)[0]
         bench_sizes, check_sizes = _fit_bench(first, kernel, bench_sizes), _fit_bench(first, kernel, check_sizes, CHECK_ELEMENTS, odd=True)
         table, todo_lines = build(launch)
+    if constraints:  # assumptions only: placeholder sizes that break one lose them, not the spec
+        try:
+            parse_spec(table, f"{source_name}.toml")
+        except SpecError:
+            constraints = []
+            table, todo_lines = build(launch)
     try:
         parse_spec(table, f"{source_name}.toml")
     except SpecError as exc:

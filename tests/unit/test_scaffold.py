@@ -910,3 +910,102 @@ def test_a_shape_read_through_a_derived_size_takes_its_expression():
     src = POOL.replace("if (d >= 0 && d < D) s += x[n * D + d];", "s += x[n * D + o * STRIDE + k];")
     spec, _ = scaffold(src, "pool")
     assert "OD" not in args(spec)["x"].shape[0] and "((D + 2 * 1 - 3) // 2 + 1)" in args(spec)["x"].shape[0]
+
+
+# --- the launcher's constants, sizes read through the kernel's locals ---------------------------------------------
+
+POOL1D = """
+__global__ void pool(const float* x, float* y, int N, int L, int OL, int ksize, int stride, int pad, float scale)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N * OL) return;
+    int o = i % OL, n = i / OL;
+    float m = -1e30f;
+    for (int k = 0; k < ksize; k++) {
+        int p = o * stride - pad + k;
+        if (p >= 0 && p < L) m = fmaxf(m, x[n * L + p]);
+    }
+    y[i] = m * scale;
+}
+#define PAD 1
+void launch_pool(const float* x, float* y, int N, int L)
+{
+    int ksize = 3, stride = 2;
+    int OL = (L + 2 * PAD - ksize) / stride + 1;
+    pool<<<(N * OL + 255) / 256, 256>>>(x, y, N, L, OL, ksize, stride, PAD, 0.5f);
+}
+"""
+
+
+def test_a_launchers_constants_are_values_not_sizes():
+    """A window, a stride and a padding the launcher fixes (a local of one literal value, a #define, a literal
+    argument) while its caller gives the sizes: values, not size symbols with placeholder values (a stride of 15
+    runs the kernel at no configuration the file launches); the derived extent reads them as numbers."""
+    spec, s = scaffold(POOL1D, "pool")
+    a = args(spec)
+    assert (a["ksize"].value, a["stride"].value, a["pad"].value, a["scale"].value) == (3, 2, 1, 0.5)
+    assert "the launcher's constant (k.cu:19)" in line_comment(s, '"stride"')
+    assert a["OL"].value == "((L + 2 * 1 - 3) // 2 + 1)"
+    assert all(set(size) == {"N", "L"} for size in spec.check.sizes + spec.bench.sizes)
+    assert spec.launch.grid == ["cdiv(N * ((L + 2 * 1 - 3) // 2 + 1), 256)"]
+
+
+def test_a_test_drivers_literal_sizes_stay_sizes():
+    """main's `int w = 1000, h = 300;` are one test's sizes, not constants of the kernel (no launcher parameter gives
+    any size): they stay size symbols."""
+    spec, _ = scaffold(MATADD, "MatAdd")
+    assert args(spec)["width"].value == "width" and args(spec)["height"].value == "height"
+
+
+CONV3D = """
+#define KS 3
+__global__ void conv3d(const float* x, const float* w, float* y, int N, int C, int D, int H, int W, int OC)
+{
+    int OD = D - KS + 1, OH = H - KS + 1, OW = W - KS + 1;
+    int oc = blockIdx.y, n = blockIdx.z;
+    int v = blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= OD * OH * OW) return;
+    int ow = v % OW, oh = (v / OW) % OH, od = v / (OW * OH);
+    const float* xn = x + (size_t)n * C * D * H * W;
+    float acc = 0.0f;
+    for (int c = 0; c < C; c++) {
+        const float* xc = xn + (size_t)c * D * H * W;
+        for (int kd = 0; kd < KS; kd++)
+            for (int kh = 0; kh < KS; kh++)
+                for (int kw = 0; kw < KS; kw++)
+                    acc += xc[((od + kd) * H + (oh + kh)) * W + (ow + kw)] * w[(((oc * C + c) * KS + kd) * KS + kh) * KS + kw];
+    }
+    y[(((size_t)n * OC + oc) * OD + od) * OH * OW + oh * OW + ow] = acc;
+}
+void launch_conv3d(const float* x, const float* w, float* y, int N, int C, int D, int H, int W, int OC)
+{
+    int vox = (D - KS + 1) * (H - KS + 1) * (W - KS + 1);
+    dim3 grid((vox + 255) / 256, OC, N);
+    conv3d<<<grid, 256>>>(x, w, y, N, C, D, H, W, OC);
+}
+"""
+
+
+def test_a_3d_grid_over_channels_and_output_extents_of_locals():
+    """OC only sizes the grid (blockIdx.y): a size symbol, so the launch translates; y's extents are the kernel's
+    locals OD = D - 2, ... (strides OH * OW): [N, OC, D - 2, H - 2, W - 2], no guess; the kernel divides by them, so
+    the spec assumes them at least 1 (a TODO constraint) and the placeholder sizes satisfy it."""
+    spec, s = scaffold(CONV3D, "conv3d")
+    a = args(spec)
+    assert a["OC"].value == "OC"
+    assert spec.launch.grid == ["cdiv((D - 3 + 1) * (H - 3 + 1) * (W - 3 + 1), 256)", "OC", "N"]
+    assert a["x"].shape == ["N", "C", "D", "H", "W"] and a["w"].shape == ["OC", "C", 3, 3, 3]
+    assert a["y"].shape == ["N", "OC", "D - 2", "H - 2", "W - 2"] and "TODO" not in line_comment(s, '"y"')
+    assert sorted(spec.constraints) == ["D - 2 >= 1", "H - 2 >= 1", "W - 2 >= 1"]
+    assert all(spec.satisfies(size) for size in spec.check.sizes + spec.bench.sizes)
+
+
+def test_polynomial_division_is_exact_or_none():
+    from ptxfactory.harness.cexpr import divide, mul
+
+    d, h, w = ({("D",): 1, (): -2}, {("H",): 1, (): -2}, {("W",): 1, (): -2})
+    assert divide(mul(mul(d, h), w), mul(h, w)) == d
+    assert divide({("H", "W"): 2}, {("H",): 2}) == {("W",): 1}
+    assert divide({("H",): 1, (): 1}, {("H",): 1}) is None
+    assert divide({("H", "W"): 3}, {("H",): 2}) is None
+    assert divide(mul(d, h), {}) is None
