@@ -141,7 +141,7 @@ def test_each_version_gives_the_originals_bits_on_the_host(size, tmp_path):
 
 
 @pytest.mark.parametrize("case, source, bench, why", [
-    ("no loop scalar", POOL.replace("kh < K", "kh < 3").replace("kw < K", "kw < 3"), None, "no integer scalar bounds a loop"),
+    ("no loop scalar", POOL.replace("kh < K", "kh < 3").replace("kw < K", "kw < 3"), None, "no integer scalar bounds a loop or divides in one"),
     ("written", POOL.replace("float m = -1e30f;", "float m = -1e30f; K = K + 0;"), None, "K written in the body"),
     ("declared again", POOL.replace("float v = x", "int K = 2; float v = x"), None, "K declared again"),
     ("large", POOL, "[{ H = 512, W = 512, K = 100, S = 2 }]", "K is at least 100 at every bench size"),
@@ -202,7 +202,7 @@ sizes = [{ n = 100, c = 3 }]
 [kernel.scale.bench]
 sizes = [{ n = 1000000, c = 3 }]
 """).kernels["scale"]
-    assert SpecialisePass().refusal(unit(source, spec)) == "no integer scalar bounds a loop"
+    assert SpecialisePass().refusal(unit(source, spec)) == "no integer scalar bounds a loop or divides in one"
 
 
 def test_top_level_shared_arrays_are_declared_once_before_the_versions():
@@ -327,3 +327,50 @@ def test_a_loop_a_literal_already_bounds_is_no_reason_to_version():
     assert _literally_bounded(loop("void f(int n) { for (int k = 0; k < 3; ++k) {} }"))
     assert not _literally_bounded(loop("void f(int n, int s) { for (int i = s; i < n && i < s * 4; ++i) {} }"))
     assert not _literally_bounded(loop("void f(int K) { for (int k = 0; k < K; ++k) {} }"))
+
+
+CONVT = """
+extern "C" __global__ void convt(const float* x, const float* w, float* y, int C, int H, int OH, int K, int stride, int pad)
+{
+    int oh = blockIdx.x * blockDim.x + threadIdx.x;
+    if (oh >= OH) return;
+    float acc = 0.0f;
+    for (int c = 0; c < C; c++)
+        for (int kh = 0; kh < 3; kh++) {
+            int t = oh + pad - kh;
+            if (t < 0 || t % stride != 0) continue;
+            int ih = t / stride;
+            if (ih < H) acc += x[c * H + ih] * w[c * 3 + kh];
+        }
+    y[oh] = acc;
+}
+"""
+
+
+def test_a_divisor_in_a_loop_is_specialised():
+    """A transposed convolution's `t % stride` and `t / stride` for every tap: a runtime integer division each
+    iteration, a shift once stride is a literal; stride bounds no loop, pad (no divisor) and C (above 64) stay names."""
+    spec = parse_spec("""
+[kernel.convt]
+args = [
+  { name = "x", role = "in", dtype = "f32", shape = ["C", "H"] },
+  { name = "w", role = "in", dtype = "f32", shape = ["C", 3] },
+  { name = "y", role = "out", dtype = "f32", shape = ["2 * H - 1"] },
+  { name = "C", role = "scalar", dtype = "i32", value = "C" },
+  { name = "H", role = "scalar", dtype = "i32", value = "H" },
+  { name = "OH", role = "scalar", dtype = "i32", value = "2 * H - 1" },
+  { name = "K", role = "scalar", dtype = "i32", value = 3 },
+  { name = "stride", role = "scalar", dtype = "i32", value = 2 },
+  { name = "pad", role = "scalar", dtype = "i32", value = 1 },
+]
+launch = { grid = ["cdiv(2 * H - 1, 128)"], block = [128], policy = "free" }
+[kernel.convt.check]
+sizes = [{ C = 3, H = 9 }]
+[kernel.convt.bench]
+sizes = [{ C = 256, H = 4096 }]
+""").kernels["convt"]
+    out = SpecialisePass().apply(unit(CONVT, spec)).text
+    assert "if (stride == 2) {" in out and "t % ((int)2)" in out and "t / ((int)2)" in out
+    assert "pad ==" not in out and "C ==" not in out and "K ==" not in out
+    src_no_div = CONVT.replace("t % stride != 0", "t < -1").replace("t / stride", "t")
+    assert SpecialisePass().refusal(unit(src_no_div, spec)).startswith("C is at least 256")

@@ -1,4 +1,4 @@
-"""``specialise``: the kernel's body versioned on the small values its loop-bounding integer scalars take.
+"""``specialise``: the kernel's body versioned on the small values its loop-bounding or dividing integer scalars take.
 
 A naive kernel often takes what is a compile-time constant in practice as a runtime scalar: a pooling or
 convolution window ``K``, a stencil radius, a number of heads. Its loops then have unknown trip counts, so the
@@ -11,7 +11,8 @@ template the kernel on those values and dispatch on them; this pass does the sam
     else { ...the body as written... }
 
 Which scalars: integer parameters (an integer C type, an integer scalar in the spec) read in a loop's header (a
-``for``'s initializer, condition or step, a ``while``/``do``'s condition; not a grid-stride loop's), directly or through
+``for``'s initializer, condition or step, a ``while``/``do``'s condition; not a grid-stride loop's) or as a divisor in a loop's body (the right side of ``/``,
+``%``, ``/=``, ``%=``: a transposed convolution's ``(oh + pad - kh) % stride`` for each tap), directly or through
 locals computed from such scalars and literals alone (``int taps = 2 * R + 1;``), whose value is a spec expression that evaluates to at most
 :data:`MAX_VALUE` in magnitude at some bench size (small trip counts are the ones worth unrolling); one version
 per distinct combination of their small values over the bench sizes (at most :data:`MAX_VERSIONS`; at a size where
@@ -111,7 +112,7 @@ def _plan(unit: Unit) -> tuple[dict[str, str], list[dict[str, int]], list[Node]]
     names = {n: t for n, t in params.items() if n in _loop_bounding(body, set(small))}
     if not names:
         direct = _loop_bounding(body, set(params))
-        raise Refused("no integer scalar bounds a loop" if not direct else
+        raise Refused("no integer scalar bounds a loop or divides in one" if not direct else
                       "; ".join(w for w in why if w.split()[0] in direct) or f"{', '.join(sorted(direct))}: not an integer "
                       "at every bench size")
     written = sx.written_names(body) & set(names)
@@ -224,9 +225,10 @@ def _int_scalars(unit: Unit) -> dict[str, str]:
 
 
 def _loop_bounding(body: Node, small: set[str]) -> set[str]:
-    """The names of ``small`` a loop's header reads (not a grid-stride loop's), directly or through locals declared or
-    assigned from those names and literals alone (``int taps = 2 * R + 1;``; a local that also reads a row length
-    bounds no short loop)."""
+    """The names of ``small`` a loop's header reads (not a grid-stride loop's) or an integer division in a loop's body
+    divides by (``(oh + pad - kh) % stride``: a runtime divisor costs a call's worth of instructions each iteration,
+    a literal one a shift or a multiply), directly or through locals declared or assigned from those names and literals alone (``int taps = 2 * R
+    + 1;``; a local that also reads a row length bounds no short loop)."""
     header: set[str] = set()
     for n in sx.walk(body):
         if n.type in ("for_statement", "while_statement", "do_statement") and (_grid_strided(n) or _literally_bounded(n)):
@@ -237,6 +239,9 @@ def _loop_bounding(body: Node, small: set[str]) -> set[str]:
             part = n.child_by_field_name(f)
             if part is not None:
                 header |= sx.identifiers(part)
+        if n.type in ("binary_expression", "assignment_expression") and sx.operator(n) in ("/", "%", "/=", "%=") \
+                and _in_short_loop(n):
+            header |= sx.identifiers(n.child_by_field_name("right"))  # a divisor: a literal one is a shift or a multiply
     sources: dict[str, set[str]] = {}
     for n in sx.walk(body):
         target = value = None
@@ -264,6 +269,18 @@ def _loop_bounding(body: Node, small: set[str]) -> set[str]:
                 seen.add(m)
                 todo.append(m)
     return out
+
+
+def _in_short_loop(n: Node) -> bool:
+    """``n`` runs in the body of a loop other than a grid-stride one (once a thread costs little; each iteration
+    counts)."""
+    p = n.parent
+    while p is not None and p.type != "function_definition":
+        if p.type in ("for_statement", "while_statement", "do_statement") and not _grid_strided(p) and \
+                n.start_byte >= (p.child_by_field_name("body") or p).start_byte:
+            return True
+        p = p.parent
+    return False
 
 
 def _literally_bounded(loop: Node) -> bool:
