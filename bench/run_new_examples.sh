@@ -25,6 +25,8 @@ fi
 for entry in ${EXAMPLES:-embedding rowsum_seq dequant_int8 scale_bias l2norm_rows xent_fwd standardize_rows rope sgd_momentum swiglu stencil5 row_argmax}; do
   dir="examples/$entry"; [[ "$entry" == */* ]] && dir="$entry"; ex=$(basename "$entry")
   src=$(ls $dir/*.cu $dir/*.ptx 2>/dev/null | head -1); file=$(basename "$src"); name=${file%.*}
+  # the spec's first kernel (a trial's kernel need not be named after its file: convT2d_s2.cu holds conv_transpose2d)
+  spec_kernel=$(grep -oP '^\[kernel\.\K[A-Za-z_][A-Za-z0-9_]*(?=\])' "$src.toml" 2>/dev/null | head -1); name=${spec_kernel:-$name}
   rm -rf "/tmp/ex-$ex" /tmp/ptxf-home; cp -r "$dir" "/tmp/ex-$ex"; export PTXFACTORY_HOME=/tmp/ptxf-home
   ( cd "/tmp/ex-$ex" && COLUMNS=220 timeout -k 45 ${JOB_TIMEOUT:-120} ptxfactory optimise "$file" --kernel "$name" --max-seconds ${MAX_SECONDS:-60} > "$OUT/cli-$ex.txt" 2>&1; echo "cli exit code $?" >> "$OUT/cli-$ex.txt" )
   cp "/tmp/ex-$ex/ptxfactory-out/$name/report.md" "$OUT/report-$ex.md" 2>/dev/null
