@@ -48,6 +48,15 @@ def test_triplet_loss_anchor_named_a_is_vectorised_after_atomic_agg():
     assert "reinterpret_cast<const uint4*>((a + " in text and "reinterpret_cast<const uint4*>((n + " in text
 
 
+def test_frobenius_sum_of_squares_gets_16_byte_loads_in_its_grid_stride_loop():
+    # the scalar grid-stride loop atomic_agg sums in (one atomic a warp a kernel) had no 16-byte loads: vector_loops took
+    # a row's lanes only, and atomic_agg's hit flag was no accumulation it knew
+    spec = parse_spec((TRIALS / "frobenius_norm" / "frobenius_norm.cu.toml").read_text()).kernels["frobenius_sumsq"]
+    unit = unit_from_context(make_ctx((TRIALS / "frobenius_norm" / "frobenius_norm.cu").read_text(), spec))
+    found = ["+".join(p.name for p in c) for c in plan_chains(unit)]
+    assert "restrict+ldg+grid_stride+atomic_agg+vector_loops+unroll+launch_bounds" in found
+
+
 def test_stencil3d7_boundary_copy_then_return_is_coarsened():
     # if (edge) { out = u; return; } interior: the return kept grid_stride and coarsen away (early_exit.py)
     found = chains("stencil3d7")

@@ -351,6 +351,16 @@ extern "C" __global__ void k(const float* x, const float* w, const int* c, float
     ps[row * 8 + ptxf_lane] = s;
 }
 """
+# a grid-stride loop (grid_stride's form): every thread of the grid a lane, its parts by its global index
+EMU_GRID = """
+extern "C" __global__ void k(const float* x, const float* w, const int* c, float* y, float* pm, int* ps, int M, int N)
+{
+    int row = 0;
+""" + LOOP.replace("START", "blockIdx.x * blockDim.x + threadIdx.x").replace("STEP", "(int)gridDim.x * (int)blockDim.x") + """
+    pm[blockIdx.x * blockDim.x + threadIdx.x] = m;
+    ps[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+"""
 EMU_SHIM = r"""
 #include <cmath>
 #include <cstdint>
@@ -364,7 +374,7 @@ EMU_SHIM = r"""
 struct uint4 { unsigned x, y, z, w; };
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 struct ptxf_dim { unsigned x; };
-ptxf_dim threadIdx, blockIdx, blockDim;
+ptxf_dim threadIdx, blockIdx, blockDim, gridDim;
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 const char* g_range[6][2];
@@ -382,7 +392,7 @@ template <class T> void __stcs(T* p, T v) { g_vec += sizeof(T) == 16; *checked(p
 """
 EMU_MAIN = r"""
 int main() {
-    const long M = 3, GUARD = 64;
+    const long M = MROWS, GUARD = 64;
     const long lengths[] = {1, 2, 3, 4, 5, 7, 8, 9, 31, 32, 33, 100};
     const long offsets[][6] = {{0, 0, 0, 0, 0, 0}, {1, 1, 1, 1, 0, 0}, {3, 3, 3, 3, 0, 0}, {0, 1, 0, 0, 0, 0}, {2, 2, 1, 2, 0, 0}};
     unsigned seed = 12345;
@@ -412,9 +422,9 @@ int main() {
                 const char* ptrs[6] = {(const char*)x, (const char*)w, (const char*)c, (const char*)y, (const char*)pm, (const char*)ps};
                 for (int b = 0; b < 6; ++b) { g_range[b][0] = ptrs[b]; g_range[b][1] = ptrs[b] + len[b] * 4; }
                 g_vec = 0;
-                blockDim.x = 8;
+                blockDim.x = BLOCK; gridDim.x = (unsigned)(GRID);
                 for (long blk = 0; blk < GRID; ++blk)
-                    for (unsigned t = 0; t < 8; ++t) {
+                    for (unsigned t = 0; t < BLOCK; ++t) {
                         blockIdx.x = (unsigned)blk; threadIdx.x = t;
                         if (v == 0) orig::k(x, w, c, y, pm, ps, (int)M, (int)N);
                         if (v == 1) vec::k(x, w, c, y, pm, ps, (int)M, (int)N);
@@ -449,14 +459,15 @@ def _host(text: str) -> str:
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the host emulation")
-@pytest.mark.parametrize("kind", ["block", "group", "cluster"])
+@pytest.mark.parametrize("kind", ["block", "group", "cluster", "grid"])
 def test_same_outputs_on_host_emulation(kind, tmp_path):
     """Original, vector_loops and restrict+ldg+stream+vector_loops: the same y (bit for bit, guards included), the same
     per-row max and integer sum over the lanes' partial results, at 12 row lengths and 5 alignments of the buffers
-    (``cluster``: a row's lanes over two blocks, as rowpar_cluster writes them)."""
-    src = {"block": EMU_BLOCK, "group": EMU_GROUP, "cluster": EMU_CLUSTER}[kind]
-    grid, lanes = {"block": ('["M"]', 8), "group": ('["cdiv(M * 4, 8)"]', 4), "cluster": ('["M * 2"]', 8)}[kind]
-    spec = spec_for("k", EMU_ARGS, grid=grid, block="[4]" if kind == "cluster" else "[8]", sizes="[{ M = 3, N = 100 }]")
+    (``cluster``: a row's lanes over two blocks, as rowpar_cluster writes them; ``grid``: a grid-stride loop, the grid's
+    8 threads in two blocks its lanes)."""
+    src = {"block": EMU_BLOCK, "group": EMU_GROUP, "cluster": EMU_CLUSTER, "grid": EMU_GRID}[kind]
+    grid, lanes = {"block": ('["M"]', 8), "group": ('["cdiv(M * 4, 8)"]', 4), "cluster": ('["M * 2"]', 8), "grid": ('["2"]', 8)}[kind]
+    spec = spec_for("k", EMU_ARGS, grid=grid, block="[4]" if kind in ("cluster", "grid") else "[8]", sizes="[{ M = 3, N = 100 }]")
     u = unit(src, spec)
     plain = VL.apply(u)
     hinted = VL.apply(StreamPass().apply(LdgPass().apply(RestrictPass().apply(u))))
@@ -466,10 +477,11 @@ def test_same_outputs_on_host_emulation(kind, tmp_path):
     for out, chain in ((plain, [VL]), (hinted, [RestrictPass(), LdgPass(), StreamPass(), VL])):
         compiled_ptx(src, spec, out, chain)
     program = (EMU_SHIM + "".join(f"namespace {ns} {{\n{_host(t)}\n}}\n" for ns, t in (("orig", src), ("vec", plain.text), ("hinted", hinted.text)))
-               + EMU_MAIN.replace("GRID", {"block": "M", "group": "((M * 4 + 7) / 8)", "cluster": "(M * 2)"}[kind])
-               .replace("LANES", str(lanes)))
-    if kind == "cluster":  # blocks of 4 threads
-        program = program.replace("blockDim.x = 8;", "blockDim.x = 4;").replace("t < 8; ++t", "t < 4; ++t")
+               + EMU_MAIN.replace("GRID", {"block": "M", "group": "((M * 4 + 7) / 8)", "cluster": "(M * 2)", "grid": "2"}[kind])
+               .replace("LANES", str(lanes)).replace("MROWS", "1" if kind == "grid" else "3")
+               .replace("BLOCK", "4" if kind in ("cluster", "grid") else "8"))
+    if kind == "grid":  # the grid's lanes times 4 may pass 2^31 at a large grid: the widened loop counts in 64 bits
+        assert "for (long long ptxf_vl_v = (long long)ptxf_vl_s + (long long)((blockIdx.x * blockDim.x + threadIdx.x)) * 4;" in plain.text
     cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
     cpp.write_text(program)
     build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", "-ffp-contract=off", str(cpp), "-o", str(exe)], capture_output=True, text=True)

@@ -7,7 +7,11 @@ Pattern: a loop whose iterations a group of lanes shares, one element per lane a
 where ``LANE``/``L`` is ``threadIdx.x``/``blockDim.x`` (or the block's literal x size; the group is then the threads of one
 ``threadIdx.y``/``z``, rowpar's 2-D auto blocks included), or a lane variable declared ``lane = threadIdx.x % C`` (``& (C - 1)``; rowpar's ``ptxf_lane``) with
 ``L == C`` and the literal block a multiple of C (then the group is C consecutive threads), or
-``ptxf_lane = threadIdx.x`` with ``L`` the block. BODY reads (and writes) buffers at ``p[base + j]``
+``ptxf_lane = threadIdx.x`` with ``L`` the block, or a grid-stride loop of a 1-D launch (``LANE`` = ``blockIdx.x * blockDim.x +
+threadIdx.x``, ``L`` = ``gridDim.x * blockDim.x``, each also a local equal to it: grid_stride's loop, where atomic_agg's
+register sum follows; the group is the whole grid, its uniform values the launch's sizes and parameters, and the widened
+loop counts in 64 bits, since the grid's lanes times VEC may pass 2^31; atomic_agg's ``ptxf_hit`` flag, read only by a
+ballot, is order-free). BODY reads (and writes) buffers at ``p[base + j]``
 (``__ldg(p + base + j)`` and the other hint forms too), ``base`` the same for every lane of the group.
 
 Rewrite: each lane takes VEC = 16 / sizeof(element) consecutive elements per step::
@@ -86,6 +90,9 @@ from .vectorize import vector_load
 
 VEC_BYTES = 16
 PREFIX = "ptxf_vl"
+GRID = "grid"  # the group of a grid-stride loop over a 1-D launch: every thread of the grid, one element each a step
+_GRID_INDEX = {("blockDim.x", "blockIdx.x"): 1, ("threadIdx.x",): 1}  # blockIdx.x * blockDim.x + threadIdx.x
+_GRID_SIZE = {("blockDim.x", "gridDim.x"): 1}  # blockDim.x * gridDim.x
 # element type -> (size in bytes, bits -> element, element -> bits (an unsigned value))
 ELEMENTS = {
     "float": (4, "__uint_as_float({})", "__float_as_uint((float)({}))"),
@@ -104,6 +111,7 @@ CHUNKS = {16: "uint4", 8: "uint2"}
 HINT_LOADS = frozenset({"__ldg", "__ldcs"})  # scalar hint -> the same function on the 16-byte value (uint4 overloads)
 HINT_STORES = frozenset({"__stcs"})
 PURE_FUNCS = sx.VALUE_FUNCS
+WIDE_TYPES = ("long long", "unsigned long long", "size_t", "long", "unsigned long", "int64_t", "uint64_t", "ptrdiff_t")
 NARROW = ("short", "unsigned short", "char", "signed char", "unsigned char", "int8_t", "uint8_t")
 JUMPS = ("break_statement", "continue_statement", "return_statement", "goto_statement", "labeled_statement")
 COMPONENTS = "xyzw"
@@ -163,6 +171,7 @@ class _Plan:
     proven: bool
     pragma: Node | None
     uses_j: bool
+    vtype: str = ""  # the main loop's index type: the loop's, or long long for a grid's lanes (lane * VEC may pass 2^31)
 
 
 class VectorLoopsPass:
@@ -225,18 +234,21 @@ class VectorLoopsPass:
             raise Refused("already vectorised")
         # the lane term of the start, the step
         terms = plus_terms(first)
-        lanes = [t for t in terms if a.lane_group(t) is not None]
-        if len(lanes) != 1:
-            raise Refused("the start is not a + LANE")
-        lane_node = lanes[0]
-        group = a.lane_group(lane_node)
-        start_terms = [t for t in terms if t is not lane_node]
         u = sx.unparen(upd)
-        if not (u.type == "assignment_expression" and sx.operator(u) == "+=" and sx.is_ident(sx.unparen(u.child_by_field_name("left")), j)):
-            raise Refused("the step is not j += L")
-        step = sx.unparen(u.child_by_field_name("right"))
-        if not a.step_matches(group, step):
-            raise Refused(f"the step {sx.text(step)!r} is not the group's size")
+        well_formed = u.type == "assignment_expression" and sx.operator(u) == "+=" and sx.is_ident(sx.unparen(u.child_by_field_name("left")), j)
+        step = sx.unparen(u.child_by_field_name("right")) if well_formed else None
+        lane_nodes = a.grid_lane(terms, step)
+        if lane_nodes is None:  # a row's lanes: a block, C of its threads, a cluster's blocks
+            lanes = [t for t in terms if a.lane_group(t) is not None]
+            if len(lanes) != 1:
+                raise Refused("the start is not a + LANE")
+            lane_nodes = lanes
+            if not well_formed:
+                raise Refused("the step is not j += L")
+            if not a.step_matches(a.lane_group(lanes[0]), step):
+                raise Refused(f"the step {sx.text(step)!r} is not the group's size")
+        lane_text = sx.text(lane_nodes[0]) if len(lane_nodes) == 1 else "(" + " + ".join(sx.text(t) for t in lane_nodes) + ")"
+        start_terms = [t for t in terms if not any(t is n for n in lane_nodes)]
         c = sx.unparen(cond)
         if c is None or c.type != "binary_expression":
             raise Refused("the condition is not j < n")
@@ -280,13 +292,18 @@ class VectorLoopsPass:
         start = " + ".join(sx.text(t) for t in start_terms) or "0"
         lit = sx.literal_value(step) if sx.is_number(step) else None
         step_vec = str(lit * vec) if isinstance(lit, int) else f"({ctype})({sx.text(step)}) * {vec}"
-        return _Plan(loop, j, ctype, sx.text(lane_node), sx.text(step), step_vec, start, start_terms, bound, streams, vec,
-                     size, proven, unroll_pragma(loop), uses_j)
+        vtype = ctype
+        if len(lane_nodes) > 1 or a.grid_lane(lane_nodes, step) is not None:  # a grid's lanes: the whole grid, times VEC
+            vtype = ctype if ctype in WIDE_TYPES else "long long"
+            step_vec = f"({vtype})({sx.text(step)}) * {vec}"
+        return _Plan(loop, j, ctype, lane_text, sx.text(step), step_vec, start, start_terms, bound, streams, vec,
+                     size, proven, unroll_pragma(loop), uses_j, vtype)
 
     def _accumulators(self, unit: Unit, a: "LoopAnalysis", loop: Node, body: Node, j: str, written: set[str]) -> None:
         carried = written - sx.declared_names(body) - {j}
         if any(n not in a.declared for n in carried):
             raise Refused("a variable declared outside the kernel is written")
+        carried -= {n for n in carried if _any_flag(unit, loop, n)}
         accs = loop_accumulators(body, carried, j, tuples=True)
         if accs is None:
             raise Refused("a carried variable that is not a recognised accumulation")
@@ -456,7 +473,9 @@ class VectorLoopsPass:
         lines.append(f"{i2}const {t} {E} = {S} < {n} ? ({t})({S} + ({n} - {S}) / {vec} * {vec}) : {S};  // the end of the whole 16-byte chunks")
         if p.pragma is not None:
             lines.append(f"{sx.text(p.pragma).strip()}")
-        lines.append(f"{i2}for ({t} {V} = {S} + ({t})({lane}) * {vec}; {V} < {E}; {V} += {step_vec}) {{")
+        vt = p.vtype or t
+        start_v = f"{S} + ({t})({lane}) * {vec}" if vt == t else f"({vt}){S} + ({vt})({lane}) * {vec}"
+        lines.append(f"{i2}for ({vt} {V} = {start_v}; {V} < {E}; {V} += {step_vec}) {{")
         # loads
         chunk = {}
         for k, s in enumerate(p.streams):
@@ -495,7 +514,7 @@ class VectorLoopsPass:
                 copy = copy[1:-1].strip()
             lines.append(f"{i3}{{  // element {k}")
             if p.uses_j:
-                lines.append(f"{i3}    const {t} {j} = {V} + {k};")
+                lines.append(f"{i3}    const {t} {j} = {V} + {k};" if vt == t else f"{i3}    const {t} {j} = ({t})({V} + {k});")
             lines.append(f"{i3}    {reindent(copy, ind + '    ', i3 + '    ')}")
             lines.append(f"{i3}}}")
         # stores
@@ -564,6 +583,7 @@ class LoopAnalysis:
         self._memo: dict[str, bool] = {}
         self.group_size: int | None = None  # C for the loop under study when its group is C lanes (not a block)
         self.cluster: int | None = None  # C for the loop under study when its group is a cluster of C blocks (rowpar_cluster)
+        self.grid = False  # the loop under study is a grid-stride loop: its group is the grid
 
     def _written_roots(self) -> set[str] | None:
         """Buffers (by root) the kernel writes anywhere; None when a write's target is unknown."""
@@ -655,6 +675,32 @@ class LoopAnalysis:
             return sx.is_builtin(step, "blockDim", "x") or (v is not None and v == int_literal(self.unit.launch.block[0]))
         return v == group
 
+    def grid_lane(self, terms: list[Node], step: Node | None) -> list[Node] | None:
+        """The terms of a loop's start that are the thread's index in a 1-D grid (``blockIdx.x * blockDim.x`` and
+        ``threadIdx.x``, or one local equal to their sum) where the step is the grid's size (``gridDim.x *
+        blockDim.x``, or a local equal to it): a grid-stride loop, whose group is every thread of the grid. None
+        otherwise (or for a launch of more than one dimension)."""
+        if step is None or not self.unit.block_is_1d() or len(self.unit.launch.grid) != 1 \
+                or self._value_poly(step) != _GRID_SIZE:
+            return None
+        for t in terms:
+            if self._value_poly(t) == _GRID_INDEX:
+                return [t]
+        polys = [(t, poly(t)) for t in terms]
+        tid = [t for t, q in polys if q == {("threadIdx.x",): 1}]
+        bid = [t for t, q in polys if q == {("blockDim.x", "blockIdx.x"): 1}]
+        return [bid[0], tid[0]] if len(tid) == 1 and len(bid) == 1 else None
+
+    def _value_poly(self, node: Node | None) -> Poly | None:
+        """``node`` as a polynomial over the builtins, through one local declared once and never written."""
+        node = sx.uncast(node)
+        if sx.is_ident(node):
+            name = sx.text(node)
+            if self.declared.get(name) != 1 or name in self.written or name not in self.inits:
+                return None
+            node = self.inits[name]
+        return poly(node)
+
     # uniformity ----------------------------------------------------------------------------------------------
 
     def uniform(self, node: Node | None, extra: set[str] = frozenset()) -> bool:
@@ -677,6 +723,8 @@ class LoopAnalysis:
             self._memo[name] = ok
             return ok
         if t == "field_expression":
+            if self.grid:  # (the grid's threads are the lanes: only the launch's sizes are theirs alike)
+                return any(sx.is_builtin(node, v, f) for v in ("blockDim", "gridDim") for f in "xyz")
             if self.cluster is not None and sx.is_builtin(node, "blockIdx", "x"):
                 return False  # (a cluster's blocks are its lanes: their x indices differ)
             if self.group_size is None and any(sx.is_builtin(node, "threadIdx", f) for f in "yz"):
@@ -760,6 +808,7 @@ class LoopAnalysis:
         group = self.lane_group_of(loop)
         self.group_size = group if isinstance(group, int) else None
         self.cluster = group.blocks if isinstance(group, ClusterGroup) else None
+        self.grid = group == GRID
         self._memo.clear()
         extra: set[str] = set()
         chain = []
@@ -800,7 +849,10 @@ class LoopAnalysis:
         ds = init.children_by_field_name("declarator") if init is not None and init.type == "declaration" else []
         if len(ds) != 1 or ds[0].type != "init_declarator":
             return None
-        for t in plus_terms(ds[0].child_by_field_name("value")):
+        terms = plus_terms(ds[0].child_by_field_name("value"))
+        if self.grid_lane(terms, _step_of(loop)) is not None:
+            return GRID
+        for t in terms:
             g = self.lane_group(t)
             if g is not None:
                 return g
@@ -923,6 +975,37 @@ def declared_index(loop: Node) -> tuple[str, str, Node] | str:
     if len(ds) != 1 or ds[0].type != "init_declarator" or not sx.is_ident(ds[0].child_by_field_name("declarator")):
         return "not one index declared"
     return sx.type_text(init.child_by_field_name("type")), sx.text(ds[0].child_by_field_name("declarator")), ds[0].child_by_field_name("value")
+
+
+def _any_flag(unit: Unit, loop: Node, name: str) -> bool:
+    """``name`` is atomic_agg's flag (``ptxf_hit0 = true;`` in the loop, read only by ``__ballot_sync`` after it: does any
+    lane of the warp hold a part to add): order-free, whichever lane runs which iterations."""
+    if not name.startswith("ptxf_hit"):
+        return False
+    body = loop.child_by_field_name("body")
+    for n in sx.walk(unit.body):
+        if not sx.is_ident(n, name) or sx.in_lambda(n):
+            continue
+        p = n.parent
+        inside = body.start_byte <= n.start_byte < body.end_byte
+        if p is not None and p.type == "assignment_expression" and sx.unparen(p.child_by_field_name("left")) == n:
+            if not inside or sx.operator(p) != "=" or p.child_by_field_name("right").type != "true":
+                return False
+            continue
+        if p is not None and p.type == "init_declarator" and p.child_by_field_name("declarator") == n:
+            continue
+        call = p.parent if p is not None and p.type == "argument_list" else None
+        if inside or call is None or sx.call_name(call) != "__ballot_sync":
+            return False
+    return True
+
+
+def _step_of(loop: Node) -> Node | None:
+    """``L`` of a loop's ``j += L`` step, else None."""
+    u = sx.unparen(loop.child_by_field_name("update"))
+    if u is None or u.type != "assignment_expression" or sx.operator(u) != "+=":
+        return None
+    return sx.unparen(u.child_by_field_name("right"))
 
 
 def plus_terms(node: Node | None) -> list[Node]:
