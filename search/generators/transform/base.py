@@ -66,7 +66,7 @@ class Unit:
 
     @cached_property
     def types(self) -> sx.Types:
-        return sx.Types(self.fn)
+        return sx.Types(self.fn, self.notes.get(TEMPLATE_NOTE))
 
     @cached_property
     def pointers(self) -> dict[str, "PointerParam"]:

@@ -250,13 +250,16 @@ class Types:
     A name declared twice with different types is left out (unknown), so inference stays conservative.
     """
 
-    def __init__(self, fn: Node):
+    def __init__(self, fn: Node, fixed: dict[str, str] | None = None):
+        """``fixed``: template parameters the spec fixes to one type (``T`` -> ``float``): a local ``T m`` is a float."""
         self.scalar: dict[str, str | None] = {}
         self.element: dict[str, str | None] = {}
+        fixed = fixed or {}
         for n in walk(fn):
             if n.type not in ("declaration", "parameter_declaration"):
                 continue
             base = type_text(n.child_by_field_name("type"))
+            base = fixed.get(base, base)
             for d in n.children_by_field_name("declarator"):
                 ident = innermost_identifier(d)
                 if ident is None:
