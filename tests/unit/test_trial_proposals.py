@@ -69,6 +69,12 @@ def test_a_templated_reduction_reads_its_locals_as_the_spec_fixes_them():
     assert any(c.startswith("restrict+ldg+rowpar_auto+vector_loops") for c in chains("min_dim2_tmpl"))
 
 
+def test_an_index_local_declared_inside_the_guard_is_read_by_vectorize_x():
+    # `if (row < rows && col < cols) { int idx = row * cols + col; y[idx] = gelu(x[idx]); }`: vectorize_x read the
+    # top-level locals only, so the commonest 2-D elementwise kernel got no 16-byte accesses
+    assert "restrict+ldg+vectorize_x+launch_bounds" in chains("gelu_erf_2d")
+
+
 def test_stencil3d7_boundary_copy_then_return_is_coarsened():
     # if (edge) { out = u; return; } interior: the return kept grid_stride and coarsen away (early_exit.py)
     found = chains("stencil3d7")

@@ -95,7 +95,12 @@ class VectorizeXPass:
             extent = to_c(grid0, names)
         except ExprError as exc:
             return None, f"the grid's x extent {grid0!r} has no C form in the kernel's scalars ({exc})"
-        locals_ = _inlinable(unit, stmts, j)
+        last = rest[-1] if rest else None  # the locals of a last `if (guard) { ... }` too (int idx = row * cols + col;)
+        kept = []
+        if last is not None and last.type == "if_statement" and last.child_by_field_name("alternative") is None:
+            cons = last.child_by_field_name("consequence")
+            kept = sx.statements(cons) if cons.type == "compound_statement" else []
+        locals_ = _inlinable(unit, stmts + kept, j)
         dependent = _dependent(j, locals_)
         # the statements in order, guards marked: exit guards anywhere at the top level, a keep guard last
         flat: list[tuple[str, Node]] = []
