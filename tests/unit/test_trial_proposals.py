@@ -75,6 +75,27 @@ def test_an_index_local_declared_inside_the_guard_is_read_by_vectorize_x():
     assert "restrict+ldg+vectorize_x+launch_bounds" in chains("gelu_erf_2d")
 
 
+def test_a_kernel_written_as_a_grid_stride_loop_gets_one_wave_and_16_byte_loads():
+    """softplus_gs strides over the grid itself, its grid capped by the user at 65535 blocks: with an H200's facts
+    grid_stride caps it at one wave (at 16M elements 65535 x 256 threads would leave three quarters idle once each
+    moves 4 a step) and vector_loops widens the loop (the grid its group); a kernel that reads blockIdx.x elsewhere is
+    not grid-size agnostic and keeps its grid."""
+    from ptxfactory.protocol import GpuFacts
+    from ptxfactory.search.base import GenContext
+    from ptxfactory.search.generators import load
+    from ptxfactory.search.generators.transform.grid_stride import strided_already
+
+    ctx = trial_ctx("softplus_gs")
+    h200 = GpuFacts(name="H200", arch="sm_90a", sm_count=132, l2_bytes=50 << 20, copy_gbps=4200.0, peak_gbps=4800.0)
+    ctx = GenContext(spec=ctx.spec, source=ctx.source, kernel=ctx.kernel, original=ctx.original, facts=h200)
+    found = {c.description: c for c in load("transform").propose(ctx)}
+    best = found["transform stream+grid_stride+vector_loops+launch_bounds"]
+    assert best.launch.grid == ["min(min(cdiv(n, 256), 65535), 1056)"] and "__ldcs(reinterpret_cast<const uint4*>" in best.kernel_text
+    assert strided_already(unit_from_context(ctx))
+    odd = ctx.source.replace("float v = x[i];", "float v = x[i] + (blockIdx.x == 0 ? 1.0f : 0.0f);")
+    assert not strided_already(unit_from_context(make_ctx(odd, ctx.spec)))
+
+
 def test_stencil3d7_boundary_copy_then_return_is_coarsened():
     # if (edge) { out = u; return; } interior: the return kept grid_stride and coarsen away (early_exit.py)
     found = chains("stencil3d7")

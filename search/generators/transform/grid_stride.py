@@ -121,7 +121,9 @@ class GridStridePass:
         return most if most is not None and most <= cap else None
 
     def applies(self, unit: Unit) -> bool:
-        return self._match(unit) is not None and self._one_wave(unit) is None
+        if self._one_wave(unit) is not None:
+            return False
+        return self._match(unit) is not None or (self.cap(unit) is not None and strided_already(unit))
 
     def cap(self, unit: Unit) -> int | None:
         """The grid cap: the blocks of one full-occupancy wave of the unit's GPU (:func:`wave_blocks`); None without its facts."""
@@ -129,6 +131,11 @@ class GridStridePass:
 
     def apply(self, unit: Unit) -> Unit:
         m = self._match(unit)
+        if m is None:  # a kernel written as a grid-stride loop: its grid alone is capped
+            cap = self.cap(unit)
+            launch = LaunchConfig(grid=[f"min({unit.launch.grid[0]}, {cap})"], block=list(unit.launch.block),
+                                  shared_mem=unit.launch.shared_mem)
+            return unit.with_text(unit.data, launch=launch, grid_cap=cap)
         data = unit.data
         t = m["type"]
         stride = f"({t})gridDim.x * ({t})blockDim.x"
@@ -144,6 +151,64 @@ class GridStridePass:
         grid = f"min({unit.launch.grid[0]}, {cap})" if cap is not None else unit.launch.grid[0]
         launch = LaunchConfig(grid=[grid], block=list(unit.launch.block), shared_mem=unit.launch.shared_mem)
         return unit.with_text(sx.apply_edits(data, edits), launch=launch, grid_cap=cap)
+
+
+_GRID_INDEX = {("blockDim.x", "blockIdx.x"): 1, ("threadIdx.x",): 1}  # blockIdx.x * blockDim.x + threadIdx.x
+_GRID_SIZE = {("blockDim.x", "gridDim.x"): 1}  # gridDim.x * blockDim.x
+
+
+def strided_already(unit: Unit) -> bool:
+    """The kernel is written as grid-stride loops over a 1-D launch (``for (i = blockIdx.x * blockDim.x + threadIdx.x;
+    i < n; i += blockDim.x * gridDim.x)``, the stride possibly a local declared once): ``blockIdx.x`` and ``gridDim.x``
+    appear in nothing but those loops' headers and the stride's declaration, so every grid covers every element once
+    (a user's own cap of 65535 blocks can become one wave)."""
+    from .affine import poly
+
+    body = unit.body
+    if body is None or unit.spec.launch.policy != "free" or not unit.block_is_1d() or len(unit.launch.grid) != 1:
+        return False
+    written = sx.written_names(body)
+    decls: dict[str, Node] = {}  # locals declared once, never written: name -> value
+    counts = sx.declaration_counts(unit.fn)
+    for n in sx.walk(body):
+        if n.type == "init_declarator" and sx.is_ident(n.child_by_field_name("declarator")):
+            name = sx.text(n.child_by_field_name("declarator"))
+            if counts.get(name) == 1 and name not in written:
+                decls[name] = n.child_by_field_name("value")
+
+    def value(node: Node | None) -> dict | None:
+        node = sx.uncast(node)
+        if sx.is_ident(node) and sx.text(node) in decls:
+            node = decls[sx.text(node)]
+        return poly(node)
+
+    allowed: list[tuple[int, int]] = []  # byte spans where blockIdx.x / gridDim.x may appear
+    loops = 0
+    for n in sx.walk(body):
+        if n.type == "for_statement":
+            init, upd = n.child_by_field_name("initializer"), sx.unparen(n.child_by_field_name("update"))
+            ds = init.children_by_field_name("declarator") if init is not None and init.type == "declaration" else []
+            if len(ds) != 1 or ds[0].type != "init_declarator" or upd is None or upd.type != "assignment_expression" \
+                    or sx.operator(upd) != "+=":
+                continue
+            j = sx.text(ds[0].child_by_field_name("declarator"))
+            if value(upd.child_by_field_name("right")) == _GRID_SIZE and value(ds[0].child_by_field_name("value")) == _GRID_INDEX \
+                    and j not in sx.written_names(n.child_by_field_name("body")):
+                allowed += [(init.start_byte, init.end_byte), (upd.start_byte, upd.end_byte)]
+                loops += 1
+        elif n.type == "init_declarator" and value(n.child_by_field_name("value")) in (_GRID_SIZE, _GRID_INDEX) \
+                and sx.is_ident(n.child_by_field_name("declarator")) and sx.text(n.child_by_field_name("declarator")) in decls:
+            allowed.append((n.start_byte, n.end_byte))
+    if not loops:
+        return False
+    for n in sx.walk(body):
+        if sx.is_builtin(n, "blockIdx", "x") or sx.is_builtin(n, "gridDim", "x"):
+            if not any(a <= n.start_byte < b for a, b in allowed):
+                return False
+        elif sx.is_ident(n) and sx.text(n) in decls and value(n) == _GRID_INDEX:
+            if not any(a <= n.start_byte < b for a, b in allowed):
+                return False  # the thread's index read outside the loops' headers (if (tid == 0) ...)
+    return True
 
 
 def _paren(node: Node) -> str:

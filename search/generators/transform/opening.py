@@ -126,8 +126,12 @@ def element_guard(unit: Unit, *, tolerant: bool = False, between: bool = False, 
                 if not tolerant and pure_declaration(s):
                     return no(f"line {s.start_point[0] + 1}: {_short(s)} comes before the index (blockIdx.x * "
                               "blockDim.x + threadIdx.x): this pass reads the index as the body's first statement")
+                if any(sx.is_builtin(n, "gridDim", f) for n in sx.walk(s) for f in "xyz"):
+                    return no(f"line {s.start_point[0] + 1}: {_short(s)} reads gridDim: the kernel strides over the grid "
+                              "itself (these passes take one thread per element: blockIdx.x * blockDim.x + threadIdx.x, "
+                              "then a guard)")
                 return no(f"line {s.start_point[0] + 1}: {_short(s)} is neither the index (blockIdx.x * blockDim.x + "
-                          "threadIdx.x) nor a declaration uniform over the grid")
+                          "threadIdx.x) nor a declaration of parameters and literals before it")
             decl = s
         k += 1
     if index is None:
