@@ -89,8 +89,8 @@ def plausible(epilogue: str, source: str, kernel_text: str = "") -> bool:
     for a kernel whose loop accumulates a scalar (a reduction, a row softmax)."""
     if _accumulates(kernel_text):
         return False
-    if epilogue == "identity":  # a bias add or a copy: no activation's function anywhere in the kernel
-        shown = kernel_text or source
+    if epilogue == "identity":  # a bias add or a copy: no activation's function in the kernel or the helpers it calls
+        shown = kernel_text + "\n" + source
         return not _data_loop(kernel_text) and not any(source_mentions(shown, p) for p in EVIDENCE.values())
     pattern = EVIDENCE.get(epilogue)
     return pattern is None or source_mentions(source, pattern)
