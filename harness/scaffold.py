@@ -659,6 +659,16 @@ class _Host:
             return f"{_text(node.child_by_field_name('operator'))}{self.expr(node.child_by_field_name('argument'), depth)}"
         if t == "cast_expression":
             return self.expr(node.child_by_field_name("value"), depth)
+        if t == "conditional_expression":  # a > K ? K : a (a user's grid cap) is min(a, K); a > K ? a : K is max(a, K)
+            cond = _unparen(node.child_by_field_name("condition"))
+            op = _text(cond.child_by_field_name("operator")) if cond is not None and cond.type == "binary_expression" else ""
+            if op in ("<", "<=", ">", ">="):
+                left, right = (self.expr(cond.child_by_field_name(f), depth) for f in ("left", "right"))
+                then, other = (self.expr(node.child_by_field_name(f), depth) for f in ("consequence", "alternative"))
+                if {then, other} == {left, right} and left != right:
+                    larger = left if op in (">", ">=") else right  # the side the condition holds larger
+                    return f"{'max' if then == larger else 'min'}({left}, {right})"
+            raise _Untranslatable(_text(node))
         if t == "field_expression":
             return self._paren(self._member(node, depth))
         if t == "sizeof_expression":

@@ -1009,3 +1009,25 @@ def test_polynomial_division_is_exact_or_none():
     assert divide({("H",): 1, (): 1}, {("H",): 1}) is None
     assert divide({("H", "W"): 3}, {("H",): 2}) is None
     assert divide(mul(d, h), {}) is None
+
+
+def test_a_grid_capped_by_a_conditional_is_a_min():
+    """`int blocks = blocks_needed > 65535 ? 65535 : (int)blocks_needed;` (a grid-stride kernel's launcher): min, not a
+    guess from the guard; the other orders too."""
+    src = """
+__global__ void k(const float* x, float* y, size_t n)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)blockDim.x * gridDim.x) y[i] = x[i];
+}
+void launch(const float* x, float* y, size_t n)
+{
+    size_t need = (n + 255) / 256;
+    int blocks = CAP;
+    k<<<blocks, 256>>>(x, y, n);
+}
+"""
+    for cap, grid in (("need > 65535 ? 65535 : (int)need", "min(cdiv(n, 256), 65535)"),
+                      ("need < 65535 ? (int)need : 65535", "min(cdiv(n, 256), 65535)"),
+                      ("need > 132 ? (int)need : 132", "max(cdiv(n, 256), 132)")):
+        spec, _ = scaffold(src.replace("CAP", cap), "k")
+        assert spec.launch.grid == [grid], cap
