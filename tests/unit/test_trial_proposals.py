@@ -96,6 +96,12 @@ def test_a_kernel_written_as_a_grid_stride_loop_gets_one_wave_and_16_byte_loads(
     assert not strided_already(unit_from_context(make_ctx(odd, ctx.spec)))
 
 
+def test_a_four_tap_window_is_not_split_over_four_lanes():
+    # maxpool1d_dil's window of 4 taps drew rowpar_lanes4: a load a lane, then a combine, for outputs that already fill
+    # the GPU (the helper who wrote it judged it a likely loss)
+    assert not any("rowpar" in c for c in chains("maxpool1d_dil"))
+
+
 def test_stencil3d7_boundary_copy_then_return_is_coarsened():
     # if (edge) { out = u; return; } interior: the return kept grid_stride and coarsen away (early_exit.py)
     found = chains("stencil3d7")

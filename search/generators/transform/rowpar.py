@@ -402,8 +402,10 @@ class RowParallelPass(PlannedPass):
         return g, rw, launch
 
     def _check_length(self, unit: Unit, rw: "_Rewrite") -> None:
-        """Refuses a split whose loop runs fewer iterations than the fewest lanes a row gets, at every bench size
-        (a K x K pooling window's loop of 2 or 3): most lanes would idle and each row would pay the combine."""
+        """Refuses a split whose loop runs fewer iterations than the fewest lanes a row gets, at every bench size (a K
+        x K pooling window's loop of 2 or 3: most lanes would idle), or a short loop (at most :data:`SHORT_SPLIT`
+        iterations) fewer than two a lane (a dilated window's 4 taps over 4 lanes: a load a lane, then the combine, for
+        a row whose loads were already few). A long row over many lanes, one element each, is kept (few rows)."""
         if rw.length is None or not unit.spec.bench.sizes:
             return
         lanes = AUTO_TIERS[0] if self.auto else self.lanes
@@ -414,6 +416,9 @@ class RowParallelPass(PlannedPass):
         if longest < lanes:
             raise Refused(f"the split loop runs {longest} iterations at most at the bench sizes, fewer than the {lanes} "
                           f"lanes a row would get: most lanes would idle")
+        if longest < 2 * lanes and longest <= SHORT_SPLIT:
+            raise Refused(f"the split loop runs {longest} iterations at most at the bench sizes, fewer than two for each "
+                          f"of the {lanes} lanes a row would get: a load a lane, then the combine")
 
     def _check_repeated(self, unit: Unit, rw: "_Rewrite") -> None:
         """Refuses a split that leaves a long loop serial on every lane: each of a row's lanes would run all of it,
@@ -1169,6 +1174,7 @@ def _sum_offset(value: Node, offsets: dict[str, Poly]) -> Poly | None:
 
 
 REPEATED_TRIPS = 64  # iterations of a serial loop every lane may repeat (a window, a head's channels)
+SHORT_SPLIT = 16  # a split loop this short needs two iterations a lane (_check_length)
 
 
 def _remainders_of(body: Node, index: str) -> set[str]:
