@@ -395,6 +395,7 @@ class RowParallelPass(PlannedPass):
         if rw.split == 0:
             raise Refused("no loop to split across lanes" + (f" ({'; '.join(rw.kept_serial)})" if rw.kept_serial else ""))
         self._check_layout(ctx, g, rw)
+        self._check_gain(unit, ctx, g, rw)
         self._check_length(unit, rw)
         self._check_repeated(unit, rw)
         self._check_starved(unit, rw)
@@ -460,6 +461,45 @@ class RowParallelPass(PlannedPass):
             if walk.strides_columns(loop, j, g.name):
                 raise Refused(f"the loop at line {loop.start_point[0] + 1} strides along {j} while consecutive threads read "
                               f"consecutive elements (a column reduction: colpar's case); split, its lanes would not coalesce")
+
+    def _check_gain(self, unit: Unit, walk: "_Walk", g: ElementGuard, rw: "_Rewrite") -> None:
+        """With the GPU's facts, refuses a split that gains neither parallelism nor coalescing: the rows fill a wave of
+        the GPU at every bench size and no access in a split loop moves one element an iteration (a transposed
+        convolution's channel loop, its lanes reading H * W apart: more threads, the same scattered loads, and a
+        combine a row). An access that is no polynomial of the loop's index keeps the split (it cannot be read)."""
+        facts = unit.notes.get(FACTS_NOTE)
+        rows = rows_expression(unit, g.bound) or f"({unit.launch.grid[0]}) * {unit.block_threads()}"  # (one row a thread)
+        if facts is None or not unit.spec.bench.sizes or unit.block_threads() is None:
+            return
+        wave = facts.sm_count * threads_per_sm(facts.arch)
+        try:
+            if min(int(evaluate(rows, size)) for size in unit.spec.bench.sizes) < wave:
+                return
+        except ExprError:
+            return
+        subst = row_constants(unit.body)
+        for loop, j in rw.loops:
+            body = loop.child_by_field_name("body")
+            strides = []
+            for n in sx.walk(body):
+                if n.type == "call_expression" and sx.call_name(n) in LOAD_FUNCS | STORE_FUNCS and sx.call_args(n):
+                    base, f = walk.address_poly(sx.call_args(n)[0], subst)
+                elif n.type == "subscript_expression" or (n.type == "pointer_expression" and sx.operator(n) == "*"):
+                    base = access_base(n)
+                    f = walk.index_poly(n, subst) if base in walk.roots else None
+                else:
+                    continue
+                if base in walk.arrays or base not in walk.roots:
+                    continue
+                parts = None if f is None else split(f, j)
+                if parts is None:
+                    return  # (an index it cannot read: no judgement)
+                if parts[0]:
+                    strides.append(parts[0])
+            if not strides or any(a == {(): 1} for a in strides):
+                return
+        raise Refused(f"the rows fill the GPU ({rows} at least {wave} at every bench size) and no access in the split "
+                      "loop moves one element an iteration: its lanes would add threads, not coalesced loads")
 
     def _launch(self, unit: Unit, g: ElementGuard, threads: int, rw: "_Rewrite") -> LaunchConfig:
         rows = rows_expression(unit, g.bound)
