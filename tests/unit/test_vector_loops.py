@@ -242,7 +242,15 @@ REFUSED = {
     "a recurrence": ("    float h = 0.0f;\n    for (int j = threadIdx.x; j < N; j += blockDim.x) h = 0.5f * h + x[r * N + j];\n"
                      "    y[r] = h;\n", "accumulation"),
     "a base that differs between lanes": ("    for (int j = threadIdx.x; j < N; j += blockDim.x) y[threadIdx.x + j] = x[r * N + j];\n",
-                                          "q[base + j]"),
+                                          "differs between the group's lanes"),
+    # found by a red team (2026-12-05): widened, a lane runs other elements, so its identity in a value moves with them
+    "a value of the lane's identity": ("    for (int j = threadIdx.x; j < N; j += blockDim.x) y[r * N + j] = x[r * N + j] + threadIdx.x;\n",
+                                       "differs between the group's lanes"),
+    "a read under a condition only": ("    for (int j = threadIdx.x; j < N; j += blockDim.x) sh[j % 128] = j < M ? x[r * N + j] : 0.0f;\n",
+                                      "shared array"),
+    "a straight-line store the loop reads": ("    y[r * N + threadIdx.x] = 1.0f;\n"
+                                             "    for (int j = threadIdx.x; j < N; j += blockDim.x) y[r * N + j] = 2.0f * y[r * N + j];\n",
+                                             "outside the loop"),
     "a lane-dependent return before the loop": ("    if (threadIdx.x >= N) return;\n"
                                                "    for (int j = threadIdx.x; j < N; j += blockDim.x) y[r * N + j] = x[r * N + j];\n",
                                                "return before the loop"),
@@ -253,6 +261,14 @@ REFUSED = {
                                       "used otherwise"),
     "an atomic": ("    for (int j = threadIdx.x; j < N; j += blockDim.x) atomicAdd(&y[r * N + j], x[r * N + j]);\n", "atomic"),
 }
+
+
+def test_a_buffer_read_only_under_a_condition_stays_scalar():
+    """`j < M ? x[j] : 0`: x's 16-byte chunk could pass its end (a red team's out-of-bounds read, 2026-12-05): x stays
+    a scalar load, y (stored every iteration) is widened."""
+    src = LOOP_HEAD + "    for (int j = threadIdx.x; j < N; j += blockDim.x) y[r * N + j] = j < M ? x[r * N + j] : 0.0f;\n}\n"
+    out = VL.apply(unit(src, row_spec(grid='["M"]', block="[128]"))).text
+    assert "reinterpret_cast<uint4*>(&y[" in out and "reinterpret_cast<const uint4*>(&x[" not in out
 
 
 @pytest.mark.parametrize("what", sorted(REFUSED))
@@ -352,13 +368,14 @@ extern "C" __global__ void k(const float* x, const float* w, const int* c, float
 }
 """
 # a grid-stride loop (grid_stride's form): every thread of the grid a lane, its parts by its global index
+# (a map: a thread's own parts would be outputs nothing combines, which the grid's group refuses; atomic_agg's are)
 EMU_GRID = """
 extern "C" __global__ void k(const float* x, const float* w, const int* c, float* y, float* pm, int* ps, int M, int N)
 {
     int row = 0;
-""" + LOOP.replace("START", "blockIdx.x * blockDim.x + threadIdx.x").replace("STEP", "(int)gridDim.x * (int)blockDim.x") + """
-    pm[blockIdx.x * blockDim.x + threadIdx.x] = m;
-    ps[blockIdx.x * blockDim.x + threadIdx.x] = s;
+""" + "".join(line + "\n" for line in LOOP.replace("START", "blockIdx.x * blockDim.x + threadIdx.x").replace(
+    "STEP", "(int)gridDim.x * (int)blockDim.x").splitlines() if "m = " not in line and "s += " not in line
+    and "float m" not in line and "int s" not in line) + """
 }
 """
 EMU_SHIM = r"""
@@ -709,3 +726,25 @@ def test_two_loops_that_exchange_elements_through_memory_are_left_alone():
                         "    float s = 0.0f;\n    for (int j = lane; j < N; j += 4) s += x[r * N + j];\n").replace(
         "y[r * N + j] + 1.0f", "x[r * N + j] * s")
     assert [r for _, r in VL.candidates(unit(apart, _cast_spec("[4]")))] == [None, None]
+
+
+GRID_HEAD = ('__device__ void dbl(int& s) { s *= 2; }\nextern "C" __global__ void k(const float* x, float* y, int M, int N)\n{\n'
+             "    int gid = blockIdx.x * blockDim.x + threadIdx.x;\n    int stride = gridDim.x * blockDim.x;\n")
+GRID_REFUSED = {  # found by a red team (2026-12-05) on grid-stride loops, each a wrong result under emulation before
+    "the thread's index in a value": ("    for (int i = gid; i < N; i += stride) y[i] = x[i] + (float)gid;\n", "differs between"),
+    "a thread's partial as an output": ("    float s = 0.0f;\n    for (int i = gid; i < N; i += stride) s += x[i];\n"
+                                        "    y[gid] = s;\n", "nothing combines"),
+    "the stride changed through a reference": ("    dbl(stride);\n    for (int i = gid; i < N; i += stride) y[i] = x[i];\n",
+                                               "a + LANE"),
+    "a store outside the loop that it reads": ("    if (gid < N) y[gid] = 1.0f;\n    for (int i = gid; i < N; i += stride) y[i] = y[i] * x[i];\n",
+                                               "outside the loop"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(GRID_REFUSED))
+def test_grid_stride_loops_it_cannot_prove_safe_are_left_alone(what):
+    body, reason = GRID_REFUSED[what]
+    why = VL.why_not(unit(GRID_HEAD + body + "}\n", row_spec(grid='["cdiv(N, 128)"]', block="[128]")))
+    assert why is not None and reason in why, (what, why)
+    ok = GRID_HEAD + "    for (int i = gid; i < N; i += stride) y[i] = x[i];\n}\n"
+    assert VL.why_not(unit(ok, row_spec(grid='["cdiv(N, 128)"]', block="[128]"))) is None

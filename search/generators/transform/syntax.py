@@ -180,6 +180,28 @@ def written_names(node: Node) -> set[str]:
     return out
 
 
+def maybe_written_names(node: Node) -> set[str]:
+    """:func:`written_names` and the names something else may write: bound to a reference (``int& r = s;``), passed
+    bare to a call that is not a value function (``grow(s, W)``: an ``int&`` parameter), shifted into by a stream
+    (``std::cin >> s``)."""
+    out = written_names(node)
+    for n in walk(node):
+        if n.type == "init_declarator" and n.child_by_field_name("declarator") is not None \
+                and n.child_by_field_name("declarator").type == "reference_declarator":
+            v = unparen(n.child_by_field_name("value"))
+            if is_ident(v):
+                out.add(text(v))
+        elif n.type == "argument_list" and n.parent is not None and n.parent.type == "call_expression" \
+                and call_name(n.parent) not in VALUE_FUNCS:
+            out |= {text(a) for a in (unparen(c) for c in n.named_children) if is_ident(a)}
+        elif n.type == "binary_expression" and operator(n) == ">>" and is_ident(unparen(n.child_by_field_name("right"))):
+            left = unparen(n.child_by_field_name("left"))
+            if left is not None and left.type in ("qualified_identifier", "binary_expression") or (
+                    is_ident(left) and text(left) in ("cin", "std")):
+                out.add(text(unparen(n.child_by_field_name("right"))))
+    return out
+
+
 def declared_names(node: Node) -> set[str]:
     """Names declared (variables, parameters) under ``node``."""
     out = set()

@@ -270,6 +270,9 @@ class VectorLoopsPass:
         if j in written:
             raise Refused("the index is written in the body")
         extra = a.context_uniform(loop)
+        who = a.lane_reads(body, j, written, extra)
+        if who is not None:  # widened, a lane runs other elements: what it computes from its identity would move
+            raise Refused(f"the body reads {who!r}, which differs between the group's lanes")
         for t in start_terms + [bound]:
             if not a.uniform(t, extra) or sx.identifiers(t) & written:
                 raise Refused(f"{sx.text(t)!r} is not the same for every lane of the group")
@@ -304,6 +307,9 @@ class VectorLoopsPass:
         if any(n not in a.declared for n in carried):
             raise Refused("a variable declared outside the kernel is written")
         carried -= {n for n in carried if _any_flag(unit, loop, n)}
+        if a.grid and any(not n.startswith("ptxf_acc") for n in carried):  # (what else reads a thread's partial sees another one)
+            raise Refused(f"{', '.join(sorted(n for n in carried if not n.startswith('ptxf_acc')))}: a thread's part in a "
+                          "grid-stride loop, which nothing combines (atomic_agg's register sum is)")
         accs = loop_accumulators(body, carried, j, tuples=True)
         if accs is None:
             raise Refused("a carried variable that is not a recognised accumulation")
@@ -360,8 +366,12 @@ class VectorLoopsPass:
             key = (name, _key(base))
             s = streams.setdefault(key, _Stream(name, elem, base))
             s.accesses.append(_Access(node, js[0], kind, hint, value))
+        for key, s in list(streams.items()):  # a buffer only read under a condition (i < M ? x[i] : 0) stays scalar:
+            if not any(x.kind != "read" or _unconditional(x.node, body) for x in s.accesses):  # its chunk may pass its end
+                del streams[key]
+                scalar_roots.append(a.roots.get(s.ptr))
         if not streams:
-            raise Refused("no access p[base + j] to vectorise")
+            raise Refused("no access p[base + j] to vectorise (unconditionally)")
         out = _drop_neighbours(list(streams.values()), scalar_roots, a.roots)
         written_roots: dict[str, list[_Stream]] = {}
         for s in out:
@@ -407,6 +417,21 @@ class VectorLoopsPass:
             shared = (mine & o_written) | (mine_written & o_touched)
             if shared:
                 raise Refused(f"the loop at line {o.start_point[0] + 1} also touches {', '.join(sorted(map(str, shared)))}, "
+                              "which one of the two writes: lanes would exchange elements with no barrier")
+        # straight-line code outside every loop (y[gid] = ...; then the loop reads y[i]): the same exchange
+        for o in sx.walk(unit.body):
+            if o.type not in ("expression_statement", "declaration", "return_statement", "condition_clause") \
+                    or _in_loop(o, unit.body) or _exclusive(loop, o):
+                continue
+            try:
+                o_written = written_roots(o, a.roots, a.arrays)
+            except RowRefused:
+                raise Refused(f"line {o.start_point[0] + 1} writes a buffer it cannot name") from None
+            o_touched = {a.roots.get(sx.text(n)) for n in sx.walk(o)  # (elements accessed: not a pointer's arithmetic)
+                         if n.type == "identifier" and sx.text(n) in a.roots and access_of(n) is not None}
+            shared = (mine & o_written) | (mine_written & o_touched)
+            if shared:
+                raise Refused(f"line {o.start_point[0] + 1}, outside the loop, also touches {', '.join(sorted(map(str, shared)))}, "
                               "which one of the two writes: lanes would exchange elements with no barrier")
 
     # -- rewrite ------------------------------------------------------------------------------------------
@@ -691,12 +716,43 @@ class LoopAnalysis:
         bid = [t for t, q in polys if q == {("blockDim.x", "blockIdx.x"): 1}]
         return [bid[0], tid[0]] if len(tid) == 1 and len(bid) == 1 else None
 
+    def lane_reads(self, body: Node, j: str, written: set[str], extra: set[str]) -> str | None:
+        """A name or builtin the loop's body reads whose value differs between the lanes of the group (``threadIdx.x``,
+        for a grid ``blockIdx.x``, a local computed from them such as the thread's global index), other than the loop's
+        index, the body's own locals and what it accumulates; None when there is none. Call after
+        :meth:`context_uniform` (which sets the group)."""
+        local = sx.declared_names(body)
+        for n in sx.walk(body):
+            if n.type == "field_expression" and any(sx.is_builtin(n, v, f) for v in ("threadIdx", "blockIdx") for f in "xyz"):
+                if not self.uniform(n, extra):
+                    return sx.text(n)
+            elif sx.is_ident(n) and (n.parent is None or n.parent.type != "field_expression"):
+                name = sx.text(n)
+                if name == j or name in local or name in written or name in extra or name not in self.inits:
+                    continue
+                if self._reads_thread(name) and not self.uniform(n, extra):
+                    return name
+        return None
+
+    def _reads_thread(self, name: str, depth: int = 0) -> bool:
+        """The local ``name``'s value reads ``threadIdx``/``blockIdx``, directly or through other locals."""
+        init = self.inits.get(name)
+        if init is None or depth > 16:
+            return False
+        for m in sx.walk(init):
+            if m.type == "field_expression" and any(sx.is_builtin(m, v, f) for v in ("threadIdx", "blockIdx") for f in "xyz"):
+                return True
+            if sx.is_ident(m) and sx.text(m) != name and self._reads_thread(sx.text(m), depth + 1):
+                return True
+        return False
+
     def _value_poly(self, node: Node | None) -> Poly | None:
         """``node`` as a polynomial over the builtins, through one local declared once and never written."""
         node = sx.uncast(node)
         if sx.is_ident(node):
             name = sx.text(node)
-            if self.declared.get(name) != 1 or name in self.written or name not in self.inits:
+            if self.declared.get(name) != 1 or name in self.written or name not in self.inits \
+                    or name in sx.maybe_written_names(self.unit.body):
                 return None
             node = self.inits[name]
         return poly(node)
@@ -997,6 +1053,11 @@ def _any_flag(unit: Unit, loop: Node, name: str) -> bool:
         call = p.parent if p is not None and p.type == "argument_list" else None
         if inside or call is None or sx.call_name(call) != "__ballot_sync":
             return False
+        test = call.parent  # atomic_agg's `if (__ballot_sync(lanes, hit) != 0u)`: only whether any lane has a part
+        if test is None or test.type != "binary_expression" or sx.operator(test) != "!=" \
+                or sx.text(test.child_by_field_name("right")) not in ("0u", "0") or test.parent is None \
+                or test.parent.type != "condition_clause":
+            return False
     return True
 
 
@@ -1170,6 +1231,33 @@ def _base_poly(terms: list[Node]) -> Poly | None:
 def _first_arg_text(x: _Access, at: str, data: bytes) -> str:
     arg = sx.call_args(x.node)[0]
     return sx.render(arg, data, lambda nd: at.encode() if (nd.start_byte, nd.end_byte) == (x.j_node.start_byte, x.j_node.end_byte) else None).decode()
+
+
+def _in_loop(node: Node, body: Node) -> bool:
+    """``node`` sits inside a loop of the kernel body ``body`` (or is one)."""
+    p = node
+    while p is not None and p != body:
+        if p.type in sx.LOOPS:
+            return True
+        p = p.parent
+    return False
+
+
+def _unconditional(node: Node, body: Node) -> bool:
+    """``node`` runs on every iteration of the loop whose body is ``body``: not in a branch of an ``if``, a ``?:``, a
+    ``switch`` or the right side of ``&&``/``||`` within it."""
+    child, p = node, node.parent
+    while p is not None and child != body:
+        if p.type == "conditional_expression" and child != p.child_by_field_name("condition"):
+            return False
+        if p.type == "if_statement" and child != p.child_by_field_name("condition"):
+            return False
+        if p.type in ("switch_statement", "case_statement"):
+            return False
+        if p.type == "binary_expression" and sx.operator(p) in ("&&", "||") and child == p.child_by_field_name("right"):
+            return False
+        child, p = p, p.parent
+    return True
 
 
 def _top_level_statement(node: Node, body: Node) -> bool:
