@@ -22,12 +22,18 @@ shape and an index buffer's value range, in place of guesses.
 """
 from __future__ import annotations
 
+import re
+
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from .cexpr import (Node, Poly, add, at_most, clause_value, conjuncts, constant, divide, mul, names, nonneg, operator,
                     poly, scale, split, substitute, text, uncast, unparen, walk)
 
+# calls that take their arguments by value (math and conversion builtins, min/max, loads): a name passed to any other
+# call may be changed through a reference parameter
+_PURE_CALL = re.compile(r"(?:std::)?(?:min|max|abs|f?min[fl]?|f?max[fl]?|f?abs[fl]?|u?min|u?max|sqrtf?|rsqrtf?|expf?|logf?|"
+                        r"powf?|floorf?|ceilf?|__\w+|static_cast|int|float|double|size_t|ptxf_\w+)")
 Range = tuple[Poly | None, Poly | None]  # (lowest, highest) value, both inclusive; None: not known
 UNKNOWN: Range = (None, None)
 
@@ -92,8 +98,17 @@ class Ranges:
             if n.type == "pointer_expression" and operator(n) == "&":
                 field = "argument"
             target = unparen(n.child_by_field_name(field)) if field else None
+            if n.type == "init_declarator" and n.child_by_field_name("declarator") is not None \
+                    and n.child_by_field_name("declarator").type == "reference_declarator":
+                target = unparen(n.child_by_field_name("value"))  # int& t = s; t = 2 * W;: s may change through t
             if target is not None and target.type == "identifier":
                 self.writes.setdefault(text(target), []).append(n)
+            if n.type == "argument_list" and n.parent is not None and n.parent.type == "call_expression" \
+                    and not _PURE_CALL.fullmatch(text(n.parent.child_by_field_name("function"))):
+                for a in n.named_children:  # grow(s, W) with an int& parameter: s may change
+                    a = unparen(a)
+                    if a is not None and a.type == "identifier":
+                        self.writes.setdefault(text(a), []).append(n)
         self._cache: dict[tuple, Range] = {}
         self._busy: set[tuple] = set()
         self.assumed: list[Poly] = []  # divisors over the sizes taken to be at least 1 (``OW = W - 2`` in ``v % OW``)

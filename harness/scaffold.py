@@ -875,6 +875,28 @@ def _guard_launch(body: ts.Node, symbols: dict[str, str], kernel: str, why: str 
                         f"{bounds['x']}{per_block}, 256 per block")
 
 
+def _constant_names(node: ts.Node, site: _LaunchSite, host: "_Host", depth: int = 0) -> bool:
+    """Every name ``node`` reads is a ``#define`` (no local of that name) or a stable local of the launcher
+    (:meth:`_LaunchSite.stable`) whose initializer is constant too."""
+    for m in _walk(node):
+        if m.type != "identifier":
+            continue
+        name = _text(m)
+        if name in host.defines and name not in site.declared:
+            continue
+        if depth >= 8 or not site.stable(name):
+            return False
+        init = host.definition(name, site.call.start_byte)
+        if init is None or not _constant_names(init, site, host, depth + 1):
+            return False
+    return True
+
+
+def _launch_count(root: ts.Node, kernel: KernelDef) -> int:
+    """How many ``NAME<<<...>>>`` launches of the kernel the file holds."""
+    return len(re.findall(rb"\b" + re.escape(kernel.name.encode()) + rb"\s*(?:<[^<>;]*>)?\s*<<<", root.text))
+
+
 def _launch_call(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node) -> ts.Node | None:
     """The ``NAME<<<...>>>(...)`` call nearest the kernel's definition, None when the file has none."""
     calls = []
@@ -942,6 +964,18 @@ def _launch_site(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node) -> _Lau
             a = n.child_by_field_name("argument")
             if a is not None and a.type == "identifier":
                 written.add(_text(a))
+        if n.type == "init_declarator" and n.child_by_field_name("declarator") is not None \
+                and n.child_by_field_name("declarator").type == "reference_declarator":
+            v = _unparen(n.child_by_field_name("value"))
+            if v is not None and v.type == "identifier":
+                written.add(_text(v))  # int& r = K; r = 5;
+        elif n.type == "argument_list" and n.parent is not None and n.parent.type == "call_expression" and n.parent != call \
+                and not any(c.type == "kernel_call_syntax" for c in n.parent.children):
+            written |= {_text(a) for a in (_unparen(c) for c in n.named_children) if a is not None and a.type == "identifier"}
+        elif n.type == "binary_expression" and _text(n.child_by_field_name("operator")) == ">>":
+            r = _unparen(n.child_by_field_name("right"))
+            if r is not None and r.type == "identifier":
+                written.add(_text(r))  # std::cin >> K (a shift only reads it: taken as a write all the same)
     return _LaunchSite(call, scope, args, params, declared, written)
 
 
@@ -976,8 +1010,13 @@ def _launcher_constants(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, 
     where: ``file:line`` of the launch). A size-like parameter fixed so is no size of its own: placeholder values
     would run the kernel at a stride or a window the file never launches."""
     site = site or _launch_site(root, kernel, kernel_node)
-    if site is None:
-        return {}
+    if site is None or _launch_count(root, kernel) != 1:
+        return {}  # (two launches may pass two values: `if (big) { int K = 7; k<<<...>>>(K); } k<<<...>>>(3);`)
+    p = site.call.parent
+    while p is not None and p != site.scope:
+        if p.type == "lambda_expression":
+            return {}  # (a lambda's parameter K: its caller gives the value, not the enclosing K's initializer)
+        p = p.parent
     host = _Host(root, site.scope, {}, {})
     where = f"{source_name}:{site.call.start_point[0] + 1}"
     out: dict[str, tuple[int | float, str]] = {}
@@ -985,24 +1024,21 @@ def _launcher_constants(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, 
         if p.is_pointer:
             continue
         node, depth = a, 0
-        while depth < 8:  # through stable locals and #defines to the expression that gives the value
+        while depth < 8 and node is not None:  # through stable locals and #defines to the expression that gives the value
             node = _unparen(node)
             if node.type == "cast_expression":
                 node = node.child_by_field_name("value")
             elif node.type == "identifier" and site.stable(_text(node)):
-                init = host.definition(_text(node), site.call.start_byte)
-                if init is None:
-                    break
-                node = init
+                node = host.definition(_text(node), site.call.start_byte)
             elif node.type == "identifier" and _text(node) in host.defines and _text(node) not in site.declared:
                 node = host._parse_text(_text(host.defines[_text(node)]))
-                if node is None:
-                    break
+            elif node.type == "identifier":
+                node = None  # a local assigned again, a parameter, a global: not a constant of the launcher
             else:
                 break
             depth += 1
-        if node is None:
-            continue
+        if node is None or not _constant_names(node, site, host):
+            continue  # (an expression still naming a variable: host.expr would read that name's initializer)
         dtype = _DTYPE_OF.get(p.type) or _NEAREST.get(p.type)
         if dtype in _INT_DTYPES:
             try:

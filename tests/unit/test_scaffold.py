@@ -1031,3 +1031,47 @@ void launch(const float* x, float* y, size_t n)
                       ("need > 132 ? (int)need : 132", "max(cdiv(n, 256), 132)")):
         spec, _ = scaffold(src.replace("CAP", cap), "k")
         assert spec.launch.grid == [grid], cap
+
+
+@pytest.mark.parametrize("launcher", [
+    # found by a red team (2026-12-05): the value at the launch is not the initializer's
+    "    int ksize = 3, stride = 2;\n    stride = 4;\n",
+    "    int ksize = 3, stride = 2;\n    int& r = stride; r = 4;\n",
+    "    int ksize = 3, stride = 2;\n    set(stride);\n",
+    "    int ksize = 3, stride = 2;\n    std::cin >> stride;\n",
+])
+def test_a_launcher_local_changed_before_the_launch_is_no_constant(launcher):
+    src = POOL1D.replace("    int ksize = 3, stride = 2;\n", launcher)
+    spec, s = scaffold(src, "pool")
+    assert args(spec)["stride"].value != 2 and "the launcher's constant" not in line_comment(s, '"stride"')
+    assert args(spec)["ksize"].value == 3  # (ksize itself is untouched)
+
+
+def test_two_launches_or_a_lambda_give_no_constant():
+    two = POOL1D.replace("    pool<<<", "    if (N > 4) pool<<<(N * OL + 255) / 256, 256>>>(x, y, N, L, OL, ksize, 3, PAD, 0.5f);\n    pool<<<")
+    spec, s = scaffold(two, "pool")
+    assert "the launcher's constant" not in s.table
+    lam = POOL1D.replace("    pool<<<(N * OL + 255) / 256, 256>>>(x, y, N, L, OL, ksize, stride, PAD, 0.5f);",
+                         "    auto go = [&](int stride) { pool<<<(N * OL + 255) / 256, 256>>>(x, y, N, L, OL, ksize, stride, PAD, 0.5f); };\n    go(5);")
+    spec, s = scaffold(lam, "pool")
+    assert "the launcher's constant" not in s.table
+
+
+@pytest.mark.parametrize("change", ["int& t = s; t = 2 * W;", "grow(s, W);"])
+def test_a_stride_local_changed_through_a_reference_is_no_extent(change):
+    """A red team's kernel (2026-12-05): `int s = W;` changed through a reference before `x[r * s + c]`: the shape may
+    not claim [R, W] (verification would read past it); it stays a guess."""
+    src = """
+__device__ void grow(int& v, int W) { v = 2 * W; }
+__global__ void k(const float* x, float* y, int R, int W)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= R * W) return;
+    int r = i / W, c = i % W;
+    int s = W;
+    CHANGE
+    y[i] = x[r * s + c];
+}
+""".replace("CHANGE", change)
+    spec, s = scaffold(src, "k")
+    assert "the largest index its accesses reach" not in line_comment(s, '"x"') or args(spec)["x"].shape != ["R", "W"]
