@@ -92,8 +92,14 @@ def test_a_kernel_written_as_a_grid_stride_loop_gets_one_wave_and_16_byte_loads(
     best = found["transform stream+grid_stride+vector_loops+launch_bounds"]
     assert best.launch.grid == ["min(min(cdiv(n, 256), 65535), 1056)"] and "__ldcs(reinterpret_cast<const uint4*>" in best.kernel_text
     assert strided_already(unit_from_context(ctx))
-    odd = ctx.source.replace("float v = x[i];", "float v = x[i] + (blockIdx.x == 0 ? 1.0f : 0.0f);")
-    assert not strided_already(unit_from_context(make_ctx(odd, ctx.spec)))
+    for change in ("float v = x[i] + (blockIdx.x == 0 ? 1.0f : 0.0f);",  # found by a red team (2026-12-05): each
+                   "float v = x[i] + (i < stride ? 1.0f : 0.0f);",       # result depends on the grid's size
+                   "float v = x[i] + (threadIdx.x == 0 ? 1.0f : 0.0f);"):
+        odd = ctx.source.replace("float v = x[i];", change)
+        assert not strided_already(unit_from_context(make_ctx(odd, ctx.spec))), change
+    carried = ctx.source.replace("    for (size_t i", "    int first = 1;\n    for (size_t i").replace(
+        "float v = x[i];", "float v = x[i] + first; first = 0;")
+    assert not strided_already(unit_from_context(make_ctx(carried, ctx.spec)))
 
 
 def test_a_four_tap_window_is_not_split_over_four_lanes():

@@ -201,13 +201,19 @@ def strided_already(unit: Unit) -> bool:
             allowed.append((n.start_byte, n.end_byte))
     if not loops:
         return False
+    maybe = sx.maybe_written_names(body)
     for n in sx.walk(body):
-        if sx.is_builtin(n, "blockIdx", "x") or sx.is_builtin(n, "gridDim", "x"):
-            if not any(a <= n.start_byte < b for a, b in allowed):
-                return False
-        elif sx.is_ident(n) and sx.text(n) in decls and value(n) == _GRID_INDEX:
-            if not any(a <= n.start_byte < b for a, b in allowed):
-                return False  # the thread's index read outside the loops' headers (if (tid == 0) ...)
+        inside = any(a <= n.start_byte < b for a, b in allowed)
+        if any(sx.is_builtin(n, v, f) for v in ("blockIdx", "gridDim", "threadIdx") for f in "xyz"):
+            if not inside:
+                return False  # (if (threadIdx.x == 0) atomicAdd(p, 1): one a block, as many as the grid's blocks)
+        elif sx.is_ident(n) and sx.text(n) in decls and value(n) in (_GRID_INDEX, _GRID_SIZE):
+            if not inside or sx.text(n) in maybe:
+                return False  # the thread's index or the stride read elsewhere (y[i] = i / stride), or changed by a call
+    for loop in (n for n in sx.walk(body) if n.type == "for_statement"):
+        inner = sx.written_names(loop.child_by_field_name("body")) - sx.declared_names(loop)
+        if inner & sx.declared_names(body):  # a thread's state carried from one element to the next (a count, a flag)
+            return False
     return True
 
 

@@ -147,6 +147,12 @@ def _plan(unit: Unit) -> tuple[dict[str, str], list[dict[str, int]], list[Node]]
     if nested:
         raise Refused(f"a __shared__ declaration inside a block at line {_line(nested[0])} of the kernel (each version would allocate its own)")
     for decl in hoisted:
+        named = sx.declared_names(decl)
+        earlier = [t for t in body.named_children if t.end_byte <= decl.start_byte]
+        hidden = named & set().union(set(), *(sx.identifiers(t) for t in earlier))
+        if hidden:  # (moved above them, the shared array would hide the global those statements read)
+            raise Refused(f"the __shared__ declaration at line {_line(decl)} of the kernel declares {', '.join(sorted(hidden))}, "
+                          "which statements before it read (hoisted, it would hide what they read)")
         before = _declared_before(body, decl)
         uses = {sx.text(m) for m in sx.walk(decl) if m.type in ("identifier", "type_identifier")} - sx.declared_names(decl)
         if uses & before:
