@@ -763,6 +763,9 @@ def _openings(unit: Unit, decls: list[Node]) -> tuple[_Index, _Index, list[Node]
                     raise Refused(f"the {kind} index {name!r}: declared twice, not an integer, or written")
                 found[kind] = _Index(name, ctype, stmt)
             elif value is None or not _is_uniform(value, uniform) or name in written:
+                if value is not None and poly(value) == {("blockIdx.y",): 1}:
+                    raise Refused(f"{name!r} = {' '.join(sx.text(value).split())}: an output coordinate a block on y "
+                                  "(smem_tile tiles rows read as blockIdx.y * blockDim.y + threadIdx.y, not one a block)")
                 raise Refused(f"the declaration of {name!r} before the guard is neither an output index (blockIdx * blockDim "
                               "+ threadIdx, the launch's block) nor uniform over the block")
             else:
