@@ -1410,6 +1410,9 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
                     entry["init"] = "zeros"
                     todo.append(f"init: zeros, as an accumulator that only atomics update starts (atomic at "
                                 f"{source_name}:{line}; a launcher's memset); check")
+                elif ctype == "bool":
+                    entry["init"] = "randint(0, 2)"  # (a bool holds 0 or 1: any other byte is undefined)
+                    notes.append("bool: 0 or 1")
                 elif dtype in _INT_DTYPES and (indexed := _indexed_init(ranges, p.name, reached, symbol_list, source_name)):
                     entry["init"], why = indexed
                     notes.append(why)

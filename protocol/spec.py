@@ -55,7 +55,7 @@ _C_TYPES = {
     "i8": ("int8_t", "char", "signed char"),
     "i32": ("int", "int32_t", "signed", "signed int"),
     "i64": ("long long", "int64_t", "long", "long long int"),
-    "u8": ("uint8_t", "unsigned char"),
+    "u8": ("uint8_t", "unsigned char", "bool"),  # (a bool buffer holds 0 or 1: its spec's init must say so)
     "u32": ("unsigned", "unsigned int", "uint32_t"),
     "u64": ("size_t", "unsigned long long", "uint64_t", "unsigned long", "unsigned long long int"),
 }

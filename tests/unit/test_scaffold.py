@@ -1075,3 +1075,19 @@ __global__ void k(const float* x, float* y, int R, int W)
 """.replace("CHANGE", change)
     spec, s = scaffold(src, "k")
     assert "the largest index its accesses reach" not in line_comment(s, '"x"') or args(spec)["x"].shape != ["R", "W"]
+
+
+def test_a_bool_mask_is_u8_of_zeros_and_ones_and_its_signature_checks():
+    """`const bool* mask` (what torch's `mask.data_ptr<bool>()` gives): u8 drawn 0 or 1, and optimise's signature check
+    takes it (a new user had to change the kernel to unsigned char: 2026-12-05)."""
+    src = """
+__global__ void k(const float* x, const bool* mask, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = mask[i] ? x[i] : 0.0f;
+}
+"""
+    spec, s = scaffold(src, "k")
+    m = args(spec)["mask"]
+    assert m.dtype.value == "u8" and m.init == "randint(0, 2)" and "TODO" not in line_comment(s, '"mask"')
+    check_signature(spec, find_kernel(src, "k"))
