@@ -108,6 +108,16 @@ def test_a_four_tap_window_is_not_split_over_four_lanes():
     assert not any("rowpar" in c for c in chains("maxpool1d_dil"))
 
 
+def test_vectorize_reads_a_bound_declared_before_the_index_and_says_the_real_reason():
+    # `int idx = ...; int total = N * C * L_out; if (idx < total)`: the canonical form moves `total` above the index,
+    # and vectorize then said "total comes before the index" (a new user's false reason): it reads the tolerant
+    # opening and a bound through such a local, and says what stops it (the window's loop)
+    from ptxfactory.search.generators.transform.vectorize import VectorizePass
+
+    why = VectorizePass().why_not(unit_from_context(trial_ctx("maxpool1d_k2s2")))
+    assert why is not None and "a loop in the element's code" in why
+
+
 def test_stencil3d7_boundary_copy_then_return_is_coarsened():
     # if (edge) { out = u; return; } interior: the return kept grid_stride and coarsen away (early_exit.py)
     found = chains("stencil3d7")

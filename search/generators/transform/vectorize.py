@@ -114,7 +114,9 @@ class VectorizePass:
         if len(unit.launch.grid) != 1 or not unit.block_is_1d():
             return None, f"the launch {list(unit.launch.grid)} x {list(unit.launch.block)} is not 1-D"
         why: list[str] = []
-        g = element_guard(unit, why=why)
+        g = element_guard(unit, tolerant=True, why=why)  # (uniform declarations may precede the index: int total = N * C;)
+        if g is not None and (g.extra or g.batch):
+            return None, "the guard has parts besides the index's bound, or the grid a batch axis"
         if g is None:
             return None, ("no one-thread-per-element opening (T i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) "
                           f"return; ...){f' ({why[0]})' if why else ''}")
@@ -151,9 +153,16 @@ class VectorizePass:
                 "symbol": symbol, "block": block, "start": g.start, "end": g.end}, None
 
     def _bound_is(self, unit: Unit, bound: Node, extent: str) -> bool:
-        """``bound`` is scalar parameters (``n``, ``batch * dim``; casts allowed) whose spec values give the grid's
-        ``extent`` at every check and bench size."""
+        """``bound`` is scalar parameters (``n``, ``batch * dim``; casts allowed), or a local declared once from them and
+        never written (``int total = N * C;``), whose spec values give the grid's ``extent`` at every check and bench
+        size."""
         b = sx.uncast(bound)
+        if sx.is_ident(b) and sx.declaration_counts(unit.fn).get(sx.text(b)) == 1 \
+                and sx.text(b) not in sx.maybe_written_names(unit.body):
+            init = next((d.child_by_field_name("value") for d in sx.walk(unit.body) if d.type == "init_declarator"
+                         and sx.is_ident(d.child_by_field_name("declarator"), sx.text(b))), None)
+            if init is not None:
+                b = sx.uncast(init)
         if sx.is_ident(b):
             arg = next((a for a in unit.spec.args if a.name == sx.text(b) and a.role == "scalar"), None)
             if arg is not None and str(arg.value).strip() == extent:
