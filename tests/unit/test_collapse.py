@@ -358,3 +358,76 @@ def test_chains_are_proposed_with_and_without_collapse():
     without = [d for d in chains if "+rowpar_" in d and "collapse" not in d]
     assert with_it and without, chains
     assert {d.split("rowpar_")[1].split("+")[0] for d in with_it} & {d.split("rowpar_")[1].split("+")[0] for d in without}
+
+
+SUM2 = """
+extern "C" __global__ void k(const float* x, float* y, int T, int H, int D)
+{
+    int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b < T) {
+        float s = 0.0f;
+        for (int h = 0; h < H; h++) {
+            for (int w = 0; w < D; w++) {
+                s += x[b * H * D + h * D + w];
+            }
+        }
+        y[b] = s;
+    }
+}
+"""
+SUM2_HOST = r"""
+#include <cstdio>
+#include <cstring>
+struct Dim { unsigned x, y, z; };
+static Dim blockIdx, threadIdx, blockDim;
+#define __global__
+namespace a {
+ORIGINAL
+}
+namespace b {
+COLLAPSED
+}
+int main()
+{
+    static float x[3 * 7 * 9], y1[3], y2[3];
+    for (int e = 0; e < 3 * 7 * 9; ++e) x[e] = (float)((e * 37) % 101 - 50);
+    const int shapes[][2] = {{7, 9}, {1, 1}, {3, 2}, {0, 5}, {5, 0}, {2, 9}};
+    for (auto& s : shapes) {
+        std::memset(y1, 0, sizeof y1); std::memset(y2, 0, sizeof y2);
+        blockDim = {4, 1, 1};
+        for (unsigned t = 0; t < 4; ++t) {
+            threadIdx = {t, 0, 0};
+            a::k(x, y1, 3, s[0], s[1]);
+            b::k(x, y2, 3, s[0], s[1]);
+        }
+        if (std::memcmp(y1, y2, sizeof y1) != 0) { std::printf("differ at H=%d W=%d\n", s[0], s[1]); return 1; }
+    }
+    std::printf("same\n");
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++")
+def test_a_contiguous_nest_is_read_at_the_flat_index_without_divisions(tmp_path):
+    """sum over the last two dims (a new user's trial, 2026-12-05): `x[b * H * D + h * D + w]` is the flat index
+    `b * H * W + f`, so the collapsed loop keeps no digit (no 64-bit division an element) and vector_loops can widen
+    it after rowpar; the host emulation gives the same sums. An index whose row stride is not the inner bound keeps
+    the digits."""
+    spec = small_spec("k", """
+  { name = "x", role = "in", dtype = "f32", shape = ["T", "H", "D"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["T"] },
+  { name = "T", role = "scalar", dtype = "i32", value = "T" },
+  { name = "H", role = "scalar", dtype = "i32", value = "H" },
+  { name = "D", role = "scalar", dtype = "i32", value = "D" },
+""")
+    out = COLLAPSE.apply(unit(SUM2, spec))
+    assert "s += x[(b * H * D + 0 * D + 0) + ptxf_f];" in out.text
+    assert "/ (D)" not in out.text and "% (D)" not in out.text
+    src = SUM2_HOST.replace("ORIGINAL", SUM2.replace('extern "C"', "")).replace("COLLAPSED", out.text.replace('extern "C"', ""))
+    (tmp_path / "emu.cpp").write_text(src)
+    subprocess.run(["g++", "-std=c++17", "-O1", "-o", str(tmp_path / "emu"), str(tmp_path / "emu.cpp")], check=True)
+    assert subprocess.run([str(tmp_path / "emu")], capture_output=True, text=True).stdout.strip() == "same"
+    other = unit(SUM2.replace("h * D + w", "h * (D + 1) + w"), spec)
+    strided = COLLAPSE.apply(other) if COLLAPSE.why_not(other) is None else None
+    assert strided is None or "int w = (int)(ptxf_f % (D));" in strided.text

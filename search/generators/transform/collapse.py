@@ -47,6 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import syntax as sx
+from .affine import mul, poly, split
 from .base import LOAD_FUNCS, Unit
 from .opening import paren
 from .reductions import PURE_CALLS
@@ -181,14 +182,71 @@ class CollapsePass(PlannedPass):
         guard = " && ".join(f"{paren(x.lo)} {'<=' if x.inclusive else '<'} {paren(x.hi)}" for x in (ho, hi))
         inner_ind = sx.line_indent(unit.data, inner.start_byte)[0].decode()
         digits = [_digit(x, f"{flat} {op} ({n_i})") for x, op in ((ho, "/"), (hi, "%"))]
-        head = (f"for ({ftype} {flat} = 0; {flat} < ({ftype})({n_o}) * ({n_i}); ++{flat}) {{"
-                + "".join(f"\n{inner_ind}{d}" for d in digits))
         ib, at = inner.child_by_field_name("body"), outer.start_byte
-        nest = sx.apply_edits(outer.text, [(0, body.start_byte + 1 - at, head.encode()), (inner.start_byte - at, ib.start_byte - at, b"")])
+        folds, needed = _fold_indices(ib, ho, hi, flat) if not decls else ([], True)
+        head = (f"for ({ftype} {flat} = 0; {flat} < ({ftype})({n_o}) * ({n_i}); ++{flat}) {{"
+                + "".join(f"\n{inner_ind}{d}" for d in digits if needed))
+        nest = sx.apply_edits(outer.text, [(0, body.start_byte + 1 - at, head.encode()), (inner.start_byte - at, ib.start_byte - at, b"")]
+                              + [(a - at, b - at, t) for a, b, t in folds])
         ind = sx.line_indent(unit.data, outer.start_byte)[0].decode()
         text = (f"if ({guard}) {{  // the nest over {h}, {i} as one loop (transform collapse)\n{ind}    "
                 + nest.decode().replace("\n", "\n    ") + f"\n{ind}}}")
         return [(outer.start_byte, outer.end_byte, text.encode())]
+
+
+def _fold_indices(body: Node, ho: Head, hi: Head, flat: str) -> tuple[list[tuple[int, int, bytes]], bool]:
+    """Subscripts (and the hints' loads, ``__ldg(p + index)``) of the inner body ``body`` at ``q + c * (h * n + i)`` (``n`` the inner loop's bound, both loops from 0,
+    ``c`` an integer, ``q`` free of both) read at ``q + c * flat``: a contiguous sum over a nest (``in[b * H * W + h * W
+    + w]``) becomes one at the flat index, which ``vector_loops`` then widens, with no division each element. Returns
+    the edits (bytes of the outer loop's text) and whether the digits are still read (their declarations kept)."""
+    h, i = ho.name, hi.name
+    if not (sx.is_number(ho.lo, 0) and sx.is_number(hi.lo, 0)) or ho.inclusive or hi.inclusive:
+        return [], True
+    n = poly(hi.hi)
+    if n is None or {h, i} & set(sx.identifiers(hi.hi)):
+        return [], True
+    edits, spans = [], []
+    for node in sx.walk(body):
+        if node.type == "subscript_expression":
+            idx = sx.subscript_index(node)
+        elif node.type == "call_expression" and ((sx.call_name(node) or "") in LOAD_FUNCS
+                                                 or (sx.call_name(node) or "").startswith("ptxf_ldna_")) and sx.call_args(node):
+            arg = sx.unparen(sx.call_args(node)[0])  # __ldg(p + (index)): the hints' form
+            idx = arg.child_by_field_name("right") if arg is not None and arg.type == "binary_expression" \
+                and sx.operator(arg) == "+" else None
+        else:
+            continue
+        p = poly(idx) if idx is not None else None
+        if p is None or not ({h, i} & {x for m in p for x in m}):
+            continue
+        ph = split(p, h)
+        pw = split(ph[1], i) if ph is not None else None
+        if pw is None:
+            continue
+        a_w, q = pw
+        if list(a_w) != [()] or {h, i} & {x for m in q for x in m} or ph[0] != mul(a_w, n):
+            continue
+        c = a_w[()]
+        zeroed = _zeroed(idx, {h, i})
+        term = flat if c == 1 else f"({c}) * {flat}"
+        edits.append((idx.start_byte, idx.end_byte, f"({zeroed}) + {term}".encode()))
+        spans.append((idx.start_byte, idx.end_byte))
+    needed = any(sx.is_ident(nd) and sx.text(nd) in (h, i) and not any(a <= nd.start_byte < b for a, b in spans)
+                 for nd in sx.walk(body))
+    return edits, needed
+
+
+def _zeroed(node: Node, names: set[str]) -> str:
+    """``node``'s text with each of ``names`` read as 0 (the index's part free of the loop digits)."""
+    out, pos, base = [], node.start_byte, node.start_byte
+    text = node.text
+    for nd in sx.walk(node):
+        if sx.is_ident(nd) and sx.text(nd) in names:
+            out.append(text[pos - base:nd.start_byte - base])
+            out.append(b"0")
+            pos = nd.end_byte
+    out.append(text[pos - base:])
+    return b"".join(out).decode()
 
 
 def _shape(loop: Node) -> bool:
