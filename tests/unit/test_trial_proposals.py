@@ -118,6 +118,25 @@ def test_vectorize_reads_a_bound_declared_before_the_index_and_says_the_real_rea
     assert why is not None and "a loop in the element's code" in why
 
 
+def test_a_split_that_gains_neither_parallelism_nor_coalescing_is_refused_on_a_gpu():
+    """convT2d_s2's channel loop (lanes reading H * W apart) under outputs that fill an H200 many times: rowpar
+    refuses with the GPU's facts (a helper judged those candidates losses); a row reduction keeps its split."""
+    from ptxfactory.protocol import GpuFacts
+    from ptxfactory.search.base import GenContext
+    from ptxfactory.search.generators.transform.rowpar import RowParallelPass
+
+    h200 = GpuFacts(name="H200", arch="sm_90a", sm_count=132, l2_bytes=50 << 20, copy_gbps=4200.0, peak_gbps=4800.0)
+
+    def on_gpu(name, kernel=None):
+        ctx = trial_ctx(name, kernel)
+        return unit_from_context(GenContext(spec=ctx.spec, source=ctx.source, kernel=ctx.kernel, original=ctx.original,
+                                            facts=h200))
+
+    why = RowParallelPass(8).why_not(on_gpu("convT2d_s2", "conv_transpose2d"))
+    assert why is not None and "the rows fill the GPU" in why
+    assert RowParallelPass(8).why_not(on_gpu("argmax_lastdim")) is None
+
+
 def test_stencil3d7_boundary_copy_then_return_is_coarsened():
     # if (edge) { out = u; return; } interior: the return kept grid_stride and coarsen away (early_exit.py)
     found = chains("stencil3d7")

@@ -481,16 +481,7 @@ class RowParallelPass(PlannedPass):
         for loop, j in rw.loops:
             body = loop.child_by_field_name("body")
             strides = []
-            for n in sx.walk(body):
-                if n.type == "call_expression" and sx.call_name(n) in LOAD_FUNCS | STORE_FUNCS and sx.call_args(n):
-                    base, f = walk.address_poly(sx.call_args(n)[0], subst)
-                elif n.type == "subscript_expression" or (n.type == "pointer_expression" and sx.operator(n) == "*"):
-                    base = access_base(n)
-                    f = walk.index_poly(n, subst) if base in walk.roots else None
-                else:
-                    continue
-                if base in walk.arrays or base not in walk.roots:
-                    continue
+            for _, f in walk.buffer_accesses(body, subst):
                 parts = None if f is None else split(f, j)
                 if parts is None:
                     return  # (an index it cannot read: no judgement)
@@ -898,6 +889,23 @@ class _Walk:
         """The element ``access`` touches, relative to its buffer's start (:func:`index_poly`)."""
         return index_poly(access, self.offsets, subst)
 
+    def buffer_accesses(self, body: Node, subst: dict[str, Poly]) -> list[tuple[str, Poly | None]]:
+        """``(pointer, element)`` of every access under ``body`` to a buffer of the kernel (``p[i]``, ``*p``, a load or
+        store hint's ``p + i``; thread-local arrays left out), the element a polynomial relative to the buffer's start,
+        None where it is not one."""
+        out = []
+        for n in sx.walk(body):
+            if n.type == "call_expression" and sx.call_name(n) in LOAD_FUNCS | STORE_FUNCS and sx.call_args(n):
+                base, f = self.address_poly(sx.call_args(n)[0], subst)  # __ldg(p + i), __stcs(&p[i], v)
+            elif n.type == "subscript_expression" or (n.type == "pointer_expression" and sx.operator(n) == "*"):
+                base = access_base(n)
+                f = self.index_poly(n, subst) if base in self.roots else None
+            else:
+                continue
+            if base not in self.arrays and base in self.roots:
+                out.append((base, f))
+        return out
+
     def strides_columns(self, loop: Node, j: str, index: str) -> bool:
         """The loop over ``j`` walks columns: at least one buffer access in it is ``a * j + index + b`` (``a`` not 1, ``a``
         and ``b`` free of ``index``: consecutive threads on consecutive elements, iterations a stride apart), and every
@@ -909,16 +917,7 @@ class _Walk:
         mine = subst.pop(index, None)  # what index is initialised from, folded back into index where constants hold it
         fast = _remainders_of(self.unit.body, index)  # j = idx % D2: consecutive threads, consecutive j (a flat index)
         found = False
-        for n in sx.walk(body):
-            if n.type == "call_expression" and sx.call_name(n) in LOAD_FUNCS | STORE_FUNCS and sx.call_args(n):
-                base, f = self.address_poly(sx.call_args(n)[0], subst)  # __ldg(p + i), __stcs(&p[i], v)
-            elif n.type == "subscript_expression" or (n.type == "pointer_expression" and sx.operator(n) == "*"):
-                base = access_base(n)
-                f = self.index_poly(n, subst) if base in self.roots else None
-            else:
-                continue
-            if base in self.arrays or base not in self.roots:
-                continue
+        for _, f in self.buffer_accesses(body, subst):
             if f is not None and mine:
                 k = f.get(next(iter(mine)), 0) // next(iter(mine.values()))
                 if k and all(f.get(m) == k * c for m, c in mine.items()):
