@@ -137,6 +137,15 @@ def test_a_split_that_gains_neither_parallelism_nor_coalescing_is_refused_on_a_g
     assert RowParallelPass(8).why_not(on_gpu("argmax_lastdim")) is None
 
 
+def test_a_window_the_launcher_fixes_is_short_for_coarsen_and_specialise_takes_unrolled_rows():
+    # dwconv2d_pad (the session's generality check): `for (kh = 0; kh < K; ...)` with K = 3 from the launcher was "not a
+    # short one between literal bounds" to coarsen and coarsen_outer, and specialise refused coarsen_outer's
+    # `#pragma unroll` as a preprocessor directive
+    found = chains("dwconv2d_pad")
+    assert "ldg+coarsen_4+unroll+specialise+launch_bounds" in found
+    assert "ldg+unflatten+coarsen_outer_4+specialise+launch_bounds" in found
+
+
 def test_stencil3d7_boundary_copy_then_return_is_coarsened():
     # if (edge) { out = u; return; } interior: the return kept grid_stride and coarsen away (early_exit.py)
     found = chains("stencil3d7")

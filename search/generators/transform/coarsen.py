@@ -83,7 +83,7 @@ class CoarsenPass:
         if g.name in bound_names:
             return None, f"the bound {sx.text(g.bound)!r} reads the index {g.name!r}"
         for stmt in g.rest:
-            reason = element_hazard(stmt, g.name, bound_names, loop_ok=_short_loop(unit.notes.get("constants")))
+            reason = element_hazard(stmt, g.name, bound_names, loop_ok=_short_loop(unit))
             if reason:
                 return None, f"line {stmt.start_point[0] + 1}: {reason}"
         ctype = sx.type_text(g.type_node)
@@ -164,7 +164,19 @@ class CoarsenPass:
 SHORT_LOOP = 64  # iterations of a loop with literal bounds that an element's code may hold (a filter's taps)
 
 
-def _short_loop(constants: dict[str, int] | None):
+def _short_loop(unit: Unit):
     """A ``for`` loop of at most :data:`SHORT_LOOP` iterations between literal bounds (or the file's ``#define``
-    constants) is part of the element's work (a 7-tap filter), not a row."""
-    return lambda n: n.type == "for_statement" and (t := sx.literal_trips(n, constants)) is not None and t <= SHORT_LOOP
+    constants), or whose bound the spec's values give at most that at every bench size (a window ``K`` the launcher
+    fixes at 3), is part of the element's work (a 7-tap filter), not a row."""
+    from .rowpar import loop_trips
+
+    constants = unit.notes.get("constants")
+
+    def short(n: Node) -> bool:
+        if n.type != "for_statement":
+            return False
+        t = sx.literal_trips(n, constants)
+        if t is None:
+            t = loop_trips(unit, n)
+        return t is not None and t <= SHORT_LOOP
+    return short

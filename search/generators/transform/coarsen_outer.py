@@ -101,7 +101,7 @@ class OuterCoarsenPass:
         if why:
             return None, why
         rest = stmts[at + 1:]
-        short = _short_loop(unit.notes.get("constants"))
+        short = _short_loop(unit)
         for stmt in rest:
             why = repeat_hazard(stmt, short)
             if why:

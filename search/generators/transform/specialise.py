@@ -25,7 +25,7 @@ Refused (:meth:`SpecialisePass.refusal` says why): no such scalar; more combinat
 written in the body (assigned, incremented, its address taken) or its name declared again inside it (a variable, a
 parameter of a lambda, an enumerator); a scalar used other than as a plain read of its value (a reference, a lambda
 capture, an asm operand, ``decltype``, an argument of a call other than a math builtin: each would bind to the name,
-and a literal means something else there); labels and preprocessor directives (each copy would repeat them); a body
+and a literal means something else there); labels and preprocessor directives but ``#pragma`` (each copy would repeat them); a body
 that does not parse (a macro the parser cannot see through may hide a ``__shared__`` array or a write); a
 ``__shared__`` array declared anywhere but the body's top level, or one whose declaration reads a name or type
 declared before it in the body (top-level ones are declared once, before the versions, so no copy allocates its
@@ -132,7 +132,7 @@ def _plan(unit: Unit) -> tuple[dict[str, str], list[dict[str, int]], list[Node]]
     for n in sx.walk(body):
         if n.type == "labeled_statement":
             raise Refused(f"a label at line {_line(n)} of the kernel (each version would define it again)")
-        if n.type.startswith("preproc"):
+        if n.type.startswith("preproc") and not _pragma(n):
             raise Refused(f"a preprocessor directive in the body at line {_line(n)} of the kernel (each version would repeat it)")
         if n.type == "ERROR" or n.is_missing:
             raise Refused(f"the body does not parse at line {_line(n)} of the kernel (a macro the parser cannot see through may hide "
@@ -207,6 +207,13 @@ def _declared_before(body: Node, stmt: Node) -> set[str]:
         out |= {sx.text(m.child_by_field_name("name")) for m in sx.walk(s)
                 if m.type == "alias_declaration" and m.child_by_field_name("name") is not None}
     return out
+
+
+def _pragma(n: Node) -> bool:
+    """``n`` is a ``#pragma`` line or a part of one (repeating it in each version means the same)."""
+    while n is not None and n.type != "preproc_call":
+        n = n.parent if n.type.startswith("preproc") else None
+    return n is not None and sx.text(n).lstrip().startswith("#pragma")
 
 
 def _line(n: Node) -> int:
