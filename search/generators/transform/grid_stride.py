@@ -153,15 +153,16 @@ class GridStridePass:
         return unit.with_text(sx.apply_edits(data, edits), launch=launch, grid_cap=cap)
 
 
-_GRID_INDEX = {("blockDim.x", "blockIdx.x"): 1, ("threadIdx.x",): 1}  # blockIdx.x * blockDim.x + threadIdx.x
-_GRID_SIZE = {("blockDim.x", "gridDim.x"): 1}  # gridDim.x * blockDim.x
+GRID_INDEX = {("blockDim.x", "blockIdx.x"): 1, ("threadIdx.x",): 1}  # blockIdx.x * blockDim.x + threadIdx.x, as a polynomial
+GRID_SIZE = {("blockDim.x", "gridDim.x"): 1}  # gridDim.x * blockDim.x: a grid-stride loop's step
 
 
 def strided_already(unit: Unit) -> bool:
     """The kernel is written as grid-stride loops over a 1-D launch (``for (i = blockIdx.x * blockDim.x + threadIdx.x;
-    i < n; i += blockDim.x * gridDim.x)``, the stride possibly a local declared once): ``blockIdx.x`` and ``gridDim.x``
-    appear in nothing but those loops' headers and the stride's declaration, so every grid covers every element once
-    (a user's own cap of 65535 blocks can become one wave)."""
+    i < n; i += blockDim.x * gridDim.x)``, the stride possibly a local declared once): ``threadIdx``, ``blockIdx`` and
+    ``gridDim`` appear in nothing but those loops' headers and the index's and stride's declarations, nothing may change
+    those locals, and no variable carries a thread's state from one element to the next, so every grid computes the
+    same (a user's own cap of 65535 blocks can become one wave)."""
     from .affine import poly
 
     body = unit.body
@@ -192,11 +193,11 @@ def strided_already(unit: Unit) -> bool:
                     or sx.operator(upd) != "+=":
                 continue
             j = sx.text(ds[0].child_by_field_name("declarator"))
-            if value(upd.child_by_field_name("right")) == _GRID_SIZE and value(ds[0].child_by_field_name("value")) == _GRID_INDEX \
+            if value(upd.child_by_field_name("right")) == GRID_SIZE and value(ds[0].child_by_field_name("value")) == GRID_INDEX \
                     and j not in sx.written_names(n.child_by_field_name("body")):
                 allowed += [(init.start_byte, init.end_byte), (upd.start_byte, upd.end_byte)]
                 loops += 1
-        elif n.type == "init_declarator" and value(n.child_by_field_name("value")) in (_GRID_SIZE, _GRID_INDEX) \
+        elif n.type == "init_declarator" and value(n.child_by_field_name("value")) in (GRID_SIZE, GRID_INDEX) \
                 and sx.is_ident(n.child_by_field_name("declarator")) and sx.text(n.child_by_field_name("declarator")) in decls:
             allowed.append((n.start_byte, n.end_byte))
     if not loops:
@@ -207,7 +208,7 @@ def strided_already(unit: Unit) -> bool:
         if any(sx.is_builtin(n, v, f) for v in ("blockIdx", "gridDim", "threadIdx") for f in "xyz"):
             if not inside:
                 return False  # (if (threadIdx.x == 0) atomicAdd(p, 1): one a block, as many as the grid's blocks)
-        elif sx.is_ident(n) and sx.text(n) in decls and value(n) in (_GRID_INDEX, _GRID_SIZE):
+        elif sx.is_ident(n) and sx.text(n) in decls and value(n) in (GRID_INDEX, GRID_SIZE):
             if not inside or sx.text(n) in maybe:
                 return False  # the thread's index or the stride read elsewhere (y[i] = i / stride), or changed by a call
     for loop in (n for n in sx.walk(body) if n.type == "for_statement"):

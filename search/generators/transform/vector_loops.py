@@ -82,6 +82,7 @@ from dataclasses import dataclass, field
 from . import syntax as sx
 from .affine import Poly, add, poly
 from .base import LOAD_FUNCS, STORE_FUNCS, Unit, access_kind, int_literal
+from .grid_stride import GRID_INDEX, GRID_SIZE
 from .syntax import COLLECTIVES
 from .reductions import loop_accumulators
 from .rowpar import LANE, Refused as RowRefused, row_constants, pointer_offsets, pointer_roots, written_roots
@@ -91,8 +92,6 @@ from .vectorize import vector_load
 VEC_BYTES = 16
 PREFIX = "ptxf_vl"
 GRID = "grid"  # the group of a grid-stride loop over a 1-D launch: every thread of the grid, one element each a step
-_GRID_INDEX = {("blockDim.x", "blockIdx.x"): 1, ("threadIdx.x",): 1}  # blockIdx.x * blockDim.x + threadIdx.x
-_GRID_SIZE = {("blockDim.x", "gridDim.x"): 1}  # blockDim.x * gridDim.x
 # element type -> (size in bytes, bits -> element, element -> bits (an unsigned value))
 ELEMENTS = {
     "float": (4, "__uint_as_float({})", "__float_as_uint((float)({}))"),
@@ -706,10 +705,10 @@ class LoopAnalysis:
         blockDim.x``, or a local equal to it): a grid-stride loop, whose group is every thread of the grid. None
         otherwise (or for a launch of more than one dimension)."""
         if step is None or not self.unit.block_is_1d() or len(self.unit.launch.grid) != 1 \
-                or self._value_poly(step) != _GRID_SIZE:
+                or self._value_poly(step) != GRID_SIZE:
             return None
         for t in terms:
-            if self._value_poly(t) == _GRID_INDEX:
+            if self._value_poly(t) == GRID_INDEX:
                 return [t]
         polys = [(t, poly(t)) for t in terms]
         tid = [t for t, q in polys if q == {("threadIdx.x",): 1}]
