@@ -32,7 +32,7 @@ from .cexpr import (Node, Poly, add, at_most, clause_value, conjuncts, constant,
 
 # calls that take their arguments by value (math and conversion builtins, min/max, loads): a name passed to any other
 # call may be changed through a reference parameter
-_PURE_CALL = re.compile(r"(?:std::)?(?:min|max|abs|f?min[fl]?|f?max[fl]?|f?abs[fl]?|u?min|u?max|sqrtf?|rsqrtf?|expf?|logf?|"
+PURE_CALL = re.compile(r"(?:std::)?(?:min|max|abs|f?min[fl]?|f?max[fl]?|f?abs[fl]?|u?min|u?max|sqrtf?|rsqrtf?|expf?|logf?|"
                         r"powf?|floorf?|ceilf?|__\w+|static_cast|int|float|double|size_t|ptxf_\w+)")
 Range = tuple[Poly | None, Poly | None]  # (lowest, highest) value, both inclusive; None: not known
 UNKNOWN: Range = (None, None)
@@ -104,7 +104,7 @@ class Ranges:
             if target is not None and target.type == "identifier":
                 self.writes.setdefault(text(target), []).append(n)
             if n.type == "argument_list" and n.parent is not None and n.parent.type == "call_expression" \
-                    and not _PURE_CALL.fullmatch(text(n.parent.child_by_field_name("function"))):
+                    and not PURE_CALL.fullmatch(text(n.parent.child_by_field_name("function"))):
                 for a in n.named_children:  # grow(s, W) with an int& parameter: s may change
                     a = unparen(a)
                     if a is not None and a.type == "identifier":

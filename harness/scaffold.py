@@ -50,7 +50,7 @@ from ptxfactory.protocol.spec import Dtype, SpecError, parse_spec, spec_path_for
 
 from .cexpr import Poly, add, at_most, divide, mul, names, nonneg, poly, show
 from .cmacros import integer_constants
-from .extents import Access, Extent, Range, Ranges, accesses, bounded_loop, extent, indexed_extent
+from .extents import PURE_CALL, Access, Extent, Range, Ranges, accesses, bounded_loop, extent, indexed_extent
 from .source import KernelDef, find_kernel, find_kernels
 from .static_checks import unset_constants
 
@@ -970,13 +970,21 @@ def _launch_site(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node) -> _Lau
             if v is not None and v.type == "identifier":
                 written.add(_text(v))  # int& r = K; r = 5;
         elif n.type == "argument_list" and n.parent is not None and n.parent.type == "call_expression" and n.parent != call \
-                and not any(c.type == "kernel_call_syntax" for c in n.parent.children):
+                and not any(c.type == "kernel_call_syntax" for c in n.parent.children) \
+                and not _by_value(_text(n.parent.child_by_field_name("function"))):
             written |= {_text(a) for a in (_unparen(c) for c in n.named_children) if a is not None and a.type == "identifier"}
         elif n.type == "binary_expression" and _text(n.child_by_field_name("operator")) == ">>":
             r = _unparen(n.child_by_field_name("right"))
             if r is not None and r.type == "identifier":
                 written.add(_text(r))  # std::cin >> K (a shift only reads it: taken as a write all the same)
     return _LaunchSite(call, scope, args, params, declared, written)
+
+
+def _by_value(function: str) -> bool:
+    """A callee that takes its arguments by value (a grid's `cdiv`, `min`/`max`, math, `dim3`, a cast): passing a local
+    to it changes nothing."""
+    short = function.split("::")[-1]
+    return function in _CDIV_NAMES or short in _CDIV_NAMES or short == "dim3" or bool(PURE_CALL.fullmatch(function))
 
 
 def _launch_config_names(root: ts.Node, site: _LaunchSite) -> set[str]:
