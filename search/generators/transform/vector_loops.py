@@ -110,7 +110,6 @@ CHUNKS = {16: "uint4", 8: "uint2"}
 HINT_LOADS = frozenset({"__ldg", "__ldcs"})  # scalar hint -> the same function on the 16-byte value (uint4 overloads)
 HINT_STORES = frozenset({"__stcs"})
 PURE_FUNCS = sx.VALUE_FUNCS
-WIDE_TYPES = ("long long", "unsigned long long", "size_t", "long", "unsigned long", "int64_t", "uint64_t", "ptrdiff_t")
 NARROW = ("short", "unsigned short", "char", "signed char", "unsigned char", "int8_t", "uint8_t")
 JUMPS = ("break_statement", "continue_statement", "return_statement", "goto_statement", "labeled_statement")
 COMPONENTS = "xyzw"
@@ -237,6 +236,7 @@ class VectorLoopsPass:
         well_formed = u.type == "assignment_expression" and sx.operator(u) == "+=" and sx.is_ident(sx.unparen(u.child_by_field_name("left")), j)
         step = sx.unparen(u.child_by_field_name("right")) if well_formed else None
         lane_nodes = a.grid_lane(terms, step)
+        grid = lane_nodes is not None
         if lane_nodes is None:  # a row's lanes: a block, C of its threads, a cluster's blocks
             lanes = [t for t in terms if a.lane_group(t) is not None]
             if len(lanes) != 1:
@@ -295,8 +295,8 @@ class VectorLoopsPass:
         lit = sx.literal_value(step) if sx.is_number(step) else None
         step_vec = str(lit * vec) if isinstance(lit, int) else f"({ctype})({sx.text(step)}) * {vec}"
         vtype = ctype
-        if len(lane_nodes) > 1 or a.grid_lane(lane_nodes, step) is not None:  # a grid's lanes: the whole grid, times VEC
-            vtype = ctype if ctype in WIDE_TYPES else "long long"
+        if grid:  # a grid's lanes: the whole grid, times VEC
+            vtype = ctype if ctype in sx.WIDE_INT_TYPES else "long long"
             step_vec = f"({vtype})({sx.text(step)}) * {vec}"
         return _Plan(loop, j, ctype, lane_text, sx.text(step), step_vec, start, start_terms, bound, streams, vec,
                      size, proven, unroll_pragma(loop), uses_j, vtype)
@@ -408,12 +408,7 @@ class VectorLoopsPass:
             if o.type not in sx.LOOPS or (o.start_byte <= span[0] and span[1] <= o.end_byte) \
                     or (span[0] <= o.start_byte and o.end_byte <= span[1]) or _exclusive(loop, o):
                 continue  # this loop, a loop around it, one inside it, one on the other branch of an if
-            try:
-                o_written = written_roots(o, a.roots, a.arrays)
-            except RowRefused:
-                raise Refused(f"another loop (line {o.start_point[0] + 1}) writes a buffer it cannot name") from None
-            o_touched = {a.roots.get(sx.text(n)) for n in sx.walk(o) if n.type == "identifier" and sx.text(n) in a.roots}
-            shared = (mine & o_written) | (mine_written & o_touched)
+            shared = _shared(a, o, mine, mine_written, elements_only=False)
             if shared:
                 raise Refused(f"the loop at line {o.start_point[0] + 1} also touches {', '.join(sorted(map(str, shared)))}, "
                               "which one of the two writes: lanes would exchange elements with no barrier")
@@ -422,13 +417,7 @@ class VectorLoopsPass:
             if o.type not in ("expression_statement", "declaration", "return_statement", "condition_clause") \
                     or _in_loop(o, unit.body) or _exclusive(loop, o):
                 continue
-            try:
-                o_written = written_roots(o, a.roots, a.arrays)
-            except RowRefused:
-                raise Refused(f"line {o.start_point[0] + 1} writes a buffer it cannot name") from None
-            o_touched = {a.roots.get(sx.text(n)) for n in sx.walk(o)  # (elements accessed: not a pointer's arithmetic)
-                         if n.type == "identifier" and sx.text(n) in a.roots and access_of(n) is not None}
-            shared = (mine & o_written) | (mine_written & o_touched)
+            shared = _shared(a, o, mine, mine_written, elements_only=True)
             if shared:
                 raise Refused(f"line {o.start_point[0] + 1}, outside the loop, also touches {', '.join(sorted(map(str, shared)))}, "
                               "which one of the two writes: lanes would exchange elements with no barrier")
@@ -599,6 +588,7 @@ class LoopAnalysis:
                 if d.type == "init_declarator":
                     self.inits[name] = d.child_by_field_name("value")
         self.written = sx.written_names(fn)
+        self.maybe_written = sx.maybe_written_names(fn)  # (also through a reference or a call: a lane's or stride's local)
         self.roots = pointer_roots(unit)
         self.offsets = pointer_offsets(unit, self.roots)
         self.constants = row_constants(body)
@@ -722,7 +712,7 @@ class LoopAnalysis:
         :meth:`context_uniform` (which sets the group)."""
         local = sx.declared_names(body)
         for n in sx.walk(body):
-            if n.type == "field_expression" and any(sx.is_builtin(n, v, f) for v in ("threadIdx", "blockIdx") for f in "xyz"):
+            if _thread_builtin(n):
                 if not self.uniform(n, extra):
                     return sx.text(n)
             elif sx.is_ident(n) and (n.parent is None or n.parent.type != "field_expression"):
@@ -739,7 +729,7 @@ class LoopAnalysis:
         if init is None or depth > 16:
             return False
         for m in sx.walk(init):
-            if m.type == "field_expression" and any(sx.is_builtin(m, v, f) for v in ("threadIdx", "blockIdx") for f in "xyz"):
+            if _thread_builtin(m):
                 return True
             if sx.is_ident(m) and sx.text(m) != name and self._reads_thread(sx.text(m), depth + 1):
                 return True
@@ -750,8 +740,7 @@ class LoopAnalysis:
         node = sx.uncast(node)
         if sx.is_ident(node):
             name = sx.text(node)
-            if self.declared.get(name) != 1 or name in self.written or name not in self.inits \
-                    or name in sx.maybe_written_names(self.unit.body):
+            if self.declared.get(name) != 1 or name in self.maybe_written or name not in self.inits:
                 return None
             node = self.inits[name]
         return poly(node)
@@ -1230,6 +1219,24 @@ def _base_poly(terms: list[Node]) -> Poly | None:
 def _first_arg_text(x: _Access, at: str, data: bytes) -> str:
     arg = sx.call_args(x.node)[0]
     return sx.render(arg, data, lambda nd: at.encode() if (nd.start_byte, nd.end_byte) == (x.j_node.start_byte, x.j_node.end_byte) else None).decode()
+
+
+def _thread_builtin(n: Node) -> bool:
+    """``n`` is ``threadIdx`` or ``blockIdx`` of any axis."""
+    return n.type == "field_expression" and any(sx.is_builtin(n, v, f) for v in ("threadIdx", "blockIdx") for f in "xyz")
+
+
+def _shared(a: "LoopAnalysis", o: Node, mine: set, mine_written: set, elements_only: bool) -> set:
+    """The buffers (roots) that code ``o`` writes among ``mine`` (what a loop touches), or touches among
+    ``mine_written`` (what it writes); ``elements_only``: count only element accesses as touching (a straight-line
+    statement's pointer arithmetic reads no element). Raises Refused where ``o`` writes a buffer it cannot name."""
+    try:
+        o_written = written_roots(o, a.roots, a.arrays)
+    except RowRefused:
+        raise Refused(f"line {o.start_point[0] + 1} writes a buffer it cannot name") from None
+    o_touched = {a.roots.get(sx.text(n)) for n in sx.walk(o) if n.type == "identifier" and sx.text(n) in a.roots
+                 and (not elements_only or access_of(n) is not None)}
+    return (mine & o_written) | (mine_written & o_touched)
 
 
 def _in_loop(node: Node, body: Node) -> bool:
