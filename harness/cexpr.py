@@ -55,6 +55,48 @@ def uncast(node: Node | None) -> Node | None:
     return node
 
 
+def written_names(node: Node) -> set[str]:
+    """Identifiers assigned (``=``, ``op=``), incremented or decremented, or whose address is taken, under ``node``."""
+    out = set()
+    for n in walk(node):
+        target = None
+        if n.type == "assignment_expression":
+            target = n.child_by_field_name("left")
+        elif n.type == "update_expression":
+            target = n.child_by_field_name("argument")
+        elif n.type == "pointer_expression" and operator(n) == "&":
+            target = n.child_by_field_name("argument")
+        target = unparen(target)
+        if target is not None and target.type == "identifier":
+            out.add(text(target))
+    return out
+
+
+def maybe_written_names(node: Node, by_value: Callable[[Node], bool]) -> set[str]:
+    """:func:`written_names` and the names something else may write: bound to a reference (``int& r = s;``), passed
+    bare to a call that ``by_value`` (given the call) does not say takes its arguments by value (``grow(s, W)``: an
+    ``int&`` parameter), shifted into by a stream (``std::cin >> s``)."""
+    def ident(n: Node | None) -> bool:
+        return n is not None and n.type == "identifier"
+
+    out = written_names(node)
+    for n in walk(node):
+        if n.type == "init_declarator" and n.child_by_field_name("declarator") is not None \
+                and n.child_by_field_name("declarator").type == "reference_declarator":
+            v = unparen(n.child_by_field_name("value"))
+            if ident(v):
+                out.add(text(v))
+        elif n.type == "argument_list" and n.parent is not None and n.parent.type == "call_expression" \
+                and not by_value(n.parent):
+            out |= {text(a) for a in (unparen(c) for c in n.named_children) if ident(a)}
+        elif n.type == "binary_expression" and operator(n) == ">>" and ident(unparen(n.child_by_field_name("right"))):
+            left = unparen(n.child_by_field_name("left"))
+            if left is not None and left.type in ("qualified_identifier", "binary_expression") or (
+                    ident(left) and text(left) in ("cin", "std")):
+                out.add(text(unparen(n.child_by_field_name("right"))))
+    return out
+
+
 def clause_value(cond: Node | None) -> Node | None:
     """The expression inside an ``if``/``while`` ``condition_clause`` (``cond`` itself for any other node)."""
     if cond is not None and cond.type == "condition_clause":

@@ -48,7 +48,7 @@ import tree_sitter_cuda
 from ptxfactory.protocol.expr import ExprError, evaluate, symbols_in
 from ptxfactory.protocol.spec import Dtype, SpecError, parse_spec, spec_path_for
 
-from .cexpr import Poly, add, at_most, divide, mul, names, nonneg, poly, show
+from .cexpr import Poly, add, at_most, divide, maybe_written_names, mul, names, nonneg, poly, show
 from .cmacros import integer_constants
 from .extents import PURE_CALL, Access, Extent, Range, Ranges, accesses, bounded_loop, extent, indexed_extent
 from .source import KernelDef, find_kernel, find_kernels
@@ -948,35 +948,14 @@ def _launch_site(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node) -> _Lau
         params = {_text(n) for n in _walk(decl.child_by_field_name("parameters")) if n.type == "identifier"}
     args = [c for c in call.child_by_field_name("arguments").named_children if c.type != "comment"]
     declared: dict[str, int] = {}
-    written: set[str] = set()
     for n in _walk(scope):
         if n.type == "init_declarator":
             d = n.child_by_field_name("declarator")
             if d is not None and d.type == "identifier":
                 declared[_text(d)] = declared.get(_text(d), 0) + 1
-        elif n.type in ("assignment_expression", "update_expression"):
-            t = n.child_by_field_name("left" if n.type == "assignment_expression" else "argument")
-            while t is not None and t.type == "parenthesized_expression" and t.named_child_count == 1:
-                t = t.named_children[0]
-            if t is not None and t.type == "identifier":
-                written.add(_text(t))
-        elif n.type == "pointer_expression" and _text(n.child_by_field_name("operator")) == "&":
-            a = n.child_by_field_name("argument")
-            if a is not None and a.type == "identifier":
-                written.add(_text(a))
-        if n.type == "init_declarator" and n.child_by_field_name("declarator") is not None \
-                and n.child_by_field_name("declarator").type == "reference_declarator":
-            v = _unparen(n.child_by_field_name("value"))
-            if v is not None and v.type == "identifier":
-                written.add(_text(v))  # int& r = K; r = 5;
-        elif n.type == "argument_list" and n.parent is not None and n.parent.type == "call_expression" and n.parent != call \
-                and not any(c.type == "kernel_call_syntax" for c in n.parent.children) \
-                and not _by_value(_text(n.parent.child_by_field_name("function"))):
-            written |= {_text(a) for a in (_unparen(c) for c in n.named_children) if a is not None and a.type == "identifier"}
-        elif n.type == "binary_expression" and _text(n.child_by_field_name("operator")) == ">>":
-            r = _unparen(n.child_by_field_name("right"))
-            if r is not None and r.type == "identifier":
-                written.add(_text(r))  # std::cin >> K (a shift only reads it: taken as a write all the same)
+    # (the kernel's own launch and a by-value callee, cdiv or min, change nothing they are passed)
+    written = maybe_written_names(scope, lambda c: c == call or any(k.type == "kernel_call_syntax" for k in c.children)
+                                  or _by_value(_text(c.child_by_field_name("function"))))
     return _LaunchSite(call, scope, args, params, declared, written)
 
 

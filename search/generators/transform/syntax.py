@@ -15,8 +15,9 @@ import tree_sitter as ts
 import tree_sitter_cuda
 
 # the node helpers the harness reads C expressions with too (the scaffold's index extents): one definition
+from ptxfactory.harness import cexpr
 from ptxfactory.harness.cexpr import (  # noqa: F401
-    clause_value, conjuncts, literal_value, operator, text, uncast, unparen, walk,
+    clause_value, conjuncts, literal_value, operator, text, uncast, unparen, walk, written_names,
 )
 
 Node = ts.Node
@@ -163,43 +164,10 @@ def is_number(node: Node | None, value: float | None = None) -> bool:
     return value is None or literal_value(node) == value
 
 
-def written_names(node: Node) -> set[str]:
-    """Identifiers assigned (``=``, ``op=``), incremented or decremented, or whose address is taken, under ``node``."""
-    out = set()
-    for n in walk(node):
-        target = None
-        if n.type == "assignment_expression":
-            target = n.child_by_field_name("left")
-        elif n.type == "update_expression":
-            target = n.child_by_field_name("argument")
-        elif n.type == "pointer_expression" and operator(n) == "&":
-            target = n.child_by_field_name("argument")
-        target = unparen(target)
-        if is_ident(target):
-            out.add(text(target))
-    return out
-
-
 def maybe_written_names(node: Node) -> set[str]:
-    """:func:`written_names` and the names something else may write: bound to a reference (``int& r = s;``), passed
-    bare to a call that is not a value function (``grow(s, W)``: an ``int&`` parameter), shifted into by a stream
-    (``std::cin >> s``)."""
-    out = written_names(node)
-    for n in walk(node):
-        if n.type == "init_declarator" and n.child_by_field_name("declarator") is not None \
-                and n.child_by_field_name("declarator").type == "reference_declarator":
-            v = unparen(n.child_by_field_name("value"))
-            if is_ident(v):
-                out.add(text(v))
-        elif n.type == "argument_list" and n.parent is not None and n.parent.type == "call_expression" \
-                and call_name(n.parent) not in VALUE_FUNCS:
-            out |= {text(a) for a in (unparen(c) for c in n.named_children) if is_ident(a)}
-        elif n.type == "binary_expression" and operator(n) == ">>" and is_ident(unparen(n.child_by_field_name("right"))):
-            left = unparen(n.child_by_field_name("left"))
-            if left is not None and left.type in ("qualified_identifier", "binary_expression") or (
-                    is_ident(left) and text(left) in ("cin", "std")):
-                out.add(text(unparen(n.child_by_field_name("right"))))
-    return out
+    """:func:`written_names` and the names a reference, a call that is not a value function or a stream may write
+    (:func:`ptxfactory.harness.cexpr.maybe_written_names`)."""
+    return cexpr.maybe_written_names(node, lambda call: call_name(call) in VALUE_FUNCS)
 
 
 def declared_names(node: Node) -> set[str]:
