@@ -59,6 +59,9 @@ pass                 what it does                                               
                      per warp (lane 0, after shuffles); after grid_stride, one per warp in all  sums)
 ``smem_hist``        a histogram's global atomics (B bins, from the spec) -> a shared-memory    no (float
                      copy per block, merged with one atomic per nonzero bin                     bins)
+``modstep``          a loop filtered by a divisibility test (``if ((oh + pad - kh) % s) continue;``,  yes
+                     a transposed convolution's taps) -> stepping ``|s|`` from the first
+                     accepted iteration; the test dropped for a literal ``s``
 ``divmod``           ``k / d``, ``k % d`` of a strided loop's index (d fixed for the loop) ->     yes
                      a quotient and remainder carried across iterations (collapse's digits,
                      grid-stride loops over flat indices), under a non-negative check
@@ -136,6 +139,7 @@ from .walking import walked_pointers
 from .while_for import counted_whiles
 from .selects import if_selects
 from .smem_tile import CONFIGS as SMEM_TILES, SmemTilePass
+from .modstep import ModStepPass
 from .mma_tile import ASYNC_CONFIGS as MMA_ASYNC_TILES, CONFIGS as MMA_TILES, TF32_CONFIGS as MMA_TF32_TILES, MmaTilePass
 from .specialise import SpecialisePass
 from .unflatten import UnflattenPass
@@ -168,14 +172,14 @@ PASSES: tuple[Pass, ...] = (
     *(MmaTilePass(*t, single_tf32=True) for t in MMA_TF32_TILES), *(MmaTilePass(rm, rn, stages=st) for rm, rn, st in MMA_ASYNC_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(), FuseMomentsPass(),
     FoldPass(), CollapsePass(), *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(RowClusterPass(c) for c in CLUSTER_SIZES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
-    *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), VectorizeXPass(), *(OuterCoarsenPass(k) for k in OUTER_COARSEN), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), DivModPass(), UnrollPass(),
+    *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), VectorizeXPass(), *(OuterCoarsenPass(k) for k in OUTER_COARSEN), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), ModStepPass(), DivModPass(), UnrollPass(),
     SpecialisePass(), HoistPass(), RasterPass(), LaunchBoundsPass(),
 )
 # Groups that a chain may also go without when one of them applies: ``collapse`` (group "nest") flattens a loop nest
 # for rowpar, which pays a division per element; measured on RoPE (H200), the nest split at its inner loop alone was
 # faster at two of three sizes and slower at the third, so both kinds of chain are proposed and timed. ``coarsen_outer``
 # (group "outer") trades blocks for rows a thread: which wins depends on the sizes, so both kinds are timed too.
-OPTIONAL_GROUPS = frozenset({"nest", "divmod", "outer", "vecx", "moments"})
+OPTIONAL_GROUPS = frozenset({"nest", "divmod", "outer", "vecx", "moments", "modstep"})
 # Groups whose pass is proposed alone and never inside a chain: ``fast_math`` (group "math"). Each new best is
 # expanded (strategy.optimise), so "best -> fast_math" follows every best, the way the other singles do. In a chain,
 # an approximation that fails verification took the chain's exact restructuring down with it (an int8 quantisation
@@ -187,8 +191,9 @@ FOLLOW_UP_GROUPS = frozenset({"math"})
 # "divmod") is exact and saves a division per iteration, but measured on RoPE's collapsed nest (H200) it ran slower
 # than the division it replaces (53/58/48% of copy against 58/62/52%), so its chains follow the ones without it.
 # ``coarsen_outer`` has not been timed on a GPU yet (2026-12-05): its chains follow too, and it is tried at its turn
-# in the chain (it applies to the 3-D launch unflatten writes, not to the flat original).
-UNPROVEN_GROUPS = frozenset({"divmod", "outer", "vecx", "moments"})
+# in the chain (it applies to the 3-D launch unflatten writes, not to the flat original). ``modstep`` (2026-12-05) is
+# untimed too: a transposed convolution's taps stepped by the stride lose the compiler's full unroll of a literal window.
+UNPROVEN_GROUPS = frozenset({"divmod", "outer", "vecx", "moments", "modstep"})
 MAX_CANDIDATES = 24  # singles (the lane and block variants are many) plus the first greedy chains
 
 

@@ -1,0 +1,269 @@
+"""CPU tests of the ``modstep`` pass (a loop filtered by a divisibility test -> a loop stepping over the accepted
+iterations only): what it rewrites and in which forms, what it refuses and why, the output compiled with NVRTC, and
+equal to the original bit for bit on the host at several strides (1 to 4) and paddings."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from ptxfactory.protocol import parse_spec
+from ptxfactory.search.generators.transform import plan_chains, run_chain, PASSES
+from ptxfactory.search.generators.transform.modstep import ModStepPass
+
+from test_transform import compiles, unit
+
+# a transposed 2-D convolution, gather form, one thread an output; stride and padding runtime scalars
+CONVT = """
+extern "C" __global__ void convt(const float* x, const float* w, float* y, int N, int Cin, int Cout, int H, int W,
+                                 int OH, int OW, int K, int stride, int pad)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= N * Cout * OH * OW) return;
+    int ow = idx % OW;
+    int oh = (idx / OW) % OH;
+    int oc = (idx / (OW * OH)) % Cout;
+    int n = idx / (OW * OH * Cout);
+    float sum = 0.0f;
+    for (int ic = 0; ic < Cin; ic++) {
+        for (int kh = 0; kh < K; kh++) {
+            int th = oh + pad - kh;
+            if (th < 0 || th % stride != 0) continue;
+            int ih = th / stride;
+            if (ih >= H) continue;
+            for (int kw = 0; kw < K; kw++) {
+                int tw = ow + pad - kw;
+                if (tw < 0 || tw % stride != 0) continue;
+                int iw = tw / stride;
+                if (iw >= W) continue;
+                sum += x[((n * Cin + ic) * H + ih) * W + iw] * w[((ic * Cout + oc) * K + kh) * K + kw];
+            }
+        }
+    }
+    y[idx] = sum;
+}
+"""
+
+# a transposed 1-D convolution, the wrapping form, a literal stride through a #define
+CONVT1D = """
+#define STRIDE 2
+extern "C" __global__ void convt1d(const float* x, const float* w, float* y, int L, int OL, int K, int pad)
+{
+    int o = blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= OL) return;
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) {
+        int t = o + pad - k;
+        if (t >= 0 && (t % STRIDE) == 0 && t / STRIDE < L) {
+            acc += x[t / STRIDE] * w[k];
+        }
+    }
+    y[o] = acc;
+}
+"""
+
+
+def convt_spec(stride="S", pad="P"):
+    return parse_spec(f"""
+[kernel.convt]
+args = [
+  {{ name = "x", role = "in", dtype = "f32", shape = ["N", "Cin", "H", "W"] }},
+  {{ name = "w", role = "in", dtype = "f32", shape = ["Cin", "Cout", "K", "K"] }},
+  {{ name = "y", role = "out", dtype = "f32", shape = ["N", "Cout", "OH", "OW"] }},
+  {{ name = "N", role = "scalar", dtype = "i32", value = "N" }},
+  {{ name = "Cin", role = "scalar", dtype = "i32", value = "Cin" }},
+  {{ name = "Cout", role = "scalar", dtype = "i32", value = "Cout" }},
+  {{ name = "H", role = "scalar", dtype = "i32", value = "H" }},
+  {{ name = "W", role = "scalar", dtype = "i32", value = "W" }},
+  {{ name = "OH", role = "scalar", dtype = "i32", value = "OH" }},
+  {{ name = "OW", role = "scalar", dtype = "i32", value = "OW" }},
+  {{ name = "K", role = "scalar", dtype = "i32", value = "K" }},
+  {{ name = "stride", role = "scalar", dtype = "i32", value = "{stride}" }},
+  {{ name = "pad", role = "scalar", dtype = "i32", value = "{pad}" }},
+]
+launch = {{ grid = ["cdiv(N * Cout * OH * OW, 128)"], block = [128], policy = "free" }}
+[kernel.convt.check]
+sizes = [{{ N = 1, Cin = 3, Cout = 2, H = 5, W = 4, OH = 9, OW = 7, K = 3, S = 2, P = 1 }}]
+[kernel.convt.bench]
+sizes = [{{ N = 8, Cin = 64, Cout = 64, H = 64, W = 64, OH = 127, OW = 127, K = 3, S = 2, P = 1 }}]
+""").kernels["convt"]
+
+
+CONVT1D_SPEC = parse_spec("""
+[kernel.convt1d]
+args = [
+  { name = "x", role = "in", dtype = "f32", shape = ["L"] },
+  { name = "w", role = "in", dtype = "f32", shape = ["K"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["OL"] },
+  { name = "L", role = "scalar", dtype = "i32", value = "L" },
+  { name = "OL", role = "scalar", dtype = "i32", value = "OL" },
+  { name = "K", role = "scalar", dtype = "i32", value = "K" },
+  { name = "pad", role = "scalar", dtype = "i32", value = 1 },
+]
+launch = { grid = ["cdiv(OL, 128)"], block = [128], policy = "free" }
+[kernel.convt1d.check]
+sizes = [{ L = 9, OL = 17, K = 3 }]
+[kernel.convt1d.bench]
+sizes = [{ L = 65536, OL = 131071, K = 3 }]
+""").kernels["convt1d"]
+
+
+def test_both_tap_loops_step_by_the_stride_from_the_first_tap_that_lands():
+    out = ModStepPass().apply(unit(CONVT, convt_spec()))
+    assert "for (int kh = ptxf_mod_first(0, oh + pad, ptxf_mod_step(stride)); kh < K; kh += ptxf_mod_step(stride))" in out.text
+    assert "for (int kw = ptxf_mod_first(0, ow + pad, ptxf_mod_step(stride)); kw < K; kw += ptxf_mod_step(stride))" in out.text
+    assert "th % stride != 0" in out.text  # a runtime stride: the test stays (undefined for 0, and a sign to mind)
+    assert [n for n, _ in out.helpers] == ["ptxf_mod_step", "ptxf_mod_first"]
+    compiles(_with_helpers(out), convt_spec(), "convt")
+
+
+def test_a_literal_stride_drops_the_test_and_keeps_the_other_terms():
+    out = ModStepPass().apply(unit(CONVT1D, CONVT1D_SPEC))
+    assert "for (int k = ptxf_mod_first(0, o + pad, 2); k < K; k += 2)" in out.text
+    assert "if ((t >= 0) && (t / 2 < L))" in out.text and "% 2" not in out.text  # (the #define read as 2)
+    compiles(_with_helpers(out), CONVT1D_SPEC, "convt1d")
+
+
+def test_the_perfect_nest_form_is_read_too():
+    """perfect_nest sinks kh's test into the kw loop (the unit the passes see): kh's test is found one loop down."""
+    u = unit(CONVT, convt_spec())
+    assert u.text.index("int th = oh + pad - kh;") > u.text.index("for (int kw")  # the canonical nest
+    out = ModStepPass().apply(u).text
+    assert "kh += ptxf_mod_step(stride)" in out and "kw += ptxf_mod_step(stride)" in out
+
+
+@pytest.mark.parametrize("body, reason", [
+    ("for (int k = 0; k < K; k++) { int t = o + pad - 2 * k; if (t % 3 != 0) continue; acc += x[t / 3]; }",
+     "not of +-k plus terms free of k"),
+    ("for (int k = 0; k < K; k++) { unsigned t = o + pad - k; if (t % 3 != 0) continue; acc += x[t / 3]; }",
+     "unsigned"),
+    ("for (int k = 0; k < K; k++) { int t = o + pad - k; if (t % s != 0) continue; acc += x[t / 3]; s++; }",
+     "reads a name the loop writes"),
+    ("for (int k = 0; k < K; k++) { int t = o + pad - k; if (t % (s++) != 0) continue; acc += x[t]; }",
+     "a call or an assignment"),
+])
+def test_refusals_say_why(body, reason):
+    src = CONVT1D.replace("""    for (int k = 0; k < K; ++k) {
+        int t = o + pad - k;
+        if (t >= 0 && (t % STRIDE) == 0 && t / STRIDE < L) {
+            acc += x[t / STRIDE] * w[k];
+        }
+    }""", "    int s = 2;\n    " + body)
+    assert body in src
+    why = ModStepPass().why_not(unit(src, CONVT1D_SPEC))
+    assert why is not None and reason in why, why
+
+
+@pytest.mark.parametrize("body", [
+    # a side effect before the test runs in every iteration: the iterations cannot be skipped
+    "for (int k = 0; k < K; k++) { acc += 1.0f; if ((o + pad - k) % 2) continue; acc += x[(o + pad - k) / 2]; }",
+    # a statement after the wrapping if runs for rejected iterations too
+    "for (int k = 0; k < K; k++) { if ((o + pad - k) % 2 == 0) { acc += x[(o + pad - k) / 2]; } acc *= 0.5f; }",
+    # the counter written in the body
+    "for (int k = 0; k < K; k++) { if ((o + pad - k) % 2) continue; acc += x[(o + pad - k) / 2]; k += 0; }",
+    # no divisibility test at all
+    "for (int k = 0; k < K; k++) { acc += x[k]; }",
+])
+def test_loops_whose_rejected_iterations_do_something_are_left(body):
+    src = CONVT1D.replace("""    for (int k = 0; k < K; ++k) {
+        int t = o + pad - k;
+        if (t >= 0 && (t % STRIDE) == 0 && t / STRIDE < L) {
+            acc += x[t / STRIDE] * w[k];
+        }
+    }""", "    " + body)
+    assert not ModStepPass().applies(unit(src, CONVT1D_SPEC))
+
+
+def test_it_is_an_unproven_optional_group_its_chains_follow_the_ones_without_it():
+    chains = ["+".join(p.name for p in c) for c in plan_chains(unit(CONVT, convt_spec()))]
+    with_it = [c for c in chains if "+modstep" in c]  # (modstep alone is a single, proposed beside the others)
+    assert with_it and "modstep" in chains
+    for c in with_it:
+        twins = [t for t in chains if "modstep" not in t and t.replace("+specialise", "") == c.replace("+modstep", "").replace("+specialise", "")]
+        assert twins and chains.index(twins[0]) < chains.index(c), c
+    # specialise still versions the stride after it (its helpers take values)
+    chain = [next(p for p in PASSES if p.name == n) for n in ("restrict", "modstep", "specialise")]
+    out = run_chain(unit(CONVT, convt_spec()), chain)
+    assert "ptxf_mod_step(((int)2))" in out.text
+
+
+def _with_helpers(u) -> str:
+    return "\n\n".join(d for _, d in u.helpers) + "\n\n" + u.text
+
+
+EMU = r"""
+#include <cstdio>
+#include <cstring>
+#include <vector>
+struct ptxf_dim3 { unsigned x, y, z; };
+static ptxf_dim3 threadIdx, blockIdx, blockDim, gridDim;
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __restrict__
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_equal_to_the_original_bit_for_bit_at_several_strides_and_paddings(tmp_path):
+    """The original and the rewrite (runtime stride; the literal-stride form by a #define of 2, and of 3) on the host,
+    every output compared bit for bit: strides 1 to 4, paddings 0 to 2, windows
+    2 to 5, odd and even sizes."""
+    programs = [EMU]
+    orig = CONVT[CONVT.index("extern"):]
+    new = ModStepPass().apply(unit(CONVT, convt_spec()))
+    programs.append(re.sub(r"\bvoid convt\(", "void k0(", orig))
+    programs += [d for _, d in new.helpers]
+    programs.append(re.sub(r"\bvoid convt\(", "void k1(", new.text))
+    for lit in (2, 3):  # the literal form: the test dropped
+        src = CONVT.replace("int stride, int pad)", "int stride_unused, int pad)").replace("extern", f"#define stride {lit}\nextern", 1)
+        u = ModStepPass().apply(unit(src, convt_spec()))
+        assert "% stride" not in u.text.split("ptxf_mod_first")[-1]
+        programs.append(re.sub(r"\bvoid convt\(", f"void l{lit}(", u.text[u.text.index("extern") if "extern" in u.text else 0:])
+                        .replace("stride", str(lit)).replace(f"{lit}_unused", "stride_unused"))
+    main = r"""
+typedef void (*K)(const float*, const float*, float*, int, int, int, int, int, int, int, int, int, int);
+static void run(K k, const std::vector<float>& x, const std::vector<float>& w, std::vector<float>& y,
+                int N, int Cin, int Cout, int H, int W, int OH, int OW, int Ks, int s, int p) {
+    blockDim = {128, 1, 1};
+    int total = N * Cout * OH * OW;
+    gridDim = {(unsigned)((total + 127) / 128), 1, 1};
+    for (unsigned b = 0; b < gridDim.x; ++b) for (unsigned t = 0; t < 128; ++t) {
+        blockIdx = {b, 0, 0}; threadIdx = {t, 0, 0};
+        k(x.data(), w.data(), y.data(), N, Cin, Cout, H, W, OH, OW, Ks, s, p);
+    }
+}
+int main() {
+    unsigned seed = 7u;
+    auto rnd = [&] { seed = seed * 1664525u + 1013904223u; return (float)((int)(seed >> 9) - (1 << 22)) / (1 << 22); };
+    int cases = 0, bad = 0;
+    for (int s : {1, 2, 3, 4}) for (int p = 0; p <= 2; ++p) for (int Ks = 2; Ks <= 5; ++Ks) {
+        int N = 2, Cin = 3, Cout = 2, H = 5, W = 4;
+        int as = s < 0 ? -s : s;
+        int OH = (H - 1) * as - 2 * p + Ks, OW = (W - 1) * as - 2 * p + Ks;
+        if (OH <= 0 || OW <= 0) continue;
+        std::vector<float> x(N * Cin * H * W), w(Cin * Cout * Ks * Ks);
+        for (auto& v : x) v = rnd();
+        for (auto& v : w) v = rnd();
+        std::vector<float> y0(N * Cout * OH * OW, -1.f), y1(y0.size(), -2.f);
+        run(k0, x, w, y0, N, Cin, Cout, H, W, OH, OW, Ks, s, p);
+        run(k1, x, w, y1, N, Cin, Cout, H, W, OH, OW, Ks, s, p);
+        bad += std::memcmp(y0.data(), y1.data(), y0.size() * 4) != 0; cases++;
+        if (s == 2 || s == 3) {
+            std::vector<float> y2(y0.size(), -3.f);
+            run(s == 2 ? l2 : l3, x, w, y2, N, Cin, Cout, H, W, OH, OW, Ks, 0, p);
+            bad += std::memcmp(y0.data(), y2.data(), y0.size() * 4) != 0; cases++;
+        }
+    }
+    std::printf("%s %d cases, %d different\n", bad ? "DIFFERENT" : "ok", cases, bad);
+    return bad != 0;
+}
+"""
+    cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
+    cpp.write_text("\n".join(programs) + main)
+    build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", str(cpp), "-o", str(exe)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.startswith("ok"), run.stdout + run.stderr
