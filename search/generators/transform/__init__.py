@@ -166,14 +166,15 @@ SCAN_VARIANTS = ("auto", "warp", "block256")
 # Chain order: aliasing facts first, then the accesses, the arithmetic, the reductions, the loop
 # structure (smem_tile before the hints, whose loads it stages; collapse right before rowpar, whose split it widens; vectorize after the hints, whose loads and stores it widens; vector_loops after rowpar, whose
 # split loops it widens, and after hold_row, whose original loops (the long rows' path) it widens; grid_stride before unroll, so the new loop can be unrolled, divmod after every pass that writes a loop's step (rowpar, grid_stride), and before atomic_agg and smem_hist, which accumulate over it), specialise after every pass that reads the body's shape
-# (its versions are copies of the body under a dispatch no other pass reads), hoist after it (its literal trip counts), raster once the launch is chosen, and the register budget last.
+# (its versions are copies of the body under a dispatch no other pass reads), modstep after it (the literal strides, the unit
+# dilations of its versions), hoist after them (their literal trip counts), raster once the launch is chosen, and the register budget last.
 PASSES: tuple[Pass, ...] = (
     RestrictPass(), PromotePass(), *(SmemTilePass(*t) for t in SMEM_TILES), *(MmaTilePass(*t) for t in MMA_TILES),
     *(MmaTilePass(*t, single_tf32=True) for t in MMA_TF32_TILES), *(MmaTilePass(rm, rn, stages=st) for rm, rn, st in MMA_ASYNC_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(), FuseMomentsPass(),
     FoldPass(), CollapsePass(), *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(RowClusterPass(c) for c in CLUSTER_SIZES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
-    *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), VectorizeXPass(), *(OuterCoarsenPass(k) for k in OUTER_COARSEN), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), ModStepPass(), DivModPass(), UnrollPass(),
-    SpecialisePass(), HoistPass(), RasterPass(), LaunchBoundsPass(),
+    *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), VectorizeXPass(), *(OuterCoarsenPass(k) for k in OUTER_COARSEN), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), DivModPass(), UnrollPass(),
+    SpecialisePass(), ModStepPass(), HoistPass(), RasterPass(), LaunchBoundsPass(),
 )
 # Groups that a chain may also go without when one of them applies: ``collapse`` (group "nest") flattens a loop nest
 # for rowpar, which pays a division per element; measured on RoPE (H200), the nest split at its inner loop alone was

@@ -300,6 +300,10 @@ def _atom_names(name: str) -> set[str]:
 
 
 def _positive_literal(node: Node, constants: dict[str, int]) -> int | None:
+    """The value of a positive integer literal (``2``, specialise's ``((int)2)``, a ``#define`` of one), else None."""
+    inner = cexpr.uncast(node)
+    if node.type == "cast_expression" and sx.type_text(node.child_by_field_name("type")) in _SIGNED and inner is not None:
+        node = inner
     if node.type == "number_literal":
         v = cexpr.literal_value(node)
         return v if isinstance(v, int) and v > 0 else None
