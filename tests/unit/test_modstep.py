@@ -135,8 +135,10 @@ def test_the_perfect_nest_form_is_read_too():
 
 
 @pytest.mark.parametrize("body, reason", [
-    ("for (int k = 0; k < K; k++) { int t = o + pad - 2 * k; if (t % 3 != 0) continue; acc += x[t / 3]; }",
-     "not of +-k plus terms free of k"),
+    ("for (int k = 0; k < K; k++) { int t = o + pad - 2 * k; if (t % s != 0) continue; acc += x[t / 3]; }",
+     "multiplies k by -2 and divides by a runtime s"),
+    ("for (int k = 0; k < K; k++) { int t = o + pad - k * k; if (t % 3 != 0) continue; acc += x[t / 3]; }",
+     "is not of c * k plus terms free of k"),
     ("for (int k = 0; k < K; k++) { unsigned t = o + pad - k; if (t % 3 != 0) continue; acc += x[t / 3]; }",
      "unsigned"),
     ("for (int k = 0; k < K; k++) { int t = o + pad - k; if (t % s != 0) continue; acc += x[t / 3]; s++; }",
@@ -268,6 +270,109 @@ int main() {
 """
     cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
     cpp.write_text("\n".join(programs) + main)
+    build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", str(cpp), "-o", str(exe)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.startswith("ok"), run.stdout + run.stderr
+
+
+# a transposed 1-D convolution with dilation, runtime stride and dilation (KernelBench's dilated ConvTranspose1d)
+CONVT1D_DIL = """
+extern "C" __global__ void convt1d_dil(const float* x, const float* w, float* y, int L, int OL, int K, int stride,
+                                       int pad, int dil)
+{
+    int o = blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= OL) return;
+    float acc = 0.0f;
+    for (int k = 0; k < K; k++) {
+        int t = o + pad - k * dil;
+        if (t % stride != 0) continue;
+        int i = t / stride;
+        if (i < 0 || i >= L) continue;
+        acc += x[i] * w[k];
+    }
+    y[o] = acc;
+}
+"""
+
+
+def dil_spec(bench: str):
+    return parse_spec(f"""
+[kernel.convt1d_dil]
+args = [
+  {{ name = "x", role = "in", dtype = "f32", shape = ["L"] }},
+  {{ name = "w", role = "in", dtype = "f32", shape = ["K"] }},
+  {{ name = "y", role = "out", dtype = "f32", shape = ["OL"] }},
+  {{ name = "L", role = "scalar", dtype = "i32", value = "L" }},
+  {{ name = "OL", role = "scalar", dtype = "i32", value = "OL" }},
+  {{ name = "K", role = "scalar", dtype = "i32", value = "K" }},
+  {{ name = "stride", role = "scalar", dtype = "i32", value = "S" }},
+  {{ name = "pad", role = "scalar", dtype = "i32", value = "P" }},
+  {{ name = "dil", role = "scalar", dtype = "i32", value = "D" }},
+]
+launch = {{ grid = ["cdiv(OL, 128)"], block = [128], policy = "free" }}
+[kernel.convt1d_dil.check]
+sizes = [{{ L = 9, OL = 19, K = 3, S = 2, P = 1, D = 2 }}]
+[kernel.convt1d_dil.bench]
+sizes = [{bench}]
+""").kernels["convt1d_dil"]
+
+
+def test_a_dilation_specialised_to_a_literal_is_stepped_by_the_stride_over_the_gcd():
+    """specialise versions the dilation (a counter's coefficient in the test) with the stride; modstep then steps
+    each version: D = 3, S = 2 (coprime: step 2, the test dropped), D = 2, S = 4 (gcd 2: step 2, the test kept)."""
+    spec = dil_spec("{ L = 4096, OL = 8200, K = 5, S = 2, P = 1, D = 3 }, { L = 4096, OL = 16390, K = 5, S = 4, P = 1, D = 2 }")
+    chain = [next(p for p in PASSES if p.name == n) for n in ("specialise", "modstep")]
+    out = run_chain(unit(CONVT1D_DIL, spec), chain).text
+    assert "dil == 3" in out.replace("(", "").replace(")", "") or "((int)3)" in out
+    assert "k += 2)" in out  # both versions step by 2 (S / gcd(D, S))
+    assert "if (t % ((int)4) != 0) continue;" in out and "t % ((int)2) != 0" not in out  # gcd 2: kept; coprime: dropped
+    assert "k += ptxf_mod_step(stride))" not in out  # the version as written: runtime dilation, refused there
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_dilated_versions_equal_the_original_bit_for_bit(tmp_path):
+    """Every (stride, dilation) of 1..4 x 1..3 through the specialised and stepped kernel (versions for (2, 3), (4, 2),
+    (3, 3), (2, 2)) against the original, paddings 0..3, windows 1..6, on the host."""
+    spec = dil_spec("{ L = 4096, OL = 8200, K = 5, S = 2, P = 1, D = 3 }, { L = 4096, OL = 16390, K = 5, S = 4, P = 1, D = 2 }, "
+                    "{ L = 4096, OL = 8200, K = 5, S = 3, P = 1, D = 3 }, { L = 4096, OL = 8200, K = 5, S = 2, P = 1, D = 2 }")
+    chain = [next(p for p in PASSES if p.name == n) for n in ("specialise", "modstep")]
+    new = run_chain(unit(CONVT1D_DIL, spec), chain)
+    assert "ptxf_mod_first" in new.text
+    orig = CONVT1D_DIL[CONVT1D_DIL.index("extern"):]
+    program = [EMU, re.sub(r"\bvoid convt1d_dil\(", "void k0(", orig)] + [d for _, d in new.helpers] + \
+        [re.sub(r"\bvoid convt1d_dil\(", "void k1(", new.text)]
+    main = r"""
+typedef void (*F)(const float*, const float*, float*, int, int, int, int, int, int);
+static void run(F k, const std::vector<float>& x, const std::vector<float>& w, std::vector<float>& y, int L, int OL,
+                int K, int s, int p, int d) {
+    blockDim = {128, 1, 1}; gridDim = {(unsigned)((OL + 127) / 128), 1, 1};
+    for (unsigned b = 0; b < gridDim.x; ++b) for (unsigned t = 0; t < 128; ++t) {
+        blockIdx = {b, 0, 0}; threadIdx = {t, 0, 0};
+        k(x.data(), w.data(), y.data(), L, OL, K, s, p, d);
+    }
+}
+int main() {
+    unsigned seed = 11u;
+    auto rnd = [&] { seed = seed * 1664525u + 1013904223u; return (float)((int)(seed >> 9) - (1 << 22)) / (1 << 22); };
+    int cases = 0, bad = 0;
+    for (int s = 1; s <= 4; ++s) for (int d = 1; d <= 3; ++d) for (int p = 0; p <= 3; ++p) for (int K = 1; K <= 6; ++K) {
+        int L = 7, OL = (L - 1) * s - 2 * p + d * (K - 1) + 1;
+        if (OL <= 0) continue;
+        std::vector<float> x(L), w(K);
+        for (auto& v : x) v = rnd();
+        for (auto& v : w) v = rnd();
+        std::vector<float> y0(OL, -1.f), y1(OL, -2.f);
+        run(k0, x, w, y0, L, OL, K, s, p, d);
+        run(k1, x, w, y1, L, OL, K, s, p, d);
+        bad += std::memcmp(y0.data(), y1.data(), OL * 4) != 0; cases++;
+    }
+    std::printf("%s %d cases, %d different\n", bad ? "DIFFERENT" : "ok", cases, bad);
+    return bad != 0;
+}
+"""
+    cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
+    cpp.write_text("\n".join(program) + main)
     build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", str(cpp), "-o", str(exe)], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr[-3000:]
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)

@@ -23,9 +23,11 @@ for a 64-bit counter.) The
 canonical perfect nest (perfect_nest.py sinks ``kh``'s test into the ``kw`` loop's body) is read too: a test of an
 outer loop's counter found in the body of the inner loop its body ends with.
 
-Exact: the test accepts ``v`` when ``s`` divides ``a * v + b`` (``a = +-1``), i.e. ``v = -a * b (mod |s|)``; the new
+Exact: the test accepts ``v`` when ``s`` divides ``a * v + b``; for ``a = +-1`` that is ``v = -a * b (mod |s|)``; the new
 loop starts at the first such ``v`` at or after the old start and steps by ``|s|``, so it visits every accepted
-iteration, in the same order, and the statements of a rejected one before the test are declarations free of calls and
+iteration, in the same order; for another integer ``a`` (a dilation, after ``specialise`` made it a literal) and a
+literal ``s``, with ``g = gcd(a, s)``: ``v = (-b / g) * inv(a / g) (mod s / g)`` where ``g`` divides ``b`` (none
+accepted where it does not: the test, kept when ``g > 1``, rejects those visited); and the statements of a rejected one before the test are declarations free of calls and
 assignments (nothing is lost by skipping them). The test itself is dropped where ``s`` is a positive integer literal
 (or a ``#define`` of one); otherwise it stays (a ``% s`` per accepted iteration, none per rejected one; ``specialise``
 then versions ``s`` on its bench value), the step is ``|s|`` (1 for ``s = 0``, whose division the original leaves
@@ -40,13 +42,15 @@ the body) whose body opens with declarations and ``if (...) continue;`` tests fr
 
 or, as the block's last statement, a counted ``for`` loop or an ``if`` without ``else`` (both free of calls and
 assignments in their tests) whose body opens so in turn (a rejected iteration then does nothing). ``E``, read through
-those declarations, is ``+-v + b`` with ``b`` and ``s`` names and literals the loop never writes nor declares
+those declarations, is ``c * v + b`` (``c = +-1``, or any integer with a literal ``s``) with ``b`` and ``s`` names
+and literals the loop never writes nor declares
 (subexpressions free of ``v``, of calls and of memory reads read as a whole: ``(idx / OW) % OH``). The disjuncts
 and conjuncts are free of calls and assignments too (dropping one changes no side effect). Loops in a lambda, and
 kernels with ``goto`` or labels, are left as written.
 """
 from __future__ import annotations
 
+import math
 import re
 
 from ptxfactory.harness import cexpr
@@ -213,14 +217,17 @@ def _find(stmts: list[Node], v: str, offsets: dict[str, dict], decls: dict[str, 
                 rem = _remainder(t, zero=not skip)
                 if rem is None or not (skip or last):
                     continue
-                e = cexpr.poly(rem.child_by_field_name("left"), offsets, _atom(v, offsets))
-                parts = cexpr.split(e, v) if e is not None else None
-                if parts is None or not parts[0]:
+                dividend = rem.child_by_field_name("left")
+                if not any(n == v or v in cexpr.names(offsets.get(n, {})) for n in sx.identifiers(dividend)):
                     continue  # a test of another loop's counter
+                e = cexpr.poly(dividend, offsets, _atom(v, offsets))
+                parts = cexpr.split(e, v) if e is not None else None
+                if parts is not None and not parts[0]:
+                    continue  # (v - v: the test does not depend on the counter)
                 if not pure:
                     return "its divisibility test has a call or an assignment beside it"
-                if parts[0] not in ({(): 1}, {(): -1}):
-                    return f"its divisibility test {sx.compact(rem)} is not of +-{v} plus terms free of {v}"
+                if parts is None or set(parts[0]) != {()}:
+                    return f"its divisibility test {sx.compact(rem)} is not of c * {v} plus terms free of {v} (c an integer)"
                 return s, t, rem, [x for x in terms if x != t], skip, parts
             if not pure:
                 return None
@@ -273,12 +280,25 @@ def _plan(unit: Unit, loop: Node, constants: dict[str, int]) -> tuple[list[tuple
     literal = _positive_literal(divisor, constants)
     t = sx.type_text(loop.child_by_field_name("initializer").child_by_field_name("type"))
     suffix = "64" if t in sx.WIDE_INT_TYPES else ""
-    step = str(literal) if literal is not None else f"ptxf_mod_step{suffix}({sx.text(divisor)})"
-    # accepted: s | a*v + b, i.e. v = -a*b (mod |s|): the first at or after the start, then every |s|-th
-    target = cexpr.show(cexpr.scale(b, -a)) if b else "0"
+    neg_b = cexpr.show(cexpr.scale(b, -1)) if b else "0"
+    if abs(a) == 1:  # accepted: v = -a*b (mod |s|)
+        modulus, exact_residue = literal, True
+        target = neg_b if a == 1 else (cexpr.show(b) if b else "0")
+    elif literal is None:
+        return f"its divisibility test {sx.compact(rem)} multiplies {v} by {a} and divides by a runtime {sx.text(divisor)}"
+    else:  # a*v = -b (mod s): with g = gcd(a, s), solvable where g divides b, then v = (-b/g) * inv(a/g) (mod s/g)
+        g = math.gcd(abs(a), literal)
+        modulus = literal // g
+        if modulus == 1:
+            return ""  # the test does not depend on the counter: it keeps or skips the whole loop
+        inv = pow((a // g) % modulus, -1, modulus)
+        target = f"({neg_b}) / {g} * {inv}" if g > 1 else (f"({neg_b}) * {inv}" if inv != 1 else neg_b)
+        exact_residue = g == 1  # else the visited iterations include the test's rejections where g does not divide b
+    step = str(modulus) if modulus is not None else f"ptxf_mod_step{suffix}({sx.text(divisor)})"
+    # the first accepted iteration at or after the start, then every step-th
     first = f"ptxf_mod_first{suffix}({sx.text(start)}, {target}, {step})"
     edits = [(start.start_byte, start.end_byte, first.encode()), (upd.start_byte, upd.end_byte, f"{v} += {step}".encode())]
-    if literal is not None:
+    if literal is not None and exact_residue:
         edits.append(_drop_term(stmt, rest, skip))
     return edits, suffix
 

@@ -12,7 +12,8 @@ template the kernel on those values and dispatch on them; this pass does the sam
 
 Which scalars: integer parameters (an integer C type, an integer scalar in the spec) read in a loop's header (a
 ``for``'s initializer, condition or step, a ``while``/``do``'s condition; not a grid-stride loop's) or as a divisor in a loop's body (the right side of ``/``,
-``%``, ``/=``, ``%=``: a transposed convolution's ``(oh + pad - kh) % stride`` for each tap), directly or through
+``%``, ``/=``, ``%=``: a transposed convolution's ``(oh + pad - kh) % stride`` for each tap) or multiplies a loop's
+counter in such a test (its dilation, ``(oh + pad - kh * dil) % stride``: ``modstep`` then steps the loop), directly or through
 locals computed from such scalars and literals alone (``int taps = 2 * R + 1;``), whose value is a spec expression that evaluates to at most
 :data:`MAX_VALUE` in magnitude at some bench size (small trip counts are the ones worth unrolling); one version
 per distinct combination of their small values over the bench sizes (at most :data:`MAX_VERSIONS`; at a size where
@@ -255,6 +256,8 @@ def _loop_bounding(body: Node, small: set[str]) -> set[str]:
         if n.type in ("binary_expression", "assignment_expression") and sx.operator(n) in ("/", "%", "/=", "%=") \
                 and _in_short_loop(n):
             header |= sx.identifiers(n.child_by_field_name("right"))  # a divisor: a literal one is a shift or a multiply
+            if sx.operator(n) == "%":  # a loop counter's coefficient in a divisibility test (a transposed convolution's
+                header |= _counter_coefficients(n.child_by_field_name("left"), n)  # dilation: modstep steps by it then)
     sources: dict[str, set[str]] = {}
     for n in sx.walk(body):
         target = value = None
@@ -281,6 +284,39 @@ def _loop_bounding(body: Node, small: set[str]) -> set[str]:
             elif m in derived and m not in seen:
                 seen.add(m)
                 todo.append(m)
+    return out
+
+
+def _counter_coefficients(expr: Node | None, at: Node) -> set[str]:
+    """The names multiplied by the counter of a ``for`` loop enclosing ``at`` in ``expr`` (``kh * dilation``), or in the
+    initializer of a local ``expr`` reads (``int t = oh + pad - kh * dil; ... t % stride``)."""
+    counters, p = set(), at.parent
+    while p is not None and p.type != "function_definition":
+        init = p.child_by_field_name("initializer") if p.type == "for_statement" else None
+        if init is not None and init.type == "declaration":
+            counters |= {sx.text(sx.innermost_identifier(d)) for d in init.children_by_field_name("declarator")}
+        p = p.parent
+    values: dict[str, Node] = {}  # the locals of the function by their initializers (a local declared twice: neither)
+    fn = at
+    while fn.parent is not None and fn.type != "function_definition":
+        fn = fn.parent
+    for d in sx.walk(fn):
+        if d.type == "init_declarator" and sx.is_ident(d.child_by_field_name("declarator")):
+            name = sx.text(d.child_by_field_name("declarator"))
+            values[name] = None if name in values else d.child_by_field_name("value")
+    exprs, seen = [expr] if expr is not None else [], set()
+    for e in exprs:  # the test's dividend and, transitively, the initializers of the locals it reads (int t = o - k * dil)
+        for n in sx.identifiers(e):
+            if values.get(n) is not None and n not in seen:
+                seen.add(n)
+                exprs.append(values[n])
+    out: set[str] = set()
+    for m in (m for e in exprs for m in sx.walk(e)):
+        if m.type == "binary_expression" and sx.operator(m) == "*":
+            sides = [sx.unparen(m.child_by_field_name(f)) for f in ("left", "right")]
+            for a, b in (sides, sides[::-1]):
+                if sx.is_ident(a) and sx.text(a) in counters and sx.is_ident(b):
+                    out.add(sx.text(b))
     return out
 
 
