@@ -96,6 +96,44 @@ def plausible(epilogue: str, source: str, kernel_text: str = "") -> bool:
     return pattern is None or source_mentions(source, pattern)
 
 
+def other_element_read(kernel_text: str, x: str, y: str) -> str | None:
+    """Why the kernel is no map of ``x``'s element onto ``y``'s at the same index (the skeleton's ``y[i] = act(x[i] +
+    b[c])``), or None: where every store ``y[E] = ...`` and every read ``x[F]`` are plain subscripts, each ``F`` must be
+    one of the ``E`` (compared without whitespace); a flip (``x[r * C + (C - 1 - c)]``), a shift or a stencil reads
+    another element. A kernel the check cannot read (``x`` or ``y`` used otherwise: a pointer offset, a load
+    intrinsic, a vector cast) is not refused here."""
+    from .transform import syntax as sx
+    fn = sx.kernel_function(sx.parse(kernel_text.encode()).root_node)
+    body = fn.child_by_field_name("body") if fn is not None else None
+    if body is None:
+        return None
+    stores, reads = set(), []
+    for n in sx.walk(body):
+        if n.type != "identifier" or sx.text(n) not in (x, y) or n.parent is None:
+            continue
+        sub = n.parent
+        if sub.type != "subscript_expression" or sub.child_by_field_name("argument") != n:
+            return None  # used otherwise: not read here
+        index = sx.subscript_index(sub)
+        if index is None:
+            return None
+        up = sub.parent
+        while up is not None and up.type == "parenthesized_expression":
+            up = up.parent
+        store = up is not None and up.type == "assignment_expression" and sx.unparen(up.child_by_field_name("left")) == sub
+        if sx.text(n) == y and store:
+            stores.add(sx.compact(index))
+        elif sx.text(n) == x and not store:
+            reads.append(index)
+        else:
+            return None
+    other = next((r for r in reads if sx.compact(r) not in stores), None)
+    if stores and other is not None:
+        return (f"it reads {x}[{sx.compact(other)}], another element than the one it writes "
+                f"({y}[{', '.join(sorted(stores))}]): no map of x[i] onto y[i]")
+    return None
+
+
 @dataclass(frozen=True)
 class ElementwiseMatch:
     """How a spec maps onto ``y[R, C] = act(x[R, C] + b[C])``: argument names, size symbols, dtypes."""
@@ -236,12 +274,17 @@ class ElementwiseFamily:
         m, configs = self._configs(ctx)
         if m is None:
             return match_spec.why(ctx.spec)
+        other = other_element_read(ctx.kernel.text, m.x, m.y)
+        if other is not None:
+            return other
         if not configs:
             return "the source computes none of its epilogues (" + ", ".join(EPILOGUES) + ")"
         return None
 
     def propose(self, ctx: GenContext) -> list[Candidate]:
         m, configs = self._configs(ctx)
+        if m is not None and other_element_read(ctx.kernel.text, m.x, m.y) is not None:
+            configs = []
         return family_candidates(ctx, m is not None, configs, lambda cfg: self.instantiate(ctx, m, cfg))
 
     def instantiate(self, ctx: GenContext, m: ElementwiseMatch, cfg: ElementwiseConfig) -> Candidate:

@@ -16,7 +16,7 @@ from ptxfactory.harness.compile import CompileFailed, compile_candidate
 from ptxfactory.harness.plan import make_plan
 from ptxfactory.harness.source import check_signature, find_kernel
 from ptxfactory.harness.static_checks import MAX_GRID_DIMS, static_check
-from ptxfactory.protocol import Candidate, evaluate, load_spec, parse_spec
+from ptxfactory.protocol import Candidate, LaunchConfig, evaluate, load_spec, parse_spec
 from ptxfactory.search.base import GenContext
 from ptxfactory.search.generators import load
 from ptxfactory.search.generators.elementwise import EPILOGUES, ElementwiseFamily, match_spec, plausible, tuning_space as elementwise_configs
@@ -292,3 +292,53 @@ def test_an_epilogue_needs_evidence_from_the_source(epilogue, source, kernel, ok
     """The trial's row cumsum got identity, ReLU, SiLU and erf-GELU candidates, each another function: an epilogue
     is proposed only where the source computes with what it needs (a loop of the kernel's own rules out a bias add)."""
     assert plausible(epilogue, source, kernel) is ok
+
+
+FLIP = """
+__global__ void flip_last(const float* x, float* y, int rows, int cols)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx < rows * cols) {
+        int r = idx / cols;
+        int c = idx % cols;
+        y[idx] = x[r * cols + (cols - 1 - c)];
+    }
+}
+"""
+FLIP_SPEC = """
+[kernel.flip_last]
+args = [
+  { name = "x", role = "in", dtype = "f32", shape = ["R", "C"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["R", "C"] },
+  { name = "rows", role = "scalar", dtype = "i32", value = "R" },
+  { name = "cols", role = "scalar", dtype = "i32", value = "C" },
+]
+launch = { grid = ["cdiv(R * C, 256)"], block = [256], policy = "free" }
+[kernel.flip_last.check]
+sizes = [{ R = 3, C = 5 }]
+[kernel.flip_last.bench]
+sizes = [{ R = 4096, C = 4096 }]
+"""
+
+
+@pytest.mark.parametrize("store, refused", [
+    ("y[idx] = x[r * cols + (cols - 1 - c)];", True),           # a flip: another element (a helper's new user)
+    ("y[idx] = x[idx + 1 < rows * cols ? idx + 1 : idx];", True),  # a shift
+    ("y[idx] = x[idx];", False),                               # a copy: the identity epilogue's to verify
+    ("y[idx] = __ldg(x + r * cols + (cols - 1 - c));", False),   # read through an intrinsic: not read here
+])
+def test_a_kernel_that_reads_another_element_than_it_writes_is_no_elementwise_map(store, refused):
+    """The family's skeleton maps x[i] onto y[i]: a kernel reading x elsewhere (a flip) gets no candidate (each
+    would fail verification) and the report says why; one the check cannot read is left to the verifier."""
+    spec = parse_spec(FLIP_SPEC).kernels["flip_last"]
+    source = FLIP.replace("y[idx] = x[r * cols + (cols - 1 - c)];", store)
+    fam = ElementwiseFamily()
+    launch = LaunchConfig(grid=spec.launch.grid, block=spec.launch.block)
+    ctx = GenContext(spec=spec, source=source, kernel=find_kernel(source, "flip_last"),
+                     original=Candidate(kernel_name="flip_last", source=source, kernel_text=find_kernel(source, "flip_last").text,
+                                        launch=launch))
+    why = fam.why_not(ctx)
+    if refused:
+        assert why is not None and "another element than the one it writes" in why and not fam.propose(ctx)
+    else:
+        assert why is None and fam.propose(ctx)
