@@ -361,7 +361,8 @@ def _fixed_extent(body: ts.Node | None, name: str, byte_buffers: set[str]) -> tu
 def _thread_extent(body: ts.Node | None, name: str, index: dict[str, str], bounds: dict[str, str]) -> list[str] | None:
     """The shape of pointer ``name`` when every use of it is ``name[i]`` with ``i`` the kernel's x index and the kernel
     guards only x (``if (i >= B * C) return;``): one element per thread below the bound, ``["B", "C"]`` for a product
-    of size symbols, else ``[bound]``. None for any other use (an offset, an alias, a helper) or no such guard."""
+    of size symbols and sums of them (``N * Cout * (2 * L + 1)``: ``["N", "Cout", "2 * L + 1"]``), else ``[bound]``.
+    None for any other use (an offset, an alias, a helper) or no such guard."""
     if body is None or set(bounds) != {"x"}:
         return None
     seen = False
@@ -378,10 +379,51 @@ def _thread_extent(body: ts.Node | None, name: str, index: dict[str, str], bound
     if not seen:
         return None
     bound = bounds["x"]
-    parts = [t.strip() for t in bound.split("*")]
-    if all(re.fullmatch(r"[A-Za-z_]\w*", t) for t in parts):
+    parts = _product_factors(bound)
+    # sizes and expressions of them (a launcher's output length, 2 * L + 1, (H - 1) // 2 + 1): each a dimension
+    if all(re.fullmatch(r"[A-Za-z_]\w*", t) or (re.fullmatch(r"[\w\s+\-*/()]+", t) and re.search(r"[A-Za-z_]", t))
+           for t in parts):
         return parts
     return [bound]
+
+
+def _digit_order(body: ts.Node, index: dict[str, str], dims: list[str], symbols: dict[str, str]) -> str | None:
+    """Where the kernel takes its x index apart by ``/`` and ``%`` with every trailing product of ``dims`` (the
+    guard's factors in order: ``[N, Cout, Lout]`` needs ``Lout`` and ``Cout * Lout``, as ``idx % Lout``, ``(idx /
+    Lout) % Cout``, ``idx / (Lout * Cout)``, compared as polynomials over the spec's symbols), the divisions read
+    (``idx % Lout, idx / (Lout * Cout)``): the dimensions' order is the kernel's own; else None (a guess)."""
+    def key(text: str) -> tuple | None:
+        """A product's identity: the polynomial of its polynomial factors and the texts of the others, sorted."""
+        for name in set(re.findall(r"[A-Za-z_]\w*", text)):
+            if name in symbols:
+                text = re.sub(rf"\b{name}\b", f"({symbols[name]})", text)
+        if not re.fullmatch(r"[\w\s+\-*/()]+", text):
+            return None
+        prod: Poly = {(): 1}
+        others = []
+        for f in _product_factors(text):
+            p = poly(_Host._parse_text(f)) if re.fullmatch(r"[\w\s+\-*()]+", f) else None
+            if p is None:
+                others.append(re.sub(r"\s+", "", f))
+            else:
+                prod = mul(prod, p)
+        return tuple(sorted(prod.items())), tuple(sorted(others))
+
+    seen: dict[tuple, str] = {}
+    for n in _walk(body):
+        pair = _binary(n, "/") or _binary(n, "%")
+        if pair is None or _unparen(pair[0]).type != "identifier" or index.get(_text(_unparen(pair[0]))) != "x":
+            continue
+        k = key(_text(pair[1]))
+        if k is not None:
+            seen.setdefault(k, " ".join(_text(n).split()))
+    found = []
+    for j in range(len(dims) - 1, 0, -1):
+        k = key(" * ".join(f"({d})" for d in dims[j:]))
+        if k is None or k not in seen:
+            return None
+        found.append(seen[k])
+    return ", ".join(found)
 
 
 def _offsets_init(mean: str) -> tuple[str, Poly]:
@@ -735,6 +777,41 @@ def _binary(node, op: str):
     return node.child_by_field_name("left"), node.child_by_field_name("right")
 
 
+def _simplified(expr: str, order: Sequence[str] = ()) -> str:
+    """``expr`` (a spec expression) written as its polynomial where it is one of names and integers (``(L - 1) * 2 -
+    2 * 1 + 2 * (3 - 1) + 1`` -> ``2 * L + 1``: a launcher's arithmetic on its literals); ``expr`` itself for any other
+    (a division, a call: ``//`` is no C and ``cdiv`` no polynomial) or where the polynomial is not shorter."""
+    if not re.fullmatch(r"[\w\s+\-*()]+", expr):  # a division or a call: its innermost sums simplified alone
+        inner = re.sub(r"\(([\w\s+\-*]+)\)", lambda m: f"({_simplified(m.group(1), order)})", expr)
+        return inner if inner != expr and len(inner) < len(expr) else expr
+    p = poly(_Host._parse_text(expr))
+    if p is None or any(c < 0 for m, c in p.items() if m) and not any(c > 0 for m, c in p.items() if m):
+        return expr
+    out = show(p, order)
+    return out if len(out) < len(expr) else expr
+
+
+def _product_factors(bound: str) -> list[str]:
+    """The factors of a product at its top level (``N * Cout * (2 * L + 1)`` -> ``["N", "Cout", "2 * L + 1"]``, the
+    parentheses of a whole factor dropped); ``[bound]`` where it is no product."""
+    while bound.startswith("(") and bound.endswith(")") and _balanced(bound[1:-1]):
+        bound = bound[1:-1].strip()
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(bound):
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "*" and depth == 0:
+            parts.append(bound[start:i])
+            start = i + 1
+    parts.append(bound[start:])
+    out = []
+    for part in (p.strip() for p in parts):
+        while part.startswith("(") and part.endswith(")") and _balanced(part[1:-1]):
+            part = part[1:-1].strip()
+        out.append(part)
+    return out if all(out) else [bound]
+
+
 def _tidy(expr: str) -> str:
     """``(n + 256 - 1) // 256`` and ``(n + 255) // 256`` -> ``cdiv(n, 256)`` (anywhere in ``expr``); redundant
     outer parentheses dropped."""
@@ -1063,7 +1140,7 @@ def _derived_sizes(root: ts.Node, kernel: KernelDef, kernel_node: ts.Node, symbo
         if init is None or init.type in ("initializer_list", "argument_list", "parameter_list"):
             continue
         try:
-            expr = _tidy(host.expr(init))
+            expr = _simplified(_tidy(host.expr(init)), list(others.values()))
         except _Untranslatable:
             continue
         names = set(re.findall(r"[A-Za-z_]\w*", expr)) - {"cdiv", "min", "max"}
@@ -1380,8 +1457,13 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
                 notes.insert(0, reach[1])
             elif (shape := _thread_extent(body, p.name, guard_index, guard_bounds)) is not None:
                 entry["shape"] = shape  # (the guard's product in its written order: a flat index's likelier dimensions)
-                todo.insert(0, f"shape [{', '.join(shape)}]: one element per thread below the guard "
-                               f"({guard_bounds['x']}), every use indexed by the thread's index")
+                digits = _digit_order(body, guard_index, shape, symbols) if len(shape) > 1 else None
+                what = f"shape [{', '.join(shape)}]: one element per thread below the guard ({guard_bounds['x']}), " \
+                       "every use indexed by the thread's index"
+                if digits is not None:  # the kernel takes its index apart in this order: the dimensions are read
+                    notes.insert(0, f"{what}, taken apart as {digits}")
+                else:
+                    todo.insert(0, what)
             elif reach is not None and reach[0] is not None:
                 entry["shape"] = reach[0]
                 todo.insert(0, reach[1])

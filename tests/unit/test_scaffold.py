@@ -618,7 +618,51 @@ def test_an_output_indexed_only_by_the_thread_index_takes_the_guard_bound_as_its
     }"""
     spec, s = scaffold(pool, "pool")
     assert {a.name: list(a.shape) for a in spec.args if a.is_buffer}["y"] == ["B", "C"]
+    # the kernel takes its index apart by C (i / C, i % C): the order is read, no guess
+    assert "shape [B, C]: one element per thread below the guard" in line_comment(s, '"y"')
+    assert "taken apart as (i / C)" in line_comment(s, '"y"') and "TODO shape" not in line_comment(s, '"y"')
+    # taken apart by B instead (the guard's order is not the kernel's): the order stays a guess
+    spec, s = scaffold(pool.replace("x[((i / C) * T + t) * C + i % C]", "x[((i % B) * T + t) * C + i / B]"), "pool")
     assert "TODO shape [B, C]: one element per thread below the guard" in line_comment(s, '"y"')
+
+
+def test_a_flat_output_takes_the_launchers_simplified_extents_in_the_order_the_kernel_reads_its_index():
+    """A helper's new user (2026-12-05): a transposed 1-D convolution whose launcher computes ``Lout = (L - 1) * stride
+    - 2 * pad + dil * (K - 1) + 1`` from literals, written at the flat index ``idx`` and taken apart by ``% Lout`` and
+    ``/ (Lout * Cout)``: Lout's value is the simplified ``2 * L + 1`` (was the literal arithmetic as written) and y is
+    ``[N, Cout, 2 * L + 1]``, read from the kernel's divisions (was the flat product, a TODO)."""
+    src = """
+__global__ void convt1d(const float* x, const float* w, float* y, int N, int Cin, int Cout, int L, int Lout,
+                        int K, int stride, int pad, int dil)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= N * Cout * Lout) return;
+    int o = idx % Lout;
+    int oc = (idx / Lout) % Cout;
+    int n = idx / (Lout * Cout);
+    float acc = 0.0f;
+    for (int ic = 0; ic < Cin; ic++)
+        for (int k = 0; k < K; k++) {
+            int t = o + pad - k * dil;
+            if (t < 0 || t % stride != 0) continue;
+            int i = t / stride;
+            if (i >= L) continue;
+            acc += x[(n * Cin + ic) * L + i] * w[(ic * Cout + oc) * K + k];
+        }
+    y[idx] = acc;
+}
+void launch(const float* x, const float* w, float* y, int N, int Cin, int Cout, int L)
+{
+    int K = 3, stride = 2, pad = 1, dil = 2;
+    int Lout = (L - 1) * stride - 2 * pad + dil * (K - 1) + 1;
+    convt1d<<<(N * Cout * Lout + 255) / 256, 256>>>(x, w, y, N, Cin, Cout, L, Lout, K, stride, pad, dil);
+}
+"""
+    spec, s = scaffold(src, "convt1d")
+    assert args(spec)["Lout"].value == "(2 * L + 1)"
+    assert list(args(spec)["y"].shape) == ["N", "Cout", "2 * L + 1"]
+    assert "taken apart as idx % Lout, idx / (Lout * Cout)" in line_comment(s, '"y"')
+    assert "TODO shape" not in line_comment(s, '"y"')
 
 
 # --- what the accesses reach: shapes and index values --------------------------------------------------------------
@@ -830,7 +874,7 @@ def test_the_header_says_the_spec_runs_as_written_only_when_nothing_is_a_guess()
     assert "It loads and runs as written" in read and "guesses" not in read and "warning" not in read
     guessed = header(SWIGLU)
     assert "runs as written" not in guessed and "It loads as written, but these keys are guesses" in guessed
-    assert "[kernel.swiglu] args.out.shape, launch." in guessed
+    assert "[kernel.swiglu] launch." in guessed  # (out's shape is read: the kernel takes idx apart by H)
     assert "Each warning below" in header(BLUR)
 
 
@@ -883,10 +927,10 @@ def test_a_size_the_launcher_computes_from_the_others_is_their_expression():
     1``): OD takes that expression as its value and is no size of its own, so no check size describes an impossible
     tensor (independent values did: D = 7 with OD = 13)."""
     spec, s = scaffold(POOL, "pool")
-    assert args(spec)["OD"].value == "((D + 2 * 1 - 3) // 2 + 1)"
+    assert args(spec)["OD"].value == "((D - 1) // 2 + 1)"  # (the launcher's literal arithmetic simplified)
     assert "from the launcher" in line_comment(s, '"OD"')
     assert all(set(size) == {"N", "D"} for size in spec.check.sizes + spec.bench.sizes)
-    assert spec.launch.grid == ["cdiv(N * ((D + 2 * 1 - 3) // 2 + 1), 256)"]
+    assert spec.launch.grid == ["cdiv(N * ((D - 1) // 2 + 1), 256)"]
 
 
 @pytest.mark.parametrize("launcher, derived", [
@@ -909,7 +953,7 @@ def test_a_shape_read_through_a_derived_size_takes_its_expression():
     sizes, and init stopped ("unknown size symbol(s) OD")."""
     src = POOL.replace("if (d >= 0 && d < D) s += x[n * D + d];", "s += x[n * D + o * STRIDE + k];")
     spec, _ = scaffold(src, "pool")
-    assert "OD" not in args(spec)["x"].shape[0] and "((D + 2 * 1 - 3) // 2 + 1)" in args(spec)["x"].shape[0]
+    assert "OD" not in args(spec)["x"].shape[0] and "((D - 1) // 2 + 1)" in args(spec)["x"].shape[0]
 
 
 # --- the launcher's constants, sizes read through the kernel's locals ---------------------------------------------

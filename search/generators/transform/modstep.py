@@ -13,40 +13,49 @@ each rejected one still pays its division. The same filter appears in strided up
 "every k-th element" loops. :class:`ModStepPass` rewrites the loop to visit the accepted iterations only (the
 "phase decomposition" of a transposed convolution, done per output)::
 
-    for (int kh = ptxf_mod_first(0, oh + pad, ptxf_mod_step(stride)); kh < K; kh += ptxf_mod_step(stride)) {
+    for (int kh = ptxf_mod_first(0, (long long)oh + (long long)pad, ptxf_mod_step(stride)); kh < K;
+         kh = ptxf_mod_next(kh, ptxf_mod_step(stride), K)) {
         int th = oh + pad - kh;
         if (th < 0 || th % stride != 0) continue;       // kept: stride is not a positive literal
         ...
 
-(``ptxf_mod_step``: ``|s|``, 1 for 0; ``ptxf_mod_first(lo, t, m)``: the first ``v >= lo`` with ``v = t (mod m)``; ``...64``
-for a 64-bit counter.) The
-canonical perfect nest (perfect_nest.py sinks ``kh``'s test into the ``kw`` loop's body) is read too: a test of an
-outer loop's counter found in the body of the inner loop its body ends with.
+(``ptxf_mod_step(s)``: ``|s|``, 1 for 0 and for INT_MIN; ``ptxf_mod_first(lo, t, m)``: the first ``v >= lo`` with ``v = t
+(mod m)``, in 64 bits, INT_MAX where that is past int; ``ptxf_mod_next(v, m, U)``: ``v + m``, or ``U`` where that
+reaches it, so the step never overflows near INT_MAX.) The canonical perfect nest (perfect_nest.py sinks ``kh``'s
+test into the ``kw`` loop's body) is read too: a test of an outer loop's counter found in the body of the inner loop
+its body ends with; two loops' terms in one test are dropped in one edit.
 
-Exact: the test accepts ``v`` when ``s`` divides ``a * v + b``; for ``a = +-1`` that is ``v = -a * b (mod |s|)``; the new
-loop starts at the first such ``v`` at or after the old start and steps by ``|s|``, so it visits every accepted
+Exact: the test accepts ``v`` when ``s`` divides ``a * v + b``; for ``a = +-1`` that is ``v = -a * b (mod |s|)``; the
+new loop starts at the first such ``v`` at or after the old start and steps by ``|s|``, so it visits every accepted
 iteration, in the same order; for another integer ``a`` (a dilation, after ``specialise`` made it a literal) and a
 literal ``s``, with ``g = gcd(a, s)``: ``v = (-b / g) * inv(a / g) (mod s / g)`` where ``g`` divides ``b`` (none
-accepted where it does not: the test, kept when ``g > 1``, rejects those visited); and the statements of a rejected one before the test are declarations free of calls and
-assignments (nothing is lost by skipping them). The test itself is dropped where ``s`` is a positive integer literal
-(or a ``#define`` of one); otherwise it stays (a ``% s`` per accepted iteration, none per rejected one; ``specialise``
-then versions ``s`` on its bench value), the step is ``|s|`` (1 for ``s = 0``, whose division the original leaves
-undefined: no endless loop). Every name the test reads is a signed integer (an unsigned difference wraps: the test
-would read another number).
+accepted where it does not: the test, kept when ``g > 1``, rejects those visited). The statements of a rejected
+iteration before the test are declarations and tests free of calls and assignments (nothing is lost by skipping
+them). The test itself is dropped where ``s`` is a positive integer literal (or a ``#define`` of one, or
+specialise's ``((int)2)``); otherwise it stays (a ``% s`` per accepted iteration, none per rejected one;
+``specialise`` then versions ``s`` on its bench value). The target ``-a * b`` is computed in 64 bits (the original's
+``E`` fits an int; ``-b`` and ``b * inv`` may not). Inputs where the original's own ``E`` overflows are undefined in
+C++ and CUDA alike, and not kept.
 
-Applies to ``for (int v = L; v < U; v++)`` (``<=``, ``++v``, ``v += 1``; ``v`` declared in the header, never written in
-the body) whose body opens with declarations and ``if (...) continue;`` tests free of calls and assignments, then either
+Applies to ``for (int v = L; v < U; v++)`` (``<=`` with a literal ``U``, ``++v``, ``v += 1``; ``v`` a 32-bit
+``int`` initialised with ``=`` by an integer literal ``L >= 0``, never written or declared again in the body; the
+loop's test free of calls and assignments) whose body opens with declarations and ``if (...) continue;`` tests free
+of calls and assignments, then either
 
 - ``if (A || E % s != 0 || B) continue;`` (``E % s``, ``0 != E % s`` too), or
 - ``if (A && E % s == 0 && B) ...`` (``!(E % s)``, ``0 == E % s`` too) with no ``else``, the last statement of its block,
 
 or, as the block's last statement, a counted ``for`` loop or an ``if`` without ``else`` (both free of calls and
 assignments in their tests) whose body opens so in turn (a rejected iteration then does nothing). ``E``, read through
-those declarations, is ``c * v + b`` (``c = +-1``, or any integer with a literal ``s``) with ``b`` and ``s`` names
-and literals the loop never writes nor declares
-(subexpressions free of ``v``, of calls and of memory reads read as a whole: ``(idx / OW) % OH``). The disjuncts
-and conjuncts are free of calls and assignments too (dropping one changes no side effect). Loops in a lambda, and
-kernels with ``goto`` or labels, are left as written.
+those declarations, is ``c * v + b`` (``c = +-1``, or any integer with a literal ``s``); it and the declarations it
+reads are int arithmetic (names of 32-bit ``int`` type, decimal literals, ``+ - * / %``: no cast, ``sizeof``,
+builtin index or unsigned literal, whose unsigned or wider arithmetic is not the polynomial solved); ``s`` is an
+``int`` name or a literal of at most 2^30. Every name ``E`` and ``s`` read is declared once in the loop (a
+declaration inside it would hide the one read), never written in the loop, and never aliased anywhere in the kernel
+(its address taken, a reference bound to it, passed to a call that is not a value function; a lambda capturing by
+reference anywhere leaves the kernel alone). Subexpressions free of ``v``, of calls and of memory reads are read as a
+whole (``(idx / OW) % OH``). The disjuncts and conjuncts are free of calls and assignments (dropping one changes no
+side effect). Loops in a lambda, and kernels with ``goto`` or labels, are left as written.
 """
 from __future__ import annotations
 
@@ -60,25 +69,27 @@ from .base import Unit
 from .expand import CONSTANTS_NOTE
 from .syntax import Node
 
-def _helpers(t: str, suffix: str) -> dict[str, str]:
-    return {
-        f"ptxf_mod_step{suffix}": f"""\
-static __device__ __forceinline__ {t} ptxf_mod_step{suffix}({t} s)
-{{   // |s|; 1 for s = 0, whose divisibility test the original leaves undefined: a step that never stalls the loop
-    return s > 0 ? s : s < 0 ? -s : ({t})1;
-}}""",
-        f"ptxf_mod_first{suffix}": f"""\
-static __device__ __forceinline__ {t} ptxf_mod_first{suffix}({t} lo, {t} target, {t} m)
-{{   // the first v >= lo with v = target (mod m), m > 0
-    const {t} r = (target - lo) % m;
-    return lo + (r < 0 ? r + m : r);
-}}""",
-    }
-
-
-# the helpers by the loop counter's width: int (32-bit and narrower counters), long long (64-bit ones)
-HELPERS = {"": _helpers("int", ""), "64": _helpers("long long", "64")}
-_SIGNED = sx.INT_TYPES - sx.UNSIGNED_TYPES
+HELPERS = {
+    "ptxf_mod_step": """\
+static __device__ __forceinline__ int ptxf_mod_step(int s)
+{   // |s|; 1 for s = 0 (its test is undefined) and for INT_MIN (no |s|): a step that never stalls the loop
+    return s > 0 ? s : (s < 0 && s != -2147483647 - 1) ? -s : 1;
+}""",
+    "ptxf_mod_first": """\
+static __device__ __forceinline__ int ptxf_mod_first(int lo, long long target, int m)
+{   // the first v >= lo (lo >= 0) with v = target (mod m), m > 0, in 64 bits; INT_MAX where none is an int
+    long long r = (target - (long long)lo) % m;
+    const long long v = (long long)lo + (r < 0 ? r + m : r);
+    return v > 2147483647LL ? 2147483647 : (int)v;
+}""",
+    "ptxf_mod_next": """\
+static __device__ __forceinline__ int ptxf_mod_next(int v, int m, int hi)
+{   // v + m, or hi where that reaches it (0 <= v < hi): the loop's test v < hi ends it, no signed overflow
+    return hi - v > m ? v + m : hi;
+}""",
+}
+_INT32 = frozenset({"int", "signed", "signed int", "int32_t"})  # the one width the rewrite computes in
+_LITERAL_MAX = 1 << 30  # literal strides, coefficients and bounds the rewrite takes (no sum of two overflows)
 _EFFECTS = ("call_expression", "assignment_expression", "update_expression", "comma_expression")
 
 
@@ -111,18 +122,24 @@ class ModStepPass:
         if reason is not None:
             raise ValueError(f"modstep does not apply: {reason}")
         edits: list[tuple[int, int, bytes]] = []
-        helpers: dict[str, str] = {}
-        for plan, suffix in _plans(unit)[0]:
-            edits += plan
-            helpers.update(HELPERS[suffix])
-        return unit.with_text(sx.apply_edits(unit.data, edits), helpers=tuple(helpers.items()))
+        drops: dict[tuple[int, int], tuple[Node, bool, list[Node]]] = {}
+        for header, drop in _plans(unit)[0]:
+            edits += header
+            if drop is not None:  # (one test may hold two loops' terms: kh's and kw's in one condition)
+                stmt, term, skip = drop
+                drops.setdefault((stmt.start_byte, stmt.end_byte), (stmt, skip, []))[2].append(term)
+        for stmt, skip, terms in drops.values():
+            edits.append(_drop_terms(stmt, terms, skip))
+        return unit.with_text(sx.apply_edits(unit.data, edits), helpers=tuple(HELPERS.items()))
 
 
-def _plans(unit: Unit) -> tuple[list[tuple[list[tuple[int, int, bytes]], str]], list[str]]:
-    """The byte edits of each loop the pass rewrites (with its helpers' suffix), and the reasons it gave the loops
-    with a ``%`` test it left."""
+def _plans(unit: Unit) -> tuple[list[tuple[list[tuple[int, int, bytes]], tuple | None]], list[str]]:
+    """Each loop the pass rewrites: its header's byte edits and the test term it drops (``(if statement, term,
+    skip)`` or None); and the reasons it gave the loops with a ``%`` test it left."""
     constants = unit.notes.get(CONSTANTS_NOTE) or {}
     plans, reasons = [], []
+    if any(_captures_by_reference(n) for n in sx.walk(unit.body) if n.type == "lambda_expression"):
+        return [], ["a lambda captures by reference (what it writes is not read here)"] if "%" in unit.text else []
     for loop in sx.walk(unit.body):
         if loop.type != "for_statement" or sx.in_lambda(loop, unit.body):
             continue
@@ -135,16 +152,25 @@ def _plans(unit: Unit) -> tuple[list[tuple[list[tuple[int, int, bytes]], str]], 
     return plans, reasons
 
 
-def _header(loop: Node) -> tuple[str, Node, Node] | None:
-    """``(v, L, update)`` of ``for (int v = L; v < U; v++)`` (``<=``, ``++v``, ``v += 1``), else None."""
+def _captures_by_reference(lam: Node) -> bool:
+    caps = next((c for c in lam.children if c.type == "lambda_capture_specifier"), None)
+    return caps is not None and "&" in sx.text(caps)
+
+
+def _header(loop: Node) -> tuple[str, Node, Node, Node] | None:
+    """``(v, L, U, update)`` of ``for (int v = L; v < U; v++)`` (``<=``, ``++v``, ``v += 1``; ``v`` a 32-bit int
+    initialised with ``=``), else None."""
     init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
     cond = sx.unparen(cond)
     if init is None or init.type != "declaration" or cond is None or upd is None:
         return None
-    if sx.type_text(init.child_by_field_name("type")) not in sx.INT_TYPES - sx.UNSIGNED_TYPES:
+    if _base(sx.type_text(init.child_by_field_name("type"))) not in _INT32:
         return None
     decls = init.children_by_field_name("declarator")
-    if len(decls) != 1 or decls[0].type != "init_declarator":
+    if len(decls) != 1 or decls[0].type != "init_declarator" or not sx.is_ident(decls[0].child_by_field_name("declarator")):
+        return None
+    value = decls[0].child_by_field_name("value")
+    if value is None or value.type in ("argument_list", "initializer_list"):  # int v(1), int v{1}
         return None
     v = sx.text(decls[0].child_by_field_name("declarator"))
     if cond.type != "binary_expression" or sx.operator(cond) not in ("<", "<=") \
@@ -152,7 +178,11 @@ def _header(loop: Node) -> tuple[str, Node, Node] | None:
         return None
     if sx.compact(upd) not in (f"{v}++", f"++{v}", f"{v}+=1"):
         return None
-    return v, decls[0].child_by_field_name("value"), upd
+    return v, value, cond.child_by_field_name("right"), upd
+
+
+def _base(ctype: str) -> str:
+    return " ".join(w for w in ctype.split() if w not in ("const", "volatile"))
 
 
 def _pure(node: Node | None) -> bool:
@@ -244,14 +274,14 @@ def _find(stmts: list[Node], v: str, offsets: dict[str, dict], decls: dict[str, 
     return None
 
 
-def _plan(unit: Unit, loop: Node, constants: dict[str, int]) -> tuple[list[tuple[int, int, bytes]], str] | str:
-    """The edits that make ``loop`` step over its accepted iterations and the suffix of the helpers they call, or why
-    not ("" when it has no such test)."""
+def _plan(unit: Unit, loop: Node, constants: dict[str, int]) -> tuple[list[tuple[int, int, bytes]], tuple | None] | str:
+    """The header edits that make ``loop`` step over its accepted iterations and the test term it drops, or why not
+    ("" when it has no such test)."""
     head = _header(loop)
     body = loop.child_by_field_name("body")
     if head is None or body is None:
         return ""
-    v, start, upd = head
+    v, start, bound, upd = head
     offsets: dict[str, dict] = {}
     decls: dict[str, Node] = {}
     got = _find(sx.statements(body) if body.type == "compound_statement" else [body], v, offsets, decls)
@@ -259,31 +289,46 @@ def _plan(unit: Unit, loop: Node, constants: dict[str, int]) -> tuple[list[tuple
         return got or ""
     stmt, term, rem, rest, skip, (a_poly, b) = got
     a = a_poly[()]
-    if not _pure(start):
-        return f"the loop's start {sx.compact(start)} has a call or an assignment"
-    if v in sx.maybe_written_names(body):
-        return f"the loop writes its counter {v}"
-    written = sx.maybe_written_names(loop) | sx.declared_names(body)
+    lo = _literal(start, constants)
+    if lo is None or lo < 0:
+        return f"the loop's start {sx.compact(start)} is no literal at least 0"
+    cond = sx.unparen(loop.child_by_field_name("condition"))
+    if not _pure(cond):
+        return f"the loop's test {sx.compact(cond)} has a call or an assignment"
+    if sx.operator(cond) == "<=":
+        hi = _literal(bound, constants)
+        if hi is None:
+            return f"the loop's bound {sx.compact(bound)} (<=) is no literal"
+        hi_text = str(hi + 1)
+    else:
+        hi_text = sx.text(bound)
+    if v in sx.maybe_written_names(body) or v in sx.declared_names(body):
+        return f"the loop writes or declares again its counter {v}"
     divisor = sx.unparen(rem.child_by_field_name("right"))
-    outer = {n for n in cexpr.names(b) for n in _atom_names(n)} | sx.identifiers(divisor)
-    if outer & (written | {v}) or not _pure(divisor):
-        return f"its divisibility test {sx.compact(rem)} reads a name the loop writes or declares"
-    used, todo = [rem], [rem]
+    literal = _literal(divisor, constants)
+    if literal is None and not (sx.is_ident(divisor) and _base(unit.types.scalar.get(sx.text(divisor)) or "") in _INT32):
+        return f"its divisibility test {sx.compact(rem)} divides by {sx.compact(divisor)}, no int name or literal"
+    if literal is not None and literal <= 0:
+        return f"its divisibility test {sx.compact(rem)} divides by {literal}"
+    used, todo = [rem.child_by_field_name("left")], [rem.child_by_field_name("left")]
+    names = set()
     while todo:  # the test and the declarations it reads, transitively
         for n in sx.identifiers(todo.pop()):
+            names.add(n)
             if n in decls and decls[n].child_by_field_name("value") not in used:
                 used.append(decls[n].child_by_field_name("value"))
                 todo.append(decls[n].child_by_field_name("value"))
-                used.append(decls[n].child_by_field_name("declarator"))
-    if not all(_signed(n, unit.types) for n in used):
-        return f"its divisibility test {sx.compact(rem)} reads an unsigned or unknown type (a wrapped difference)"
-    literal = _positive_literal(divisor, constants)
-    t = sx.type_text(loop.child_by_field_name("initializer").child_by_field_name("type"))
-    suffix = "64" if t in sx.WIDE_INT_TYPES else ""
-    neg_b = cexpr.show(cexpr.scale(b, -1)) if b else "0"
+    names = (names - {v}) | sx.identifiers(divisor)
+    if not all(_int_terms(n, unit.types) for n in used) or any(
+            _base(unit.types.scalar.get(n) or "") not in _INT32 for n in names):
+        return f"its divisibility test {sx.compact(rem)} reads other than 32-bit int names and literals"
+    inner = sx.declaration_counts(loop)  # (a name declared again in the loop would hide the one the test reads)
+    if any(inner.get(n, 0) != (1 if n in decls else 0) for n in names) or \
+            names & (sx.maybe_written_names(loop) | _aliased(unit.body)):
+        return f"its divisibility test {sx.compact(rem)} reads a name declared twice, written in the loop or aliased"
     if abs(a) == 1:  # accepted: v = -a*b (mod |s|)
         modulus, exact_residue = literal, True
-        target = neg_b if a == 1 else (cexpr.show(b) if b else "0")
+        target = _wide(b if a == -1 else cexpr.scale(b, -1))
     elif literal is None:
         return f"its divisibility test {sx.compact(rem)} multiplies {v} by {a} and divides by a runtime {sx.text(divisor)}"
     else:  # a*v = -b (mod s): with g = gcd(a, s), solvable where g divides b, then v = (-b/g) * inv(a/g) (mod s/g)
@@ -292,20 +337,44 @@ def _plan(unit: Unit, loop: Node, constants: dict[str, int]) -> tuple[list[tuple
         if modulus == 1:
             return ""  # the test does not depend on the counter: it keeps or skips the whole loop
         inv = pow((a // g) % modulus, -1, modulus)
-        target = f"({neg_b}) / {g} * {inv}" if g > 1 else (f"({neg_b}) * {inv}" if inv != 1 else neg_b)
+        neg_b = _wide(cexpr.scale(b, -1))
+        target = f"({neg_b}) / {g} % {modulus} * {inv}" if g > 1 else f"({neg_b}) % {modulus} * {inv}"
         exact_residue = g == 1  # else the visited iterations include the test's rejections where g does not divide b
-    step = str(modulus) if modulus is not None else f"ptxf_mod_step{suffix}({sx.text(divisor)})"
-    # the first accepted iteration at or after the start, then every step-th
-    first = f"ptxf_mod_first{suffix}({sx.text(start)}, {target}, {step})"
-    edits = [(start.start_byte, start.end_byte, first.encode()), (upd.start_byte, upd.end_byte, f"{v} += {step}".encode())]
-    if literal is not None and exact_residue:
-        edits.append(_drop_term(stmt, rest, skip))
-    return edits, suffix
+    step = str(modulus) if modulus is not None else f"ptxf_mod_step({sx.text(divisor)})"
+    # the first accepted iteration at or after the start, then every step-th, clamped at the bound
+    first = f"ptxf_mod_first({lo}, {target}, {step})"
+    edits = [(start.start_byte, start.end_byte, first.encode()),
+             (upd.start_byte, upd.end_byte, f"{v} = ptxf_mod_next({v}, {step}, {hi_text})".encode())]
+    return edits, ((stmt, term, skip) if literal is not None and exact_residue else None)
+
+
+def _aliased(body: Node) -> set[str]:
+    """Names whose address is taken, that a reference is bound to, or that a call other than a value function takes,
+    anywhere in ``body``: a write through the alias is not the name's own (``int& r = c; ... r += 1;``)."""
+    out = set()
+    for n in sx.walk(body):
+        if n.type == "pointer_expression" and sx.operator(n) == "&":
+            out |= sx.identifiers(n)
+        elif n.type == "init_declarator" and n.child_by_field_name("declarator").type == "reference_declarator":
+            out |= sx.identifiers(n.child_by_field_name("value") or n)
+        elif n.type == "call_expression" and sx.call_name(n) not in sx.VALUE_FUNCS:
+            out |= sx.identifiers(n.child_by_field_name("arguments"))
+    return out
+
+
+def _wide(p: dict) -> str:
+    """The polynomial ``p`` over int names as a 64-bit expression (each name widened before any product or sum: the
+    original's ``E`` does not overflow, its parts negated or scaled might)."""
+    if not p:
+        return "0LL"
+    wide = {tuple(f"(long long){n}" for n in m): c for m, c in p.items()}
+    text = cexpr.show(wide)
+    return text if any(m for m in p) else f"{text}LL"
 
 
 def _atom(v: str, offsets: dict):
     """What a subexpression that is no polynomial reads as: itself, parenthesised, where it is free of ``v``, of the
-    body's substituted locals and of effects; else unknown."""
+    body's substituted locals, of effects and of memory reads; else unknown."""
     def atom(node: Node):
         if not _pure(node) or sx.identifiers(node) & ({v} | set(offsets)) \
                 or sx.contains_type(node, ("subscript_expression", "pointer_expression")):
@@ -314,48 +383,57 @@ def _atom(v: str, offsets: dict):
     return atom
 
 
-def _atom_names(name: str) -> set[str]:
-    """The identifiers in a polynomial's name (a plain name, or an atom's parenthesised text)."""
-    return set(re.findall(r"[A-Za-z_]\w*", name))
+def _literal(node: Node | None, constants: dict[str, int]) -> int | None:
+    """The value of an int literal of at most :data:`_LITERAL_MAX` in magnitude (``2``, ``-1``, specialise's
+    ``((int)2)``, a ``#define`` of one), else None."""
+    node = sx.unparen(node)
+    if node is not None and node.type == "cast_expression" and _base(sx.type_text(node.child_by_field_name("type"))) in _INT32:
+        node = sx.unparen(node.child_by_field_name("value"))
+    if node is None:
+        return None
+    if node.type == "identifier":
+        v = constants.get(sx.text(node))
+    elif node.type == "number_literal" and re.fullmatch(r"-?[0-9]+", sx.text(node)):
+        v = int(sx.text(node))
+    else:
+        return None
+    return v if isinstance(v, int) and abs(v) <= _LITERAL_MAX else None
 
 
-def _positive_literal(node: Node, constants: dict[str, int]) -> int | None:
-    """The value of a positive integer literal (``2``, specialise's ``((int)2)``, a ``#define`` of one), else None."""
-    inner = cexpr.uncast(node)
-    if node.type == "cast_expression" and sx.type_text(node.child_by_field_name("type")) in _SIGNED and inner is not None:
-        node = inner
-    if node.type == "number_literal":
-        v = cexpr.literal_value(node)
-        return v if isinstance(v, int) and v > 0 else None
-    if node.type == "identifier" and isinstance(constants.get(sx.text(node)), int) and constants[sx.text(node)] > 0:
-        return constants[sx.text(node)]
-    return None
+def _int_terms(node: Node | None, types: sx.Types) -> bool:
+    """``node`` is int arithmetic: names of 32-bit int type, decimal literals below 2^31 without suffix (specialise's
+    ``((int)3)`` too), ``+ - * / %``, parentheses, a sign; no other cast, ``sizeof``, builtin index or call (an unsigned
+    or wider operand would make the test read another number than the polynomial the pass solves)."""
+    if node is None:
+        return False
+    t = node.type
+    if t == "parenthesized_expression":
+        return node.named_child_count == 1 and _int_terms(node.named_children[0], types)
+    if t == "identifier":
+        return _base(types.scalar.get(sx.text(node)) or "") in _INT32
+    if t == "number_literal":
+        return bool(re.fullmatch(r"-?[0-9]+", sx.text(node))) and abs(int(sx.text(node))) < 2 ** 31
+    if t == "cast_expression":
+        inner = sx.unparen(node.child_by_field_name("value"))
+        return _base(sx.type_text(node.child_by_field_name("type"))) in _INT32 and inner is not None \
+            and inner.type == "number_literal" and _int_terms(inner, types)
+    if t == "unary_expression":
+        return sx.operator(node) in ("-", "+") and _int_terms(node.child_by_field_name("argument"), types)
+    if t == "binary_expression":
+        return sx.operator(node) in ("+", "-", "*", "/", "%") and all(
+            _int_terms(node.child_by_field_name(f), types) for f in ("left", "right"))
+    return False
 
 
-def _signed(node: Node, types: sx.Types) -> bool:
-    """Every name in ``node`` a signed integer scalar, no builtin index (unsigned), no unsigned literal or cast: its
-    arithmetic does not wrap a negative difference into a large positive one."""
-    for n in sx.walk(node):
-        if n.type == "identifier" and (n.parent is None or n.parent.type != "field_expression"):
-            t = types.scalar.get(sx.text(n))
-            if t is None or " ".join(w for w in t.split() if w not in ("const", "volatile")) not in _SIGNED:
-                return False
-        elif n.type == "field_expression":
-            return False
-        elif n.type == "number_literal" and "u" in sx.text(n).lower():
-            return False
-        elif n.type == "cast_expression" and sx.type_text(n.child_by_field_name("type")) not in _SIGNED:
-            return False
-    return True
-
-
-def _drop_term(stmt: Node, rest: list[Node], skip: bool) -> tuple[int, int, bytes]:
-    """The edit that removes the divisibility term from the test (or the test itself when it was the only term)."""
+def _drop_terms(stmt: Node, terms: list[Node], skip: bool) -> tuple[int, int, bytes]:
+    """The edit that removes the divisibility terms ``terms`` from the test ``stmt`` (the test itself when no other
+    term is left: ``;`` for a ``continue``, the guarded statement alone for a wrapping ``if``)."""
     cons = stmt.child_by_field_name("consequence")
     clause = stmt.child_by_field_name("condition")
-    if rest:
-        joined = (" || " if skip else " && ").join(f"({sx.text(t)})" for t in rest)
+    kept = [t for t in sx.conjuncts(sx.clause_value(clause), "||" if skip else "&&") if t not in terms]
+    if kept:
+        joined = (" || " if skip else " && ").join(f"({sx.text(t)})" for t in kept)
         return clause.start_byte, clause.end_byte, f"({joined})".encode()
     if skip:
-        return stmt.start_byte, stmt.end_byte, b"/* (transform modstep: every visited iteration passes the test) */"
+        return stmt.start_byte, stmt.end_byte, b"; /* (transform modstep: every visited iteration passes the test) */"
     return stmt.start_byte, cons.start_byte, b""

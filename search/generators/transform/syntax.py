@@ -66,7 +66,7 @@ VALUE_FUNCS = FLOAT_FUNCS | frozenset({
     "__ushort_as_bfloat16", "__half_as_ushort", "__ushort_as_half", "__half_as_short", "__short_as_half",
     "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__fmaf_rn", "__fsqrt_rn", "__dadd_rn", "__dmul_rn",
     "__fadd_rz", "__fmul_rz", "__frsqrt_rn", "__fdividef", "__saturatef",
-    "ptxf_mod_step", "ptxf_mod_first", "ptxf_mod_step64", "ptxf_mod_first64",  # (modstep's helpers: values of values)
+    "ptxf_mod_step", "ptxf_mod_first", "ptxf_mod_next",  # (modstep's helpers: values of values)
 })
 
 
