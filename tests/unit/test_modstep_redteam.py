@@ -208,3 +208,19 @@ def test_two_loops_terms_in_one_test_are_dropped_in_one_edit(tmp_path):
     assert "if ((th < 0) || (tw < 0)) continue;" in out and "% 2" not in out
     report = run_both(CONVT_ONE_TEST, [(3, oh, 0, ow) for oh in range(0, 6) for ow in range(0, 5)] + [(4, 7, 0, 2)], tmp_path)
     assert set(report.split()) == {"same"}, report
+
+
+def test_a_pass_that_raises_leaves_the_other_passes_candidates(monkeypatch, caplog):
+    """One pass's bug (its precondition held, its rewrite raised) is logged and read as not applying: the transform
+    generator still proposes the other passes' candidates (an overlapping edit lost all of them)."""
+    from ptxfactory.search.generators.transform import PASSES, TransformGenerator
+    from test_modstep import CONVT, convt_spec
+    from test_transform import make_ctx
+
+    def broken(self, unit):
+        raise ValueError("overlapping edits at byte 1")
+    monkeypatch.setattr(ModStepPass, "apply", broken)
+    assert any(p.name == "modstep" for p in PASSES)
+    cands = TransformGenerator().propose(make_ctx(CONVT, convt_spec()))
+    assert cands and not any("modstep" in c.description for c in cands)
+    assert "transform pass modstep failed" in caplog.text

@@ -97,6 +97,7 @@ drop-in for the same launch); ``grid_stride`` and ``vectorize`` need ``"free"``.
 from __future__ import annotations
 
 import itertools
+import logging
 import re
 
 from ptxfactory.harness.source import SignatureMismatch, check_signature, find_kernel, replace_kernel
@@ -147,6 +148,8 @@ from .unroll import STRIDED_UNROLL, UnrollPass
 from .vector_loops import VectorLoopsPass
 from .vectorize import VectorizePass
 from .vectorize_x import VectorizeXPass
+
+log = logging.getLogger(__name__)
 
 __all__ = ["TransformGenerator", "PASSES", "Unit", "refusals", "unit_from_context"]
 
@@ -216,8 +219,8 @@ class TransformGenerator:
         for chain in chains:
             if len(out) >= MAX_CANDIDATES:
                 break
-            result = run_chain(unit, chain)
-            cand = self.candidate(ctx, result, chain)
+            result, ran = run_chain(unit, chain, ran=True)
+            cand = self.candidate(ctx, result, ran)
             if cand is not None and cand.key not in keys:
                 keys.add(cand.key)
                 out.append(cand)
@@ -352,7 +355,7 @@ def plan_chains(unit: Unit) -> list[list[Pass]]:
     run over the groups in :data:`PASSES` order (``hint`` first), each group's applicable passes in
     that order.
     """
-    singles = [[p] for p in PASSES if p.applies(unit)]
+    singles = [[p] for p in PASSES if _applies(p, unit)]
     groups = list(dict.fromkeys(p.group for p in PASSES if p.group is not None))
     # the grid group's alternatives (rowpar's lanes, colpar's splits, ...) vary fastest: the first chains cover every
     # way of parallelising the kernel before they cover another hint for each
@@ -368,12 +371,12 @@ def plan_chains(unit: Unit) -> list[list[Pass]]:
         prepared = run_chain(unit, [p for p in PASSES[:first] if p.group is None])
         # ... or after an optional group's pass before it (collapse's one loop over a channel's images and pixels is
         # long enough for a block or a cluster a row, where the nest's outer loop alone was not)
-        found = [p for p in PASSES if p.group == g and (p.applies(unit) or p.applies(prepared))]
+        found = [p for p in PASSES if p.group == g and (_applies(p, unit) or _applies(p, prepared))]
         rest = [(i, p) for i, p in enumerate(PASSES) if p.group == g and p not in found]
         if rest:  # (the optional passes' readings only where some alternative needs them)
             readings = [(k, run_chain(prepared, [q])) for k, q in enumerate(PASSES)
-                        if q.group in OPTIONAL_GROUPS and q.group != g and q.applies(prepared)]
-            more = {id(p) for i, p in rest if any(k < i and p.applies(r) for k, r in readings)}
+                        if q.group in OPTIONAL_GROUPS and q.group != g and _applies(q, prepared)]
+            more = {id(p) for i, p in rest if any(k < i and _applies(p, r) for k, r in readings)}
             found = [p for p in PASSES if p in found or id(p) in more]
         if g in UNPROVEN_GROUPS:  # (each tried at its turn in the chain: divmod applies to the loops rowpar or grid_stride write)
             return [None] + [p for p in PASSES if p.group == g]
@@ -442,8 +445,28 @@ def _step(memo: dict, p: Pass, u: Unit) -> Unit | None:
     notes (the greedy chains of one kernel share their prefixes: each is worked out once)."""
     key = (p.name, u.text, repr(u.launch), u.helpers, repr(sorted(u.notes.items(), key=lambda kv: kv[0])))
     if key not in memo:
-        memo[key] = p.apply(u) if p.applies(u) else None
+        memo[key] = _apply(p, u)
     return memo[key]
+
+
+def _apply(p: Pass, u: Unit) -> Unit | None:
+    """``p.apply(u)`` where ``p.applies(u)``, else None. A pass that raises (a bug of its own: its precondition held and
+    its rewrite failed) is logged and read as not applying, so the other passes' candidates are still proposed (an
+    overlapping edit in one pass lost every transform candidate of a kernel, 2026-12-05)."""
+    try:
+        return p.apply(u) if p.applies(u) else None
+    except Exception:  # noqa: BLE001 - one pass's failure must not take the generator down
+        log.warning("transform pass %s failed on kernel %s; left out", p.name, u.spec.name, exc_info=True)
+        return None
+
+
+def _applies(p: Pass, u: Unit) -> bool:
+    """``p.applies(u)``; False (logged) where the precondition itself raises (:func:`_apply`)."""
+    try:
+        return p.applies(u)
+    except Exception:  # noqa: BLE001
+        log.warning("transform pass %s failed on kernel %s; left out", p.name, u.spec.name, exc_info=True)
+        return False
 
 
 def _greedy_chain(unit: Unit, chosen: dict[str, Pass | None], memo: dict | None = None) -> list[Pass]:
@@ -467,7 +490,7 @@ def _greedy_chain(unit: Unit, chosen: dict[str, Pass | None], memo: dict | None 
         grid = chosen.get("grid")
         if grid is None or grid in chain:
             return chain
-        if not grid.applies(unit) and not grid.applies(
+        if not _applies(grid, unit) and not _applies(grid, 
                 run_chain(unit, [q for q in PASSES[:PASSES.index(grid)] if q.group is None])):
             return []  # (it applies only after another group's pass, collapse's, which this combination left out)
         earlier = [p for p in chain if p.group is None and PASSES.index(p) < PASSES.index(grid)]
@@ -485,12 +508,16 @@ def _restructures(chain: list[Pass]) -> bool:
                for p in chain)
 
 
-def run_chain(unit: Unit, chain: list[Pass]) -> Unit:
-    """``unit`` through each pass of ``chain`` whose precondition holds at its turn."""
+def run_chain(unit: Unit, chain: list[Pass], ran: bool = False):
+    """``unit`` through each pass of ``chain`` whose precondition holds at its turn; with ``ran``, ``(unit, the passes
+    that changed it)`` (a pass that raised is left out: :func:`_apply`)."""
+    done = []
     for p in chain:
-        if p.applies(unit):
-            unit = _fit_launch_bounds(unit, p.apply(unit))
-    return unit
+        out = _apply(p, unit)
+        if out is not None:
+            unit = _fit_launch_bounds(unit, out)
+            done.append(p)
+    return (unit, done) if ran else unit
 
 
 def _fit_launch_bounds(before: Unit, unit: Unit) -> Unit:
