@@ -237,9 +237,8 @@ def _uses(body: ts.Node | None, name: str, depth: int = 0) -> tuple[list[int], l
                 writes += w
                 unknown += u
                 continue
-        if access is None and parent.type == "argument_list" and parent.named_children[:1] == [n] \
-                and _text(parent.parent.child_by_field_name("function")).startswith("atomic"):
-            reads.append(line)  # atomicAdd(p, v): read, then written
+        if access is None and _atomic_address(n):
+            reads.append(line)  # atomicAdd(p, v), atomicMax((int*)p, v): read, then written
             writes.append(line)
             continue
         if access is None:
@@ -310,6 +309,21 @@ def _atomic_only_line(body: ts.Node | None, name: str) -> int | None:
     return first
 
 
+def _atomic_address(n: ts.Node) -> bool:
+    """``n`` (a pointer's name) is an atomic's address as it is or viewed as another element type of its width:
+    ``atomicAdd(p, v)``, ``atomicMax((int*)p, __float_as_int(v))`` (a float max through the int atomic)."""
+    node = n
+    if node.parent is not None and node.parent.type == "cast_expression" and node.parent.child_by_field_name("value") == n:
+        desc = node.parent.child_by_field_name("type")
+        decl = desc.child_by_field_name("declarator") if desc is not None else None
+        if decl is None or decl.type != "abstract_pointer_declarator" or decl.named_child_count:
+            return False
+        node = node.parent
+    parent = node.parent
+    return parent is not None and parent.type == "argument_list" and parent.named_children[:1] == [node] \
+        and _text(parent.parent.child_by_field_name("function")).startswith("atomic")
+
+
 def _unwrap(node: ts.Node | None) -> ts.Node | None:
     """``node`` with parentheses and casts taken off (``(int)(q[i])`` -> ``q[i]``)."""
     while node is not None and node.type in ("parenthesized_expression", "cast_expression"):
@@ -346,8 +360,7 @@ def _fixed_extent(body: ts.Node | None, name: str, byte_buffers: set[str]) -> tu
         if parent.type == "pointer_expression" and _text(parent.child_by_field_name("operator")) == "*":
             largest = max(largest, 0)
             continue
-        if parent.type == "argument_list" and parent.named_children[:1] == [n] \
-                and _text(parent.parent.child_by_field_name("function")).startswith("atomic"):
+        if _atomic_address(n):
             largest = max(largest, 0)
             continue
         return None

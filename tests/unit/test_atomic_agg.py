@@ -502,3 +502,44 @@ def test_refuses_an_atomic_one_thread_of_a_block_or_warp_issues(guard):
     for other in ("i == 0", "threadIdx.x % 8 == 0", "i < N && !(threadIdx.x == 0)",
                   "i < N && (threadIdx.x == 0 || x[i] > 0.0f)", "i < N && (threadIdx.x == 0) == false"):
         assert "once per block or warp" not in (AGG.why_not(unit(src.replace(f"if ({guard})", f"if ({other})"), dot_spec())) or "")
+
+
+AMAX_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["N"] },
+  { name = "amax", role = "inout", dtype = "f32", shape = [1], init = "zeros" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+"""
+AMAX = """extern "C" __global__ void amax(const float* x, float* amax, int N)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) {
+        float v = fabsf(x[i]);
+        atomicMax((int*)amax, __float_as_int(v));
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("view", ["(int*)amax", "reinterpret_cast<int*>(amax)", "(unsigned int*)amax"])
+def test_a_float_max_through_the_int_atomic_is_aggregated_on_the_view(view):
+    """A helper's new user (2026-12-05): max |x| into a float through ``atomicMax((int*)amax, __float_as_int(v))``
+    (an FP8/int8 scale's amax). The address is a view of amax's elements as int: the register and the shuffles are
+    int (the same order as the atomics': exact), one atomic per warp on the same view (it was refused: "the address
+    is not p, p + e or &p[e]"); after grid_stride one per warp in all."""
+    src = AMAX.replace("(int*)amax", view)
+    sp = spec("amax", AMAX_ARGS, rtol=0, atol=0)
+    assert AtomicAggPass().applies(unit(src, sp))
+    text = kernel_part(candidate(src, sp, [GridStridePass(), AtomicAggPass()]))
+    ctype = "unsigned int" if "unsigned" in view else "int"
+    assert f"{ctype} ptxf_acc0 = " in text and f"atomicMax({view}, ptxf_acc0);" in text
+    assert "__reduce_max_sync(" in text
+
+
+@pytest.mark.parametrize("view, why", [
+    ("(long long*)amax", "of another width or kind"),   # 8-byte elements over a float buffer
+    ("(float**)amax", "the address is not"),            # no element view
+])
+def test_a_view_of_another_width_is_refused(view, why):
+    sp = spec("amax", AMAX_ARGS, rtol=0, atol=0)
+    reason = AtomicAggPass().why_not(unit(AMAX.replace("(int*)amax", view), sp))
+    assert reason is not None and why in reason, reason

@@ -1135,3 +1135,17 @@ __global__ void k(const float* x, const bool* mask, float* y, int n)
     m = args(spec)["mask"]
     assert m.dtype.value == "u8" and m.init == "randint(0, 2)" and "TODO" not in line_comment(s, '"mask"')
     check_signature(spec, find_kernel(src, "k"))
+
+
+def test_an_accumulator_updated_through_an_int_view_is_an_inout_scalar_zeroed():
+    """A helper's new user (2026-12-05): ``atomicMax((int*)amax, __float_as_int(v))`` read the cast as an alias:
+    amax came out an ``out`` of shape [n] (NaN-filled before each run: the max kept the NaN). It is one element that
+    only atomics update: inout, [1], zeros."""
+    src = """__global__ void absmax(const float* x, float* amax, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) atomicMax((int*)amax, __float_as_int(fabsf(x[i])));
+    }"""
+    spec, s = scaffold(src, "absmax")
+    a = args(spec)["amax"]
+    assert (a.role, list(a.shape), a.init) == ("inout", [1], "zeros"), line_comment(s, '"amax"')
+    assert "aliased" not in line_comment(s, '"amax"')

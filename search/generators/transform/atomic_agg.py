@@ -59,6 +59,7 @@ KINDS = {  # the pointee's type -> i32, u32, i64, u64, f32, f64
     **dict.fromkeys(("unsigned long long", "unsigned long long int", "uint64_t"), "u64"),
     "float": "f32", "double": "f64",
 }
+WIDTH = {"i32": 4, "u32": 4, "f32": 4, "i64": 8, "u64": 8, "f64": 8}  # bytes an element
 KIND_OPS = {  # the atomics CUDA has for each kind
     "i32": {"add", "sub", "max", "min", "and", "or", "xor"}, "u32": {"add", "sub", "max", "min", "and", "or", "xor"},
     "i64": {"max", "min"}, "u64": {"add", "max", "min", "and", "or", "xor"}, "f32": {"add"}, "f64": {"add"},
@@ -200,9 +201,9 @@ class AtomicAggPass(PlannedPass):
         if len(args) != 2:
             raise Refused("not two arguments")
         address, value = args
-        parsed = atomic_address(address, unit)
+        parsed = atomic_address(address, unit, views=True)
         if parsed is None:
-            raise Refused("the address is not p, p + e or &p[e] of a pointer parameter")
+            raise Refused("the address is not p, p + e or &p[e] of a pointer parameter (or a (T*) view of one)")
         root_node, index = parsed
         root = sx.text(root_node)
         if not all(warp_uniform(t, uniform) for t in index):
@@ -215,6 +216,12 @@ class AtomicAggPass(PlannedPass):
             raise Refused(f"it runs under {one!r}, once per block or warp already (a reduction's last step): "
                           "nothing to aggregate")
         ctype = " ".join(w for w in unit.pointers[root].base.split() if w not in ("const", "volatile"))
+        view = pointer_view(address)
+        if view is not None:  # the atomic works on the view's elements, which must be the buffer's own (one width)
+            as_type = " ".join(w for w in view[0].split() if w not in ("const", "volatile"))
+            if KINDS.get(as_type) is None or KINDS.get(ctype) is None or WIDTH[KINDS[as_type]] != WIDTH[KINDS[ctype]]:
+                raise Refused(f"the address views {root}'s {ctype!r} elements as {as_type!r} of another width or kind")
+            ctype = as_type
         kind = KINDS.get(ctype)
         op = OPS[func]
         if kind is None or op not in KIND_OPS[kind]:
@@ -451,10 +458,39 @@ def warp_uniform(node: Node | None, names: set[str]) -> bool:
     return False
 
 
-def atomic_address(node: Node, unit: Unit) -> tuple[Node, list[Node]] | None:
-    """``(the pointer parameter's identifier, the index's terms)`` of an atomic's address: ``p``, ``&p[e]`` or a sum of
-    ``p`` and terms (``p + e``, ``e + p``, ``p + a + b``)."""
+def pointer_view(node: Node | None) -> tuple[str, Node] | None:
+    """``(T, e)`` of an address written as a view of another pointer's elements as ``T``: ``(T*)e``,
+    ``reinterpret_cast<T*>(e)`` (``atomicMax((int*)amax, __float_as_int(v))``, a float max through the int atomic);
+    None for any other expression."""
     node = sx.unparen(node)
+    if node is None:
+        return None
+    if node.type == "cast_expression":
+        desc, inner = node.child_by_field_name("type"), node.child_by_field_name("value")
+    elif node.type == "call_expression" and (fn := node.child_by_field_name("function")) is not None \
+            and fn.type == "template_function" and sx.text(fn.child_by_field_name("name")) == "reinterpret_cast":
+        targs = fn.child_by_field_name("arguments").named_children
+        args = sx.call_args(node)
+        if len(targs) != 1 or len(args) != 1:
+            return None
+        desc, inner = targs[0], args[0]
+    else:
+        return None
+    if desc is None or desc.type != "type_descriptor" or inner is None:
+        return None
+    decl = desc.child_by_field_name("declarator")
+    if decl is None or decl.type != "abstract_pointer_declarator" or decl.named_child_count:
+        return None  # (T** and the like)
+    return sx.type_text(desc.child_by_field_name("type")), inner
+
+
+def atomic_address(node: Node, unit: Unit, views: bool = False) -> tuple[Node, list[Node]] | None:
+    """``(the pointer parameter's identifier, the index's terms)`` of an atomic's address: ``p``, ``&p[e]`` or a sum of
+    ``p`` and terms (``p + e``, ``e + p``, ``p + a + b``); with ``views``, also any of those as a :func:`pointer_view`
+    (``(int*)amax``: the caller checks the view's element type)."""
+    node = sx.unparen(node)
+    if views and (view := pointer_view(node)) is not None:
+        node = sx.unparen(view[1])
 
     def param(n: Node | None) -> bool:
         return sx.is_ident(n) and sx.text(n) in unit.pointers
