@@ -22,7 +22,7 @@ from ptxfactory.search.generators.transform import PASSES, TransformGenerator
 from ptxfactory.search.generators.transform.smem_tile import CONFIGS, SmemTilePass
 
 from _generator_support import example_ctx
-from test_transform import make_ctx, spec_for, unit
+from test_transform import compiles, make_ctx, spec_for, unit
 
 GEMM_ARGS = """
   { name = "A", role = "in", dtype = "f32", shape = ["M", "K"] },
@@ -376,9 +376,11 @@ extern "C" __global__ void k(const float* A, const float* B, float* C, int M, in
                                         "{ acc += A[row * K + k] * B[k * N + col]; C[row * N + k] = 0.0f; }"),
                           "the loop writes memory"),
     "load of a written buffer": (NAIVE.replace("B[k * N + col]", "C[k * N + col]"), "written or aliased"),
-    "two accumulators": (NAIVE.replace("float acc = 0.0f;", "float acc = 0.0f, c2 = 0.0f;")
-                         .replace("acc += A[row * K + k] * B[k * N + col];",
-                                  "{ acc += A[row * K + k] * B[k * N + col]; c2 += A[row * K + k]; }"), "not one recognised"),
+    # (two are a dual GEMM's, taken since 2026-12-05: test_a_dual_gemm_...)
+    "three accumulators": (NAIVE.replace("float acc = 0.0f;", "float acc = 0.0f, c2 = 0.0f, c3 = 0.0f;")
+                           .replace("acc += A[row * K + k] * B[k * N + col];",
+                                    "{ acc += A[row * K + k] * B[k * N + col]; c2 += A[row * K + k]; c3 += B[k * N + col]; }"),
+                           "3 accumulations"),
     "accumulator initialised in braces": (NAIVE.replace("float acc = 0.0f;", "float acc{0.0f};"), "not declared as T acc = value"),
     "epilogue reading another output": (NAIVE.replace("C[row * N + col] = acc;", "C[row * N + col] = acc + C[col * N + row];"),
                                         "at more than one"),
@@ -394,7 +396,7 @@ extern "C" __global__ void k(const float* A, const float* B, float* C, int M, in
     "masked max": (NAIVE.replace("acc += A[row * K + k] * B[k * N + col];",
                                  "if (k < row) acc = fmaxf(acc, A[row * K + k] * B[k * N + col]);"), "a max under"),
     "branch on the sum": (NAIVE.replace("acc += A[row * K + k] * B[k * N + col];",
-                                        "if (acc < 100.0f) acc += A[row * K + k] * B[k * N + col];"), "not one recognised accumulation"),
+                                        "if (acc < 100.0f) acc += A[row * K + k] * B[k * N + col];"), "not recognised accumulations"),
     "row outside a load": (NAIVE.replace("acc += A[row * K + k] * B[k * N + col];",
                                          "acc += A[row * K + k] * B[k * N + col] * row;"), "row used in the loop"),
     "guard on both": (NAIVE.replace("row < M && col < N", "row < M && col < N && col <= row"), "about both"),
@@ -578,3 +580,70 @@ def test_a_condition_on_k_alone_masks_every_side(tmp_path):
     assert not any("(col + k < N)" in ln for ln in fetches if "? A[" in ln)
     report = host_agree(GUARDED_SHIFT, spec, {"M": 33, "N": 65, "K": 100}, [tile(1), tile(4)], tmp_path)
     assert report.count("same") == 2, report
+
+
+# a dual GEMM (GEGLU's gate and up projections in one k loop: a helper's new user, 2026-12-05)
+DUAL = """
+extern "C" __global__ void k(const float* x, const float* W1, const float* W2, float* h, int M, int N, int K)
+{
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < M && col < N) {
+        float a = 0.0f;
+        float g = 0.0f;
+        for (int k = 0; k < K; k++) {
+            float xv = x[row * K + k];
+            a += xv * W1[k * N + col];
+            g += xv * W2[k * N + col];
+        }
+        h[row * N + col] = 0.5f * a * (1.0f + erff(a * 0.70710678118654752f)) * g;
+    }
+}
+"""
+DUAL_ARGS = """
+  { name = "x", role = "in", dtype = "f32", shape = ["M", "K"] },
+  { name = "W1", role = "in", dtype = "f32", shape = ["K", "N"] },
+  { name = "W2", role = "in", dtype = "f32", shape = ["K", "N"] },
+  { name = "h", role = "out", dtype = "f32", shape = ["M", "N"] },
+  { name = "M", role = "scalar", dtype = "i32", value = "M" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+  { name = "K", role = "scalar", dtype = "i32", value = "K" },
+"""
+
+
+def test_a_dual_gemm_gets_two_register_tiles_and_one_tile_of_the_shared_operand():
+    """Two sums over one k loop sharing x's load (a dual GEMM): each output two accumulator registers, x's tile staged
+    once, W1's and W2's each, the epilogue reading both; it compiles for every configuration without spills up to 4x4
+    (8x8's two 64-register tiles may spill: the compile report says so). mma_tile refuses (one fragment set)."""
+    sp = spec3(DUAL_ARGS, '["cdiv(N, 16)", "cdiv(M, 16)"]', "[{ M = 37, N = 70, K = 21 }]", "{ M = 4096, N = 4096, K = 1024 }")
+    u = unit(DUAL, sp)
+    out = SmemTilePass(4, 4, 16).apply(u).text
+    assert "float ptxf_acc[4][4];" in out and "float ptxf_acc1[4][4];" in out
+    assert out.count("__shared__") == 3  # x, W1, W2: x's tile once for both sums
+    assert "float a = ptxf_acc[ptxf_i][ptxf_j];" in out and "float g = ptxf_acc1[ptxf_i][ptxf_j];" in out
+    for c in CONFIGS[:5]:
+        compiles(SmemTilePass(*c).apply(u).text, sp, "k")
+    from ptxfactory.search.generators.transform.mma_tile import MmaTilePass
+    from ptxfactory.search.generators.transform.mma_tile import CONFIGS as MMA
+    assert not any(MmaTilePass(*c).applies(u) for c in MMA)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_a_dual_gemm_gives_the_originals_bits_on_the_host(tmp_path):
+    """Every configuration at sizes that are no multiple of any tile: both sums in the original's order, bit for bit."""
+    sp = spec3(DUAL_ARGS, '["cdiv(N, 16)", "cdiv(M, 16)"]', "[{ M = 37, N = 70, K = 21 }]", "{ M = 4096, N = 4096, K = 1024 }")
+    report = host_agree(DUAL, sp, {"M": 37, "N": 70, "K": 21}, [SmemTilePass(*c) for c in CONFIGS], tmp_path)
+    lines = [line for line in report.split("\n") if line]
+    assert len(lines) == len(CONFIGS) and all(line.endswith("same") for line in lines), report
+
+
+@pytest.mark.parametrize("body, why", [
+    ("a += xv * W1[k * N + col]; g += xv * W2[k * N + col]; s += xv;", "3 accumulations"),  # three tiles: refused
+    ("if (k > 0) { a += xv * W1[k * N + col]; g += xv * W2[k * N + col]; }", "a branch"),
+])
+def test_more_accumulations_or_a_condition_over_two_are_refused(body, why):
+    src = DUAL.replace("""            a += xv * W1[k * N + col];
+            g += xv * W2[k * N + col];""", "            " + body).replace("float g = 0.0f;", "float g = 0.0f;\n        float s = 0.0f;")
+    sp = spec3(DUAL_ARGS, '["cdiv(N, 16)", "cdiv(M, 16)"]', "[{ M = 37, N = 70, K = 21 }]", "{ M = 4096, N = 4096, K = 1024 }")
+    reason = SmemTilePass(4, 4, 16).why_not(unit(src, sp))
+    assert reason is not None and why in reason, reason

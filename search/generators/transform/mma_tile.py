@@ -90,6 +90,9 @@ class MmaTilePass(SmemTilePass):
         if spec.check.rtol < NEAR_EXACT and spec.check.atol < NEAR_EXACT:
             raise Refused(f"the spec asks for (nearly) exact results (rtol {spec.check.rtol:g}, atol {spec.check.atol:g}): "
                           "the tensor cores sum in another order")
+        if p.more:
+            raise Refused(f"the loop carries {len(p.accs)} accumulations ({', '.join(a[0] for a in p.accs)}): one "
+                          "fragment set a block (smem_tile takes several)")
         if p.acc_type != "float":
             raise Refused(f"the accumulator is {p.acc_type}, not float (the tensor cores accumulate in fp32)")
         sides = sorted(o.side for o in p.operands)

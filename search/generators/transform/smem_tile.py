@@ -53,7 +53,9 @@ usual openings, nothing else before the guard but side-effect-free declarations 
 ``return``) of parts each about the row, the column or neither, no memory reads or calls in it, and
 a part ``row < M`` / ``col < N`` whose bound is an expression of the spec's scalars (the grid is
 recomputed from it); one ``for`` loop in the guarded code, stepping by one from and to bounds uniform
-over the block, carrying exactly one recognised accumulation (sum, product, max, min) declared before
+over the block, carrying one recognised accumulation (sum, product, max, min), or two where the body has no
+condition (a dual GEMM, GEGLU's ``a += xv * W1[...]; g += xv * W2[...];``: each output gets two register tiles, the
+shared operand's tile is staged once, the epilogue reads both), declared before
 it, with no branches, nested loops, writes to memory or to other variables declared outside it, and
 no use of the row or column outside its loads; each load in the loop ``p[e]`` of a read-only pointer
 parameter, or of a pointer into one at a known offset (``const float* Ab = A + b * M * K;``, of the
@@ -90,6 +92,7 @@ CONFIGS = ((1, 1, 16), (2, 2, 16), (4, 4, 16), (8, 4, 16), (4, 8, 16), (8, 4, 8)
 SQUARE_TK = {1: 16, 2: 16, 4: 16, 8: 8}  # a square tile's own k step: its name does not say it
 SHARED_LIMIT = 48 * 1024  # bytes of static shared memory a block may declare
 MAX_OPERANDS = 4  # distinct tiles staged per step
+MAX_ACCUMULATORS = 2  # accumulations one loop may carry (a dual GEMM: GEGLU's gate and up projections), each a tile
 ELEMENT_BYTES = {"float": 4, "double": 8, "__half": 2, "half": 2, "__nv_bfloat16": 2, "nv_bfloat16": 2,
                  **{t: 4 for t in ("int", "unsigned", "unsigned int", "int32_t", "uint32_t")},
                  **{t: 8 for t in ("long long", "unsigned long long", "int64_t", "uint64_t", "size_t")}}
@@ -154,6 +157,13 @@ class _Plan:
     levels: list[tuple[str, str, str, str]] = field(default_factory=list)  # a loop nest read as one k: (var, type, start, trip)
     derived: dict[str, list[Node]] = field(default_factory=dict)  # "y"/"x": declarations of values of that index alone
     pred: Node | None = None  # the loop body's if (c) acc += ...; its condition masks the staged loads of its side
+    more: list[tuple[str, Node, str]] = field(default_factory=list)  # the loop's other accumulators (a dual GEMM's)
+
+    @property
+    def accs(self) -> list[tuple[str, Node, str, str]]:
+        """Every accumulator: ``(name, init_declarator, type, its registers' name)`` (``ptxf_acc``, ``ptxf_acc1``...)."""
+        return [(self.acc, self.acc_decl, self.acc_type, "ptxf_acc")] + [
+            (n, d, t, f"ptxf_acc{i + 1}") for i, (n, d, t) in enumerate(self.more)]
 
 
 class SmemTilePass(PlannedPass):
@@ -218,17 +228,20 @@ class SmemTilePass(PlannedPass):
             if v in sx.written_names(body):
                 raise Refused(f"the loop variable {v} is written in the loop")
         pred = _predicate(body)
-        acc, acc_decl, acc_type = _accumulator(unit, body, ks[-1], pre, pred)
-        if any(n.type == "identifier" and sx.text(n) == acc and not (acc_decl.start_byte <= n.start_byte < acc_decl.end_byte)
-               for s in pre for n in sx.walk(s)):  # float base = acc;: the tile's epilogue gives it the finished sum
-            raise Refused(f"the code before the loop reads the accumulator {acc}")
+        found_accs = _accumulators(unit, body, ks[-1], pre, pred)
+        acc, acc_decl, acc_type = found_accs[0]
+        for name, decl, _ in found_accs:
+            if any(n.type == "identifier" and sx.text(n) == name and not (decl.start_byte <= n.start_byte < decl.end_byte)
+                   for s in pre for n in sx.walk(s)):  # float base = acc;: the tile's epilogue gives it the finished sum
+                raise Refused(f"the code before the loop reads the accumulator {name}")
+        acc_names = {name for name, _, _ in found_accs}
         if pred is not None and acc_type in ("float", "double") and unit.spec.check.rtol == 0 and unit.spec.check.atol == 0:
             raise Refused("the spec asks for exact results, and a skipped term becomes a zero product (a sum of -0.0 "
                           "and +0.0 keeps no sign)")
-        consts = _compose({**_merge_constants(pre), **row_constants(loop)}, {y.name, x.name, *ks, acc})
-        operands, dropped = _operands(unit, body, ks, y.name, x.name, acc, uniform, consts, derived, pred)
+        consts = _compose({**_merge_constants(pre), **row_constants(loop)}, {y.name, x.name, *ks, *acc_names})
+        operands, dropped = _operands(unit, body, ks, y.name, x.name, acc, uniform, consts, derived, pred, acc_names)
         _check_post(post, pre, y.name, x.name)
-        _check_outputs(unit, pre + post, _compose({**_merge_constants(pre + post), **row_constants(loop)}, {y.name, x.name, *ks, acc}))
+        _check_outputs(unit, pre + post, _compose({**_merge_constants(pre + post), **row_constants(loop)}, {y.name, x.name, *ks, *acc_names}))
         self._check_shared(operands)
         launch = self._launch(unit, {side: rows_expression(unit, node) for side, node in parts["bound_nodes"].items()})
         trips = [f"({sx.text(e[0])})" + (" + 1" if e[1] else "") + f" - ({sx.text(a)})" for _, _, a, e in heads]
@@ -245,7 +258,7 @@ class SmemTilePass(PlannedPass):
             o.vector = self._vector_width(o, levels, y.name if o.side == "y" else x.name, derived.get(o.side, []))
             o.read_only = o.ptr in inputs
         return _Plan(y, x, uniform_stmts, cond, negated, parts["text"], pre, acc_decl, acc, acc_type, nest[-1], k, k_type,
-                     k_from, end, post, operands, {d.id for d in dropped}, launch, levels, derived, pred)
+                     k_from, end, post, operands, {d.id for d in dropped}, launch, levels, derived, pred, found_accs[1:])
 
     def _reading(self, unit: Unit) -> None:
         """Whether the pass reads ``unit`` (:class:`Refused` with the reason; remembered per text, launch and spec, since
@@ -337,10 +350,9 @@ class SmemTilePass(PlannedPass):
             out.append(f"{ind}{self._fetch_registers(n, o)}")
         out += [f"{ind}const int ptxf_tid = threadIdx.y * {THREADS} + threadIdx.x;",
                 f"{ind}const long long ptxf_y0 = (long long)blockIdx.y * {self.tm}, ptxf_x0 = (long long)blockIdx.x * {self.tn};",
-                f"{ind}{p.acc_type} ptxf_acc[{self.rm}][{self.rn}];"]
-        acc_init = p.acc_decl.child_by_field_name("value")
-        init = self._init_body(p, data, acc_init)
-        out += self._per_output(p, ind, init, indices=len(init) > 1)
+                *(f"{ind}{t} {reg}[{self.rm}][{self.rn}];" for _, _, t, reg in p.accs)]
+        init = self._init_body(p, data)
+        out += self._per_output(p, ind, init, indices=any(len(line) and "if (" in line for line in init))
         kb = "ptxf_kb"
         out += self._pipeline(p, ind, [f"{ind}    const int ptxf_kn = ptxf_kend - {kb} < {self.tk} ? (int)(ptxf_kend - {kb}) : {self.tk};"])
         body = self._body(p, data)
@@ -351,7 +363,7 @@ class SmemTilePass(PlannedPass):
                 f"{ind}        for (int ptxf_kk = 0; ptxf_kk < ptxf_kn; ++ptxf_kk) {{"]
         out += [ind * 3 + line for line in body]
         out += [f"{ind}        }}", f"{ind}    }}", f"{ind}    __syncthreads();", f"{ind}}}"]
-        out += self._per_output(p, ind, self._epilogue(p, data, acc_init))
+        out += self._per_output(p, ind, self._epilogue(p, data))
         out.append("}")
         text = sx.apply_edits(data, [(unit.body.start_byte, unit.body.end_byte, "\n".join(out).encode())])
         return unit.with_text(text, launch=p.launch)
@@ -400,21 +412,22 @@ class SmemTilePass(PlannedPass):
     def _guard_text(self, p: _Plan) -> str:
         return f"!({sx.text(p.cond)})" if p.negated else sx.text(p.cond)
 
-    def _init_body(self, p: _Plan, data: bytes, init: Node | None) -> list[str]:
-        mine = "ptxf_acc[ptxf_i][ptxf_j]"
-        if init is None:
-            raise Refused("the accumulator has no initial value")  # checked in _accumulator
-        if sx.is_number(init):  # the same for every output: no declaration needed
-            return [f"    {mine} = {sx.text(init)};"]
-        lines = [f"    {mine} = 0;", f"    if ({self._guard_text(p)}) {{"]
+    def _init_body(self, p: _Plan, data: bytes) -> list[str]:
+        inits = [(reg, name, decl.child_by_field_name("value")) for name, decl, _, reg in p.accs]
+        if any(init is None for _, _, init in inits):
+            raise Refused("the accumulator has no initial value")  # checked in _accumulators
+        if all(sx.is_number(init) for _, _, init in inits):  # the same for every output: no declaration needed
+            return [f"    {reg}[ptxf_i][ptxf_j] = {sx.text(init)};" for reg, _, init in inits]
+        lines = [f"    {reg}[ptxf_i][ptxf_j] = 0;" for reg, _, _ in inits] + [f"    if ({self._guard_text(p)}) {{"]
         lines += ["        " + sx.text(s) for s in p.pre]
-        lines += [f"        {mine} = {p.acc};", "    }"]
+        lines += [f"        {reg}[ptxf_i][ptxf_j] = {name};" for reg, name, _ in inits] + ["    }"]
         return lines
 
-    def _epilogue(self, p: _Plan, data: bytes, init: Node) -> list[str]:
+    def _epilogue(self, p: _Plan, data: bytes) -> list[str]:
         lines = [f"    if ({self._guard_text(p)}) {{"]
-        for s in p.pre:  # the accumulator's declaration now takes the output's register
-            text = sx.render(s, data, lambda n: b"ptxf_acc[ptxf_i][ptxf_j]" if n.id == init.id else None)
+        regs = {decl.child_by_field_name("value").id: f"{reg}[ptxf_i][ptxf_j]".encode() for _, decl, _, reg in p.accs}
+        for s in p.pre:  # each accumulator's declaration now takes the output's register
+            text = sx.render(s, data, lambda n: regs.get(n.id))
             lines.append("        " + text.decode())
         for s in p.post:
             lines += ["        " + line for line in _dedent(sx.text(s), data, s)]
@@ -675,6 +688,7 @@ class SmemTilePass(PlannedPass):
             for node in o.nodes:
                 reads[node.id] = f"ptxf_r{n}[{'ptxf_i' if o.side == 'y' else 'ptxf_j'}]".encode()
         k_text = f"(({p.k_type})(ptxf_kb + ptxf_kk))".encode()
+        regs_of = {name: f"{reg}[ptxf_i][ptxf_j]".encode() for name, _, _, reg in p.accs}
 
         def replace(node: Node) -> bytes | None:
             if p.pred is not None and node.id == p.pred.id:  # if (c) acc += a * b;: the masked elements make it a zero
@@ -683,8 +697,8 @@ class SmemTilePass(PlannedPass):
                 return b""
             if node.id in reads:
                 return reads[node.id]
-            if sx.is_ident(node, p.acc):
-                return b"ptxf_acc[ptxf_i][ptxf_j]"
+            if node.type == "identifier" and sx.text(node) in regs_of:
+                return regs_of[sx.text(node)]
             if sx.is_ident(node, p.k):
                 return k_text
             return None
@@ -916,9 +930,10 @@ def _skips(pred: Node) -> bool:
     return inner[0].type == "continue_statement"
 
 
-def _accumulator(unit: Unit, body: Node, k: str, pre: list[Node], pred: Node | None = None) -> tuple[str, Node, str]:
-    """The loop's one accumulator: its name, its ``init_declarator`` among ``pre``, its type. ``pred``: the body's
-    ``if`` (:func:`_predicate`), whose condition is read by :func:`_operands`, not here."""
+def _accumulators(unit: Unit, body: Node, k: str, pre: list[Node], pred: Node | None = None) -> list[tuple[str, Node, str]]:
+    """The loop's accumulators (one, or up to :data:`MAX_ACCUMULATORS` under no condition: a dual GEMM's ``a += x *
+    W1; g += x * W2;`` sharing x's tile), each ``(name, its init_declarator among pre, its type)``. ``pred``: the
+    body's ``if`` (:func:`_predicate`), whose condition is read by :func:`_operands`, not here."""
     declared = sx.declared_names(body)
     if k in sx.written_names(body):
         raise Refused(f"the loop variable {k} is written in the loop")
@@ -939,21 +954,41 @@ def _accumulator(unit: Unit, body: Node, k: str, pre: list[Node], pred: Node | N
             raise Refused(f"the loop writes memory ({sx.text(n)!r})")
     carried = sx.written_names(body) - declared - {k}
     accs = loop_accumulators(body, carried, k) if carried else None
-    if not accs or len(accs) != 1:
-        raise Refused(f"the loop carries {sorted(carried) or 'nothing'}, not one recognised accumulation")
-    acc = next(iter(accs.values()))
-    if acc.kind == "arg":
-        raise Refused("an arg max/min accumulation (two carried variables)")
-    if pred is not None and acc.kind != "sum":
-        raise Refused(f"a {acc.kind} under the loop body's condition (a masked element is a zero only in a sum of products)")
+    if not accs or set().union(*({a.name} | set(getattr(a, "names", ()) or ()) for a in accs.values())) != carried:
+        raise Refused(f"the loop carries {sorted(carried) or 'nothing'}, not recognised accumulations alone")
+    if len(accs) > 1 and pred is not None:
+        raise Refused(f"the loop carries {sorted(carried)}: several accumulations under the loop body's condition")
+    if len(accs) > MAX_ACCUMULATORS:
+        raise Refused(f"the loop carries {len(accs)} accumulations (at most {MAX_ACCUMULATORS}: each a register tile)")
+    out = []
+    for acc in sorted(accs.values(), key=lambda a: _declared_at(pre, a.name)):
+        if acc.kind == "arg":
+            raise Refused("an arg max/min accumulation (two carried variables)")
+        if pred is not None and acc.kind != "sum":
+            raise Refused(f"a {acc.kind} under the loop body's condition (a masked element is a zero only in a sum of products)")
+        for s in pre:
+            for d in s.children_by_field_name("declarator"):
+                if sx.text(sx.innermost_identifier(d)) == acc.name:
+                    if d.type != "init_declarator" or not sx.is_ident(d.child_by_field_name("declarator")) \
+                            or d.child_by_field_name("value").type in ("argument_list", "initializer_list"):
+                        raise Refused(f"the accumulator {acc.name} is not declared as T {acc.name} = value;")
+                    out.append((acc.name, d, sx.type_text(s.child_by_field_name("type"))))
+                    break
+            else:
+                continue
+            break
+        else:
+            raise Refused(f"the accumulator {acc.name} is not declared in the guarded code before the loop")
+    return out
+
+
+def _declared_at(pre: list[Node], name: str) -> int:
+    """Where ``name`` is declared among ``pre`` (its byte), or past the end: the accumulators in declaration order."""
     for s in pre:
         for d in s.children_by_field_name("declarator"):
-            if sx.text(sx.innermost_identifier(d)) == acc.name:
-                if d.type != "init_declarator" or not sx.is_ident(d.child_by_field_name("declarator")) \
-                        or d.child_by_field_name("value").type in ("argument_list", "initializer_list"):
-                    raise Refused(f"the accumulator {acc.name} is not declared as T {acc.name} = value;")
-                return acc.name, d, sx.type_text(s.child_by_field_name("type"))
-    raise Refused(f"the accumulator {acc.name} is not declared in the guarded code before the loop")
+            if sx.text(sx.innermost_identifier(d)) == name:
+                return d.start_byte
+    return 1 << 60
 
 
 def _merge_constants(stmts: list[Node]) -> dict[str, Poly]:
@@ -1109,8 +1144,8 @@ def _sum_products(body: Node, acc: str) -> tuple[Node, list[Node]]:
 
 
 def _operands(unit: Unit, body: Node, ks: list[str], y: str, x: str, acc: str, uniform: set[str],
-              consts: dict[str, Poly], derived: dict[str, list[Node]], pred: Node | None = None
-              ) -> tuple[list[_Operand], list[Node]]:
+              consts: dict[str, Poly], derived: dict[str, list[Node]], pred: Node | None = None,
+              accs: set[str] | None = None) -> tuple[list[_Operand], list[Node]]:
     """Every load of the loop, by buffer and index, with its side, and the index declarations only those loads use;
     refuses any other use of memory or of the indices. ``ks``: the loop variables (one, or a nest's, outermost
     first); ``derived``: :func:`_derived`'s declarations, whose names a side's loads may read."""
@@ -1195,7 +1230,7 @@ def _operands(unit: Unit, body: Node, ks: list[str], y: str, x: str, acc: str, u
         v = sx.text(n)
         if v in (y, x):
             raise Refused(f"{v} used in the loop outside its loads")
-        if v not in local | uniform | {acc} | ({k} if len(ks) == 1 else set()):
+        if v not in local | uniform | (accs or {acc}) | ({k} if len(ks) == 1 else set()):
             raise Refused(f"{v} (declared before the loop) used in the loop outside its loads")
     for n in sx.walk(body):
         if n.type == "call_expression" and sx.call_name(n) not in PURE_CALLS:
