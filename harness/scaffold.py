@@ -794,9 +794,17 @@ def _simplified(expr: str, order: Sequence[str] = ()) -> str:
     """``expr`` (a spec expression) written as its polynomial where it is one of names and integers (``(L - 1) * 2 -
     2 * 1 + 2 * (3 - 1) + 1`` -> ``2 * L + 1``: a launcher's arithmetic on its literals); ``expr`` itself for any other
     (a division, a call: ``//`` is no C and ``cdiv`` no polynomial) or where the polynomial is not shorter."""
-    if not re.fullmatch(r"[\w\s+\-*()]+", expr):  # a division or a call: its innermost sums simplified alone
-        inner = re.sub(r"\(([\w\s+\-*]+)\)", lambda m: f"({_simplified(m.group(1), order)})", expr)
-        return inner if inner != expr and len(inner) < len(expr) else expr
+    if not re.fullmatch(r"[\w\s+\-*()]+", expr):  # a division or a call: its sums simplified alone, innermost first
+        inner = expr
+        while True:
+            step = re.sub(r"\((\d+)\)", r"\1", inner)  # (3): a number needs no parentheses
+            step = re.sub(r"\(([\w\s+\-*]+)\)", lambda m: f"({_simplified(m.group(1), order)})"
+                          if re.search(r"[+\-*]", m.group(1)) else m.group(0), step)
+            step = re.sub(r"\((\d+)\)", r"\1", step)
+            if step == inner:
+                break
+            inner = step
+        return inner if len(inner) < len(expr) else expr
     p = poly(_Host._parse_text(expr))
     if p is None or any(c < 0 for m, c in p.items() if m) and not any(c > 0 for m, c in p.items() if m):
         return expr
