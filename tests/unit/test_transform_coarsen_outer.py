@@ -102,8 +102,9 @@ class Chain:
         return run_chain(u, list(self.passes))
 
 
-def test_registry_holds_both_factors():
-    assert [p.name for p in PASSES if isinstance(p, OuterCoarsenPass)] == [f"coarsen_outer_{k}" for k in FACTORS]
+def test_registry_holds_both_factors_of_both_axes():
+    assert [p.name for p in PASSES if isinstance(p, OuterCoarsenPass)] == \
+        [f"coarsen_outer_{k}" for k in FACTORS] + [f"coarsen_y_{k}" for k in FACTORS]
 
 
 @pytest.mark.parametrize("k", FACTORS)
@@ -346,3 +347,30 @@ def test_a_name_a_call_may_write_or_a_nested_scope_declares_is_no_stable_bound()
     nested = JACOBI.replace("    int j = blockIdx.x", "    float ws = 0.0f;\n    for (int up = 0; up < 2; up++) ws += 0.5f;\n    int j = blockIdx.x").replace(
         "    if (i == 0 ||", "    int up = i - 1;\n    if (up < 0 ||")
     assert "every index inside the border" not in OuterCoarsenPass(4).apply(unit(nested, jacobi_spec())).text
+
+
+def test_the_y_variant_takes_a_3d_launchs_rows_and_leaves_2d_ones_to_coarsen_outer():
+    """After unflatten, a 3-D stencil's y (its rows; a convolution's or a pooling's output rows, which share input
+    rows) is coarsened by ``coarsen_y_K``: K consecutive rows a thread, the grid's y ``cdiv(G, K)``, z as it was
+    (z holds the images and channels of a convolution, which share no taps: coarsen_outer's axis there)."""
+    s = stencil_spec()
+    flat = UnflattenPass().apply(unit(STENCIL, s))
+    out = OuterCoarsenPass(4, middle=True).apply(flat)
+    assert out.launch.grid[0] == flat.launch.grid[0] and out.launch.grid[2] == flat.launch.grid[2]
+    assert out.launch.grid[1] == f"cdiv({flat.launch.grid[1]}, 4)"
+    assert "((long long)blockIdx.y * blockDim.y + threadIdx.y) * 4" in out.text
+    compiles(out.text, s, "k")
+    assert OuterCoarsenPass(4, middle=True).why_not(unit(BLUR, blur_spec())) == \
+        "the grid is not 3-D (a 2-D grid's y is coarsen_outer's)"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_the_y_variant_gives_the_originals_bits_on_the_host(tmp_path):
+    """Rows that end inside a block and inside a thread's K rows (Y = 7 and 37 rows: 8-row blocks of 4 and 8 rows a
+    thread): every point once, with the original's code."""
+    s = stencil_spec()
+    chains = [Chain(UnflattenPass(), OuterCoarsenPass(4, middle=True)),
+              Chain(RestrictPass(), UnflattenPass(), OuterCoarsenPass(8, middle=True))]
+    for size in ({"Z": 5, "Y": 7, "X": 33}, {"Z": 3, "Y": 37, "X": 9}):
+        report = host_agree(STENCIL, s, size, chains, tmp_path)
+        assert report.split() == ["1", "out", "same", "2", "out", "same"], (size, report)

@@ -52,7 +52,8 @@ pass                 what it does                                               
 ``vectorize_x``      VEC consecutive x a thread: accesses at base + x (locals inlined) 16-byte    yes
                      vectors, the rest scalar per element; split layouts (x[r*2H + H + c])
 ``coarsen_outer_*``  a 2-D/3-D launch -> K (4, 8) consecutive outer-axis indices a thread      yes
-                     (rows, or unflatten's planes), the outer grid extent / K
+                     (rows, or unflatten's planes), the outer grid extent / K; ``coarsen_y_*``
+                     the y of a 3-D launch (a convolution's output rows: shared input rows)
 ``unflatten``        a flat index taken apart by / and % -> a 2-D/3-D launch over its digits    yes
                      (smem_tile reads a flattened batched GEMM through it)
 ``atomic_agg``       atomics to a warp-uniform address -> a register per thread, one atomic     no (float
@@ -176,7 +177,7 @@ PASSES: tuple[Pass, ...] = (
     *(MmaTilePass(*t, single_tf32=True) for t in MMA_TF32_TILES), *(MmaTilePass(rm, rn, stages=st) for rm, rn, st in MMA_ASYNC_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(), FuseMomentsPass(),
     FoldPass(), CollapsePass(), *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(RowClusterPass(c) for c in CLUSTER_SIZES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
-    *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), VectorizeXPass(), *(OuterCoarsenPass(k) for k in OUTER_COARSEN), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), DivModPass(), UnrollPass(),
+    *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), VectorizeXPass(), *(OuterCoarsenPass(k) for k in OUTER_COARSEN), *(OuterCoarsenPass(k, middle=True) for k in OUTER_COARSEN), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), DivModPass(), UnrollPass(),
     SpecialisePass(), ModStepPass(), HoistPass(), RasterPass(), LaunchBoundsPass(),
 )
 # Groups that a chain may also go without when one of them applies: ``collapse`` (group "nest") flattens a loop nest

@@ -73,11 +73,14 @@ class OuterCoarsenPass:
     group = "outer"  # optional: its chains are proposed with and without it (fewer blocks may cost more than it buys)
     exact = True
 
-    def __init__(self, k: int):
+    def __init__(self, k: int, middle: bool = False):
+        """``k`` indices a thread; ``middle``: of the y axis of a 3-D launch (``coarsen_y_K``: unflatten's output rows
+        of a convolution or a pooling, which share input rows; z holds the images and channels, which share none)."""
         if k not in FACTORS:
             raise ValueError(f"coarsen_outer: indices per thread must be one of {FACTORS}, not {k!r}")
-        self.k = k
-        self.name = f"coarsen_outer_{k}"
+        self.k, self.middle = k, middle
+        self.name = f"coarsen_y_{k}" if middle else f"coarsen_outer_{k}"
+        self.kind = "coarsen_y" if middle else "coarsen_outer"  # (covering_order: two kinds of one class)
 
     def _match(self, unit: Unit) -> tuple[dict | None, str | None]:
         """``(reading, None)`` when the pass applies, else ``(None, reason)``."""
@@ -90,7 +93,10 @@ class OuterCoarsenPass:
             grid = grid[:-1]
         if len(grid) < 2:
             return None, "the grid is 1-D (coarsen's, not coarsen_outer's)"
-        axis = "yz"[len(grid) - 2]
+        if self.middle and len(grid) != 3:
+            return None, "the grid is not 3-D (a 2-D grid's y is coarsen_outer's)"
+        axis = "y" if self.middle else "yz"[len(grid) - 2]
+        dim = "xyz".index(axis)  # the grid and block dimension coarsened
         stmts = sx.statements(unit.body)
         at = next((i for i, s in enumerate(stmts) if _outer_decl(s, axis) is not None), None)
         if at is None:
@@ -108,24 +114,24 @@ class OuterCoarsenPass:
                 return None, f"line {stmt.start_point[0] + 1}: {why}"
         names = size_names(unit.spec)
         try:
-            bound = to_c(grid[-1], names)
+            bound = to_c(grid[dim], names)
         except ExprError as exc:
-            return None, f"the grid's {axis} extent {grid[-1]!r} has no C form in the kernel's scalars ({exc})"
+            return None, f"the grid's {axis} extent {grid[dim]!r} has no C form in the kernel's scalars ({exc})"
         ctype = sx.type_text(type_node)
         if ctype not in sx.INT_TYPES:
             return None, f"the outer index's type {ctype!r} is not an integer type the pass knows"
         if ctype not in sx.WIDE_INT_TYPES:
-            block = int_literal(unit.launch.block[len(grid) - 1]) if len(unit.launch.block) >= len(grid) else 1
+            block = int_literal(unit.launch.block[dim]) if len(unit.launch.block) > dim else 1
             threads = (block or MAX_BLOCK) if thread else 1
             for size in unit.spec.check.sizes + unit.spec.bench.sizes:
                 try:
-                    blocks = int(evaluate(grid[-1], size))
+                    blocks = int(evaluate(grid[dim], size))
                 except ExprError:
-                    return None, f"the grid {grid[-1]!r} cannot be evaluated at the size {dict(size)}"
+                    return None, f"the grid {grid[dim]!r} cannot be evaluated at the size {dict(size)}"
                 if (-(-blocks // self.k) * self.k + self.k) * threads > 2**31 - 1:
                     return None, f"a 32-bit outer index ({ctype}) could overflow at the size {dict(size)}"
         return {"axis": axis, "decl": stmts[at], "name": name, "type": ctype, "thread": thread, "rest": rest,
-                "bound": bound, "dims": len(grid), "guards": _monotone_guards(unit, stmts, at, name),
+                "bound": bound, "dims": dim + 1, "guards": _monotone_guards(unit, stmts, at, name),
                 "borders": _borders(unit, stmts, at, name)}, None
 
     def why_not(self, unit: Unit) -> str | None:
