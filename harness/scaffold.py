@@ -378,6 +378,20 @@ def _thread_extent(body: ts.Node | None, name: str, index: dict[str, str], bound
     None for any other use (an offset, an alias, a helper) or no such guard."""
     if body is None or set(bounds) != {"x"}:
         return None
+    names = [n for n, axis in index.items() if axis == "x"]
+    fn = body.parent
+    counts: dict[str, int] = {}
+    for n in _walk(fn if fn is not None else body):
+        if n.type in ("declaration", "parameter_declaration"):
+            for d in n.children_by_field_name("declarator"):
+                ident = d
+                while ident is not None and ident.type != "identifier":
+                    ident = ident.child_by_field_name("declarator")
+                if ident is not None:
+                    counts[_text(ident)] = counts.get(_text(ident), 0) + 1
+    by_value = lambda call: bool(PURE_CALL.fullmatch(_text(call.child_by_field_name("function"))))  # noqa: E731
+    if any(counts.get(n, 0) > 1 for n in names) or set(names) & maybe_written_names(body, by_value):
+        return None  # the index changed or hidden (idx /= C; { int idx = c * N + n; y[idx] = v; }): no longer the thread's
     seen = False
     for n in _walk(body):
         if n.type != "identifier" or _text(n) != name:
@@ -403,8 +417,9 @@ def _thread_extent(body: ts.Node | None, name: str, index: dict[str, str], bound
 def _digit_order(body: ts.Node, index: dict[str, str], dims: list[str], symbols: dict[str, str]) -> str | None:
     """Where the kernel takes its x index apart by ``/`` and ``%`` with every trailing product of ``dims`` (the
     guard's factors in order: ``[N, Cout, Lout]`` needs ``Lout`` and ``Cout * Lout``, as ``idx % Lout``, ``(idx /
-    Lout) % Cout``, ``idx / (Lout * Cout)``, compared as polynomials over the spec's symbols), the divisions read
-    (``idx % Lout, idx / (Lout * Cout)``): the dimensions' order is the kernel's own; else None (a guess)."""
+    Lout) % Cout``, ``idx / (Lout * Cout)``, compared as polynomials over the spec's symbols), and by no other value
+    (``idx % C`` beside them says C is innermost: another layout), the divisions read (``idx % Lout, idx / (Lout *
+    Cout)``): the dimensions' order is the kernel's own; else None (a guess)."""
     def key(text: str) -> tuple | None:
         """A product's identity: the polynomial of its polynomial factors and the texts of the others, sorted."""
         for name in set(re.findall(r"[A-Za-z_]\w*", text)):
@@ -422,21 +437,21 @@ def _digit_order(body: ts.Node, index: dict[str, str], dims: list[str], symbols:
                 prod = mul(prod, p)
         return tuple(sorted(prod.items())), tuple(sorted(others))
 
+    tails = [key(" * ".join(f"({d})" for d in dims[j:])) for j in range(len(dims) - 1, 0, -1)]
+    if any(t is None for t in tails):
+        return None
     seen: dict[tuple, str] = {}
     for n in _walk(body):
         pair = _binary(n, "/") or _binary(n, "%")
         if pair is None or _unparen(pair[0]).type != "identifier" or index.get(_text(_unparen(pair[0]))) != "x":
             continue
         k = key(_text(pair[1]))
-        if k is not None:
-            seen.setdefault(k, " ".join(_text(n).split()))
-    found = []
-    for j in range(len(dims) - 1, 0, -1):
-        k = key(" * ".join(f"({d})" for d in dims[j:]))
-        if k is None or k not in seen:
-            return None
-        found.append(seen[k])
-    return ", ".join(found)
+        if k is None or k not in tails:
+            return None  # idx % C where C is no trailing product (a layout [N, L, C]): the order is not this one
+        seen.setdefault(k, " ".join(_text(n).split()))
+    if any(t not in seen for t in tails):
+        return None
+    return ", ".join(seen[t] for t in tails)
 
 
 def _offsets_init(mean: str) -> tuple[str, Poly]:
@@ -742,11 +757,11 @@ class _Host:
             if short in ("min", "max", "fmin", "fmax", "umin", "umax") and len(args) >= 2:
                 f = "min" if "min" in short else "max"
                 return f"{f}({', '.join(self.expr(a, depth) for a in args)})"
-            if fname in ("static_cast", "int") and len(args) == 1:
-                return self.expr(args[0], depth)
+            if fname in ("static_cast", "int") and len(args) == 1:  # (its parentheses group it: (a + b) / 2)
+                return self._paren(self.expr(args[0], depth))
             if node.child_by_field_name("function").type == "template_function" and \
                     _text(node.child_by_field_name("function").child_by_field_name("name")) in ("static_cast",) and len(args) == 1:
-                return self.expr(args[0], depth)
+                return self._paren(self.expr(args[0], depth))
         raise _Untranslatable(_text(node))
 
     def _member(self, node: ts.Node, depth: int) -> str:
@@ -821,6 +836,8 @@ def _product_factors(bound: str) -> list[str]:
     for i, ch in enumerate(bound):
         depth += ch == "("
         depth -= ch == ")"
+        if ch in "+-" and depth == 0 and bound[:i].strip():
+            return [bound]  # N * C + 1: a sum, no product of dimensions
         if ch == "*" and depth == 0:
             parts.append(bound[start:i])
             start = i + 1

@@ -543,3 +543,22 @@ def test_a_view_of_another_width_is_refused(view, why):
     sp = spec("amax", AMAX_ARGS, rtol=0, atol=0)
     reason = AtomicAggPass().why_not(unit(AMAX.replace("(int*)amax", view), sp))
     assert reason is not None and why in reason, reason
+
+
+def test_a_buffer_updated_through_views_of_two_types_is_refused():
+    """The red team (2026-12-05): ``atomicMax(m, v)`` beside ``atomicMax((unsigned int*)m, u)`` on an int buffer were one
+    accumulator of the first site's type (a signed max of an unsigned one: 0 where the original ends at 0xffffffff)."""
+    args = """
+  { name = "x", role = "in", dtype = "i32", shape = ["N"] },
+  { name = "m", role = "inout", dtype = "i32", shape = [1], init = "zeros" },
+  { name = "N", role = "scalar", dtype = "i32", value = "N" },
+"""
+    src = """extern "C" __global__ void mx(const int* x, int* m, int N)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) { atomicMax(m, x[i]); atomicMax((unsigned int*)m, (unsigned int)x[i] - 16u); }
+}
+"""
+    sp = spec("mx", args, rtol=0, atol=0)
+    reason = AtomicAggPass().why_not(unit(src, sp))
+    assert reason is not None and "more than one element type" in reason, reason

@@ -1149,3 +1149,37 @@ def test_an_accumulator_updated_through_an_int_view_is_an_inout_scalar_zeroed():
     a = args(spec)["amax"]
     assert (a.role, list(a.shape), a.init) == ("inout", [1], "zeros"), line_comment(s, '"amax"')
     assert "aliased" not in line_comment(s, '"amax"')
+
+
+FLAT = """__global__ void k(const float* x, float* y, int N, int C, int L) {
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= N * C * L) return;
+    BODY
+}"""
+
+
+@pytest.mark.parametrize("body, guard", [
+    # the red team (2026-12-05): an incidental idx % C beside idx % L says C is innermost: [N, L, C], not [N, C, L]
+    ("int c = idx % C; int n = idx / (L * C); y[idx] = x[idx % L] + c + n;", None),
+    # the index changed or hidden before the store
+    ("int c = idx % C; int l = idx % L; idx /= C; if (c == 0) y[idx] = x[idx] + l;", None),
+    ("int n = idx / (C * L), c = idx % L; float v = x[idx]; { int idx = c * N + n; y[idx] = v; }", None),
+    # a guard that is a sum: no product of dimensions
+    ("int c = idx % (C + 1); y[idx] = x[idx] + c;", "idx >= N * C + 1"),
+])
+def test_a_flat_outputs_dimensions_stay_a_guess_where_the_kernels_divisions_do_not_read_them(body, guard):
+    src = FLAT.replace("BODY", body)
+    if guard:
+        src = src.replace("idx >= N * C * L", guard)
+    spec, s = scaffold(src, "k")
+    assert "TODO shape" in line_comment(s, '"y"') or "taken apart" not in line_comment(s, '"y"'), line_comment(s, '"y"')
+    assert list(args(spec)["y"].shape) != ["N", "C + 1"]
+
+
+def test_a_static_cast_keeps_its_grouping():
+    """``static_cast<int>(D + 2 * PAD - KS) / STRIDE + 1`` is ``(D - 1) // 2 + 1`` (the parentheses were dropped: D + 2)."""
+    src = POOL.replace("int OD = (D + 2 * PAD - KS) / STRIDE + 1;", "int OD = static_cast<int>(D + 2 * PAD - KS) / STRIDE + 1;")
+    spec, _ = scaffold(src, "pool")
+    assert args(spec)["OD"].value == "((D - 1) // 2 + 1)"
+    src = POOL.replace("int OD = (D + 2 * PAD - KS) / STRIDE + 1;", "int OD = int(D + 2 * PAD - KS) / STRIDE + 1;")
+    assert args(scaffold(src, "pool")[0])["OD"].value == "((D - 1) // 2 + 1)"

@@ -647,3 +647,17 @@ def test_more_accumulations_or_a_condition_over_two_are_refused(body, why):
     sp = spec3(DUAL_ARGS, '["cdiv(N, 16)", "cdiv(M, 16)"]', "[{ M = 37, N = 70, K = 21 }]", "{ M = 4096, N = 4096, K = 1024 }")
     reason = SmemTilePass(4, 4, 16).why_not(unit(src, sp))
     assert reason is not None and why in reason, reason
+
+
+@pytest.mark.parametrize("change, why", [
+    # the red team (2026-12-05): a declaration in the loop hides a carried variable (it was read as a local: the sum
+    # went to the parameter, or the rewrite did not compile)
+    (lambda t: t.replace("float g = 0.0f;", "float g = 0.0f;\n        float t = 0.0f;").replace(
+        "g += xv * W2[k * N + col];", "g += xv * W2[k * N + col]; t += xv; { float t = 1.0f; a += t * xv; }"),
+     "declares t again"),
+    (lambda t: t.replace("float a = 0.0f;", "auto a = 0.0f;"), "declared 'auto'"),
+])
+def test_accumulators_it_cannot_give_registers_are_refused(change, why):
+    sp = spec3(DUAL_ARGS, '["cdiv(N, 16)", "cdiv(M, 16)"]', "[{ M = 37, N = 70, K = 21 }]", "{ M = 4096, N = 4096, K = 1024 }")
+    reason = SmemTilePass(4, 4, 16).why_not(unit(change(DUAL), sp))
+    assert reason is not None and why in reason, reason

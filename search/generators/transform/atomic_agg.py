@@ -181,7 +181,7 @@ class AtomicAggPass(PlannedPass):
             except Refused as e:
                 reasons.append(f"{site_text(call)}: {e}")
                 continue
-            key = (group.root, group.op, _index_key(site.index))
+            key = (group.root, group.op, group.ctype, _index_key(site.index))
             groups.setdefault(key, group).sites.append(site)
         kept = self._exclusive(unit, list(groups.values()), reasons)
         if not kept:
@@ -239,8 +239,10 @@ class AtomicAggPass(PlannedPass):
         """The groups whose buffer is used by nothing but that group's kind of atomic (others refused, reasons added)."""
         addressed: dict[str, set[int]] = {}
         ops: dict[str, set[str]] = {}
+        types: dict[str, set[str]] = {}
         for g in groups:
             ops.setdefault(g.root, set()).add(g.op)
+            types.setdefault(g.root, set()).add(g.ctype)
             for s in g.sites:
                 addressed.setdefault(g.root, set()).add(s.root.id)
         shadowed = sx.declared_names(unit.body)
@@ -249,6 +251,8 @@ class AtomicAggPass(PlannedPass):
             others = [n for n in sx.walk(unit.body) if sx.is_ident(n, g.root) and n.id not in addressed[g.root]]
             if g.root in shadowed:
                 reasons.append(f"{g.root!r} is declared again in the kernel")
+            elif len(types[g.root]) > 1:  # atomicMax(m, v) beside atomicMax((unsigned*)m, u): two orders of one bits
+                reasons.append(f"{g.root!r} is updated as more than one element type ({', '.join(sorted(types[g.root]))})")
             elif len(ops[g.root]) > 1:
                 reasons.append(f"{g.root!r} is updated by more than one kind of atomic ({', '.join(sorted(ops[g.root]))})")
             elif others:

@@ -937,6 +937,16 @@ def _accumulators(unit: Unit, body: Node, k: str, pre: list[Node], pred: Node | 
     declared = sx.declared_names(body)
     if k in sx.written_names(body):
         raise Refused(f"the loop variable {k} is written in the loop")
+    outside = set()  # names declared in the kernel outside the loop's body (parameters, the code before the loop)
+    for n in sx.walk(unit.fn):
+        if n.type in ("declaration", "parameter_declaration") and not (body.start_byte <= n.start_byte < body.end_byte):
+            for d in n.children_by_field_name("declarator"):
+                ident = sx.innermost_identifier(d)
+                if ident is not None:
+                    outside.add(sx.text(ident))
+    hidden = sorted(declared & outside)
+    if hidden:  # { float t = 1.0f; ... } beside t += xv: the carried t would be read as a local
+        raise Refused(f"the loop body declares {hidden[0]} again, hiding the one declared outside it")
     cond = pred.child_by_field_name("condition") if pred is not None else None
     if pred is not None and _skips(pred):
         cond = pred  # if (c) continue;: the whole statement (the mask) is read by _operands
@@ -972,7 +982,10 @@ def _accumulators(unit: Unit, body: Node, k: str, pre: list[Node], pred: Node | 
                     if d.type != "init_declarator" or not sx.is_ident(d.child_by_field_name("declarator")) \
                             or d.child_by_field_name("value").type in ("argument_list", "initializer_list"):
                         raise Refused(f"the accumulator {acc.name} is not declared as T {acc.name} = value;")
-                    out.append((acc.name, d, sx.type_text(s.child_by_field_name("type"))))
+                    ctype = sx.type_text(s.child_by_field_name("type"))
+                    if "auto" in ctype.split() or "decltype" in ctype:
+                        raise Refused(f"the accumulator {acc.name} is declared {ctype!r}: its registers need a written type")
+                    out.append((acc.name, d, ctype))
                     break
             else:
                 continue
