@@ -206,6 +206,9 @@ def _with_helpers(u) -> str:
 EMU = r"""
 #include <cstdio>
 #include <cstring>
+#include <climits>
+#include <cstdint>
+#include <cstddef>
 #include <vector>
 struct ptxf_dim3 { unsigned x, y, z; };
 static ptxf_dim3 threadIdx, blockIdx, blockDim, gridDim;

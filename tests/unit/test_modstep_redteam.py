@@ -16,21 +16,9 @@ import pytest
 from ptxfactory.protocol import parse_spec
 from ptxfactory.search.generators.transform.modstep import HELPERS, ModStepPass
 
+from test_modstep import EMU  # the host's stand-ins for CUDA's names, shared
 from test_transform import compiles, unit
 
-EMU = r"""
-#include <cstdio>
-#include <cstring>
-#include <climits>
-#include <cstdint>
-#include <cstddef>
-struct ptxf_dim3 { unsigned x, y, z; };
-static ptxf_dim3 threadIdx, blockIdx, blockDim, gridDim;
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __restrict__
-"""
 KERNEL = """extern "C" __global__ void k(int* y, int K, int c, int s, int J)
 {
     int acc = 0, cnt = 0;
