@@ -380,7 +380,9 @@ def plan_chains(unit: Unit) -> list[list[Pass]]:
             more = {id(p) for i, p in rest if any(k < i and _applies(p, r) for k, r in readings)}
             found = [p for p in PASSES if p in found or id(p) in more]
         if g in UNPROVEN_GROUPS:  # (each tried at its turn in the chain: divmod applies to the loops rowpar or grid_stride write)
-            return [None] + [p for p in PASSES if p.group == g]
+            # ... where it may apply at all: a pass's cheap ``maybe`` (modstep: a % test in a loop) keeps the
+            # combinations of the groups from multiplying for every kernel (each doubles the greedy chains' work)
+            return [None] + [p for p in PASSES if p.group == g and getattr(p, "maybe", lambda u: True)(unit)]
         return found + [None] if g in OPTIONAL_GROUPS else found or [None]
 
     options = [alternatives(g) for g in groups]

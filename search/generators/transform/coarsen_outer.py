@@ -138,6 +138,17 @@ class OuterCoarsenPass:
         """Why the pass refuses ``unit`` (None when it applies)."""
         return self._match(unit)[1]
 
+    def maybe(self, unit: Unit) -> bool:
+        """Whether a chain could bring the pass to apply (plan_chains): a launch of enough dimensions, or a flat index
+        that unflatten takes apart into one."""
+        grid = [str(g).strip() for g in unit.launch.grid]
+        while len(grid) > 1 and grid[-1] == "1":
+            grid = grid[:-1]
+        if len(grid) >= (3 if self.middle else 2):
+            return True
+        from .unflatten import UnflattenPass
+        return UnflattenPass().applies(unit)
+
     def applies(self, unit: Unit) -> bool:
         return self.why_not(unit) is None
 

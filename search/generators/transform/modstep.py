@@ -115,6 +115,12 @@ class ModStepPass:
     def applies(self, unit: Unit) -> bool:
         return self.why_not(unit) is None
 
+    def maybe(self, unit: Unit) -> bool:
+        """Whether a chain could bring the pass to apply (plan_chains): a ``%`` in some ``for`` loop's body."""
+        return unit.body is not None and any(
+            n.type == "binary_expression" and sx.operator(n) == "%" and any(
+                p.type == "for_statement" for p in _ancestors(n, unit.body)) for n in sx.walk(unit.body))
+
     def apply(self, unit: Unit) -> Unit:
         """``unit`` with every matching loop stepping over its accepted iterations. Raises ``ValueError`` when the
         pass does not apply."""
@@ -150,6 +156,13 @@ def _plans(unit: Unit) -> tuple[list[tuple[list[tuple[int, int, bytes]], tuple |
         else:
             plans.append(got)
     return plans, reasons
+
+
+def _ancestors(n: Node, stop: Node):
+    p = n.parent
+    while p is not None and p != stop:
+        yield p
+        p = p.parent
 
 
 def _captures_by_reference(lam: Node) -> bool:

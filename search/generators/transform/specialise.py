@@ -244,6 +244,7 @@ def _loop_bounding(body: Node, small: set[str]) -> set[str]:
     a literal one a shift or a multiply), directly or through locals declared or assigned from those names and literals alone (``int taps = 2 * R
     + 1;``; a local that also reads a row length bounds no short loop)."""
     header: set[str] = set()
+    values = _initializers(body)
     for n in sx.walk(body):
         if n.type in ("for_statement", "while_statement", "do_statement") and (_grid_strided(n) or _literally_bounded(n)):
             continue
@@ -257,7 +258,7 @@ def _loop_bounding(body: Node, small: set[str]) -> set[str]:
                 and _in_short_loop(n):
             header |= sx.identifiers(n.child_by_field_name("right"))  # a divisor: a literal one is a shift or a multiply
             if sx.operator(n) == "%":  # a loop counter's coefficient in a divisibility test (a transposed convolution's
-                header |= _counter_coefficients(n.child_by_field_name("left"), n)  # dilation: modstep steps by it then)
+                header |= _counter_coefficients(n.child_by_field_name("left"), n, values)  # dilation: modstep steps by it)
     sources: dict[str, set[str]] = {}
     for n in sx.walk(body):
         target = value = None
@@ -287,23 +288,26 @@ def _loop_bounding(body: Node, small: set[str]) -> set[str]:
     return out
 
 
-def _counter_coefficients(expr: Node | None, at: Node) -> set[str]:
+def _initializers(body: Node) -> dict[str, Node | None]:
+    """The locals of ``body`` by their initializers (a local declared twice: None)."""
+    values: dict[str, Node | None] = {}
+    for d in sx.walk(body):
+        if d.type == "init_declarator" and sx.is_ident(d.child_by_field_name("declarator")):
+            name = sx.text(d.child_by_field_name("declarator"))
+            values[name] = None if name in values else d.child_by_field_name("value")
+    return values
+
+
+def _counter_coefficients(expr: Node | None, at: Node, values: dict[str, Node | None]) -> set[str]:
     """The names multiplied by the counter of a ``for`` loop enclosing ``at`` in ``expr`` (``kh * dilation``), or in the
-    initializer of a local ``expr`` reads (``int t = oh + pad - kh * dil; ... t % stride``)."""
+    initializer of a local ``expr`` reads (``int t = oh + pad - kh * dil; ... t % stride``; ``values``: the body's
+    :func:`_initializers`)."""
     counters, p = set(), at.parent
     while p is not None and p.type != "function_definition":
         init = p.child_by_field_name("initializer") if p.type == "for_statement" else None
         if init is not None and init.type == "declaration":
             counters |= {sx.text(sx.innermost_identifier(d)) for d in init.children_by_field_name("declarator")}
         p = p.parent
-    values: dict[str, Node] = {}  # the locals of the function by their initializers (a local declared twice: neither)
-    fn = at
-    while fn.parent is not None and fn.type != "function_definition":
-        fn = fn.parent
-    for d in sx.walk(fn):
-        if d.type == "init_declarator" and sx.is_ident(d.child_by_field_name("declarator")):
-            name = sx.text(d.child_by_field_name("declarator"))
-            values[name] = None if name in values else d.child_by_field_name("value")
     exprs, seen = [expr] if expr is not None else [], set()
     for e in exprs:  # the test's dividend and, transitively, the initializers of the locals it reads (int t = o - k * dil)
         for n in sx.identifiers(e):
