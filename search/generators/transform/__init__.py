@@ -63,6 +63,9 @@ pass                 what it does                                               
 ``modstep``          a loop filtered by a divisibility test (``if ((oh + pad - kh) % s) continue;``,  yes
                      a transposed convolution's taps) -> stepping ``|s|`` from the first
                      accepted iteration; the test dropped for a literal ``s``
+``interior``         a loop nest's bounds tests (a convolution's or pooling's per-tap ``ih < 0 ||    yes
+                     ih >= H``) decided once at the window's extremes: the nest without them
+                     where they hold, as written elsewhere
 ``divmod``           ``k / d``, ``k % d`` of a strided loop's index (d fixed for the loop) ->     yes
                      a quotient and remainder carried across iterations (collapse's digits,
                      grid-stride loops over flat indices), under a non-negative check
@@ -142,6 +145,7 @@ from .while_for import counted_whiles
 from .selects import if_selects
 from .smem_tile import CONFIGS as SMEM_TILES, SmemTilePass
 from .modstep import ModStepPass
+from .interior import InteriorPass
 from .mma_tile import ASYNC_CONFIGS as MMA_ASYNC_TILES, CONFIGS as MMA_TILES, TF32_CONFIGS as MMA_TF32_TILES, MmaTilePass
 from .specialise import SpecialisePass
 from .unflatten import UnflattenPass
@@ -178,13 +182,13 @@ PASSES: tuple[Pass, ...] = (
     FoldPass(), CollapsePass(), *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(RowClusterPass(c) for c in CLUSTER_SIZES), *(ScanPass(v) for v in SCAN_VARIANTS),
     *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
     *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), VectorizeXPass(), *(OuterCoarsenPass(k) for k in OUTER_COARSEN), *(OuterCoarsenPass(k, middle=True) for k in OUTER_COARSEN), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), DivModPass(), UnrollPass(),
-    SpecialisePass(), ModStepPass(), HoistPass(), RasterPass(), LaunchBoundsPass(),
+    SpecialisePass(), ModStepPass(), InteriorPass(), HoistPass(), RasterPass(), LaunchBoundsPass(),
 )
 # Groups that a chain may also go without when one of them applies: ``collapse`` (group "nest") flattens a loop nest
 # for rowpar, which pays a division per element; measured on RoPE (H200), the nest split at its inner loop alone was
 # faster at two of three sizes and slower at the third, so both kinds of chain are proposed and timed. ``coarsen_outer``
 # (group "outer") trades blocks for rows a thread: which wins depends on the sizes, so both kinds are timed too.
-OPTIONAL_GROUPS = frozenset({"nest", "divmod", "outer", "vecx", "moments", "modstep"})
+OPTIONAL_GROUPS = frozenset({"nest", "divmod", "outer", "vecx", "moments", "modstep", "interior"})
 # Groups whose pass is proposed alone and never inside a chain: ``fast_math`` (group "math"). Each new best is
 # expanded (strategy.optimise), so "best -> fast_math" follows every best, the way the other singles do. In a chain,
 # an approximation that fails verification took the chain's exact restructuring down with it (an int8 quantisation
@@ -198,7 +202,7 @@ FOLLOW_UP_GROUPS = frozenset({"math"})
 # ``coarsen_outer`` has not been timed on a GPU yet (2026-12-05): its chains follow too, and it is tried at its turn
 # in the chain (it applies to the 3-D launch unflatten writes, not to the flat original). ``modstep`` (2026-12-05) is
 # untimed too: a transposed convolution's taps stepped by the stride lose the compiler's full unroll of a literal window.
-UNPROVEN_GROUPS = frozenset({"divmod", "outer", "vecx", "moments", "modstep"})
+UNPROVEN_GROUPS = frozenset({"divmod", "outer", "vecx", "moments", "modstep", "interior"})
 MAX_CANDIDATES = 24  # singles (the lane and block variants are many) plus the first greedy chains
 
 

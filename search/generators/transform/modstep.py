@@ -362,8 +362,9 @@ def _plan(unit: Unit, loop: Node, constants: dict[str, int]) -> tuple[list[tuple
 
 
 def _aliased(body: Node) -> set[str]:
-    """Names whose address is taken, that a reference is bound to, or that a call other than a value function takes,
-    anywhere in ``body``: a write through the alias is not the name's own (``int& r = c; ... r += 1;``)."""
+    """Names whose address is taken, that a reference is bound to, or that a call other than a value function takes as
+    an argument of its own, anywhere in ``body``: a write through the alias is not the name's own (``int& r = c; ...
+    r += 1;``)."""
     out = set()
     for n in sx.walk(body):
         if n.type == "pointer_expression" and sx.operator(n) == "&":
@@ -371,7 +372,8 @@ def _aliased(body: Node) -> set[str]:
         elif n.type == "init_declarator" and n.child_by_field_name("declarator").type == "reference_declarator":
             out |= sx.identifiers(n.child_by_field_name("value") or n)
         elif n.type == "call_expression" and sx.call_name(n) not in sx.VALUE_FUNCS:
-            out |= sx.identifiers(n.child_by_field_name("arguments"))
+            # (a reference parameter binds an lvalue: a name passed as it is; __ldg(x + i * W) writes neither i nor W)
+            out |= {sx.text(a) for a in map(sx.unparen, sx.call_args(n)) if sx.is_ident(a)}
     return out
 
 

@@ -1,0 +1,255 @@
+"""``interior``: a loop nest's bounds checks tested once for the whole nest, and the nest run without them inside.
+
+A convolution, a pooling or a stencil written one thread per output tests every tap against the input's edges::
+
+    for (int kh = 0; kh < K; kh++)
+        for (int kw = 0; kw < K; kw++) {
+            int ih = oh * S - P + kh, iw = ow * S - P + kw;
+            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;     // (or: if (ih >= 0 && ih < H && ...) {...})
+            acc += x[(c * H + ih) * W + iw];  cnt++;
+        }
+
+For most outputs (those whose window lies inside the input) every test passes; still each tap pays four compares and
+a branch, and the taps cannot be issued as one straight run of loads. :class:`InteriorPass` versions the nest::
+
+    if (<the window's first and last taps are inside, by each test's extreme values>) {
+        ...the nest, the bounds terms dropped: the taps' loads back to back (an average pooling's count a constant)...
+    } else {
+        ...the nest as written (the border outputs)...
+    }
+
+Exact: a term is dropped only where the version's condition proves it holds (or, in a ``continue`` test, fails) for
+every iteration of the nest: the term is ``P op Q`` (``<``, ``<=``, ``>``, ``>=``) with ``P - Q`` affine in the
+counters of the loops around it (read through the declarations of locals on the way, ``int ih = oh * S - P + kh;``),
+each counter's coefficient free of the counters, each loop ``for (int v = a; v < b; v++)`` with bounds the nest never
+changes; ``P - Q``'s least value over the box of counters (each counter at its first or last value, by its
+coefficient's sign: ``min(c * a, c * (b - 1))``, computed in 64 bits) decides. A counter whose loop runs no iteration
+leaves the test unrun. The rest of the kernel is untouched; the nest's other tests stay.
+
+Applies to an outermost ``for`` loop (no loop around it) whose nest holds such a term in an ``if`` without ``else``:
+a ``continue`` test's ``||`` terms, any other test's ``&&`` terms. Every name a dropped term reads is a counter of a
+loop between the nest and the test, a local declared once in the nest on the path to the test and never written
+there, or a name the nest neither declares nor writes and the kernel never aliases; all of them 32-bit ``int`` (as
+:mod:`.modstep` reads its tests: an unsigned or wider operand is another arithmetic). Loops in a lambda, kernels with
+``goto``, labels or a lambda capturing by reference are left alone.
+"""
+from __future__ import annotations
+
+from ptxfactory.harness import cexpr
+
+from . import syntax as sx
+from .base import Unit
+from .modstep import _INT32, _aliased, _base, _captures_by_reference, _header, _int_terms, _pure, _skip_only
+from .syntax import Node
+
+_FLIP = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+MAX_TERMS = 16  # terms one version may test (a 3-D window's six faces, twice over)
+
+
+class InteriorPass:
+    """A loop nest's bounds checks tested once at its extremes; the nest without them where they hold (docstring)."""
+
+    name = "interior"
+    group = "interior"  # optional and unproven: chains with and without it (transform/__init__.py)
+    exact = True
+    restructures = False
+
+    def why_not(self, unit: Unit) -> str | None:
+        """Why the pass leaves ``unit`` alone (None when it applies; "" when no loop nest tests a bound)."""
+        if unit.body is None:
+            return "the kernel does not parse"
+        if sx.contains_type(unit.body, ("goto_statement", "labeled_statement")):
+            return "the kernel has goto or labels"
+        if any(_captures_by_reference(n) for n in sx.walk(unit.body) if n.type == "lambda_expression"):
+            return "a lambda captures by reference (what it writes is not read here)"
+        return None if _plans(unit) else ""
+
+    def applies(self, unit: Unit) -> bool:
+        return self.why_not(unit) is None
+
+    def maybe(self, unit: Unit) -> bool:
+        """Whether a chain could bring the pass to apply (plan_chains): an ``if`` inside a ``for`` loop."""
+        return unit.body is not None and any(
+            n.type == "if_statement" and any(p.type == "for_statement" for p in _ancestors(n, unit.body))
+            for n in sx.walk(unit.body))
+
+    def apply(self, unit: Unit) -> Unit:
+        """``unit`` with each nest that tests its bounds versioned (module docstring). Raises ``ValueError`` when the
+        pass does not apply."""
+        if self.why_not(unit) is not None:
+            raise ValueError(f"interior does not apply: {self.why_not(unit)}")
+        edits = []
+        for nest, conds, drops in _plans(unit):
+            inner = _without(unit.data, nest, drops)
+            ind = sx.line_indent(unit.data, nest.start_byte)[0].decode()
+            text = (f"if ({' && '.join(conds)}) {{  // every tap inside: the bounds tests hold (transform interior)\n"
+                    f"{ind}{inner}\n{ind}}} else {{\n{ind}{sx.text(nest)}\n{ind}}}")
+            at = sx.pragma_before(nest) or nest
+            edits.append((at.start_byte, nest.end_byte, text.encode()))
+        return unit.with_text(sx.apply_edits(unit.data, edits))
+
+
+def _ancestors(n: Node, stop: Node):
+    p = n.parent
+    while p is not None and p != stop:
+        yield p
+        p = p.parent
+
+
+def _plans(unit: Unit) -> list[tuple[Node, list[str], list[tuple[Node, Node, bool]]]]:
+    """``(outermost loop, the version's conditions, the terms dropped: (if statement, term, skip))`` for each nest."""
+    out = []
+    aliased = _aliased(unit.body)
+    for nest in sx.walk(unit.body):
+        if nest.type != "for_statement" or sx.in_lambda(nest, unit.body) or \
+                any(p.type in sx.LOOPS for p in _ancestors(nest, unit.body)):
+            continue
+        conds: list[str] = []
+        drops: list[tuple[Node, Node, bool]] = []
+        written = sx.maybe_written_names(nest)
+        counts = sx.declaration_counts(nest)
+        for test in sx.walk(nest):
+            if test.type != "if_statement" or test.child_by_field_name("alternative") is not None:
+                continue
+            skip = _skip_only(test.child_by_field_name("consequence"))
+            cond = sx.clause_value(test.child_by_field_name("condition"))
+            terms = sx.conjuncts(cond, "||" if skip else "&&")
+            if not all(_pure(t) for t in terms):
+                continue
+            scope = _scope(unit, nest, test, written, counts, aliased)
+            if scope is None:
+                continue
+            for t in terms:
+                c = _always(t, not skip, scope)
+                if c is not None and len(conds) < MAX_TERMS:
+                    conds.append(c)
+                    drops.append((test, t, skip))
+        if drops:
+            out.append((nest, conds, drops))
+    return out
+
+
+class _Scope:
+    """What a test inside a nest may read: the counters of the loops around it (name -> (first, last) as 64-bit C), the
+    locals on the way as polynomials, and which other names stay fixed in the nest."""
+
+    def __init__(self, counters: dict[str, tuple[str, str]], offsets: dict[str, dict], decl_values: list[Node],
+                 fixed, types):
+        self.counters, self.offsets, self.decl_values, self.fixed, self.types = counters, offsets, decl_values, fixed, types
+
+
+def _scope(unit: Unit, nest: Node, test: Node, written: set[str], counts: dict[str, int], aliased: set[str]) -> _Scope | None:
+    """The counters and locals a test inside ``nest`` reads, walking from ``nest`` down to ``test``; None where a loop
+    on the way is not of the counted form or its bounds change in the nest."""
+    path = [test] + list(_ancestors(test, nest.parent))
+    path.reverse()  # nest ... test
+    counters: dict[str, tuple[str, str]] = {}
+    offsets: dict[str, dict] = {}
+    values: list[Node] = []
+
+    def fixed(name: str) -> bool:
+        return name not in written and name not in aliased and counts.get(name, 0) == 0 and \
+            _base(unit.types.scalar.get(name) or "") in _INT32
+
+    for node, child in zip(path, path[1:]):
+        if node.type == "for_statement" and child == node.child_by_field_name("body"):
+            head = _header(node)
+            if head is None:
+                continue  # its counter is no name the terms may read (they are refused where they read it)
+            v, start, bound, _ = head
+            cond = sx.unparen(node.child_by_field_name("condition"))
+            if v in sx.maybe_written_names(node.child_by_field_name("body")) or counts.get(v, 0) != 1:
+                continue
+            if not all(fixed(n) for n in sx.identifiers(start) | sx.identifiers(bound)) or not (
+                    _int_terms(start, unit.types) and _int_terms(bound, unit.types)):
+                continue
+            last = f"(long long)({sx.text(bound)})" + (" - 1" if sx.operator(cond) == "<" else "")
+            counters[v] = (f"(long long)({sx.text(start)})", last)
+        elif node.type == "compound_statement":
+            for s in sx.statements(node):
+                if s == child:
+                    break
+                if s.type != "declaration" or not _pure(s):
+                    continue
+                for d in s.children_by_field_name("declarator"):
+                    if d.type != "init_declarator" or not sx.is_ident(d.child_by_field_name("declarator")):
+                        continue
+                    name = sx.text(d.child_by_field_name("declarator"))
+                    value = d.child_by_field_name("value")
+                    if counts.get(name) != 1 or name in written or name in aliased or \
+                            _base(unit.types.scalar.get(name) or "") not in _INT32 or not _int_terms(value, unit.types):
+                        continue
+                    p = cexpr.poly(value, offsets)
+                    if p is not None and all(n in counters or n in offsets or fixed(n) for n in cexpr.names(p)):
+                        offsets[name] = p
+                        values.append(value)
+    return _Scope(counters, offsets, values, fixed, unit.types)
+
+
+def _always(term: Node, holds: bool, scope: _Scope) -> str | None:
+    """A C condition, over names fixed in the nest, under which ``term`` is true (``holds``) or false for every
+    iteration of the loops around it; None where the term is no affine comparison the pass reads."""
+    term = sx.unparen(term)
+    if term is None or term.type != "binary_expression" or sx.operator(term) not in _FLIP:
+        return None
+    op = sx.operator(term) if holds else _FLIP[sx.operator(term)]
+    left, right = term.child_by_field_name("left"), term.child_by_field_name("right")
+    if not (_int_terms(left, scope.types) and _int_terms(right, scope.types)):
+        return None
+    p, q = cexpr.poly(left, scope.offsets), cexpr.poly(right, scope.offsets)
+    if p is None or q is None:
+        return None
+    # op: p < q, p <= q, p > q, p >= q for every iteration -> the least of d over the box >= 1 or >= 0
+    d, strict = (cexpr.add(q, cexpr.scale(p, -1)), op == "<") if op in ("<", "<=") else \
+        (cexpr.add(p, cexpr.scale(q, -1)), op == ">")
+    if not any(n in scope.counters for n in cexpr.names(d)):
+        return None  # fixed over the nest: nothing to take out of the loop
+    if any(n not in scope.counters and not scope.fixed(n) for n in cexpr.names(d)):
+        return None
+    parts, rest = [], d
+    for v, (first, last) in scope.counters.items():
+        got = cexpr.split(rest, v)
+        if got is None:
+            return None  # v squared
+        coef, rest = got
+        if not coef:
+            continue
+        if any(n in scope.counters for n in cexpr.names(coef)):
+            return None  # kh * kw: not affine
+        c = _wide(coef)
+        if set(coef) == {()}:
+            at = first if coef[()] > 0 else last
+            parts.append(at if coef[()] == 1 else f"-({at})" if coef[()] == -1 else f"{coef[()]}LL * ({at})")
+        else:
+            parts.append(f"min(({c}) * ({first}), ({c}) * ({last}))")
+    parts.append(_wide(rest))
+    return f"({' + '.join(parts)} {'>= 1' if strict else '>= 0'})"
+
+
+def _wide(p: dict) -> str:
+    """A polynomial over fixed int names as a 64-bit C expression."""
+    if not p:
+        return "0LL"
+    text = cexpr.show({tuple(f"(long long){n}" for n in m): c for m, c in p.items()})
+    return text if any(m for m in p) else f"{text}LL"
+
+
+def _without(data: bytes, nest: Node, drops: list[tuple[Node, Node, bool]]) -> str:
+    """``nest``'s text with the dropped terms taken out of their tests (a test left with none: ``;`` for a
+    ``continue``, the guarded statement alone otherwise)."""
+    by_test: dict[int, tuple[Node, bool, list[Node]]] = {}
+    for test, term, skip in drops:
+        by_test.setdefault(test.id, (test, skip, []))[2].append(term)
+    edits = []
+    for test, skip, terms in by_test.values():
+        cond = test.child_by_field_name("condition")
+        kept = [t for t in sx.conjuncts(sx.clause_value(cond), "||" if skip else "&&") if t not in terms]
+        if kept:
+            joined = (" || " if skip else " && ").join(f"({sx.text(t)})" for t in kept)
+            edits.append((cond.start_byte, cond.end_byte, f"({joined})".encode()))
+        elif skip:
+            edits.append((test.start_byte, test.end_byte, b";"))
+        else:
+            edits.append((test.start_byte, test.child_by_field_name("consequence").start_byte, b""))
+    lo = nest.start_byte
+    return sx.apply_edits(data[lo:nest.end_byte], [(a - lo, b - lo, r) for a, b, r in edits]).decode()

@@ -1,0 +1,177 @@
+"""CPU tests of the ``interior`` pass (a loop nest's bounds tests decided once at the window's extremes, the nest run
+without them where they hold): what it rewrites, what it leaves, NVRTC compiles the output, and the output equals the
+original bit for bit on the host over sizes, strides, paddings and dilations whose outputs lie inside and on the
+border."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from ptxfactory.protocol import parse_spec
+from ptxfactory.search.generators.transform import PASSES, plan_chains
+from ptxfactory.search.generators.transform.interior import InteriorPass
+
+from test_modstep import EMU
+from test_transform import compiles, unit
+
+# average pooling, count_include_pad = false (a helper's new user): the wrapping form, a count that becomes K * K
+POOL = """
+extern "C" __global__ void pool(const float* x, float* y, int NC, int H, int W, int OH, int OW, int K, int S, int P, int D)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= NC * OH * OW) return;
+    int ow = idx % OW;
+    int oh = (idx / OW) % OH;
+    int nc = idx / (OW * OH);
+    int h0 = oh * S - P;
+    int w0 = ow * S - P;
+    float sum = 0.0f;
+    int count = 0;
+    for (int i = 0; i < K; i++) {
+        for (int j = 0; j < K; j++) {
+            int ih = h0 + i * D;
+            int iw = w0 + j * D;
+            if (ih >= 0 && ih < H && iw >= 0 && iw < W) {
+                sum += x[(nc * H + ih) * W + iw];
+                count++;
+            }
+        }
+    }
+    y[idx] = count > 0 ? sum / count : 0.0f;
+}
+"""
+# a depthwise convolution's continue form
+DW = """
+extern "C" __global__ void pool(const float* x, float* y, int NC, int H, int W, int OH, int OW, int K, int S, int P, int D)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= NC * OH * OW) return;
+    int ow = idx % OW;
+    int oh = (idx / OW) % OH;
+    int nc = idx / (OW * OH);
+    float acc = 0.0f;
+    for (int i = 0; i < K; i++) {
+        int ih = oh * S - P + i;
+        if (ih < 0 || ih >= H) continue;
+        for (int j = 0; j < K; j++) {
+            int iw = ow * S - P + j;
+            if (iw < 0 || iw >= W) continue;
+            acc += x[(nc * H + ih) * W + iw] * (float)(i * K + j + D);
+        }
+    }
+    y[idx] = acc;
+}
+"""
+SPEC = parse_spec("""
+[kernel.pool]
+args = [
+  { name = "x", role = "in", dtype = "f32", shape = ["NC", "H", "W"] },
+  { name = "y", role = "out", dtype = "f32", shape = ["NC", "OH", "OW"] },
+  { name = "NC", role = "scalar", dtype = "i32", value = "NC" },
+  { name = "H", role = "scalar", dtype = "i32", value = "H" },
+  { name = "W", role = "scalar", dtype = "i32", value = "W" },
+  { name = "OH", role = "scalar", dtype = "i32", value = "OH" },
+  { name = "OW", role = "scalar", dtype = "i32", value = "OW" },
+  { name = "K", role = "scalar", dtype = "i32", value = 3 },
+  { name = "S", role = "scalar", dtype = "i32", value = 2 },
+  { name = "P", role = "scalar", dtype = "i32", value = 1 },
+  { name = "D", role = "scalar", dtype = "i32", value = 1 },
+]
+launch = { grid = ["cdiv(NC * OH * OW, 128)"], block = [128], policy = "free" }
+[kernel.pool.check]
+sizes = [{ NC = 3, H = 9, W = 7, OH = 5, OW = 4 }]
+[kernel.pool.bench]
+sizes = [{ NC = 256, H = 112, W = 112, OH = 56, OW = 56 }]
+""").kernels["pool"]
+
+
+def test_the_pooling_window_is_tested_once_and_its_taps_run_unchecked_inside():
+    out = InteriorPass().apply(unit(POOL, SPEC)).text
+    head = out[out.index("if ((") : out.index("{  // every tap inside")]
+    # i's and j's coefficient is the runtime dilation D: its first or last tap by min()
+    assert "min(" in head and "(long long)h0" in head and "(long long)W" in head
+    inside = out[out.index("every tap inside") : out.index("} else {")]
+    assert "ih >= 0" not in inside and "sum += x[(nc * H + ih) * W + iw];" in inside
+    assert out.count("if (ih >= 0 && ih < H && iw >= 0 && iw < W)") == 1  # the border's nest as written
+    compiles(out, SPEC, "pool")
+
+
+def test_the_continue_form_drops_each_loops_tests():
+    out = InteriorPass().apply(unit(DW, SPEC)).text
+    inside = out[out.index("every tap inside") : out.index("} else {")]
+    assert "continue" not in inside and inside.count(";\n") >= 2
+    compiles(out, SPEC, "pool")
+
+
+@pytest.mark.parametrize("change, kept", [
+    (lambda t: t.replace("int ih = h0 + i * D;", "int ih = h0 + i * i;"), "ih >= 0"),          # not affine in i
+    (lambda t: t.replace("int h0 = oh * S - P;", "int h0 = oh * S - P; int* hp = &h0;"), "ih >= 0"),  # h0 aliased
+    (lambda t: t.replace("sum += x[(nc * H + ih) * W + iw];", "sum += x[(nc * H + ih) * W + iw]; H--;"), "ih < H"),
+    (lambda t: t.replace("ih >= 0 && ih < H", "ih != -1 && ih != H"), "ih != H"),                 # no order
+])
+def test_terms_it_cannot_decide_once_stay_in_the_version(change, kept):
+    """A term over a counter squared, an aliased local, a bound the nest writes, or no ordering stays in the
+    inside version's test (the other, decidable terms go)."""
+    out = InteriorPass().apply(unit(change(POOL), SPEC)).text
+    inside = out[out.index("every tap inside") : out.index("} else {")]
+    assert kept in inside and "iw >= 0" not in inside
+
+
+def test_a_nest_with_no_term_it_can_decide_is_left():
+    src = POOL.replace("ih >= 0 && ih < H && iw >= 0 && iw < W", "ih != -1 && iw != W")
+    assert InteriorPass().why_not(unit(src, SPEC)) == ""
+
+
+def test_it_is_an_unproven_optional_group():
+    chains = ["+".join(p.name for p in c) for c in plan_chains(unit(POOL, SPEC))]
+    with_it = [c for c in chains if "+interior" in c]
+    assert with_it and all(c.replace("+interior", "") in chains and chains.index(c.replace("+interior", "")) < chains.index(c)
+                           for c in with_it)
+    assert [p.name for p in PASSES].index("interior") == [p.name for p in PASSES].index("modstep") + 1
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("source", [POOL, DW])
+def test_equal_to_the_original_bit_for_bit_inside_and_on_the_border(source, tmp_path):
+    """Strides 1-3, paddings 0-2, windows 1-4, dilations 1-2, over outputs inside and on every border."""
+    new = InteriorPass().apply(unit(source, SPEC)).text
+    prog = [EMU, "#include <algorithm>\nusing std::min;", re.sub(r"\bvoid pool\(", "void k0(", source[source.index("extern"):]),
+            re.sub(r"\bvoid pool\(", "void k1(", new)]
+    main = r"""
+typedef void (*F)(const float*, float*, int, int, int, int, int, int, int, int, int);
+static void run(F k, const std::vector<float>& x, std::vector<float>& y, int NC, int H, int W, int OH, int OW, int K, int S, int P, int D) {
+    int total = NC * OH * OW;
+    blockDim = {128, 1, 1}; gridDim = {(unsigned)((total + 127) / 128), 1, 1};
+    for (unsigned b = 0; b < gridDim.x; ++b) for (unsigned t = 0; t < 128; ++t) {
+        blockIdx = {b, 0, 0}; threadIdx = {t, 0, 0};
+        k(x.data(), y.data(), NC, H, W, OH, OW, K, S, P, D);
+    }
+}
+int main() {
+    unsigned seed = 5u;
+    auto rnd = [&] { seed = seed * 1664525u + 1013904223u; return (float)((int)(seed >> 9) - (1 << 22)) / (1 << 22); };
+    int cases = 0, bad = 0;
+    for (int S = 1; S <= 3; ++S) for (int P = 0; P <= 2; ++P) for (int K = 1; K <= 4; ++K) for (int D = 1; D <= 2; ++D) {
+        int NC = 2, H = 9, W = 7;
+        int OH = (H + 2 * P - D * (K - 1) - 1) / S + 1, OW = (W + 2 * P - D * (K - 1) - 1) / S + 1;
+        if (OH <= 0 || OW <= 0) continue;
+        std::vector<float> x(NC * H * W);
+        for (auto& v : x) v = rnd();
+        std::vector<float> y0(NC * OH * OW, -1.f), y1(y0.size(), -2.f);
+        run(k0, x, y0, NC, H, W, OH, OW, K, S, P, D);
+        run(k1, x, y1, NC, H, W, OH, OW, K, S, P, D);
+        bad += std::memcmp(y0.data(), y1.data(), y0.size() * 4) != 0; cases++;
+    }
+    std::printf("%s %d cases, %d different\n", bad ? "DIFFERENT" : "ok", cases, bad);
+    return bad != 0;
+}
+"""
+    cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
+    cpp.write_text("\n".join(prog) + main)
+    build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", str(cpp), "-o", str(exe)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.startswith("ok"), run.stdout + run.stderr
