@@ -256,3 +256,14 @@ def test_attn_naive_gets_no_rowpar_that_repeats_the_second_pass_on_every_lane():
     why = RowParallelPass(32).why_not(u)
     assert why is not None and "every lane of a row would run all of it" in why, why
     assert not any("rowpar" in c for c in chains("attn_naive"))
+
+
+def test_the_tensor_core_variants_refused_after_a_regrouping_say_their_own_reason():
+    """A second helper's new user (2026-12-05): a fused conv + bias + ReLU + scale read as an implicit GEMM through a
+    regrouping of the flat index's digits; the tf32 variant (rtol 1e-4) and the cp.async one (a masked, element-wise
+    fetch) said the first grouping's operand test ("index of x uses ['n'], not uniform over the block")."""
+    from ptxfactory.search.generators.transform import PASSES, unit_from_context
+    u = unit_from_context(trial_ctx("conv_bias_relu_scale"))
+    why = {p.name: p.why_not(u) for p in PASSES if p.name.startswith("mma_tile")}
+    assert why["mma_tile_64x64"] is None
+    assert "rtol" in why["mma_tile_64x64_tf32"] and "element by element" in why["mma_tile_64x128_s3"]

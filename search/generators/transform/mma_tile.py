@@ -85,8 +85,16 @@ class MmaTilePass(SmemTilePass):
     # -- precondition -------------------------------------------------------------------------------------
 
     def _plan(self, unit: Unit) -> _Plan:
-        spec = unit.spec
         p = super()._plan(unit)  # the GEMM-class loop first: what a kernel without one lacks is said first
+        try:
+            return self._narrow(unit, p)
+        except Refused as e:
+            e.late = True  # read as a GEMM, refused by the tensor cores' own terms: the reason a report should give
+            raise
+
+    def _narrow(self, unit: Unit, p: _Plan) -> _Plan:
+        """``p`` (smem_tile's reading) where the tensor cores take it, else :class:`Refused` with the reason."""
+        spec = unit.spec
         if spec.check.rtol < NEAR_EXACT and spec.check.atol < NEAR_EXACT:
             raise Refused(f"the spec asks for (nearly) exact results (rtol {spec.check.rtol:g}, atol {spec.check.atol:g}): "
                           "the tensor cores sum in another order")

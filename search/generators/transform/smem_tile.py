@@ -287,10 +287,12 @@ class SmemTilePass(PlannedPass):
             first = unflatten(unit)
         except NotFlat as e:
             raise Refused(f"a 1-D launch whose index is not a flattened (row, column) one: {e}") from None
+        late: Refused | None = None  # a grouping read as a GEMM whose variant then refused it: the reason that counts
         try:
             return first, self._plan(first)
         except Refused as e:
             reason = e
+            late = e if getattr(e, "late", False) else None
         n = digit_count(unit)
         for mask in range(1, 2 ** (n - 1)):  # digit 0 (the innermost, the store's coalesced one) stays on x
             rows = [d for d in range(1, n) if mask >> (d - 1) & 1]
@@ -298,8 +300,12 @@ class SmemTilePass(PlannedPass):
             try:
                 regrouped = unflatten(unit, [cols, rows])
                 return regrouped, self._plan(regrouped)
-            except (Refused, NotFlat):
+            except Refused as e:
+                late = late or (e if getattr(e, "late", False) else None)
+            except NotFlat:
                 continue
+        if late is not None:  # (mma_tile's tf32 variant on an exact spec: its rtol, not the first grouping's operands)
+            raise Refused(f"{late} (with the flat index's digits grouped into rows and columns)")
         raise Refused(f"{reason} (nor with the {n} digits of the flat index grouped into other rows and columns)")
 
     def _check_shared(self, operands: list[_Operand]) -> None:
