@@ -39,7 +39,8 @@ from ptxfactory.harness import cexpr
 
 from . import syntax as sx
 from .base import Unit
-from .modstep import _INT32, _aliased, _base, _captures_by_reference, _header, _int_terms, _pure, _skip_only
+from .modstep import (_INT32, _aliased, _base, _captures_by_reference, _header, _int_terms, _opaque, _pure, _skip_only,
+                      _visible_type)
 from .syntax import Node
 
 _FLIP = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
@@ -84,7 +85,12 @@ class InteriorPass:
             ind = sx.line_indent(unit.data, nest.start_byte)[0].decode()
             text = (f"if ({' && '.join(conds)}) {{  // every tap inside: the bounds tests hold (transform interior)\n"
                     f"{ind}{inner}\n{ind}}} else {{\n{ind}{sx.text(nest)}\n{ind}}}")
-            at = sx.pragma_before(nest) or nest
+            pragma = sx.pragma_before(nest)  # (#pragma unroll: each copy's, above its loop)
+            if pragma is not None:
+                p = sx.text(pragma).strip() + "\n" + ind
+                text = text.replace(f"\n{ind}{inner}\n", f"\n{ind}{p}{inner}\n", 1).replace(
+                    f"\n{ind}{sx.text(nest)}\n", f"\n{ind}{p}{sx.text(nest)}\n", 1)
+            at = pragma or nest
             edits.append((at.start_byte, nest.end_byte, text.encode()))
         return unit.with_text(sx.apply_edits(unit.data, edits))
 
@@ -104,6 +110,8 @@ def _plans(unit: Unit) -> list[tuple[Node, list[str], list[tuple[Node, Node, boo
         if nest.type != "for_statement" or sx.in_lambda(nest, unit.body) or \
                 any(p.type in sx.LOOPS for p in _ancestors(nest, unit.body)):
             continue
+        if _opaque(nest) or sx.contains_call(nest, sx.COLLECTIVES) or "__shared__" in sx.text(nest):
+            continue  # (a barrier in two copies of the nest: a block's threads split between them)
         conds: list[str] = []
         drops: list[tuple[Node, Node, bool]] = []
         written = sx.maybe_written_names(nest)
@@ -147,9 +155,9 @@ def _scope(unit: Unit, nest: Node, test: Node, written: set[str], counts: dict[s
     offsets: dict[str, dict] = {}
     values: list[Node] = []
 
-    def fixed(name: str) -> bool:
+    def fixed(name: str) -> bool:  # an int declared around the nest (in scope), never written in it nor aliased
         return name not in written and name not in aliased and counts.get(name, 0) == 0 and \
-            _base(unit.types.scalar.get(name) or "") in _INT32
+            _visible_type(name, nest, unit.fn) in _INT32
 
     for node, child in zip(path, path[1:]):
         if node.type == "for_statement" and child == node.child_by_field_name("body"):
@@ -221,7 +229,8 @@ def _always(term: Node, holds: bool, scope: _Scope) -> str | None:
             at = first if coef[()] > 0 else last
             parts.append(at if coef[()] == 1 else f"-({at})" if coef[()] == -1 else f"{coef[()]}LL * ({at})")
         else:
-            parts.append(f"min(({c}) * ({first}), ({c}) * ({last}))")
+            lo, hi = f"({c}) * ({first})", f"({c}) * ({last})"  # (no min(): a name min may hide it)
+            parts.append(f"({lo} < {hi} ? {lo} : {hi})")
     parts.append(_wide(rest))
     return f"({' + '.join(parts)} {'>= 1' if strict else '>= 0'})"
 

@@ -335,8 +335,12 @@ def _plan(unit: Unit, loop: Node, constants: dict[str, int]) -> tuple[list[tuple
     if not all(_int_terms(n, unit.types) for n in used) or any(
             _base(unit.types.scalar.get(n) or "") not in _INT32 for n in names):
         return f"its divisibility test {sx.compact(rem)} reads other than 32-bit int names and literals"
+    why = _opaque(loop)
+    if why:
+        return why
     inner = sx.declaration_counts(loop)  # (a name declared again in the loop would hide the one the test reads)
-    if any(inner.get(n, 0) != (1 if n in decls else 0) for n in names) or \
+    if any(inner.get(n, 0) != (1 if n in decls else 0) or (n not in decls and _visible_type(n, loop, unit.fn) not in _INT32)
+           for n in names) or \
             names & (sx.maybe_written_names(loop) | _aliased(unit.body)):
         return f"its divisibility test {sx.compact(rem)} reads a name declared twice, written in the loop or aliased"
     if abs(a) == 1:  # accepted: v = -a*b (mod |s|)
@@ -370,11 +374,54 @@ def _aliased(body: Node) -> set[str]:
         if n.type == "pointer_expression" and sx.operator(n) == "&":
             out |= sx.identifiers(n)
         elif n.type == "init_declarator" and n.child_by_field_name("declarator").type == "reference_declarator":
-            out |= sx.identifiers(n.child_by_field_name("value") or n)
+            out |= sx.identifiers(n)  # the referent and the reference itself (int& lim = rows; rows-- moves lim)
         elif n.type == "call_expression" and sx.call_name(n) not in sx.VALUE_FUNCS:
             # (a reference parameter binds an lvalue: a name passed as it is; __ldg(x + i * W) writes neither i nor W)
             out |= {sx.text(a) for a in map(sx.unparen, sx.call_args(n)) if sx.is_ident(a)}
     return out
+
+
+def _visible_type(name: str, at: Node, fn: Node) -> str | None:
+    """The type (``const`` and ``volatile`` dropped) of the declaration of ``name`` that is in scope at ``at``: the
+    nearest enclosing block's statement before ``at``, a loop header around it, or a parameter of ``fn``; None where
+    none is (a global, which the kernel's text does not hold, or a name declared in another block only)."""
+    child, p = at, at.parent
+    while p is not None:
+        decls = []
+        if p.type == "compound_statement":
+            decls = [s for s in sx.statements(p) if s.start_byte < child.start_byte and s.type == "declaration"]
+        elif p.type == "for_statement" and p.child_by_field_name("initializer") is not None and child != p.child_by_field_name("initializer"):
+            decls = [p.child_by_field_name("initializer")]
+        elif p.type == "function_definition":
+            params = sx.function_declarator(p).child_by_field_name("parameters")
+            decls = [c for c in params.named_children if c.type == "parameter_declaration"]
+        for d in reversed(decls):
+            if d.type not in ("declaration", "parameter_declaration"):
+                continue
+            for decl in d.children_by_field_name("declarator"):
+                ident = sx.innermost_identifier(decl)
+                if ident is not None and sx.text(ident) == name:
+                    if decl.type in ("reference_declarator", "pointer_declarator", "array_declarator") or (
+                            decl.type == "init_declarator" and decl.child_by_field_name("declarator").type != "identifier"):
+                        return None
+                    return _base(sx.type_text(d.child_by_field_name("type")))
+        if p == fn:
+            return None
+        child, p = p, p.parent
+    return None
+
+
+def _opaque(region: Node) -> str | None:
+    """Why names read in ``region`` cannot be followed by their declarations and writes (an asm output operand, a
+    range-for's or a lambda's own declarations: neither is a declaration node the counts read), or None."""
+    for n in sx.walk(region):
+        if n.type in ("gnu_asm_expression", "asm_statement"):
+            return "it holds inline asm (its outputs are writes the pass does not read)"
+        if n.type == "for_range_loop":
+            return "it holds a range-for (its variable is a declaration the pass does not read)"
+        if n.type == "lambda_expression":
+            return "it holds a lambda (its captures are declarations the pass does not read)"
+    return None
 
 
 def _wide(p: dict) -> str:
