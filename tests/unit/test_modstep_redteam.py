@@ -134,6 +134,8 @@ def test_a_name_shadowed_in_an_inner_loop_is_the_inner_loops(tmp_path):
     ("int* p = &c;", "if ((v + c) % 3 != 0) continue; *p += 1;"),                  # ... through a pointer
     ("auto bump = [&] { c += 1; };", "if ((v + c) % 3 != 0) continue; bump();"),   # ... through a lambda's capture
     ("int n = 0;", "if ((v + c) % 3 != 0) continue;"),                             # (with the loop test below)
+    ("int rows = s; int& lim = rows;", "if ((v + c) % lim != 0) continue; rows += 1;"),  # a reference's referent moves
+    ("", "if ((v + c) % s != 0) continue; asm volatile(\"add.s32 %0, %0, 1;\" : \"+r\"(s));"),  # an asm output
 ])
 def test_writes_the_loop_cannot_see_leave_it_alone(before, body):
     src = KERNEL.replace("    for (int v = 0; v < K; v++) { BODY", f"    {before}\n    for (int v = 0; v < K; v++) {{ {body}")
