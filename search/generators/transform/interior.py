@@ -35,6 +35,9 @@ there, or a name the nest neither declares nor writes and the kernel never alias
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from ptxfactory.harness import cexpr
 
 from . import syntax as sx
@@ -137,13 +140,15 @@ def _plans(unit: Unit) -> list[tuple[Node, list[str], list[tuple[Node, Node, boo
     return out
 
 
+@dataclass
 class _Scope:
     """What a test inside a nest may read: the counters of the loops around it (name -> (first, last) as 64-bit C), the
-    locals on the way as polynomials, and which other names stay fixed in the nest."""
+    locals on the way as polynomials, which other names stay fixed in the nest, and the kernel's declared types."""
 
-    def __init__(self, counters: dict[str, tuple[str, str]], offsets: dict[str, dict], decl_values: list[Node],
-                 fixed, types):
-        self.counters, self.offsets, self.decl_values, self.fixed, self.types = counters, offsets, decl_values, fixed, types
+    counters: dict[str, tuple[str, str]]
+    offsets: dict[str, dict]
+    fixed: Callable[[str], bool]
+    types: sx.Types
 
 
 def _scope(unit: Unit, nest: Node, test: Node, written: set[str], counts: dict[str, int], aliased: set[str]) -> _Scope | None:
@@ -153,7 +158,6 @@ def _scope(unit: Unit, nest: Node, test: Node, written: set[str], counts: dict[s
     path.reverse()  # nest ... test
     counters: dict[str, tuple[str, str]] = {}
     offsets: dict[str, dict] = {}
-    values: list[Node] = []
 
     def fixed(name: str) -> bool:  # an int declared around the nest (in scope), never written in it nor aliased
         return name not in written and name not in aliased and counts.get(name, 0) == 0 and \
@@ -190,8 +194,7 @@ def _scope(unit: Unit, nest: Node, test: Node, written: set[str], counts: dict[s
                     p = cexpr.poly(value, offsets)
                     if p is not None and all(n in counters or n in offsets or fixed(n) for n in cexpr.names(p)):
                         offsets[name] = p
-                        values.append(value)
-    return _Scope(counters, offsets, values, fixed, unit.types)
+    return _Scope(counters, offsets, fixed, unit.types)
 
 
 def _always(term: Node, holds: bool, scope: _Scope) -> str | None:
