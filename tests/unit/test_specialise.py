@@ -246,10 +246,12 @@ def test_a_specialised_kernel_is_not_specialised_again():
 
 def test_chains_end_with_it_before_launch_bounds():
     names = [p.name for p in PASSES]
-    # (modstep, hoist and raster between them: modstep steps the loops a literal stride of a version filters, hoist
-    # reads the literals specialise writes; raster only orders the blocks of fold's grid, once the launch is chosen)
-    assert names.index("specialise") == names.index("launch_bounds") - 4 and names.index("modstep") == names.index("specialise") + 1
-    assert names.index("hoist") == names.index("modstep") + 1 and names.index("raster") == names.index("hoist") + 1
+    # (modstep, interior, hoist and raster between them: modstep steps the loops a literal stride of a version
+    # filters, interior decides a version's edge tests at its literal window's extremes, hoist reads the literals
+    # specialise writes; raster only orders the blocks of fold's grid, once the launch is chosen)
+    assert names.index("specialise") == names.index("launch_bounds") - 5 and names.index("modstep") == names.index("specialise") + 1
+    assert names.index("interior") == names.index("modstep") + 1 and names.index("hoist") == names.index("interior") + 1
+    assert names.index("raster") == names.index("hoist") + 1
     chains = [[p.name for p in c] for c in plan_chains(unit(POOL, pool_spec()))]
     assert ["specialise"] in chains
     assert any(c[-2:] == ["specialise", "launch_bounds"] and "unflatten" in c for c in chains), chains
