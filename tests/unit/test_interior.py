@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 
 import pytest
 
@@ -14,7 +13,7 @@ from ptxfactory.protocol import parse_spec
 from ptxfactory.search.generators.transform import PASSES, plan_chains
 from ptxfactory.search.generators.transform.interior import InteriorPass
 
-from test_modstep import EMU
+from test_modstep import EMU, host_ok
 from test_transform import compiles, unit
 
 # average pooling, count_include_pad = false (a helper's new user): the wrapping form, a count that becomes K * K
@@ -170,12 +169,7 @@ int main() {
     return bad != 0;
 }
 """
-    cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
-    cpp.write_text("\n".join(prog) + main)
-    build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", str(cpp), "-o", str(exe)], capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr[-3000:]
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0 and run.stdout.startswith("ok"), run.stdout + run.stderr
+    host_ok("\n".join(prog) + main, tmp_path)
 
 
 RT = """

@@ -199,6 +199,17 @@ def test_it_is_an_unproven_optional_group_its_chains_follow_the_ones_without_it(
     assert "ptxf_mod_step(((int)2))" in run_chain(unit(CONVT, convt_spec()), chain).text
 
 
+def host_ok(program: str, tmp_path) -> None:
+    """Build ``program`` (EMU, the kernels and a main printing "ok ..." when they agree) with g++ and run it; fails with
+    the compiler's or the program's output otherwise."""
+    cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
+    cpp.write_text(program)
+    build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", str(cpp), "-o", str(exe)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.startswith("ok"), run.stdout + run.stderr
+
+
 def _with_helpers(u) -> str:
     return "\n\n".join(d for _, d in u.helpers) + "\n\n" + u.text
 
@@ -274,12 +285,7 @@ int main() {
     return bad != 0;
 }
 """
-    cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
-    cpp.write_text("\n".join(programs) + main)
-    build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", str(cpp), "-o", str(exe)], capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr[-3000:]
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0 and run.stdout.startswith("ok"), run.stdout + run.stderr
+    host_ok("\n".join(programs) + main, tmp_path)
 
 
 # a transposed 1-D convolution with dilation, runtime stride and dilation (KernelBench's dilated ConvTranspose1d)
@@ -377,9 +383,4 @@ int main() {
     return bad != 0;
 }
 """
-    cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
-    cpp.write_text("\n".join(program) + main)
-    build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", str(cpp), "-o", str(exe)], capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr[-3000:]
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0 and run.stdout.startswith("ok"), run.stdout + run.stderr
+    host_ok("\n".join(program) + main, tmp_path)
