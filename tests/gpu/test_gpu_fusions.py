@@ -41,8 +41,10 @@ args = [
 ]
 launch = { grid = ["cdiv(M, 128)"], block = [128], shared_mem = 0, policy = "free" }
 [kernel.row_stats.check]
-# a serial two-pass fp32 mean and variance against Welford's merged parts over up to 200000 values of mean 3: ~1e-6
-rtol = 1e-4
+# the oracle is the serial two-pass fp32 kernel, and held-out sizes reach the bench's longest row (3 rows of 1048575):
+# there its serial sums drift ~5e-4 relative (seen on an H200, 2026-12-05: every Welford/tree candidate agreed with the
+# others to 2e-5 and differed from the oracle by 4.7e-4); rtol leaves 4x room for the oracle's own rounding
+rtol = 2e-3
 atol = 1e-5
 seeds = 2
 sizes = [{ M = 3, N = 1000 }, { M = 1, N = 1 }, { M = 5, N = 70001 }, { M = 2, N = 200000 }]

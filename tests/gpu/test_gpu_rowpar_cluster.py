@@ -45,8 +45,10 @@ args = [
 ]
 launch = { grid = ["cdiv(C, 64)"], block = [64], shared_mem = 0, policy = "free" }
 [kernel.chan_stats.check]
-# a serial fp32 Welford over up to 300000 values against a merge of 8192 lanes' parts: both ~1e-6 relative here
-rtol = 1e-4
+# the oracle is a serial fp32 Welford, and held-out sizes reach the bench's longest row (3 channels of 1048575): there
+# it drifts ~5e-4 relative (seen on an H200, 2026-12-05: every cluster candidate agreed with the others and differed
+# from the oracle by 4.7e-4); rtol leaves 4x room for the oracle's own rounding
+rtol = 2e-3
 atol = 1e-5
 seeds = 2
 sizes = [{ C = 3, L = 1000 }, { C = 1, L = 1 }, { C = 5, L = 70001 }, { C = 2, L = 300000 }]

@@ -68,7 +68,9 @@ def test_transform_bias_gelu_grid_stride_verified(tmp_path, monkeypatch):
     kept_transform(monkeypatch, _holding("pass:grid_stride", "grid_cap", "pass:divmod", "pass:fast_math", "math", "fast_math_ops"))
     summary = _job(tmp_path, "bias_gelu")
     rows = [r for r in summary.rows if r.candidate.generator == "transform"]
-    assert len(rows) >= 8, _report(summary)
+    # of the 9 kept (divmod now comes only after vector_loops, which this filter leaves out), ldg, launch_bounds and
+    # restrict+ldg compile to binaries seen
+    assert len(rows) >= 6, _report(summary)
     assert not [r for r in rows if isinstance(r.result, (Crashed, TimedOut))], _report(summary)
     assert any(isinstance(r.result, Measured) for r in rows), _report(summary)
     grid_stride = [r for r in rows if "pass:grid_stride" in r.candidate.params]

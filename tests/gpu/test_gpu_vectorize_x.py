@@ -27,7 +27,8 @@ def _vecx(c) -> bool:
 def test_vectorize_x_candidates_verify(name, tmp_path, monkeypatch):
     kept_transform(monkeypatch, _vecx)
     src = ROOT / "examples" / name
-    shutil.copy(src / "ref.py", tmp_path / "ref.py")
+    if (src / "ref.py").exists():  # swiglu's spec names a Python reference; bias_gelu's oracle is the kernel
+        shutil.copy(src / "ref.py", tmp_path / "ref.py")
     summary = transform_job(tmp_path, name, (src / f"{name}.cu").read_text(), (src / f"{name}.cu.toml").read_text(),
                             max_candidates=8, patience=None, use_lessons=False)
     rows = [r for r in summary.rows if _vecx(r.candidate)]
