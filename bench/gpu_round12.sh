@@ -7,6 +7,7 @@
 set -uo pipefail
 source .ci/device-setup.sh || { echo "setup failed"; exit 1; }
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PTXFACTORY_FAILURE_LOG="$OUT/failures.txt"  # each failure's reason as it happens (tests/conftest.py)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/gpu.txt" 2>&1
 timeout ${TEST_TIMEOUT:-300} python3 -m pytest -m gpu -v -s -p no:cacheprovider -rfEx --durations=10 -n ${WORKERS:-6} \
     tests/gpu/test_gpu_round12.py > "$OUT/pytest-round12.txt" 2>&1

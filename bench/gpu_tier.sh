@@ -21,6 +21,7 @@ case "${1:-}" in
 esac
 source .ci/device-setup.sh || { echo "setup failed"; exit 1; }
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PTXFACTORY_FAILURE_LOG="$OUT/failures.txt"  # each failure's reason as it happens (tests/conftest.py)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/gpu.txt" 2>&1
 # straight to the file (-v: one line per test as it ends), so a run cut off by the limit still says how far it got
 timeout ${TEST_TIMEOUT:-540} python3 -m pytest -m gpu -v -p no:cacheprovider -rfEx --durations=15 -n ${WORKERS:-8} \
