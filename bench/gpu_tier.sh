@@ -7,7 +7,7 @@ set -uo pipefail
 HALF1="tests/gpu/test_gpu_hold_row.py tests/gpu/test_gpu_smem_tile.py tests/gpu/test_main_job.py tests/gpu/test_gpu_rowpar.py
 tests/gpu/test_gpu_vector_loops.py tests/gpu/test_gpu_tune.py tests/gpu/test_gpu_transform.py tests/gpu/test_gpu_scan.py
 tests/gpu/test_gpu_specialise.py tests/gpu/test_gpu_coarsen.py tests/gpu/test_gpu_coarsen_outer.py tests/gpu/test_gpu_vectorize_x.py tests/gpu/test_gpu_profile.py tests/gpu/test_python_reference.py
-tests/gpu/test_gpu_round12.py"
+tests/gpu/test_gpu_round12.py tests/gpu/test_gpu_shadow.py"
 HALF2="tests/gpu/test_gpu_atomic_agg.py tests/gpu/test_gpu_colpar.py tests/gpu/test_gpu_family_elementwise.py
 tests/gpu/test_gpu_family_layernorm.py tests/gpu/test_gpu_family_rowreduce.py tests/gpu/test_gpu_family_attention.py tests/gpu/test_gpu_family_softmax.py
 tests/gpu/test_gpu_family_transpose.py tests/gpu/test_gpu_mma_tile.py tests/gpu/test_gpu_grid_reduce_collapse.py tests/gpu/test_gpu_rowwise_cluster.py tests/gpu/test_gpu_rowpar_cluster.py tests/gpu/test_gpu_fusions.py

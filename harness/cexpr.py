@@ -23,12 +23,16 @@ Poly = dict[tuple[str, ...], int]  # monomial (sorted names, repeated for powers
 
 
 def walk(node: Node) -> Iterator[Node]:
-    """``node`` and all its descendants, pre-order (document order)."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(n.children))
+    """``node`` and all its descendants, pre-order (document order). A tree cursor rooted at ``node`` (it never leaves
+    it): ~3x faster than a stack of each node's children list, and every pass's precondition walks its unit's tree."""
+    cursor = node.walk()
+    while True:
+        yield cursor.node
+        if cursor.goto_first_child():
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return
 
 
 def text(node: Node | None) -> str:
@@ -55,8 +59,25 @@ def uncast(node: Node | None) -> Node | None:
     return node
 
 
+_WRITTEN_CACHE: dict[tuple[str, bytes], frozenset[str]] = {}
+_WRITTEN_CACHE_MAX = 4096  # entries; cleared when full (the passes of one kernel ask of the same few loops)
+
+
 def written_names(node: Node) -> set[str]:
-    """Identifiers assigned (``=``, ``op=``), incremented or decremented, or whose address is taken, under ``node``."""
+    """Identifiers assigned (``=``, ``op=``), incremented or decremented, or whose address is taken, under ``node``.
+
+    Syntactic, so remembered by the node's type and text (the transform passes ask it of the same loop bodies in
+    every unit a kernel's chains reach); a fresh set each call (callers add to it)."""
+    key = (node.type, node.text)
+    found = _WRITTEN_CACHE.get(key)
+    if found is None:
+        if len(_WRITTEN_CACHE) >= _WRITTEN_CACHE_MAX:
+            _WRITTEN_CACHE.clear()
+        found = _WRITTEN_CACHE[key] = frozenset(_written_names(node))
+    return set(found)
+
+
+def _written_names(node: Node) -> set[str]:
     out = set()
     for n in walk(node):
         target = None

@@ -51,9 +51,10 @@ _PTXAS_ERROR = re.compile(r"^ptxas\b[^\n]*?, line (\d+); (error|warning)\s*: (.*
 @dataclass(frozen=True)
 class Compiled:
     """A compiled candidate: ``cubin`` bytes, the lowered (mangled) kernel name to load, resources, the log,
-    and the ``compiler`` that built it (``"nvrtc"``, ``"nvcc"`` for a source NVRTC could not compile, ``"ptxas"`` for
+    the ``compiler`` that built it (``"nvrtc"``, ``"nvcc"`` for a source NVRTC could not compile, ``"ptxas"`` for
     PTX, or ``"driver"`` for PTX left to the driver's JIT where no ptxas was found: then ``cubin`` is the PTX image,
-    NUL-terminated text, and ``resources`` None; see :func:`ptxfactory.harness.ptx.driver_jit_candidate`)."""
+    NUL-terminated text, and ``resources`` None; see :func:`ptxfactory.harness.ptx.driver_jit_candidate`), and for
+    the user's original, its float64 ``shadow`` where one was built (:func:`ptxfactory.harness.shadow.shadow_compiled`)."""
 
     candidate: Candidate
     cubin: bytes
@@ -61,6 +62,7 @@ class Compiled:
     resources: Resources | None
     log: str
     compiler: str = "nvrtc"
+    shadow: Compiled | None = None  # an original's float64 shadow (harness/shadow.py), which the verifier may consult
 
 
 def check_options(options: list[str], fast_math_allowed: bool) -> str | None:

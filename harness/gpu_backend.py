@@ -86,11 +86,14 @@ class GpuWorker:
 class GpuBackend:
     """:class:`~.backend.EvaluationBackend` on a real GPU through a :class:`GpuWorker`. One evaluation at a time."""
 
+    uses_shadow = True  # the job compiles the original's float64 shadow for this backend (harness/shadow.py)
+
     def __init__(self, device: int = 0):
         self.worker = GpuWorker(device)
         self._lock = asyncio.Lock()
         self._facts: GpuFacts | None = None
         self.misaligned_off: dict[str, str] = {}  # originals (by key) that fault on misaligned buffers -> the fault
+        self.shadow_off: dict[str, str] = {}  # originals (by key) whose float64 shadow faulted -> the fault
         self._sessions: dict[str, int] = {}  # session id -> the worker generation it was opened in
         self.opened = 0  # sessions opened (again after a restart included)
 
@@ -178,12 +181,19 @@ class GpuBackend:
         t0 = time.perf_counter()
         if base_key in self.misaligned_off:
             request["skip_misaligned"] = self.misaligned_off[base_key]
+        if base_key in self.shadow_off:
+            request["skip_shadow"] = True
         answer = await self._in_session(spec, plan, sid, opener, request)
         if answer.get("phase") == "original_misaligned" and base_key not in self.misaligned_off:
             # the user's kernel itself faults on misaligned buffers: they are not part of its contract; again without
             # (the restarted worker gets the session again, the reference's outputs on their own deadline)
             self.misaligned_off[base_key] = f"the original kernel faulted on misaligned buffers: {answer['crashed']}"
             request["skip_misaligned"] = self.misaligned_off[base_key]
+            answer = await self._in_session(spec, plan, sid, opener, request)
+        if answer.get("phase") == "shadow" and base_key not in self.shadow_off:
+            # the original's float64 shadow faulted (a rewrite the source did not survive): again without it
+            self.shadow_off[base_key] = answer["crashed"]
+            request["skip_shadow"] = True
             answer = await self._in_session(spec, plan, sid, opener, request)
         if answer.get("phase") == "misaligned_view":
             return Rejected(candidate_key=key, check="misaligned_view", resources=candidate.resources,
@@ -241,4 +251,9 @@ def _reference_deadline(plan: EvalPlan) -> float:
 
 
 def _payload(c: Compiled) -> dict:
-    return {"key": c.candidate.key, "cubin": c.cubin, "lowered_name": c.lowered_name, "launch": c.candidate.launch.model_dump()}
+    """The worker's payload of ``c``: key, cubin, lowered name, launch, and the float64 shadow of an original that
+    carries one (:attr:`.compile.Compiled.shadow`)."""
+    out = {"key": c.candidate.key, "cubin": c.cubin, "lowered_name": c.lowered_name, "launch": c.candidate.launch.model_dump()}
+    if c.shadow is not None:
+        out["shadow"] = {"cubin": c.shadow.cubin, "lowered_name": c.shadow.lowered_name}
+    return out

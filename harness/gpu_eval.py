@@ -38,6 +38,7 @@ from .device_cache import DeviceCache
 from .elf import is_elf
 from .launch_gate import LaunchGate
 from .plan import EvalPlan
+from .shadow import judge_against_shadow
 from .static_checks import PORTABLE_CLUSTER_BLOCKS
 from .stats import speedup_interval
 
@@ -248,6 +249,13 @@ class Evaluator:
         self._stress_ratios: dict[tuple, dict[str, float]] = {}
         self._gate: LaunchGate | None = None  # see :meth:`gate`
         self._gate_error: str | None = None
+        # the original's float64 shadow (harness/shadow.py) by base key: None where it was refused, or disagreed with
+        # the original at the check sizes (:meth:`use_shadow`; why in :attr:`shadow_notes`); the evaluation's own
+        self._shadow_ok: dict[str, bool] = {}
+        self.shadow_notes: dict[str, str] = {}
+        self.active_shadow: LoadedKernel | None = None
+        self._active_base_key = ""
+        self.shadow_accepted = 0  # outputs of the evaluation in hand that only the shadow accepted
         self._gate_opened = 0  # gates that had opened by themselves at the last time_size's end
 
     def close(self) -> None:
@@ -424,6 +432,71 @@ class Evaluator:
                 pairs += 1
         return pairs
 
+    # -- the original's float64 shadow (check.reference = "kernel") -----------------------------
+    def use_shadow(self, spec: KernelSpec, base: LoadedKernel, base_key: str, shadow: LoadedKernel | None,
+                   plan: EvalPlan) -> LoadedKernel | None:
+        """``shadow`` where it may judge this original's outputs, else None: it must run cleanly and agree with the
+        original within the spec's tolerance at every check size (seed #0, the spec's distribution), where rounding
+        is small; a shadow that does not computes another function (decided once per original: :attr:`shadow_notes`
+        says why not)."""
+        if shadow is None or plan.reference is not None:
+            return None
+        if base_key not in self._shadow_ok:
+            why = None
+            for size in plan.verify_sizes:
+                seed = plan.seeds[0]
+                inputs = self.inputs(spec, size, seed, 0)
+                want = self.reference(spec, base, base_key, size, seed, 0, inputs)
+                outs, problem = self._run_shadow(spec, shadow, size, inputs)
+                for arg in spec.args:
+                    if problem is None and arg.role in ("out", "inout"):
+                        bad = _compare(outs[arg.name], want[arg.name], arg.dtype.value, plan.rtol, plan.atol,
+                                       B.shape_of(arg, size))
+                        problem = f"output {arg.name!r}: {bad[0]}" if bad else None
+                if problem:
+                    why = f"the original's float64 shadow differs from it at {size} ({problem}): not used"
+                    break
+            self._shadow_ok[base_key] = why is None
+            if why:
+                self.shadow_notes[base_key] = why
+        return shadow if self._shadow_ok[base_key] else None
+
+    def _run_shadow(self, spec: KernelSpec, shadow: LoadedKernel, size: dict[str, int], inputs):
+        """:meth:`run_once` of the shadow, in :attr:`phase` ``"shadow"`` (a sticky fault there is the shadow's: the
+        backend evaluates again without it); a launch error that leaves the context usable is a problem string."""
+        phase, self.phase = self.phase, "shadow"
+        try:
+            out = self.run_once(spec, shadow, size, inputs)
+        except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as exc:
+            if is_sticky(exc):
+                raise CandidateCrash(str(exc)) from None  # (phase stays "shadow": the worker reports it)
+            out = {}, f"launch failed: {exc}"
+        self.phase = phase
+        return out
+
+    def shadow_judges(self, spec: KernelSpec, plan: EvalPlan, arg, size: dict[str, int], inputs: dict[str, cp.ndarray],
+                      got: cp.ndarray, want: cp.ndarray, atol: float, cache_key: tuple | None = None) -> tuple[bool, str]:
+        """Whether ``got`` (output ``arg``, which missed the tolerance against the original's ``want`` on ``inputs``)
+        passes against the original's float64 shadow (:attr:`active_shadow`): no less accurate than the original
+        there (:func:`.reference.judge`), where the original's own distance from the shadow is at most
+        :data:`.shadow.SHADOW_SPAN` tolerances (a drift of its rounding, not another function). Returns (passes, a
+        clause for the rejection's reason). The shadow's outputs are cached under ``cache_key`` when given."""
+        shadow = self.active_shadow
+        if shadow is None:
+            return False, ""
+        outs = self.cache().get(cache_key) if cache_key is not None else None
+        if outs is None:
+            outs, problem = self._run_shadow(spec, shadow, size, inputs)
+            if problem:
+                return False, f"; the original's float64 shadow could not run here ({problem})"
+            if cache_key is not None:
+                self.cache().put(cache_key, outs)
+        dtype = arg.dtype.value
+        ok, clause = judge_against_shadow(R.values(got, dtype), R.values(want, dtype), R.values(outs[arg.name], dtype),
+                                          dtype, plan.rtol, atol, B.unwritten(got, dtype))
+        self.shadow_accepted += ok
+        return ok, clause
+
     # -- verification --------------------------------------------------------------------------
     def verify(self, spec: KernelSpec, base: LoadedKernel, base_key: str, cand: LoadedKernel, plan: EvalPlan, key: str,
                errors: list | None = None) -> Rejected | None:
@@ -474,6 +547,11 @@ class Evaluator:
                     elif arg.role in ("out", "inout"):
                         atol = atols[arg.name]
                         bad = _compare(got[arg.name], want[arg.name], arg.dtype.value, plan.rtol, atol, B.shape_of(arg, size))
+                        if bad:  # the original's own rounding may be what differs (a serial sum over a long row)
+                            shadow_ok, clause = self.shadow_judges(
+                                spec, plan, arg, size, inputs, got[arg.name], want[arg.name], atol,
+                                ("shadow", self._active_base_key, args_id(spec), _size_key(size), seed, variant))
+                            bad = None if shadow_ok else (bad[0] + clause, bad[1])
                         if bad:
                             why, detail = bad
                             if atol != plan.atol:
@@ -501,7 +579,10 @@ class Evaluator:
                         elif spec.check.deterministic:  # bit for bit, on the device
                             moved = not bool(cp.array_equal(first.view(cp.uint8), again[name].view(cp.uint8)))
                         elif plan.reference is None:
-                            moved = bool(C.mismatches(again[name], want[name], arg.dtype.value, plan.rtol, atols[name]).any())
+                            moved = bool(C.mismatches(again[name], want[name], arg.dtype.value, plan.rtol, atols[name]).any()) \
+                                and not self.shadow_judges(spec, plan, arg, size, inputs, again[name], want[name], atols[name],
+                                                           ("shadow", self._active_base_key, args_id(spec), _size_key(size),
+                                                            seed, variant))[0]
                         else:  # each rerun judged against the Python reference by the same rule as the first run
                             dtype = arg.dtype.value
                             truth = self.python_reference(spec, plan.reference, size, seed, variant, inputs)[name]
@@ -595,6 +676,11 @@ class Evaluator:
                 why = None if j.ok else R.describe(j, arg.name, B.shape_of(arg, size))
             else:
                 bad = _compare(got[arg.name], want[arg.name], dtype, plan.rtol, atols[arg.name], B.shape_of(arg, size))
+                if bad:
+                    shadow_ok, clause = self.shadow_judges(spec, plan, arg, size, inputs, got[arg.name], want[arg.name],
+                                                           atols[arg.name], ("shadow", base_key, args_id(spec),
+                                                                             _size_key(size), seed, variant))
+                    bad = None if shadow_ok else (bad[0] + clause, bad[1])
                 why = f"output {arg.name!r}: {bad[0]}" if bad else None
             if why:
                 return Rejected(candidate_key=key, check=MISALIGNED, reason=f"{where}: {why}", detail=detail)
@@ -782,6 +868,12 @@ class Evaluator:
                 bad = None  # the same bytes as a round already judged on these inputs
             if bad and plan.reference is not None:  # (an inout is judged from its pristine values)
                 bad = self._judge_timed(spec, plan, size, s, pristine, arg, cand_out[arg.name], base_out[arg.name], bad)
+            elif bad and self.active_shadow is not None:  # (the shadow runs on the set's pristine inputs, once per set)
+                shadow_ok, clause = self.shadow_judges(spec, plan, arg, size, pristine, cand_out[arg.name],
+                                                       base_out[arg.name], plan.atol,
+                                                       ("shadow-timed", self._active_base_key, args_id(spec),
+                                                        _size_key(size), s))
+                bad = None if shadow_ok else bad + clause
             if bad:
                 return f"output {arg.name!r} of {label} at {size}: {bad}"
         return None
@@ -807,14 +899,21 @@ class Evaluator:
         return f"{differs} (the Python reference could not judge at this size: {why})"
 
     def evaluate(self, spec: KernelSpec, base: LoadedKernel, base_key: str, cand: LoadedKernel, plan: EvalPlan, key: str,
-                 skip_misaligned: str | None = None):
+                 skip_misaligned: str | None = None, shadow: LoadedKernel | None = None):
         """Verify then time; returns Measured or Rejected. Raises :class:`CandidateCrash` on a sticky CUDA error
         (:attr:`phase` says where). ``skip_misaligned``: why the misaligned pass is off for this original (it
-        faulted there in an earlier worker); a Measured result's ``notes`` say so."""
+        faulted there in an earlier worker); a Measured result's ``notes`` say so. ``shadow``: the original's float64
+        shadow (:mod:`.shadow`), which judges an output that misses the tolerance against the original
+        (:meth:`shadow_judges`), where :meth:`use_shadow` accepts it."""
         t0, ref0 = time.perf_counter(), self.reference_s
         if skip_misaligned:
             self.misaligned_skip[base_key] = skip_misaligned
+        self._active_base_key = base_key
+        self.active_shadow = None
+        self.shadow_accepted = 0
         try:
+            self.phase = "verify"
+            self.active_shadow = self.use_shadow(spec, base, base_key, shadow, plan)
             errors: list[R.ErrorRecord] = []
             self.phase = "verify"
             rejected = self.verify(spec, base, base_key, cand, plan, key, errors)
@@ -869,10 +968,14 @@ class Evaluator:
         return Measured(candidate_key=key, resources=cand.resources, timings=timings, speedup=speedup, speedup_lo=lo, speedup_hi=hi,
                         verified_sizes=plan.verify_sizes + plan.heldout_sizes, wall_s=time.perf_counter() - t0, verify_s=verify_s, reference_s=self.reference_s - ref0,
                         ref_errors=R.summarise(errors), notes=self.notes(base_key) + floor_notes + gate_notes + (
+                            [f"{self.shadow_accepted} outputs differed from the original's beyond the tolerance and "
+                             f"were judged against its float64 shadow: no less accurate than the original there"]
+                            if self.shadow_accepted else []) + (
                             [f"timed in {self.SLOW_REPS} rounds without warm-up at {slow}: its probe launch took "
                              f"{self.SLOW_RATIO:g}x the original's or more"] if slow else []))
 
     def notes(self, base_key: str) -> list[str]:
         """Checks skipped for this original, and why (a Measured result's ``notes``)."""
         skip = self.misaligned_skip.get(base_key)
-        return [f"misaligned views not verified: {skip}"] if skip else []
+        shadow = self.shadow_notes.get(base_key)
+        return ([f"misaligned views not verified: {skip}"] if skip else []) + ([shadow] if shadow else [])

@@ -25,17 +25,20 @@ def session_id(spec: dict, plan: dict, baseline: dict) -> str:
     ``timeout_s``."""
     h = hashlib.sha256()
     plan = {k: v for k, v in plan.items() if k != "timeout_s"}  # how long the caller waits changes no answer
-    for part in (spec, plan, {k: v for k, v in baseline.items() if k != "cubin"}):
+    for part in (spec, plan, {k: v for k, v in baseline.items() if k not in ("cubin", "shadow")}):
         h.update(json.dumps(part, sort_keys=True, default=str).encode())
         h.update(b"\0")
     h.update(hashlib.sha256(bytes(baseline.get("cubin") or b"")).digest())
+    shadow = baseline.get("shadow")
+    if shadow is not None:  # the original's float64 shadow: another shadow is another session
+        h.update(shadow["lowered_name"].encode() + b"\0" + hashlib.sha256(bytes(shadow["cubin"])).digest())
     return h.hexdigest()[:32]
 
 
 @dataclass
 class JobSession:
-    """One open job in the worker: the validated spec and plan, the loaded baseline and its key; ``evaluations``
-    counts the candidates evaluated in it."""
+    """One open job in the worker: the validated spec and plan, the loaded baseline and its key (and its float64
+    shadow, where the payload carried one); ``evaluations`` counts the candidates evaluated in it."""
 
     id: str
     spec: Any  # KernelSpec
@@ -43,6 +46,7 @@ class JobSession:
     base: Any  # gpu_eval.LoadedKernel
     base_key: str
     evaluations: int = 0
+    shadow: Any = None  # gpu_eval.LoadedKernel of the original's float64 shadow (harness/shadow.py), or None
 
 
 class SessionTable:

@@ -17,8 +17,10 @@ Requests are dicts:
 Answers are ``{"ok": <result dict>}``, ``{"reference_failed": message}`` (the Python reference failed: the job's
 error, not the candidate's) or ``{"crashed": reason}`` (after which the worker exits: its CUDA
 context is unusable; ``"phase"`` says what was running: ``"verify"``, ``"time"``, ``"misaligned_view"`` (the
-candidate on misaligned buffers) or ``"original_misaligned"`` (the original on them)). An ``evaluate`` request
-may carry ``"skip_misaligned": why`` (the original faulted on misaligned buffers before). Candidate kernels run only here, never in the daemon; the Python reference runs
+candidate on misaligned buffers), ``"original_misaligned"`` (the original on them) or ``"shadow"`` (the original's
+float64 shadow, :mod:`.shadow`)). An ``evaluate`` request may carry ``"skip_misaligned": why`` (the original faulted
+on misaligned buffers before) and ``"skip_shadow": true`` (the shadow faulted before). A baseline payload may carry
+``"shadow": {"cubin", "lowered_name"}`` (loaded with the session, the baseline's launch). Candidate kernels run only here, never in the daemon; the Python reference runs
 in a child process of this worker (:mod:`.reference`).
 """
 from __future__ import annotations
@@ -53,10 +55,16 @@ def worker_main(conn: Connection, parent_pid: int | None = None) -> None:
 
     def open_session(sid: str, spec: dict, plan: dict, baseline: dict) -> JobSession:
         ev.phase = "load"
+        launch = LaunchConfig.model_validate(baseline["launch"])
+        shadow = baseline.get("shadow")
+        if shadow is not None:  # the original's float64 shadow (harness/shadow.py); one the driver refuses is none
+            try:
+                shadow = ev.load(shadow["cubin"], shadow["lowered_name"], launch, baseline["key"] + "#shadow")
+            except Exception:  # noqa: BLE001 - the job goes on without it
+                shadow = None
         session = JobSession(id=sid, spec=KernelSpec.model_validate(spec), plan=EvalPlan.model_validate(plan),
-                             base=ev.load(baseline["cubin"], baseline["lowered_name"],
-                                          LaunchConfig.model_validate(baseline["launch"]), baseline["key"]),
-                             base_key=baseline["key"])
+                             base=ev.load(baseline["cubin"], baseline["lowered_name"], launch, baseline["key"]),
+                             base_key=baseline["key"], shadow=shadow)
         sessions.add(session)
         return session
 
@@ -103,7 +111,7 @@ def worker_main(conn: Connection, parent_pid: int | None = None) -> None:
                     continue
                 session.evaluations += 1
                 result = ev.evaluate(session.spec, session.base, session.base_key, cand, session.plan, c["key"],
-                                     req.get("skip_misaligned"))
+                                     req.get("skip_misaligned"), None if req.get("skip_shadow") else session.shadow)
                 conn.send({"ok": result.model_dump()})
             else:
                 conn.send({"error": f"unknown op {req.get('op')!r}"})

@@ -573,3 +573,32 @@ async def test_the_families_section_lists_the_expert_skeletons_only_and_each_onc
     assert "rowreduce" not in dict(summary.passes_refused) and summary.passes_refused  # the passes' own stay
     assert why["rowwise"].startswith("outputs of p's shape [M, N]: 0")
     assert render_markdown(summary).count("stores something other than the row's sum") == 1
+
+
+class _ShadowSeeing(SimulatedDevice):
+    """A simulated device that, like the GPU backend, asks for the original's float64 shadow, and records the
+    baselines it is handed."""
+
+    uses_shadow = True
+
+    def __init__(self):
+        super().__init__(0)
+        self.baselines = []
+
+    async def evaluate(self, spec, baseline, candidate, plan):
+        self.baselines.append(baseline)
+        return await super().evaluate(spec, baseline, candidate, plan)
+
+
+async def test_a_backend_that_uses_the_shadow_gets_it_with_the_baseline():
+    """The job compiles the original's float64 shadow (harness/shadow.py) once, for a backend that asks for it, and
+    hands it with the baseline to every evaluation; a backend that does not ask gets none (nothing compiled)."""
+    device = _ShadowSeeing()
+    await optimise(EXAMPLE, "rmsnorm", backend=device, generators=("tune",), max_candidates=2)
+    shadows = {id(b.shadow) for b in device.baselines}
+    assert device.baselines and len(shadows) == 1 and device.baselines[0].shadow is not None
+    assert "double sum" in device.baselines[0].shadow.candidate.source
+    plain = _ShadowSeeing()
+    plain.uses_shadow = False
+    await optimise(EXAMPLE, "rmsnorm", backend=plain, generators=("tune",), max_candidates=2)
+    assert plain.baselines and all(b.shadow is None for b in plain.baselines)
