@@ -86,7 +86,7 @@ def test_refused_where_the_rewrite_could_change_the_meaning(source):
     assert S.promoted_source(source) is None
 
 
-def test_no_shadow_for_a_python_reference_or_integer_outputs():
+def test_no_shadow_for_a_python_reference_integer_outputs_or_exact_tolerances():
     spec = parse_spec(SPEC).kernels["row_stats"]
     base = compile_candidate(original_candidate(spec, ROW_STATS), spec.arch)
     python = spec.model_copy(update={"check": spec.check.model_copy(update={"reference": "python:ref.py:f"})})
@@ -94,6 +94,9 @@ def test_no_shadow_for_a_python_reference_or_integer_outputs():
     ints = spec.model_copy(update={"args": [a.model_copy(update={"dtype": type(a.dtype)("i32")}) if a.role == "out" else a
                                             for a in spec.args]})
     assert S.shadow_compiled(ints, base) is None
+    exact = spec.model_copy(update={"check": spec.check.model_copy(update={"rtol": 0.0, "atol": 0.0})})
+    assert S.shadow_compiled(exact, base) is None
+    assert S.shadow_compiled(spec, base) is not None
 
 
 def _vals(*xs):
