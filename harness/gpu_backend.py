@@ -87,13 +87,15 @@ class GpuBackend:
     """:class:`~.backend.EvaluationBackend` on a real GPU through a :class:`GpuWorker`. One evaluation at a time."""
 
     uses_shadow = True  # the job compiles the original's float64 shadow for this backend (harness/shadow.py)
+    SHADOW_RETRIES = 2  # timeouts of a job run again without the shadow, to tell a hanging shadow from a candidate
 
     def __init__(self, device: int = 0):
         self.worker = GpuWorker(device)
         self._lock = asyncio.Lock()
         self._facts: GpuFacts | None = None
         self.misaligned_off: dict[str, str] = {}  # originals (by key) that fault on misaligned buffers -> the fault
-        self.shadow_off: dict[str, str] = {}  # originals (by key) whose float64 shadow faulted -> the fault
+        self.shadow_off: dict[str, str] = {}  # originals (by key) whose float64 shadow faulted or hung -> why
+        self.shadow_retries: dict[str, int] = {}  # timeouts run again without the shadow, by original
         self._sessions: dict[str, int] = {}  # session id -> the worker generation it was opened in
         self.opened = 0  # sessions opened (again after a restart included)
 
@@ -195,6 +197,18 @@ class GpuBackend:
             self.shadow_off[base_key] = answer["crashed"]
             request["skip_shadow"] = True
             answer = await self._in_session(spec, plan, sid, opener, request)
+        if "timed_out" in answer and baseline.shadow is not None and base_key not in self.shadow_off \
+                and self.shadow_retries.get(base_key, 0) < self.SHADOW_RETRIES:
+            # the shadow may be what hung (float loop bounds reached in float only): once again without it; a
+            # candidate that hangs again is the one that hangs, and the shadow stays on for the others (a job's
+            # first SHADOW_RETRIES timeouts only: each costs the candidate's time limit again)
+            self.shadow_retries[base_key] = self.shadow_retries.get(base_key, 0) + 1
+            request["skip_shadow"] = True
+            again = await self._in_session(spec, plan, sid, opener, request)
+            if "timed_out" not in again:
+                self.shadow_off[base_key] = f"a run with the shadow timed out ({answer['timed_out']} s) and ran without it"
+                answer = again
+            request.pop("skip_shadow")
         if answer.get("phase") == "misaligned_view":
             return Rejected(candidate_key=key, check="misaligned_view", resources=candidate.resources,
                             reason=f"faulted on buffers misaligned by one element (or to the spec's align), where the "

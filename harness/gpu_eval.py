@@ -83,6 +83,7 @@ class LoadedKernel:
             raise RuntimeError(f"the CUDA driver's JIT refused the PTX: {exc}") from None
         self.function = self.module.get_function(lowered_name)
         self.launch = launch
+        self.digest = hashlib.sha256(cubin).hexdigest()[:16]  # what this artifact is (a cache key's part)
         ptr = self.function.ptr
         self.resources = Resources(
             registers=driver.funcGetAttribute(_ATTR_REGS, ptr),
@@ -251,7 +252,7 @@ class Evaluator:
         self._gate_error: str | None = None
         # the original's float64 shadow (harness/shadow.py) by base key: None where it was refused, or disagreed with
         # the original at the check sizes (:meth:`use_shadow`; why in :attr:`shadow_notes`); the evaluation's own
-        self._shadow_ok: dict[str, bool] = {}
+        self._shadow_ok: dict[tuple, str | None] = {}  # (original, shadow, tolerances, check sizes) -> why not
         self.shadow_notes: dict[str, str] = {}
         self.active_shadow: LoadedKernel | None = None
         self._active_base_key = ""
@@ -441,7 +442,9 @@ class Evaluator:
         says why not)."""
         if shadow is None or plan.reference is not None:
             return None
-        if base_key not in self._shadow_ok:
+        verdict = (base_key, shadow.digest, plan.rtol, plan.atol, json.dumps(plan.verify_sizes, sort_keys=True),
+                   plan.seeds[0], args_id(spec))  # (a worker outlives jobs: another job's tolerances are another verdict)
+        if verdict not in self._shadow_ok:
             why = None
             for size in plan.verify_sizes:
                 seed = plan.seeds[0]
@@ -456,21 +459,27 @@ class Evaluator:
                 if problem:
                     why = f"the original's float64 shadow differs from it at {size} ({problem}): not used"
                     break
-            self._shadow_ok[base_key] = why is None
-            if why:
-                self.shadow_notes[base_key] = why
-        return shadow if self._shadow_ok[base_key] else None
+            if len(self._shadow_ok) > 256:
+                self._shadow_ok.clear()
+            self._shadow_ok[verdict] = why
+        why = self._shadow_ok[verdict]
+        if why:
+            self.shadow_notes[base_key] = why
+        else:
+            self.shadow_notes.pop(base_key, None)
+        return None if why else shadow
 
     def _run_shadow(self, spec: KernelSpec, shadow: LoadedKernel, size: dict[str, int], inputs):
         """:meth:`run_once` of the shadow, in :attr:`phase` ``"shadow"`` (a sticky fault there is the shadow's: the
         backend evaluates again without it); a launch error that leaves the context usable is a problem string."""
         phase, self.phase = self.phase, "shadow"
         try:
+            shadow.dims(size)  # (its registers may not allow the original's block: LaunchRejected)
             out = self.run_once(spec, shadow, size, inputs)
-        except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as exc:
+        except Exception as exc:  # noqa: BLE001 - the shadow's failure is never the candidate's
             if is_sticky(exc):
                 raise CandidateCrash(str(exc)) from None  # (phase stays "shadow": the worker reports it)
-            out = {}, f"launch failed: {exc}"
+            out = {}, f"{type(exc).__name__}: {exc}"
         self.phase = phase
         return out
 
@@ -482,8 +491,9 @@ class Evaluator:
         :data:`.shadow.SHADOW_SPAN` tolerances (a drift of its rounding, not another function). Returns (passes, a
         clause for the rejection's reason). The shadow's outputs are cached under ``cache_key`` when given."""
         shadow = self.active_shadow
-        if shadow is None:
+        if shadow is None or arg.dtype.value not in R.FLOATS:  # (integer outputs stay exact)
             return False, ""
+        cache_key = cache_key + (shadow.digest,) if cache_key is not None else None
         outs = self.cache().get(cache_key) if cache_key is not None else None
         if outs is None:
             outs, problem = self._run_shadow(spec, shadow, size, inputs)
@@ -968,8 +978,8 @@ class Evaluator:
         return Measured(candidate_key=key, resources=cand.resources, timings=timings, speedup=speedup, speedup_lo=lo, speedup_hi=hi,
                         verified_sizes=plan.verify_sizes + plan.heldout_sizes, wall_s=time.perf_counter() - t0, verify_s=verify_s, reference_s=self.reference_s - ref0,
                         ref_errors=R.summarise(errors), notes=self.notes(base_key) + floor_notes + gate_notes + (
-                            [f"{self.shadow_accepted} outputs differed from the original's beyond the tolerance and "
-                             f"were judged against its float64 shadow: no less accurate than the original there"]
+                            [f"judged {self.shadow_accepted} times against the original's float64 shadow: outputs that "
+                             f"differed from the original's beyond the tolerance, no less accurate than it there"]
                             if self.shadow_accepted else []) + (
                             [f"timed in {self.SLOW_REPS} rounds without warm-up at {slow}: its probe launch took "
                              f"{self.SLOW_RATIO:g}x the original's or more"] if slow else []))

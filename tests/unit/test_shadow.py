@@ -59,6 +59,8 @@ def test_scalars_go_to_double_and_memory_keeps_its_types():
     # the kernel's parameters are the spec's arguments, the pointers and the shared array are memory
     assert "void row_stats(const float* x, float* mean, float* var, int M, int N, float scale)" in out
     assert "const float* xr" in out and "__shared__ float stage[32];" in out
+    shared = S.promoted_source("__global__ void k(float* y) { __shared__ float s; float v = y[0]; s = v; y[0] = s; }")
+    assert "__shared__ float s;" in shared and "double v" in shared  # a shared scalar is memory too
     # each helper the rewrite calls is defined once, and no other
     assert out.count("double ptxf_shadow_exp(double a)") == 1 and "ptxf_shadow_rsqrt" not in out
 
@@ -80,6 +82,9 @@ def test_the_shadow_compiles_with_the_originals_name():
     "template <typename T> __device__ T twice(T v) { return v + v; }\n"
     "__global__ void k(float* y) { float v = y[0]; y[0] = twice<float>(v); }",
     "__global__ void k(float* y) { float v = y[0] y[0] = v; }",  # a syntax error
+    "__global__ void k(unsigned* y, const float* x) { float v = x[0]; y[0] = *(unsigned*)&v; }",  # punning
+    "__global__ void k(unsigned* y, const float* x) { float v = x[0]; y[0] = reinterpret_cast<unsigned&>(v); }",
+    "__global__ void k(unsigned* y, const float* x) { float v = x[0]; unsigned b; memcpy(&b, &v, 4); y[0] = b; }",
     "__global__ void k(const float* x, float* y) { y[threadIdx.x] = x[threadIdx.x]; }",  # nothing in float
 ])
 def test_refused_where_the_rewrite_could_change_the_meaning(source):
@@ -115,16 +120,56 @@ def test_a_wrong_candidate_fails_against_the_shadow_too():
     truth = _vals(1.0, 2.0, 4.0)
     want = truth * (1 - 4.5e-4)
     ok, clause = S.judge_against_shadow(truth * 1.01, want, truth, "f32", 1e-4, 1e-5)
-    assert not ok and "max |err|" in clause
+    assert not ok and "still wrong" in clause
     ok, _ = S.judge_against_shadow(np.zeros(3), want, truth, "f32", 1e-4, 1e-5)
     assert not ok
 
 
-def test_a_shadow_far_from_the_original_judges_nothing():
-    truth = _vals(1.0, 2.0, 4.0)
-    want = truth * 1.1  # 0.4 from the shadow at 4.0: ~1000 tolerances, another function
-    ok, clause = S.judge_against_shadow(truth, want, truth, "f32", 1e-4, 1e-5)
+def test_one_drifted_element_buys_no_slack_for_the_others():
+    """Red team, 2026-12-05: a whole-output maximum let one element's drift (or one large value's tolerance) excuse
+    every other element; each element is judged by its own drift and tolerance."""
+    truth = np.linspace(0.1, 1.0, 1000)
+    want = truth.copy()
+    want[0] += 4e-4  # one element drifted (a few tolerances)
+    got = truth + 3e-4  # every element off by ~3 tolerances, where the original is exact
+    ok, clause = S.judge_against_shadow(got, want, truth, "f32", 1e-4, 1e-5)
+    assert not ok and "still wrong" in clause
+    big = truth.copy()
+    big[0] = 1e4  # one huge value: its tolerance is not the others'
+    # the original 0.5 from the shadow at every small element (thousands of tolerances: another function there), a
+    # candidate 1.0 from it everywhere
+    ok, clause = S.judge_against_shadow(big + 1.0, big + np.r_[0.0, np.full(999, 0.5)], big, "f32", 1e-4, 1e-5)
     assert not ok and "does not judge" in clause
+
+
+def test_bf16_outputs_get_no_ulp_slack_where_the_original_is_exact():
+    """Red team: a candidate that zeroes small outputs (3x atol off) passed on a 4-ulp slack of the largest value."""
+    truth = np.r_[np.full(100, 0.02), 5.0]
+    got = np.r_[np.zeros(100), 5.0]
+    ok, _ = S.judge_against_shadow(got, truth.copy(), truth, "bf16", 1e-2, 1e-2 / 3)
+    assert not ok
+
+
+def test_elements_where_the_shadow_is_another_function_stay_the_originals():
+    """Red team: a fake quantiser's ties round differently in double (0.02 apart: past the span); a truncating
+    candidate, wrong where the original is exact, is not judged by the shadow there."""
+    truth = np.round(np.linspace(0, 1, 4097) / 0.02) * 0.02
+    want = truth.copy()
+    want[::512] += 0.02  # the ties the float rounding sends the other way
+    got = truth - 0.02  # wrong everywhere
+    ok, _ = S.judge_against_shadow(got, want, truth, "f32", 1e-4, 1e-5)
+    assert not ok
+    ok, clause = S.judge_against_shadow(want, want, truth, "f32", 1e-4, 1e-5)
+    assert ok  # (the original itself, element for element: within the tolerance of itself)
+
+
+def test_non_finite_shadow_elements_are_judged_against_the_original():
+    truth = _vals(1.0, np.inf, 3.0)
+    want = _vals(1.0, 3.4e38, 3.0)  # the float original saturates where the double shadow overflows
+    got = _vals(1.0, 12345.0, 3.0)
+    ok, clause = S.judge_against_shadow(got, want, truth, "f32", 1e-4, 1e-5)
+    assert not ok and "does not judge" in clause
+    assert S.judge_against_shadow(want.copy(), want, truth, "f32", 1e-4, 1e-5)[0]
 
 
 def test_the_payload_carries_the_shadow_and_the_session_id_depends_on_it():
