@@ -183,3 +183,46 @@ def test_the_payload_carries_the_shadow_and_the_session_id_depends_on_it():
     assert session_id(spec_d, plan_d, plain) != session_id(spec_d, plan_d, with_shadow)
     other = {**with_shadow, "shadow": {"cubin": shadow.cubin + b"\0", "lowered_name": shadow.lowered_name}}
     assert session_id(spec_d, plan_d, other) != session_id(spec_d, plan_d, with_shadow)
+
+
+def _pair():
+    spec = parse_spec(SPEC).kernels["row_stats"]
+    base = compile_candidate(original_candidate(spec, ROW_STATS), spec.arch)
+    baseline = Compiled(**{**base.__dict__, "shadow": S.shadow_compiled(spec, base)})
+    return spec, baseline
+
+
+async def test_a_timeout_with_the_shadow_runs_again_without_it(monkeypatch):
+    """The worker's answer to a hang carries no phase: the backend runs a timed-out evaluation again without the
+    shadow; where that one finishes, the shadow was what hung and stays off for the job; where it hangs again, the
+    candidate hangs, and the shadow stays on. At most SHADOW_RETRIES such runs a job."""
+    from ptxfactory.harness.gpu_backend import GpuBackend
+    from ptxfactory.harness.plan import make_plan
+    from ptxfactory.protocol import Crashed, TimedOut
+
+    spec, baseline = _pair()
+    plan = make_plan(spec, secret=1)
+    backend, calls = GpuBackend(), []
+
+    async def hangs_with_shadow(spec_, plan_, sid, opener, request):
+        calls.append(bool(request.get("skip_shadow")))
+        return {"crashed": "stand-in answer"} if request.get("skip_shadow") else {"timed_out": 120.0}
+
+    monkeypatch.setattr(backend, "_in_session", hangs_with_shadow)
+    result = await backend.evaluate(spec, baseline, baseline, plan)
+    assert isinstance(result, Crashed) and calls == [False, True]
+    assert baseline.candidate.key in backend.shadow_off
+    calls.clear()
+    await backend.evaluate(spec, baseline, baseline, plan)
+    assert calls == [True]  # off for the rest of the job
+
+    backend2, calls = GpuBackend(), []
+
+    async def candidate_hangs(spec_, plan_, sid, opener, request):
+        calls.append(bool(request.get("skip_shadow")))
+        return {"timed_out": 120.0}
+
+    monkeypatch.setattr(backend2, "_in_session", candidate_hangs)
+    for _ in range(3):
+        assert isinstance(await backend2.evaluate(spec, baseline, baseline, plan), TimedOut)
+    assert calls == [False, True, False, True, False] and not backend2.shadow_off
