@@ -250,13 +250,14 @@ class Evaluator:
         self._stress_ratios: dict[tuple, dict[str, float]] = {}
         self._gate: LaunchGate | None = None  # see :meth:`gate`
         self._gate_error: str | None = None
-        # the original's float64 shadow (harness/shadow.py) by base key: None where it was refused, or disagreed with
-        # the original at the check sizes (:meth:`use_shadow`; why in :attr:`shadow_notes`); the evaluation's own
-        self._shadow_ok: dict[tuple, str | None] = {}  # (original, shadow, tolerances, check sizes) -> why not
+        # the original's float64 shadow (harness/shadow.py): whether it may judge, by original, shadow, tolerances and
+        # check sizes (:meth:`use_shadow`: why not, or None), the note of each original's last verdict, and the
+        # evaluation in hand's shadow (None where there is none, or it disagreed with the original at the check sizes)
+        self._shadow_ok: dict[tuple, str | None] = {}
         self.shadow_notes: dict[str, str] = {}
         self.active_shadow: LoadedKernel | None = None
         self._active_base_key = ""
-        self.shadow_accepted = 0  # outputs of the evaluation in hand that only the shadow accepted
+        self.shadow_accepted = 0  # judgements of the evaluation in hand that only the shadow passed
         self._gate_opened = 0  # gates that had opened by themselves at the last time_size's end
 
     def close(self) -> None:
@@ -486,10 +487,11 @@ class Evaluator:
     def shadow_judges(self, spec: KernelSpec, plan: EvalPlan, arg, size: dict[str, int], inputs: dict[str, cp.ndarray],
                       got: cp.ndarray, want: cp.ndarray, atol: float, cache_key: tuple | None = None) -> tuple[bool, str]:
         """Whether ``got`` (output ``arg``, which missed the tolerance against the original's ``want`` on ``inputs``)
-        passes against the original's float64 shadow (:attr:`active_shadow`): no less accurate than the original
-        there (:func:`.reference.judge`), where the original's own distance from the shadow is at most
-        :data:`.shadow.SHADOW_SPAN` tolerances (a drift of its rounding, not another function). Returns (passes, a
-        clause for the rejection's reason). The shadow's outputs are cached under ``cache_key`` when given."""
+        passes against the original's float64 shadow (:attr:`active_shadow`), element by element
+        (:func:`.shadow.judge_against_shadow`: within the tolerance of the shadow, or no further from it than twice
+        the original, where the original is within :data:`.shadow.SHADOW_SPAN` tolerances of it). Floating-point
+        outputs only. Returns (passes, a clause for the rejection's reason). The shadow's outputs are cached under
+        ``cache_key`` (with the shadow's digest) when given."""
         shadow = self.active_shadow
         if shadow is None or arg.dtype.value not in R.FLOATS:  # (integer outputs stay exact)
             return False, ""
