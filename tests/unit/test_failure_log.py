@@ -1,10 +1,10 @@
-"""The suite's failure log (tests/conftest.py): with PTXFACTORY_FAILURE_LOG set, a failed report's id and traceback
+"""The suite's failure log (tests/_failure_log.py, hooked in by tests/conftest.py): with PTXFACTORY_FAILURE_LOG set, a failed report's id and traceback
 reach the file at once; passes, and reports seen in an xdist worker, write nothing."""
 from __future__ import annotations
 
 import pytest
 
-import conftest
+import _failure_log as conftest
 
 
 def _report(outcome: str) -> pytest.TestReport:
