@@ -290,7 +290,7 @@ def refusals(unit: Unit) -> list[tuple[str, str]]:
     for p in PASSES:
         why = getattr(p, "why_not", None)
         if why is not None:
-            reason = why(unit)
+            reason = why(_seen_by(p, unit))
             if reason:
                 by_reason.setdefault(reason, []).append(p.name)
         elif not p.applies(unit):
@@ -460,6 +460,7 @@ def _apply(p: Pass, u: Unit) -> Unit | None:
     """``p.apply(u)`` where ``p.applies(u)``, else None. A pass that raises (a bug of its own: its precondition held and
     its rewrite failed) is logged and read as not applying, so the other passes' candidates are still proposed (an
     overlapping edit in one pass lost every transform candidate of a kernel, 2026-12-05)."""
+    u = _seen_by(p, u)
     try:
         return p.apply(u) if p.applies(u) else None
     except Exception:  # noqa: BLE001 - one pass's failure must not take the generator down
@@ -470,10 +471,16 @@ def _apply(p: Pass, u: Unit) -> Unit | None:
 def _applies(p: Pass, u: Unit) -> bool:
     """``p.applies(u)``; False (logged) where the precondition itself raises (:func:`_apply`)."""
     try:
-        return p.applies(u)
+        return p.applies(_seen_by(p, u))
     except Exception:  # noqa: BLE001
         log.warning("transform pass %s failed on kernel %s; left out", p.name, u.spec.name, exc_info=True)
         return False
+
+
+def _seen_by(p: Pass, u: Unit) -> Unit:
+    """The unit ``p`` reads: with its locals renamed apart (:attr:`Unit.renamed_apart`) for a pass that reads locals by
+    name (``unique_names = True``: it would refuse a name declared twice), else ``u`` as it is."""
+    return u.renamed_apart if getattr(p, "unique_names", False) else u
 
 
 def _greedy_chain(unit: Unit, chosen: dict[str, Pass | None], memo: dict | None = None) -> list[Pass]:

@@ -65,6 +65,18 @@ class Unit:
         return self.fn.child_by_field_name("body")
 
     @cached_property
+    def renamed_apart(self) -> "Unit":
+        """This unit with each local declared more than once renamed apart (``unique_names.py``: ``for (int d ...)``
+        twice becomes ``d`` and ``d_2``), or itself where none is: what a pass that reads locals by name
+        (``unique_names = True``) is given."""
+        from .unique_names import unique_locals
+
+        if self.body is None:
+            return self
+        data = unique_locals(self.data, self.fn)
+        return self if data == self.data else self.with_text(data)
+
+    @cached_property
     def types(self) -> sx.Types:
         return sx.Types(self.fn, self.notes.get(TEMPLATE_NOTE))
 

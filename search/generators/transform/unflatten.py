@@ -602,6 +602,7 @@ class UnflattenPass:
     """A flat index taken apart by ``/`` and ``%`` -> a 2-D/3-D launch over its digits (module docstring)."""
 
     name = "unflatten"
+    unique_names = True  # reads locals by name: given the unit with each local declared once (unique_names.py)
     group = "grid"  # redefines what a thread of the grid does
     exact = True
 

@@ -64,6 +64,7 @@ class VectorizeXPass:
     """VEC consecutive x coordinates a thread; unit-stride accesses along x as 16-byte vectors, the grid's x / VEC."""
 
     name = "vectorize_x"
+    unique_names = True  # reads locals by name: given the unit with each local declared once (unique_names.py)
     group = "vecx"  # optional and unproven (see the generator's groups): it chains after unflatten's 2-D/3-D launch
     exact = True
 

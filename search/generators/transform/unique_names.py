@@ -1,0 +1,116 @@
+"""Canonical rewrite: every local a kernel declares more than once gets a name of its own.
+
+Naive kernels declare the same local again in sibling loops and blocks (``for (int d = 0; ...)`` twice, ``float v``
+in two passes over a row). Many passes read locals by name and refuse such a kernel ("d declared more than once":
+``vectorize_x``, ``unflatten``, ``grid_stride``; ``rowpar`` and ``collapse`` read a local's type only where it is
+declared once). Here each declaration after a name's first (in source order, the function's parameters first) is
+renamed ``NAME_2``, ``NAME_3``, ... (a name no identifier of the text already has), with every use that refers to it
+under C++'s scope rules: a declaration is seen from its declarator to the end of its block (a ``for``/``if``/
+``while``/``switch`` statement's own declarations, to the end of that statement), an inner one hides an outer one
+until its block ends. Exact: only names change.
+
+Left as written: a kernel holding ``goto`` or labels, a lambda, a local class or struct, or a ``using``/``typedef``
+of a name it declares (where a scope's reach is not the block's), and a text that does not parse.
+"""
+from __future__ import annotations
+
+import re
+
+from . import syntax as sx
+from .syntax import Node
+
+SCOPES = ("compound_statement", "for_statement", "for_range_loop", "if_statement", "while_statement",
+          "switch_statement", "do_statement")
+REFUSE = ("goto_statement", "labeled_statement", "lambda_expression", "struct_specifier", "class_specifier",
+          "union_specifier", "alias_declaration", "type_definition")
+
+
+def unique_locals(data: bytes, fn: Node | None) -> bytes:
+    """``data`` (a kernel definition's text whose parsed ``function_definition`` is ``fn``) with each local declared
+    more than once renamed apart (module docstring); ``data`` itself where no name is declared twice or the kernel is
+    one this leaves as written."""
+    if fn is None:
+        return data
+    counts = sx.declaration_counts(fn)
+    twice = {name for name, c in counts.items() if c > 1}
+    if not twice or sx.contains_type(fn, REFUSE):
+        return data
+    taken = set(re.findall(rb"[A-Za-z_]\w*", data))
+    edits: list[tuple[int, int, bytes]] = []
+    seen: dict[str, int] = {}
+    scopes: list[dict[str, str]] = [{}]
+
+    def fresh(name: str) -> str:
+        k = seen[name]
+        while f"{name}_{k}".encode() in taken:
+            k += 1
+        new = f"{name}_{k}"
+        taken.add(new.encode())
+        return new
+
+    def declare(ident: Node) -> None:
+        name = sx.text(ident)
+        if name not in twice:
+            return
+        seen[name] = seen.get(name, 0) + 1
+        new = name if seen[name] == 1 else fresh(name)
+        scopes[-1][name] = new
+        if new != name:
+            edits.append((ident.start_byte, ident.end_byte, new.encode()))
+
+    def use(ident: Node) -> None:
+        name = sx.text(ident)
+        if name not in twice:
+            return
+        for scope in reversed(scopes):
+            if name in scope:
+                if scope[name] != name:
+                    edits.append((ident.start_byte, ident.end_byte, scope[name].encode()))
+                return
+
+    def visit(node: Node) -> None:
+        if node.type in ("declaration", "parameter_declaration"):
+            for child in node.children:
+                if child.type in ("init_declarator",) or child in node.children_by_field_name("declarator"):
+                    declarator = child.child_by_field_name("declarator") if child.type == "init_declarator" else child
+                    ident = sx.innermost_identifier(declarator) if declarator is not None else None
+                    for part in sx.walk(declarator) if declarator is not None else ():
+                        if part.type == "identifier" and part != ident:
+                            use(part)  # (an array's extent: float t[n])
+                    if ident is not None:
+                        declare(ident)
+                    value = child.child_by_field_name("value") if child.type == "init_declarator" else None
+                    if value is not None:
+                        visit(value)
+                elif child.type not in ("primitive_type", "type_identifier", "sized_type_specifier", "type_qualifier",
+                                        "storage_class_specifier"):
+                    visit(child)
+            return
+        if node.type == "identifier":
+            use(node)
+            return
+        if node.type == "qualified_identifier":  # std::min: another namespace's name
+            return
+        if node.type in ("field_expression",):  # p.x: only the object is a name of ours
+            obj = node.child_by_field_name("argument")
+            if obj is not None:
+                visit(obj)
+            return
+        opened = node.type in SCOPES
+        if opened:
+            scopes.append({})
+        for child in node.children:
+            visit(child)
+        if opened:
+            scopes.pop()
+
+    params = fn.child_by_field_name("declarator")
+    if params is not None:
+        for p in sx.walk(params):
+            if p.type == "parameter_declaration":
+                visit(p)
+    body = fn.child_by_field_name("body")
+    if body is None:
+        return data
+    visit(body)
+    return sx.apply_edits(data, edits) if edits else data
