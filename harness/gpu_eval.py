@@ -212,6 +212,18 @@ def _compare(got: cp.ndarray, want: cp.ndarray, dtype: str, rtol: float, atol: f
     return f"{what}; max |err| {max_err:.3g}; first at {list(where)}: got {fmt(gv)}, expected {fmt(wv)}", detail
 
 
+def _first_difference(spec: KernelSpec, size: dict[str, int], outs: dict, want: dict, plan: EvalPlan,
+                      how: str = "") -> str | None:
+    """The first output of ``outs`` that misses ``want`` (the spec's tolerances, :func:`_compare`), as
+    ``output 'y'{how}: why``; None where every output matches."""
+    for arg in spec.args:
+        if arg.role in ("out", "inout"):
+            bad = _compare(outs[arg.name], want[arg.name], arg.dtype.value, plan.rtol, plan.atol, B.shape_of(arg, size))
+            if bad:
+                return f"output {arg.name!r}{how}: {bad[0]}"
+    return None
+
+
 RACE_RERUNS_FIRST = 3  # reruns of a size's first seed (every other seed: one)
 MISALIGNED = "misaligned_view"  # the check of a candidate that fails (or faults) on buffers at the least alignment allowed
 
@@ -452,11 +464,7 @@ class Evaluator:
                 inputs = self.inputs(spec, size, seed, 0)
                 want = self.reference(spec, base, base_key, size, seed, 0, inputs)
                 outs, problem = self._run_shadow(spec, shadow, size, inputs)
-                for arg in spec.args:
-                    if problem is None and arg.role in ("out", "inout"):
-                        bad = _compare(outs[arg.name], want[arg.name], arg.dtype.value, plan.rtol, plan.atol,
-                                       B.shape_of(arg, size))
-                        problem = f"output {arg.name!r}: {bad[0]}" if bad else None
+                problem = problem or _first_difference(spec, size, outs, want, plan)
                 if problem:
                     why = f"the original's float64 shadow differs from it at {size} ({problem}): not used"
                     break
@@ -662,11 +670,7 @@ class Evaluator:
             self.phase = "original_misaligned"
             orig, problem = self.run_once(spec, base, size, inputs, misaligned=True)
             self.phase = "verify"
-            for arg in spec.args:
-                if problem is None and arg.role in ("out", "inout"):
-                    bad = _compare(orig[arg.name], want[arg.name], arg.dtype.value, plan.rtol, plan.atol,
-                                   B.shape_of(arg, size))
-                    problem = f"output {arg.name!r} differs from its aligned run: {bad[0]}" if bad else None
+            problem = problem or _first_difference(spec, size, orig, want, plan, " differs from its aligned run")
             if problem:
                 self.misaligned_skip[base_key] = f"the original kernel on misaligned buffers at {size}: {problem}"
                 return None
