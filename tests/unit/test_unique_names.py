@@ -95,3 +95,36 @@ def test_unflatten_takes_a_kernel_it_refused_for_a_name_declared_twice():
     assert unflat, "no unflatten candidate"
     compiled = compile_candidate(unflat[0], spec.arch)
     assert isinstance(compiled, Compiled), getattr(compiled, "log", "")
+
+
+def test_red_team_uses_the_parser_reads_as_type_names_are_renamed_too():
+    """Red team, 2026-12-05: ``get<u>()`` and ``ns::get<u>()`` hold u as a type name; left alone, the inner block's
+    u_2 was never read and y[1] got the outer u."""
+    src = ("namespace ns { template <int K> __device__ int get() { return K; } }\n"
+           "template <int K> __device__ int get() { return K; }\n"
+           "__global__ void k(int* y, int N)\n{\n    constexpr int u = 2; y[0] = get<u>() + ns::get<u>();\n"
+           "    { constexpr int u = 4; y[1] = get<u>() + ns::get<u>(); }\n}\n")
+    kernel = src[src.index("__global__"):]
+    out = renamed(kernel)
+    assert "{ constexpr int u_2 = 4; y[1] = get<u_2>() + ns::get<u_2>(); }" in out
+    assert "y[0] = get<u>() + ns::get<u>();" in out
+
+
+@pytest.mark.parametrize("body", [
+    "float s = y[0];\n    { float s = y[1]; float v(s); y[2] = v; }\n    y[3] = s;",  # read as a function declaration
+    "{ extern __device__ float g; y[0] = g; }\n    { extern __device__ float g; y[1] = g; }",
+    "{ __device__ float f(float); y[0] = f(1.f); }\n    { __device__ float f(float); y[1] = f(2.f); }",
+    "{ constexpr int u = 2;\n#pragma unroll u\n    for (int j = 0; j < 4; j++) y[j] = u; }\n"
+    "    { constexpr int u = 4;\n#pragma unroll u\n    for (int j = 0; j < 4; j++) y[j] += u; }",
+])
+def test_red_team_kernels_it_cannot_rename_exactly_are_left_as_written(body):
+    src = "__global__ void k(float* y, int N)\n{\n    " + body + "\n}\n"
+    assert renamed(src) == src
+
+
+def test_a_function_type_parameters_declare_nothing_in_the_kernel():
+    """Red team: ``float (*op)(float x, int n)``'s n is not a second n of the kernel."""
+    src = ("__global__ void k(float* y, int n, float (*op)(float x, int n))\n{\n"
+           "    for (int i = 0; i < n; i++) y[i] = 1.f;\n    for (int i = 0; i < n; i++) y[i] += 1.f;\n}\n")
+    out = renamed(src)
+    assert "float (*op)(float x, int n))" in out and "for (int i_2 = 0; i_2 < n; i_2++) y[i_2] += 1.f;" in out

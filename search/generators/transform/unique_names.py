@@ -10,7 +10,12 @@ under C++'s scope rules: a declaration is seen from its declarator to the end of
 until its block ends. Exact: only names change.
 
 Left as written: a kernel holding ``goto`` or labels, a lambda, a local class or struct, or a ``using``/``typedef``
-of a name it declares (where a scope's reach is not the block's), and a text that does not parse.
+(where a scope's reach is not the block's); one where a name declared twice is also declared ``extern`` or as a
+function in the body, or initialised directly (``float v(s);``, which the parser reads as a function declaration),
+or appears in a preprocessor line (``#pragma unroll u``). A use the parser reads as a type name (``get<u>()``, a
+template argument inside ``ns::f<u>``) is renamed like any other; parameters of a function type (``float (*op)(int
+n)``) declare nothing in the kernel's scope. A new name avoids every identifier of the kernel's text (not the
+file's other macros: a ``#define d_2`` the kernel never mentions would collide).
 """
 from __future__ import annotations
 
@@ -25,6 +30,11 @@ REFUSE = ("goto_statement", "labeled_statement", "lambda_expression", "struct_sp
           "union_specifier", "alias_declaration", "type_definition")
 
 
+def _names(node: Node) -> set[str]:
+    """The names ``node`` mentions (tree-sitter reads some uses as type names: ``get<u>()``, ``float v(s);``)."""
+    return {sx.text(i) for i in sx.walk(node) if i.type in ("identifier", "type_identifier")}
+
+
 def unique_locals(data: bytes, fn: Node | None) -> bytes:
     """``data`` (a kernel definition's text whose parsed ``function_definition`` is ``fn``) with each local declared
     more than once renamed apart (module docstring); ``data`` itself where no name is declared twice or the kernel is
@@ -35,6 +45,14 @@ def unique_locals(data: bytes, fn: Node | None) -> bytes:
     twice = {name for name, c in counts.items() if c > 1}
     if not twice or sx.contains_type(fn, REFUSE):
         return data
+    body = fn.child_by_field_name("body")
+    for n in sx.walk(body) if body is not None else ():
+        if n.type == "declaration" and (
+                any(c.type == "storage_class_specifier" and sx.text(c) == "extern" for c in n.children)
+                or any(c.type == "function_declarator" for c in sx.walk(n))) and _names(n) & twice:
+            return data  # extern g; a local function declaration; float v(s); (read as a function declaration)
+        if n.type.startswith("preproc") and set(re.findall(r"[A-Za-z_]\w*", sx.text(n))) & twice:
+            return data  # #pragma unroll u
     taken = set(re.findall(rb"[A-Za-z_]\w*", data))
     edits: list[tuple[int, int, bytes]] = []
     seen: dict[str, int] = {}
@@ -68,14 +86,26 @@ def unique_locals(data: bytes, fn: Node | None) -> bytes:
                     edits.append((ident.start_byte, ident.end_byte, scope[name].encode()))
                 return
 
+    def visit_args(node: Node) -> None:
+        for c in node.named_children:
+            if c.type == "template_argument_list":
+                visit(c)
+            elif c.type in ("qualified_identifier", "template_function", "template_type", "template_method"):
+                visit_args(c)
+
     def visit(node: Node) -> None:
+        if node.type == "parameter_declaration" and node.parent is not None and node.parent.parent != signature:
+            for child in node.children:
+                if child not in node.children_by_field_name("declarator"):
+                    visit(child)
+            return
         if node.type in ("declaration", "parameter_declaration"):
             for child in node.children:
                 if child.type in ("init_declarator",) or child in node.children_by_field_name("declarator"):
                     declarator = child.child_by_field_name("declarator") if child.type == "init_declarator" else child
                     ident = sx.innermost_identifier(declarator) if declarator is not None else None
                     for part in sx.walk(declarator) if declarator is not None else ():
-                        if part.type == "identifier" and part != ident:
+                        if part.type in ("identifier", "type_identifier") and part != ident:
                             use(part)  # (an array's extent: float t[n])
                     if ident is not None:
                         declare(ident)
@@ -86,10 +116,13 @@ def unique_locals(data: bytes, fn: Node | None) -> bytes:
                                         "storage_class_specifier"):
                     visit(child)
             return
-        if node.type == "identifier":
+        if node.type in ("identifier", "type_identifier"):
             use(node)
             return
-        if node.type == "qualified_identifier":  # std::min: another namespace's name
+        if node.type == "qualified_identifier":  # std::min: another namespace's name; its template arguments are ours
+            for n in node.named_children:
+                if n.type in ("qualified_identifier", "template_function", "template_type", "template_method"):
+                    visit_args(n)
             return
         if node.type in ("field_expression",):  # p.x: only the object is a name of ours
             obj = node.child_by_field_name("argument")
@@ -104,12 +137,11 @@ def unique_locals(data: bytes, fn: Node | None) -> bytes:
         if opened:
             scopes.pop()
 
-    params = fn.child_by_field_name("declarator")
-    if params is not None:
-        for p in sx.walk(params):
-            if p.type == "parameter_declaration":
-                visit(p)
-    body = fn.child_by_field_name("body")
+    signature = sx.function_declarator(fn)
+    plist = signature.child_by_field_name("parameters") if signature is not None else None
+    for p in (plist.named_children if plist is not None else ()):
+        if p.type == "parameter_declaration":
+            visit(p)
     if body is None:
         return data
     visit(body)
