@@ -223,7 +223,10 @@ def judge_against_shadow(got, want, truth, dtype: str, rtol: float, atol: float,
     function), where it is within the tolerance of the shadow or no further from it than twice the original is
     (the Python reference's "no less accurate" factor, per element). Every other element keeps its verdict against
     the original. Integer outputs are never judged here (exact). Returns (passes, a clause for a rejection's reason:
-    empty when it passes)."""
+    empty when it passes).
+
+    Raises:
+        ValueError: the three arrays hold different numbers of elements."""
     xp = R._module(truth)
     c, o, t = (xp.asarray(a).reshape(-1).astype(xp.float64) for a in (got, want, truth))
     if not (c.size == o.size == t.size):
