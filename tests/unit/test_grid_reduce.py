@@ -197,3 +197,15 @@ Dim blockDim, gridDim;
     for n in (1, 255, 256, 257, 3000):
         run = subprocess.run([str(exe), str(n), "1", "3", str(n // 256 + 5)], capture_output=True, text=True, timeout=120)
         assert run.returncode == 0 and run.stdout.startswith("same"), (n, run.stdout, run.stderr)
+
+
+def test_the_shape_is_refused_before_the_specs_demands():
+    """A one-block reduction (no blockIdx.x index before the tree) under a deterministic spec: the structural reason
+    comes first (a new user set check.deterministic = false and met it only then, 2026-12-05)."""
+    src = ('extern "C" __global__ void block_sum(const float* x, float* out, int n)\n{\n    __shared__ float part[256];\n'
+           "    float acc = 0.0f;\n    for (int i = threadIdx.x; i < n; i += blockDim.x) acc += x[i];\n"
+           "    part[threadIdx.x] = acc;\n    __syncthreads();\n"
+           "    for (int s = blockDim.x / 2; s > 0; s >>= 1) {\n        if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];\n"
+           "        __syncthreads();\n    }\n    if (threadIdx.x == 0) out[0] = part[0];\n}\n")
+    why = GR.why_not(unit(src, sum_spec(deterministic=True)))
+    assert why is not None and "no index" in why and "repeatable" not in why
