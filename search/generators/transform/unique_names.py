@@ -46,7 +46,9 @@ def unique_locals(data: bytes, fn: Node | None) -> bytes:
     if not twice or sx.contains_type(fn, REFUSE):
         return data
     body = fn.child_by_field_name("body")
-    for n in sx.walk(body) if body is not None else ():
+    if body is None:
+        return data
+    for n in sx.walk(body):
         if n.type == "declaration" and (
                 any(c.type == "storage_class_specifier" and sx.text(c) == "extern" for c in n.children)
                 or any(c.type == "function_declarator" for c in sx.walk(n))) and _names(n) & twice:
@@ -94,14 +96,15 @@ def unique_locals(data: bytes, fn: Node | None) -> bytes:
                 visit_args(c)
 
     def visit(node: Node) -> None:
+        declarators = node.children_by_field_name("declarator") if node.type in ("declaration", "parameter_declaration") else []
         if node.type == "parameter_declaration" and node.parent is not None and node.parent.parent != signature:
-            for child in node.children:
-                if child not in node.children_by_field_name("declarator"):
+            for child in node.children:  # (a function type's parameter: its name is no local of the kernel)
+                if child not in declarators:
                     visit(child)
             return
         if node.type in ("declaration", "parameter_declaration"):
             for child in node.children:
-                if child.type in ("init_declarator",) or child in node.children_by_field_name("declarator"):
+                if child.type == "init_declarator" or child in declarators:
                     declarator = child.child_by_field_name("declarator") if child.type == "init_declarator" else child
                     ident = sx.innermost_identifier(declarator) if declarator is not None else None
                     for part in sx.walk(declarator) if declarator is not None else ():
@@ -120,11 +123,9 @@ def unique_locals(data: bytes, fn: Node | None) -> bytes:
             use(node)
             return
         if node.type == "qualified_identifier":  # std::min: another namespace's name; its template arguments are ours
-            for n in node.named_children:
-                if n.type in ("qualified_identifier", "template_function", "template_type", "template_method"):
-                    visit_args(n)
+            visit_args(node)
             return
-        if node.type in ("field_expression",):  # p.x: only the object is a name of ours
+        if node.type == "field_expression":  # p.x: only the object is a name of ours
             obj = node.child_by_field_name("argument")
             if obj is not None:
                 visit(obj)
@@ -142,7 +143,5 @@ def unique_locals(data: bytes, fn: Node | None) -> bytes:
     for p in (plist.named_children if plist is not None else ()):
         if p.type == "parameter_declaration":
             visit(p)
-    if body is None:
-        return data
     visit(body)
     return sx.apply_edits(data, edits) if edits else data
