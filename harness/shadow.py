@@ -27,11 +27,10 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import tree_sitter as ts
-import tree_sitter_cuda
 
 from . import reference as R
 from .cexpr import Node, walk
+from .source import _parser
 
 SHADOW_SPAN = 64.0  # the original's max |error| against the shadow, in tolerances (atol + rtol |shadow|), past which
 # the shadow is read as computing another function (a rewrite that changed the meaning), never as the original's drift
@@ -86,8 +85,17 @@ REINTERPRET = re.compile(r"\b(__float_as_int|__int_as_float|__float_as_uint|__ui
 _FLOAT_LITERAL = re.compile(r"^[-+]?(?:\d+\.\d*|\.\d+|\d+\.?\d*[eE][+-]?\d+|\d+\.\d*[eE][+-]?\d+|\.\d+[eE][+-]?\d+)[fF]$")
 
 
-def _parser() -> ts.Parser:
-    return ts.Parser(ts.Language(tree_sitter_cuda.language()))
+MEMORY = (b"__shared__", b"__constant__", b"__device__", b"extern")  # a declaration of memory, not of a scalar
+
+
+def _cast_template(descriptor: Node) -> bytes | None:
+    """The name of the template that the type descriptor ``descriptor`` is the argument of (``static_cast`` in
+    ``static_cast<float>(x)``, ``foo`` in ``foo<float>()``), or None where it is no template argument."""
+    args = descriptor.parent
+    if args is None or args.type != "template_argument_list" or args.parent is None:
+        return None
+    name = args.parent.child_by_field_name("name")
+    return name.text if name is not None else b""
 
 
 def _is_scalar_float(node: Node) -> bool:
@@ -95,22 +103,17 @@ def _is_scalar_float(node: Node) -> bool:
     parent = node.parent
     if parent is None:
         return False
-    if parent.type in ("declaration", "parameter_declaration", "field_declaration", "function_definition",
-                       "optional_parameter_declaration"):
-        if parent.type == "field_declaration":
-            return False  # a struct's layout is memory: left alone
+    if parent.type in ("declaration", "parameter_declaration", "function_definition", "optional_parameter_declaration"):
         if parent.type in ("parameter_declaration", "optional_parameter_declaration") and _in_kernel_signature(parent):
             return False  # the kernel's own parameters are the spec's arguments, passed as they are
-        if any(c.type in ("type_qualifier", "storage_class_specifier", "attribute_specifier") and c.text in (b"__shared__", b"__constant__", b"__device__") and parent.type == "declaration"
-               for c in parent.children):
-            return False  # shared, constant or global memory: its layout and size stay the original's
+        if parent.type == "declaration" and any(
+                c.type in ("type_qualifier", "storage_class_specifier", "attribute_specifier") and c.text in MEMORY
+                for c in parent.children):
+            return False  # shared, constant, global or extern memory: its layout and size stay the original's
         declarators = [parent.child_by_field_name("declarator")] if parent.type != "declaration" else \
             [c for c in parent.named_children if c.type in ("init_declarator", "identifier", "pointer_declarator",
                                                             "array_declarator", "reference_declarator",
                                                             "function_declarator")]
-        if parent.type == "declaration" and any(c.type in ("storage_class_specifier",) and c.text in (b"extern",)
-                                                 for c in parent.children):
-            return False
         for d in declarators:
             if d is None:
                 continue
@@ -121,17 +124,10 @@ def _is_scalar_float(node: Node) -> bool:
             if inner.type == "function_declarator" and parent.type == "declaration":
                 return False  # a prototype: its definition is rewritten where it is
         return bool(declarators)
-    if parent.type == "type_descriptor":  # (float)x, static_cast<float>(x); never (float*)p
-        if parent.child_by_field_name("declarator") is not None:
-            return False
-        grand = parent.parent
-        if grand is not None and grand.type == "cast_expression":
-            return True
-        if grand is not None and grand.type == "template_argument_list":
-            call = grand.parent
-            name = call.child_by_field_name("name") if call is not None else None
-            return name is not None and name.text in (b"static_cast",)
-        return False
+    if parent.type == "type_descriptor" and parent.child_by_field_name("declarator") is None:
+        # (float)x and static_cast<float>(x); never (float*)p
+        return parent.parent is not None and parent.parent.type == "cast_expression" \
+            or _cast_template(parent) == b"static_cast"
     return False
 
 
@@ -159,12 +155,9 @@ def promoted_source(source: str) -> str | None:
         if n.type == "primitive_type" and n.text == b"float":
             if _is_scalar_float(n):
                 edits.append((n.start_byte, n.end_byte, b"double"))
-            elif n.parent is not None and n.parent.type == "type_descriptor" and n.parent.parent is not None \
-                    and n.parent.parent.type == "template_argument_list" and n.parent.child_by_field_name("declarator") is None:
-                call = n.parent.parent.parent
-                name = call.child_by_field_name("name") if call is not None else None
-                if name is None or name.text not in (b"static_cast", b"reinterpret_cast", b"const_cast"):
-                    return None  # foo<float>(...): a template whose instance would change
+            elif n.parent.type == "type_descriptor" and n.parent.child_by_field_name("declarator") is None \
+                    and _cast_template(n.parent) not in (None, b"static_cast", b"reinterpret_cast", b"const_cast"):
+                return None  # foo<float>(...): a template whose instance would change
         elif n.type == "number_literal" and _FLOAT_LITERAL.match(n.text.decode()):
             edits.append((n.end_byte - 1, n.end_byte, b""))
         elif n.type == "call_expression":
