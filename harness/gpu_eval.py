@@ -493,24 +493,23 @@ class Evaluator:
         return out
 
     def shadow_judges(self, spec: KernelSpec, plan: EvalPlan, arg, size: dict[str, int], inputs: dict[str, cp.ndarray],
-                      got: cp.ndarray, want: cp.ndarray, atol: float, cache_key: tuple | None = None) -> tuple[bool, str]:
+                      got: cp.ndarray, want: cp.ndarray, atol: float, which: tuple) -> tuple[bool, str]:
         """Whether ``got`` (output ``arg``, which missed the tolerance against the original's ``want`` on ``inputs``)
         passes against the original's float64 shadow (:attr:`active_shadow`), element by element
         (:func:`.shadow.judge_against_shadow`: within the tolerance of the shadow, or no further from it than twice
         the original, where the original is within :data:`.shadow.SHADOW_SPAN` tolerances of it). Floating-point
-        outputs only. Returns (passes, a clause for the rejection's reason). The shadow's outputs are cached under
-        ``cache_key`` (with the shadow's digest) when given."""
+        outputs only. Returns (passes, a clause for the rejection's reason). ``which`` names ``inputs`` among those of
+        ``size`` (``(seed, variant)``, or ``("timed", set)``): the shadow's outputs on them are cached under it."""
         shadow = self.active_shadow
         if shadow is None or arg.dtype.value not in R.FLOATS:  # (integer outputs stay exact)
             return False, ""
-        cache_key = cache_key + (shadow.digest,) if cache_key is not None else None
-        outs = self.cache().get(cache_key) if cache_key is not None else None
+        cache_key = ("shadow", self._active_base_key, shadow.digest, args_id(spec), _size_key(size), *which)
+        outs = self.cache().get(cache_key)
         if outs is None:
             outs, problem = self._run_shadow(spec, shadow, size, inputs)
             if problem:
                 return False, f"; the original's float64 shadow could not run here ({problem})"
-            if cache_key is not None:
-                self.cache().put(cache_key, outs)
+            self.cache().put(cache_key, outs)
         dtype = arg.dtype.value
         ok, clause = judge_against_shadow(R.values(got, dtype), R.values(want, dtype), R.values(outs[arg.name], dtype),
                                           dtype, plan.rtol, atol, B.unwritten(got, dtype))
@@ -568,9 +567,8 @@ class Evaluator:
                         atol = atols[arg.name]
                         bad = _compare(got[arg.name], want[arg.name], arg.dtype.value, plan.rtol, atol, B.shape_of(arg, size))
                         if bad:  # the original's own rounding may be what differs (a serial sum over a long row)
-                            shadow_ok, clause = self.shadow_judges(
-                                spec, plan, arg, size, inputs, got[arg.name], want[arg.name], atol,
-                                ("shadow", self._active_base_key, args_id(spec), _size_key(size), seed, variant))
+                            shadow_ok, clause = self.shadow_judges(spec, plan, arg, size, inputs, got[arg.name],
+                                                                   want[arg.name], atol, (seed, variant))
                             bad = None if shadow_ok else (bad[0] + clause, bad[1])
                         if bad:
                             why, detail = bad
@@ -601,8 +599,7 @@ class Evaluator:
                         elif plan.reference is None:
                             moved = bool(C.mismatches(again[name], want[name], arg.dtype.value, plan.rtol, atols[name]).any()) \
                                 and not self.shadow_judges(spec, plan, arg, size, inputs, again[name], want[name], atols[name],
-                                                           ("shadow", self._active_base_key, args_id(spec), _size_key(size),
-                                                            seed, variant))[0]
+                                                           (seed, variant))[0]
                         else:  # each rerun judged against the Python reference by the same rule as the first run
                             dtype = arg.dtype.value
                             truth = self.python_reference(spec, plan.reference, size, seed, variant, inputs)[name]
@@ -694,8 +691,7 @@ class Evaluator:
                 bad = _compare(got[arg.name], want[arg.name], dtype, plan.rtol, atols[arg.name], B.shape_of(arg, size))
                 if bad:
                     shadow_ok, clause = self.shadow_judges(spec, plan, arg, size, inputs, got[arg.name], want[arg.name],
-                                                           atols[arg.name], ("shadow", base_key, args_id(spec),
-                                                                             _size_key(size), seed, variant))
+                                                           atols[arg.name], (seed, variant))
                     bad = None if shadow_ok else (bad[0] + clause, bad[1])
                 why = f"output {arg.name!r}: {bad[0]}" if bad else None
             if why:
@@ -910,9 +906,7 @@ class Evaluator:
                 bad = self._judge_timed(spec, plan, size, s, pristine, arg, cand_out[arg.name], base_out[arg.name], bad)
             elif bad and self.active_shadow is not None:  # (the shadow runs on the set's pristine inputs, once per set)
                 shadow_ok, clause = self.shadow_judges(spec, plan, arg, size, pristine, cand_out[arg.name],
-                                                       base_out[arg.name], plan.atol,
-                                                       ("shadow-timed", self._active_base_key, args_id(spec),
-                                                        _size_key(size), s))
+                                                       base_out[arg.name], plan.atol, ("timed", s))
                 bad = None if shadow_ok else bad + clause
             if bad:
                 return f"output {arg.name!r} of {label} at {size}: {bad}"

@@ -8,6 +8,7 @@ candidates compile in a CPU process pool while the current one is on the GPU. Du
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import math
 import re
@@ -15,7 +16,6 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -209,8 +209,9 @@ async def optimise(
         raise JobError(f"{source_path}: the original kernel does not compile:\n"
                        f"{source_log(first.compiled.log, kernel, Path(source_path).name)}")
     baseline = first.compiled
-    if str(spec.check.reference) == "kernel" and getattr(backend, "uses_shadow", False):
-        # the original's float64 shadow: the GPU's verifier judges by it an output that the original's own rounding moved
+    if getattr(backend, "uses_shadow", False):
+        # the original's float64 shadow (None where the kernel is no oracle): the GPU's verifier judges by it an
+        # output that the original's own rounding moved
         shadow = await pool.run(shadow_compiled, spec, baseline)
         if shadow is not None:
             baseline = dataclasses.replace(baseline, shadow=shadow)

@@ -51,3 +51,10 @@ def run_host(program: str, tmp_path, std: str = "c++17") -> str:
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     return (run.stdout + run.stderr).strip()
+
+
+def host_ok(program: str, tmp_path) -> None:
+    """Build and run ``program`` (the kernels emulated on the host and a main printing "ok ..." when the original and
+    the rewrite agree) through :func:`run_host`; fails with the compiler's or the program's output otherwise."""
+    out = run_host(program, tmp_path)
+    assert out.startswith("ok"), out

@@ -8,7 +8,6 @@ and long long, with ``continue`` in the body.
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import pytest
 
@@ -17,6 +16,7 @@ from ptxfactory.search.generators.transform import PASSES, TransformGenerator, r
 from ptxfactory.search.generators.transform.divmod import DivModPass
 from ptxfactory.search.generators.transform.unroll import UnrollPass
 
+from _host_cuda import host_ok
 from test_transform import example_ctx, make_ctx, spec_for, unit
 
 DM = DivModPass()
@@ -182,12 +182,7 @@ def test_same_outputs_on_host_emulation(idx, tmp_path):
     assert "(transform divmod)" in out.text
     host = {ns: t.replace('extern "C" ', "") for ns, t in (("orig", src), ("dm", out.text))}
     program = EMU_SHIM + "".join(f"namespace {ns} {{\n{t}\n}}\n" for ns, t in host.items()) + EMU_MAIN
-    cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
-    cpp.write_text(program)
-    build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", str(cpp), "-o", str(exe)], capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr[-3000:]
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0 and run.stdout.startswith("ok"), run.stdout + run.stderr
+    host_ok(program, tmp_path)
 
 
 def test_chains_try_it_after_the_ones_without_it():

@@ -13,7 +13,8 @@ from ptxfactory.protocol import parse_spec
 from ptxfactory.search.generators.transform import PASSES, plan_chains
 from ptxfactory.search.generators.transform.interior import InteriorPass
 
-from test_modstep import EMU, host_ok
+from _host_cuda import host_ok
+from test_modstep import EMU
 from test_transform import compiles, unit
 
 # average pooling, count_include_pad = false (a helper's new user): the wrapping form, a count that becomes K * K

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 
 import pytest
 
@@ -13,6 +12,7 @@ from ptxfactory.protocol import parse_spec
 from ptxfactory.search.generators.transform import plan_chains, run_chain, PASSES
 from ptxfactory.search.generators.transform.modstep import ModStepPass
 
+from _host_cuda import host_ok
 from test_transform import compiles, unit
 
 # a transposed 2-D convolution, gather form, one thread an output; stride and padding runtime scalars
@@ -197,17 +197,6 @@ def test_it_is_an_unproven_optional_group_its_chains_follow_the_ones_without_it(
     # specialise also versions the stride when modstep ran first (its helpers take values)
     chain = [next(p for p in PASSES if p.name == n) for n in ("restrict", "modstep", "specialise")]
     assert "ptxf_mod_step(((int)2))" in run_chain(unit(CONVT, convt_spec()), chain).text
-
-
-def host_ok(program: str, tmp_path) -> None:
-    """Build ``program`` (EMU, the kernels and a main printing "ok ..." when they agree) with g++ and run it; fails with
-    the compiler's or the program's output otherwise."""
-    cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"
-    cpp.write_text(program)
-    build = subprocess.run(["g++", "-std=c++17", "-O1", "-w", str(cpp), "-o", str(exe)], capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr[-3000:]
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0 and run.stdout.startswith("ok"), run.stdout + run.stderr
 
 
 def _with_helpers(u) -> str:
