@@ -110,7 +110,7 @@ from ptxfactory.protocol import PASSES_SILENT, Candidate, LaunchConfig
 from ...base import GenContext
 from . import syntax as sx
 from .atomic_agg import AtomicAggPass
-from .base import OPAQUE_NOTE, TEMPLATE_NOTE, Pass, Unit
+from .base import FUNCTIONS_NOTE, OPAQUE_NOTE, TEMPLATE_NOTE, Pass, Unit
 from .blockrow import BlockRowPass
 from .grid_reduce import GridReducePass
 from .coarsen import CoarsenPass
@@ -313,10 +313,11 @@ def unit_from_context(ctx: GenContext) -> Unit:
     text, opaque = expand_kernel(ctx.source, ctx.kernel.text, ctx.kernel.start_byte)
     if opaque:
         notes[OPAQUE_NOTE] = "; ".join(opaque)
-    constants = integer_constants(sx.parse(ctx.source.encode()).root_node, ctx.kernel.start_byte,
-                                  ctx.kernel.start_byte + len(ctx.kernel.text.encode()))
+    root = sx.parse(ctx.source.encode()).root_node
+    constants = integer_constants(root, ctx.kernel.start_byte, ctx.kernel.start_byte + len(ctx.kernel.text.encode()))
     if constants:
         notes[CONSTANTS_NOTE] = constants  # #define K 7: loop trip counts the passes can read
+    notes[FUNCTIONS_NOTE] = sx.file_functions(root)  # a min() of the file's own is not CUDA's
     template = ctx.spec.tune.template
     fixed = {k: str(a) for (k, values), a in zip(template.items(), ctx.original.template_args)
              if len(values) == 1 and str(values[0]) == str(a)} if len(ctx.original.template_args) == len(template) else {}

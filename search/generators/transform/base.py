@@ -26,6 +26,9 @@ OPAQUE_NOTE = "opaque_macros"
 # the unit note: a kernel template's parameters the spec fixes to one value (tune.template = { T = ["float"] }), so that
 # a ``const T* x`` parameter's elements are known (``float``) to the passes that read or write them by type
 TEMPLATE_NOTE = "template_types"
+# the unit note: the names the file defines or declares as functions or macros (a ``__device__ int min(int, int)`` of
+# its own): a pass that reads a call by its name as CUDA's own (``min``, ``max``) leaves such a name alone
+FUNCTIONS_NOTE = "file_functions"
 
 
 @dataclass(frozen=True)

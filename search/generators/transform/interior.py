@@ -35,13 +35,14 @@ there, or a name the nest neither declares nor writes and the kernel never alias
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ptxfactory.harness import cexpr
 
 from . import syntax as sx
-from .base import Unit
+from .base import FUNCTIONS_NOTE, LOAD_FUNCS, Unit
 from .modstep import (_INT32, _aliased, _base, _captures_by_reference, _header, _int_terms, _opaque, _pure, _skip_only,
                       _visible_type)
 from .syntax import Node
@@ -83,8 +84,8 @@ class InteriorPass:
         if self.why_not(unit) is not None:
             raise ValueError(f"interior does not apply: {self.why_not(unit)}")
         edits = []
-        for nest, conds, drops in _plans(unit):
-            inner = _without(unit.data, nest, drops)
+        for nest, conds, drops, swaps in _plans(unit):
+            inner = _without(unit.data, nest, drops, swaps)
             ind = sx.line_indent(unit.data, nest.start_byte)[0].decode()
             text = (f"if ({' && '.join(conds)}) {{  // every tap inside: the bounds tests hold (transform interior)\n"
                     f"{ind}{inner}\n{ind}}} else {{\n{ind}{sx.text(nest)}\n{ind}}}")
@@ -105,8 +106,9 @@ def _ancestors(n: Node, stop: Node):
         p = p.parent
 
 
-def _plans(unit: Unit) -> list[tuple[Node, list[str], list[tuple[Node, Node, bool]]]]:
-    """``(outermost loop, the version's conditions, the terms dropped: (if statement, term, skip))`` for each nest."""
+def _plans(unit: Unit) -> list[tuple[Node, list[str], list[tuple[Node, Node, bool]], list[tuple[Node, str]]]]:
+    """``(outermost loop, the version's conditions, the terms dropped: (if statement, term, skip), the values decided:
+    (node, its text))`` for each nest."""
     out = []
     aliased = _aliased(unit.body)
     for nest in sx.walk(unit.body):
@@ -135,9 +137,202 @@ def _plans(unit: Unit) -> list[tuple[Node, list[str], list[tuple[Node, Node, boo
                 if c is not None and len(conds) < MAX_TERMS:
                     conds.append(c)
                     drops.append((test, t, skip))
-        if drops:
-            out.append((nest, conds, drops))
+        swaps = _swaps(unit, nest, conds, drops, written, counts, aliased)
+        if drops or swaps:
+            out.append((nest, conds, drops, swaps))
     return out
+
+
+def _swaps(unit: Unit, nest: Node, conds: list[str], drops: list[tuple[Node, Node, bool]], written: set[str],
+           counts: dict[str, int], aliased: set[str]) -> list[tuple[Node, str]]:
+    """The clamps and selects in ``nest`` the inside version decides (``(node, its text there)``), their conditions
+    added to ``conds``: ``min(max(y + dy, 0), H - 1)`` is ``y + dy`` where every tap is inside, ``ih >= 0 && ih < H ?
+    x[ih] : 0.f`` is ``x[ih]`` (module docstring). A node inside a test whose terms are dropped, or inside one already
+    taken, is not visited."""
+    hidden = _functions(unit)
+    busy = [t.child_by_field_name("condition") for t, _, _ in drops]
+    swaps: list[tuple[Node, str]] = []
+    for node in sx.walk(nest):
+        if node.type not in ("call_expression", "conditional_expression") or \
+                any(_within(node, b) for b in busy) or any(_within(node, n) for n, _ in swaps):
+            continue
+        if node.type == "call_expression" and (sx.call_name(node) not in ("min", "max") or sx.call_name(node) in hidden):
+            continue
+        scope = _scope(unit, nest, node, written, counts, aliased)
+        if scope is None:
+            continue
+        got = _value(node, scope, hidden)
+        if not got.swapped:
+            continue
+        new = [c for c in dict.fromkeys(got.conds) if c not in conds]
+        if len(conds) + len(new) > MAX_TERMS:
+            continue
+        conds += new
+        swaps.append((node, got.text))
+    return swaps
+
+
+def _within(node: Node, outer: Node | None) -> bool:
+    return outer is not None and outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
+
+
+def _functions(unit: Unit) -> set[str]:
+    """``min`` and ``max`` where the kernel or the file gives them another meaning (a local, a parameter, the file's
+    own function or macro: ``FUNCTIONS_NOTE``); the clamps read them as CUDA's integer ``min``/``max`` otherwise."""
+    own = (sx.declared_names(unit.fn) if unit.fn is not None else set()) | set(unit.notes.get(FUNCTIONS_NOTE, ()))
+    return {"min", "max"} & own
+
+
+@dataclass
+class _Value:
+    """An expression of the nest as the inside version writes it: its value as a polynomial over the counters and
+    fixed names (None when it is no int arithmetic the pass reads), its text there, the conditions under which that
+    text has the original's value, and whether the text differs from the original's."""
+
+    poly: dict | None
+    text: str
+    conds: list[str]
+    swapped: bool = False
+
+
+def _value(node: Node, scope: "_Scope", hidden: set[str]) -> _Value:
+    """``node`` decided where it can be (a clamp, a select), else as written."""
+    n = sx.unparen(node)
+    got = None
+    if n is not None and n.type == "call_expression" and sx.call_name(n) in ("min", "max") and \
+            sx.call_name(n) not in hidden and len(sx.call_args(n)) == 2 and _pure_value(n, hidden):
+        got = _extreme(n, scope, hidden)  # (both arguments evaluated: neither may have an effect)
+    elif n is not None and n.type == "conditional_expression":
+        got = _select(n, scope, hidden)
+    if got is not None:
+        return got
+    plain = cexpr.poly(node, scope.offsets) if _int_terms(node, scope.types) else None
+    return _Value(plain, sx.text(node), [])
+
+
+def _pure_value(node: Node, hidden: set[str]) -> bool:
+    """No assignment, increment or comma in ``node``, and no call but CUDA's value functions and loads (a clamp's
+    ``min``/``max`` among them, unless the file or kernel gives the name another meaning)."""
+    for n in sx.walk(node):
+        if n.type in ("assignment_expression", "update_expression", "comma_expression"):
+            return False
+        if n.type == "call_expression" and (sx.call_name(n) not in (sx.VALUE_FUNCS | LOAD_FUNCS) or sx.call_name(n) in hidden):
+            return False
+    return True
+
+
+def _varies(p: dict | None, scope: "_Scope") -> bool:
+    return p is not None and any(n in scope.counters for n in cexpr.names(p))
+
+
+def _extreme(call: Node, scope: "_Scope", hidden: set[str]) -> _Value | None:
+    """``min(a, b)`` (``max``) of 32-bit ints, one of them varying over the nest and the other not: the varying one,
+    where it is always the lesser (greater) one."""
+    a, b = (_value(x, scope, hidden) for x in sx.call_args(call))
+    if a.poly is None or b.poly is None or _varies(a.poly, scope) == _varies(b.poly, scope):
+        return None
+    keep, other = (a, b) if _varies(a.poly, scope) else (b, a)
+    cond = _always_polys(keep.poly, "<=" if sx.call_name(call) == "min" else ">=", other.poly, scope)
+    if cond is None:
+        return None
+    return _Value(keep.poly, _paren(keep.text), keep.conds + other.conds + [cond], True)
+
+
+def _select(sel: Node, scope: "_Scope", hidden: set[str]) -> _Value | None:
+    """``c ? x : y`` with ``c`` comparisons the nest decides: the branch where every tap is inside (the one that is
+    the compared value itself, ``e < 0 ? 0 : e``; or a load against a literal, ``in ? x[i] : 0.f``), its terms of
+    ``c`` dropped, each where it always holds (``&&``; the consequence) or always fails (``||``; the alternative)."""
+    cond = _as_condition(sel.child_by_field_name("condition"))
+    x, y = sel.child_by_field_name("consequence"), sel.child_by_field_name("alternative")
+    if cond is None or x is None or y is None or not _pure_value(cond, hidden):
+        return None  # (the branch not taken is not evaluated: its effects, if any, stay unrun)
+    xv, yv = _value(x, scope, hidden), _value(y, scope, hidden)
+    take = _inside_branch(cond, (x, xv), (y, yv), scope)
+    if take is None:
+        return None
+    first = take == 0
+    terms = sx.conjuncts(cond, "&&" if first else "||")
+    decided, kept = [], []
+    for t in terms:
+        c = _always(t, first, scope)
+        (decided if c is not None else kept).append(c if c is not None else t)
+    if not decided:
+        return None
+    chosen = xv if first else yv
+    if not kept:
+        return _Value(chosen.poly, _paren(chosen.text), chosen.conds + decided, True)
+    joined = (" && " if first else " || ").join(f"({sx.text(t)})" for t in kept)
+    return _Value(None, f"(({joined}) ? {sx.text(x)} : {sx.text(y)})", decided, True)
+
+
+def _as_condition(node: Node | None) -> Node | None:
+    """A select's condition as an ``if`` would read it. The grammar takes ``(ih < 0 || ih >= H)`` in an expression
+    for a template ``ih<0 || ih>`` and an assignment; an ``if`` condition of the same text parses as comparisons, so a
+    condition holding a template name (no kernel's int comparison has one) is read from the text parsed that way."""
+    node = sx.unparen(node)
+    if node is None or not sx.contains_type(node, ("template_function", "template_argument_list", "ERROR")):
+        return node
+    test = next((n for n in sx.walk(sx.parse(f"void f() {{ if ({sx.text(node)}) ; }}".encode()).root_node)
+                 if n.type == "if_statement"), None)
+    cond = sx.clause_value(test.child_by_field_name("condition")) if test is not None else None
+    return None if cond is None or sx.contains_type(cond, ("template_function", "ERROR")) else sx.unparen(cond)
+
+
+def _inside_branch(cond: Node, x: tuple[Node, _Value], y: tuple[Node, _Value], scope: "_Scope") -> int | None:
+    """0 (the consequence) or 1 (the alternative): the branch an inside tap takes, by the two idioms; None when
+    neither fits. (Which branch is only a choice of the version worth having: the conditions prove it is taken.)"""
+    sides = []
+    for t in sx.conjuncts(cond, "&&") + sx.conjuncts(cond, "||"):
+        t = sx.unparen(t)
+        if t is not None and t.type == "binary_expression" and sx.operator(t) in _FLIP:
+            for s in (t.child_by_field_name("left"), t.child_by_field_name("right")):
+                if _int_terms(s, scope.types):
+                    p = cexpr.poly(s, scope.offsets)
+                    if _varies(p, scope):
+                        sides.append(p)
+    same = [i for i, (_, v) in enumerate((x, y)) if v.poly is not None and v.poly in sides]
+    if len(same) == 1:
+        return same[0]  # the clamp's idiom: e < 0 ? 0 : e, e >= H ? H - 1 : e
+    loads = [i for i, (n, _) in enumerate((x, y)) if _loads(n)]
+    if len(loads) == 1 and _literal((y if loads[0] == 0 else x)[0]) and _same_type(x[0], y[0], scope.types):
+        return loads[0]  # the padding's idiom: in ? x[i] : 0.f
+    return None
+
+
+def _loads(node: Node) -> bool:
+    return any(n.type == "subscript_expression" or sx.call_name(n) in LOAD_FUNCS for n in sx.walk(node))
+
+
+def _literal(node: Node) -> bool:
+    n = sx.unparen(node)
+    if n is not None and n.type == "cast_expression":
+        n = sx.unparen(n.child_by_field_name("value"))
+    if n is not None and n.type == "unary_expression" and sx.operator(n) in ("-", "+"):
+        n = sx.unparen(n.child_by_field_name("argument"))
+    return n is not None and n.type == "number_literal"
+
+
+def _same_type(x: Node, y: Node, types: sx.Types) -> bool:
+    """The two branches have one type, so that the select's value is the chosen branch's own (``c ? b[i] : 0``
+    with ``b`` of ``unsigned char`` is an ``int``; ``c ? x[i] : 0.0`` with ``x`` of float a double): both cast to the
+    same type, or a float (double) load against a float (double) literal, or an ``int`` load against an int literal."""
+    x, y = sx.unparen(x), sx.unparen(y)
+    if x is None or y is None:
+        return False
+    if x.type == "cast_expression" and y.type == "cast_expression":
+        return sx.type_text(x.child_by_field_name("type")) == sx.type_text(y.child_by_field_name("type"))
+    load, lit = (x, y) if y.type in ("number_literal", "unary_expression") else (y, x)
+    kind = types.of(lit)
+    if kind is None or kind != types.of(load):
+        return False
+    if kind == "int":  # (of() says "int" for every integer type: the element's own must be int)
+        arg = load.child_by_field_name("argument") if load.type == "subscript_expression" else None
+        return arg is not None and sx.is_ident(arg) and _base(types.element.get(sx.text(arg)) or "") in _INT32
+    return True
+
+
+def _paren(text: str) -> str:
+    return text if re.fullmatch(r"[A-Za-z_]\w*|\(.*\)|-?[0-9]+", text, re.S) else f"({text})"
 
 
 @dataclass
@@ -210,6 +405,12 @@ def _always(term: Node, holds: bool, scope: _Scope) -> str | None:
     p, q = cexpr.poly(left, scope.offsets), cexpr.poly(right, scope.offsets)
     if p is None or q is None:
         return None
+    return _always_polys(p, op, q, scope)
+
+
+def _always_polys(p: dict, op: str, q: dict, scope: _Scope) -> str | None:
+    """A C condition, over names fixed in the nest, under which ``p op q`` holds for every iteration of the loops
+    around it (``op``: ``<``, ``<=``, ``>``, ``>=``); None where it cannot be decided once."""
     # op: p < q, p <= q, p > q, p >= q for every iteration -> the least of d over the box >= 1 or >= 0
     d, strict = (cexpr.add(q, cexpr.scale(p, -1)), op == "<") if op in ("<", "<=") else \
         (cexpr.add(p, cexpr.scale(q, -1)), op == ">")
@@ -246,9 +447,9 @@ def _wide(p: dict) -> str:
     return text if any(m for m in p) else f"{text}LL"
 
 
-def _without(data: bytes, nest: Node, drops: list[tuple[Node, Node, bool]]) -> str:
+def _without(data: bytes, nest: Node, drops: list[tuple[Node, Node, bool]], swaps: list[tuple[Node, str]]) -> str:
     """``nest``'s text with the dropped terms taken out of their tests (a test left with none: ``;`` for a
-    ``continue``, the guarded statement alone otherwise)."""
+    ``continue``, the guarded statement alone otherwise) and the decided clamps and selects written as their value."""
     by_test: dict[int, tuple[Node, bool, list[Node]]] = {}
     for test, term, skip in drops:
         by_test.setdefault(test.id, (test, skip, []))[2].append(term)
@@ -263,5 +464,6 @@ def _without(data: bytes, nest: Node, drops: list[tuple[Node, Node, bool]]) -> s
             edits.append((test.start_byte, test.end_byte, b";"))
         else:
             edits.append((test.start_byte, test.child_by_field_name("consequence").start_byte, b""))
+    edits += [(n.start_byte, n.end_byte, t.encode()) for n, t in swaps]
     lo = nest.start_byte
     return sx.apply_edits(data[lo:nest.end_byte], [(a - lo, b - lo, r) for a, b, r in edits]).decode()

@@ -96,6 +96,24 @@ def function_declarator(fn: Node) -> Node | None:
     return decl
 
 
+def file_functions(root: Node) -> frozenset[str]:
+    """The names a translation unit defines or declares as functions (any ``function_declarator``'s plain name) or
+    as macros (``#define``, with or without parameters)."""
+    out = set()
+    for n in walk(root):
+        if n.type == "function_declarator":
+            name = n.child_by_field_name("declarator")
+            if is_ident(name):
+                out.add(text(name))
+            elif name is not None and name.type in ("qualified_identifier", "template_function"):
+                out.add(text(name).split("::")[-1].split("<")[0].strip())
+        elif n.type in ("preproc_def", "preproc_function_def"):
+            name = n.child_by_field_name("name")
+            if name is not None:
+                out.add(text(name))
+    return frozenset(out)
+
+
 def in_lambda(node: Node, stop: Node | None = None) -> bool:
     """``node`` sits inside a lambda (below ``stop``, when given): its ``return`` and names are the lambda's."""
     n = node.parent
