@@ -65,6 +65,45 @@ extern "C" __global__ void pool(const float* x, float* y, int NC, int H, int W, 
     y[idx] = acc;
 }
 """
+# a clamped-border stencil (replicate padding): min/max on one axis, a nested select on the other (a helper's Sobel)
+CLAMP = """
+extern "C" __global__ void pool(const float* x, float* y, int NC, int H, int W, int OH, int OW, int K, int S, int P, int D)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= NC * OH * OW) return;
+    int ow = idx % OW;
+    int oh = (idx / OW) % OH;
+    int nc = idx / (OW * OH);
+    float acc = 0.0f;
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < K; j++) {
+            int ih = min(max(oh * S - P + i * D, 0), H - 1);
+            int jw = ow * S - P + j * D;
+            int iw = jw < 0 ? 0 : (jw >= W ? W - 1 : jw);
+            acc += x[(nc * H + ih) * W + iw] * (float)(i * K + j + 1);
+        }
+    y[idx] = acc;
+}
+"""
+# zero padding written as a select (an expression: the grammar reads its condition as a template unless helped)
+PADSEL = """
+extern "C" __global__ void pool(const float* x, float* y, int NC, int H, int W, int OH, int OW, int K, int S, int P, int D)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= NC * OH * OW) return;
+    int ow = idx % OW;
+    int oh = (idx / OW) % OH;
+    int nc = idx / (OW * OH);
+    float acc = 0.0f;
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < K; j++) {
+            int ih = oh * S - P + i * D, iw = ow * S - P + j * D;
+            float v = (ih < 0 || ih >= H || iw < 0 || iw >= W) ? 0.0f : x[(nc * H + ih) * W + iw];
+            acc += v * (float)(i * K + j + 1);
+        }
+    y[idx] = acc;
+}
+"""
 SPEC = parse_spec("""
 [kernel.pool]
 args = [
@@ -134,12 +173,49 @@ def test_it_is_an_unproven_optional_group():
     assert [p.name for p in PASSES].index("interior") == [p.name for p in PASSES].index("modstep") + 1
 
 
+def test_clamps_are_their_value_inside():
+    out = InteriorPass().apply(unit(CLAMP, SPEC)).text
+    head = out[: out.index("{  // every tap inside")]
+    inside = out[out.index("every tap inside") : out.index("} else {")]
+    assert "int ih = (oh * S - P + i * D);" in inside and "int iw = jw;" in inside
+    assert "min(" not in inside and "?" not in inside.replace("? (", "")  # (the version's own extremes are in its if)
+    assert head.count(">= 0)") + head.count(">= 1)") == 4  # the four edges, each once
+    compiles(out, SPEC, "pool")
+
+
+def test_a_padding_select_is_its_load_inside():
+    out = InteriorPass().apply(unit(PADSEL, SPEC)).text
+    inside = out[out.index("every tap inside") : out.index("} else {")]
+    assert "float v = (x[(nc * H + ih) * W + iw]);" in inside
+    compiles(out, SPEC, "pool")
+
+
+@pytest.mark.parametrize("helper", [
+    "__device__ int min(int a, int b) { if (a < b) return a; return b + 1; }",   # (two statements: not expanded)
+    "__device__ int max(int a, int b) { if (a > b) return a; return b - 1; }",
+])
+def test_a_min_or_max_of_the_files_own_is_not_cudas(helper):
+    out = InteriorPass().apply(unit(helper + "\n" + CLAMP, SPEC)).text
+    inside = out[out.index("every tap inside") : out.index("} else {")]
+    name = helper.split("int ")[1].split("(")[0]
+    line = next(ln for ln in inside.splitlines() if "int ih =" in ln)
+    assert f"{name}(" in line  # the file's own function kept (CUDA's other one may be decided)
+    assert "int iw = jw;" in inside  # (the select on the other axis still decided)
+
+
+def test_a_select_whose_branches_differ_in_type_is_kept():
+    """``c ? 0.0 : x[i]`` is a double: its load alone would be a float."""
+    out = InteriorPass().apply(unit(PADSEL.replace("? 0.0f :", "? 0.0 :"), SPEC)).text if InteriorPass().applies(
+        unit(PADSEL.replace("? 0.0f :", "? 0.0 :"), SPEC)) else None
+    assert out is None
+
+
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
-@pytest.mark.parametrize("source", [POOL, DW])
+@pytest.mark.parametrize("source", [POOL, DW, CLAMP, PADSEL])
 def test_equal_to_the_original_bit_for_bit_inside_and_on_the_border(source, tmp_path):
     """Strides 1-3, paddings 0-2, windows 1-4, dilations 1-2, over outputs inside and on every border."""
     new = InteriorPass().apply(unit(source, SPEC)).text
-    prog = [EMU, "#include <algorithm>\nusing std::min;", re.sub(r"\bvoid pool\(", "void k0(", source[source.index("extern"):]),
+    prog = [EMU, "#include <algorithm>\nusing std::min; using std::max;", re.sub(r"\bvoid pool\(", "void k0(", source[source.index("extern"):]),
             re.sub(r"\bvoid pool\(", "void k1(", new)]
     main = r"""
 typedef void (*F)(const float*, float*, int, int, int, int, int, int, int, int, int);
