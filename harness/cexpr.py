@@ -87,10 +87,22 @@ def _written_names(node: Node) -> set[str]:
             target = n.child_by_field_name("argument")
         elif n.type == "pointer_expression" and operator(n) == "&":
             target = n.child_by_field_name("argument")
-        target = unparen(target)
-        if target is not None and target.type == "identifier":
-            out.add(text(target))
+        out |= _targets(target)
     return out
+
+
+def _targets(target: Node | None) -> set[str]:
+    """The names an lvalue expression may be: ``x``; either branch of ``(c ? z : e)``; the last of ``(z, e)``."""
+    target = unparen(target)
+    if target is None:
+        return set()
+    if target.type == "identifier":
+        return {text(target)}
+    if target.type == "conditional_expression":
+        return _targets(target.child_by_field_name("consequence")) | _targets(target.child_by_field_name("alternative"))
+    if target.type == "comma_expression":
+        return _targets(target.child_by_field_name("right"))
+    return set()
 
 
 def maybe_written_names(node: Node, by_value: Callable[[Node], bool]) -> set[str]:
@@ -148,6 +160,11 @@ def literal_value(node: Node) -> float | int | None:
     t = t.rstrip("ul")
     if "." in t or "e" in t:
         t = t.rstrip("f")
+    elif len(t.lstrip("-")) > 1 and t.lstrip("-").startswith("0"):
+        try:
+            return int(t, 8)  # (010 is eight; 0b1 and 09 are no octal: None)
+        except ValueError:
+            return None
     try:
         return int(t) if t.lstrip("-").isdigit() else float(t)  # (tree-sitter reads -1 as one literal)
     except ValueError:

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from ptxfactory.protocol import parse_spec
-from ptxfactory.search.generators.transform import PASSES, plan_chains
+from ptxfactory.search.generators.transform import PASSES, plan_chains, refusals
 from ptxfactory.search.generators.transform.interior import InteriorPass
 
 from _host_cuda import host_ok
@@ -162,7 +162,10 @@ def test_terms_it_cannot_decide_once_stay_in_the_version(change, kept):
 
 def test_a_nest_with_no_term_it_can_decide_is_left():
     src = POOL.replace("ih >= 0 && ih < H && iw >= 0 && iw < W", "ih != -1 && iw != W")
-    assert InteriorPass().why_not(unit(src, SPEC)) == ""
+    assert InteriorPass().why_not(unit(src, SPEC)).startswith("no loop nest tests its counters against bounds")
+    # the report lists it with its reason (it once said nothing, and was missing from the lists)
+    assert any("interior" in names.split(", ") and reason.startswith("no loop nest")
+               for names, reason in refusals(unit(src, SPEC)))
 
 
 def test_it_is_an_unproven_optional_group():
@@ -214,7 +217,12 @@ def test_a_select_whose_branches_differ_in_type_is_kept():
 @pytest.mark.parametrize("source", [POOL, DW, CLAMP, PADSEL])
 def test_equal_to_the_original_bit_for_bit_inside_and_on_the_border(source, tmp_path):
     """Strides 1-3, paddings 0-2, windows 1-4, dilations 1-2, over outputs inside and on every border."""
-    new = InteriorPass().apply(unit(source, SPEC)).text
+    _same_on_host(source, InteriorPass().apply(unit(source, SPEC)).text, tmp_path)
+
+
+def _same_on_host(source: str, new: str, tmp_path, unwritten: float = -2.0) -> None:
+    """``source``'s kernel and ``new`` give the same bits on the host; outputs start at -1 and ``unwritten`` (-2: an
+    output the new one leaves unwritten differs; -1: a kernel that writes only some, as RT's, compares those)."""
     prog = [EMU, "#include <algorithm>\nusing std::min; using std::max;", re.sub(r"\bvoid pool\(", "void k0(", source[source.index("extern"):]),
             re.sub(r"\bvoid pool\(", "void k1(", new)]
     main = r"""
@@ -246,7 +254,34 @@ int main() {
     return bad != 0;
 }
 """
-    host_ok("\n".join(prog) + main, tmp_path)
+    host_ok("\n".join(prog) + main.replace("y1(y0.size(), -2.f)", f"y1(y0.size(), {unwritten:.1f}f)"), tmp_path)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("pre, body", [
+    # the red team (2026-12-05, the clamps and selects): each once made the inside copy compute another value
+    ("", "acc += x[min((o * S) + (kh - P), H - 1) * 2 + 1];"),                    # (a) + (b): parenthesised again
+    ("", "acc += (ih < 0 ? 0.0 : ih) / 2;"),                                      # a double select is no int's
+    ("", "acc += ((ih < 0 ? 0u : ih) - 1 < 3) ? 1.0f : 0.0f;"),                   # an unsigned one neither
+    ("", "const int* xi = (const int*)x; acc += (float)((ih < 0 || ih >= H) ? 0u : xi[ih]);"),  # 0u: unsigned
+    ("", "const int* xi = (const int*)x; acc += ((ih < 0 || ih >= H) ? 0L : xi[ih]) < 1u ? 1.f : 0.f;"),
+    ("", "int t = min(ih, 010); if (t >= 0) acc += x[t] * (float)(kh + 1);"),     # octal
+    ("", "int arr[2] = {0, 3}; auto [Q, H] = arr; acc += (float)min(ih, H - 1) + Q;"),  # a binding's second name
+    ("", "int t = kh < 2, H{kh + 1}, u = 3 > (0); acc += (float)min(ih, H - 1) + t + u;"),  # read as a template
+    ("", "int e = ih; int z = 0; (kh > 100 ? z : e)++; acc += (float)min(e, H - 1) + z;"),  # a select written
+    ("", "int e = ih; int z = 0; (z, e) += 1; acc += (float)min(e, H - 1) + z;"),          # a comma written
+])
+def test_the_red_teams_clamps_and_selects_are_refused_or_exact(pre, body, tmp_path):
+    src = RT.replace("PRE", pre).replace("BODY", body)
+    u = unit(src, SPEC)
+    if InteriorPass().applies(u):
+        _same_on_host(src, InteriorPass().apply(u).text, tmp_path, unwritten=-1.0)
+
+
+def test_a_using_declaration_of_min_hides_cudas():
+    src = ("namespace my { struct M { __device__ int operator()(int a, int b) const { return a + b; } }; "
+           "__device__ const M min{}; }\n" + RT.replace("PRE", "using my::min;").replace("BODY", "acc += (float)min(ih, H + 100);"))
+    assert not InteriorPass().applies(unit(src, SPEC))
 
 
 RT = """

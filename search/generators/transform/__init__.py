@@ -293,6 +293,8 @@ def refusals(unit: Unit) -> list[tuple[str, str]]:
             reason = why(_seen_by(p, unit))
             if reason:
                 by_reason.setdefault(reason, []).append(p.name)
+            elif reason is not None:
+                silent.append(p.name)  # ("": no reason given; still listed, not left out)
         elif not p.applies(unit):
             silent.append(p.name)
     out = [(", ".join(names), reason) for reason, names in by_reason.items()]

@@ -26,12 +26,27 @@ changes; ``P - Q``'s least value over the box of counters (each counter at its f
 coefficient's sign: ``min(c * a, c * (b - 1))``, computed in 64 bits) decides. A counter whose loop runs no iteration
 leaves the test unrun. The rest of the kernel is untouched; the nest's other tests stay.
 
-Applies to an outermost ``for`` loop (no loop around it) whose nest holds such a term in an ``if`` without ``else``:
+Applies to the outermost ``for`` loop whose nest holds such a term (a loop around it, a coarsening's or a grid-stride
+loop, is left as it is: the version's condition is evaluated where the nest starts, each time) in an ``if`` without
+``else``:
 a ``continue`` test's ``||`` terms, any other test's ``&&`` terms. Every name a dropped term reads is a counter of a
 loop between the nest and the test, a local declared once in the nest on the path to the test and never written
 there, or a name the nest neither declares nor writes and the kernel never aliases; all of them 32-bit ``int`` (as
 :mod:`.modstep` reads its tests: an unsigned or wider operand is another arithmetic). Loops in a lambda, kernels with
 ``goto``, labels or a lambda capturing by reference are left alone.
+
+Clamped and padded windows test their taps in expressions; the inside version decides those too, its condition
+holding their extremes as well:
+
+- a clamp, ``min(a, b)`` / ``max(a, b)`` of 32-bit ints (nested: ``min(max(y + dy, 0), H - 1)``), one argument
+  varying over the counters and the other not, is the varying one where it is always the lesser (the greater);
+- a select ``c ? x : y`` whose condition is such comparisons is its inside branch, the terms decided dropped: the
+  branch that is the compared value itself (``e < 0 ? 0 : e``, ``e >= W ? W - 1 : e``), or a load against a literal
+  of the load's own type (``(ih < 0 || ih >= H) ? 0.0f : x[ih]``; a select of two types has a third, and is kept).
+
+Which branch is taken inside is only a choice of the version worth having; the version's condition proves it.
+``min`` and ``max`` are read as CUDA's unless the kernel declares the name or the file defines or declares it
+(``FUNCTIONS_NOTE``).
 """
 from __future__ import annotations
 
@@ -48,6 +63,8 @@ from .modstep import (_INT32, _aliased, _base, _captures_by_reference, _header, 
 from .syntax import Node
 
 _FLIP = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+NO_NEST = ("no loop nest tests its counters against bounds it can decide once for the whole nest (an if's comparisons, "
+           "a clamp's min/max, a select's condition, each affine in the counters of int loops with fixed bounds)")
 MAX_TERMS = 16  # terms one version may test (a 3-D window's six faces, twice over)
 
 
@@ -60,23 +77,24 @@ class InteriorPass:
     restructures = False
 
     def why_not(self, unit: Unit) -> str | None:
-        """Why the pass leaves ``unit`` alone (None when it applies; "" when no loop nest tests a bound)."""
+        """Why the pass leaves ``unit`` alone (None when it applies)."""
         if unit.body is None:
             return "the kernel does not parse"
         if sx.contains_type(unit.body, ("goto_statement", "labeled_statement")):
             return "the kernel has goto or labels"
         if any(_captures_by_reference(n) for n in sx.walk(unit.body) if n.type == "lambda_expression"):
             return "a lambda captures by reference (what it writes is not read here)"
-        return None if _plans(unit) else ""
+        return None if _plans(unit) else NO_NEST
 
     def applies(self, unit: Unit) -> bool:
         return self.why_not(unit) is None
 
     def maybe(self, unit: Unit) -> bool:
-        """Whether a chain could bring the pass to apply (plan_chains): an ``if`` inside a ``for`` loop."""
-        return unit.body is not None and any(
+        """Whether a chain could bring the pass to apply (plan_chains): an ``if`` inside a ``for`` loop, or a clamp or
+        select it decides already (a ``min`` in a loop is often a reduction's: no reason to double the chains)."""
+        return unit.body is not None and (any(
             n.type == "if_statement" and any(p.type == "for_statement" for p in _ancestors(n, unit.body))
-            for n in sx.walk(unit.body))
+            for n in sx.walk(unit.body)) or self.applies(unit))
 
     def apply(self, unit: Unit) -> Unit:
         """``unit`` with each nest that tests its bounds versioned (module docstring). Raises ``ValueError`` when the
@@ -99,6 +117,20 @@ class InteriorPass:
         return unit.with_text(sx.apply_edits(unit.data, edits))
 
 
+def _misread(nest: Node) -> bool:
+    """Whether a declaration in ``nest`` may hide from the declaration counts: a structured binding (its names
+    after the first), a parse error, or the grammar's template reading of comparisons swallowing declarators (``int
+    t = kh < 2, H{kh + 1}, u = 3 > (0);``: a template argument list of several arguments in a declaration; a select's
+    ``(ih < 0 || ih >= H)`` read as a template has one, and :func:`_as_condition` reads it again)."""
+    for n in sx.walk(nest):
+        if n.type in ("structured_binding_declarator", "ERROR"):
+            return True
+        if n.type == "template_argument_list" and n.named_child_count > 1 and \
+                any(a.type == "declaration" for a in _ancestors(n, nest.parent)):
+            return True
+    return False
+
+
 def _ancestors(n: Node, stop: Node):
     p = n.parent
     while p is not None and p != stop:
@@ -112,11 +144,12 @@ def _plans(unit: Unit) -> list[tuple[Node, list[str], list[tuple[Node, Node, boo
     out = []
     aliased = _aliased(unit.body)
     for nest in sx.walk(unit.body):
-        if nest.type != "for_statement" or sx.in_lambda(nest, unit.body) or \
-                any(p.type in sx.LOOPS for p in _ancestors(nest, unit.body)):
-            continue
+        if nest.type != "for_statement" or sx.in_lambda(nest, unit.body) or any(_within(nest, n) for n, *_ in out):
+            continue  # (the outermost loop that has a plan: one inside a coarsening or grid-stride loop too)
         if _opaque(nest) or sx.contains_call(nest, sx.COLLECTIVES) or "__shared__" in sx.text(nest):
             continue  # (a barrier in two copies of the nest: a block's threads split between them)
+        if _misread(nest):
+            continue  # (a declaration the counts may not see: int t = a < 2, H{5}; read as a template)
         conds: list[str] = []
         drops: list[tuple[Node, Node, bool]] = []
         written = sx.maybe_written_names(nest)
@@ -154,7 +187,7 @@ def _swaps(unit: Unit, nest: Node, conds: list[str], drops: list[tuple[Node, Nod
     swaps: list[tuple[Node, str]] = []
     for node in sx.walk(nest):
         if node.type not in ("call_expression", "conditional_expression") or \
-                any(_within(node, b) for b in busy) or any(_within(node, n) for n, _ in swaps):
+                any(_within(node, b) or _within(b, node) for b in busy) or any(_within(node, n) for n, _ in swaps):
             continue
         if node.type == "call_expression" and (sx.call_name(node) not in ("min", "max") or sx.call_name(node) in hidden):
             continue
@@ -179,7 +212,8 @@ def _within(node: Node, outer: Node | None) -> bool:
 def _functions(unit: Unit) -> set[str]:
     """``min`` and ``max`` where the kernel or the file gives them another meaning (a local, a parameter, the file's
     own function or macro: ``FUNCTIONS_NOTE``); the clamps read them as CUDA's integer ``min``/``max`` otherwise."""
-    own = (sx.declared_names(unit.fn) if unit.fn is not None else set()) | set(unit.notes.get(FUNCTIONS_NOTE, ()))
+    own = (sx.declared_names(unit.fn) | sx.file_functions(unit.fn) if unit.fn is not None else set()) | \
+        set(unit.notes.get(FUNCTIONS_NOTE, ()))
     return {"min", "max"} & own
 
 
@@ -291,7 +325,7 @@ def _inside_branch(cond: Node, x: tuple[Node, _Value], y: tuple[Node, _Value], s
                     if _varies(p, scope):
                         sides.append(p)
     same = [i for i, (_, v) in enumerate((x, y)) if v.poly is not None and v.poly in sides]
-    if len(same) == 1:
+    if len(same) == 1 and x[1].poly is not None and y[1].poly is not None:  # (both int: the select's type is theirs)
         return same[0]  # the clamp's idiom: e < 0 ? 0 : e, e >= H ? H - 1 : e
     loads = [i for i, (n, _) in enumerate((x, y)) if _loads(n)]
     if len(loads) == 1 and _literal((y if loads[0] == 0 else x)[0]) and _same_type(x[0], y[0], scope.types):
@@ -322,7 +356,7 @@ def _same_type(x: Node, y: Node, types: sx.Types) -> bool:
     if x.type == "cast_expression" and y.type == "cast_expression":
         return sx.type_text(x.child_by_field_name("type")) == sx.type_text(y.child_by_field_name("type"))
     load, lit = (x, y) if y.type in ("number_literal", "unary_expression") else (y, x)
-    kind = types.of(lit)
+    kind = _literal_kind(lit)
     if kind is None or kind != types.of(load):
         return False
     if kind == "int":  # (of() says "int" for every integer type: the element's own must be int)
@@ -331,8 +365,31 @@ def _same_type(x: Node, y: Node, types: sx.Types) -> bool:
     return True
 
 
+def _literal_kind(node: Node) -> str | None:
+    """``"int"`` for a decimal literal without suffix that fits an int, ``"float"`` for a decimal one with ``f``,
+    ``"double"`` without; None for any other (``0u``, ``0L``, octal, hex, ``3000000000``: another type)."""
+    n = sx.unparen(node)
+    if n is not None and n.type == "unary_expression" and sx.operator(n) in ("-", "+"):
+        n = sx.unparen(n.child_by_field_name("argument"))
+    if n is None or n.type != "number_literal":
+        return None
+    t = sx.text(n).lstrip("-")
+    if re.fullmatch(r"0|[1-9][0-9]*", t):
+        return "int" if int(t) < 2 ** 31 else None
+    m = re.fullmatch(r"(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+(?=[eE]))(?:[eE][-+]?[0-9]+)?([fF]?)", t)
+    return None if m is None else ("float" if m.group(1) else "double")
+
+
 def _paren(text: str) -> str:
-    return text if re.fullmatch(r"[A-Za-z_]\w*|\(.*\)|-?[0-9]+", text, re.S) else f"({text})"
+    """``text`` as one operand wherever it lands (``(a) + (b)`` is no parenthesised expression: wrapped too)."""
+    if re.fullmatch(r"[A-Za-z_]\w*|[0-9]+", text):
+        return text
+    depth = 0
+    for i, ch in enumerate(text):  # one parenthesised whole: its first "(" closes at the end
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0:
+            return text if i == len(text) - 1 and text[0] == "(" else f"({text})"
+    return f"({text})"
 
 
 @dataclass

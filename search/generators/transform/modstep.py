@@ -474,7 +474,7 @@ def _int_terms(node: Node | None, types: sx.Types) -> bool:
     if t == "identifier":
         return _base(types.scalar.get(sx.text(node)) or "") in _INT32
     if t == "number_literal":
-        return bool(re.fullmatch(r"-?[0-9]+", sx.text(node))) and abs(int(sx.text(node))) < 2 ** 31
+        return bool(re.fullmatch(r"-?(0|[1-9][0-9]*)", sx.text(node))) and abs(int(sx.text(node))) < 2 ** 31  # (no octal)
     if t == "cast_expression":
         inner = sx.unparen(node.child_by_field_name("value"))
         return _base(sx.type_text(node.child_by_field_name("type"))) in _INT32 and inner is not None \

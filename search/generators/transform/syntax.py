@@ -97,10 +97,19 @@ def function_declarator(fn: Node) -> Node | None:
 
 
 def file_functions(root: Node) -> frozenset[str]:
-    """The names a translation unit defines or declares as functions (any ``function_declarator``'s plain name) or
-    as macros (``#define``, with or without parameters)."""
+    """The names a translation unit (or a function) defines or declares as functions (any ``function_declarator``'s
+    plain name), as macros (``#define``, with or without parameters) or brings in with ``using`` (``using my::min;``:
+    ``min``); a ``using namespace`` of any namespace but ``std`` may bring in any name, so ``min`` and ``max`` too."""
     out = set()
     for n in walk(root):
+        if n.type == "using_declaration":
+            words = text(n).rstrip(";").split()
+            if "namespace" in words:
+                if words[-1].lstrip(":") != "std":
+                    out |= {"min", "max"}
+            else:
+                out.add(words[-1].split("::")[-1])
+            continue
         if n.type == "function_declarator":
             name = n.child_by_field_name("declarator")
             if is_ident(name):
