@@ -33,6 +33,8 @@ def _with(*names):
     ("dwconv2d_pad", ("interior", "coarsen_y")),
     ("geglu_mlp", ("smem_tile",)),
     ("absmax_atomic", ("atomic_agg",)),
+    ("blur5", ("interior",)),      # (2026-12-05, the thirteenth: a clamp's min/max decided inside)
+    ("sobel3x3", ("interior",)),
 ])
 def test_this_sessions_passes_verify(trial, passes, tmp_path, monkeypatch):
     keep = _with(*passes)

@@ -278,6 +278,38 @@ def test_the_red_teams_clamps_and_selects_are_refused_or_exact(pre, body, tmp_pa
         _same_on_host(src, InteriorPass().apply(u).text, tmp_path, unwritten=-1.0)
 
 
+GS = """
+extern "C" __global__ void pool(const float* x, float* y, int NC, int H, int W, int OH, int OW, int K, int S, int P, int D)
+{
+    for (int o = blockIdx.x * blockDim.x + threadIdx.x; o < NC * OH * OW; o += gridDim.x * blockDim.x) {
+        int ow = o % OW, oh = (o / OW) % OH, nc = o / (OW * OH);
+        float acc = 0.0f;
+        for (int r = 0; r < 2; r++)   // (a coarsening's loop: its counter moves the window)
+            for (int i = 0; i < K; i++)
+                for (int j = 0; j < K; j++) {
+                    int ih = min(max(oh * S - P + i * D + r, 0), H - 1);
+                    int iw = ow * S - P + j * D;
+                    if (iw < 0 || iw >= W) continue;
+                    acc += x[(nc * H + ih) * W + iw] * (float)(r + 1);
+                }
+        y[o] = acc;
+    }
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_a_nest_inside_a_grid_stride_loop_is_versioned_there(tmp_path):
+    """The grid-stride loop's counter is no counter the pass reads (its step is the grid), so the nest below it is
+    versioned, its condition evaluated each time round; the coarsening's loop r is a counter of the nest."""
+    out = InteriorPass().apply(unit(GS, SPEC)).text
+    assert out.index("for (int o =") < out.index("every tap inside") < out.index("for (int r = 0")
+    inside = out[out.index("every tap inside") : out.index("} else {")]
+    assert "min(" not in inside and "continue" not in inside
+    compiles(out, SPEC, "pool")
+    _same_on_host(GS, out, tmp_path)
+
+
 def test_a_using_declaration_of_min_hides_cudas():
     src = ("namespace my { struct M { __device__ int operator()(int a, int b) const { return a + b; } }; "
            "__device__ const M min{}; }\n" + RT.replace("PRE", "using my::min;").replace("BODY", "acc += (float)min(ih, H + 100);"))
