@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from ptxfactory.protocol import parse_spec
-from ptxfactory.search.generators.transform import PASSES, plan_chains, refusals
+from ptxfactory.search.generators.transform import PASSES, plan_chains, refusals, run_chain
 from ptxfactory.search.generators.transform.interior import InteriorPass
 
 from _host_cuda import host_ok
@@ -204,6 +204,20 @@ def test_a_min_or_max_of_the_files_own_is_not_cudas(helper):
     line = next(ln for ln in inside.splitlines() if "int ih =" in ln)
     assert f"{name}(" in line  # the file's own function kept (CUDA's other one may be decided)
     assert "int iw = jw;" in inside  # (the select on the other axis still decided)
+
+
+@pytest.mark.parametrize("hint", ["ldg", "ldg_na", "stream"])
+def test_a_padding_select_after_a_cache_hint_is_its_load_inside(hint):
+    """The hints come first in every chain: ``c ? 0.0f : __ldg(x + i)`` is still a float load against a float (a new
+    user's zero-padded convolution got interior only alone)."""
+    chain = [next(p for p in PASSES if p.name == n) for n in ("restrict", hint)]
+    hinted = run_chain(unit(PADSEL, SPEC), chain)
+    assert "? 0.0f : x[" not in hinted.text  # (the hint rewrote the load)
+    out = InteriorPass().apply(hinted).text
+    inside = out[out.index("every tap inside") : out.index("} else {")]
+    assert "?" not in inside.replace("? (", "") and "float v = (" in inside
+    chains = ["+".join(p.name for p in c) for c in plan_chains(unit(PADSEL, SPEC))]
+    assert any(c.startswith(f"restrict+{hint}+") and "+interior" in c for c in chains)
 
 
 def test_a_select_whose_branches_differ_in_type_is_kept():
