@@ -130,6 +130,26 @@ def maybe_written_names(node: Node, by_value: Callable[[Node], bool]) -> set[str
     return out
 
 
+def as_condition(node: Node | None) -> Node | None:
+    """``node`` (parentheses dropped) as an ``if`` would read it. In an expression the grammar takes ``(ih < 0 || ih
+    >= H)`` or ``(yy >= 0 && yy < H && xx < W)`` for a template ``ih<...>`` (an assignment, a template argument
+    list); an ``if`` condition of the same text parses as the comparisons it is. A node holding such a template or a
+    parse error is read again from its text that way (a node of another tree: read its text and names, not its
+    position); None when that reading fails too."""
+    node = unparen(node)
+    if node is None or not any(n.type in _MISPARSE for n in walk(node)):
+        return node
+    from .source import _parser  # (the harness's one parser)
+
+    tree = _parser().parse(f"void f() {{ if ({text(node)}) ; }}".encode())
+    test = next((n for n in walk(tree.root_node) if n.type == "if_statement"), None)
+    cond = clause_value(test.child_by_field_name("condition")) if test is not None else None
+    return None if cond is None or any(n.type in _MISPARSE for n in walk(cond)) else unparen(cond)
+
+
+_MISPARSE = frozenset({"template_function", "template_argument_list", "ERROR"})
+
+
 def clause_value(cond: Node | None) -> Node | None:
     """The expression inside an ``if``/``while`` ``condition_clause`` (``cond`` itself for any other node)."""
     if cond is not None and cond.type == "condition_clause":

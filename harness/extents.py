@@ -27,7 +27,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from .cexpr import (Node, Poly, add, at_most, clause_value, conjuncts, constant, divide, mul, names, nonneg, operator,
+from .cexpr import (Node, Poly, add, as_condition, at_most, clause_value, conjuncts, constant, divide, mul, names, nonneg, operator,
                     poly, scale, split, substitute, text, uncast, unparen, walk)
 
 # calls that take their arguments by value (math and conversion builtins, min/max, loads): a name passed to any other
@@ -316,7 +316,7 @@ class Ranges:
             elif up.type == "for_statement" and child == up.child_by_field_name("body"):
                 facts += [(c, True) for c in conjuncts(up.child_by_field_name("condition"))]
             elif up.type == "conditional_expression" and child != up.child_by_field_name("condition"):
-                cond = up.child_by_field_name("condition")
+                cond = as_condition(up.child_by_field_name("condition"))  # (a ?: condition the grammar misreads)
                 holds = child == up.child_by_field_name("consequence")
                 facts += [(c, holds) for c in conjuncts(cond, "&&" if holds else "||")]
             elif up.type == "binary_expression" and operator(up) == "&&" and child == up.child_by_field_name("right"):

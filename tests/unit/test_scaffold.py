@@ -823,6 +823,29 @@ def test_guards_that_exclude_the_edges_bound_an_interior_stencil():
     assert args(spec)["u"].shape == ["H", "W"] and "TODO" not in line_comment(s, '"u"')
 
 
+@pytest.mark.parametrize("cond", ["(yy >= 0 && yy < H && xx >= 0 && xx < W)", "yy >= 0 && yy < H && xx >= 0 && xx < W"])
+def test_a_zero_padding_select_bounds_its_load(cond):
+    """``v = (yy >= 0 && yy < H && xx >= 0 && xx < W) ? in[yy * W + xx] : 0.0f`` (a new user's convolution, 2026-12-05):
+    the grammar reads the condition's ``yy < H && xx >= 0 && xx < W`` as a template; read as an ``if`` would read it,
+    the select bounds the load: in is [H, W], not ``H * W + W * K - W + K - 1`` elements."""
+    src = """__global__ void conv(const float* in, const float* filt, float* out, int H, int W, int K) {
+        int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+        if (x >= W || y >= H) return;
+        int r = K / 2;
+        float acc = 0.0f;
+        for (int ky = 0; ky < K; ky++)
+            for (int kx = 0; kx < K; kx++) {
+                int yy = y + ky - r, xx = x + kx - r;
+                float v = COND ? in[yy * W + xx] : 0.0f;
+                acc += v * filt[ky * K + kx];
+            }
+        out[y * W + x] = acc;
+    }
+    """.replace("COND", cond)
+    spec, s = scaffold(src, "conv")
+    assert args(spec)["in"].shape == ["H", "W"] and "TODO" not in line_comment(s, '"in"')
+
+
 def test_a_one_block_per_row_launch_bounds_the_block_index():
     """A kernel launched ``<<<M, 256>>>`` with ``row = blockIdx.x`` and no guard: row < M from the launch, so x is [M,
     N] (a note); with a launch it cannot read as a polynomial (``cdiv``) the guess stays."""

@@ -121,7 +121,7 @@ def _misread(nest: Node) -> bool:
     """Whether a declaration in ``nest`` may hide from the declaration counts: a structured binding (its names
     after the first), a parse error, or the grammar's template reading of comparisons swallowing declarators (``int
     t = kh < 2, H{kh + 1}, u = 3 > (0);``: a template argument list of several arguments in a declaration; a select's
-    ``(ih < 0 || ih >= H)`` read as a template has one, and :func:`_as_condition` reads it again)."""
+    ``(ih < 0 || ih >= H)`` read as a template has one, and :func:`~ptxfactory.harness.cexpr.as_condition` reads it again)."""
     for n in sx.walk(nest):
         if n.type in ("structured_binding_declarator", "ERROR"):
             return True
@@ -276,7 +276,7 @@ def _select(sel: Node, scope: "_Scope", hidden: set[str]) -> _Value | None:
     """``c ? x : y`` with ``c`` comparisons the nest decides: the branch where every tap is inside (the one that is
     the compared value itself, ``e < 0 ? 0 : e``; or a load against a literal, ``in ? x[i] : 0.f``), its terms of
     ``c`` dropped, each where it always holds (``&&``; the consequence) or always fails (``||``; the alternative)."""
-    cond = _as_condition(sel.child_by_field_name("condition"))
+    cond = cexpr.as_condition(sel.child_by_field_name("condition"))
     x, y = sel.child_by_field_name("consequence"), sel.child_by_field_name("alternative")
     if cond is None or x is None or y is None or not _pure_value(cond, hidden):
         return None  # (the branch not taken is not evaluated: its effects, if any, stay unrun)
@@ -297,19 +297,6 @@ def _select(sel: Node, scope: "_Scope", hidden: set[str]) -> _Value | None:
         return _Value(chosen.poly, _paren(chosen.text), chosen.conds + decided, True)
     joined = (" && " if first else " || ").join(f"({sx.text(t)})" for t in kept)
     return _Value(None, f"(({joined}) ? {sx.text(x)} : {sx.text(y)})", decided, True)
-
-
-def _as_condition(node: Node | None) -> Node | None:
-    """A select's condition as an ``if`` would read it. The grammar takes ``(ih < 0 || ih >= H)`` in an expression
-    for a template ``ih<0 || ih>`` and an assignment; an ``if`` condition of the same text parses as comparisons, so a
-    condition holding a template name (no kernel's int comparison has one) is read from the text parsed that way."""
-    node = sx.unparen(node)
-    if node is None or not sx.contains_type(node, ("template_function", "template_argument_list", "ERROR")):
-        return node
-    test = next((n for n in sx.walk(sx.parse(f"void f() {{ if ({sx.text(node)}) ; }}".encode()).root_node)
-                 if n.type == "if_statement"), None)
-    cond = sx.clause_value(test.child_by_field_name("condition")) if test is not None else None
-    return None if cond is None or sx.contains_type(cond, ("template_function", "ERROR")) else sx.unparen(cond)
 
 
 def _inside_branch(cond: Node, x: tuple[Node, _Value], y: tuple[Node, _Value], scope: "_Scope") -> int | None:
