@@ -219,6 +219,13 @@ def test_the_block_size_written_as_a_literal_is_read_as_blockdim():
         unit(src.replace("16 * blockIdx.y", "32 * blockIdx.y"), gemm_spec()))
 
 
+def test_an_output_index_on_z_is_named_as_one():
+    """A 3-D launch's ``blockIdx.z * blockDim.z + threadIdx.z`` (a new user's 3-D stencil) is an output index, not a
+    local that is "neither an output index nor uniform"."""
+    src = NAIVE.replace("    int col =", "    int b = blockIdx.z * blockDim.z + threadIdx.z;\n    int col =")
+    assert "'b' = blockIdx.z * blockDim.z + threadIdx.z: an output index on z" in tile(4).why_not(unit(src, gemm_spec()))
+
+
 @pytest.mark.parametrize("rm,rn,tk", CONFIGS)
 def test_naive_gemm_tiles_and_launch(rm, rn, tk):
     spec = gemm_spec()
