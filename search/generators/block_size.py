@@ -150,8 +150,9 @@ def _idle_sms(grid: list, spec: KernelSpec, sm_count: int | None) -> str | None:
 
 
 def block_shapes(parent: Candidate, spec: KernelSpec, shapes=BLOCK_SHAPES) -> BlockChoices:
-    """For a 2-D block of integer literals ``(bx, by)``: each shape of ``shapes`` other than the parent's, keyed
-    ``"XxY"``, with the grid recomputed per dimension (``cdiv(W, 16)`` -> ``cdiv(W, 32)`` for x, and for y), or why not.
+    """For a 2-D block of integer literals ``(bx, by)`` (or a 3-D one, its depth ``bz`` kept): each shape of ``shapes``
+    other than the parent's, keyed ``"XxY"`` (``"XxYxZ"``), with the grid recomputed per dimension (``cdiv(W, 16)`` ->
+    ``cdiv(W, 32)`` for x, and for y), or why not.
 
     Only where the block's threads are independent and each dimension's index is scaled: no ``__shared__``,
     barrier or warp collective (a tile or a reduction is written for its block), no ``gridDim``, ``blockIdx.x``
@@ -167,23 +168,25 @@ def block_shapes(parent: Candidate, spec: KernelSpec, shapes=BLOCK_SHAPES) -> Bl
         return BlockChoices(skipped="the spec's launch policy is fixed")
     if "block" in parent.params:
         return BlockChoices(skipped="the parent's block is a knob of the generator that wrote its kernel")
-    if len(dims) not in (2, 3) or None in dims or (len(dims) == 3 and dims[2] != 1) or len(parent.launch.grid) < 2:
-        return BlockChoices(skipped=f"the block {block} is not a 2-D block of integer literals")
+    if len(dims) not in (2, 3) or None in dims or len(parent.launch.grid) < 2:
+        return BlockChoices(skipped=f"the block {block} is not a 2-D or 3-D block of integer literals")
     bx, by = dims[0], dims[1]
+    bz = dims[2] if len(dims) == 3 else 1  # (a 3-D block keeps its depth: its z index and grid stay as written)
     why, limit = _independent_threads(parent, bx, by)
     out = BlockChoices()
     for sx_, sy in shapes:
-        key = f"{sx_}x{sy}"
+        key = f"{sx_}x{sy}" + (f"x{bz}" if bz != 1 else "")
         if (sx_, sy) == (bx, by):
             continue
-        if why is None and sx_ * sy > limit:
-            out.refused[key] = LAUNCH_BOUNDS.format(n=limit)
+        if why is None and sx_ * sy * bz > min(limit, MAX_THREADS):
+            out.refused[key] = f"{sx_ * sy * bz} threads, more than a block's {MAX_THREADS}" \
+                if sx_ * sy * bz > MAX_THREADS else LAUNCH_BOUNDS.format(n=limit)
             continue
         grid = why or _rescale_2d(parent, spec, (bx, by), (sx_, sy))
         if isinstance(grid, str):
             out.refused[key] = grid
         else:
-            out.launches[key] = LaunchConfig(grid=grid, block=[sx_, sy] + ([1] if len(dims) == 3 else []),
+            out.launches[key] = LaunchConfig(grid=grid, block=[sx_, sy] + ([bz] if len(dims) == 3 else []),
                                               shared_mem=parent.launch.shared_mem)
     return out
 

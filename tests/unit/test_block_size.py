@@ -404,6 +404,19 @@ def test_a_2d_grid_that_does_not_show_the_block_or_leaves_the_hardwares_range_is
     assert bs.block_shapes(parent(SMOOTH, sp), sp).skipped
 
 
+def test_a_3d_block_keeps_its_depth_and_its_z_grid():
+    """A 3-D launch (a new user's 7-point Laplacian on 32 x 4 x 2 blocks once got no block at all): its x and y shapes
+    vary, its depth and z grid stay, and no block exceeds 1024 threads."""
+    src = SMOOTH.replace("int i = blockIdx.y", "int c = blockIdx.z * blockDim.z + threadIdx.z; int i = blockIdx.y")
+    sp = spec2(grid='["cdiv(W, 32)", "cdiv(H, 4)", "2"]', block="[32, 4, 2]")
+    ch = bs.block_shapes(parent(src, sp), sp)
+    assert ch.skipped is None and ch.launches["64x8x2"].block == [64, 8, 2]
+    assert ch.launches["64x8x2"].grid == ["cdiv(W, 64)", "cdiv(H, 8)", "2"]
+    assert all(b.block[0] * b.block[1] * b.block[2] <= 1024 for b in ch.launches.values())
+    sp = spec2(grid='["cdiv(W, 32)", "cdiv(H, 4)", "1"]', block="[32, 4, 8]")  # 32 x 16 x 8: 4096 threads
+    assert "more than a block's 1024" in bs.block_shapes(parent(src, sp), sp).refused["32x16x8"]
+
+
 def test_launch_bounds_cap_a_2d_blocks_threads():
     src = SMOOTH.replace('extern "C" __global__ void k(', 'extern "C" __global__ void __launch_bounds__(256) k(')
     sp = spec2()
