@@ -311,6 +311,27 @@ def test_the_interior_path_gives_the_originals_bits_on_the_host(size, tmp_path):
         assert report.split() == ["1", "u_new", "same", "2", "u_new", "same"], report
 
 
+# the border as one select whose condition the grammar reads as a template (i < 1 || ... || i >= H - 1)
+JACOBI_SEL = """
+extern "C" __global__ void k(const float* u, const float* rhs, float* u_new, int H, int W)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    int i = blockIdx.y * blockDim.y + threadIdx.y;
+    if (i >= H || j >= W) return;
+    u_new[i * W + j] = (i < 1 || j < 1 || i >= H - 1 || j >= W - 1) ? u[i * W + j] :
+        0.25f * (u[(i - 1) * W + j] + u[(i + 1) * W + j] + u[i * W + j - 1] + u[i * W + j + 1] - rhs[i * W + j]);
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_a_border_select_the_grammar_misreads_is_read_as_comparisons(tmp_path):
+    out = OuterCoarsenPass(4).apply(unit(JACOBI_SEL, jacobi_spec())).text
+    assert "every index inside the border" in out
+    report = host_agree(JACOBI_SEL, jacobi_spec(), {"H": 37, "W": 45}, [OuterCoarsenPass(4)], tmp_path)
+    assert report.split() == ["1", "u_new", "same"], report
+
+
 def test_a_border_reading_memory_or_a_row_local_is_not_hoisted():
     """A condition that reads a buffer, or a local computed from the row, is the rows' own: no interior path."""
     mem = JACOBI.replace("if (i == 0 || j == 0", "if (rhs[0] > 1e30f || i == 0 || j == 0")

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ptxfactory.harness.cexpr import as_condition
 from ptxfactory.protocol import LaunchConfig
 from ptxfactory.protocol.expr import ExprError, evaluate, to_c
 
@@ -438,7 +439,7 @@ def _borders(unit: Unit, stmts: list[Node], at: int, v: str) -> list[Border]:
         elif s.type == "expression_statement" and s.named_child_count == 1 and s.named_children[0].type == "assignment_expression":
             value = sx.unparen(s.named_children[0].child_by_field_name("right"))
             if value is not None and value.type == "conditional_expression":
-                cond = sx.unparen(value.child_by_field_name("condition"))
+                cond = as_condition(value.child_by_field_name("condition"))  # (read as text: a misparse read again)
                 if _border_cond(cond, v, known, ctype):
                     out.append(Border("select", value, cond, value.child_by_field_name("alternative")))
     return out
