@@ -104,6 +104,12 @@ extern "C" __global__ void pool(const float* x, float* y, int NC, int H, int W, 
     y[idx] = acc;
 }
 """
+# the bounds held in a bool flag: read through in a select, and negated in a continue test
+FLAGSEL = PADSEL.replace("float v = (ih < 0 || ih >= H || iw < 0 || iw >= W) ? 0.0f : x[(nc * H + ih) * W + iw];",
+                         "bool inside = ih >= 0 && ih < H && iw >= 0 && iw < W;\n"
+                         "            float v = inside ? x[(nc * H + ih) * W + iw] : 0.0f;")
+FLAGSKIP = POOL.replace("if (ih >= 0 && ih < H && iw >= 0 && iw < W) {",
+                        "bool ok = (ih >= 0 && ih < H) && (iw >= 0 && iw < W);\n            if (!ok) continue;\n            {")
 SPEC = parse_spec("""
 [kernel.pool]
 args = [
@@ -206,6 +212,21 @@ def test_a_min_or_max_of_the_files_own_is_not_cudas(helper):
     assert "int iw = jw;" in inside  # (the select on the other axis still decided)
 
 
+@pytest.mark.parametrize("source, gone", [(FLAGSEL, "inside ?"), (FLAGSKIP, "continue")])
+def test_a_bool_flag_of_the_bounds_is_read_through(source, gone):
+    """``bool inside = ih >= 0 && ...; v = inside ? x[...] : 0.0f`` and ``if (!ok) continue;``: the flag's condition
+    decided like the test itself (the flag stays declared, unread)."""
+    out = InteriorPass().apply(unit(source, SPEC)).text
+    inside = out[out.index("every tap inside") : out.index("} else {")]
+    assert gone not in inside and gone in out
+    compiles(out, SPEC, "pool")
+
+def test_a_flag_over_a_bound_the_nest_writes_is_kept():
+    src = FLAGSEL.replace("float acc = 0.0f;", "float acc = 0.0f; int Wm = W;").replace("iw < W;", "iw < Wm;").replace(
+        "acc += v * (float)(i * K + j + 1);", "acc += v * (float)(i * K + j + 1); Wm -= (K > 99);")
+    assert not InteriorPass().applies(unit(src, SPEC))
+
+
 @pytest.mark.parametrize("hint", ["ldg", "ldg_na", "stream"])
 def test_a_padding_select_after_a_cache_hint_is_its_load_inside(hint):
     """The hints come first in every chain: ``c ? 0.0f : __ldg(x + i)`` is still a float load against a float (a new
@@ -228,7 +249,7 @@ def test_a_select_whose_branches_differ_in_type_is_kept():
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
-@pytest.mark.parametrize("source", [POOL, DW, CLAMP, PADSEL])
+@pytest.mark.parametrize("source", [POOL, DW, CLAMP, PADSEL, FLAGSEL, FLAGSKIP])
 def test_equal_to_the_original_bit_for_bit_inside_and_on_the_border(source, tmp_path):
     """Strides 1-3, paddings 0-2, windows 1-4, dilations 1-2, over outputs inside and on every border."""
     _same_on_host(source, InteriorPass().apply(unit(source, SPEC)).text, tmp_path)

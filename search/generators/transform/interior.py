@@ -44,7 +44,10 @@ holding their extremes as well:
   branch that is the compared value itself (``e < 0 ? 0 : e``, ``e >= W ? W - 1 : e``), or a load against a literal
   of the load's own type (``(ih < 0 || ih >= H) ? 0.0f : x[ih]``; a select of two types has a third, and is kept).
 
-Which branch is taken inside is only a choice of the version worth having; the version's condition proves it.
+A test's term may also be a negation (``if (!(ih >= 0 && ih < H)) continue;``) or a ``bool`` local declared once on
+the way and never written (``bool inside = ih >= 0 && ih < H; ... inside ? x[ih] : 0.0f``): its condition is decided
+as the test's own would be. Which branch is taken inside is only a choice of the version worth having; the version's
+condition proves it.
 ``min`` and ``max`` are read as CUDA's unless the kernel declares the name or the file defines or declares it
 (``FUNCTIONS_NOTE``).
 """
@@ -52,7 +55,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ptxfactory.harness import cexpr
 
@@ -401,12 +404,14 @@ def _paren(text: str) -> str:
 @dataclass
 class _Scope:
     """What a test inside a nest may read: the counters of the loops around it (name -> (first, last) as 64-bit C), the
-    locals on the way as polynomials, which other names stay fixed in the nest, and the kernel's declared types."""
+    locals on the way as polynomials, which other names stay fixed in the nest, the kernel's declared types, and the
+    ``bool`` locals on the way with their conditions (``bool inside = ih >= 0 && ih < H;``)."""
 
     counters: dict[str, tuple[str, str]]
     offsets: dict[str, dict]
     fixed: Callable[[str], bool]
     types: sx.Types
+    flags: dict[str, Node] = field(default_factory=dict)  # bool locals on the way: name -> the condition they hold
 
 
 def _scope(unit: Unit, nest: Node, test: Node, written: set[str], counts: dict[str, int], aliased: set[str]) -> _Scope | None:
@@ -416,6 +421,7 @@ def _scope(unit: Unit, nest: Node, test: Node, written: set[str], counts: dict[s
     path.reverse()  # nest ... test
     counters: dict[str, tuple[str, str]] = {}
     offsets: dict[str, dict] = {}
+    flags: dict[str, Node] = {}
 
     def fixed(name: str) -> bool:  # an int declared around the nest (in scope), never written in it nor aliased
         return name not in written and name not in aliased and counts.get(name, 0) == 0 and \
@@ -446,19 +452,32 @@ def _scope(unit: Unit, nest: Node, test: Node, written: set[str], counts: dict[s
                         continue
                     name = sx.text(d.child_by_field_name("declarator"))
                     value = d.child_by_field_name("value")
-                    if counts.get(name) != 1 or name in written or name in aliased or \
-                            _base(unit.types.scalar.get(name) or "") not in _INT32 or not _int_terms(value, unit.types):
+                    if counts.get(name) != 1 or name in written or name in aliased:
+                        continue
+                    if _base(unit.types.scalar.get(name) or "") == "bool" and value is not None:
+                        flags[name] = value  # (a flag the tests read by name: its condition, read where it is tested)
+                        continue
+                    if _base(unit.types.scalar.get(name) or "") not in _INT32 or not _int_terms(value, unit.types):
                         continue
                     p = cexpr.poly(value, offsets)
                     if p is not None and all(n in counters or n in offsets or fixed(n) for n in cexpr.names(p)):
                         offsets[name] = p
-    return _Scope(counters, offsets, fixed, unit.types)
+    return _Scope(counters, offsets, fixed, unit.types, flags)
 
 
 def _always(term: Node, holds: bool, scope: _Scope) -> str | None:
     """A C condition, over names fixed in the nest, under which ``term`` is true (``holds``) or false for every
-    iteration of the loops around it; None where the term is no affine comparison the pass reads."""
+    iteration of the loops around it; None where the term is no affine comparison the pass reads. A negation, an
+    ``&&`` that must hold (an ``||`` that must fail) and a ``bool`` local's condition are read through."""
     term = sx.unparen(term)
+    if term is not None and term.type == "unary_expression" and sx.operator(term) == "!":
+        return _always(term.child_by_field_name("argument"), not holds, scope)
+    if term is not None and term.type == "binary_expression" and sx.operator(term) == ("&&" if holds else "||"):
+        parts = [_always(t, holds, scope) for t in sx.conjuncts(term, sx.operator(term))]
+        return None if None in parts else " && ".join(parts)
+    if sx.is_ident(term) and sx.text(term) in scope.flags:
+        flag = cexpr.as_condition(scope.flags[sx.text(term)])
+        return _always(flag, holds, scope) if flag is not None and _pure(flag) else None
     if term is None or term.type != "binary_expression" or sx.operator(term) not in _FLIP:
         return None
     op = sx.operator(term) if holds else _FLIP[sx.operator(term)]
