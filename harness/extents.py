@@ -299,34 +299,37 @@ class Ranges:
 
     # --- guards --------------------------------------------------------------------------------------------------
 
-    def _facts(self, site: Node) -> list[tuple[Node, bool]]:
-        """The conditions known where ``site`` is, each (comparison, holds): the conditions of the ``if`` and ``?:``
-        branches, ``for`` bodies and ``&&`` right operands around it (each operand of a ``&&`` true; in an ``else``, each
-        operand of a ``||`` false), and of the early exits before it in each block around it (``if (c) return;``: each
-        operand of ``c``'s ``||`` false)."""
-        facts: list[tuple[Node, bool]] = []
+    def _facts(self, site: Node) -> list[tuple[Node, bool, Node]]:
+        """The conditions known where ``site`` is, each (comparison, holds, where its names are read): the conditions
+        of the ``if`` and ``?:`` branches, ``for`` bodies and ``&&`` right operands around it (each operand of a ``&&``
+        true; in an ``else``, each operand of a ``||`` false), and of the early exits before it in each block around it
+        (``if (c) return;``: each operand of ``c``'s ``||`` false). ``where`` is the comparison itself, or for a ``?:``
+        condition read again (``cexpr.as_condition``: a node of another tree), the condition as the kernel has it."""
+        facts: list[tuple[Node, bool, Node]] = []
         child, up = site, site.parent
         while up is not None and child != self.body:
             if up.type == "if_statement":
                 cond = clause_value(up.child_by_field_name("condition"))
                 if child == up.child_by_field_name("consequence"):
-                    facts += [(c, True) for c in conjuncts(cond)]
+                    facts += [(c, True, c) for c in conjuncts(cond)]
                 elif child == up.child_by_field_name("alternative"):
-                    facts += [(c, False) for c in conjuncts(cond, "||")]
+                    facts += [(c, False, c) for c in conjuncts(cond, "||")]
             elif up.type == "for_statement" and child == up.child_by_field_name("body"):
-                facts += [(c, True) for c in conjuncts(up.child_by_field_name("condition"))]
+                facts += [(c, True, c) for c in conjuncts(up.child_by_field_name("condition"))]
             elif up.type == "conditional_expression" and child != up.child_by_field_name("condition"):
-                cond = as_condition(up.child_by_field_name("condition"))  # (a ?: condition the grammar misreads)
+                where = up.child_by_field_name("condition")
+                cond = as_condition(where)  # (a ?: condition the grammar misreads: its names read where it is)
                 holds = child == up.child_by_field_name("consequence")
-                facts += [(c, holds) for c in conjuncts(cond, "&&" if holds else "||")]
+                facts += [(c, holds, where if cond is not unparen(where) else c)
+                          for c in conjuncts(cond, "&&" if holds else "||")]
             elif up.type == "binary_expression" and operator(up) == "&&" and child == up.child_by_field_name("right"):
-                facts += [(c, True) for c in conjuncts(up.child_by_field_name("left"))]
+                facts += [(c, True, c) for c in conjuncts(up.child_by_field_name("left"))]
             elif up.type == "compound_statement":
                 for stmt in up.named_children:
                     if stmt.start_byte >= child.start_byte:
                         break
                     if (cond := _exits(stmt)) is not None:
-                        facts += [(c, False) for c in conjuncts(cond, "||")]
+                        facts += [(c, False, c) for c in conjuncts(cond, "||")]
             child, up = up, up.parent
         return facts
 
@@ -335,7 +338,7 @@ class Ranges:
         ``e``'s highest value less one, ..., ``name != e`` moves an end equal to ``e`` in by one."""
         lo, hi = base
         unequal = []
-        for cond, holds in self._facts(site):
+        for cond, holds, where in self._facts(site):
             cond = unparen(cond)
             if cond.type != "binary_expression" or operator(cond) not in _FLIP:
                 continue
@@ -345,7 +348,7 @@ class Ranges:
             if left is None or left.type != "identifier" or text(left) != name:
                 continue
             op = op if holds else _NEGATE[op]
-            elo, ehi = self.of(right, cond)
+            elo, ehi = self.of(right, where)
             if op == "!=":
                 unequal.append((elo, ehi))
             elif op in ("<", "<=", "==") and ehi is not None:

@@ -228,6 +228,14 @@ def _dependence(root: Node, kernel: Node, parent: Candidate, consts: dict, bx: i
         bi, bd = _derived(fns, "blockIdx", f), _derived(fns, "blockDim", f)
         if not any(_mixes(n, bi, bd, f) for n in nodes):
             return f"no index grows with blockIdx.{f} * blockDim.{f}"
+    builtins = ("threadIdx", "blockIdx", "blockDim", "gridDim")
+    for n in sx.walk(root):  # (a macro's use is an identifier: what it reads is in its definition)
+        if n.type in ("preproc_def", "preproc_function_def") and any(b in sx.text(n) for b in builtins):
+            return f"line {n.start_point[0] + 1}: a macro reads a launch builtin (its uses are not read as the builtin)"
+    for n in nodes:  # the builtin itself copied, passed or addressed: its fields are read where the pass cannot see
+        if n.type == "identifier" and sx.text(n) in builtins and not (
+                n.parent is not None and n.parent.type == "field_expression" and n.parent.child_by_field_name("argument") == n):
+            return f"line {n.start_point[0] + 1}: {sx.text(n)} is used whole (copied, passed or addressed), not as its fields"
     for n in nodes:  # a thread's place in its block, its block's place or shape, read apart from the global index
         for var in ("threadIdx", "blockIdx", "blockDim"):
             if n.type == "field_expression" and sx.is_ident(n.child_by_field_name("argument"), var):

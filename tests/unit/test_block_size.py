@@ -417,6 +417,23 @@ def test_a_3d_block_keeps_its_depth_and_its_z_grid():
     assert "more than a block's 1024" in bs.block_shapes(parent(src, sp), sp).refused["32x16x8"]
 
 
+_Z = SMOOTH.replace("int i = blockIdx.y", "int c = blockIdx.z * blockDim.z + threadIdx.z; int i = blockIdx.y")
+
+
+@pytest.mark.parametrize("source", [
+    # the red team (2026-12-05): a builtin read where the syntax shows no threadIdx.x (3 of 150 outputs moved)
+    "#define TX threadIdx.x\n" + _Z.replace("v[i * W + j] =", "if (TX == 0) v[i * W + j] ="),
+    _Z.replace("v[i * W + j] =", "uint3 t = threadIdx; if (t.x == 0) v[i * W + j] ="),
+    _Z.replace("v[i * W + j] =", "const uint3* p = &threadIdx; if (p->x == 0) v[i * W + j] ="),
+    _Z.replace("v[i * W + j] =", "dim3 b = blockDim; v[i * W + j] = (float)(b.x * b.y) *"),
+    "__device__ bool first(uint3 t) { return t.x == 0; }\n" + _Z.replace("v[i * W + j] =", "if (first(threadIdx)) v[i * W + j] ="),
+])
+def test_a_builtin_read_through_a_macro_a_copy_or_a_call_keeps_the_block(source):
+    sp = spec2(grid='["cdiv(W, 32)", "cdiv(H, 4)", "2"]', block="[32, 4, 2]")
+    ch = bs.block_shapes(parent(source, sp), sp)
+    assert not ch.launches and ch.refused, ch.launches
+
+
 def test_launch_bounds_cap_a_2d_blocks_threads():
     src = SMOOTH.replace('extern "C" __global__ void k(', 'extern "C" __global__ void __launch_bounds__(256) k(')
     sp = spec2()

@@ -221,6 +221,24 @@ def test_a_bool_flag_of_the_bounds_is_read_through(source, gone):
     assert gone not in inside and gone in out
     compiles(out, SPEC, "pool")
 
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("pre, body", [
+    # the red team (2026-12-05, the flags): a name the flag reads meant another variable where it is tested
+    ("int j = o;", "bool ok = j >= 0 && j < W; for (int j = 0; j < 3; j++) { if (ok && ih >= 0 && ih < H) "
+                   "acc += x[ih] * (float)(j + 1); }"),                                          # a counter's name
+    ("int q = o - 5;", "{ bool ok = q >= 0 && q < H; int q = ih; if (!ok) continue; acc += x[q]; }"),  # a local's
+    ("bool b = o > 2;", "bool a = b && ih >= 0; bool b = ih < H; if (a && b) acc += x[ih];"),      # a flag's
+    ("bool b = o > 2;", "bool a = b && ih >= 0 && ih < H; bool b = a && kh < 100; if (a) acc += x[ih];"),  # a cycle
+    ("", "bool ok = ok && ih >= 0; if (ok) acc += x[ih];"),                                     # itself (UB)
+])
+def test_a_flag_whose_names_mean_other_variables_where_it_is_tested_is_not_read(pre, body, tmp_path):
+    src = RT.replace("PRE", pre).replace("BODY", body)
+    u = unit(src, SPEC)
+    refusals(u)  # (no RecursionError: the search asks every pass why not)
+    if InteriorPass().applies(u) and "ok = ok" not in body:
+        _same_on_host(src, InteriorPass().apply(u).text, tmp_path, unwritten=-1.0)
+
+
 def test_a_flag_over_a_bound_the_nest_writes_is_kept():
     src = FLAGSEL.replace("float acc = 0.0f;", "float acc = 0.0f; int Wm = W;").replace("iw < W;", "iw < Wm;").replace(
         "acc += v * (float)(i * K + j + 1);", "acc += v * (float)(i * K + j + 1); Wm -= (K > 99);")

@@ -846,6 +846,28 @@ def test_a_zero_padding_select_bounds_its_load(cond):
     assert args(spec)["in"].shape == ["H", "W"] and "TODO" not in line_comment(s, '"in"')
 
 
+def test_a_misread_selects_names_are_read_where_the_select_is():
+    """The select's condition read again (a node of another tree) has its names looked up at the select, not at the
+    other tree's small offsets: an early block's own ``Wl = 1`` once sized a ``[H * W - W + 1]`` with no TODO."""
+    src = """__global__ void k(const float* a, const float* filt, float* out, int H, int W, int K) {
+        { int Wl = 1; out[0] = (float)Wl; out[1] = (float)Wl; out[2] = (float)Wl; out[3] = (float)Wl; }
+        int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+        if (x >= W || y >= H) return;
+        int r = K / 2; int Wl = W;
+        float acc = 0.0f;
+        for (int ky = 0; ky < K; ky++)
+            for (int kx = 0; kx < K; kx++) {
+                int yy = y + ky - r, xx = x + kx - r;
+                float v = (K >= 0 && K >= 0 && K >= 0 && K >= 0 && K >= 0 && K >= 0 && yy >= 0 && yy < H && xx >= 0 && xx < Wl) ? a[yy * W + xx] : 0.0f;
+                acc += v * filt[ky * K + kx];
+            }
+        out[y * W + x] = acc;
+    }
+    """
+    spec, s = scaffold(src, "k")
+    assert args(spec)["a"].shape == ["H", "W"]
+
+
 def test_a_one_block_per_row_launch_bounds_the_block_index():
     """A kernel launched ``<<<M, 256>>>`` with ``row = blockIdx.x`` and no guard: row < M from the launch, so x is [M,
     N] (a note); with a launch it cannot read as a polynomial (``cdiv``) the guess stays."""

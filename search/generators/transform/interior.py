@@ -455,7 +455,11 @@ def _scope(unit: Unit, nest: Node, test: Node, written: set[str], counts: dict[s
                     if counts.get(name) != 1 or name in written or name in aliased:
                         continue
                     if _base(unit.types.scalar.get(name) or "") == "bool" and value is not None:
-                        flags[name] = value  # (a flag the tests read by name: its condition, read where it is tested)
+                        # a flag the tests read by name: its condition read where it is tested, so every name it reads
+                        # must mean there what it means here (a counter, a local or a flag already on the way, or a
+                        # name fixed in the nest: each declared once in the nest, or not at all); no flag reads itself
+                        if all(n in counters or n in offsets or n in flags or fixed(n) for n in sx.identifiers(value)):
+                            flags[name] = value
                         continue
                     if _base(unit.types.scalar.get(name) or "") not in _INT32 or not _int_terms(value, unit.types):
                         continue
