@@ -239,6 +239,16 @@ def test_a_flag_whose_names_mean_other_variables_where_it_is_tested_is_not_read(
         _same_on_host(src, InteriorPass().apply(u).text, tmp_path, unwritten=-1.0)
 
 
+def test_a_pass_that_raises_costs_its_entry_in_the_report_not_the_job(monkeypatch):
+    from ptxfactory.search.generators.transform import FAILED
+
+    def boom(self, unit):
+        raise RecursionError("a pass's bug")
+    monkeypatch.setattr(InteriorPass, "why_not", boom)
+    got = dict((r, n) for n, r in refusals(unit(POOL, SPEC)))
+    assert got[FAILED] == "interior"
+
+
 def test_a_flag_over_a_bound_the_nest_writes_is_kept():
     src = FLAGSEL.replace("float acc = 0.0f;", "float acc = 0.0f; int Wm = W;").replace("iw < W;", "iw < Wm;").replace(
         "acc += v * (float)(i * K + j + 1);", "acc += v * (float)(i * K + j + 1); Wm -= (K > 99);")

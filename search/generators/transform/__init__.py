@@ -280,6 +280,9 @@ class TransformGenerator:
         )
 
 
+FAILED = "the pass failed on this kernel (an error of the pass, logged; it is left out of this job)"
+
+
 def refusals(unit: Unit) -> list[tuple[str, str]]:
     """``(passes, reason)`` for each pass that says ``why_not`` (the restructuring ones, ``vectorize`` and the hints) and
     does not apply to ``unit``; variants refused for the same reason share one entry (``"rowpar_auto, rowpar_lanes32:
@@ -290,12 +293,16 @@ def refusals(unit: Unit) -> list[tuple[str, str]]:
     for p in PASSES:
         why = getattr(p, "why_not", None)
         if why is not None:
-            reason = why(_seen_by(p, unit))
+            try:
+                reason = why(_seen_by(p, unit))
+            except Exception:  # noqa: BLE001  (a pass's bug costs its entry, not the job: _applies leaves it out too)
+                log.warning("transform pass %s failed on kernel %s; left out", p.name, unit.spec.name, exc_info=True)
+                reason = FAILED
             if reason:
                 by_reason.setdefault(reason, []).append(p.name)
             elif reason is not None:
                 silent.append(p.name)  # ("": no reason given; still listed, not left out)
-        elif not p.applies(unit):
+        elif not _applies(p, unit):
             silent.append(p.name)
     out = [(", ".join(names), reason) for reason, names in by_reason.items()]
     return out + ([(", ".join(dict.fromkeys(silent)), PASSES_SILENT)] if silent else [])
