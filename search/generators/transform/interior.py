@@ -214,7 +214,8 @@ def _within(node: Node, outer: Node | None) -> bool:
 
 def _functions(unit: Unit) -> set[str]:
     """``min`` and ``max`` where the kernel or the file gives them another meaning (a local, a parameter, the file's
-    own function or macro: ``FUNCTIONS_NOTE``); the clamps read them as CUDA's integer ``min``/``max`` otherwise."""
+    own function or macro, a ``using`` declaration: ``FUNCTIONS_NOTE``, ``sx.file_functions``); the clamps read them
+    as CUDA's integer ``min``/``max`` otherwise."""
     own = (sx.declared_names(unit.fn) | sx.file_functions(unit.fn) if unit.fn is not None else set()) | \
         set(unit.notes.get(FUNCTIONS_NOTE, ()))
     return {"min", "max"} & own
