@@ -786,7 +786,7 @@ def _openings(unit: Unit, decls: list[Node]) -> tuple[_Index, _Index, list[Node]
                 if value is not None and poly(value) == {("blockIdx.y",): 1}:
                     raise Refused(f"{name!r} = {' '.join(sx.text(value).split())}: an output coordinate a block on y "
                                   "(smem_tile tiles rows read as blockIdx.y * blockDim.y + threadIdx.y, not one a block)")
-                if value is not None and "threadIdx.z" in sx.text(value):
+                if value is not None and all(b in sx.text(value) for b in ("blockIdx.z", "threadIdx.z")):
                     raise Refused(f"{name!r} = {' '.join(sx.text(value).split())}: an output index on z (smem_tile tiles the "
                                   "outputs of x and y, a plane a launch)")
                 raise Refused(f"the declaration of {name!r} before the guard is neither an output index (blockIdx * blockDim "
