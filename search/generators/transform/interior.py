@@ -61,6 +61,7 @@ from ptxfactory.harness import cexpr
 
 from . import syntax as sx
 from .base import FUNCTIONS_NOTE, LOAD_FUNCS, Unit
+from .ldg import NA_ELEMENTS
 from .modstep import (_INT32, _aliased, _base, _captures_by_reference, _header, _int_terms, _opaque, _pure, _skip_only,
                       _visible_type)
 from .syntax import Node
@@ -351,16 +352,12 @@ def _same_type(x: Node, y: Node, types: sx.Types) -> bool:
     return kind is not None and element is not None and (element in _INT32 if kind == "int" else element == kind)
 
 
-# the element type of the harness's non-allocating loads by their suffix (ldg.py's ptxf_ldna_*)
-_LDNA = {"f32": "float", "f64": "double", "s32": "int"}
-
-
 def _load_type(load: Node, types: sx.Types) -> str | None:
     """The element type (``const``/``volatile`` dropped) a load reads: ``p[i]``, ``__ldg(p + i)``, ``__ldg(&p[i])``,
     ``ptxf_ldna_f32(...)``, ``p`` a pointer or array declared once; None for anything else."""
     name = sx.call_name(load)
     if name is not None and name.startswith("ptxf_ldna_"):
-        return _LDNA.get(name[len("ptxf_ldna_"):])
+        return NA_ELEMENTS.get(name[len("ptxf_ldna_"):])  # (ldg.py's helpers, by their suffix)
     if name in LOAD_FUNCS and len(sx.call_args(load)) == 1:
         arg = sx.unparen(sx.call_args(load)[0])
         if arg is not None and arg.type == "pointer_expression" and sx.operator(arg) == "&":

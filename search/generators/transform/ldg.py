@@ -48,6 +48,10 @@ _NA = {
 }
 
 
+# each no-allocate helper's suffix -> the element type it loads (the first of ``_NA``'s names for it: "s32" -> "int")
+NA_ELEMENTS = {suffix: base for base, (suffix, *_) in reversed(list(_NA.items()))}
+
+
 def na_helper(base: str) -> tuple[str, str]:
     """``(name, definition)`` of the no-allocate load helper for element type ``base`` (a key of ``_NA``)."""
     suffix, ptype, con, reg, conv = _NA[base]
