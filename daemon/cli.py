@@ -285,6 +285,18 @@ def _error(console: Console, exc: BaseException) -> None:
         console.print(Text(line), soft_wrap=True)
 
 
+def _kernel_for(file: Path, kernel: str | None) -> str:
+    """``--kernel``, or the one kernel FILE.toml describes; exits with code 1 (the spec's error shown) otherwise."""
+    if kernel is not None:
+        return kernel
+    from ptxfactory.protocol.spec import sole_kernel
+    try:
+        return sole_kernel(file)
+    except SpecError as exc:
+        _error(_console(stderr=True), exc)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+
+
 def _pass_kind(name: str) -> str:
     """A pass variant's pass (``rowpar_lanes32`` -> ``rowpar``): the priors' rule, imported here so that `ptxfactory
     --help` stays fast."""
@@ -334,7 +346,7 @@ def _missing_folders(out_dir: Path, base: Path) -> list[Path]:
 
 def optimise_command(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="CUDA source file; its spec is FILE.toml beside it", show_default=False)],
-    kernel: Annotated[str, typer.Option("--kernel", "-k", help="name of the __global__ function to optimise", show_default=False)],
+    kernel: Annotated[str | None, typer.Option("--kernel", "-k", help="name of the __global__ function to optimise (default: the one kernel FILE.toml describes)", show_default=False)] = None,
     backend: Annotated[BackendChoice, typer.Option(help=BACKEND_HELP)] = BackendChoice.auto,
     max_candidates: Annotated[int, typer.Option(min=1, help="evaluate at most this many candidates")] = 64,
     max_seconds: Annotated[float | None, typer.Option(min=1, help="stop starting new candidates after this many seconds", show_default=False)] = None,
@@ -352,6 +364,7 @@ def optimise_command(
     """
     from ptxfactory.search.strategy import JobError  # imported here: `ptxfactory --help` stays fast
 
+    kernel = _kernel_for(file, kernel)
     stdout = _console()
     stderr = _console(stderr=True)
     say = stderr if as_json else stdout
@@ -613,7 +626,7 @@ def report_command(
 
 def submit_command(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="CUDA source file; its spec is FILE.toml beside it", show_default=False)],
-    kernel: Annotated[str, typer.Option("--kernel", "-k", help="name of the __global__ function to optimise", show_default=False)],
+    kernel: Annotated[str | None, typer.Option("--kernel", "-k", help="name of the __global__ function to optimise (default: the one kernel FILE.toml describes)", show_default=False)] = None,
     socket: Annotated[Path | None, typer.Option("--socket", help=SOCKET_HELP, show_default=False)] = None,
     watch: Annotated[bool, typer.Option("--watch", help="follow the job until it ends (exit codes as for optimise)")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON (with --watch: JSON lines, as watch --json)")] = False,
@@ -621,6 +634,7 @@ def submit_command(
     """Queue a job on the daemon (the file as saved on disk); prints its id at once unless --watch."""
     from .remote import submit_job
 
+    kernel = _kernel_for(file, kernel)
     with _Watcher(as_json) as w:
         started, final = _remote(submit_job(_socket(socket), file, kernel, watch=watch, on_event=w if watch else None))
     if final is not None:
@@ -712,7 +726,7 @@ def init_command(
 
 def show_command(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="the .cu or .ptx file a job ran on", show_default=False)],
-    kernel: Annotated[str, typer.Option("--kernel", "-k", help="the kernel (__global__ function or .entry)", show_default=False)],
+    kernel: Annotated[str | None, typer.Option("--kernel", "-k", help="the kernel (__global__ function or .entry; default: the one kernel FILE.toml describes)", show_default=False)] = None,
     candidate: Annotated[int | None, typer.Option("--candidate", "-n", min=0, help="candidate number as in the report (0: the original; default: the best)", show_default=False)] = None,
     sass: Annotated[bool, typer.Option("--sass/--ptx", help="SASS (nvdisasm or cuobjdump of the cubin) or PTX")] = False,
     report_json: Annotated[Path | None, typer.Option("--report", help="a job's report.json (default: the job store, then FILE's ptxfactory-out/KERNEL/report.json)", show_default=False)] = None,
@@ -722,6 +736,7 @@ def show_command(
     from .paths import default_jobs_path
     from .show import ShowError, find_summary, listing
 
+    kernel = _kernel_for(file, kernel)
     try:
         summary = find_summary(file.resolve(), kernel, report_json, default_jobs_path(store))
         shown = listing(summary, candidate, "sass" if sass else "ptx")
@@ -733,7 +748,7 @@ def show_command(
 
 def profile_command(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="the .cu or .ptx file with the kernel (and FILE.toml)", show_default=False)],
-    kernel: Annotated[str, typer.Option("--kernel", "-k", help="the kernel (__global__ function or .entry)", show_default=False)],
+    kernel: Annotated[str | None, typer.Option("--kernel", "-k", help="the kernel (__global__ function or .entry; default: the one kernel FILE.toml describes)", show_default=False)] = None,
     candidate: Annotated[int | None, typer.Option("--candidate", "-n", min=0, help="a job's candidate, numbered as in the report (0: the original; default: the kernel as written in FILE)", show_default=False)] = None,
     counters: Annotated[bool, typer.Option("--counters/--no-counters", help="run Nsight Compute (ncu) for the hardware counters, where a GPU and ncu are")] = True,
     report_json: Annotated[Path | None, typer.Option("--report", help="a job's report.json, for --candidate (default: the job store, then FILE's ptxfactory-out/KERNEL/report.json)", show_default=False)] = None,
@@ -744,6 +759,7 @@ def profile_command(
     from .paths import default_jobs_path
     from .profile import ProfileError, profile
 
+    kernel = _kernel_for(file, kernel)
     try:
         found = profile(file.resolve(), kernel, candidate, report_json, default_jobs_path(store) if candidate is not None else None,
                         counters=counters)

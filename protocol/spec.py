@@ -519,6 +519,23 @@ def load_spec(path: str | Path) -> SpecFile:
     return parse_spec(text, str(path))
 
 
+def sole_kernel(source: str | Path) -> str:
+    """The one kernel ``source``'s spec (``SOURCE.toml``) describes: what a command uses when no ``--kernel`` is given.
+
+    Raises:
+        SpecError: the spec is missing or malformed, or describes several kernels (their names listed).
+    """
+    path = spec_path_for(source)
+    if not path.exists():
+        raise SpecError(str(path), None, "", f"no spec beside {Path(source).name}: write one with `ptxfactory init {source}`, "
+                        "or name the kernel with --kernel")
+    kernels = list(load_spec(path).kernels)
+    if len(kernels) != 1:
+        raise SpecError(str(path), None, "kernel", f"describes {len(kernels)} kernels ({', '.join(kernels)}): "
+                        "name one with --kernel")
+    return kernels[0]
+
+
 def parse_spec(text: str, path: str = "<spec>") -> SpecFile:
     """Validate spec text; ``path`` is only used in error messages. Raises :class:`SpecError`."""
     try:

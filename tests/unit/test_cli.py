@@ -82,7 +82,30 @@ def test_unknown_kernel_exits_1(example_copy, fake_generators):
     assert res.exit_code == EXIT_BAD_INPUT and "no [kernel.softmax] table" in res.stderr
 
 
-@pytest.mark.parametrize("args", [["optimise"], ["optimise", "x.cu"], ["optimise", "x.cu", "-k", "r", "--backend", "cpu"],
+def test_without_kernel_the_specs_one_kernel_is_optimised(example_copy, fake_generators, tmp_path):
+    res = run("optimise", example_copy, "--backend", "none", "--out", tmp_path / "out")
+    assert res.exit_code == EXIT_NO_GPU, res.output
+    assert (tmp_path / "out" / "report.json").exists()
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["kernel"] == "rmsnorm"
+
+
+def test_without_kernel_a_spec_of_two_kernels_is_refused_naming_them(example_copy, fake_generators):
+    spec = example_copy.with_name(example_copy.name + ".toml")
+    text = spec.read_text()
+    spec.write_text(text + "\n" + text.replace("[kernel.rmsnorm", "[kernel.rmsnorm2"))
+    res = run("optimise", example_copy, "--backend", "none")
+    assert res.exit_code == EXIT_BAD_INPUT
+    assert "describes 2 kernels (rmsnorm, rmsnorm2): name one with --kernel" in res.stderr
+
+
+def test_without_kernel_or_spec_the_error_points_at_init(tmp_path):
+    source = tmp_path / "k.cu"
+    source.write_text("__global__ void k(float* x) {}\n")
+    res = run("optimise", source, "--backend", "none")
+    assert res.exit_code == EXIT_BAD_INPUT and "ptxfactory init" in res.stderr and "k.cu.toml" in res.stderr
+
+
+@pytest.mark.parametrize("args", [["optimise"], ["optimise", "x.cu"], ["optimise", "x.cu", "-k"], ["optimise", "x.cu", "-k", "r", "--backend", "cpu"],
                                   ["optimise", "x.cu", "-k", "r", "--max-candidates", "0"], ["frobnicate"]])
 def test_usage_errors_exit_1_not_2(args):
     assert run(*args).exit_code == EXIT_BAD_INPUT
