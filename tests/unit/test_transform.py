@@ -509,7 +509,9 @@ APPLIES = {  # pass -> examples where its precondition holds on the user's kerne
     # (rowpar_cluster* needs the GPU's facts, which these units have not)
     **{p.name: {"gemv"} for p in PASSES if p.name.startswith("rowpar_") and not p.name.startswith("rowpar_cluster")},
     # one block per row with shared-memory tree reductions
-    **{p.name: {"rowsum", "softmax", "layernorm", "rmsnorm"} for p in PASSES if p.name.startswith("blockrow_")},
+    # (blockrow_cluster* needs the GPU's facts, which these units have not)
+    **{p.name: {"rowsum", "softmax", "layernorm", "rmsnorm"} for p in PASSES
+       if p.name.startswith("blockrow_") and not p.name.startswith("blockrow_cluster")},
     # a row read by two or more blockDim-strided loops (rowsum reads it once)
     **{p.name: {"softmax", "layernorm", "rmsnorm"} for p in PASSES if p.name.startswith("hold_row")},
 }

@@ -36,7 +36,10 @@ pass                 what it does                                               
 ``colpar_*``         one thread per column -> a 2-D block, columns on x, the column's loop     no (sums)
                      split over y; accumulations combined in shared memory, in order
 ``blockrow_*``       one block per row (shared-memory tree reductions) -> L lanes per row, rows  no (sums)
-                     per block; the reductions by shuffles, the shared arrays gone
+                     per block; the reductions by shuffles, the shared arrays gone;
+                     ``blockrow_cluster*``: a cluster of C (2-16) blocks of 1024 per row (few
+                     rows; a kernel launched as one block is one row), combined through
+                     distributed shared memory
 ``hold_row_*``       a row that several lane-strided loops read: read once into registers       yes
                      (8/16/32 elements per lane, or auto from the spec's sizes), else original
 ``smem_tile_*``      one thread per output of an inner-product loop -> 16x16 threads, RxR      yes
@@ -112,6 +115,7 @@ from . import syntax as sx
 from .atomic_agg import AtomicAggPass
 from .base import FUNCTIONS_NOTE, OPAQUE_NOTE, TEMPLATE_NOTE, Pass, Unit
 from .blockrow import BlockRowPass
+from .blockrow_cluster import BlockClusterPass
 from .grid_reduce import GridReducePass
 from .coarsen import CoarsenPass
 from .coarsen_outer import FACTORS as OUTER_COARSEN, OuterCoarsenPass
@@ -180,7 +184,7 @@ PASSES: tuple[Pass, ...] = (
     RestrictPass(), PromotePass(), *(SmemTilePass(*t) for t in SMEM_TILES), *(MmaTilePass(*t) for t in MMA_TILES),
     *(MmaTilePass(*t, single_tf32=True) for t in MMA_TF32_TILES), *(MmaTilePass(rm, rn, stages=st) for rm, rn, st in MMA_ASYNC_TILES), LdgPass(), LdgNoAllocatePass(), StreamPass(), FastMathPass(), GridReducePass(), ShuffleReducePass(), OnlineSoftmaxPass(), FuseMomentsPass(),
     FoldPass(), CollapsePass(), *(RowParallelPass(lanes) for lanes in ROWPAR_LANES), *(RowClusterPass(c) for c in CLUSTER_SIZES), *(ScanPass(v) for v in SCAN_VARIANTS),
-    *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES),
+    *(ColumnParallelPass(s) for s in COLPAR_SPLITS), *(BlockRowPass(lanes) for lanes in BLOCKROW_LANES), *(BlockClusterPass(c) for c in CLUSTER_SIZES),
     *(HoldRowPass(h) for h in HOLD_VARIANTS), VectorizePass(), GridStridePass(), *(CoarsenPass(k) for k in COARSEN), UnflattenPass(), VectorizeXPass(), *(OuterCoarsenPass(k) for k in OUTER_COARSEN), *(OuterCoarsenPass(k, middle=True) for k in OUTER_COARSEN), AtomicAggPass(), SmemHistPass(), VectorLoopsPass(), DivModPass(), UnrollPass(),
     SpecialisePass(), ModStepPass(), InteriorPass(), HoistPass(), RasterPass(), LaunchBoundsPass(),
 )

@@ -39,7 +39,7 @@ from ptxfactory.protocol import LaunchConfig
 from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
-from .base import Unit
+from .base import Unit, int_literal
 from .rowpar import GROUP_BLOCK, MAX_GRID, PlannedPass, Refused, helper_closure, spec_expression, auto_shape
 from .shuffle_reduce import SHUFFLE_TYPES, _is_barrier, _is_sub, _is_tid, _match_loop, _shared_arrays, _tid_aliases
 from .syntax import Node
@@ -64,6 +64,7 @@ class BlockRowPass(PlannedPass):
 
     group = "grid"
     exact = False
+    one_block = False  # a kernel launched as one block (no row index) is a row only where a row spans blocks
 
     def __init__(self, lanes: int | str):
         if lanes not in ("auto", 8, 32, 128, 256, 1024):
@@ -78,16 +79,16 @@ class BlockRowPass(PlannedPass):
             raise Refused("not a 1-D launch of a literal block (a multiple of 32) with launch.policy = \"free\"")
         body = unit.body
         row = _row_decl(body)
-        if row is None:
+        if row is None and not (self.one_block and _one_block(unit)):
             raise Refused("no row = blockIdx.x declaration")
-        if sx.text(row.child_by_field_name("declarator")) in sx.written_names(body):
+        if row is not None and sx.text(row.child_by_field_name("declarator")) in sx.written_names(body):
             raise Refused("the row index is written")
         for n in sx.walk(body):
             if n.type == "field_expression":
                 arg, fld = sx.text(n.child_by_field_name("argument")), sx.text(n.child_by_field_name("field"))
                 if arg == "gridDim" or (arg in ("threadIdx", "blockDim") and fld != "x"):
                     raise Refused(f"{sx.text(n)} used")
-                if arg == "blockIdx" and not _inside(n, row):
+                if arg == "blockIdx" and (row is None or not _inside(n, row)):
                     raise Refused("blockIdx used outside the row's declaration")
         if sx.contains_call(body, COLLECTIVES) or any(n.type == "gnu_asm_expression" for n in sx.walk(body)):
             raise Refused("warp collectives or inline asm")
@@ -175,6 +176,11 @@ def _row_decl(body: Node) -> Node | None:
             if d.type == "init_declarator" and sx.is_builtin(d.child_by_field_name("value"), "blockIdx"):
                 return d if sx.type_text(stmt.child_by_field_name("type")) in sx.INT_TYPES else None
     return None
+
+
+def _one_block(unit: Unit) -> bool:
+    """The launch is one block: a grid of literal 1s (the kernel's one row is the whole block)."""
+    return all(int_literal(g) == 1 for g in unit.launch.grid)
 
 
 def _inside(node: Node, ancestor: Node) -> bool:

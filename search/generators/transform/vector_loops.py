@@ -645,9 +645,10 @@ class LoopAnalysis:
 
     # lanes and groups --------------------------------------------------------------------------------------
 
-    def lane_group(self, node: Node) -> int | str | None:
+    def lane_group(self, node: Node, depth: int = 0) -> int | str | None:
         """``"block"`` when ``node`` is ``threadIdx.x`` (or a lane variable equal to it), C for a variable
-        ``threadIdx.x % C`` / ``threadIdx.x & (C - 1)``; None otherwise."""
+        ``threadIdx.x % C`` / ``threadIdx.x & (C - 1)``, a :class:`ClusterGroup` for a cluster's lane (or a copy of
+        one of these); None otherwise."""
         node = sx.uncast(node)
         if sx.is_builtin(node, "threadIdx", "x"):
             return "block"
@@ -659,6 +660,8 @@ class LoopAnalysis:
         v = sx.uncast(self.inits[name])
         if sx.is_builtin(v, "threadIdx", "x"):
             return "block"
+        if sx.is_ident(v) and sx.text(v) != name and depth < 4:
+            return self.lane_group(v, depth + 1)  # a copy of a lane (``int tid = ptxf_lane;``) is that lane
         if sx.is_builtin(v, "threadIdx", "y") and name == LANE:
             return "column"  # colpar's lane: a column's threads along y (hold_row takes its loops; no 16-byte step)
         cluster = _cluster_lane(v, self.block)
