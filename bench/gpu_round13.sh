@@ -17,11 +17,11 @@ timeout ${TEST_TIMEOUT:-300} python3 -m pytest -m gpu -v -s -p no:cacheprovider 
     "tests/gpu/test_gpu_family_elementwise.py::test_elementwise_family_on_bias_gelu" \
     "tests/redteam/test_redteam_gpu.py::test_redteam_file_gets_the_expected_answer[missing_sync]" \
     "tests/redteam/test_redteam_gpu.py::test_redteam_file_gets_the_expected_answer[poison_detect]" \
-    tests/gpu/test_gpu_rowwise_cluster.py tests/gpu/test_gpu_rowpar_cluster.py \
+    tests/gpu/test_gpu_rowwise_cluster.py tests/gpu/test_gpu_rowpar_cluster.py tests/gpu/test_gpu_blockrow_cluster.py \
     "tests/gpu/test_gpu_round12.py::test_this_sessions_passes_verify[blur5-passes6]" \
     "tests/gpu/test_gpu_round12.py::test_this_sessions_passes_verify[sobel3x3-passes7]" > "$OUT/pytest-round13.txt" 2>&1
 echo "exit $?" >> "$OUT/pytest-round13.txt"
 grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/pytest-round13.txt" | cut -c1-200 | tail -25
 [ -n "${SKIP_JOBS:-}" ] && exit 0  # (the tests alone, when device time is short)
-EXAMPLES="${TRIALS:-bench/trials/layernorm_sample bench/trials/sobel3x3}" SKIP_TESTS=1 SKIP_AA=1 \
+EXAMPLES="${TRIALS:-bench/trials/layernorm_sample bench/trials/sobel3x3 bench/trials/array_sum_1blk}" SKIP_TESTS=1 SKIP_AA=1 \
     SKIP_WARMUP=1 MAX_SECONDS=${MAX_SECONDS:-60} JOB_TIMEOUT=${JOB_TIMEOUT:-100} OUT="$OUT" bash bench/run_new_examples.sh

@@ -10,7 +10,7 @@ tests/gpu/test_gpu_specialise.py tests/gpu/test_gpu_coarsen.py tests/gpu/test_gp
 tests/gpu/test_gpu_round12.py tests/gpu/test_gpu_shadow.py"
 HALF2="tests/gpu/test_gpu_atomic_agg.py tests/gpu/test_gpu_colpar.py tests/gpu/test_gpu_family_elementwise.py
 tests/gpu/test_gpu_family_layernorm.py tests/gpu/test_gpu_family_rowreduce.py tests/gpu/test_gpu_family_attention.py tests/gpu/test_gpu_family_softmax.py
-tests/gpu/test_gpu_family_transpose.py tests/gpu/test_gpu_mma_tile.py tests/gpu/test_gpu_grid_reduce_collapse.py tests/gpu/test_gpu_rowwise_cluster.py tests/gpu/test_gpu_rowpar_cluster.py tests/gpu/test_gpu_fusions.py
+tests/gpu/test_gpu_family_transpose.py tests/gpu/test_gpu_mma_tile.py tests/gpu/test_gpu_grid_reduce_collapse.py tests/gpu/test_gpu_rowwise_cluster.py tests/gpu/test_gpu_rowpar_cluster.py tests/gpu/test_gpu_blockrow_cluster.py tests/gpu/test_gpu_fusions.py
 tests/gpu/test_gpu_ptx.py tests/gpu/test_gpu_ptx_driver_jit.py tests/gpu/test_harness.py tests/gpu/test_naive_examples.py
 tests/redteam"
 case "${1:-}" in
