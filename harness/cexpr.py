@@ -194,6 +194,41 @@ def literal_value(node: Node) -> float | int | None:
 # --- polynomials -----------------------------------------------------------------------------------------------
 
 
+def int_constant(node: Node | None) -> int | None:
+    """The value of an integer constant expression: decimal, hex or octal literals under ``+ - * / % << >>``, unary
+    minus, parentheses and casts (``512 / 2`` where a ``#define`` was expanded, ``(1 << 8)``); C's truncating division.
+    None for anything else (a name, a float, a division by zero)."""
+    node = uncast(node)
+    if node is None:
+        return None
+    if node.type == "number_literal":
+        v = literal_value(node)
+        return v if isinstance(v, int) else None
+    if node.type == "unary_expression" and operator(node) in ("-", "+"):
+        v = int_constant(node.child_by_field_name("argument"))
+        return None if v is None else (-v if operator(node) == "-" else v)
+    if node.type != "binary_expression":
+        return None
+    a, b = int_constant(node.child_by_field_name("left")), int_constant(node.child_by_field_name("right"))
+    op = operator(node)
+    if a is None or b is None:
+        return None
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op in ("/", "%"):
+        if b == 0:
+            return None
+        q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
+        return q if op == "/" else a - q * b
+    if op in ("<<", ">>") and 0 <= b < 64:
+        return a << b if op == "<<" else a >> b
+    return None
+
+
 def poly(node: Node | None, offsets: dict[str, Poly] | None = None,
          atom: Callable[[Node], Poly | None] | None = None) -> Poly | None:
     """``node`` as a polynomial, or None when it is not a sum of products of names and integers.

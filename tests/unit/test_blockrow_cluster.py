@@ -22,6 +22,7 @@ from ptxfactory.search.generators.transform import blockrow_cluster as bc
 from ptxfactory.search.generators.transform import rowpar_cluster as rc
 from ptxfactory.search.generators.transform.blockrow import BlockRowPass
 from ptxfactory.search.generators.transform.blockrow_cluster import BlockClusterPass
+from ptxfactory.search.generators.transform.shuffle_reduce import ShuffleReducePass
 from ptxfactory.search.generators.transform.vector_loops import VectorLoopsPass
 
 from test_blockrow import ARGS as ROW_ARGS, SOFTMAX
@@ -56,10 +57,17 @@ ONE_BLOCK_MAX = ONE_BLOCK_SUM.replace("acc += x[i]", "acc = fmaxf(acc, x[i])").r
     .replace("sdata[tid] += sdata[tid + s]", "sdata[tid] = fmaxf(sdata[tid], sdata[tid + s])").replace(" / n;", ";") \
     .replace("for (int i = tid;", "for (int i = threadIdx.x;")
 
+# the block's size spelled as a #define (the loops' step, the tree's start) and through a copy of blockDim.x
+SPELLED_SUM = ONE_BLOCK_SUM.replace("i += blockDim.x", "i += THREADS").replace("int s = blockDim.x / 2", "int s = THREADS / 2")
+ALIAS_SUM = ONE_BLOCK_SUM.replace("int tid = threadIdx.x;", "unsigned tid = threadIdx.x, nt = blockDim.x;") \
+    .replace("for (int i = tid; i < n; i += blockDim.x)", "for (unsigned i = tid; i < n; i += nt)").replace("int s = blockDim.x / 2", "unsigned s = nt / 2")
+
 KERNELS = {  # name -> (source, args, grid, block)
     "sum": (ONE_BLOCK_SUM, SUM_ARGS, "[1]", "[256]"),
     "max": (ONE_BLOCK_MAX, SUM_ARGS, "[1]", "[256]"),
     "softmax": (SOFTMAX, ROW_ARGS, '["M"]', "[128]"),
+    "spelled": (SPELLED_SUM, SUM_ARGS, "[1]", "[256]"),
+    "alias": (ALIAS_SUM, SUM_ARGS, "[1]", "[256]"),
 }
 
 
@@ -118,6 +126,35 @@ def test_returns_that_not_every_lane_takes_are_refused(guard, refused):
     src = SOFTMAX.replace("int tid = threadIdx.x;", "int tid = threadIdx.x;\n    " + guard)
     why = BlockClusterPass(4).why_not(with_facts(unit(src, few_rows_spec("softmax"))))
     assert (why is not None and "return at line" in why) == refused, why
+
+
+def test_the_blocks_size_spelled_as_a_define_or_a_copy_is_the_row_lanes():
+    """``i += THREADS`` (the #define expanded) becomes the cluster's lanes, as ``blockDim.x`` does; a copy
+    ``nt = blockDim.x`` is read as the block's size; a lane loop strided by another number is refused."""
+    t = BlockClusterPass(8).apply(facts_unit("spelled")).text
+    assert "i += 8192u" in t and "+= 256" not in t and "sdata" not in t
+    assert ShuffleReducePass().why_not(facts_unit("spelled")) is None  # the tree from 256 / 2 is a tree
+    t = BlockClusterPass(8).apply(facts_unit("alias")).text
+    assert "nt = 8192u" in t and "i += nt" in t and "sdata" not in t
+    half = with_facts(unit(ONE_BLOCK_SUM.replace("i += blockDim.x", "i += 128"), few_rows_spec("sum")))
+    assert "starts at the thread's index but is not i < n; i += blockDim.x (or the block's 256)" in BlockClusterPass(8).why_not(half)
+
+
+def test_blockrow_rewrites_a_loop_strided_by_the_blocks_size_in_numbers():
+    """blockrow gives a row 32 lanes: a loop written ``i += 256`` for its block of 256 would skip 7/8 of the row."""
+    out = BlockRowPass(32).apply(unit(SPELLED_SUM.replace("int tid", "int row = blockIdx.x;\n    int tid").replace("x[i]", "x[row * n + i]"),
+                                      spec_for("k", SUM_ARGS, grid='["N"]', block="[256]", sizes="[{ N = 100 }]")))
+    assert "i += blockDim.x" in out.text and "+= 256" not in out.text
+
+
+def test_blockrow_gives_few_rows_no_fewer_lanes_than_their_block():
+    """4 rows of a block of 128 on 132 SMs: 32 lanes a row would idle more of the GPU; auto (from the row's length)
+    and the cluster stay; without the GPU's facts nothing is known."""
+    few = facts_unit("softmax")
+    assert "4 rows at most at the bench sizes, fewer than the GPU's 132 SMs" in BlockRowPass(32).why_not(few)
+    assert BlockRowPass("auto").why_not(few) is None and BlockClusterPass(4).why_not(few) is None
+    assert BlockRowPass(32).why_not(unit(SOFTMAX, few_rows_spec("softmax"))) is None
+    assert BlockRowPass(32).why_not(facts_unit("softmax", rows=4096, n=4096)) is None
 
 
 def test_the_refusal_list_names_the_reason_once():
@@ -242,7 +279,7 @@ def _emulate(name: str, edit, tmp_path, monkeypatch) -> list[tuple[tuple, dict[s
     monkeypatch.setattr(bc, "CLUSTER_BLOCK", 32)
     src, args, grid, block = KERNELS[name]
     out = BlockClusterPass(4).apply(with_facts(unit(src, few_rows_spec(name, n=1 << 12))))
-    assert "* 32u + threadIdx.x" in out.text and "+= 128u" in out.text
+    assert "* 32u + threadIdx.x" in out.text and ("+= 128u" in out.text or "nt = 128u" in out.text)
     if edit is not None:
         out = dataclasses.replace(out, text=edit(out.text))
     cpp, exe = tmp_path / "emu.cpp", tmp_path / "emu"

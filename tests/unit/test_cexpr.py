@@ -29,3 +29,11 @@ def test_literal_values_read_as_c_reads_them(text, value):
 ])
 def test_names_written_through_selects_and_commas(text, written):
     assert cexpr.written_names(_expr(text)) == written
+
+
+@pytest.mark.parametrize("text, value", [
+    ("512 / 2", 256), ("(1 << 8)", 256), ("-7 / 2", -3), ("-7 % 2", -1), ("(int)(3 * 4 - 1)", 11), ("0x10 >> 2", 4),
+    ("010 + 1", 9), ("n / 2", None), ("1.5f * 2", None), ("4 / 0", None), ("blockDim.x / 2", None),
+])
+def test_integer_constant_expressions_fold_as_c_folds_them(text, value):
+    assert cexpr.int_constant(_expr(text)) == value

@@ -40,8 +40,9 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
 from .base import Unit, int_literal
+from .grid_stride import FACTS_NOTE
 from .rowpar import GROUP_BLOCK, MAX_GRID, PlannedPass, Refused, helper_closure, spec_expression, auto_shape
-from .shuffle_reduce import SHUFFLE_TYPES, _is_barrier, _is_sub, _is_tid, _match_loop, _shared_arrays, _tid_aliases
+from .shuffle_reduce import SHUFFLE_TYPES, _is_barrier, _is_block_size, _is_sub, _is_tid, _match_loop, _shared_arrays, _tid_aliases
 from .syntax import Node
 
 COLLECTIVES = ("__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync", "__any_sync",
@@ -103,7 +104,12 @@ class BlockRowPass(PlannedPass):
         if any(n.type in ("type_qualifier", "storage_class_specifier") and sx.text(n) == "__shared__"
                and not _shared_decl_of(n, shared) for n in sx.walk(body)):
             raise Refused("shared data other than reduction arrays")
-        if not idioms and not _strided_loops(body, aliases):
+        strided = {loop.id for loop in _strided_loops(body, aliases, threads)}
+        for loop in _lane_started(body, aliases):
+            if loop.id not in strided:
+                raise Refused(f"the loop at line {loop.start_point[0] + 1} starts at the thread's index but is not "
+                              f"i < n; i += blockDim.x (or the block's {threads})")
+        if not idioms and not strided:
             raise Refused("nothing a row's lanes share: no reduction idiom and no loop strided by blockDim.x")
         exact_only = unit.spec.check.rtol == 0 and unit.spec.check.atol == 0
         if exact_only and any(i.op == "+" and i.ctype in ("float", "double") for i in idioms):
@@ -114,7 +120,7 @@ class BlockRowPass(PlannedPass):
     def _launch(self, unit: Unit, body: Node, aliases: set[str]) -> LaunchConfig:
         rows = f"({unit.launch.grid[0]})"  # one block per row
         if self.lanes == "auto":
-            loops = _strided_loops(body, aliases)
+            loops = _strided_loops(body, aliases, unit.block_threads())
             n = None
             for loop in loops:
                 c = sx.unparen(loop.child_by_field_name("condition"))
@@ -125,6 +131,7 @@ class BlockRowPass(PlannedPass):
                 raise Refused("the row's loop length is not an expression of the spec's sizes")
             block, grid = auto_shape(unit, rows, n)
         else:
+            self._check_few_rows(unit, rows)
             per = GROUP_BLOCK // self.lanes if self.lanes <= 32 else 1  # a row wider than a warp has its block
             block, grid = [self.lanes, per], (rows if per == 1 else f"cdiv({rows}, {per})")
         for size in unit.spec.check.sizes + unit.spec.bench.sizes:
@@ -160,11 +167,29 @@ class BlockRowPass(PlannedPass):
                 call = n.named_children[0]
                 edits.append((call.start_byte, call.end_byte, b"ptxf_row_sync()"))
                 used.add("ptxf_row_sync")
+        for step in _constant_steps(unit.body, _tid_aliases(unit.body), unit.block_threads()):
+            edits.append((step.start_byte, step.end_byte, b"blockDim.x"))  # (the block's size in numbers: now a row's lanes)
         for n in sx.walk(unit.body):  # the shared arrays go
             if n.type == "declaration" and any(c.type == "type_qualifier" and sx.text(c) == "__shared__" for c in n.children):
                 edits.append((n.start_byte, n.end_byte, b"// (transform blockrow: the shared reduction array is gone)"))
         text = sx.apply_edits(data, edits)
         return unit.with_text(text, launch=launch, helpers=helper_closure(sorted(used)), lanes=self.lanes)
+
+
+    def _check_few_rows(self, unit: Unit, rows: str) -> None:
+        """Refuses fewer lanes a row than the original's block where the rows are fewer than the GPU's SMs at every
+        bench size (the GPU's facts known): a block a row already leaves SMs idle, and fewer lanes would only idle
+        more (``blockrow_auto`` sizes the lanes from the row; ``blockrow_cluster`` spreads a row over blocks)."""
+        facts, threads = unit.notes.get(FACTS_NOTE), unit.block_threads()
+        if facts is None or threads is None or self.lanes >= threads or not unit.spec.bench.sizes:
+            return
+        try:
+            most = max(int(evaluate(rows, size)) for size in unit.spec.bench.sizes)
+        except (ExprError, ValueError):
+            return
+        if most < facts.sm_count:
+            raise Refused(f"{most} rows at most at the bench sizes, fewer than the GPU's {facts.sm_count} SMs: "
+                          f"{self.lanes} lanes a row instead of the block's {threads} would leave more of it idle")
 
 
 def _row_decl(body: Node) -> Node | None:
@@ -204,25 +229,49 @@ def _shared_decl_of(qualifier: Node, shared: dict[str, str]) -> bool:
     return bool(names) and all(n in shared for n in names)
 
 
-def _strided_loops(body: Node, aliases: set[str]) -> list[Node]:
-    """Loops ``for (T i = threadIdx.x; i < n; i += blockDim.x)``."""
+def _strided_loops(body: Node, aliases: set[str], threads: int | None = None) -> list[Node]:
+    """Loops ``for (T i = threadIdx.x; i < n; i += blockDim.x)``: the step ``blockDim.x``, a never-written copy of it,
+    or a constant equal to the block's ``threads`` (``i += BLOCK``, the ``#define`` expanded)."""
+    out = []
+    dims = _tid_aliases(body, "blockDim")
+    for loop in _lane_started(body, aliases):
+        c = sx.unparen(loop.child_by_field_name("condition"))
+        if c is None or c.type != "binary_expression" or sx.operator(c) != "<":
+            continue
+        step = _step(loop)
+        if step is not None and (_is_block_size(step, dims) or (threads is not None and sx.int_constant(step) == threads)):
+            out.append(loop)
+    return out
+
+
+def _lane_started(body: Node, aliases: set[str]) -> list[Node]:
+    """Loops ``for (T i = threadIdx.x; ...; ...)`` (or a copy of threadIdx.x): a lane's loops, whatever their step."""
     out = []
     for loop in sx.walk(body):
         if loop.type != "for_statement":
             continue
-        init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
-        if init is None or cond is None or upd is None or init.type != "declaration":
+        init = loop.child_by_field_name("initializer")
+        if init is None or init.type != "declaration":
             continue
         ds = init.children_by_field_name("declarator")
-        if len(ds) != 1 or ds[0].type != "init_declarator" or not _is_tid(ds[0].child_by_field_name("value"), aliases):
-            continue
-        c = sx.unparen(cond)
-        if c.type != "binary_expression" or sx.operator(c) != "<":
-            continue
-        u = sx.unparen(upd)
-        if u.type == "assignment_expression" and sx.operator(u) == "+=" and sx.is_builtin(u.child_by_field_name("right"), "blockDim"):
+        if len(ds) == 1 and ds[0].type == "init_declarator" and _is_tid(ds[0].child_by_field_name("value"), aliases):
             out.append(loop)
     return out
+
+
+def _step(loop: Node) -> Node | None:
+    """``s`` of a loop's update ``i += s``, or None."""
+    u = sx.unparen(loop.child_by_field_name("update"))
+    if u is not None and u.type == "assignment_expression" and sx.operator(u) == "+=":
+        return u.child_by_field_name("right")
+    return None
+
+
+def _constant_steps(body: Node, aliases: set[str], threads: int) -> list[Node]:
+    """The steps of the strided loops written as the block's size in numbers (``i += 256``): a rewrite that changes
+    the lanes of a row rewrites them too."""
+    dims = _tid_aliases(body, "blockDim")
+    return [s for loop in _strided_loops(body, aliases, threads) if not _is_block_size(s := _step(loop), dims)]
 
 
 def _idioms(unit: Unit, body: Node, shared: dict[str, str], aliases: set[str], threads: int) -> list[_Idiom]:

@@ -33,11 +33,11 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 from . import syntax as sx
 from .atomic_agg import _arch_number
 from .base import Unit
-from .blockrow import BlockRowPass, _strided_loops
+from .blockrow import BlockRowPass, _constant_steps, _strided_loops
 from .grid_stride import FACTS_NOTE, wave_blocks
 from .rowpar import LANE, MAX_GRID, Refused, helper_closure, spec_expression
 from .rowpar_cluster import CLUSTER_ARCH, CLUSTER_BLOCK, CLUSTER_SIZES
-from .shuffle_reduce import _is_barrier
+from .shuffle_reduce import _is_barrier, _tid_aliases
 
 
 class BlockClusterPass(BlockRowPass):
@@ -95,7 +95,7 @@ class BlockClusterPass(BlockRowPass):
         """Refuses a row whose strided loops are all shorter than the cluster's lanes at every bench size (most lanes
         would idle; a smaller cluster is proposed too). A length the pass cannot read is not refused."""
         longest = None
-        for loop in _strided_loops(body, aliases):
+        for loop in _strided_loops(body, aliases, unit.block_threads()):
             c = sx.unparen(loop.child_by_field_name("condition"))
             n = spec_expression(unit, c.child_by_field_name("right"), None, start_zero=True)
             if n is None:
@@ -115,8 +115,11 @@ class BlockClusterPass(BlockRowPass):
         idiom_nodes = {i.store.id for i in idioms} | {i.loop.id for i in idioms}
         reads = {r.id: k for k, i in enumerate(idioms) for r in i.reads}
         between = [(i.store.start_byte, i.loop.end_byte) for i in idioms]
+        steps = {s.id for s in _constant_steps(body, _tid_aliases(body), unit.block_threads())}  # i += 256: the lanes too
 
         def lane(n) -> bytes | None:  # the row's lanes are the cluster's threads
+            if n.id in steps:
+                return f"{self.lanes}u".encode()
             if sx.is_builtin(n, "threadIdx", "x"):
                 return LANE.encode()
             if sx.is_builtin(n, "blockDim", "x"):

@@ -50,28 +50,44 @@ class ShuffleReducePass:
     group = None
     exact = False  # exact for max/min; a sum is re-associated
 
-    def _matches(self, unit: Unit) -> list[Reduction]:
+    def _matches(self, unit: Unit, why: list[str] | None = None) -> list[Reduction]:
+        """The tree loops this pass rewrites; ``why`` gets the reason when there are none."""
+        why = [] if why is None else why
         threads = unit.block_threads()
         if unit.body is None or threads is None or threads % 32 or not 32 <= threads <= 1024 or not unit.block_is_1d():
+            why.append("not a 1-D launch of a literal block of 32-1024 threads, a multiple of 32")
             return []
         shared = _shared_arrays(unit.body)
         aliases = _tid_aliases(unit.body)
         exact_only = unit.spec.check.rtol == 0 and unit.spec.check.atol == 0
-        out = []
+        out, trees = [], 0
         for loop in sx.walk(unit.body):
             if loop.type != "for_statement":
                 continue
             red = _match_loop(loop, shared, aliases, threads)
-            if red is None or red.ctype not in SHUFFLE_TYPES:
+            if red is None:
                 continue
-            if red.op == "+" and exact_only and red.ctype in ("float", "double"):
-                continue
-            if red.op in ("fmaxf", "fminf") and red.ctype != "float":
-                continue
-            if not _later_reads_only_first(unit.body, red, aliases):
-                continue
-            out.append(red)
+            trees += 1
+            line = loop.start_point[0] + 1
+            if red.ctype not in SHUFFLE_TYPES:
+                why.append(f"line {line}: a tree of {red.ctype}, which warp shuffles do not move")
+            elif red.op == "+" and exact_only and red.ctype in ("float", "double"):
+                why.append(f"line {line}: a floating-point sum where the spec asks for exact results")
+            elif red.op in ("fmaxf", "fminf") and red.ctype != "float":
+                why.append(f"line {line}: {red.op} of {red.ctype}")
+            elif not _later_reads_only_first(unit.body, red, aliases):
+                why.append(f"line {line}: {red.array}[...] read other than at [0] after the tree")
+            else:
+                out.append(red)
+        if not trees:
+            why.append(f"no shared-memory tree loop (for (s = blockDim.x / 2 or {threads // 2}; s > 0; s >>= 1) "
+                       "{ if (tid < s) sh[tid] op= sh[tid + s]; __syncthreads(); }, one array a loop)")
         return out
+
+    def why_not(self, unit: Unit) -> str | None:
+        """None when the pass applies; otherwise why not (the first reason for each tree loop)."""
+        why: list[str] = []
+        return None if self._matches(unit, why) else "; ".join(why)
 
     def applies(self, unit: Unit) -> bool:
         return bool(self._matches(unit))
@@ -129,13 +145,14 @@ def _shared_arrays(body: Node) -> dict[str, str]:
     return out
 
 
-def _tid_aliases(body: Node) -> set[str]:
-    """Names equal to ``threadIdx.x`` throughout: ``int tid = threadIdx.x;`` never written again."""
+def _tid_aliases(body: Node, builtin: str = "threadIdx") -> set[str]:
+    """Names equal to ``threadIdx.x`` (``builtin``'s x: ``blockDim`` for the block's size) throughout: ``int tid =
+    threadIdx.x;`` never written again."""
     written = sx.written_names(body)
     out = set()
     for n in sx.walk(body):
         if n.type == "init_declarator" and sx.is_ident(n.child_by_field_name("declarator")):
-            if sx.is_builtin(n.child_by_field_name("value"), "threadIdx"):
+            if sx.is_builtin(n.child_by_field_name("value"), builtin):
                 name = sx.text(n.child_by_field_name("declarator"))
                 if name not in written:
                     out.add(name)
@@ -144,6 +161,24 @@ def _tid_aliases(body: Node) -> set[str]:
         if n.type == "init_declarator" and sx.is_ident(n.child_by_field_name("declarator")):
             counts[sx.text(n.child_by_field_name("declarator"))] = counts.get(sx.text(n.child_by_field_name("declarator")), 0) + 1
     return {a for a in out if counts.get(a) == 1}
+
+
+def _is_block_size(node: Node | None, dims: set[str]) -> bool:
+    """``blockDim.x`` or a never-written copy of it (``int nt = blockDim.x;``)."""
+    node = sx.uncast(node)
+    return sx.is_builtin(node, "blockDim") or (sx.is_ident(node) and sx.text(node) in dims)
+
+
+def loop_body_root(node: Node) -> Node:
+    """The kernel body (outermost compound statement) holding ``node``."""
+    root = node
+    while node is not None:
+        if node.type == "compound_statement":
+            root = node
+        if node.type == "function_definition":
+            break
+        node = node.parent
+    return root
 
 
 def _is_tid(node: Node | None, aliases: set[str]) -> bool:
@@ -168,11 +203,12 @@ def _match_loop(loop: Node, shared: dict[str, str], aliases: set[str], threads: 
         return None
     s = sx.text(ds[0].child_by_field_name("declarator"))
     start = sx.unparen(ds[0].child_by_field_name("value"))
+    dims = _tid_aliases(loop_body_root(loop), "blockDim")
     if not (
-        (start.type == "binary_expression" and sx.is_builtin(start.child_by_field_name("left"), "blockDim")
+        (start.type == "binary_expression" and _is_block_size(start.child_by_field_name("left"), dims)
          and ((sx.operator(start) == "/" and sx.is_number(start.child_by_field_name("right"), 2))
               or (sx.operator(start) == ">>" and sx.is_number(start.child_by_field_name("right"), 1))))
-        or sx.is_number(start, threads // 2)
+        or sx.int_constant(start) == threads // 2  # a literal, or the block's #define expanded (512 / 2)
     ):
         return None
     cond = sx.unparen(cond)

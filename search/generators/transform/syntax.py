@@ -17,7 +17,7 @@ import tree_sitter_cuda
 # the node helpers the harness reads C expressions with too (the scaffold's index extents): one definition
 from ptxfactory.harness import cexpr
 from ptxfactory.harness.cexpr import (  # noqa: F401
-    clause_value, conjuncts, literal_value, operator, text, uncast, unparen, walk, written_names,
+    clause_value, conjuncts, int_constant, literal_value, operator, text, uncast, unparen, walk, written_names,
 )
 
 Node = ts.Node
