@@ -113,7 +113,7 @@ from ptxfactory.protocol import PASSES_SILENT, Candidate, LaunchConfig
 from ...base import GenContext
 from . import syntax as sx
 from .atomic_agg import AtomicAggPass
-from .base import FUNCTIONS_NOTE, OPAQUE_NOTE, TEMPLATE_NOTE, Pass, Unit
+from .base import BLOCK_FUNCTIONS_NOTE, FUNCTIONS_NOTE, OPAQUE_NOTE, TEMPLATE_NOTE, Pass, Unit
 from .blockrow import BlockRowPass
 from .blockrow_cluster import BlockClusterPass
 from .grid_reduce import GridReducePass
@@ -331,6 +331,7 @@ def unit_from_context(ctx: GenContext) -> Unit:
     if constants:
         notes[CONSTANTS_NOTE] = constants  # #define K 7: loop trip counts the passes can read
     notes[FUNCTIONS_NOTE] = sx.file_functions(root)  # a min() of the file's own is not CUDA's
+    notes[BLOCK_FUNCTIONS_NOTE] = sx.block_level_functions(root)  # a __device__ blockReduceSum: its caller's threads together
     template = ctx.spec.tune.template
     fixed = {k: str(a) for (k, values), a in zip(template.items(), ctx.original.template_args)
              if len(values) == 1 and str(values[0]) == str(a)} if len(ctx.original.template_args) == len(template) else {}

@@ -29,6 +29,9 @@ TEMPLATE_NOTE = "template_types"
 # the unit note: the names the file defines or declares as functions or macros (a ``__device__ int min(int, int)`` of
 # its own): a pass that reads a call by its name as CUDA's own (``min``, ``max``) leaves such a name alone
 FUNCTIONS_NOTE = "file_functions"
+# the unit note: the file's functions whose calls are block-level (:func:`.syntax.block_level_functions`: they read the
+# thread's index or wait at a barrier): a pass that changes which threads exist cannot see into them
+BLOCK_FUNCTIONS_NOTE = "block_level_functions"
 
 
 @dataclass(frozen=True)

@@ -39,14 +39,15 @@ from ptxfactory.protocol import LaunchConfig
 from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
-from .base import Unit, int_literal
+from .base import BLOCK_FUNCTIONS_NOTE, Unit, int_literal
 from .grid_stride import FACTS_NOTE
 from .rowpar import GROUP_BLOCK, MAX_GRID, PlannedPass, Refused, helper_closure, spec_expression, auto_shape
 from .shuffle_reduce import SHUFFLE_TYPES, _is_barrier, _is_block_size, _is_sub, _is_tid, _match_loop, _shared_arrays, _tid_aliases
 from .syntax import Node
 
 COLLECTIVES = ("__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync", "__any_sync",
-               "__all_sync", "__activemask", "__reduce_add_sync", "__match_any_sync", "__syncwarp")
+               "__all_sync", "__activemask", "__reduce_add_sync", "__match_any_sync", "__syncwarp",
+               "__syncthreads_count", "__syncthreads_or", "__syncthreads_and")
 
 
 @dataclass
@@ -93,6 +94,11 @@ class BlockRowPass(PlannedPass):
                     raise Refused("blockIdx used outside the row's declaration")
         if sx.contains_call(body, COLLECTIVES) or any(n.type == "gnu_asm_expression" for n in sx.walk(body)):
             raise Refused("warp collectives or inline asm")
+        helpers = unit.notes.get(BLOCK_FUNCTIONS_NOTE, frozenset())
+        called = next((n for n in sx.walk(body) if sx.call_name(n) in helpers), None)
+        if called is not None:
+            raise Refused(f"line {called.start_point[0] + 1}: {sx.call_name(called)}() reads the thread's index or waits "
+                          "for the block's threads: which threads a row has would change under it")
         shared = _shared_arrays(body)
         aliases = _tid_aliases(body)
         idioms = _idioms(unit, body, shared, aliases, threads)
@@ -111,6 +117,7 @@ class BlockRowPass(PlannedPass):
                               f"i < n; i += blockDim.x (or the block's {threads})")
         if not idioms and not strided:
             raise Refused("nothing a row's lanes share: no reduction idiom and no loop strided by blockDim.x")
+        _check_lane_uses(body, idioms, aliases, threads)
         exact_only = unit.spec.check.rtol == 0 and unit.spec.check.atol == 0
         if exact_only and any(i.op == "+" and i.ctype in ("float", "double") for i in idioms):
             raise Refused("a floating-point sum where the spec asks for exact results")
@@ -254,9 +261,72 @@ def _lane_started(body: Node, aliases: set[str]) -> list[Node]:
         if init is None or init.type != "declaration":
             continue
         ds = init.children_by_field_name("declarator")
-        if len(ds) == 1 and ds[0].type == "init_declarator" and _is_tid(ds[0].child_by_field_name("value"), aliases):
+        if len(ds) == 1 and ds[0].type == "init_declarator" and _lane_term(ds[0].child_by_field_name("value"), aliases):
             out.append(loop)
     return out
+
+
+def _lane_term(value: Node | None, aliases: set[str]) -> Node | None:
+    """The lane in a loop's start ``tid`` or ``a + tid`` (``row * N + tid``: the row's base, then the lane), where
+    nothing else in the start is the lane; else None."""
+    terms = sx.operands(value, "+")
+    lanes = [t for t in terms if _is_tid(t, aliases)]
+    if len(lanes) != 1 or any(_mentions_lane(t, aliases) for t in terms if t is not lanes[0]):
+        return None
+    return lanes[0]
+
+
+def _mentions_lane(node: Node, aliases: set[str]) -> bool:
+    return any(sx.is_builtin(n, "threadIdx") or (sx.is_ident(n) and sx.text(n) in aliases) for n in sx.walk(node)
+               if n.type in ("field_expression", "identifier"))
+
+
+def _check_lane_uses(body: Node, idioms: list, aliases: set[str], threads: int) -> None:
+    """Refuses a use of the thread's index (``threadIdx.x`` or a copy) or of the block's size (``blockDim.x`` or a
+    copy) that a new count of lanes a row would change the meaning of. Allowed: a copy's declaration; the reduction
+    idioms (rewritten); the start of a strided loop (``tid`` or ``a + tid``) and its step; ``tid == 0`` as the whole
+    condition of an ``if`` with no barrier under it (the row's one store). Anything else (``part[row * 256 + tid]``,
+    ``if (tid < 256)``, ``(float)tid / blockDim.x``, ``n / blockDim.x``, a ``while`` loop from ``tid``) is refused with
+    its line: the lanes of the original's block are not the lanes of the rewrite's row."""
+    dims = _tid_aliases(body, "blockDim")
+    ok: set[int] = set()
+    for i in idioms:
+        ok |= {n.id for n in sx.walk(i.store)} | {n.id for n in sx.walk(i.loop)}
+    for n in sx.walk(body):
+        if n.type == "init_declarator" and sx.is_ident(n.child_by_field_name("declarator")) \
+                and sx.text(n.child_by_field_name("declarator")) in aliases | dims:
+            ok |= {m.id for m in sx.walk(n)}
+    for loop in _strided_loops(body, aliases, threads):
+        d = loop.child_by_field_name("initializer").children_by_field_name("declarator")[0]
+        ok |= {m.id for m in sx.walk(_lane_term(d.child_by_field_name("value"), aliases))}
+        ok |= {m.id for m in sx.walk(_step(loop))}
+        if any(_is_barrier(m) for m in sx.walk(loop.child_by_field_name("body"))):
+            raise Refused(f"line {loop.start_point[0] + 1}: a barrier inside a loop strided by the lanes (their trip "
+                          "counts differ)")
+    for n in sx.walk(body):
+        if n.type != "if_statement":
+            continue
+        c = sx.unparen(sx.clause_value(n.child_by_field_name("condition")))
+        if c is not None and c.type == "binary_expression" and sx.operator(c) == "==" and any(
+                _is_tid(a, aliases) and sx.is_number(b, 0) for a, b in ((c.child_by_field_name("left"), c.child_by_field_name("right")),
+                                                                       (c.child_by_field_name("right"), c.child_by_field_name("left")))):
+            if any(_is_barrier(m) or sx.call_name(m) == "__syncthreads" for m in sx.walk(n)):
+                raise Refused(f"line {n.start_point[0] + 1}: a barrier under a test of the thread's index")
+            ok |= {m.id for m in sx.walk(c)}
+    for n in sx.walk(body):
+        if n.id in ok or n.type not in ("field_expression", "identifier"):
+            continue
+        name = sx.text(n)
+        if sx.is_builtin(n, "threadIdx") or (n.type == "identifier" and name in aliases):
+            what = "the thread's index"
+        elif sx.is_builtin(n, "blockDim") or (n.type == "identifier" and name in dims):
+            what = "the block's size"
+        else:
+            continue
+        if n.type == "identifier" and n.parent is not None and n.parent.type == "field_expression":
+            continue  # (threadIdx itself, inside threadIdx.x)
+        raise Refused(f"line {n.start_point[0] + 1}: {what} used as a value ({sx.text(n.parent) if n.parent is not None else name}): "
+                      "its meaning would change with the lanes a row gets")
 
 
 def _step(loop: Node) -> Node | None:

@@ -120,9 +120,9 @@ class BlockClusterPass(BlockRowPass):
         def lane(n) -> bytes | None:  # the row's lanes are the cluster's threads
             if n.id in steps:
                 return f"{self.lanes}u".encode()
-            if sx.is_builtin(n, "threadIdx", "x"):
+            if n.type == "field_expression" and sx.is_builtin(n, "threadIdx", "x"):  # (a cast around it stays)
                 return LANE.encode()
-            if sx.is_builtin(n, "blockDim", "x"):
+            if n.type == "field_expression" and sx.is_builtin(n, "blockDim", "x"):
                 return f"{self.lanes}u".encode()
             return None
 

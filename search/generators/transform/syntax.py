@@ -123,6 +123,33 @@ def file_functions(root: Node) -> frozenset[str]:
     return frozenset(out)
 
 
+# what makes a function a block-level one: it reads the thread's identity or the launch, or waits for or talks to
+# other threads (a __device__ blockReduceSum with its own __shared__ array and barriers)
+BLOCK_LEVEL = re.compile(r"\b(threadIdx|blockIdx|blockDim|gridDim|__syncthreads\w*|__syncwarp|__shfl\w*|__ballot_sync|"
+                         r"__any_sync|__all_sync|__activemask|__reduce_\w+_sync|__match_\w+_sync|__shared__|this_thread_block|"
+                         r"this_grid|cooperative_groups|asm)\b")
+
+
+def block_level_functions(root: Node) -> frozenset[str]:
+    """The names of the functions a translation unit defines whose bodies (or the bodies of functions they call, to
+    a fixed point) read ``threadIdx``/``blockIdx``/``blockDim``/``gridDim``, declare ``__shared__`` data, wait at a
+    barrier, use a warp collective or inline asm: a call to one is the caller's threads acting together."""
+    bodies: dict[str, str] = {}
+    for n in walk(root):
+        if n.type == "function_definition":
+            d = function_declarator(n)
+            name = d.child_by_field_name("declarator") if d is not None else None
+            if name is not None:
+                key = text(name).split("::")[-1].split("<")[0].strip()
+                bodies[key] = bodies.get(key, "") + text(n.child_by_field_name("body"))
+    out = {k for k, b in bodies.items() if BLOCK_LEVEL.search(b)}
+    while True:
+        more = {k for k, b in bodies.items() if k not in out and any(re.search(rf"\b{re.escape(f)}\s*(<[^;{{}}]*>)?\s*\(", b) for f in out)}
+        if not more:
+            return frozenset(out)
+        out |= more
+
+
 def in_lambda(node: Node, stop: Node | None = None) -> bool:
     """``node`` sits inside a lambda (below ``stop``, when given): its ``return`` and names are the lambda's."""
     n = node.parent
