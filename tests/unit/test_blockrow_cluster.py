@@ -62,12 +62,63 @@ SPELLED_SUM = ONE_BLOCK_SUM.replace("i += blockDim.x", "i += THREADS").replace("
 ALIAS_SUM = ONE_BLOCK_SUM.replace("int tid = threadIdx.x;", "unsigned tid = threadIdx.x, nt = blockDim.x;") \
     .replace("for (int i = tid; i < n; i += blockDim.x)", "for (unsigned i = tid; i < n; i += nt)").replace("int s = blockDim.x / 2", "unsigned s = nt / 2")
 
+# a LayerNorm's sum and sum of squares reduced by one tree loop of two arrays
+FUSED_TREE = """
+extern "C" __global__ void k(const float* x, float* y, int M, int N)
+{
+    __shared__ float s_sum[128];
+    __shared__ float s_sq[128];
+    int row = blockIdx.x;
+    int tid = threadIdx.x;
+    float a = 0.0f, b = 0.0f;
+    for (int i = tid; i < N; i += blockDim.x) { float v = x[row * N + i]; a += v; b += v * v; }
+    s_sum[tid] = a;
+    s_sq[tid] = b;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s) { s_sum[tid] += s_sum[tid + s]; s_sq[tid] += s_sq[tid + s]; }
+        __syncthreads();
+    }
+    float mean = s_sum[0] / N;
+    float var = s_sq[0] / N - mean * mean;
+    float inv = 1.0f / sqrtf(var + 1e-5f);
+    for (int i = tid; i < N; i += blockDim.x) y[row * N + i] = (x[row * N + i] - mean) * inv;
+}
+"""
+# two stores before one barrier, then a tree loop each (a max and a sum)
+TWO_TREES = """
+extern "C" __global__ void k(const float* x, float* y, int M, int N)
+{
+    __shared__ float s_max[128];
+    __shared__ float s_sum[128];
+    int row = blockIdx.x;
+    int tid = threadIdx.x;
+    float m = -3.0e38f, a = 0.0f;
+    for (int i = tid; i < N; i += blockDim.x) { m = fmaxf(m, x[row * N + i]); a += x[row * N + i]; }
+    s_max[tid] = m;
+    s_sum[tid] = a;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s) s_max[tid] = fmaxf(s_max[tid], s_max[tid + s]);
+        __syncthreads();
+    }
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s) s_sum[tid] += s_sum[tid + s];
+        __syncthreads();
+    }
+    float top = s_max[0], mean = s_sum[0] / N;
+    for (int i = tid; i < N; i += blockDim.x) y[row * N + i] = x[row * N + i] - top + mean;
+}
+"""
+
 KERNELS = {  # name -> (source, args, grid, block)
     "sum": (ONE_BLOCK_SUM, SUM_ARGS, "[1]", "[256]"),
     "max": (ONE_BLOCK_MAX, SUM_ARGS, "[1]", "[256]"),
     "softmax": (SOFTMAX, ROW_ARGS, '["M"]', "[128]"),
     "spelled": (SPELLED_SUM, SUM_ARGS, "[1]", "[256]"),
     "alias": (ALIAS_SUM, SUM_ARGS, "[1]", "[256]"),
+    "fused_tree": (FUSED_TREE, ROW_ARGS, '["M"]', "[128]"),
+    "two_trees": (TWO_TREES, ROW_ARGS, '["M"]', "[128]"),
 }
 
 
@@ -249,6 +300,17 @@ def test_a_strided_loop_from_the_rows_base_plus_the_lane_is_a_lane_loop():
     s = rt_spec()
     t = BlockClusterPass(8).apply(with_facts(unit(src, s))).text
     assert "for (int i = row * N + tid; i < (row + 1) * N; i += 8192u)" in t
+
+
+@pytest.mark.parametrize("name", ["fused_tree", "two_trees"])
+def test_a_tree_of_several_arrays_is_a_reduction_each(name):
+    """A tree loop halving two arrays (or two stores before one barrier, then a tree each): a combine per array, the
+    barrier and the trees gone; blockrow too."""
+    t = BlockClusterPass(4).apply(facts_unit(name)).text
+    assert t.count("ptxf_cluster_reduce<4>(") == 2 and "__syncthreads" not in t and "s_sum" not in t
+    assert "ptxf_cluster_sync" not in t  # (the combines wait for the cluster themselves)
+    out = BlockRowPass(32).apply(unit(KERNELS[name][0], few_rows_spec(name)))
+    assert out.text.count("ptxf_row_reduce(") == 2 and "__syncthreads" not in out.text and "s_sum" not in out.text
 
 
 def test_the_refusal_list_names_the_reason_once():

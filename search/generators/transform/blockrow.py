@@ -42,7 +42,7 @@ from . import syntax as sx
 from .base import BLOCK_FUNCTIONS_NOTE, Unit, int_literal
 from .grid_stride import FACTS_NOTE
 from .rowpar import GROUP_BLOCK, MAX_GRID, PlannedPass, Refused, helper_closure, spec_expression, auto_shape
-from .shuffle_reduce import SHUFFLE_TYPES, _is_barrier, _is_block_size, _is_sub, _is_tid, _match_loop, _shared_arrays, _tid_aliases
+from .shuffle_reduce import SHUFFLE_TYPES, _is_barrier, _is_block_size, _is_sub, _is_tid, _shared_arrays, _tid_aliases, match_tree
 from .syntax import Node
 
 COLLECTIVES = ("__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync", "__any_sync",
@@ -59,6 +59,8 @@ class _Idiom:
     op: str
     value: Node
     reads: list[Node]  # sh[0] reads served by this reduction
+    barrier: Node  # the barrier after the group's stores
+    last: Node  # the group's last tree loop (a loop may halve several arrays; a group may have a loop each)
 
 
 class BlockRowPass(PlannedPass):
@@ -165,12 +167,14 @@ class BlockRowPass(PlannedPass):
             combine = "ptxf_a + ptxf_b" if i.op == "+" else f"{i.op}(ptxf_a, ptxf_b)"
             op = f"[](const {i.ctype}& ptxf_a, const {i.ctype}& ptxf_b) {{ return ({i.ctype})({combine}); }}"
             stmt = f"const {i.ctype} {name} = ptxf_row_reduce(({i.ctype})({sx.text(i.value)}), {op});  // (transform blockrow)"
-            edits.append((i.store.start_byte, i.loop.end_byte, stmt.encode()))
+            edits.append((i.store.start_byte, i.store.end_byte, stmt.encode()))
             for r in i.reads:
                 edits.append((r.start_byte, r.end_byte, name.encode()))
             used.add("ptxf_row_reduce")
+        for barrier, last in {(i.barrier.start_byte, i.last.end_byte) for i in idioms}:  # the group's barrier and trees go
+            edits.append((barrier, last, b""))
         for n in sx.walk(unit.body):  # the other barriers order the row's global accesses: the row's lanes suffice
-            if _is_barrier(n) and not any(i.store.start_byte <= n.start_byte < i.loop.end_byte for i in idioms):
+            if _is_barrier(n) and not any(i.barrier.start_byte <= n.start_byte < i.last.end_byte for i in idioms):
                 call = n.named_children[0]
                 edits.append((call.start_byte, call.end_byte, b"ptxf_row_sync()"))
                 used.add("ptxf_row_sync")
@@ -345,31 +349,56 @@ def _constant_steps(body: Node, aliases: set[str], threads: int) -> list[Node]:
 
 
 def _idioms(unit: Unit, body: Node, shared: dict[str, str], aliases: set[str], threads: int) -> list[_Idiom]:
-    """Every reduction idiom (store, barrier, tree loop, reads of [0]) in the body's statement lists, in order."""
+    """Every reduction idiom in the body's statement lists, in order: stores ``sh[tid] = v;`` of one or more shared
+    arrays, one barrier, then tree loops that halve those arrays (one loop of them all, a LayerNorm's sum and sum of
+    squares together, or a loop each), then reads of ``sh[0]``. One :class:`_Idiom` per array."""
     out = []
     for block in [n for n in sx.walk(body) if n.type == "compound_statement"]:
         stmts = sx.statements(block)
-        for k in range(len(stmts) - 2):
-            s1, s2, s3 = stmts[k:k + 3]
-            if s3.type != "for_statement" or not _is_barrier(s2):
+        k = 0
+        while k < len(stmts):
+            j = k
+            while j < len(stmts) and _store_to(stmts[j], shared, aliases) is not None:
+                j += 1
+            if j == k or j >= len(stmts) or not _is_barrier(stmts[j]):
+                k = max(j, k + 1)
                 continue
-            red = _match_loop(s3, shared, aliases, threads)
-            if red is None or red.ctype not in SHUFFLE_TYPES:
+            trees, t = [], j + 1
+            while t < len(stmts) and stmts[t].type == "for_statement":
+                reds = match_tree(stmts[t], shared, aliases, threads)
+                if reds is None:
+                    break
+                trees += reds
+                t += 1
+            stores = {_store_to(st, shared, aliases)[0]: st for st in stmts[k:j]}
+            arrays = [r.array for r in trees]
+            if not trees or len(stores) != j - k or sorted(stores) != sorted(arrays) \
+                    or any(r.ctype not in SHUFFLE_TYPES for r in trees) \
+                    or any(set(arrays) & sx.identifiers(_store_to(st, shared, aliases)[1]) for st in stmts[k:j]):
+                k = j + 1
                 continue
-            if s1.type != "expression_statement" or s1.named_child_count != 1:
-                continue
-            a = s1.named_children[0]
-            if a.type != "assignment_expression" or sx.operator(a) != "=" or not _is_sub(a.child_by_field_name("left"), red.array,
-                                                                                          lambda i: _is_tid(i, aliases)):
-                continue
-            value = a.child_by_field_name("right")
-            if red.array in sx.identifiers(value):
-                continue
-            reads = _reads_of_first(block, stmts[k + 3:], red.array, aliases)
-            if reads is None:
-                raise Refused(f"{red.array}[...] read other than at [0] after its reduction (line {s3.start_point[0] + 1})")
-            out.append(_Idiom(s1, s3, red.array, red.ctype, red.op, value, reads))
+            for r in trees:
+                reads = _reads_of_first(block, stmts[t:], r.array, aliases)
+                if reads is None:
+                    raise Refused(f"{r.array}[...] read other than at [0] after its reduction (line {r.loop.start_point[0] + 1})")
+                out.append(_Idiom(stores[r.array], r.loop, r.array, r.ctype, r.op, _store_to(stores[r.array], shared, aliases)[1],
+                                  reads, stmts[j], stmts[t - 1]))
+            k = t
     return out
+
+
+def _store_to(stmt: Node, shared: dict[str, str], aliases: set[str]) -> tuple[str, Node] | None:
+    """``(array, value)`` of ``sh[tid] = value;`` with ``sh`` a shared array, or None."""
+    if stmt.type != "expression_statement" or stmt.named_child_count != 1:
+        return None
+    a = stmt.named_children[0]
+    if a.type != "assignment_expression" or sx.operator(a) != "=":
+        return None
+    left = a.child_by_field_name("left")
+    array = sx.text(left.child_by_field_name("argument")) if left.type == "subscript_expression" else None
+    if array not in shared or not _is_sub(left, array, lambda i: _is_tid(i, aliases)):
+        return None
+    return array, a.child_by_field_name("right")
 
 
 def _reads_of_first(block: Node, after: list[Node], array: str, aliases: set[str]) -> list[Node] | None:

@@ -112,9 +112,10 @@ class BlockClusterPass(BlockRowPass):
     def apply(self, unit: Unit) -> Unit:
         row, idioms, shared, launch = self._plan(unit)
         data, body, c = unit.data, unit.body, self.blocks
-        idiom_nodes = {i.store.id for i in idioms} | {i.loop.id for i in idioms}
+        stores = {i.store.id: k for k, i in enumerate(idioms)}
+        trees = {i.loop.id for i in idioms}
         reads = {r.id: k for k, i in enumerate(idioms) for r in i.reads}
-        between = [(i.store.start_byte, i.loop.end_byte) for i in idioms]
+        between = [(i.barrier.start_byte, i.last.end_byte) for i in idioms]
         steps = {s.id for s in _constant_steps(body, _tid_aliases(body), unit.block_threads())}  # i += 256: the lanes too
 
         def lane(n) -> bytes | None:  # the row's lanes are the cluster's threads
@@ -130,10 +131,10 @@ class BlockClusterPass(BlockRowPass):
             if row is not None and n == row.child_by_field_name("value"):
                 ctype = sx.type_text(row.parent.child_by_field_name("type"))
                 return f"({ctype})(blockIdx.x / {c}u)".encode()
-            if n.id in idiom_nodes:
-                k = next(k for k, i in enumerate(idioms) if n.id in (i.store.id, i.loop.id))
-                if n.id == idioms[k].loop.id:
-                    return b""
+            if n.id in trees:
+                return b""
+            if n.id in stores:
+                k = stores[n.id]
                 i = idioms[k]
                 combine = "ptxf_a + ptxf_b" if i.op == "+" else f"{i.op}(ptxf_a, ptxf_b)"
                 op = f"[](const {i.ctype}& ptxf_a, const {i.ctype}& ptxf_b) {{ return ({i.ctype})({combine}); }}"
@@ -144,7 +145,7 @@ class BlockClusterPass(BlockRowPass):
                 return f"ptxf_r{reads[n.id]}".encode()
             if _is_barrier(n):
                 if any(a <= n.start_byte < b for a, b in between):
-                    return b""  # the idiom's own barrier, between its store and its tree
+                    return b""  # an idiom's own barrier, between its stores and its trees
                 return b"ptxf_cluster_sync();"
             if n.type == "declaration" and any(k.type == "type_qualifier" and sx.text(k) == "__shared__" for k in n.children):
                 return f"// (transform {self.name}: the shared reduction array is gone)".encode()

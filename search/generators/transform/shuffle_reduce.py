@@ -195,6 +195,16 @@ def _is_sub(node: Node | None, sh: str, index_ok) -> bool:
 
 
 def _match_loop(loop: Node, shared: dict[str, str], aliases: set[str], threads: int) -> Reduction | None:
+    """The tree loop ``for (s = blockDim.x / 2; s > 0; s >>= 1) { if (tid < s) sh[tid] op= sh[tid + s]; __syncthreads(); }``
+    of one shared array, or None."""
+    tree = match_tree(loop, shared, aliases, threads)
+    return tree[0] if tree is not None and len(tree) == 1 else None
+
+
+def match_tree(loop: Node, shared: dict[str, str], aliases: set[str], threads: int) -> list[Reduction] | None:
+    """The reductions of a tree loop, one per shared array it halves (``if (tid < s) { a[tid] += a[tid + s]; b[tid] =
+    fmaxf(b[tid], b[tid + s]); }``: two, a LayerNorm's sum and sum of squares reduced together), in order; None when
+    ``loop`` is not such a loop or names an array twice."""
     init, cond, upd, body = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update", "body"))
     if init is None or cond is None or upd is None or body is None or init.type != "declaration":
         return None
@@ -233,12 +243,22 @@ def _match_loop(loop: Node, shared: dict[str, str], aliases: set[str], threads: 
     )):
         return None
     cons = guard.child_by_field_name("consequence")
-    if cons.type == "compound_statement":
-        inner = sx.statements(cons)
-        cons = inner[0] if len(inner) == 1 else None
-    if cons is None or cons.type != "expression_statement" or cons.named_child_count != 1:
+    updates = sx.statements(cons) if cons.type == "compound_statement" else [cons]
+    out = []
+    for u in updates:
+        one = _tree_update(u, s, shared, aliases)
+        if one is None or any(r.array == one[0] for r in out):
+            return None
+        out.append(Reduction(loop=loop, array=one[0], ctype=shared[one[0]], op=one[1]))
+    return out or None
+
+
+def _tree_update(stmt: Node, s: str, shared: dict[str, str], aliases: set[str]) -> tuple[str, str] | None:
+    """``(array, op)`` of one step of a tree, ``sh[tid] += sh[tid + s];`` (``= sh[tid] + sh[tid + s]``, ``=
+    fmaxf(sh[tid], sh[tid + s])``, ...), or None."""
+    if stmt is None or stmt.type != "expression_statement" or stmt.named_child_count != 1:
         return None
-    assign = cons.named_children[0]
+    assign = stmt.named_children[0]
     if assign.type != "assignment_expression":
         return None
     left = assign.child_by_field_name("left")
@@ -260,9 +280,7 @@ def _match_loop(loop: Node, shared: dict[str, str], aliases: set[str], threads: 
         elif sx.call_name(right) in MINMAX and len(sx.call_args(right)) == 2:
             a, b = sx.call_args(right)
             op = sx.call_name(right) if (here(a) and other(b)) or (other(a) and here(b)) else None
-    if op is None:
-        return None
-    return Reduction(loop=loop, array=sh, ctype=shared[sh], op=op)
+    return (sh, op) if op is not None else None
 
 
 def _is_tid_plus(node: Node, s: str, aliases: set[str]) -> bool:
