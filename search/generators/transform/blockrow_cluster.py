@@ -31,12 +31,10 @@ from ptxfactory.protocol import LaunchConfig
 from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
-from .atomic_agg import _arch_number
 from .base import Unit
 from .blockrow import BlockRowPass, _constant_steps, _strided_loops
-from .grid_stride import FACTS_NOTE, wave_blocks
-from .rowpar import LANE, MAX_GRID, Refused, helper_closure, spec_expression
-from .rowpar_cluster import CLUSTER_ARCH, CLUSTER_BLOCK, CLUSTER_SIZES
+from .rowpar import LANE, Refused, helper_closure, spec_expression
+from .rowpar_cluster import CLUSTER_BLOCK, CLUSTER_SIZES, cluster_grid
 from .shuffle_reduce import _is_barrier, _tid_aliases
 
 
@@ -64,30 +62,8 @@ class BlockClusterPass(BlockRowPass):
 
     def _launch(self, unit: Unit, body, aliases: set[str]) -> LaunchConfig:
         """The grid: ``C`` blocks of 1024 per row (a row per block of the original's 1-D grid)."""
-        facts = unit.notes.get(FACTS_NOTE)
-        if facts is None:
-            raise Refused("without the GPU's facts (its SM count) whether a block a row leaves it idle is unknown")
-        arch = min(_arch_number(unit.spec.arch or facts.arch), _arch_number(facts.arch))
-        if arch < CLUSTER_ARCH:
-            raise Refused(f"thread block clusters need sm_{CLUSTER_ARCH} or later (sm_{arch})")
         rows = f"({unit.launch.grid[0]})"
-        wave = wave_blocks(facts, CLUSTER_BLOCK)
-        grid = f"{rows} * {self.blocks}"
-        few, short = False, False  # (at some bench size) a block a row leaves the wave unfilled; so would half the cluster
-        for size in unit.spec.check.sizes + unit.spec.bench.sizes:
-            try:
-                if not 0 < int(evaluate(grid, size)) <= MAX_GRID:
-                    raise Refused(f"grid {grid} out of range at {size}")
-                if size in unit.spec.bench.sizes:
-                    n = int(evaluate(rows, size))
-                    few, short = few or n < wave, short or n * self.blocks // 2 < wave
-            except ExprError as e:
-                raise Refused(f"launch {grid} cannot be evaluated at {size}: {e}") from None
-        if not few:
-            raise Refused(f"a block a row already fills a wave of {wave} blocks of {CLUSTER_BLOCK} threads at every bench "
-                          f"size ({rows} rows)")
-        if not short:
-            raise Refused(f"{self.blocks // 2} blocks a row already fill a wave of {wave} blocks at every bench size")
+        grid = cluster_grid(unit, rows, rows, self.blocks)
         self._check_length(unit, body, aliases)
         return LaunchConfig(grid=[grid], block=[str(CLUSTER_BLOCK)], shared_mem=unit.launch.shared_mem)
 

@@ -118,6 +118,42 @@ _CLUSTER_OF = {"ptxf_block_reduce": "ptxf_cluster_reduce", "ptxf_block_reduce_ar
                "ptxf_block_merge": "ptxf_cluster_merge"}
 
 
+def cluster_facts(unit: Unit):
+    """The GPU's facts where thread block clusters can run (sm_90 or later). Raises :class:`Refused` otherwise."""
+    facts = unit.notes.get(FACTS_NOTE)
+    if facts is None:
+        raise Refused("without the GPU's facts (its SM count) whether a block a row leaves it idle is unknown")
+    arch = min(_arch_number(unit.spec.arch or facts.arch), _arch_number(facts.arch))
+    if arch < CLUSTER_ARCH:
+        raise Refused(f"thread block clusters need sm_{CLUSTER_ARCH} or later (sm_{arch})")
+    return facts
+
+
+def cluster_grid(unit: Unit, rows: str, total: str, blocks: int) -> str:
+    """The grid ``rows * blocks`` (a cluster of ``blocks`` blocks of :data:`CLUSTER_BLOCK` a row; ``total``: the rows
+    of the whole launch, batches included), checked in range at every spec size. Raises :class:`Refused` where a block
+    a row already fills a full-occupancy wave at every bench size, or half the cluster would (a smaller one is
+    proposed too), or the launch cannot be evaluated."""
+    wave = wave_blocks(cluster_facts(unit), CLUSTER_BLOCK)
+    grid = f"({rows}) * {blocks}"
+    few, short = False, False  # (at some bench size) a block a row leaves the wave unfilled; so would half the cluster
+    for size in unit.spec.check.sizes + unit.spec.bench.sizes:
+        try:
+            if not 0 < int(evaluate(grid, size)) <= MAX_GRID:
+                raise Refused(f"grid {grid} out of range at {size}")
+            if size in unit.spec.bench.sizes:
+                n = int(evaluate(total, size))
+                few, short = few or n < wave, short or n * blocks // 2 < wave
+        except ExprError as e:
+            raise Refused(f"launch {grid} cannot be evaluated at {size}: {e}") from None
+    if not few:
+        raise Refused(f"a block a row already fills a wave of {wave} blocks of {CLUSTER_BLOCK} threads at every bench "
+                      f"size ({total} rows)")
+    if not short:
+        raise Refused(f"{blocks // 2} blocks a row already fill a wave of {wave} blocks at every bench size")
+    return grid
+
+
 class RowClusterPass(RowParallelPass):
     """One thread per row -> a cluster of ``blocks`` blocks of :data:`CLUSTER_BLOCK` threads per row. See the module
     docstring."""
@@ -166,34 +202,12 @@ class RowClusterPass(RowParallelPass):
     # -- the launch -----------------------------------------------------------------------------------------------
 
     def _launch(self, unit: Unit, g: ElementGuard, threads: int, rw) -> LaunchConfig:
-        facts = unit.notes.get(FACTS_NOTE)
-        if facts is None:
-            raise Refused("without the GPU's facts (its SM count) whether a block a row leaves it idle is unknown")
-        arch = min(_arch_number(unit.spec.arch or facts.arch), _arch_number(facts.arch))
-        if arch < CLUSTER_ARCH:
-            raise Refused(f"thread block clusters need sm_{CLUSTER_ARCH} or later (sm_{arch})")
+        cluster_facts(unit)
         rows = rows_expression(unit, g.bound)
         if rows is None:
             raise Refused("the row count is not an expression of the spec's sizes")
         batches = batch_count(unit)
-        total = f"({rows}) * {batches}" if batches else rows
-        wave = wave_blocks(facts, CLUSTER_BLOCK)
-        grid = f"({rows}) * {self.blocks}"
-        few, short = False, False  # (at some bench size) a block a row leaves the wave unfilled; so would half the cluster
-        for size in unit.spec.check.sizes + unit.spec.bench.sizes:
-            try:
-                if not 0 < int(evaluate(grid, size)) <= MAX_GRID:
-                    raise Refused(f"grid {grid} out of range at {size}")
-                if size in unit.spec.bench.sizes:
-                    n = int(evaluate(total, size))
-                    few, short = few or n < wave, short or n * self.blocks // 2 < wave
-            except ExprError as e:
-                raise Refused(f"launch {grid} cannot be evaluated at {size}: {e}") from None
-        if not few:
-            raise Refused(f"a block a row already fills a wave of {wave} blocks of {CLUSTER_BLOCK} threads at every bench "
-                          f"size ({total} rows)")
-        if not short:
-            raise Refused(f"{self.blocks // 2} blocks a row already fill a wave of {wave} blocks at every bench size")
+        grid = cluster_grid(unit, rows, f"({rows}) * {batches}" if batches else rows, self.blocks)
         super()._check_length(unit, rw)  # (after the wave: most kernels are refused for their many rows, one reason)
         return LaunchConfig(grid=[grid, *unit.launch.grid[1:]], block=[str(CLUSTER_BLOCK)], shared_mem=unit.launch.shared_mem)
 
