@@ -137,8 +137,15 @@ def accuracy_lines(summary: JobSummary) -> list[str]:
 
 
 def resources_text(row: CandidateRow) -> str:
-    """``"16 regs, 1024 B smem"`` (+ local memory and spills when any), or ``"—"`` when it did not compile."""
-    return row.resources.summary() if row.resources else "—"
+    """``"16 regs, 1024 B smem"`` (+ the launch's dynamic shared memory, local memory and spills when any), or ``"—"``
+    when it did not compile."""
+    if not row.resources:
+        return "—"
+    text = row.resources.summary()
+    dynamic = row.candidate.launch.shared_mem
+    if dynamic not in (0, "0", ""):
+        text = text.replace(" B smem", f" B smem + {dynamic}{' B' if str(dynamic).isdigit() else ''} dynamic", 1)
+    return text
 
 
 def us(x: float) -> str:

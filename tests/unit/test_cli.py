@@ -332,6 +332,14 @@ def test_row_views_and_verdicts():
     assert views[2].timings == [None, None] and report.timing_text(None) == "—"
 
 
+def test_resources_name_the_launchs_dynamic_shared_memory():
+    rows = _summary().rows
+    row = rows[1].model_copy(update={"candidate": rows[1].candidate.model_copy(update={
+        "launch": rows[1].candidate.launch.model_copy(update={"shared_mem": 4096})})})
+    assert report.resources_text(row) == "40 regs, 0 B smem + 4096 B dynamic"
+    assert report.resources_text(rows[1]) == "40 regs, 0 B smem"
+
+
 def test_markdown_report_has_gpu_best_launch_table_and_rejections():
     md = report.render_markdown(_summary(), now=datetime(2026, 1, 2, 3, 4, tzinfo=timezone.utc))
     assert "- date: 2026-01-02 03:04 UTC" in md
