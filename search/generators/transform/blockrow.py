@@ -36,8 +36,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ptxfactory.protocol import LaunchConfig
-from ptxfactory.protocol.expr import ExprError, evaluate
+from ptxfactory.protocol.expr import ExprError, evaluate, to_c
 
+from ...base import size_names
 from . import syntax as sx
 from .base import BLOCK_FUNCTIONS_NOTE, Unit, int_literal
 from .grid_stride import FACTS_NOTE
@@ -143,6 +144,8 @@ class BlockRowPass(PlannedPass):
             self._check_few_rows(unit, rows)
             per = GROUP_BLOCK // self.lanes if self.lanes <= 32 else 1  # a row wider than a warp has its block
             block, grid = [self.lanes, per], (rows if per == 1 else f"cdiv({rows}, {per})")
+        if grid != rows:
+            self._row_count_c(unit)  # (the rows past the end of the grid's last block return: their count in C)
         for size in unit.spec.check.sizes + unit.spec.bench.sizes:
             try:
                 g = int(evaluate(grid, size))
@@ -161,15 +164,24 @@ class BlockRowPass(PlannedPass):
         ctype = sx.type_text(row.parent.child_by_field_name("type"))
         edits.append((value.start_byte, value.end_byte,
                       f"({ctype})((unsigned long long)blockIdx.x * blockDim.y + threadIdx.y)".encode()))
+        if launch.grid[0] != f"({unit.launch.grid[0]})":  # several rows a block: the last block's extra rows stop
+            name = sx.text(row.child_by_field_name("declarator"))
+            guard = f"\n    if ((long long)({name}) >= {self._row_count_c(unit)}) return;  // (transform blockrow: rows past the end)"
+            edits.append((row.parent.end_byte, row.parent.end_byte, guard.encode()))
+        edits += drop_launch_bounds(unit)
         used = set()
+        names = {r.id: f"ptxf_r{k}".encode() for k, i in enumerate(idioms) for r in i.reads}
+        in_stores = [(i.store.start_byte, i.store.end_byte) for i in idioms]
         for k, i in enumerate(idioms):
             name = f"ptxf_r{k}"
             combine = "ptxf_a + ptxf_b" if i.op == "+" else f"{i.op}(ptxf_a, ptxf_b)"
             op = f"[](const {i.ctype}& ptxf_a, const {i.ctype}& ptxf_b) {{ return ({i.ctype})({combine}); }}"
-            stmt = f"const {i.ctype} {name} = ptxf_row_reduce(({i.ctype})({sx.text(i.value)}), {op});  // (transform blockrow)"
+            value = sx.render(i.value, data, lambda n: names.get(n.id)).decode()  # (an earlier group's sh[0] in it)
+            stmt = f"const {i.ctype} {name} = ptxf_row_reduce(({i.ctype})({value}), {op});  // (transform blockrow)"
             edits.append((i.store.start_byte, i.store.end_byte, stmt.encode()))
             for r in i.reads:
-                edits.append((r.start_byte, r.end_byte, name.encode()))
+                if not any(a <= r.start_byte < b for a, b in in_stores):
+                    edits.append((r.start_byte, r.end_byte, name.encode()))
             used.add("ptxf_row_reduce")
         for barrier, last in {(i.barrier.start_byte, i.last.end_byte) for i in idioms}:  # the group's barrier and trees go
             edits.append((barrier, last, b""))
@@ -187,6 +199,15 @@ class BlockRowPass(PlannedPass):
         return unit.with_text(text, launch=launch, helpers=helper_closure(sorted(used)), lanes=self.lanes)
 
 
+    def _row_count_c(self, unit: Unit) -> str:
+        """The original grid's x extent (one block a row: the row count) as a C expression of the kernel's scalars.
+        Raises :class:`Refused` where it has none."""
+        try:
+            return to_c(unit.launch.grid[0], size_names(unit.spec))
+        except ExprError as exc:
+            raise Refused(f"the row count {unit.launch.grid[0]!r} has no C form in the kernel's scalars ({exc}): the "
+                          "rows past the end of a block of several rows could not be told to stop") from None
+
     def _check_few_rows(self, unit: Unit, rows: str) -> None:
         """Refuses fewer lanes a row than the original's block where the rows are fewer than the GPU's SMs at every
         bench size (the GPU's facts known): a block a row already leaves SMs idle, and fewer lanes would only idle
@@ -201,6 +222,12 @@ class BlockRowPass(PlannedPass):
         if most < facts.sm_count:
             raise Refused(f"{most} rows at most at the bench sizes, fewer than the GPU's {facts.sm_count} SMs: "
                           f"{self.lanes} lanes a row instead of the block's {threads} would leave more of it idle")
+
+
+def drop_launch_bounds(unit: Unit) -> list[tuple[int, int, bytes]]:
+    """The edit removing the kernel's ``__launch_bounds__(...)``, written for the original's block: a rewrite that
+    launches more threads a block would fail to launch under it (``launch_bounds`` may add the new one back)."""
+    return [(c.start_byte, c.end_byte, b"") for c in unit.fn.children if c.type == "launch_bounds"]
 
 
 def _row_decl(body: Node) -> Node | None:
@@ -294,19 +321,38 @@ def _check_lane_uses(body: Node, idioms: list, aliases: set[str], threads: int) 
     its line: the lanes of the original's block are not the lanes of the rewrite's row."""
     dims = _tid_aliases(body, "blockDim")
     ok: set[int] = set()
-    for i in idioms:
-        ok |= {n.id for n in sx.walk(i.store)} | {n.id for n in sx.walk(i.loop)}
+    for i in idioms:  # the store's place sh[tid] (its value is a lane's partial: a use there is a use) and the tree
+        ok |= {n.id for n in sx.walk(i.store.named_children[0].child_by_field_name("left"))} | {n.id for n in sx.walk(i.loop)}
     for n in sx.walk(body):
         if n.type == "init_declarator" and sx.is_ident(n.child_by_field_name("declarator")) \
                 and sx.text(n.child_by_field_name("declarator")) in aliases | dims:
             ok |= {m.id for m in sx.walk(n)}
-    for loop in _strided_loops(body, aliases, threads):
-        d = loop.child_by_field_name("initializer").children_by_field_name("declarator")[0]
+            ctype = sx.type_text(n.parent.child_by_field_name("type")) if n.parent is not None else ""
+            if ctype not in sx.INT_TYPES or _narrow(ctype):
+                raise Refused(f"line {n.start_point[0] + 1}: {sx.text(n)} of type {ctype!r}: more lanes than it holds")
+    for n in sx.walk(body):  # a cast of the index or the block's size to a narrow type wraps with more lanes
+        if n.type == "cast_expression" and _narrow(sx.type_text(n.child_by_field_name("type"))) \
+                and (_mentions_lane(n, aliases) or _mentions_block_size(n, dims)):
+            raise Refused(f"line {n.start_point[0] + 1}: {sx.text(n)}: a narrow type wraps with more lanes")
+    strided = _strided_loops(body, aliases, threads)
+    for loop in strided:
+        init = loop.child_by_field_name("initializer")
+        d = init.children_by_field_name("declarator")[0]
         ok |= {m.id for m in sx.walk(_lane_term(d.child_by_field_name("value"), aliases))}
         ok |= {m.id for m in sx.walk(_step(loop))}
-        if any(_is_barrier(m) for m in sx.walk(loop.child_by_field_name("body"))):
-            raise Refused(f"line {loop.start_point[0] + 1}: a barrier inside a loop strided by the lanes (their trip "
-                          "counts differ)")
+        line = loop.start_point[0] + 1
+        ctype = sx.type_text(init.child_by_field_name("type"))
+        if ctype not in sx.INT_TYPES or _narrow(ctype):
+            raise Refused(f"line {line}: a loop index of type {ctype!r} strided by the lanes: more lanes than it holds")
+        inner = loop.child_by_field_name("body")
+        if any(_is_barrier(m) or sx.call_name(m) == "__syncthreads" for m in sx.walk(inner)):
+            raise Refused(f"line {line}: a barrier inside a loop strided by the lanes (their trip counts differ)")
+        if any(m.type in ("break_statement", "return_statement", "goto_statement") and _exits(m, loop) for m in sx.walk(inner)):
+            raise Refused(f"line {line}: a loop strided by the lanes that stops early: which elements a lane visits "
+                          "would change with the lanes")
+        if any(other is not loop and _inside(other, loop) for other in strided):
+            raise Refused(f"line {line}: loops strided by the lanes nested in each other")
+    _check_partials(body, idioms, strided)
     for n in sx.walk(body):
         if n.type != "if_statement":
             continue
@@ -316,6 +362,9 @@ def _check_lane_uses(body: Node, idioms: list, aliases: set[str], threads: int) 
                                                                        (c.child_by_field_name("right"), c.child_by_field_name("left")))):
             if any(_is_barrier(m) or sx.call_name(m) == "__syncthreads" for m in sx.walk(n)):
                 raise Refused(f"line {n.start_point[0] + 1}: a barrier under a test of the thread's index")
+            if n.child_by_field_name("alternative") is not None:
+                raise Refused(f"line {n.start_point[0] + 1}: an else for the threads other than the first: how many "
+                              "run it would change with the lanes")
             ok |= {m.id for m in sx.walk(c)}
     for n in sx.walk(body):
         if n.id in ok or n.type not in ("field_expression", "identifier"):
@@ -331,6 +380,76 @@ def _check_lane_uses(body: Node, idioms: list, aliases: set[str], threads: int) 
             continue  # (threadIdx itself, inside threadIdx.x)
         raise Refused(f"line {n.start_point[0] + 1}: {what} used as a value ({sx.text(n.parent) if n.parent is not None else name}): "
                       "its meaning would change with the lanes a row gets")
+
+
+_NARROW_WORDS = ("char", "short", "int8_t", "uint8_t", "int16_t", "uint16_t")
+
+
+def _narrow(ctype: str) -> bool:
+    """An integer type narrower than 32 bits (``unsigned char``, ``short``, ``uint16_t``)."""
+    return any(w in ctype.split() or ctype.endswith(w) for w in _NARROW_WORDS)
+
+
+def _mentions_block_size(node: Node, dims: set[str]) -> bool:
+    return any(sx.is_builtin(n, "blockDim") or (sx.is_ident(n) and sx.text(n) in dims) for n in sx.walk(node)
+               if n.type in ("field_expression", "identifier"))
+
+
+def _exits(jump: Node, loop: Node) -> bool:
+    """The ``break``/``return``/``goto`` leaves ``loop`` (a ``break`` of a loop or switch nested in it does not)."""
+    if jump.type != "break_statement":
+        return True
+    p = jump.parent
+    while p is not None and p != loop:
+        if p.type in ("for_statement", "while_statement", "do_statement", "switch_statement"):
+            return False
+        p = p.parent
+    return True
+
+
+def _check_partials(body: Node, idioms: list, strided: list[Node]) -> None:
+    """Refuses a lane's state that leaves the lane other than through a reduction: each local a strided loop writes
+    (declared outside it) must be read, outside the strided loops, only as the whole value of an idiom's store
+    (``sh[tid] = acc;``), and a sum's partial must start at zero (a max's or min's start is taken again by every
+    lane: any start gives the same result). Else the result would depend on how many lanes a row has: ``float acc =
+    1.0f`` summed over more lanes, lane 0's own partial used after the tree, the last index a lane visited."""
+    inside = {n.id for loop in strided for n in sx.walk(loop)}
+    stores = {}
+    for i in idioms:
+        v = sx.uncast(i.value)
+        if v is not None and v.type == "identifier":
+            stores[v.id] = i
+    for loop in strided:
+        declared = sx.declared_names(loop)
+        for name in sorted(sx.written_names(loop.child_by_field_name("body")) - declared):
+            reduced = None
+            for n in sx.walk(body):
+                if n.id in inside or not sx.is_ident(n, name):
+                    continue
+                p = n.parent
+                if p is not None and p.type == "init_declarator" and p.child_by_field_name("declarator") == n:
+                    continue  # its declaration
+                if n.id in stores:
+                    reduced = stores[n.id]
+                    continue
+                raise Refused(f"line {n.start_point[0] + 1}: {name}, which the loop at line {loop.start_point[0] + 1} "
+                              "updates per lane, is used other than as the value a reduction stores")
+            if reduced is not None and reduced.op == "+" and not _starts_at_zero(body, name):
+                raise Refused(f"{name}: a lane's partial sum that does not start at 0 would count its start once a lane")
+    partials = {name for loop in strided for name in sx.written_names(loop.child_by_field_name("body")) - sx.declared_names(loop)}
+    for i in idioms:  # a sum of anything but a lane's partial (a uniform value, sh[0] of an earlier tree) counts it per lane
+        v = sx.uncast(i.value)
+        if i.op == "+" and not (v is not None and v.type == "identifier" and sx.text(v) in partials):
+            raise Refused(f"line {i.store.start_point[0] + 1}: a sum of {sx.text(i.value)!r}, which no loop strided by the "
+                          "lanes accumulates: it would be counted once a lane")
+
+
+def _starts_at_zero(body: Node, name: str) -> bool:
+    for n in sx.walk(body):
+        if n.type == "init_declarator" and sx.is_ident(n.child_by_field_name("declarator"), name):
+            v = sx.uncast(n.child_by_field_name("value"))
+            return v is not None and sx.is_number(v) and sx.literal_value(v) == 0
+    return False
 
 
 def _step(loop: Node) -> Node | None:
@@ -401,6 +520,15 @@ def _store_to(stmt: Node, shared: dict[str, str], aliases: set[str]) -> tuple[st
     return array, a.child_by_field_name("right")
 
 
+def _bound_by_reference(parent: Node) -> bool:
+    """``sh[0]`` passed to a function of the file (which may take it by reference) or bound to a reference
+    (``float& r = sh[0];``): not a value the combined result can stand for."""
+    if parent.type == "argument_list":
+        call = parent.parent
+        return call is None or sx.call_name(call) not in sx.VALUE_FUNCS
+    return parent.type == "init_declarator" and parent.child_by_field_name("declarator").type == "reference_declarator"
+
+
 def _reads_of_first(block: Node, after: list[Node], array: str, aliases: set[str]) -> list[Node] | None:
     """The ``array[0]`` reads in ``after`` up to the next ``array[tid] = ...`` store; None if another access comes first."""
     reads = []
@@ -420,7 +548,8 @@ def _reads_of_first(block: Node, after: list[Node], array: str, aliases: set[str
                     parent = parent.parent
                 if len(idx) != 1 or not sx.is_number(idx[0], 0) or (parent is not None and (
                         parent.type in ("update_expression", "pointer_expression")
-                        or (parent.type == "assignment_expression" and parent.child_by_field_name("left") == access))):
+                        or (parent.type == "assignment_expression" and parent.child_by_field_name("left") == access)
+                        or _bound_by_reference(parent))):
                     return None
                 reads.append(access)
     return reads

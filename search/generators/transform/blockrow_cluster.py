@@ -32,7 +32,7 @@ from ptxfactory.protocol.expr import ExprError, evaluate
 
 from . import syntax as sx
 from .base import Unit
-from .blockrow import BlockRowPass, _constant_steps, _strided_loops
+from .blockrow import BlockRowPass, _constant_steps, _strided_loops, drop_launch_bounds
 from .rowpar import LANE, Refused, helper_closure, spec_expression
 from .rowpar_cluster import CLUSTER_BLOCK, CLUSTER_SIZES, cluster_grid
 from .shuffle_reduce import _is_barrier, _tid_aliases
@@ -114,7 +114,7 @@ class BlockClusterPass(BlockRowPass):
                 i = idioms[k]
                 combine = "ptxf_a + ptxf_b" if i.op == "+" else f"{i.op}(ptxf_a, ptxf_b)"
                 op = f"[](const {i.ctype}& ptxf_a, const {i.ctype}& ptxf_b) {{ return ({i.ctype})({combine}); }}"
-                value = sx.render(i.value, data, lane).decode()
+                value = sx.render(i.value, data, replace).decode()  # (an earlier group's sh[0] read in it too)
                 return (f"const {i.ctype} ptxf_r{k} = ptxf_cluster_reduce<{c}>(({i.ctype})({value}), {op});"
                         f"  // (transform {self.name})").encode()
             if n.id in reads:
@@ -133,7 +133,8 @@ class BlockClusterPass(BlockRowPass):
         text = inner[:1] + lane_decl + inner[1:]  # after the body's "{"
         attr = unit.fn.child_by_field_name("declarator")
         prefix = sx.apply_edits(data[:body.start_byte], [(attr.start_byte, attr.start_byte,
-                                                          f"__attribute__((cluster_dims({c}, 1, 1))) ".encode())])
+                                                          f"__attribute__((cluster_dims({c}, 1, 1))) ".encode())]
+                                + drop_launch_bounds(unit))
         new = prefix + text.encode() + data[body.end_byte:]
         helpers = helper_closure(["ptxf_cluster_reduce", "ptxf_cluster_sync"])
         return unit.with_text(new, launch=launch, helpers=helpers, lanes=self.lanes)

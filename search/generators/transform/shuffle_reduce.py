@@ -208,6 +208,8 @@ def match_tree(loop: Node, shared: dict[str, str], aliases: set[str], threads: i
     init, cond, upd, body = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update", "body"))
     if init is None or cond is None or upd is None or body is None or init.type != "declaration":
         return None
+    if threads & (threads - 1):
+        return None  # (a block of 96 or 192: the halving tree drops elements; a rewrite would sum them all)
     ds = init.children_by_field_name("declarator")
     if len(ds) != 1 or ds[0].type != "init_declarator" or not sx.is_ident(ds[0].child_by_field_name("declarator")):
         return None
