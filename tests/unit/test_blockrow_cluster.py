@@ -527,3 +527,14 @@ def test_the_emulation_fails_a_rewrite_whose_blocks_overlap(tmp_path, monkeypatc
     times: the emulation reports it."""
     runs = _emulate("sum", lambda t: t.replace("(blockIdx.x % 4u) * 32u + threadIdx.x", "threadIdx.x"), tmp_path, monkeypatch)
     assert any(d > 1e-2 for size, diffs in runs if size[0] > 32 for d in diffs.values())
+
+
+def test_shuffle_reduce_takes_a_tree_of_two_arrays_as_two_shuffle_reductions():
+    u = unit(FUSED_TREE, few_rows_spec("fused_tree"))
+    p = ShuffleReducePass()
+    assert p.why_not(u) is None
+    t = p.apply(u).text
+    assert t.count("warp-shuffle reduction (transform shuffle_reduce)") == 2 and "s_sum[tid + s]" not in t
+    assert "s_sum[0] = ptxf_v;" in t and "s_sq[0] = ptxf_v;" in t
+    cand = TransformGenerator().candidate(make_ctx(FUSED_TREE, few_rows_spec("fused_tree")), p.apply(u), [p])
+    assert not isinstance(compile_candidate(cand, "sm_90a"), CompileFailed)

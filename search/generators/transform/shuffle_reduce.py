@@ -64,24 +64,26 @@ class ShuffleReducePass:
         for loop in sx.walk(unit.body):
             if loop.type != "for_statement":
                 continue
-            red = _match_loop(loop, shared, aliases, threads)
-            if red is None:
+            reds = match_tree(loop, shared, aliases, threads)
+            if reds is None:
                 continue
             trees += 1
             line = loop.start_point[0] + 1
-            if red.ctype not in SHUFFLE_TYPES:
-                why.append(f"line {line}: a tree of {red.ctype}, which warp shuffles do not move")
-            elif red.op == "+" and exact_only and red.ctype in ("float", "double"):
-                why.append(f"line {line}: a floating-point sum where the spec asks for exact results")
-            elif red.op in ("fmaxf", "fminf") and red.ctype != "float":
-                why.append(f"line {line}: {red.op} of {red.ctype}")
-            elif not _later_reads_only_first(unit.body, red, aliases):
-                why.append(f"line {line}: {red.array}[...] read other than at [0] after the tree")
-            else:
-                out.append(red)
+            before = len(why)
+            for red in reds:  # (a loop halving several arrays: each its own shuffles, or the loop stays)
+                if red.ctype not in SHUFFLE_TYPES:
+                    why.append(f"line {line}: a tree of {red.ctype}, which warp shuffles do not move")
+                elif red.op == "+" and exact_only and red.ctype in ("float", "double"):
+                    why.append(f"line {line}: a floating-point sum where the spec asks for exact results")
+                elif red.op in ("fmaxf", "fminf") and red.ctype != "float":
+                    why.append(f"line {line}: {red.op} of {red.ctype}")
+                elif not _later_reads_only_first(unit.body, red, aliases):
+                    why.append(f"line {line}: {red.array}[...] read other than at [0] after the tree")
+            if len(why) == before:
+                out += reds
         if not trees:
             why.append(f"no shared-memory tree loop (for (s = blockDim.x / 2 or {threads // 2}; s > 0; s >>= 1) "
-                       "{ if (tid < s) sh[tid] op= sh[tid + s]; __syncthreads(); }, one array a loop)")
+                       "{ if (tid < s) sh[tid] op= sh[tid + s]; __syncthreads(); } in a block of a power of two)")
         return out
 
     def why_not(self, unit: Unit) -> str | None:
@@ -93,10 +95,14 @@ class ShuffleReducePass:
         return bool(self._matches(unit))
 
     def apply(self, unit: Unit) -> Unit:
-        edits = []
+        edits, loops = [], {}
         for red in self._matches(unit):
-            indent, _ = sx.line_indent(unit.data, red.loop.start_byte)
-            edits.append((red.loop.start_byte, red.loop.end_byte, _replacement(red, indent.decode()).encode()))
+            loops.setdefault(red.loop.id, []).append(red)
+        for reds in loops.values():  # one loop: its arrays' shuffle reductions one after the other
+            loop = reds[0].loop
+            indent, _ = sx.line_indent(unit.data, loop.start_byte)
+            text = ("\n" + indent.decode()).join(_replacement(red, indent.decode()) for red in reds)
+            edits.append((loop.start_byte, loop.end_byte, text.encode()))
         ops = sorted({r.op for r in self._matches(unit)})
         return unit.with_text(sx.apply_edits(unit.data, edits), reduce_ops="+".join("sum" if o == "+" else o for o in ops))
 
