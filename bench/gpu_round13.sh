@@ -10,7 +10,7 @@ source .ci/device-setup.sh || { echo "setup failed"; exit 1; }
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PTXFACTORY_FAILURE_LOG="$OUT/failures.txt"  # each failure's reason as it happens (tests/conftest.py)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/gpu.txt" 2>&1
-timeout ${TEST_TIMEOUT:-300} python3 -m pytest -m gpu -v -s -p no:cacheprovider -rfEx --durations=10 -n ${WORKERS:-8} \
+timeout ${TEST_TIMEOUT:-300} python3 -m pytest -m gpu -v -s -p no:cacheprovider -rfEx --durations=10 -n ${WORKERS:-4} \
     tests/gpu/test_gpu_shadow.py \
     "tests/gpu/test_harness.py::test_facts_and_original_matches_itself" \
     "tests/gpu/test_harness.py::test_an_original_that_faults_on_misaligned_views_turns_the_pass_off" \
