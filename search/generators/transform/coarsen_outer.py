@@ -259,7 +259,7 @@ def repeat_hazard(stmt: Node, short_loop) -> str | None:
     a barrier or warp collective, ``__shared__`` or ``static`` data."""
     for n in sx.walk(stmt):
         if n.type in sx.LOOPS and not short_loop(n):
-            return "a loop that is not a short one between literal bounds (a thread per row must not take K rows)"
+            return "a loop that is not a short one between literal bounds (a thread per row must not take several rows)"
         if n.type == "lambda_expression":
             return "a lambda (its returns are its own, not the index's)"
         if n.type in ("goto_statement", "labeled_statement"):

@@ -201,7 +201,7 @@ def element_hazard(stmt: Node, index: str, bound_names: set[str], *, loop_ok=Non
     for n in sx.walk(stmt):
         if loop_ok is not None and n.type in sx.LOOPS and not loop_ok(n):
             kind = {"for_statement": "for", "while_statement": "while", "do_statement": "do"}.get(n.type, "range for")
-            return f"a {kind} loop in the element's code: a row loop is rowpar's, and a thread per row must not take K rows"
+            return f"a {kind} loop in the element's code: a row loop is rowpar's, and a thread per row must not take several rows"
         if n.type in ("return_statement", "goto_statement", "labeled_statement"):
             return f"{n.type.removesuffix('_statement').replace('_', ' ')} in the element's code ({sx.text(n)[:40]!r})"
         if n.type == "call_expression" and sx.call_name(n) in sx.COLLECTIVES:

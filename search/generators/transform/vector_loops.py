@@ -478,6 +478,8 @@ class VectorLoopsPass:
                 what = f"every buffer at the same offset within its {vec}-element chunks: vectorise"
                 head = f"({t})(({vec}u - {M}) & {vec - 1}u);  // the first element on every buffer's chunk boundary"
             same = "".join(f" && {phase(s)} == {M}" for s in p.streams[1:])
+            if not same:  # one buffer: the test is only that the range is not empty
+                what = "a non-empty range: vectorise from its first 16-byte boundary"
             lines += [f"{i1}const unsigned {M} = {first};",
                       f"{i1}if ({A} < {n}{same}) {{  // {what}",
                       f"{i2}const {t} {S} = {A} + {head}",
@@ -551,7 +553,8 @@ class VectorLoopsPass:
         if p.proven:
             lines.append(f"{i1}}}")
         else:
-            lines.append(f"{i1}}} else {{  // the buffers' offsets within 16 bytes differ: the original loop")
+            lines.append(f"{i1}}} else {{  // " + ("the buffers' offsets within 16 bytes differ (or the range is empty): the "
+                         "original loop" if len(p.streams) > 1 else "an empty range: the original loop (no iteration)"))
             lines.append(f"{i2}{reindent(sx.text(p.loop), ind, i2)}")
             lines.append(f"{i1}}}")
         lines.append(f"{ind}}}")
