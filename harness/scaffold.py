@@ -285,6 +285,32 @@ def _float_atomic_line(body: ts.Node | None, name: str) -> int | None:
     return None
 
 
+def _divisor_line(body: ts.Node | None, name: str) -> int | None:
+    """The first line where a value loaded from buffer ``name`` divides (``x / deg[u]``, ``% counts[i]``, or through
+    a local declared from the load: ``int d = deg[u]; ... / d``), else None: such a buffer holds no zeros."""
+    if body is None:
+        return None
+    locals_from = {_text(n.child_by_field_name("declarator")) for n in _walk(body) if n.type == "init_declarator"
+                   and _is_load_of(n.child_by_field_name("value"), name)}
+    for n in _walk(body):
+        if n.type in ("binary_expression", "assignment_expression") and _text(n).find("/") + _text(n).find("%") > -2:
+            op = n.child_by_field_name("operator")
+            if op is None or _text(op) not in ("/", "%", "/=", "%="):
+                continue
+            right = n.child_by_field_name("right")
+            while right is not None and right.type in ("parenthesized_expression", "cast_expression"):
+                right = right.child_by_field_name("value") if right.type == "cast_expression" else right.named_children[0]
+            if _is_load_of(right, name) or (right is not None and right.type == "identifier" and _text(right) in locals_from):
+                return n.start_point[0] + 1
+    return None
+
+
+def _is_load_of(node: ts.Node | None, name: str) -> bool:
+    while node is not None and node.type in ("parenthesized_expression", "cast_expression"):
+        node = node.child_by_field_name("value") if node.type == "cast_expression" else node.named_children[0]
+    return node is not None and node.type == "subscript_expression" and _text(node.child_by_field_name("argument")) == name
+
+
 def _atomic_only_line(body: ts.Node | None, name: str) -> int | None:
     """The first line of an atomic on pointer ``name`` when every mention of ``name`` in ``body`` is inside an atomic's
     address argument (``atomicAdd(&out[b], v)``, ``atomicMax(p + i, v)``: an accumulator the kernel never reads
@@ -1528,6 +1554,9 @@ def scaffold_kernel(source: str, kernel: str, source_name: str = "<source>") -> 
                         entry["init"] = f"randint(0, {symbol_list[0]})"
                         todo.append(f"init: legal values of {p.name} (no use of its values as an index could be read; "
                                     f"the first size symbol is a guess)")
+                    elif (line := _divisor_line(body, p.name)) is not None:  # a degree, a count: never 0
+                        entry["init"] = "randint(1, 100)"
+                        todo.append(f"init: legal values of {p.name} (from 1: its values divide at {source_name}:{line})")
                     else:  # every value of a byte, else small non-negative integers
                         entry["init"] = {Dtype.i8: "randint(-128, 128)", Dtype.u8: "randint(0, 256)"}.get(dtype, "randint(0, 100)")
                         todo.append(f"init: legal values of {p.name}")

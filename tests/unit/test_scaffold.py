@@ -124,6 +124,19 @@ def test_integer_inputs_get_randint_and_index_buffers_range_over_a_size():
     assert args(spec)["q"].init == "randint(-128, 128)" and args(spec)["b"].init == "randint(0, 256)"
 
 
+def test_an_integer_buffer_whose_values_divide_starts_at_one():
+    """A PageRank's out-degrees divide each neighbour's rank (directly, or through a local): init from 1, not 0."""
+    src = """__global__ void k(const int* deg, const int* cnt, const int* other, const float* r, float* y, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i >= n) return;
+        int c = cnt[i];
+        y[i] = r[i] / deg[i] + (float)(i % c) + other[i]; }"""
+    spec, s = scaffold(src, "k")
+    assert args(spec)["deg"].init == "randint(1, 100)" and "its values divide at k.cu:5" in line_comment(s, '"deg"')
+    assert args(spec)["cnt"].init == "randint(1, 100)"
+    assert args(spec)["other"].init == "randint(0, 100)"
+
+
 # --- scalars and sizes -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["n", "N", "M", "K", "D", "rows", "cols", "len", "size", "num_tokens", "nElems",
