@@ -48,7 +48,7 @@ import tree_sitter_cuda
 from ptxfactory.protocol.expr import ExprError, evaluate, symbols_in
 from ptxfactory.protocol.spec import Dtype, SpecError, parse_spec, spec_path_for
 
-from .cexpr import Poly, add, at_most, divide, maybe_written_names, mul, names, nonneg, poly, show
+from .cexpr import Poly, add, at_most, divide, maybe_written_names, mul, names, nonneg, poly, show, uncast
 from .cmacros import integer_constants
 from .extents import PURE_CALL, Access, Extent, Range, Ranges, accesses, bounded_loop, extent, indexed_extent
 from .source import KernelDef, find_kernel, find_kernels
@@ -293,21 +293,17 @@ def _divisor_line(body: ts.Node | None, name: str) -> int | None:
     locals_from = {_text(n.child_by_field_name("declarator")) for n in _walk(body) if n.type == "init_declarator"
                    and _is_load_of(n.child_by_field_name("value"), name)}
     for n in _walk(body):
-        if n.type in ("binary_expression", "assignment_expression") and _text(n).find("/") + _text(n).find("%") > -2:
-            op = n.child_by_field_name("operator")
-            if op is None or _text(op) not in ("/", "%", "/=", "%="):
-                continue
-            right = n.child_by_field_name("right")
-            while right is not None and right.type in ("parenthesized_expression", "cast_expression"):
-                right = right.child_by_field_name("value") if right.type == "cast_expression" else right.named_children[0]
-            if _is_load_of(right, name) or (right is not None and right.type == "identifier" and _text(right) in locals_from):
-                return n.start_point[0] + 1
+        op = n.child_by_field_name("operator") if n.type in ("binary_expression", "assignment_expression") else None
+        if op is None or _text(op) not in ("/", "%", "/=", "%="):
+            continue
+        right = uncast(n.child_by_field_name("right"))
+        if _is_load_of(right, name) or (right is not None and right.type == "identifier" and _text(right) in locals_from):
+            return n.start_point[0] + 1
     return None
 
 
 def _is_load_of(node: ts.Node | None, name: str) -> bool:
-    while node is not None and node.type in ("parenthesized_expression", "cast_expression"):
-        node = node.child_by_field_name("value") if node.type == "cast_expression" else node.named_children[0]
+    node = uncast(node)
     return node is not None and node.type == "subscript_expression" and _text(node.child_by_field_name("argument")) == name
 
 

@@ -307,8 +307,9 @@ def _lane_term(value: Node | None, aliases: set[str]) -> Node | None:
     return lanes[0]
 
 
-def _mentions_lane(node: Node, aliases: set[str]) -> bool:
-    return any(sx.is_builtin(n, "threadIdx") or (sx.is_ident(n) and sx.text(n) in aliases) for n in sx.walk(node)
+def _mentions_lane(node: Node, aliases: set[str], builtin: str = "threadIdx") -> bool:
+    """``node`` reads ``threadIdx.x`` (``builtin``'s x: ``blockDim`` for the block's size) or one of its copies."""
+    return any(sx.is_builtin(n, builtin) or (sx.is_ident(n) and sx.text(n) in aliases) for n in sx.walk(node)
                if n.type in ("field_expression", "identifier"))
 
 
@@ -332,7 +333,7 @@ def _check_lane_uses(body: Node, idioms: list, aliases: set[str], threads: int) 
                 raise Refused(f"line {n.start_point[0] + 1}: {sx.text(n)} of type {ctype!r}: more lanes than it holds")
     for n in sx.walk(body):  # a cast of the index or the block's size to a narrow type wraps with more lanes
         if n.type == "cast_expression" and _narrow(sx.type_text(n.child_by_field_name("type"))) \
-                and (_mentions_lane(n, aliases) or _mentions_block_size(n, dims)):
+                and (_mentions_lane(n, aliases) or _mentions_lane(n, dims, "blockDim")):
             raise Refused(f"line {n.start_point[0] + 1}: {sx.text(n)}: a narrow type wraps with more lanes")
     strided = _strided_loops(body, aliases, threads)
     for loop in strided:
@@ -345,7 +346,7 @@ def _check_lane_uses(body: Node, idioms: list, aliases: set[str], threads: int) 
         if ctype not in sx.INT_TYPES or _narrow(ctype):
             raise Refused(f"line {line}: a loop index of type {ctype!r} strided by the lanes: more lanes than it holds")
         inner = loop.child_by_field_name("body")
-        if any(_is_barrier(m) or sx.call_name(m) == "__syncthreads" for m in sx.walk(inner)):
+        if any(sx.call_name(m) == "__syncthreads" for m in sx.walk(inner)):
             raise Refused(f"line {line}: a barrier inside a loop strided by the lanes (their trip counts differ)")
         if any(m.type in ("break_statement", "return_statement", "goto_statement") and _exits(m, loop) for m in sx.walk(inner)):
             raise Refused(f"line {line}: a loop strided by the lanes that stops early: which elements a lane visits "
@@ -360,7 +361,7 @@ def _check_lane_uses(body: Node, idioms: list, aliases: set[str], threads: int) 
         if c is not None and c.type == "binary_expression" and sx.operator(c) == "==" and any(
                 _is_tid(a, aliases) and sx.is_number(b, 0) for a, b in ((c.child_by_field_name("left"), c.child_by_field_name("right")),
                                                                        (c.child_by_field_name("right"), c.child_by_field_name("left")))):
-            if any(_is_barrier(m) or sx.call_name(m) == "__syncthreads" for m in sx.walk(n)):
+            if any(sx.call_name(m) == "__syncthreads" for m in sx.walk(n)):
                 raise Refused(f"line {n.start_point[0] + 1}: a barrier under a test of the thread's index")
             if n.child_by_field_name("alternative") is not None:
                 raise Refused(f"line {n.start_point[0] + 1}: an else for the threads other than the first: how many "
@@ -390,11 +391,6 @@ def _narrow(ctype: str) -> bool:
     return any(w in ctype.split() or ctype.endswith(w) for w in _NARROW_WORDS)
 
 
-def _mentions_block_size(node: Node, dims: set[str]) -> bool:
-    return any(sx.is_builtin(n, "blockDim") or (sx.is_ident(n) and sx.text(n) in dims) for n in sx.walk(node)
-               if n.type in ("field_expression", "identifier"))
-
-
 def _exits(jump: Node, loop: Node) -> bool:
     """The ``break``/``return``/``goto`` leaves ``loop`` (a ``break`` of a loop or switch nested in it does not)."""
     if jump.type != "break_statement":
@@ -414,14 +410,14 @@ def _check_partials(body: Node, idioms: list, strided: list[Node]) -> None:
     lane: any start gives the same result). Else the result would depend on how many lanes a row has: ``float acc =
     1.0f`` summed over more lanes, lane 0's own partial used after the tree, the last index a lane visited."""
     inside = {n.id for loop in strided for n in sx.walk(loop)}
+    written = {loop.id: sx.written_names(loop.child_by_field_name("body")) - sx.declared_names(loop) for loop in strided}
     stores = {}
     for i in idioms:
         v = sx.uncast(i.value)
         if v is not None and v.type == "identifier":
             stores[v.id] = i
     for loop in strided:
-        declared = sx.declared_names(loop)
-        for name in sorted(sx.written_names(loop.child_by_field_name("body")) - declared):
+        for name in sorted(written[loop.id]):
             reduced = None
             for n in sx.walk(body):
                 if n.id in inside or not sx.is_ident(n, name):
@@ -436,7 +432,7 @@ def _check_partials(body: Node, idioms: list, strided: list[Node]) -> None:
                               "updates per lane, is used other than as the value a reduction stores")
             if reduced is not None and reduced.op == "+" and not _starts_at_zero(body, name):
                 raise Refused(f"{name}: a lane's partial sum that does not start at 0 would count its start once a lane")
-    partials = {name for loop in strided for name in sx.written_names(loop.child_by_field_name("body")) - sx.declared_names(loop)}
+    partials = set().union(*written.values())
     for i in idioms:  # a sum of anything but a lane's partial (a uniform value, sh[0] of an earlier tree) counts it per lane
         v = sx.uncast(i.value)
         if i.op == "+" and not (v is not None and v.type == "identifier" and sx.text(v) in partials):
